@@ -1,0 +1,37 @@
+#pragma once
+/// Bulk dtype conversions. Vectorised where the CPU allows (AVX512-BF16 vcvtne2ps2bf16, AVX-512,
+/// F16C) and bit-identical to the scalar conversions in half.h, which are the reference.
+#include <cstddef>
+#include <cstdint>
+
+#include "mixprec/core/dtype.h"
+#include "mixprec/core/half.h"
+
+namespace mixprec {
+
+/// f32 -> bf16, round to nearest even; NaN stays NaN (quiet), overflow becomes Inf.
+void convert_f32_to_bf16(const float* src, bfloat16* dst, std::size_t n);
+/// bf16 -> f32, exact.
+void convert_bf16_to_f32(const bfloat16* src, float* dst, std::size_t n);
+/// f32 -> f16, round to nearest even; NaN stays NaN (quiet), |x| >= 65520 becomes Inf.
+void convert_f32_to_f16(const float* src, float16* dst, std::size_t n);
+/// f16 -> f32, exact.
+void convert_f16_to_f32(const float16* src, float* dst, std::size_t n);
+/// Any dtype to any dtype over n contiguous elements; 16-bit to 16-bit goes through f32.
+void convert(const void* src, DType src_dtype, void* dst, DType dst_dtype, std::size_t n);
+
+/// f32 -> bf16 with stochastic rounding: rounds up with probability equal to the dropped fraction,
+/// so the result is unbiased. Element i draws its random bits from counter (seed, offset + i), so
+/// results do not depend on threading or on how the array is split. NaN/Inf behave as in RNE.
+void convert_f32_to_bf16_stochastic(const float* src, bfloat16* dst, std::size_t n,
+                                    std::uint64_t seed, std::uint64_t offset = 0);
+/// f32 -> f16 with stochastic rounding (same contract as the bf16 version; subnormals included).
+void convert_f32_to_f16_stochastic(const float* src, float16* dst, std::size_t n,
+                                   std::uint64_t seed, std::uint64_t offset = 0);
+
+/// Scalar stochastic rounding of one value with 32 caller-supplied random bits.
+std::uint16_t f32_to_bf16_bits_stochastic(float value, std::uint32_t random_bits) noexcept;
+/// Scalar stochastic rounding of one value to f16 with 32 caller-supplied random bits.
+std::uint16_t f32_to_f16_bits_stochastic(float value, std::uint32_t random_bits) noexcept;
+
+}  // namespace mixprec
