@@ -1,0 +1,68 @@
+#pragma once
+/// The autograd tape: every differentiable op records a Node that knows how to turn the gradient
+/// of its output into gradients of its inputs. Nodes link to the nodes of their inputs (edges),
+/// and backward() walks them in reverse topological order.
+#include <memory>
+#include <vector>
+
+#include "mixprec/core/tensor.h"
+
+namespace mixprec::autograd {
+
+class Node;
+
+/// Link from a node to the producer of one of its inputs (null when that input needs no gradient).
+struct Edge {
+  std::shared_ptr<Node> fn;
+};
+
+/// One recorded op. Subclasses save what their backward needs and implement backward().
+class Node {
+ public:
+  virtual ~Node() = default;
+  /// Gradients of the inputs (one per edge, in order; undefined where no gradient flows) given
+  /// the gradient of the output, which has the output's shape and dtype.
+  virtual std::vector<Tensor> backward(const Tensor& grad_output) = 0;
+  /// Op name used in error messages and anomaly reports, e.g. "linear".
+  virtual const char* name() const = 0;
+  /// Frees saved tensors once backward has run (unless the graph is retained).
+  virtual void release_saved() {}
+
+  std::vector<Edge> next;      ///< producers of the inputs
+  Shape output_shape;          ///< shape of the output this node produced
+  DType output_dtype = DType::f32;
+  bool released = false;       ///< set after a non-retained backward ran through this node
+};
+
+/// Turns on gradient recording for this thread (the default) until destroyed... or off.
+class GradModeGuard {
+ public:
+  explicit GradModeGuard(bool enabled);
+  ~GradModeGuard();
+  GradModeGuard(const GradModeGuard&) = delete;
+  GradModeGuard& operator=(const GradModeGuard&) = delete;
+
+ private:
+  bool previous_;
+};
+
+/// Disables gradient recording in a scope (like torch.no_grad()).
+class NoGradGuard : public GradModeGuard {
+ public:
+  NoGradGuard() : GradModeGuard(false) {}
+};
+
+/// True when ops on this thread record nodes for backward.
+bool grad_enabled() noexcept;
+
+/// True if an op with these inputs must record a node (grad mode on, some input requires grad).
+bool needs_grad(std::initializer_list<const Tensor*> inputs);
+
+/// Links `output` to `node`: fills node's edges from the inputs (one per input, in order),
+/// records output shape/dtype and marks output as requiring grad. Call only if needs_grad().
+void attach(Tensor& output, std::shared_ptr<Node> node, std::initializer_list<const Tensor*> inputs);
+
+/// Back-propagates gradient (default: 1 for a one-element root) from root through the graph.
+void backward(const Tensor& root, const Tensor& gradient = Tensor(), bool retain_graph = false);
+
+}  // namespace mixprec::autograd

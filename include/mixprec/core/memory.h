@@ -1,0 +1,41 @@
+#pragma once
+/// Memory accounting by category: every tensor storage reports its bytes here, so peak memory can
+/// be reported exactly per category (parameters, gradients, optimizer state, activations, ...).
+#include <array>
+#include <cstddef>
+#include <cstdint>
+
+namespace mixprec {
+
+/// What a block of memory holds; parameters and optimizer state are what "bytes per parameter" counts.
+enum class MemoryCategory : std::uint8_t {
+  parameter, gradient, optimizer_state, activation, workspace
+};
+inline constexpr std::size_t kMemoryCategoryCount = 5;
+/// "parameter", "gradient", "optimizer_state", "activation", "workspace".
+const char* name(MemoryCategory category);
+
+/// A snapshot of the tracker: current and peak bytes per category and in total.
+struct MemoryStats {
+  std::array<std::size_t, kMemoryCategoryCount> current{};
+  std::array<std::size_t, kMemoryCategoryCount> peak{};
+  std::size_t total_current = 0;
+  std::size_t total_peak = 0;        ///< peak of the sum (not the sum of per-category peaks)
+  std::uint64_t allocations = 0;     ///< number of storage allocations since start
+  std::size_t current_of(MemoryCategory c) const { return current[static_cast<std::size_t>(c)]; }
+  std::size_t peak_of(MemoryCategory c) const { return peak[static_cast<std::size_t>(c)]; }
+};
+
+/// Current statistics (thread-safe).
+MemoryStats memory_stats();
+/// Resets every peak to the current value (per category and total).
+void reset_peak_memory();
+
+namespace detail {
+/// Storage calls these; bytes move between categories with track_move.
+void track_alloc(MemoryCategory category, std::size_t bytes);
+void track_free(MemoryCategory category, std::size_t bytes);
+void track_move(MemoryCategory from, MemoryCategory to, std::size_t bytes);
+}  // namespace detail
+
+}  // namespace mixprec

@@ -1,0 +1,152 @@
+#pragma once
+/// Tensor: a shared handle to a strided view of a Storage, with dtype and autograd state.
+/// Copying a Tensor copies the handle (both refer to the same data), like torch.Tensor.
+#include <cstdint>
+#include <initializer_list>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "mixprec/core/dtype.h"
+#include "mixprec/core/memory.h"
+#include "mixprec/core/storage.h"
+
+namespace mixprec {
+
+using Shape = std::vector<std::int64_t>;
+
+/// Number of elements of a shape (1 for a 0-d shape).
+std::int64_t numel(const Shape& shape);
+/// Row-major (C-contiguous) strides of a shape, in elements.
+Shape contiguous_strides(const Shape& shape);
+/// "[2, 3, 4]".
+std::string to_string(const Shape& shape);
+
+namespace autograd {
+class Node;
+}
+
+class Tensor;
+
+namespace detail {
+/// The state behind a Tensor handle. Not part of the stable API.
+struct TensorImpl {
+  std::shared_ptr<Storage> storage;
+  Shape shape;
+  Shape strides;
+  std::int64_t offset = 0;  ///< in elements
+  DType dtype = DType::f32;
+  // Autograd state.
+  bool requires_grad = false;
+  std::shared_ptr<autograd::Node> grad_fn;          ///< null for leaves
+  std::weak_ptr<autograd::Node> grad_accumulator;   ///< leaves only, created lazily
+  std::shared_ptr<TensorImpl> grad;                 ///< accumulated gradient of a leaf
+};
+}  // namespace detail
+
+/// A strided n-dimensional array of f32, bf16 or f16 values. A default-constructed or moved-from
+/// Tensor is undefined: every use except defined() throws StateError.
+class Tensor {
+ public:
+  Tensor() = default;
+  explicit Tensor(std::shared_ptr<detail::TensorImpl> impl) : impl_(std::move(impl)) {}
+  Tensor(const Tensor&) = default;
+  Tensor& operator=(const Tensor&) = default;
+  Tensor(Tensor&& other) noexcept : impl_(std::move(other.impl_)) {}
+  Tensor& operator=(Tensor&& other) noexcept {
+    impl_ = std::move(other.impl_);
+    return *this;
+  }
+
+  // ---- factories (contiguous, new storage) ----
+  /// Uninitialised tensor of the given shape and dtype.
+  static Tensor empty(const Shape& shape, DType dtype = DType::f32,
+                      MemoryCategory category = MemoryCategory::activation);
+  static Tensor zeros(const Shape& shape, DType dtype = DType::f32,
+                      MemoryCategory category = MemoryCategory::activation);
+  static Tensor ones(const Shape& shape, DType dtype = DType::f32);
+  /// Every element set to value (rounded once to dtype).
+  static Tensor full(const Shape& shape, float value, DType dtype = DType::f32);
+  /// Copies values (rounded to dtype) into a new tensor; values.size() must equal numel(shape).
+  static Tensor from_vector(const std::vector<float>& values, const Shape& shape,
+                            DType dtype = DType::f32);
+  /// A 0-d tensor holding value.
+  static Tensor scalar(float value, DType dtype = DType::f32);
+  /// Normal(mean, stddev) samples from the counter-based RNG keyed by seed (reproducible).
+  static Tensor randn(const Shape& shape, std::uint64_t seed, DType dtype = DType::f32,
+                      float mean = 0.0f, float stddev = 1.0f);
+  /// Uniform [low, high) samples from the counter-based RNG keyed by seed.
+  static Tensor uniform(const Shape& shape, std::uint64_t seed, float low, float high,
+                        DType dtype = DType::f32);
+
+  // ---- metadata ----
+  bool defined() const noexcept { return impl_ != nullptr; }
+  const Shape& shape() const { return impl().shape; }
+  const Shape& strides() const { return impl().strides; }
+  std::int64_t offset() const { return impl().offset; }
+  std::int64_t dim() const { return static_cast<std::int64_t>(impl().shape.size()); }
+  /// Size of dimension d; negative d counts from the end.
+  std::int64_t size(std::int64_t d) const;
+  std::int64_t numel() const { return mixprec::numel(impl().shape); }
+  DType dtype() const { return impl().dtype; }
+  std::size_t nbytes() const { return static_cast<std::size_t>(numel()) * size_of(dtype()); }
+  bool is_contiguous() const;
+  /// True if both handles refer to the same tensor object (not just equal values).
+  bool is_same(const Tensor& other) const noexcept { return impl_ == other.impl_; }
+  /// Memory category of the underlying storage; set_category re-files it.
+  MemoryCategory category() const { return impl().storage->category(); }
+  void set_category(MemoryCategory category) const { impl().storage->set_category(category); }
+  /// Version of the storage (increases on every in-place write).
+  std::uint64_t version() const { return impl().storage->version(); }
+  void bump_version() const { impl().storage->bump_version(); }
+
+  // ---- data access ----
+  /// Pointer to the first element (storage + offset).
+  void* data_ptr() const;
+  /// Typed pointer; throws DTypeError if T does not match dtype().
+  template <class T> T* data() const {
+    MIXPREC_CHECK(dtype_of<T> == dtype(), DTypeError, "Tensor::data",
+                  "tensor is " << name(dtype()) << ", not " << name(dtype_of<T>));
+    return static_cast<T*>(data_ptr());
+  }
+  /// All elements in row-major order, widened to float.
+  std::vector<float> to_vector() const;
+  /// The value of a one-element tensor.
+  float item() const;
+
+  // ---- views and copies (differentiable; defined in the ops layer) ----
+  Tensor reshape(const Shape& shape) const;
+  Tensor transpose(std::int64_t d0, std::int64_t d1) const;
+  Tensor permute(const Shape& dims) const;
+  /// Elements [start, end) with step along dim (a view).
+  Tensor slice(std::int64_t dim, std::int64_t start, std::int64_t end, std::int64_t step = 1) const;
+  Tensor contiguous() const;
+  /// Cast to dtype (rounding to nearest even); returns *this if already dtype.
+  Tensor to(DType dtype) const;
+  /// A new tensor with the same values (not tracked by autograd).
+  Tensor clone() const;
+  /// A handle sharing the data but cut from the autograd graph.
+  Tensor detach() const;
+
+  // ---- autograd ----
+  bool requires_grad() const { return impl().requires_grad; }
+  /// Marks a leaf as requiring a gradient; throws StateError on a non-leaf.
+  Tensor& set_requires_grad(bool on = true);
+  bool is_leaf() const { return impl().grad_fn == nullptr; }
+  /// Accumulated gradient of a leaf (undefined until a backward pass reaches it).
+  Tensor grad() const;
+  /// Replaces (or clears, with an undefined tensor) the accumulated gradient.
+  void set_grad(const Tensor& grad) const;
+  const std::shared_ptr<autograd::Node>& grad_fn() const { return impl().grad_fn; }
+  /// Back-propagates from this tensor. A non-scalar needs an explicit gradient of its shape.
+  void backward(const Tensor& gradient = Tensor(), bool retain_graph = false) const;
+
+  /// Internal: the state behind the handle (throws StateError when undefined).
+  detail::TensorImpl& impl() const;
+  const std::shared_ptr<detail::TensorImpl>& impl_ptr() const { return impl_; }
+
+ private:
+  std::shared_ptr<detail::TensorImpl> impl_;
+};
+
+}  // namespace mixprec

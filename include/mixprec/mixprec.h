@@ -1,0 +1,17 @@
+#pragma once
+/// The umbrella header: everything a user of mixprec needs.
+#include "mixprec/autograd/node.h"
+#include "mixprec/core/convert.h"
+#include "mixprec/core/cpu_features.h"
+#include "mixprec/core/dtype.h"
+#include "mixprec/core/error.h"
+#include "mixprec/core/half.h"
+#include "mixprec/core/memory.h"
+#include "mixprec/core/tensor.h"
+#include "mixprec/core/random.h"
+#include "mixprec/core/verbose.h"
+#include "mixprec/nn/layers.h"
+#include "mixprec/nn/module.h"
+#include "mixprec/ops/elementwise.h"
+#include "mixprec/ops/nn_functional.h"
+#include "mixprec/ops/reduce.h"

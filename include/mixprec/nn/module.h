@@ -1,0 +1,73 @@
+#pragma once
+/// Module: the base of layers and models. It owns named parameters (trainable leaves, filed as
+/// MemoryCategory::parameter), named buffers (state that is saved but not trained, e.g. running
+/// statistics) and named child modules, and switches between training and evaluation mode.
+#include <map>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "mixprec/core/tensor.h"
+
+namespace mixprec::nn {
+
+using NamedTensors = std::vector<std::pair<std::string, Tensor>>;
+
+class Module {
+ public:
+  virtual ~Module() = default;
+  Module() = default;
+  Module(const Module&) = delete;
+  Module& operator=(const Module&) = delete;
+
+  /// The layer's computation. Shapes and dtypes are documented by each subclass.
+  virtual Tensor forward(const Tensor& x) = 0;
+  Tensor operator()(const Tensor& x) { return forward(x); }
+  /// Short type name, e.g. "Linear".
+  virtual std::string type_name() const = 0;
+
+  /// Parameters of this module and its children, with dotted paths ("0.weight", "2.bias").
+  NamedTensors named_parameters() const;
+  std::vector<Tensor> parameters() const;
+  /// Buffers of this module and its children, with dotted paths.
+  NamedTensors named_buffers() const;
+  /// Direct children in registration order.
+  const std::vector<std::pair<std::string, std::shared_ptr<Module>>>& children() const {
+    return children_;
+  }
+  /// Parameters and buffers by path: what a checkpoint stores.
+  std::map<std::string, Tensor> state_dict() const;
+  /// Copies values from state (casting to each tensor's dtype). strict: every key must match
+  /// both ways; shapes must always match (ShapeError/ValueError naming the key otherwise).
+  void load_state_dict(const std::map<std::string, Tensor>& state, bool strict = true);
+
+  /// Training mode (dropout active, batch statistics) for this module and all children.
+  void train(bool on = true);
+  void eval() { train(false); }
+  bool is_training() const { return training_; }
+  /// Number of scalar parameters.
+  std::int64_t parameter_count() const;
+
+ protected:
+  /// Registers t as a trainable parameter (sets requires_grad, files it as a parameter).
+  Tensor& register_parameter(const std::string& name, Tensor t);
+  /// Registers t as a buffer (not trained, saved in the state dict).
+  Tensor& register_buffer(const std::string& name, Tensor t);
+  /// Registers a child module under name.
+  template <class M>
+  std::shared_ptr<M> register_module(const std::string& name, std::shared_ptr<M> child) {
+    children_.emplace_back(name, child);
+    return child;
+  }
+
+ private:
+  void collect(const std::string& prefix, bool params, NamedTensors& out) const;
+
+  NamedTensors params_;
+  NamedTensors buffers_;
+  std::vector<std::pair<std::string, std::shared_ptr<Module>>> children_;
+  bool training_ = true;
+};
+
+}  // namespace mixprec::nn

@@ -1,0 +1,151 @@
+// The backward engine: dependency counting, then Kahn's algorithm from the root, so each node
+// runs once, after every consumer of its output has contributed its gradient.
+#include <unordered_map>
+
+#include "mixprec/autograd/node.h"
+#include "kernels/elementwise.h"
+#include "ops/op_util.h"
+
+namespace mixprec::autograd {
+namespace {
+
+// Writes the gradient into a leaf's .grad: the first time as a fresh tensor of the leaf's dtype
+// (so fp32 leaves always get fp32 gradients, whatever dtype the compute used), afterwards added
+// in place.
+class AccumulateGrad final : public Node {
+ public:
+  explicit AccumulateGrad(std::shared_ptr<detail::TensorImpl> leaf) : leaf_(std::move(leaf)) {}
+  const char* name() const override { return "accumulate_grad"; }
+
+  std::vector<Tensor> backward(const Tensor& grad_output) override {
+    Tensor leaf(leaf_);
+    if (!leaf_->grad) {
+      Tensor g = ops::detail::materialize(grad_output, leaf_->dtype, MemoryCategory::gradient);
+      leaf_->grad = g.impl_ptr();
+    } else {
+      Tensor existing(leaf_->grad);
+      MIXPREC_CHECK(existing.shape() == grad_output.shape(), ShapeError, "backward",
+                    "existing .grad has shape " << to_string(existing.shape())
+                                                << " but the new gradient has "
+                                                << to_string(grad_output.shape()));
+      ops::detail::add_into(existing, grad_output);
+    }
+    return {};
+  }
+
+ private:
+  std::shared_ptr<detail::TensorImpl> leaf_;
+};
+
+std::shared_ptr<Node> accumulator_of(const Tensor& leaf) {
+  detail::TensorImpl& impl = leaf.impl();
+  if (auto existing = impl.grad_accumulator.lock()) return existing;
+  auto acc = std::make_shared<AccumulateGrad>(leaf.impl_ptr());
+  acc->output_shape = impl.shape;
+  acc->output_dtype = impl.dtype;
+  impl.grad_accumulator = acc;
+  return acc;
+}
+
+std::shared_ptr<Node> producer_of(const Tensor& t) {
+  if (!t.requires_grad()) return nullptr;
+  if (t.grad_fn()) return t.grad_fn();
+  return accumulator_of(t);
+}
+
+}  // namespace
+
+bool needs_grad(std::initializer_list<const Tensor*> inputs) {
+  if (!grad_enabled()) return false;
+  for (const Tensor* t : inputs) {
+    if (t != nullptr && t->defined() && t->requires_grad()) return true;
+  }
+  return false;
+}
+
+void attach(Tensor& output, std::shared_ptr<Node> node, std::initializer_list<const Tensor*> inputs) {
+  node->next.clear();
+  node->next.reserve(inputs.size());
+  for (const Tensor* t : inputs) {
+    node->next.push_back(Edge{(t != nullptr && t->defined()) ? producer_of(*t) : nullptr});
+  }
+  node->output_shape = output.shape();
+  node->output_dtype = output.dtype();
+  detail::TensorImpl& impl = output.impl();
+  impl.grad_fn = std::move(node);
+  impl.requires_grad = true;
+}
+
+void backward(const Tensor& root, const Tensor& gradient, bool retain_graph) {
+  MIXPREC_CHECK(root.requires_grad(), StateError, "backward",
+                "the tensor does not require grad: no input of the computation has "
+                "requires_grad set (or it ran under NoGradGuard)");
+  Tensor seed = gradient;
+  if (!seed.defined()) {
+    MIXPREC_CHECK(root.numel() == 1, StateError, "backward",
+                  "a gradient can be created implicitly only for a one-element output; pass a "
+                  "gradient of shape " << to_string(root.shape()));
+    seed = Tensor::ones(root.shape(), root.dtype());
+  }
+  MIXPREC_CHECK(seed.shape() == root.shape(), ShapeError, "backward",
+                "gradient shape " << to_string(seed.shape()) << " differs from output shape "
+                                  << to_string(root.shape()));
+  std::shared_ptr<Node> root_fn = producer_of(root);
+
+  // Count, for each node, how many edges point at it from nodes reachable from the root.
+  std::unordered_map<Node*, int> pending;
+  std::vector<Node*> stack{root_fn.get()};
+  pending[root_fn.get()] = 0;
+  while (!stack.empty()) {
+    Node* n = stack.back();
+    stack.pop_back();
+    for (const Edge& e : n->next) {
+      if (!e.fn) continue;
+      auto [it, inserted] = pending.try_emplace(e.fn.get(), 0);
+      ++it->second;
+      if (inserted) stack.push_back(e.fn.get());
+    }
+  }
+
+  NoGradGuard no_grad;  // backward formulas are not themselves recorded
+  std::unordered_map<Node*, Tensor> grads;
+  grads[root_fn.get()] = seed;
+  std::vector<std::shared_ptr<Node>> ready{root_fn};
+  while (!ready.empty()) {
+    std::shared_ptr<Node> node = std::move(ready.back());
+    ready.pop_back();
+    std::vector<Tensor> input_grads;
+    auto found = grads.find(node.get());
+    if (found != grads.end()) {  // a node can be reached by edges that carried no gradient
+      MIXPREC_CHECK(!node->released, StateError, "backward",
+                    "trying to backward through the graph a second time (through '"
+                        << node->name() << "'); pass retain_graph=true to the first backward");
+      Tensor g = std::move(found->second);
+      grads.erase(found);
+      MIXPREC_ASSERT(g.shape() == node->output_shape);
+      if (g.dtype() != node->output_dtype) g = g.to(node->output_dtype);
+      input_grads = node->backward(g);
+      if (!retain_graph) {
+        node->release_saved();
+        node->released = true;
+      }
+    }
+    for (std::size_t i = 0; i < node->next.size(); ++i) {
+      const std::shared_ptr<Node>& next = node->next[i].fn;
+      if (!next) continue;
+      if (i < input_grads.size() && input_grads[i].defined()) {
+        auto [it, inserted] = grads.try_emplace(next.get(), input_grads[i]);
+        if (!inserted) it->second = ops::detail::sum_gradients(it->second, input_grads[i]);
+      }
+      if (--pending[next.get()] == 0) ready.push_back(next);
+    }
+  }
+}
+
+}  // namespace mixprec::autograd
+
+namespace mixprec {
+void Tensor::backward(const Tensor& gradient, bool retain_graph) const {
+  autograd::backward(*this, gradient, retain_graph);
+}
+}  // namespace mixprec

@@ -1,0 +1,154 @@
+#include "mixprec/core/tensor.h"
+
+#include <cstring>
+#include <sstream>
+
+#include "mixprec/core/convert.h"
+#include "kernels/elementwise.h"
+
+namespace mixprec {
+
+std::int64_t numel(const Shape& shape) {
+  std::int64_t n = 1;
+  for (std::int64_t s : shape) n *= s;
+  return n;
+}
+
+Shape contiguous_strides(const Shape& shape) {
+  Shape strides(shape.size());
+  std::int64_t stride = 1;
+  for (std::size_t i = shape.size(); i-- > 0;) {
+    strides[i] = stride;
+    stride *= shape[i];
+  }
+  return strides;
+}
+
+std::string to_string(const Shape& shape) {
+  std::ostringstream os;
+  os << '[';
+  for (std::size_t i = 0; i < shape.size(); ++i) os << (i ? ", " : "") << shape[i];
+  os << ']';
+  return os.str();
+}
+
+detail::TensorImpl& Tensor::impl() const {
+  MIXPREC_CHECK(impl_ != nullptr, StateError, "Tensor",
+                "use of an undefined tensor (default-constructed or moved-from); assign it a "
+                "value first");
+  return *impl_;
+}
+
+Tensor Tensor::empty(const Shape& shape, DType dtype, MemoryCategory category) {
+  for (std::int64_t s : shape) {
+    MIXPREC_CHECK(s >= 0, ShapeError, "Tensor::empty",
+                  "negative dimension in shape " << to_string(shape));
+  }
+  auto impl = std::make_shared<detail::TensorImpl>();
+  const std::int64_t n = mixprec::numel(shape);
+  impl->storage = std::make_shared<Storage>(static_cast<std::size_t>(n) * size_of(dtype), category);
+  impl->shape = shape;
+  impl->strides = contiguous_strides(shape);
+  impl->dtype = dtype;
+  return Tensor(std::move(impl));
+}
+
+Tensor Tensor::zeros(const Shape& shape, DType dtype, MemoryCategory category) {
+  Tensor t = empty(shape, dtype, category);
+  std::memset(t.data_ptr(), 0, t.nbytes());  // +0.0 is all-zero bits in every dtype
+  return t;
+}
+
+Tensor Tensor::ones(const Shape& shape, DType dtype) { return full(shape, 1.0f, dtype); }
+
+Tensor Tensor::full(const Shape& shape, float value, DType dtype) {
+  Tensor t = empty(shape, dtype);
+  kernels::fill(t.data_ptr(), dtype, t.numel(), value);
+  return t;
+}
+
+Tensor Tensor::from_vector(const std::vector<float>& values, const Shape& shape, DType dtype) {
+  MIXPREC_CHECK(static_cast<std::int64_t>(values.size()) == mixprec::numel(shape), ShapeError,
+                "Tensor::from_vector",
+                values.size() << " values do not fill shape " << to_string(shape) << " ("
+                              << mixprec::numel(shape) << " elements)");
+  Tensor t = empty(shape, dtype);
+  convert(values.data(), DType::f32, t.data_ptr(), dtype, values.size());
+  return t;
+}
+
+Tensor Tensor::scalar(float value, DType dtype) { return full({}, value, dtype); }
+
+std::int64_t Tensor::size(std::int64_t d) const {
+  const std::int64_t nd = dim();
+  MIXPREC_CHECK(d >= -nd && d < nd, ValueError, "Tensor::size",
+                "dimension " << d << " out of range for a " << nd << "-d tensor");
+  return shape()[static_cast<std::size_t>(d < 0 ? d + nd : d)];
+}
+
+bool Tensor::is_contiguous() const {
+  const detail::TensorImpl& t = impl();
+  std::int64_t expected = 1;
+  for (std::size_t i = t.shape.size(); i-- > 0;) {
+    if (t.shape[i] == 1) continue;  // the stride of a size-1 dimension never matters
+    if (t.strides[i] != expected) return false;
+    expected *= t.shape[i];
+  }
+  return true;
+}
+
+void* Tensor::data_ptr() const {
+  const detail::TensorImpl& t = impl();
+  return static_cast<char*>(t.storage->data()) +
+         static_cast<std::size_t>(t.offset) * size_of(t.dtype);
+}
+
+std::vector<float> Tensor::to_vector() const {
+  const Tensor c = detach().contiguous();
+  std::vector<float> out(static_cast<std::size_t>(c.numel()));
+  convert(c.data_ptr(), c.dtype(), out.data(), DType::f32, out.size());
+  return out;
+}
+
+float Tensor::item() const {
+  MIXPREC_CHECK(numel() == 1, ShapeError, "Tensor::item",
+                "item() needs a tensor with one element, got shape " << to_string(shape()));
+  return to_vector()[0];
+}
+
+Tensor& Tensor::set_requires_grad(bool on) {
+  MIXPREC_CHECK(is_leaf(), StateError, "Tensor::set_requires_grad",
+                "only leaf tensors can change requires_grad; call detach() first");
+  impl().requires_grad = on;
+  return *this;
+}
+
+Tensor Tensor::grad() const {
+  const detail::TensorImpl& t = impl();
+  return t.grad ? Tensor(t.grad) : Tensor();
+}
+
+void Tensor::set_grad(const Tensor& grad) const {
+  detail::TensorImpl& t = impl();
+  if (!grad.defined()) {
+    t.grad.reset();
+    return;
+  }
+  MIXPREC_CHECK(grad.shape() == t.shape, ShapeError, "Tensor::set_grad",
+                "gradient shape " << to_string(grad.shape()) << " differs from tensor shape "
+                                  << to_string(t.shape));
+  t.grad = grad.impl_ptr();
+}
+
+Tensor Tensor::detach() const {
+  auto copy = std::make_shared<detail::TensorImpl>();
+  const detail::TensorImpl& t = impl();
+  copy->storage = t.storage;
+  copy->shape = t.shape;
+  copy->strides = t.strides;
+  copy->offset = t.offset;
+  copy->dtype = t.dtype;
+  return Tensor(std::move(copy));
+}
+
+}  // namespace mixprec

@@ -1,0 +1,25 @@
+#pragma once
+/// Reduction kernels on raw contiguous buffers viewed as [outer, n, inner], reducing the middle
+/// axis. Every reduction accumulates in f32 whatever the dtype (a bf16 running sum stops growing
+/// at 256). kernels::ref:: is the spec; kernels:: dispatches to vector code where it can.
+#include <cstdint>
+
+#include "mixprec/core/dtype.h"
+
+namespace mixprec::kernels {
+
+/// sum, mean, max, min, amax (max |x|), norm1 (sum |x|), norm2 (sqrt of sum x^2).
+enum class ReduceOp : std::uint8_t { sum, mean, max, min, amax, norm1, norm2 };
+const char* name(ReduceOp op);
+
+/// out[o, i] = reduce_k in[o, k, i] for o < outer, k < n, i < inner; out has outer*inner
+/// elements of out_dtype. n must be >= 1 for max/min/amax.
+void reduce(ReduceOp op, const void* in, DType in_dtype, std::int64_t outer, std::int64_t n,
+            std::int64_t inner, void* out, DType out_dtype);
+
+namespace ref {
+void reduce(ReduceOp op, const void* in, DType in_dtype, std::int64_t outer, std::int64_t n,
+            std::int64_t inner, void* out, DType out_dtype);
+}  // namespace ref
+
+}  // namespace mixprec::kernels

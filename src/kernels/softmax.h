@@ -1,0 +1,41 @@
+#pragma once
+/// Row-wise softmax / log-softmax and cross-entropy on raw contiguous [rows, cols] buffers.
+/// Exponentials and sums are computed in f32 with the row max subtracted first (log-sum-exp),
+/// whatever the storage dtype. kernels::ref:: is the spec; kernels:: dispatches.
+#include <cstdint>
+
+#include "mixprec/core/dtype.h"
+
+namespace mixprec::kernels {
+
+/// out = softmax(in) (or log_softmax when log is true) along each row of cols elements.
+void softmax(const void* in, DType in_dtype, std::int64_t rows, std::int64_t cols, void* out,
+             DType out_dtype, bool log);
+/// Gradient of softmax / log-softmax given its output y and the incoming gradient dy:
+/// softmax: dx = y * (dy - sum(dy * y)); log-softmax: dx = dy - exp(y) * sum(dy).
+void softmax_backward(const void* y, DType y_dtype, const void* dy, DType dy_dtype,
+                      std::int64_t rows, std::int64_t cols, void* dx, DType dx_dtype, bool log);
+/// Per-row cross-entropy of logits [rows, cols] against class indices targets[rows] (each in
+/// [0, cols), else ValueError), with label smoothing s: loss = -(1-s)*logp[t] - s/cols*sum(logp).
+/// loss_per_row is f32 [rows].
+void cross_entropy(const void* logits, DType dtype, std::int64_t rows, std::int64_t cols,
+                   const std::int64_t* targets, float label_smoothing, float* loss_per_row);
+/// dlogits[r, c] = grad_per_row[r] * (softmax(logits)[r, c] - q[r, c]), q the smoothed one-hot
+/// target ((1-s) at the target plus s/cols everywhere). grad_per_row is f32 [rows].
+void cross_entropy_backward(const void* logits, DType dtype, std::int64_t rows,
+                            std::int64_t cols, const std::int64_t* targets, float label_smoothing,
+                            const float* grad_per_row, void* dlogits, DType dlogits_dtype);
+
+namespace ref {
+void softmax(const void* in, DType in_dtype, std::int64_t rows, std::int64_t cols, void* out,
+             DType out_dtype, bool log);
+void softmax_backward(const void* y, DType y_dtype, const void* dy, DType dy_dtype,
+                      std::int64_t rows, std::int64_t cols, void* dx, DType dx_dtype, bool log);
+void cross_entropy(const void* logits, DType dtype, std::int64_t rows, std::int64_t cols,
+                   const std::int64_t* targets, float label_smoothing, float* loss_per_row);
+void cross_entropy_backward(const void* logits, DType dtype, std::int64_t rows,
+                            std::int64_t cols, const std::int64_t* targets, float label_smoothing,
+                            const float* grad_per_row, void* dlogits, DType dlogits_dtype);
+}  // namespace ref
+
+}  // namespace mixprec::kernels

@@ -1,0 +1,64 @@
+#include "mixprec/nn/layers.h"
+
+#include <cmath>
+
+#include "mixprec/ops/elementwise.h"
+#include "mixprec/ops/nn_functional.h"
+
+namespace mixprec::nn {
+
+Linear::Linear(std::int64_t in_features, std::int64_t out_features, bool bias, std::uint64_t seed,
+               DType dtype)
+    : in_(in_features), out_(out_features) {
+  MIXPREC_CHECK(in_features > 0 && out_features > 0, ValueError, "Linear",
+                "features must be positive, got in=" << in_features << " out=" << out_features);
+  const float bound = 1.0f / std::sqrt(static_cast<float>(in_features));
+  // Distinct streams for weight and bias so changing one never shifts the other.
+  weight_ = &register_parameter("weight", Tensor::uniform({out_, in_}, seed * 2 + 1, -bound, bound, dtype));
+  if (bias) bias_ = &register_parameter("bias", Tensor::uniform({out_}, seed * 2 + 2, -bound, bound, dtype));
+}
+
+Tensor Linear::forward(const Tensor& x) { return linear(x, *weight_, bias()); }
+
+Tensor ReLU::forward(const Tensor& x) { return relu(x); }
+Tensor GELU::forward(const Tensor& x) { return gelu(x); }
+
+Tensor Flatten::forward(const Tensor& x) {
+  MIXPREC_CHECK(x.dim() >= 1, ShapeError, "Flatten", "needs at least a batch dimension");
+  return x.reshape({x.size(0), -1});
+}
+
+Dropout::Dropout(float p, std::uint64_t seed) : p_(p), seed_(seed) {
+  MIXPREC_CHECK(p >= 0.0f && p < 1.0f, ValueError, "Dropout", "p must be in [0, 1), got " << p);
+}
+
+Tensor Dropout::forward(const Tensor& x) {
+  if (!is_training() || p_ == 0.0f) return x;
+  // A new stream per call: mix the call counter into the seed (splitmix64 finaliser).
+  std::uint64_t z = seed_ + 0x9E3779B97F4A7C15ull * (++calls_);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return dropout(x, p_, true, z ^ (z >> 31));
+}
+
+Sequential::Sequential(std::initializer_list<std::shared_ptr<Module>> modules) {
+  for (const auto& m : modules) append(m);
+}
+
+std::shared_ptr<Sequential> sequential(std::initializer_list<std::shared_ptr<Module>> modules) {
+  return std::make_shared<Sequential>(modules);
+}
+
+Sequential& Sequential::append(std::shared_ptr<Module> module) {
+  MIXPREC_CHECK(module != nullptr, ValueError, "Sequential", "cannot append a null module");
+  register_module(std::to_string(children().size()), std::move(module));
+  return *this;
+}
+
+Tensor Sequential::forward(const Tensor& x) {
+  Tensor h = x;
+  for (const auto& [name, child] : children()) h = child->forward(h);
+  return h;
+}
+
+}  // namespace mixprec::nn

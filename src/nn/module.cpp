@@ -1,0 +1,92 @@
+#include "mixprec/nn/module.h"
+
+#include <set>
+
+#include "kernels/copy.h"
+#include "mixprec/autograd/node.h"
+
+namespace mixprec::nn {
+
+Tensor& Module::register_parameter(const std::string& name, Tensor t) {
+  MIXPREC_CHECK(t.defined(), ValueError, "Module::register_parameter",
+                "parameter '" << name << "' is undefined");
+  t.set_category(MemoryCategory::parameter);
+  t.set_requires_grad(true);
+  params_.emplace_back(name, std::move(t));
+  return params_.back().second;
+}
+
+Tensor& Module::register_buffer(const std::string& name, Tensor t) {
+  buffers_.emplace_back(name, std::move(t));
+  return buffers_.back().second;
+}
+
+void Module::collect(const std::string& prefix, bool params, NamedTensors& out) const {
+  for (const auto& [name, t] : params ? params_ : buffers_) out.emplace_back(prefix + name, t);
+  for (const auto& [name, child] : children_) child->collect(prefix + name + ".", params, out);
+}
+
+NamedTensors Module::named_parameters() const {
+  NamedTensors out;
+  collect("", true, out);
+  return out;
+}
+
+std::vector<Tensor> Module::parameters() const {
+  std::vector<Tensor> out;
+  for (auto& [name, t] : named_parameters()) out.push_back(t);
+  return out;
+}
+
+NamedTensors Module::named_buffers() const {
+  NamedTensors out;
+  collect("", false, out);
+  return out;
+}
+
+std::map<std::string, Tensor> Module::state_dict() const {
+  std::map<std::string, Tensor> out;
+  for (auto& [name, t] : named_parameters()) out.emplace(name, t);
+  for (auto& [name, t] : named_buffers()) out.emplace(name, t);
+  return out;
+}
+
+void Module::load_state_dict(const std::map<std::string, Tensor>& state, bool strict) {
+  const char* op = "load_state_dict";
+  std::map<std::string, Tensor> own = state_dict();
+  if (strict) {
+    for (const auto& [name, t] : state) {
+      MIXPREC_CHECK(own.count(name) != 0, ValueError, op,
+                    "unexpected key '" << name << "': the state comes from a different model");
+    }
+  }
+  autograd::NoGradGuard no_grad;
+  for (auto& [name, dst] : own) {
+    auto it = state.find(name);
+    if (it == state.end()) {
+      MIXPREC_CHECK(!strict, ValueError, op,
+                    "missing key '" << name << "': the state comes from a different model");
+      continue;
+    }
+    const Tensor& src = it->second;
+    MIXPREC_CHECK(src.shape() == dst.shape(), ShapeError, op,
+                  "'" << name << "' has shape " << to_string(src.shape()) << " in the state but "
+                      << to_string(dst.shape()) << " in the model");
+    kernels::copy(dst.shape(), {src.data_ptr(), src.dtype(), src.strides()},
+                  {dst.data_ptr(), dst.dtype(), dst.strides()});
+    dst.bump_version();
+  }
+}
+
+void Module::train(bool on) {
+  training_ = on;
+  for (auto& [name, child] : children_) child->train(on);
+}
+
+std::int64_t Module::parameter_count() const {
+  std::int64_t n = 0;
+  for (auto& [name, t] : named_parameters()) n += t.numel();
+  return n;
+}
+
+}  // namespace mixprec::nn

@@ -1,0 +1,24 @@
+// Inverted dropout with a mask drawn from the counter-based RNG (reproducible, thread-independent).
+#include "mixprec/core/random.h"
+#include "mixprec/ops/elementwise.h"
+#include "mixprec/ops/nn_functional.h"
+#include "ops/op_util.h"
+
+namespace mixprec {
+
+Tensor dropout(const Tensor& x, float p, bool training, std::uint64_t seed) {
+  ops::detail::require_defined("dropout", x, "x");
+  MIXPREC_CHECK(p >= 0.0f && p < 1.0f, ValueError, "dropout",
+                "p must be in [0, 1), got " << p);
+  if (!training || p == 0.0f) return x;
+  // The mask already holds the 1/(1-p) scale, so the op is one multiply and its gradient is
+  // the same multiply (mul's own backward).
+  const float keep_scale = 1.0f / (1.0f - p);
+  std::vector<float> mask(static_cast<std::size_t>(x.numel()));
+  for (std::size_t i = 0; i < mask.size(); ++i) {
+    mask[i] = mixprec::uniform(seed, i) >= p ? keep_scale : 0.0f;
+  }
+  return mul(x, Tensor::from_vector(mask, x.shape(), x.dtype()));
+}
+
+}  // namespace mixprec

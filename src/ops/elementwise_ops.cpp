@@ -1,0 +1,195 @@
+// Unary, binary and affine elementwise ops with their autograd nodes.
+#include "mixprec/ops/elementwise.h"
+
+#include "ops/op_util.h"
+
+namespace mixprec {
+namespace {
+
+using kernels::BinaryOp;
+using kernels::UnaryOp;
+using ops::detail::record;
+using ops::detail::strided;
+
+class UnaryNode final : public autograd::Node {
+ public:
+  UnaryNode(UnaryOp op, Tensor x, Tensor y) : op_(op), x_(std::move(x)), y_(std::move(y)) {}
+  const char* name() const override { return kernels::name(op_); }
+  void release_saved() override { x_ = Tensor(); y_ = Tensor(); }
+  std::vector<Tensor> backward(const Tensor& dy) override {
+    const Tensor g = dy.contiguous();
+    Tensor dx = Tensor::empty(x_.shape(), x_.dtype());
+    kernels::unary_backward(op_, x_.data_ptr(), x_.dtype(), y_.data_ptr(), y_.dtype(),
+                            g.data_ptr(), g.dtype(), dx.data_ptr(), dx.dtype(), dx.numel());
+    return {dx};
+  }
+
+ private:
+  UnaryOp op_;
+  Tensor x_, y_;  // contiguous input and output
+};
+
+Tensor unary_op(UnaryOp op, const Tensor& x_in) {
+  const char* op_name = kernels::name(op);
+  ops::detail::require_defined(op_name, x_in, "x");
+  const Tensor x = x_in.contiguous();
+  Tensor y = Tensor::empty(x.shape(), x.dtype());
+  kernels::unary(op, x.shape(), strided(x), y.data_ptr(), y.dtype());
+  record<UnaryNode>(y, {&x_in}, op, x.detach(), y.detach());
+  return y;
+}
+
+class BinaryNode final : public autograd::Node {
+ public:
+  BinaryNode(BinaryOp op, Tensor a, Tensor b, bool need_a, bool need_b)
+      : op_(op), a_(std::move(a)), b_(std::move(b)), need_a_(need_a), need_b_(need_b) {}
+  const char* name() const override { return kernels::name(op_); }
+  void release_saved() override { a_ = Tensor(); b_ = Tensor(); }
+
+  std::vector<Tensor> backward(const Tensor& dy) override {
+    Tensor da, db;
+    switch (op_) {
+      case BinaryOp::add: da = dy; db = dy; break;
+      case BinaryOp::sub: da = dy; db = neg(dy); break;
+      case BinaryOp::mul:
+        if (need_a_) da = mul(dy, b_);
+        if (need_b_) db = mul(dy, a_);
+        break;
+      case BinaryOp::div:
+        if (need_a_) da = div(dy, b_);
+        if (need_b_) db = neg(div(mul(dy, a_), mul(b_, b_)));
+        break;
+      case BinaryOp::maximum:
+      case BinaryOp::minimum: {
+        // Route the gradient to the selected operand: a where it won (ties go to a).
+        const Tensor picked = binary_raw(op_, a_, b_);
+        const Tensor mask_a = equal_mask(a_, picked);
+        if (need_a_) da = mul(dy, mask_a);
+        if (need_b_) db = mul(dy, affine(mask_a, -1.0f, 1.0f));
+        break;
+      }
+    }
+    Tensor ga = need_a_ && da.defined() ? ops::detail::sum_to_shape(da, a_shape()) : Tensor();
+    Tensor gb = need_b_ && db.defined() ? ops::detail::sum_to_shape(db, b_shape()) : Tensor();
+    if (ga.defined() && ga.dtype() != a_dtype_) ga = ga.to(a_dtype_);
+    if (gb.defined() && gb.dtype() != b_dtype_) gb = gb.to(b_dtype_);
+    return {ga, gb};
+  }
+
+  void set_input_meta(const Tensor& a, const Tensor& b) {
+    a_shape_ = a.shape(); b_shape_ = b.shape(); a_dtype_ = a.dtype(); b_dtype_ = b.dtype();
+  }
+
+  static Tensor binary_raw(BinaryOp op, const Tensor& a, const Tensor& b) {
+    const Shape shape = ops::detail::broadcast_shapes(kernels::name(op), a.shape(), b.shape());
+    const DType dtype = ops::detail::promote(a.dtype(), b.dtype());
+    Tensor out = Tensor::empty(shape, dtype);
+    const Shape sa = ops::detail::broadcast_strides(a, shape);
+    const Shape sb = ops::detail::broadcast_strides(b, shape);
+    kernels::binary(op, shape, {a.data_ptr(), a.dtype(), sa}, {b.data_ptr(), b.dtype(), sb},
+                    out.data_ptr(), dtype);
+    return out;
+  }
+
+ private:
+  const Shape& a_shape() const { return a_shape_; }
+  const Shape& b_shape() const { return b_shape_; }
+  // 1 where a equals the selected value, else 0 (as a tensor of the compute dtype).
+  static Tensor equal_mask(const Tensor& a, const Tensor& picked) {
+    // a - picked is exactly 0 where a was selected; 1 - min(|a - picked| * inf, 1) would be
+    // fragile, so compare on the host side of the kernel: sign-free test via maximum/minimum.
+    const Tensor diff = abs(sub(picked, a));
+    const std::vector<float> d = diff.to_vector();
+    std::vector<float> m(d.size());
+    for (std::size_t i = 0; i < d.size(); ++i) m[i] = d[i] == 0.0f ? 1.0f : 0.0f;
+    return Tensor::from_vector(m, diff.shape(), picked.dtype());
+  }
+
+  BinaryOp op_;
+  Tensor a_, b_;
+  bool need_a_, need_b_;
+  Shape a_shape_, b_shape_;
+  DType a_dtype_ = DType::f32, b_dtype_ = DType::f32;
+};
+
+Tensor binary_op(BinaryOp op, const Tensor& a, const Tensor& b) {
+  ops::detail::require_defined(kernels::name(op), a, "a");
+  ops::detail::require_defined(kernels::name(op), b, "b");
+  Tensor out = BinaryNode::binary_raw(op, a, b);
+  if (autograd::needs_grad({&a, &b})) {
+    auto node = std::make_shared<BinaryNode>(op, a.detach(), b.detach(),
+                                             a.requires_grad(), b.requires_grad());
+    node->set_input_meta(a, b);
+    autograd::attach(out, node, {&a, &b});
+  }
+  return out;
+}
+
+class AffineNode final : public autograd::Node {
+ public:
+  AffineNode(float alpha, DType in_dtype) : alpha_(alpha), in_dtype_(in_dtype) {}
+  const char* name() const override { return "affine"; }
+  std::vector<Tensor> backward(const Tensor& dy) override {
+    const Tensor g = dy.contiguous();
+    Tensor dx = Tensor::empty(g.shape(), in_dtype_);
+    kernels::affine(g.data_ptr(), g.dtype(), dx.data_ptr(), in_dtype_, g.numel(), alpha_, 0.0f);
+    return {dx};
+  }
+
+ private:
+  float alpha_;
+  DType in_dtype_;
+};
+
+class CastNode final : public autograd::Node {
+ public:
+  explicit CastNode(DType in_dtype) : in_dtype_(in_dtype) {}
+  const char* name() const override { return "cast"; }
+  std::vector<Tensor> backward(const Tensor& dy) override { return {dy.to(in_dtype_)}; }
+
+ private:
+  DType in_dtype_;
+};
+
+}  // namespace
+
+Tensor neg(const Tensor& x) { return unary_op(UnaryOp::neg, x); }
+Tensor abs(const Tensor& x) { return unary_op(UnaryOp::abs, x); }
+Tensor exp(const Tensor& x) { return unary_op(UnaryOp::exp, x); }
+Tensor log(const Tensor& x) { return unary_op(UnaryOp::log, x); }
+Tensor sqrt(const Tensor& x) { return unary_op(UnaryOp::sqrt, x); }
+Tensor rsqrt(const Tensor& x) { return unary_op(UnaryOp::rsqrt, x); }
+Tensor reciprocal(const Tensor& x) { return unary_op(UnaryOp::reciprocal, x); }
+Tensor square(const Tensor& x) { return unary_op(UnaryOp::square, x); }
+Tensor relu(const Tensor& x) { return unary_op(UnaryOp::relu, x); }
+Tensor gelu(const Tensor& x) { return unary_op(UnaryOp::gelu, x); }
+Tensor tanh(const Tensor& x) { return unary_op(UnaryOp::tanh, x); }
+Tensor sigmoid(const Tensor& x) { return unary_op(UnaryOp::sigmoid, x); }
+
+Tensor add(const Tensor& a, const Tensor& b) { return binary_op(BinaryOp::add, a, b); }
+Tensor sub(const Tensor& a, const Tensor& b) { return binary_op(BinaryOp::sub, a, b); }
+Tensor mul(const Tensor& a, const Tensor& b) { return binary_op(BinaryOp::mul, a, b); }
+Tensor div(const Tensor& a, const Tensor& b) { return binary_op(BinaryOp::div, a, b); }
+Tensor maximum(const Tensor& a, const Tensor& b) { return binary_op(BinaryOp::maximum, a, b); }
+Tensor minimum(const Tensor& a, const Tensor& b) { return binary_op(BinaryOp::minimum, a, b); }
+
+Tensor affine(const Tensor& x_in, float alpha, float beta) {
+  ops::detail::require_defined("affine", x_in, "x");
+  const Tensor x = x_in.contiguous();
+  Tensor y = Tensor::empty(x.shape(), x.dtype());
+  kernels::affine(x.data_ptr(), x.dtype(), y.data_ptr(), y.dtype(), x.numel(), alpha, beta);
+  record<AffineNode>(y, {&x_in}, alpha, x_in.dtype());
+  return y;
+}
+
+Tensor cast(const Tensor& x, DType dtype) {
+  ops::detail::require_defined("cast", x, "x");
+  if (x.dtype() == dtype) return x;
+  Tensor y = ops::detail::materialize(x, dtype, MemoryCategory::activation);
+  record<CastNode>(y, {&x}, x.dtype());
+  return y;
+}
+
+Tensor Tensor::to(DType dtype) const { return cast(*this, dtype); }
+
+}  // namespace mixprec

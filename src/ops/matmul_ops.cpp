@@ -1,0 +1,169 @@
+// matmul and linear with autograd; the GEMMs themselves run in kernels::matmul.
+#include "kernels/matmul.h"
+#include "kernels/reduce.h"
+#include "mixprec/ops/nn_functional.h"
+#include "ops/op_util.h"
+
+namespace mixprec {
+namespace {
+
+using ops::detail::record;
+
+// C[m, n] = op(A) op(B) with A, B contiguous row-major.
+void gemm(const Tensor& a, bool ta, const Tensor& b, bool tb, std::int64_t m, std::int64_t n,
+          std::int64_t k, Tensor& c, const Tensor* bias = nullptr) {
+  kernels::MatmulDesc d;
+  d.m = m; d.n = n; d.k = k;
+  d.trans_a = ta; d.trans_b = tb;
+  d.dtype = a.dtype();
+  d.c_dtype = c.dtype();
+  const void* bias_data = nullptr;
+  if (bias != nullptr && bias->defined()) {
+    d.has_bias = true;
+    d.bias_dtype = bias->dtype();
+    bias_data = bias->data_ptr();
+  }
+  kernels::matmul(d, a.data_ptr(), b.data_ptr(), bias_data, c.data_ptr());
+}
+
+void check_same_dtype(const char* op, const Tensor& a, const Tensor& b) {
+  MIXPREC_CHECK(a.dtype() == b.dtype(), DTypeError, op,
+                "operands have different dtypes (" << name(a.dtype()) << " and "
+                                                   << name(b.dtype())
+                                                   << "); cast one with .to(), or run under "
+                                                      "amp::Autocast which casts both");
+}
+
+class LinearNode final : public autograd::Node {
+ public:
+  LinearNode(Tensor x2d, Tensor w, bool has_bias, DType bias_dtype, Shape x_shape)
+      : x_(std::move(x2d)), w_(std::move(w)), has_bias_(has_bias), bias_dtype_(bias_dtype),
+        x_shape_(std::move(x_shape)) {}
+  const char* name() const override { return "linear"; }
+  void release_saved() override { x_ = Tensor(); w_ = Tensor(); }
+  std::vector<Tensor> backward(const Tensor& dy_in) override {
+    const std::int64_t m = x_.size(0), k = x_.size(1), n = w_.size(0);
+    const Tensor dy = dy_in.reshape({m, n}).contiguous().to(x_.dtype());
+    Tensor dx, dw, db;
+    if (next[0].fn) {  // dx [m, k] = dy [m, n] @ W [n, k]
+      dx = Tensor::empty({m, k}, x_.dtype());
+      gemm(dy, false, w_, false, m, k, n, dx);
+      dx = dx.reshape(x_shape_);
+    }
+    if (next[1].fn) {  // dW [n, k] = dy^T [n, m] @ x [m, k]
+      dw = Tensor::empty({n, k}, w_.dtype());
+      gemm(dy, true, x_, false, n, k, m, dw);
+    }
+    if (next.size() > 2 && next[2].fn) {  // db [n] = sum over rows of dy
+      db = Tensor::empty({n}, bias_dtype_);
+      kernels::reduce(kernels::ReduceOp::sum, dy.data_ptr(), dy.dtype(), 1, m, n, db.data_ptr(),
+                      bias_dtype_);
+    }
+    return {dx, dw, db};
+  }
+
+ private:
+  Tensor x_, w_;
+  bool has_bias_;
+  DType bias_dtype_;
+  Shape x_shape_;
+};
+
+class MatmulNode final : public autograd::Node {
+ public:
+  MatmulNode(Tensor a, Tensor b) : a_(std::move(a)), b_(std::move(b)) {}
+  const char* name() const override { return "matmul"; }
+  void release_saved() override { a_ = Tensor(); b_ = Tensor(); }
+  std::vector<Tensor> backward(const Tensor& dy_in) override {
+    const Tensor dy = dy_in.contiguous().to(a_.dtype());
+    const bool batched = a_.dim() == 3;
+    const std::int64_t batch = batched ? a_.size(0) : 1;
+    const std::int64_t m = a_.size(-2), k = a_.size(-1), n = b_.size(-1);
+    Tensor da = next[0].fn ? Tensor::empty(a_.shape(), a_.dtype()) : Tensor();
+    Tensor db = next[1].fn ? Tensor::empty(b_.shape(), b_.dtype()) : Tensor();
+    for (std::int64_t i = 0; i < batch; ++i) {
+      const Tensor dyi = batched ? dy.slice(0, i, i + 1).reshape({m, n}) : dy;
+      const Tensor ai = batched ? a_.slice(0, i, i + 1).reshape({m, k}) : a_;
+      const Tensor bi = batched ? b_.slice(0, i, i + 1).reshape({k, n}) : b_;
+      if (da.defined()) {  // dA [m, k] = dY [m, n] @ B^T
+        Tensor dai = batched ? da.slice(0, i, i + 1).reshape({m, k}) : da;
+        gemm(dyi, false, bi, true, m, k, n, dai);
+      }
+      if (db.defined()) {  // dB [k, n] = A^T @ dY
+        Tensor dbi = batched ? db.slice(0, i, i + 1).reshape({k, n}) : db;
+        gemm(ai, true, dyi, false, k, n, m, dbi);
+      }
+    }
+    return {da, db};
+  }
+
+ private:
+  Tensor a_, b_;
+};
+
+}  // namespace
+
+Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
+  const char* op = "linear";
+  ops::detail::require_defined(op, x, "x");
+  ops::detail::require_defined(op, weight, "weight");
+  MIXPREC_CHECK(weight.dim() == 2, ShapeError, op,
+                "weight must be 2-D [out, in], got " << to_string(weight.shape()));
+  MIXPREC_CHECK(x.dim() >= 1 && x.size(-1) == weight.size(1), ShapeError, op,
+                "input " << to_string(x.shape()) << " does not match weight "
+                         << to_string(weight.shape()) << ": the last input dimension must be "
+                         << weight.size(1));
+  check_same_dtype(op, x, weight);
+  if (bias.defined()) {
+    MIXPREC_CHECK(bias.dim() == 1 && bias.size(0) == weight.size(0), ShapeError, op,
+                  "bias must have shape [" << weight.size(0) << "], got " << to_string(bias.shape()));
+    MIXPREC_CHECK(bias.dtype() == weight.dtype() || bias.dtype() == DType::f32, DTypeError, op,
+                  "bias is " << name(bias.dtype()) << " but weight is " << name(weight.dtype())
+                             << "; use the weight's dtype or f32 for the bias");
+  }
+  const std::int64_t in = weight.size(1), out_features = weight.size(0);
+  const std::int64_t m = x.numel() / std::max<std::int64_t>(in, 1);
+  const Tensor x2 = x.detach().contiguous().reshape({m, in});
+  const Tensor w = weight.detach().contiguous();
+  const Tensor b = bias.defined() ? bias.detach().contiguous() : Tensor();
+  Tensor y = Tensor::empty({m, out_features}, x.dtype());
+  gemm(x2, false, w, true, m, out_features, in, y, &b);
+  Shape out_shape = x.shape();
+  out_shape.back() = out_features;
+  y = y.reshape(out_shape);
+  if (autograd::needs_grad({&x, &weight, &bias})) {
+    auto node = std::make_shared<LinearNode>(x2, w, bias.defined(),
+                                             bias.defined() ? bias.dtype() : x.dtype(), x.shape());
+    if (bias.defined()) autograd::attach(y, node, {&x, &weight, &bias});
+    else autograd::attach(y, node, {&x, &weight});
+  }
+  return y;
+}
+
+Tensor matmul(const Tensor& a, const Tensor& b) {
+  const char* op = "matmul";
+  ops::detail::require_defined(op, a, "a");
+  ops::detail::require_defined(op, b, "b");
+  check_same_dtype(op, a, b);
+  const bool plain = a.dim() == 2 && b.dim() == 2;
+  const bool batched = a.dim() == 3 && b.dim() == 3 && a.size(0) == b.size(0);
+  MIXPREC_CHECK(plain || batched, ShapeError, op,
+                "expected [M, K] @ [K, N] or [B, M, K] @ [B, K, N], got "
+                    << to_string(a.shape()) << " @ " << to_string(b.shape()));
+  MIXPREC_CHECK(a.size(-1) == b.size(-2), ShapeError, op,
+                "inner dimensions differ: " << to_string(a.shape()) << " @ " << to_string(b.shape()));
+  const Tensor ac = a.detach().contiguous(), bc = b.detach().contiguous();
+  const std::int64_t m = a.size(-2), k = a.size(-1), n = b.size(-1);
+  const std::int64_t batch = batched ? a.size(0) : 1;
+  Tensor y = Tensor::empty(batched ? Shape{batch, m, n} : Shape{m, n}, a.dtype());
+  for (std::int64_t i = 0; i < batch; ++i) {
+    const Tensor ai = batched ? ac.slice(0, i, i + 1) : ac;
+    const Tensor bi = batched ? bc.slice(0, i, i + 1) : bc;
+    Tensor yi = batched ? y.slice(0, i, i + 1) : y;
+    gemm(ai, false, bi, false, m, n, k, yi);
+  }
+  record<MatmulNode>(y, {&a, &b}, ac, bc);
+  return y;
+}
+
+}  // namespace mixprec

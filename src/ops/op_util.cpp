@@ -1,0 +1,95 @@
+#include "ops/op_util.h"
+
+#include "kernels/reduce.h"
+
+namespace mixprec::ops::detail {
+
+void require_defined(const char* op, const Tensor& t, const char* arg) {
+  MIXPREC_CHECK(t.defined(), StateError, op,
+                "argument '" << arg << "' is an undefined tensor (default-constructed or "
+                             "moved-from); pass a tensor that holds data");
+}
+
+DType promote(DType a, DType b) { return a == b ? a : DType::f32; }
+
+Shape broadcast_shapes(const char* op, const Shape& a, const Shape& b) {
+  const std::size_t nd = std::max(a.size(), b.size());
+  Shape out(nd);
+  for (std::size_t i = 0; i < nd; ++i) {
+    const std::int64_t da = i < nd - a.size() ? 1 : a[i - (nd - a.size())];
+    const std::int64_t db = i < nd - b.size() ? 1 : b[i - (nd - b.size())];
+    MIXPREC_CHECK(da == db || da == 1 || db == 1, ShapeError, op,
+                  "shapes " << to_string(a) << " and " << to_string(b)
+                            << " cannot be broadcast together (dimension " << i << ": " << da
+                            << " vs " << db << ")");
+    out[i] = da == 1 ? db : da;
+  }
+  return out;
+}
+
+Shape broadcast_strides(const Tensor& t, const Shape& shape) {
+  const std::size_t nd = shape.size();
+  const std::size_t td = t.shape().size();
+  Shape strides(nd, 0);
+  for (std::size_t i = 0; i < td; ++i) {
+    const std::size_t o = nd - td + i;
+    strides[o] = t.shape()[i] == 1 ? 0 : t.strides()[i];
+  }
+  return strides;
+}
+
+kernels::StridedInput strided(const Tensor& t) {
+  return {t.data_ptr(), t.dtype(), std::span<const std::int64_t>(t.strides())};
+}
+
+Tensor materialize(const Tensor& t, DType dtype, MemoryCategory category) {
+  Tensor out = Tensor::empty(t.shape(), dtype, category);
+  const Shape out_strides = out.strides();
+  kernels::copy(t.shape(), strided(t), {out.data_ptr(), dtype, out_strides});
+  return out;
+}
+
+void add_into(Tensor& dst, const Tensor& src) {
+  MIXPREC_ASSERT(dst.is_contiguous() && dst.shape() == src.shape());
+  kernels::binary(kernels::BinaryOp::add, dst.shape(), strided(dst), strided(src), dst.data_ptr(),
+                  dst.dtype());
+  dst.bump_version();
+}
+
+Tensor sum_gradients(const Tensor& a, const Tensor& b) {
+  const DType dtype = promote(a.dtype(), b.dtype());
+  Tensor out = Tensor::empty(a.shape(), dtype, MemoryCategory::gradient);
+  kernels::binary(kernels::BinaryOp::add, a.shape(), strided(a), strided(b), out.data_ptr(), dtype);
+  return out;
+}
+
+Tensor sum_to_shape(const Tensor& grad, const Shape& shape) {
+  if (grad.shape() == shape) return grad;
+  Tensor g = grad.is_contiguous() ? grad : materialize(grad, grad.dtype(), MemoryCategory::gradient);
+  Shape cur = g.shape();
+  const std::size_t lead = cur.size() - shape.size();
+  // Reduce every axis that is broadcast: the leading extra ones and those where shape has 1.
+  for (std::size_t axis = 0; axis < cur.size(); ++axis) {
+    const bool extra = axis < lead;
+    if (!extra && !(shape[axis - lead] == 1 && cur[axis] != 1)) continue;
+    std::int64_t outer = 1, inner = 1;
+    for (std::size_t i = 0; i < axis; ++i) outer *= cur[i];
+    for (std::size_t i = axis + 1; i < cur.size(); ++i) inner *= cur[i];
+    Shape next = cur;
+    next[axis] = 1;
+    Tensor reduced = Tensor::empty(next, g.dtype(), MemoryCategory::gradient);
+    kernels::reduce(kernels::ReduceOp::sum, g.data_ptr(), g.dtype(), outer, cur[axis], inner,
+                    reduced.data_ptr(), g.dtype());
+    g = reduced;
+    cur = next;
+  }
+  return g.reshape(shape);
+}
+
+std::int64_t wrap_dim(const char* op, std::int64_t dim, std::int64_t nd) {
+  MIXPREC_CHECK(dim >= -nd && dim < nd, ValueError, op,
+                "dimension " << dim << " is out of range for a " << nd << "-d tensor");
+  return dim < 0 ? dim + nd : dim;
+}
+
+}  // namespace mixprec::ops::detail

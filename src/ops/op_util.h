@@ -1,0 +1,53 @@
+#pragma once
+// Private helpers shared by the op implementations: argument checks, broadcasting, strided
+// views for kernels, and gradient plumbing used by the autograd engine.
+#include <initializer_list>
+#include <memory>
+#include <vector>
+
+#include "kernels/copy.h"
+#include "kernels/elementwise.h"
+#include "mixprec/autograd/node.h"
+#include "mixprec/core/tensor.h"
+
+namespace mixprec::ops::detail {
+
+/// Throws StateError naming `op` if t is undefined (default-constructed or moved-from).
+void require_defined(const char* op, const Tensor& t, const char* arg);
+
+/// The dtype an op with these inputs computes in when no autocast applies: the widest
+/// (f32 if any input is f32 or if bf16 meets f16).
+DType promote(DType a, DType b);
+
+/// Broadcast shape of two shapes (numpy rules); ShapeError naming op if incompatible.
+Shape broadcast_shapes(const char* op, const Shape& a, const Shape& b);
+
+/// Strides of t viewed at the broadcast shape `shape` (0 where t is broadcast).
+Shape broadcast_strides(const Tensor& t, const Shape& shape);
+
+/// Kernel view of t over its own shape with its own strides.
+kernels::StridedInput strided(const Tensor& t);
+
+/// A fresh contiguous copy of t in dtype, filed under category.
+Tensor materialize(const Tensor& t, DType dtype, MemoryCategory category);
+
+/// dst += src in place (same shape; dst contiguous); bumps dst's version.
+void add_into(Tensor& dst, const Tensor& src);
+
+/// a + b for two gradients of one tensor (promoting dtypes), outside autograd.
+Tensor sum_gradients(const Tensor& a, const Tensor& b);
+
+/// Sums grad over the broadcast dimensions so that it gets `shape` (the backward of broadcasting).
+Tensor sum_to_shape(const Tensor& grad, const Shape& shape);
+
+/// Normalises a possibly negative dimension index for an nd-d tensor; ValueError naming op.
+std::int64_t wrap_dim(const char* op, std::int64_t dim, std::int64_t nd);
+
+/// Creates the node, links it to the inputs and to output, if any input needs a gradient.
+template <class NodeT, class... Args>
+void record(Tensor& output, std::initializer_list<const Tensor*> inputs, Args&&... args) {
+  if (!autograd::needs_grad(inputs)) return;
+  autograd::attach(output, std::make_shared<NodeT>(std::forward<Args>(args)...), inputs);
+}
+
+}  // namespace mixprec::ops::detail

@@ -1,0 +1,180 @@
+// Reductions over one axis or the whole tensor, with autograd.
+#include "mixprec/ops/reduce.h"
+
+#include "kernels/reduce.h"
+#include "mixprec/ops/elementwise.h"
+#include "ops/op_util.h"
+
+namespace mixprec {
+namespace {
+
+using kernels::ReduceOp;
+using ops::detail::record;
+
+struct AxisSplit {
+  std::int64_t outer = 1, n = 1, inner = 1;
+  Shape kept;     // output shape with the axis kept as 1
+  Shape dropped;  // output shape with the axis removed
+};
+
+AxisSplit split(const Shape& shape, std::int64_t axis) {
+  AxisSplit s;
+  for (std::size_t i = 0; i < shape.size(); ++i) {
+    const auto ai = static_cast<std::int64_t>(i);
+    if (ai < axis) s.outer *= shape[i];
+    if (ai == axis) s.n = shape[i];
+    if (ai > axis) s.inner *= shape[i];
+    s.kept.push_back(ai == axis ? 1 : shape[i]);
+    if (ai != axis) s.dropped.push_back(shape[i]);
+  }
+  return s;
+}
+
+Tensor reduce_raw(ReduceOp op, const Tensor& x, const AxisSplit& s, const Shape& out_shape) {
+  const Tensor c = x.contiguous();
+  Tensor out = Tensor::empty(out_shape, x.dtype());
+  kernels::reduce(op, c.data_ptr(), c.dtype(), s.outer, s.n, s.inner, out.data_ptr(), out.dtype());
+  return out;
+}
+
+// Gradient of sum/mean: broadcast dy (shape with the axis kept as 1) back to the input shape.
+class SumNode final : public autograd::Node {
+ public:
+  SumNode(Shape in_shape, Shape kept, float scale, DType dtype)
+      : in_shape_(std::move(in_shape)), kept_(std::move(kept)), scale_(scale), dtype_(dtype) {}
+  const char* name() const override { return "sum"; }
+  std::vector<Tensor> backward(const Tensor& dy) override {
+    const Tensor g = dy.reshape(kept_);
+    Tensor dx = Tensor::empty(in_shape_, dtype_);
+    const Shape gs = ops::detail::broadcast_strides(g, in_shape_);
+    const Tensor scale = Tensor::scalar(scale_, DType::f32);
+    const Shape ss(in_shape_.size(), 0);
+    kernels::binary(kernels::BinaryOp::mul, in_shape_, {g.data_ptr(), g.dtype(), gs},
+                    {scale.data_ptr(), DType::f32, ss}, dx.data_ptr(), dtype_);
+    return {dx};
+  }
+
+ private:
+  Shape in_shape_, kept_;
+  float scale_;
+  DType dtype_;
+};
+
+class AmaxNode final : public autograd::Node {
+ public:
+  AmaxNode(Tensor x, Tensor max_kept) : x_(std::move(x)), max_(std::move(max_kept)) {}
+  const char* name() const override { return "amax"; }
+  void release_saved() override { x_ = Tensor(); max_ = Tensor(); }
+  std::vector<Tensor> backward(const Tensor& dy) override {
+    // Ties share the gradient equally, as in torch.amax.
+    const std::vector<float> xv = x_.to_vector(), mv = max_.to_vector();
+    const Shape ms = ops::detail::broadcast_strides(max_, x_.shape());
+    std::vector<float> mask(xv.size());
+    const std::int64_t nd = x_.dim();
+    std::vector<std::int64_t> idx(static_cast<std::size_t>(nd), 0);
+    for (std::size_t i = 0; i < xv.size(); ++i) {
+      std::int64_t off = 0;
+      for (std::int64_t d = 0; d < nd; ++d) off += idx[static_cast<std::size_t>(d)] * ms[static_cast<std::size_t>(d)];
+      mask[i] = xv[i] == mv[static_cast<std::size_t>(off)] ? 1.0f : 0.0f;
+      for (std::int64_t d = nd - 1; d >= 0; --d) {
+        if (++idx[static_cast<std::size_t>(d)] < x_.shape()[static_cast<std::size_t>(d)]) break;
+        idx[static_cast<std::size_t>(d)] = 0;
+      }
+    }
+    const Tensor m = Tensor::from_vector(mask, x_.shape(), DType::f32);
+    Tensor count = sum(m, axis_, true);
+    const Tensor g = dy.reshape(max_.shape());
+    Tensor dx = div(mul(m, g), count).to(x_.dtype());
+    return {dx};
+  }
+  std::int64_t axis_ = 0;
+
+ private:
+  Tensor x_, max_;
+};
+
+Tensor reduce_all(ReduceOp op, const Tensor& x, const char* name) {
+  ops::detail::require_defined(name, x, "x");
+  const AxisSplit s{1, x.numel(), 1, {}, {}};
+  MIXPREC_CHECK(op == ReduceOp::sum || op == ReduceOp::mean || x.numel() > 0, ShapeError, name,
+                "cannot reduce an empty tensor");
+  return reduce_raw(op, x, s, {});
+}
+
+}  // namespace
+
+Tensor sum(const Tensor& x) {
+  Tensor out = reduce_all(ReduceOp::sum, x, "sum");
+  record<SumNode>(out, {&x}, x.shape(), Shape(x.shape().size(), 1), 1.0f, x.dtype());
+  return out;
+}
+
+Tensor mean(const Tensor& x) {
+  Tensor out = reduce_all(ReduceOp::mean, x, "mean");
+  const float scale = x.numel() > 0 ? 1.0f / static_cast<float>(x.numel()) : 0.0f;
+  record<SumNode>(out, {&x}, x.shape(), Shape(x.shape().size(), 1), scale, x.dtype());
+  return out;
+}
+
+Tensor sum(const Tensor& x, std::int64_t dim, bool keepdim) {
+  ops::detail::require_defined("sum", x, "x");
+  const AxisSplit s = split(x.shape(), ops::detail::wrap_dim("sum", dim, x.dim()));
+  Tensor out = reduce_raw(ReduceOp::sum, x, s, keepdim ? s.kept : s.dropped);
+  record<SumNode>(out, {&x}, x.shape(), s.kept, 1.0f, x.dtype());
+  return out;
+}
+
+Tensor mean(const Tensor& x, std::int64_t dim, bool keepdim) {
+  ops::detail::require_defined("mean", x, "x");
+  const AxisSplit s = split(x.shape(), ops::detail::wrap_dim("mean", dim, x.dim()));
+  Tensor out = reduce_raw(ReduceOp::mean, x, s, keepdim ? s.kept : s.dropped);
+  const float scale = s.n > 0 ? 1.0f / static_cast<float>(s.n) : 0.0f;
+  record<SumNode>(out, {&x}, x.shape(), s.kept, scale, x.dtype());
+  return out;
+}
+
+Tensor amax(const Tensor& x, std::int64_t dim, bool keepdim) {
+  ops::detail::require_defined("amax", x, "x");
+  const std::int64_t axis = ops::detail::wrap_dim("amax", dim, x.dim());
+  const AxisSplit s = split(x.shape(), axis);
+  MIXPREC_CHECK(s.n > 0, ShapeError, "amax", "cannot take the maximum over an empty dimension");
+  const Tensor kept = reduce_raw(ReduceOp::max, x, s, s.kept);
+  Tensor out = keepdim ? kept : kept.reshape(s.dropped);
+  if (autograd::needs_grad({&x})) {
+    auto node = std::make_shared<AmaxNode>(x.detach().contiguous(), kept.detach());
+    node->axis_ = axis;
+    autograd::attach(out, node, {&x});
+  }
+  return out;
+}
+
+Tensor max_abs(const Tensor& x) {
+  Tensor out = reduce_all(ReduceOp::amax, x, "max_abs");
+  return out;
+}
+
+class NormNode final : public autograd::Node {
+ public:
+  NormNode(Tensor x, float norm) : x_(std::move(x)), norm_(norm) {}
+  const char* name() const override { return "norm"; }
+  void release_saved() override { x_ = Tensor(); }
+  std::vector<Tensor> backward(const Tensor& dy) override {
+    // d||x||/dx = x / ||x|| (0 at x = 0, the subgradient torch uses).
+    const float scale = norm_ > 0.0f ? dy.item() / norm_ : 0.0f;
+    return {affine(x_, scale, 0.0f)};
+  }
+
+ private:
+  Tensor x_;
+  float norm_;
+};
+
+Tensor norm(const Tensor& x) {
+  Tensor out = reduce_all(ReduceOp::norm2, x, "norm");
+  if (autograd::needs_grad({&x})) {
+    autograd::attach(out, std::make_shared<NormNode>(x.detach(), out.item()), {&x});
+  }
+  return out;
+}
+
+}  // namespace mixprec

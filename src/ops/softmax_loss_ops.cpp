@@ -1,0 +1,109 @@
+// softmax, log_softmax, cross_entropy and mse_loss with autograd.
+#include "kernels/softmax.h"
+#include "mixprec/ops/elementwise.h"
+#include "mixprec/ops/nn_functional.h"
+#include "mixprec/ops/reduce.h"
+#include "ops/op_util.h"
+
+namespace mixprec {
+namespace {
+
+using ops::detail::record;
+
+class SoftmaxNode final : public autograd::Node {
+ public:
+  SoftmaxNode(Tensor y, bool log) : y_(std::move(y)), log_(log) {}
+  const char* name() const override { return log_ ? "log_softmax" : "softmax"; }
+  void release_saved() override { y_ = Tensor(); }
+  std::vector<Tensor> backward(const Tensor& dy_in) override {
+    const Tensor dy = dy_in.contiguous();
+    const std::int64_t cols = y_.size(-1), rows = y_.numel() / std::max<std::int64_t>(cols, 1);
+    Tensor dx = Tensor::empty(y_.shape(), y_.dtype());
+    kernels::softmax_backward(y_.data_ptr(), y_.dtype(), dy.data_ptr(), dy.dtype(), rows, cols,
+                              dx.data_ptr(), dx.dtype(), log_);
+    return {dx};
+  }
+
+ private:
+  Tensor y_;
+  bool log_;
+};
+
+Tensor softmax_impl(const Tensor& x, std::int64_t dim, bool log) {
+  const char* op = log ? "log_softmax" : "softmax";
+  ops::detail::require_defined(op, x, "x");
+  MIXPREC_CHECK(x.dim() >= 1, ShapeError, op, "needs at least one dimension");
+  MIXPREC_CHECK(ops::detail::wrap_dim(op, dim, x.dim()) == x.dim() - 1, ValueError, op,
+                "only the last dimension is supported; transpose dimension " << dim
+                                                                             << " to the end first");
+  const Tensor c = x.contiguous();
+  const std::int64_t cols = c.size(-1), rows = c.numel() / std::max<std::int64_t>(cols, 1);
+  Tensor y = Tensor::empty(c.shape(), c.dtype());
+  kernels::softmax(c.data_ptr(), c.dtype(), rows, cols, y.data_ptr(), y.dtype(), log);
+  record<SoftmaxNode>(y, {&x}, y.detach(), log);
+  return y;
+}
+
+class CrossEntropyNode final : public autograd::Node {
+ public:
+  CrossEntropyNode(Tensor logits, std::vector<std::int64_t> targets, float smoothing)
+      : logits_(std::move(logits)), targets_(std::move(targets)), smoothing_(smoothing) {}
+  const char* name() const override { return "cross_entropy"; }
+  void release_saved() override { logits_ = Tensor(); }
+  std::vector<Tensor> backward(const Tensor& dy) override {
+    const std::int64_t rows = logits_.size(0), cols = logits_.size(1);
+    const std::vector<float> per_row(static_cast<std::size_t>(rows),
+                                     dy.item() / static_cast<float>(rows));
+    Tensor dx = Tensor::empty(logits_.shape(), logits_.dtype());
+    kernels::cross_entropy_backward(logits_.data_ptr(), logits_.dtype(), rows, cols,
+                                    targets_.data(), smoothing_, per_row.data(), dx.data_ptr(),
+                                    dx.dtype());
+    return {dx};
+  }
+
+ private:
+  Tensor logits_;
+  std::vector<std::int64_t> targets_;
+  float smoothing_;
+};
+
+}  // namespace
+
+Tensor softmax(const Tensor& x, std::int64_t dim) { return softmax_impl(x, dim, false); }
+Tensor log_softmax(const Tensor& x, std::int64_t dim) { return softmax_impl(x, dim, true); }
+
+Tensor cross_entropy(const Tensor& logits, const std::vector<std::int64_t>& targets,
+                     float label_smoothing) {
+  const char* op = "cross_entropy";
+  ops::detail::require_defined(op, logits, "logits");
+  MIXPREC_CHECK(logits.dim() == 2, ShapeError, op,
+                "logits must be [N, C], got " << to_string(logits.shape()));
+  MIXPREC_CHECK(static_cast<std::int64_t>(targets.size()) == logits.size(0), ShapeError, op,
+                targets.size() << " targets for " << logits.size(0) << " rows of logits");
+  MIXPREC_CHECK(logits.size(0) > 0, ShapeError, op, "empty batch");
+  MIXPREC_CHECK(label_smoothing >= 0.0f && label_smoothing < 1.0f, ValueError, op,
+                "label_smoothing must be in [0, 1), got " << label_smoothing);
+  const Tensor c = logits.detach().contiguous();
+  const std::int64_t rows = c.size(0), cols = c.size(1);
+  std::vector<float> per_row(static_cast<std::size_t>(rows));
+  kernels::cross_entropy(c.data_ptr(), c.dtype(), rows, cols, targets.data(), label_smoothing,
+                         per_row.data());
+  double total = 0.0;  // the batch mean in double: the loss is reported, not just trained on
+  for (float v : per_row) total += v;
+  Tensor loss = Tensor::scalar(static_cast<float>(total / static_cast<double>(rows)), DType::f32);
+  record<CrossEntropyNode>(loss, {&logits}, c, targets, label_smoothing);
+  return loss;
+}
+
+Tensor mse_loss(const Tensor& prediction, const Tensor& target) {
+  const char* op = "mse_loss";
+  ops::detail::require_defined(op, prediction, "prediction");
+  ops::detail::require_defined(op, target, "target");
+  MIXPREC_CHECK(prediction.shape() == target.shape(), ShapeError, op,
+                "prediction " << to_string(prediction.shape()) << " and target "
+                              << to_string(target.shape()) << " must have the same shape");
+  // Losses are f32 ops: the difference and its square would lose the small errors in 16 bits.
+  return mean(square(sub(cast(prediction, DType::f32), cast(target, DType::f32))));
+}
+
+}  // namespace mixprec

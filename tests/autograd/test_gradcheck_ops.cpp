@@ -1,0 +1,255 @@
+// Every differentiable op's gradient against double-precision finite differences.
+#include <cmath>
+
+#include "gradcheck.h"
+
+namespace mixprec::testing {
+namespace {
+
+using Ts = std::vector<Tensor>;
+using Vs = std::vector<VecD>;
+
+VecD map1(const VecD& x, double (*f)(double)) {
+  VecD y(x.size());
+  for (std::size_t i = 0; i < x.size(); ++i) y[i] = f(x[i]);
+  return y;
+}
+
+void check_unary(Tensor (*op)(const Tensor&), double (*ref)(double), float lo = -2, float hi = 2) {
+  gradcheck([op](const Ts& x) { return op(x[0]); },
+            [ref](const Vs& x) { return map1(x[0], ref); },
+            {{{3, 7}, random_values(21, 1, lo, hi)}});
+}
+
+TEST(Gradcheck, UnaryOps) {
+  check_unary(neg, [](double x) { return -x; });
+  check_unary(abs, [](double x) { return std::fabs(x); });
+  check_unary(exp, [](double x) { return std::exp(x); });
+  check_unary(log, [](double x) { return std::log(x); }, 0.2f, 3.0f);
+  check_unary(sqrt, [](double x) { return std::sqrt(x); }, 0.2f, 3.0f);
+  check_unary(rsqrt, [](double x) { return 1.0 / std::sqrt(x); }, 0.3f, 3.0f);
+  check_unary(reciprocal, [](double x) { return 1.0 / x; }, 0.3f, 3.0f);
+  check_unary(square, [](double x) { return x * x; });
+  check_unary(relu, [](double x) { return x > 0 ? x : 0.0; });
+  check_unary(gelu, [](double x) { return 0.5 * x * (1.0 + std::erf(x / std::sqrt(2.0))); });
+  check_unary(tanh, [](double x) { return std::tanh(x); });
+  check_unary(sigmoid, [](double x) { return 1.0 / (1.0 + std::exp(-x)); });
+}
+
+// Binary ops with broadcasting: a [4, 5] op b [5] (row broadcast) and a [4, 1] op b [1, 5].
+void check_binary(Tensor (*op)(const Tensor&, const Tensor&), double (*ref)(double, double),
+                  float lo = -2, float hi = 2) {
+  gradcheck([op](const Ts& x) { return op(x[0], x[1]); },
+            [ref](const Vs& x) {
+              VecD y(20);
+              for (int i = 0; i < 4; ++i)
+                for (int j = 0; j < 5; ++j) y[i * 5 + j] = ref(x[0][i * 5 + j], x[1][j]);
+              return y;
+            },
+            {{{4, 5}, random_values(20, 2, lo, hi)}, {{5}, random_values(5, 3, lo, hi)}});
+  gradcheck([op](const Ts& x) { return op(x[0], x[1]); },
+            [ref](const Vs& x) {
+              VecD y(20);
+              for (int i = 0; i < 4; ++i)
+                for (int j = 0; j < 5; ++j) y[i * 5 + j] = ref(x[0][i], x[1][j]);
+              return y;
+            },
+            {{{4, 1}, random_values(4, 4, lo, hi)}, {{1, 5}, random_values(5, 5, lo, hi)}});
+}
+
+TEST(Gradcheck, BinaryOpsWithBroadcasting) {
+  check_binary(add, [](double a, double b) { return a + b; });
+  check_binary(sub, [](double a, double b) { return a - b; });
+  check_binary(mul, [](double a, double b) { return a * b; });
+  check_binary(div, [](double a, double b) { return a / b; }, 0.5f, 2.0f);
+  check_binary(maximum, [](double a, double b) { return a > b ? a : b; });
+  check_binary(minimum, [](double a, double b) { return a < b ? a : b; });
+}
+
+TEST(Gradcheck, Affine) {
+  gradcheck([](const Ts& x) { return affine(x[0], -1.5f, 0.25f); },
+            [](const Vs& x) {
+              VecD y = x[0];
+              for (double& v : y) v = -1.5 * v + 0.25;
+              return y;
+            },
+            {{{6}, random_values(6, 6)}});
+}
+
+TEST(Gradcheck, Reductions) {
+  gradcheck([](const Ts& x) { return sum(x[0]); },
+            [](const Vs& x) { double s = 0; for (double v : x[0]) s += v; return VecD{s}; },
+            {{{3, 4}, random_values(12, 7)}});
+  gradcheck([](const Ts& x) { return mean(x[0]); },
+            [](const Vs& x) { double s = 0; for (double v : x[0]) s += v; return VecD{s / 12}; },
+            {{{3, 4}, random_values(12, 8)}});
+  gradcheck([](const Ts& x) { return sum(x[0], 0); },
+            [](const Vs& x) {
+              VecD y(4, 0.0);
+              for (int i = 0; i < 3; ++i) for (int j = 0; j < 4; ++j) y[j] += x[0][i * 4 + j];
+              return y;
+            },
+            {{{3, 4}, random_values(12, 9)}});
+  gradcheck([](const Ts& x) { return mean(x[0], 1, true); },
+            [](const Vs& x) {
+              VecD y(3, 0.0);
+              for (int i = 0; i < 3; ++i) for (int j = 0; j < 4; ++j) y[i] += x[0][i * 4 + j] / 4;
+              return y;
+            },
+            {{{3, 4}, random_values(12, 10)}});
+  gradcheck([](const Ts& x) { return amax(x[0], 1); },
+            [](const Vs& x) {
+              VecD y(3, -1e300);
+              for (int i = 0; i < 3; ++i) for (int j = 0; j < 4; ++j) y[i] = std::max(y[i], x[0][i * 4 + j]);
+              return y;
+            },
+            {{{3, 4}, random_values(12, 11)}});
+  gradcheck([](const Ts& x) { return norm(x[0]); },
+            [](const Vs& x) { double s = 0; for (double v : x[0]) s += v * v; return VecD{std::sqrt(s)}; },
+            {{{7}, random_values(7, 12)}});
+}
+
+VecD ref_matmul(const VecD& a, const VecD& b, int m, int k, int n) {
+  VecD c(static_cast<std::size_t>(m * n), 0.0);
+  for (int i = 0; i < m; ++i)
+    for (int j = 0; j < n; ++j)
+      for (int p = 0; p < k; ++p) c[i * n + j] += a[i * k + p] * b[p * n + j];
+  return c;
+}
+
+TEST(Gradcheck, MatmulAndLinear) {
+  gradcheck([](const Ts& x) { return matmul(x[0], x[1]); },
+            [](const Vs& x) { return ref_matmul(x[0], x[1], 3, 4, 5); },
+            {{{3, 4}, random_values(12, 13)}, {{4, 5}, random_values(20, 14)}});
+  gradcheck([](const Ts& x) { return matmul(x[0], x[1]); },
+            [](const Vs& x) {
+              VecD out;
+              for (int bi = 0; bi < 2; ++bi) {
+                VecD a(x[0].begin() + bi * 6, x[0].begin() + bi * 6 + 6);
+                VecD b(x[1].begin() + bi * 8, x[1].begin() + bi * 8 + 8);
+                VecD c = ref_matmul(a, b, 3, 2, 4);
+                out.insert(out.end(), c.begin(), c.end());
+              }
+              return out;
+            },
+            {{{2, 3, 2}, random_values(12, 15)}, {{2, 2, 4}, random_values(16, 16)}});
+  // linear: x [2, 3, 4] (leading dims flattened), W [5, 4], b [5].
+  gradcheck([](const Ts& x) { return linear(x[0], x[1], x[2]); },
+            [](const Vs& x) {
+              VecD y(30, 0.0);
+              for (int r = 0; r < 6; ++r)
+                for (int o = 0; o < 5; ++o) {
+                  double s = x[2][o];
+                  for (int i = 0; i < 4; ++i) s += x[0][r * 4 + i] * x[1][o * 4 + i];
+                  y[r * 5 + o] = s;
+                }
+              return y;
+            },
+            {{{2, 3, 4}, random_values(24, 17)}, {{5, 4}, random_values(20, 18)},
+             {{5}, random_values(5, 19)}});
+  gradcheck([](const Ts& x) { return linear(x[0], x[1]); },
+            [](const Vs& x) {
+              VecD y(6, 0.0);
+              for (int r = 0; r < 2; ++r)
+                for (int o = 0; o < 3; ++o)
+                  for (int i = 0; i < 4; ++i) y[r * 3 + o] += x[0][r * 4 + i] * x[1][o * 4 + i];
+              return y;
+            },
+            {{{2, 4}, random_values(8, 20)}, {{3, 4}, random_values(12, 21)}});
+}
+
+VecD ref_log_softmax(const VecD& x, int rows, int cols) {
+  VecD y(x.size());
+  for (int r = 0; r < rows; ++r) {
+    double mx = -1e300, s = 0;
+    for (int c = 0; c < cols; ++c) mx = std::max(mx, x[r * cols + c]);
+    for (int c = 0; c < cols; ++c) s += std::exp(x[r * cols + c] - mx);
+    for (int c = 0; c < cols; ++c) y[r * cols + c] = x[r * cols + c] - mx - std::log(s);
+  }
+  return y;
+}
+
+TEST(Gradcheck, SoftmaxFamilyAndLosses) {
+  gradcheck([](const Ts& x) { return log_softmax(x[0]); },
+            [](const Vs& x) { return ref_log_softmax(x[0], 3, 6); },
+            {{{3, 6}, random_values(18, 22)}});
+  gradcheck([](const Ts& x) { return softmax(x[0]); },
+            [](const Vs& x) {
+              VecD y = ref_log_softmax(x[0], 3, 6);
+              for (double& v : y) v = std::exp(v);
+              return y;
+            },
+            {{{3, 6}, random_values(18, 23)}});
+  const std::vector<std::int64_t> targets{2, 0, 5, 1};
+  for (float smoothing : {0.0f, 0.1f}) {
+    gradcheck([&](const Ts& x) { return cross_entropy(x[0], targets, smoothing); },
+              [&](const Vs& x) {
+                const VecD lp = ref_log_softmax(x[0], 4, 6);
+                double loss = 0;
+                for (int r = 0; r < 4; ++r) {
+                  double all = 0;
+                  for (int c = 0; c < 6; ++c) all += lp[r * 6 + c];
+                  loss += -(1 - smoothing) * lp[r * 6 + targets[r]] - smoothing / 6 * all;
+                }
+                return VecD{loss / 4};
+              },
+              {{{4, 6}, random_values(24, 24)}});
+  }
+  gradcheck([](const Ts& x) { return mse_loss(x[0], x[1]); },
+            [](const Vs& x) {
+              double s = 0;
+              for (std::size_t i = 0; i < x[0].size(); ++i) s += (x[0][i] - x[1][i]) * (x[0][i] - x[1][i]);
+              return VecD{s / static_cast<double>(x[0].size())};
+            },
+            {{{2, 5}, random_values(10, 25)}, {{2, 5}, random_values(10, 26)}});
+}
+
+TEST(Gradcheck, Dropout) {
+  // The mask is a pure function of the seed, so the reference can rebuild it.
+  gradcheck([](const Ts& x) { return dropout(x[0], 0.3f, true, 77); },
+            [](const Vs& x) {
+              VecD y(x[0].size());
+              for (std::size_t i = 0; i < y.size(); ++i)
+                y[i] = mixprec::uniform(77, i) >= 0.3f ? x[0][i] * static_cast<double>(1.0f / 0.7f) : 0.0;
+              return y;
+            },
+            {{{40}, random_values(40, 27)}});
+}
+
+TEST(Gradcheck, Views) {
+  gradcheck([](const Ts& x) { return x[0].reshape({4, 3}) * 2.0f; },
+            [](const Vs& x) { VecD y = x[0]; for (double& v : y) v *= 2; return y; },
+            {{{3, 4}, random_values(12, 28)}});
+  gradcheck([](const Ts& x) { return x[0].transpose(0, 1).contiguous(); },
+            [](const Vs& x) {
+              VecD y(12);
+              for (int i = 0; i < 3; ++i) for (int j = 0; j < 4; ++j) y[j * 3 + i] = x[0][i * 4 + j];
+              return y;
+            },
+            {{{3, 4}, random_values(12, 29)}});
+  gradcheck([](const Ts& x) { return x[0].permute({2, 0, 1}).contiguous(); },
+            [](const Vs& x) {
+              VecD y(24);
+              for (int a = 0; a < 2; ++a) for (int b = 0; b < 3; ++b) for (int c = 0; c < 4; ++c)
+                y[c * 6 + a * 3 + b] = x[0][a * 12 + b * 4 + c];
+              return y;
+            },
+            {{{2, 3, 4}, random_values(24, 30)}});
+  gradcheck([](const Ts& x) { return x[0].slice(1, 1, 6, 2) * 3.0f; },
+            [](const Vs& x) {
+              VecD y;
+              for (int i = 0; i < 2; ++i) for (int j = 1; j < 6; j += 2) y.push_back(3 * x[0][i * 7 + j]);
+              return y;
+            },
+            {{{2, 7}, random_values(14, 31)}});
+}
+
+TEST(Gradcheck, SharedInputAccumulatesOverPaths) {
+  // x is used three times: gradients from every path must add up.
+  gradcheck([](const Ts& x) { return mul(x[0], x[0]) + exp(x[0]); },
+            [](const Vs& x) { VecD y = x[0]; for (double& v : y) v = v * v + std::exp(v); return y; },
+            {{{8}, random_values(8, 32)}});
+}
+
+}  // namespace
+}  // namespace mixprec::testing

@@ -1,0 +1,170 @@
+// Stochastic rounding f32 -> bf16 / f16: the exact rounding threshold, unbiasedness, fixed points,
+// specials, and identical results whatever the ISA, thread count or split of the array.
+#include <gtest/gtest.h>
+#include <omp.h>
+
+#include <bit>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "core/convert_test_util.h"
+#include "mixprec/core/convert.h"
+#include "mixprec/core/random.h"
+
+namespace mixprec {
+namespace {
+
+using test::conversion_caps;
+using test::IsaCapGuard;
+
+std::uint32_t f32_bits(float v) { return std::bit_cast<std::uint32_t>(v); }
+constexpr std::uint64_t k2to32 = std::uint64_t{1} << 32;
+
+/// P(up) is the dropped fraction f: the rule is "up iff r >= 2^32 - floor(f 2^32)". Check both
+/// sides of that threshold for a value whose fraction f is computed here in double.
+template <class Round>
+void check_threshold(float x, double lower, double spacing, Round round, std::uint16_t down) {
+  const double f = (static_cast<double>(x) - lower) / spacing;  // exact
+  ASSERT_GT(f, 0.0);
+  ASSERT_LT(f, 1.0);
+  const auto threshold = static_cast<std::uint64_t>(k2to32 - std::floor(std::ldexp(f, 32)));
+  ASSERT_LT(threshold, k2to32);
+  EXPECT_EQ(round(x, static_cast<std::uint32_t>(threshold)), down + 1) << x;
+  EXPECT_EQ(round(x, static_cast<std::uint32_t>(threshold - 1)), down) << x;
+  EXPECT_EQ(round(x, 0u), down) << x;
+  EXPECT_EQ(round(x, 0xffffffffu), down + 1) << x;
+}
+
+TEST(ConvertStochastic, RoundsUpExactlyAboveTheDocumentedThreshold) {
+  const auto bf16 = [](float v, std::uint32_t r) { return f32_to_bf16_bits_stochastic(v, r); };
+  const auto f16 = [](float v, std::uint32_t r) { return f32_to_f16_bits_stochastic(v, r); };
+  check_threshold(1.0f + 0.3f * 0x1p-7f, 1.0, 0x1p-7, bf16, 0x3f80);
+  check_threshold(std::bit_cast<float>(0x00012345u), 0x1p-133, 0x1p-133, bf16, 0x0001);
+  check_threshold(1.0f + 0.3f * 0x1p-10f, 1.0, 0x1p-10, f16, 0x3c00);
+  check_threshold(5.3f * 0x1p-24f, 5 * 0x1p-24, 0x1p-24, f16, 0x0005);     // subnormal f16
+  check_threshold(0.3f * 0x1p-24f, 0.0, 0x1p-24, f16, 0x0000);             // below 2^-24
+  check_threshold(1023.75f * 0x1p-24f, 1023 * 0x1p-24, 0x1p-24, f16, 0x03ff);  // up = min normal
+  check_threshold(65519.0f, 65504.0, 32.0, f16, 0x7bff);                   // up = Inf
+  check_threshold(-1.7f, -1.6953125, -0x1p-7, bf16, 0xbfd9);               // sign symmetric
+
+  // Exact count over every 16-bit value of the random high half: ups == dropped bits d.
+  const float x = std::bit_cast<float>(0x3f804ccdu);  // d = 0x4ccd
+  int ups = 0;
+  for (std::uint32_t k = 0; k < 65536; ++k) ups += f32_to_bf16_bits_stochastic(x, k << 16) == 0x3f81;
+  EXPECT_EQ(ups, 0x4ccd);
+}
+
+TEST(ConvertStochastic, SpecialsAndRepresentableValuesAreFixed) {
+  std::mt19937 gen(3);
+  for (int trial = 0; trial < 64; ++trial) {
+    const std::uint32_t r = trial == 0 ? 0u : trial == 1 ? 0xffffffffu : gen();
+    // Every non-NaN f16 and bf16 value stays itself; NaNs become quiet as in RNE.
+    for (std::uint32_t h = 0; h < 65536; ++h) {
+      const auto bits = static_cast<std::uint16_t>(h);
+      const float wf16 = f16_bits_to_f32(bits);
+      const float wbf16 = bf16_bits_to_f32(bits);
+      ASSERT_EQ(f32_to_f16_bits_stochastic(wf16, r), f32_to_f16_bits(wf16)) << std::hex << h;
+      ASSERT_EQ(f32_to_bf16_bits_stochastic(wbf16, r), f32_to_bf16_bits(wbf16)) << std::hex << h;
+    }
+    EXPECT_EQ(f32_to_f16_bits_stochastic(70000.0f, r), 0x7c00);  // past the Inf position
+    EXPECT_EQ(f32_to_f16_bits_stochastic(-1e30f, r), 0xfc00);
+    EXPECT_EQ(f32_to_f16_bits_stochastic(std::bit_cast<float>(0x80000001u), r), 0x8000);
+    EXPECT_EQ(f32_to_bf16_bits_stochastic(std::bit_cast<float>(0x7f800001u), r), 0x7fc0);
+  }
+  // Above bf16 max: truncation gives max, a carry gives Inf.
+  EXPECT_EQ(f32_to_bf16_bits_stochastic(std::bit_cast<float>(0x7f7fffffu), 0u), 0x7f7f);
+  EXPECT_EQ(f32_to_bf16_bits_stochastic(std::bit_cast<float>(0x7f7fffffu), 0xffffffffu), 0x7f80);
+}
+
+/// Mean of 1e6 stochastic roundings of x within 4 standard errors of x, and P(up) ~ f.
+template <class T>
+void check_unbiased(float x, double lower, double spacing) {
+  constexpr std::size_t kN = 1000000;
+  const std::vector<float> src(kN, x);
+  std::vector<T> dst(kN);
+  if constexpr (std::is_same_v<T, bfloat16>) {
+    convert_f32_to_bf16_stochastic(src.data(), dst.data(), kN, /*seed=*/1234);
+  } else {
+    convert_f32_to_f16_stochastic(src.data(), dst.data(), kN, /*seed=*/1234);
+  }
+  double sum = 0;
+  std::size_t ups = 0;
+  for (const T& v : dst) {
+    const double d = static_cast<float>(v);
+    ASSERT_TRUE(d == lower || d == lower + spacing) << d;  // one of the two neighbours
+    sum += d;
+    ups += d != lower;
+  }
+  const double f = (static_cast<double>(x) - lower) / spacing;
+  const double sd = spacing * std::sqrt(f * (1 - f));  // of one rounding
+  EXPECT_NEAR(sum / kN, static_cast<double>(x), 4 * sd / std::sqrt(double(kN)));
+  EXPECT_NEAR(static_cast<double>(ups) / kN, f, 4 * std::sqrt(f * (1 - f) / kN));
+}
+
+TEST(ConvertStochastic, IsUnbiased) {
+  check_unbiased<bfloat16>(1.0f + 0.3f * 0x1p-7f, 1.0, 0x1p-7);
+  check_unbiased<bfloat16>(std::bit_cast<float>(0x00012345u), 0x1p-133, 0x1p-133);
+  check_unbiased<float16>(1.0f + 0.3f * 0x1p-10f, 1.0, 0x1p-10);
+  check_unbiased<float16>(5.3f * 0x1p-24f, 5 * 0x1p-24, 0x1p-24);
+  check_unbiased<float16>(0.3f * 0x1p-24f, 0.0, 0x1p-24);
+}
+
+TEST(ConvertStochastic, SameBitsOnEveryPathThreadCountAndSplit) {
+  IsaCapGuard guard;
+  constexpr std::size_t kN = 200003;  // several parallel chunks and a ragged tail
+  constexpr std::uint64_t kSeed = 0x5eed;
+  std::mt19937 gen(11);
+  std::vector<float> src(kN);
+  for (std::size_t i = 0; i < kN; ++i) {
+    src[i] = i % 4 == 0 ? std::bit_cast<float>(static_cast<std::uint32_t>(gen()))
+                        : std::ldexp(static_cast<float>(gen() % 100000), -int(gen() % 40));
+  }
+  for (const std::uint64_t offset : {std::uint64_t{0}, std::uint64_t{3}, std::uint64_t{1} << 40}) {
+    // Reference: the scalar functions with random_bits straight from the definition.
+    std::vector<std::uint16_t> want_bf16(kN), want_f16(kN);
+    for (std::size_t i = 0; i < kN; ++i) {
+      const std::uint32_t r = random_bits(kSeed, offset + i);
+      want_bf16[i] = f32_to_bf16_bits_stochastic(src[i], r);
+      want_f16[i] = f32_to_f16_bits_stochastic(src[i], r);
+    }
+    for (Isa cap : conversion_caps()) {
+      for (int threads : {1, 2}) {
+        for (std::size_t split : {std::size_t{0}, std::size_t{1}, std::size_t{66}, std::size_t{65537}}) {
+          SCOPED_TRACE(::testing::Message() << name(cap) << " threads=" << threads << " split="
+                                            << split << " offset=" << offset);
+          set_max_isa(cap);
+          const int saved_threads = omp_get_max_threads();
+          omp_set_num_threads(threads);
+          std::vector<bfloat16> b(kN);
+          std::vector<float16> h(kN);
+          // [0, split) then [split, n) with offset + split: must equal one call.
+          convert_f32_to_bf16_stochastic(src.data(), b.data(), split, kSeed, offset);
+          convert_f32_to_bf16_stochastic(src.data() + split, b.data() + split, kN - split, kSeed,
+                                         offset + split);
+          convert_f32_to_f16_stochastic(src.data(), h.data(), split, kSeed, offset);
+          convert_f32_to_f16_stochastic(src.data() + split, h.data() + split, kN - split, kSeed,
+                                        offset + split);
+          omp_set_num_threads(saved_threads);
+          for (std::size_t i = 0; i < kN; ++i) {
+            ASSERT_EQ(b[i].bits, want_bf16[i]) << "bf16 i=" << i;
+            ASSERT_EQ(h[i].bits, want_f16[i]) << "f16 i=" << i;
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST(ConvertStochastic, RejectsOffsetOverflow) {
+  std::vector<float> src(4);
+  std::vector<bfloat16> dst(4);
+  EXPECT_THROW(convert_f32_to_bf16_stochastic(src.data(), dst.data(), 4, 1, ~std::uint64_t{0} - 2),
+               ValueError);
+  EXPECT_NO_THROW(convert_f32_to_bf16_stochastic(src.data(), dst.data(), 4, 1, ~std::uint64_t{0} - 4));
+}
+
+}  // namespace
+}  // namespace mixprec
