@@ -14,11 +14,11 @@ Linear::Linear(std::int64_t in_features, std::int64_t out_features, bool bias, s
                 "features must be positive, got in=" << in_features << " out=" << out_features);
   const float bound = 1.0f / std::sqrt(static_cast<float>(in_features));
   // Distinct streams for weight and bias so changing one never shifts the other.
-  weight_ = &register_parameter("weight", Tensor::uniform({out_, in_}, seed * 2 + 1, -bound, bound, dtype));
-  if (bias) bias_ = &register_parameter("bias", Tensor::uniform({out_}, seed * 2 + 2, -bound, bound, dtype));
+  weight_ = register_parameter("weight", Tensor::uniform({out_, in_}, seed * 2 + 1, -bound, bound, dtype));
+  if (bias) bias_ = register_parameter("bias", Tensor::uniform({out_}, seed * 2 + 2, -bound, bound, dtype));
 }
 
-Tensor Linear::forward(const Tensor& x) { return linear(x, *weight_, bias()); }
+Tensor Linear::forward(const Tensor& x) { return linear(x, weight_, bias_); }
 
 Tensor ReLU::forward(const Tensor& x) { return relu(x); }
 Tensor GELU::forward(const Tensor& x) { return gelu(x); }

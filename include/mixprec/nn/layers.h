@@ -15,16 +15,16 @@ class Linear : public Module {
          std::uint64_t seed = 0, DType dtype = DType::f32);
   Tensor forward(const Tensor& x) override;
   std::string type_name() const override { return "Linear"; }
-  const Tensor& weight() const { return *weight_; }
+  const Tensor& weight() const { return weight_; }
   /// Undefined when constructed without bias.
-  Tensor bias() const { return bias_ ? *bias_ : Tensor(); }
+  const Tensor& bias() const { return bias_; }
   std::int64_t in_features() const { return in_; }
   std::int64_t out_features() const { return out_; }
 
  private:
   std::int64_t in_, out_;
-  Tensor* weight_ = nullptr;
-  Tensor* bias_ = nullptr;
+  Tensor weight_;  // handles sharing the registered parameters
+  Tensor bias_;
 };
 
 /// max(x, 0), any shape and dtype.

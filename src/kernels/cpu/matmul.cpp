@@ -1,0 +1,209 @@
+// kernels::matmul: validates, handles empty shapes, and turns every dtype combination into a
+// GEMM oneDNN runs directly. f16 emulates Tensor Cores: f16 -> f32 is exact and so is the
+// product of two f16 (22 significant bits), oneDNN accumulates in f32, and the result is rounded
+// to f16 once, so it overflows to Inf exactly where a GPU's f16-output GEMM would.
+#include <atomic>
+#include <cstddef>
+#include <cstdlib>
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "kernels/cpu/matmul_onednn.h"
+#include "kernels/matmul.h"
+#include "mixprec/core/convert.h"
+#include "mixprec/core/cpu_features.h"
+#include "mixprec/core/error.h"
+#include "mixprec/core/verbose.h"
+
+namespace mixprec::kernels {
+namespace {
+
+// MIXPREC_MATMUL=ref forces the reference kernel; read once (a typo throws on every call).
+bool force_reference() {
+  static const bool ref = [] {
+    const char* v = std::getenv("MIXPREC_MATMUL");
+    const std::string_view s = v == nullptr ? std::string_view() : std::string_view(v);
+    MIXPREC_CHECK(s.empty() || s == "ref" || s == "onednn", ValueError, "matmul",
+                  "MIXPREC_MATMUL must be 'ref' or 'onednn', got '" << s << "'");
+    return s == "ref";
+  }();
+  return ref;
+}
+
+// A per-thread f32 buffer that only grows, so steady-state calls allocate nothing.
+class Buffer {
+ public:
+  float* get(std::size_t n) {
+    if (n > capacity_) {
+      data_.reset();
+      capacity_ = 0;
+      data_ = std::make_unique_for_overwrite<float[]>(n);
+      capacity_ = n;
+    }
+    return data_.get();
+  }
+
+ private:
+  std::unique_ptr<float[]> data_;
+  std::size_t capacity_ = 0;
+};
+
+struct Workspace {
+  Buffer a, b, bias, c;
+};
+
+// 16-bit src (bf16 or f16) -> f32, exact.
+void widen(const void* src, DType t, float* dst, std::size_t n) {
+  convert(src, t, dst, DType::f32, n);
+}
+
+// f32 -> 16-bit dst (bf16 or f16), round to nearest even.
+void narrow(const float* src, void* dst, DType t, std::size_t n) {
+  convert(src, DType::f32, dst, t, n);
+}
+
+std::atomic<MatmulBf16Route>& bf16_route() {
+  static std::atomic<MatmulBf16Route> route{MatmulBf16Route::automatic};
+  return route;
+}
+
+// Whether bf16 inputs go to oneDNN as bf16 (see MatmulBf16Route).
+bool bf16_native() {
+  switch (bf16_route().load(std::memory_order_relaxed)) {
+    case MatmulBf16Route::native: return true;
+    case MatmulBf16Route::widen: return false;
+    case MatmulBf16Route::automatic: break;
+  }
+  return max_isa() >= Isa::avx512_bf16;
+}
+
+// Why bf16 inputs were widened instead of going to oneDNN as bf16.
+std::string bf16_skip_reason(bool tried_native, const cpu::OnednnInfo& info) {
+  if (tried_native) return info.impl + " is reference-only or missing";
+  if (bf16_route().load(std::memory_order_relaxed) == MatmulBf16Route::widen) {
+    return "route forced to widen by set_matmul_bf16_route()";
+  }
+  if (!cpu_features().avx512_bf16) {
+    return "CPU lacks avx512_bf16 (oneDNN would emulate it, ~3x slower than f32)";
+  }
+  return std::string("capped at ") + name(max_isa()) + " by MIXPREC_ISA or set_max_isa()";
+}
+
+// A GEMM in the form oneDNN takes, and where its C really lives.
+struct Plan {
+  MatmulDesc d;
+  const void* a;
+  const void* b;
+  const void* bias;
+  void* c;
+  bool c_in_workspace = false;
+};
+
+// Rewrites the operands for oneDNN: f16 inputs (and bf16 ones when widen_inputs) become f32
+// copies, a bias oneDNN cannot take becomes f32, and a C it cannot write becomes an f32
+// workspace (pre-loaded when accumulating) that is rounded into C once, after the GEMM.
+Plan prepare(const MatmulDesc& desc, const void* a, const void* b, const void* bias, void* c,
+             bool widen_inputs, Workspace& ws) {
+  Plan p{desc, a, b, bias, c};
+  const auto m = static_cast<std::size_t>(desc.m);
+  const auto n = static_cast<std::size_t>(desc.n);
+  const auto k = static_cast<std::size_t>(desc.k);
+  if (desc.dtype == DType::f16 || (widen_inputs && desc.dtype == DType::bf16)) {
+    float* a32 = ws.a.get(m * k);
+    float* b32 = ws.b.get(k * n);
+    widen(a, desc.dtype, a32, m * k);
+    widen(b, desc.dtype, b32, k * n);
+    p.a = a32;
+    p.b = b32;
+    p.d.dtype = DType::f32;
+  }
+  if (desc.has_bias && desc.bias_dtype != DType::f32 && desc.bias_dtype != p.d.dtype) {
+    float* bias32 = ws.bias.get(n);
+    widen(bias, desc.bias_dtype, bias32, n);
+    p.bias = bias32;
+    p.d.bias_dtype = DType::f32;
+  }
+  if (desc.c_dtype != DType::f32 && desc.c_dtype != p.d.dtype) {
+    float* c32 = ws.c.get(m * n);
+    if (desc.accumulate) widen(c, desc.c_dtype, c32, m * n);
+    p.c = c32;
+    p.d.c_dtype = DType::f32;
+    p.c_in_workspace = true;
+  }
+  return p;
+}
+
+void log_call(const MatmulDesc& d, std::string_view impl, std::string_view skipped = {}) {
+  verbose_log("matmul", name(d.dtype), impl, skipped);
+}
+
+void run_onednn(const MatmulDesc& desc, const void* a, const void* b, const void* bias, void* c) {
+  thread_local Workspace ws;
+  const bool verbose = verbose_enabled();
+  cpu::OnednnInfo info;
+  cpu::OnednnInfo* want = verbose ? &info : nullptr;
+  std::string skipped;
+
+  const bool try_native_bf16 = desc.dtype == DType::bf16 && bf16_native();
+  bool ran = false;
+  Plan p{};
+  if (desc.dtype != DType::bf16 || try_native_bf16) {
+    p = prepare(desc, a, b, bias, c, /*widen_inputs=*/false, ws);
+    ran = cpu::onednn_matmul(p.d, p.a, p.b, p.bias, p.c, want);
+  }
+  if (!ran && desc.dtype == DType::bf16) {
+    // bf16 -> f32 is exact and bf16 products are exact in f32, so the f32 GEMM computes the
+    // same thing; only the f32 summation order may differ.
+    if (verbose) skipped = "onednn bf16 primitive: " + bf16_skip_reason(try_native_bf16, info);
+    p = prepare(desc, a, b, bias, c, /*widen_inputs=*/true, ws);
+    ran = cpu::onednn_matmul(p.d, p.a, p.b, p.bias, p.c, want);
+  }
+  MIXPREC_CHECK(ran, BackendError, "matmul",
+                "oneDNN has no implementation for a " << name(desc.dtype) << " " << desc.m << "x"
+                    << desc.n << "x" << desc.k
+                    << " GEMM; set MIXPREC_MATMUL=ref to use the reference kernel");
+  if (p.c_in_workspace) {
+    narrow(static_cast<const float*>(p.c), c, desc.c_dtype,
+           static_cast<std::size_t>(desc.m) * static_cast<std::size_t>(desc.n));
+  }
+  if (verbose) {
+    std::string impl;
+    if (p.d.dtype != desc.dtype) impl += std::string(name(desc.dtype)) + "->f32 + ";
+    impl += info.impl;
+    if (info.cached) impl += " (cached)";
+    if (p.c_in_workspace) impl += std::string(" + round to ") + name(desc.c_dtype);
+    if (desc.dtype == DType::f16) {
+      skipped = "native f16 GEMM: none on CPU (emulating Tensor Cores: f32 accumulation)";
+    }
+    log_call(desc, impl, skipped);
+  }
+}
+
+}  // namespace
+
+MatmulBf16Route set_matmul_bf16_route(MatmulBf16Route route) {
+  return bf16_route().exchange(route);
+}
+
+void matmul(const MatmulDesc& desc, const void* a, const void* b, const void* bias, void* c) {
+  validate_matmul(desc, a, b, bias, c);
+  if (desc.m == 0 || desc.n == 0) {
+    if (verbose_enabled()) log_call(desc, "nothing (empty result)");
+    return;
+  }
+  if (force_reference()) {
+    ref::matmul(desc, a, b, bias, c);
+    if (verbose_enabled()) log_call(desc, "ref", "onednn: MIXPREC_MATMUL=ref");
+    return;
+  }
+  if (desc.k == 0) {
+    // C = [C +] post_op(bias or 0): an O(m*n) fill the reference does as fast as anything.
+    ref::matmul(desc, a, b, bias, c);
+    if (verbose_enabled()) log_call(desc, "ref (k == 0: bias/zero fill)");
+    return;
+  }
+  run_onednn(desc, a, b, bias, c);
+}
+
+}  // namespace mixprec::kernels

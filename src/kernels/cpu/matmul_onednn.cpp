@@ -1,0 +1,240 @@
+// oneDNN matmul primitives behind a bounded, thread-safe LRU cache.
+#include "kernels/cpu/matmul_onednn.h"
+
+#include <array>
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <list>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <utility>
+
+#include <oneapi/dnnl/dnnl.hpp>
+
+#include "kernels/cpu/onednn_context.h"
+#include "mixprec/core/error.h"
+
+namespace mixprec::kernels {
+namespace cpu {
+namespace {
+
+using dnnl::memory;
+
+// Everything a primitive depends on; pointers are bound at execution time.
+struct Key {
+  std::int64_t m, n, k;
+  bool trans_a, trans_b;
+  DType dtype, c_dtype;
+  bool has_bias;
+  DType bias_dtype;
+  MatmulPostOp post_op;
+  bool accumulate;
+
+  explicit Key(const MatmulDesc& d)
+      : m(d.m), n(d.n), k(d.k), trans_a(d.trans_a), trans_b(d.trans_b), dtype(d.dtype),
+        c_dtype(d.c_dtype), has_bias(d.has_bias),
+        bias_dtype(d.has_bias ? d.bias_dtype : DType::f32),  // irrelevant without a bias
+        post_op(d.post_op), accumulate(d.accumulate) {}
+  bool operator==(const Key&) const = default;
+};
+
+struct KeyHash {
+  std::size_t operator()(const Key& key) const noexcept {
+    std::size_t h = std::hash<std::int64_t>{}(key.m);
+    auto mix = [&h](std::uint64_t v) { h ^= v + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2); };
+    mix(static_cast<std::uint64_t>(key.n));
+    mix(static_cast<std::uint64_t>(key.k));
+    mix(static_cast<std::uint64_t>(key.trans_a) | static_cast<std::uint64_t>(key.trans_b) << 1 |
+        static_cast<std::uint64_t>(key.has_bias) << 2 |
+        static_cast<std::uint64_t>(key.accumulate) << 3 |
+        static_cast<std::uint64_t>(key.post_op) << 4 | static_cast<std::uint64_t>(key.dtype) << 8 |
+        static_cast<std::uint64_t>(key.c_dtype) << 12 |
+        static_cast<std::uint64_t>(key.bias_dtype) << 16);
+    return h;
+  }
+};
+
+// A created primitive, or the verdict that oneDNN has nothing usable for the key (so the
+// fallback does not retry primitive creation on every call).
+struct Entry {
+  bool usable = false;
+  dnnl::matmul primitive;
+  memory::desc a_md, b_md, bias_md, c_md, scratchpad_md;
+  std::string impl;  // "onednn:<impl_info_str>" or why nothing is usable
+};
+
+class Cache {
+ public:
+  static constexpr std::size_t kCapacity = 256;
+
+  std::shared_ptr<const Entry> find(const Key& key) {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = index_.find(key);
+    if (it == index_.end()) return nullptr;
+    lru_.splice(lru_.begin(), lru_, it->second);  // most recently used first
+    hits_.fetch_add(1, std::memory_order_relaxed);
+    return it->second->second;
+  }
+
+  // Inserts unless another thread raced us to it; returns the entry now cached.
+  std::shared_ptr<const Entry> insert(const Key& key, std::shared_ptr<const Entry> entry) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (auto it = index_.find(key); it != index_.end()) return it->second->second;
+    if (lru_.size() >= kCapacity) {
+      index_.erase(lru_.back().first);
+      lru_.pop_back();  // in-flight users hold their own shared_ptr
+    }
+    lru_.emplace_front(key, std::move(entry));
+    index_.emplace(key, lru_.begin());
+    return lru_.front().second;
+  }
+
+  std::size_t size() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return lru_.size();
+  }
+  void clear() {
+    std::lock_guard<std::mutex> lock(mu_);
+    index_.clear();
+    lru_.clear();
+  }
+  std::uint64_t hits() const { return hits_.load(std::memory_order_relaxed); }
+
+ private:
+  std::mutex mu_;
+  std::list<std::pair<Key, std::shared_ptr<const Entry>>> lru_;
+  std::unordered_map<Key, decltype(lru_)::iterator, KeyHash> index_;
+  std::atomic<std::uint64_t> hits_{0};
+};
+
+Cache& cache() {
+  static Cache* instance = new Cache;  // never destroyed: primitives must not outlive oneDNN
+  return *instance;
+}
+
+memory::data_type to_dnnl(DType t) {
+  switch (t) {
+    case DType::f32: return memory::data_type::f32;
+    case DType::bf16: return memory::data_type::bf16;
+    case DType::f16: return memory::data_type::f16;
+  }
+  MIXPREC_ASSERT(false);
+  return memory::data_type::undef;
+}
+
+std::shared_ptr<const Entry> create(const Key& key) {
+  auto entry = std::make_shared<Entry>();
+  const memory::dim m = key.m, n = key.n, k = key.k;
+  // Row-major storage; a transposed operand is the same buffer read with swapped strides.
+  entry->a_md = memory::desc({m, k}, to_dnnl(key.dtype),
+                             key.trans_a ? memory::dims{1, m} : memory::dims{k, 1});
+  entry->b_md = memory::desc({k, n}, to_dnnl(key.dtype),
+                             key.trans_b ? memory::dims{1, k} : memory::dims{n, 1});
+  entry->c_md = memory::desc({m, n}, to_dnnl(key.c_dtype), memory::dims{n, 1});
+  if (key.has_bias) entry->bias_md = memory::desc({1, n}, to_dnnl(key.bias_dtype), {n, 1});
+
+  dnnl::primitive_attr attr;
+  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+  // Order matters: relu sees product + bias, then the sum post-op adds the old C.
+  dnnl::post_ops ops;
+  if (key.post_op == MatmulPostOp::relu) {
+    ops.append_eltwise(1.0f, dnnl::algorithm::eltwise_relu, 0.0f, 0.0f);
+  }
+  if (key.accumulate) ops.append_sum(1.0f);
+  attr.set_post_ops(ops);
+
+  const dnnl::engine& engine = onednn_engine("matmul");
+  dnnl::matmul::primitive_desc pd;
+  try {
+    const dnnl::matmul::desc desc =
+        key.has_bias ? dnnl::matmul::desc(entry->a_md, entry->b_md, entry->bias_md, entry->c_md)
+                     : dnnl::matmul::desc(entry->a_md, entry->b_md, entry->c_md);
+    pd = dnnl::matmul::primitive_desc(desc, attr, engine);
+  } catch (const dnnl::error& e) {
+    if (e.status != dnnl_unimplemented) {
+      throw BackendError("matmul", std::string("oneDNN could not create a matmul primitive (") +
+                                       e.what() + "); set MIXPREC_MATMUL=ref to use the "
+                                       "reference kernel");
+    }
+    entry->impl = "onednn: unimplemented";
+    return entry;
+  }
+  entry->impl = std::string("onednn:") + pd.impl_info_str();
+  // oneDNN's "ref:any" is a scalar loop far slower than converting bf16 to f32 and using the
+  // JIT f32 kernel; for f32 there is nothing better, so it is accepted there.
+  const bool reference = std::string_view(pd.impl_info_str()).starts_with("ref");
+  entry->usable = !reference || key.dtype == DType::f32;
+  if (!entry->usable) return entry;
+  entry->scratchpad_md = pd.scratchpad_desc();
+  try {
+    entry->primitive = dnnl::matmul(pd);
+  } catch (const dnnl::error& e) {
+    throw BackendError("matmul", std::string("oneDNN could not create a matmul primitive (") +
+                                     e.what() + "); set MIXPREC_MATMUL=ref to use the reference "
+                                     "kernel");
+  }
+  return entry;
+}
+
+dnnl_exec_arg_t arg(int index, const memory& mem) { return {index, mem.get()}; }
+
+}  // namespace
+
+bool onednn_matmul(const MatmulDesc& desc, const void* a, const void* b, const void* bias,
+                   void* c, OnednnInfo* info) {
+  const Key key(desc);
+  std::shared_ptr<const Entry> entry = cache().find(key);
+  const bool cached = entry != nullptr;
+  if (!cached) entry = cache().insert(key, create(key));
+  if (info != nullptr) {
+    info->impl = entry->impl;
+    info->cached = cached;
+  }
+  if (!entry->usable) return false;
+
+  try {
+    const dnnl::engine& engine = onednn_engine("matmul");
+    // Memory objects only wrap the caller's buffers: no copies.
+    const memory a_mem(entry->a_md, engine, const_cast<void*>(a));
+    const memory b_mem(entry->b_md, engine, const_cast<void*>(b));
+    const memory c_mem(entry->c_md, engine, c);
+    memory bias_mem, scratch_mem;
+    std::array<dnnl_exec_arg_t, 5> args{};
+    int nargs = 0;
+    args[nargs++] = arg(DNNL_ARG_SRC, a_mem);
+    args[nargs++] = arg(DNNL_ARG_WEIGHTS, b_mem);
+    args[nargs++] = arg(DNNL_ARG_DST, c_mem);
+    if (desc.has_bias) {
+      bias_mem = memory(entry->bias_md, engine, const_cast<void*>(bias));
+      args[nargs++] = arg(DNNL_ARG_BIAS, bias_mem);
+    }
+    if (const std::size_t bytes = entry->scratchpad_md.get_size(); bytes > 0) {
+      scratch_mem = memory(entry->scratchpad_md, engine, onednn_scratchpad(bytes));
+      args[nargs++] = arg(DNNL_ARG_SCRATCHPAD, scratch_mem);
+    }
+    // The C API takes a plain array, avoiding the std::unordered_map of the C++ execute().
+    dnnl::stream& stream = onednn_stream("matmul");
+    dnnl::error::wrap_c_api(
+        dnnl_primitive_execute(entry->primitive.get(), stream.get(), nargs, args.data()),
+        "could not execute a matmul primitive");
+    stream.wait();
+  } catch (const dnnl::error& e) {
+    throw BackendError("matmul", std::string("oneDNN failed to run ") + entry->impl + " (" +
+                                     e.what() + "); set MIXPREC_MATMUL=ref to use the "
+                                     "reference kernel");
+  }
+  return true;
+}
+
+}  // namespace cpu
+
+std::size_t matmul_cache_size() { return cpu::cache().size(); }
+std::uint64_t matmul_cache_hits() { return cpu::cache().hits(); }
+void matmul_cache_clear() { cpu::cache().clear(); }
+
+}  // namespace mixprec::kernels

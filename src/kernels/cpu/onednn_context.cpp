@@ -1,0 +1,60 @@
+#include "kernels/cpu/onednn_context.h"
+
+#include <cstdint>
+#include <memory>
+#include <new>
+#include <string>
+
+#include "mixprec/core/error.h"
+
+namespace mixprec::kernels::cpu {
+namespace {
+
+[[noreturn]] void unavailable(const char* op, const dnnl::error& e) {
+  throw BackendError(op, std::string("oneDNN is unavailable (") + e.what() +
+                             "); set MIXPREC_MATMUL=ref to use the reference kernel");
+}
+
+struct AlignedFree {
+  void operator()(std::byte* p) const noexcept { ::operator delete[](p, std::align_val_t{64}); }
+};
+
+}  // namespace
+
+const dnnl::engine& onednn_engine(const char* op) {
+  // A throwing initialiser leaves the static uninitialised, so a later call retries. Never
+  // destroyed: cached primitives (also leaked) may outlive any static destructor order.
+  static const dnnl::engine* engine = [op] {
+    try {
+      return new dnnl::engine(dnnl::engine::kind::cpu, 0);
+    } catch (const dnnl::error& e) {
+      unavailable(op, e);
+    }
+  }();
+  return *engine;
+}
+
+dnnl::stream& onednn_stream(const char* op) {
+  thread_local dnnl::stream stream = [op] {
+    try {
+      return dnnl::stream(onednn_engine(op));
+    } catch (const dnnl::error& e) {
+      unavailable(op, e);
+    }
+  }();
+  return stream;
+}
+
+void* onednn_scratchpad(std::size_t bytes) {
+  thread_local std::unique_ptr<std::byte[], AlignedFree> buffer;
+  thread_local std::size_t capacity = 0;
+  if (bytes > capacity) {
+    buffer.reset();  // free first so the old and new buffers never coexist
+    capacity = 0;
+    buffer.reset(static_cast<std::byte*>(::operator new[](bytes, std::align_val_t{64})));
+    capacity = bytes;
+  }
+  return buffer.get();
+}
+
+}  // namespace mixprec::kernels::cpu
