@@ -9,6 +9,9 @@
 namespace mixprec::autograd {
 namespace {
 
+// The loss-scale factor of the root of the backward pass running on this thread.
+thread_local double tls_backward_loss_scale = 1.0;
+
 // Writes the gradient into a leaf's .grad: the first time as a fresh tensor of the leaf's dtype
 // (so fp32 leaves always get fp32 gradients, whatever dtype the compute used), afterwards added
 // in place.
@@ -18,8 +21,8 @@ class AccumulateGrad final : public Node {
   const char* name() const override { return "accumulate_grad"; }
 
   std::vector<Tensor> backward(const Tensor& grad_output) override {
-    Tensor leaf(leaf_);
     if (!leaf_->grad) {
+      leaf_->grad_scale = tls_backward_loss_scale;
       Tensor g = ops::detail::materialize(grad_output, leaf_->dtype, MemoryCategory::gradient);
       leaf_->grad = g.impl_ptr();
     } else {
@@ -28,6 +31,11 @@ class AccumulateGrad final : public Node {
                     "existing .grad has shape " << to_string(existing.shape())
                                                 << " but the new gradient has "
                                                 << to_string(grad_output.shape()));
+      MIXPREC_CHECK(leaf_->grad_scale == tls_backward_loss_scale, StateError, "backward",
+                    "this gradient is scaled by " << tls_backward_loss_scale
+                        << " but .grad already holds gradients scaled by " << leaf_->grad_scale
+                        << "; keep one loss scale across accumulated micro-batches (update the "
+                           "GradScaler only after optimizer steps) or zero the gradients");
       ops::detail::add_into(existing, grad_output);
     }
     return {};
@@ -108,6 +116,11 @@ void backward(const Tensor& root, const Tensor& gradient, bool retain_graph) {
   }
 
   NoGradGuard no_grad;  // backward formulas are not themselves recorded
+  struct ScaleScope {     // restores the thread's loss scale even if backward throws
+    double saved = tls_backward_loss_scale;
+    ~ScaleScope() { tls_backward_loss_scale = saved; }
+  } scale_scope;
+  tls_backward_loss_scale = root.impl().loss_scale;
   std::unordered_map<Node*, Tensor> grads;
   grads[root_fn.get()] = seed;
   std::vector<std::shared_ptr<Node>> ready{root_fn};
@@ -117,7 +130,7 @@ void backward(const Tensor& root, const Tensor& gradient, bool retain_graph) {
     std::vector<Tensor> input_grads;
     auto found = grads.find(node.get());
     if (found != grads.end()) {  // a node can be reached by edges that carried no gradient
-      MIXPREC_CHECK(!node->released, StateError, "backward",
+      MIXPREC_CHECK(!node->released || !node->saves_tensors(), StateError, "backward",
                     "trying to backward through the graph a second time (through '"
                         << node->name() << "'); pass retain_graph=true to the first backward");
       Tensor g = std::move(found->second);
@@ -125,7 +138,7 @@ void backward(const Tensor& root, const Tensor& gradient, bool retain_graph) {
       MIXPREC_ASSERT(g.shape() == node->output_shape);
       if (g.dtype() != node->output_dtype) g = g.to(node->output_dtype);
       input_grads = node->backward(g);
-      if (!retain_graph) {
+      if (!retain_graph && node->saves_tensors()) {
         node->release_saved();
         node->released = true;
       }

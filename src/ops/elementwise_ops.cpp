@@ -1,6 +1,7 @@
 // Unary, binary and affine elementwise ops with their autograd nodes.
 #include "mixprec/ops/elementwise.h"
 
+#include "mixprec/amp/autocast.h"
 #include "ops/op_util.h"
 
 namespace mixprec {
@@ -29,9 +30,10 @@ class UnaryNode final : public autograd::Node {
   Tensor x_, y_;  // contiguous input and output
 };
 
-Tensor unary_op(UnaryOp op, const Tensor& x_in) {
+Tensor unary_op(amp::OpKind kind, UnaryOp op, const Tensor& x_arg) {
   const char* op_name = kernels::name(op);
-  ops::detail::require_defined(op_name, x_in, "x");
+  ops::detail::require_defined(op_name, x_arg, "x");
+  const Tensor x_in = amp::autocast_inputs(kind, {&x_arg})[0];
   const Tensor x = x_in.contiguous();
   Tensor y = Tensor::empty(x.shape(), x.dtype());
   kernels::unary(op, x.shape(), strided(x), y.data_ptr(), y.dtype());
@@ -112,9 +114,12 @@ class BinaryNode final : public autograd::Node {
   DType a_dtype_ = DType::f32, b_dtype_ = DType::f32;
 };
 
-Tensor binary_op(BinaryOp op, const Tensor& a, const Tensor& b) {
-  ops::detail::require_defined(kernels::name(op), a, "a");
-  ops::detail::require_defined(kernels::name(op), b, "b");
+Tensor binary_op(amp::OpKind kind, BinaryOp op, const Tensor& a_arg, const Tensor& b_arg) {
+  ops::detail::require_defined(kernels::name(op), a_arg, "a");
+  ops::detail::require_defined(kernels::name(op), b_arg, "b");
+  const std::vector<Tensor> in = amp::autocast_inputs(kind, {&a_arg, &b_arg});
+  const Tensor& a = in[0];
+  const Tensor& b = in[1];
   Tensor out = BinaryNode::binary_raw(op, a, b);
   if (autograd::needs_grad({&a, &b})) {
     auto node = std::make_shared<BinaryNode>(op, a.detach(), b.detach(),
@@ -129,6 +134,7 @@ class AffineNode final : public autograd::Node {
  public:
   AffineNode(float alpha, DType in_dtype) : alpha_(alpha), in_dtype_(in_dtype) {}
   const char* name() const override { return "affine"; }
+  bool saves_tensors() const override { return false; }
   std::vector<Tensor> backward(const Tensor& dy) override {
     const Tensor g = dy.contiguous();
     Tensor dx = Tensor::empty(g.shape(), in_dtype_);
@@ -145,6 +151,7 @@ class CastNode final : public autograd::Node {
  public:
   explicit CastNode(DType in_dtype) : in_dtype_(in_dtype) {}
   const char* name() const override { return "cast"; }
+  bool saves_tensors() const override { return false; }
   std::vector<Tensor> backward(const Tensor& dy) override { return {dy.to(in_dtype_)}; }
 
  private:
@@ -153,25 +160,25 @@ class CastNode final : public autograd::Node {
 
 }  // namespace
 
-Tensor neg(const Tensor& x) { return unary_op(UnaryOp::neg, x); }
-Tensor abs(const Tensor& x) { return unary_op(UnaryOp::abs, x); }
-Tensor exp(const Tensor& x) { return unary_op(UnaryOp::exp, x); }
-Tensor log(const Tensor& x) { return unary_op(UnaryOp::log, x); }
-Tensor sqrt(const Tensor& x) { return unary_op(UnaryOp::sqrt, x); }
-Tensor rsqrt(const Tensor& x) { return unary_op(UnaryOp::rsqrt, x); }
-Tensor reciprocal(const Tensor& x) { return unary_op(UnaryOp::reciprocal, x); }
-Tensor square(const Tensor& x) { return unary_op(UnaryOp::square, x); }
-Tensor relu(const Tensor& x) { return unary_op(UnaryOp::relu, x); }
-Tensor gelu(const Tensor& x) { return unary_op(UnaryOp::gelu, x); }
-Tensor tanh(const Tensor& x) { return unary_op(UnaryOp::tanh, x); }
-Tensor sigmoid(const Tensor& x) { return unary_op(UnaryOp::sigmoid, x); }
+Tensor neg(const Tensor& x) { return unary_op(amp::OpKind::neg, UnaryOp::neg, x); }
+Tensor abs(const Tensor& x) { return unary_op(amp::OpKind::abs, UnaryOp::abs, x); }
+Tensor exp(const Tensor& x) { return unary_op(amp::OpKind::exp, UnaryOp::exp, x); }
+Tensor log(const Tensor& x) { return unary_op(amp::OpKind::log, UnaryOp::log, x); }
+Tensor sqrt(const Tensor& x) { return unary_op(amp::OpKind::sqrt, UnaryOp::sqrt, x); }
+Tensor rsqrt(const Tensor& x) { return unary_op(amp::OpKind::rsqrt, UnaryOp::rsqrt, x); }
+Tensor reciprocal(const Tensor& x) { return unary_op(amp::OpKind::reciprocal, UnaryOp::reciprocal, x); }
+Tensor square(const Tensor& x) { return unary_op(amp::OpKind::square, UnaryOp::square, x); }
+Tensor relu(const Tensor& x) { return unary_op(amp::OpKind::relu, UnaryOp::relu, x); }
+Tensor gelu(const Tensor& x) { return unary_op(amp::OpKind::gelu, UnaryOp::gelu, x); }
+Tensor tanh(const Tensor& x) { return unary_op(amp::OpKind::tanh, UnaryOp::tanh, x); }
+Tensor sigmoid(const Tensor& x) { return unary_op(amp::OpKind::sigmoid, UnaryOp::sigmoid, x); }
 
-Tensor add(const Tensor& a, const Tensor& b) { return binary_op(BinaryOp::add, a, b); }
-Tensor sub(const Tensor& a, const Tensor& b) { return binary_op(BinaryOp::sub, a, b); }
-Tensor mul(const Tensor& a, const Tensor& b) { return binary_op(BinaryOp::mul, a, b); }
-Tensor div(const Tensor& a, const Tensor& b) { return binary_op(BinaryOp::div, a, b); }
-Tensor maximum(const Tensor& a, const Tensor& b) { return binary_op(BinaryOp::maximum, a, b); }
-Tensor minimum(const Tensor& a, const Tensor& b) { return binary_op(BinaryOp::minimum, a, b); }
+Tensor add(const Tensor& a, const Tensor& b) { return binary_op(amp::OpKind::add, BinaryOp::add, a, b); }
+Tensor sub(const Tensor& a, const Tensor& b) { return binary_op(amp::OpKind::sub, BinaryOp::sub, a, b); }
+Tensor mul(const Tensor& a, const Tensor& b) { return binary_op(amp::OpKind::mul, BinaryOp::mul, a, b); }
+Tensor div(const Tensor& a, const Tensor& b) { return binary_op(amp::OpKind::div, BinaryOp::div, a, b); }
+Tensor maximum(const Tensor& a, const Tensor& b) { return binary_op(amp::OpKind::maximum, BinaryOp::maximum, a, b); }
+Tensor minimum(const Tensor& a, const Tensor& b) { return binary_op(amp::OpKind::minimum, BinaryOp::minimum, a, b); }
 
 Tensor affine(const Tensor& x_in, float alpha, float beta) {
   ops::detail::require_defined("affine", x_in, "x");

@@ -2,6 +2,7 @@
 #include "kernels/matmul.h"
 #include "kernels/reduce.h"
 #include "mixprec/ops/nn_functional.h"
+#include "mixprec/amp/autocast.h"
 #include "ops/op_util.h"
 
 namespace mixprec {
@@ -103,10 +104,15 @@ class MatmulNode final : public autograd::Node {
 
 }  // namespace
 
-Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
+Tensor linear(const Tensor& x_arg, const Tensor& weight_arg, const Tensor& bias_arg) {
   const char* op = "linear";
-  ops::detail::require_defined(op, x, "x");
-  ops::detail::require_defined(op, weight, "weight");
+  ops::detail::require_defined(op, x_arg, "x");
+  ops::detail::require_defined(op, weight_arg, "weight");
+  const std::vector<Tensor> cast_in =
+      amp::autocast_inputs(amp::OpKind::linear, {&x_arg, &weight_arg, &bias_arg});
+  const Tensor& x = cast_in[0];
+  const Tensor& weight = cast_in[1];
+  const Tensor& bias = cast_in[2];
   MIXPREC_CHECK(weight.dim() == 2, ShapeError, op,
                 "weight must be 2-D [out, in], got " << to_string(weight.shape()));
   MIXPREC_CHECK(x.dim() >= 1 && x.size(-1) == weight.size(1), ShapeError, op,
@@ -140,10 +146,14 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
   return y;
 }
 
-Tensor matmul(const Tensor& a, const Tensor& b) {
+Tensor matmul(const Tensor& a_arg, const Tensor& b_arg) {
   const char* op = "matmul";
-  ops::detail::require_defined(op, a, "a");
-  ops::detail::require_defined(op, b, "b");
+  ops::detail::require_defined(op, a_arg, "a");
+  ops::detail::require_defined(op, b_arg, "b");
+  const amp::OpKind kind = a_arg.dim() == 3 ? amp::OpKind::bmm : amp::OpKind::matmul;
+  const std::vector<Tensor> cast_in = amp::autocast_inputs(kind, {&a_arg, &b_arg});
+  const Tensor& a = cast_in[0];
+  const Tensor& b = cast_in[1];
   check_same_dtype(op, a, b);
   const bool plain = a.dim() == 2 && b.dim() == 2;
   const bool batched = a.dim() == 3 && b.dim() == 3 && a.size(0) == b.size(0);

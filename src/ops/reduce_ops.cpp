@@ -3,6 +3,7 @@
 
 #include "kernels/reduce.h"
 #include "mixprec/ops/elementwise.h"
+#include "mixprec/amp/autocast.h"
 #include "ops/op_util.h"
 
 namespace mixprec {
@@ -43,6 +44,7 @@ class SumNode final : public autograd::Node {
   SumNode(Shape in_shape, Shape kept, float scale, DType dtype)
       : in_shape_(std::move(in_shape)), kept_(std::move(kept)), scale_(scale), dtype_(dtype) {}
   const char* name() const override { return "sum"; }
+  bool saves_tensors() const override { return false; }
   std::vector<Tensor> backward(const Tensor& dy) override {
     const Tensor g = dy.reshape(kept_);
     Tensor dx = Tensor::empty(in_shape_, dtype_);
@@ -103,29 +105,33 @@ Tensor reduce_all(ReduceOp op, const Tensor& x, const char* name) {
 
 }  // namespace
 
-Tensor sum(const Tensor& x) {
+Tensor sum(const Tensor& x_arg) {
+  const Tensor x = amp::autocast_inputs(amp::OpKind::sum, {&x_arg})[0];
   Tensor out = reduce_all(ReduceOp::sum, x, "sum");
   record<SumNode>(out, {&x}, x.shape(), Shape(x.shape().size(), 1), 1.0f, x.dtype());
   return out;
 }
 
-Tensor mean(const Tensor& x) {
+Tensor mean(const Tensor& x_arg) {
+  const Tensor x = amp::autocast_inputs(amp::OpKind::mean, {&x_arg})[0];
   Tensor out = reduce_all(ReduceOp::mean, x, "mean");
   const float scale = x.numel() > 0 ? 1.0f / static_cast<float>(x.numel()) : 0.0f;
   record<SumNode>(out, {&x}, x.shape(), Shape(x.shape().size(), 1), scale, x.dtype());
   return out;
 }
 
-Tensor sum(const Tensor& x, std::int64_t dim, bool keepdim) {
-  ops::detail::require_defined("sum", x, "x");
+Tensor sum(const Tensor& x_arg, std::int64_t dim, bool keepdim) {
+  ops::detail::require_defined("sum", x_arg, "x");
+  const Tensor x = amp::autocast_inputs(amp::OpKind::sum, {&x_arg})[0];
   const AxisSplit s = split(x.shape(), ops::detail::wrap_dim("sum", dim, x.dim()));
   Tensor out = reduce_raw(ReduceOp::sum, x, s, keepdim ? s.kept : s.dropped);
   record<SumNode>(out, {&x}, x.shape(), s.kept, 1.0f, x.dtype());
   return out;
 }
 
-Tensor mean(const Tensor& x, std::int64_t dim, bool keepdim) {
-  ops::detail::require_defined("mean", x, "x");
+Tensor mean(const Tensor& x_arg, std::int64_t dim, bool keepdim) {
+  ops::detail::require_defined("mean", x_arg, "x");
+  const Tensor x = amp::autocast_inputs(amp::OpKind::mean, {&x_arg})[0];
   const AxisSplit s = split(x.shape(), ops::detail::wrap_dim("mean", dim, x.dim()));
   Tensor out = reduce_raw(ReduceOp::mean, x, s, keepdim ? s.kept : s.dropped);
   const float scale = s.n > 0 ? 1.0f / static_cast<float>(s.n) : 0.0f;
@@ -169,7 +175,8 @@ class NormNode final : public autograd::Node {
   float norm_;
 };
 
-Tensor norm(const Tensor& x) {
+Tensor norm(const Tensor& x_arg) {
+  const Tensor x = amp::autocast_inputs(amp::OpKind::norm, {&x_arg})[0];
   Tensor out = reduce_all(ReduceOp::norm2, x, "norm");
   if (autograd::needs_grad({&x})) {
     autograd::attach(out, std::make_shared<NormNode>(x.detach(), out.item()), {&x});

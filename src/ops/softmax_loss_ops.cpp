@@ -3,6 +3,7 @@
 #include "mixprec/ops/elementwise.h"
 #include "mixprec/ops/nn_functional.h"
 #include "mixprec/ops/reduce.h"
+#include "mixprec/amp/autocast.h"
 #include "ops/op_util.h"
 
 namespace mixprec {
@@ -29,9 +30,11 @@ class SoftmaxNode final : public autograd::Node {
   bool log_;
 };
 
-Tensor softmax_impl(const Tensor& x, std::int64_t dim, bool log) {
+Tensor softmax_impl(const Tensor& x_arg, std::int64_t dim, bool log) {
   const char* op = log ? "log_softmax" : "softmax";
-  ops::detail::require_defined(op, x, "x");
+  ops::detail::require_defined(op, x_arg, "x");
+  const Tensor x =
+      amp::autocast_inputs(log ? amp::OpKind::log_softmax : amp::OpKind::softmax, {&x_arg})[0];
   MIXPREC_CHECK(x.dim() >= 1, ShapeError, op, "needs at least one dimension");
   MIXPREC_CHECK(ops::detail::wrap_dim(op, dim, x.dim()) == x.dim() - 1, ValueError, op,
                 "only the last dimension is supported; transpose dimension " << dim
@@ -72,10 +75,12 @@ class CrossEntropyNode final : public autograd::Node {
 Tensor softmax(const Tensor& x, std::int64_t dim) { return softmax_impl(x, dim, false); }
 Tensor log_softmax(const Tensor& x, std::int64_t dim) { return softmax_impl(x, dim, true); }
 
-Tensor cross_entropy(const Tensor& logits, const std::vector<std::int64_t>& targets,
+Tensor cross_entropy(const Tensor& logits_arg, const std::vector<std::int64_t>& targets,
                      float label_smoothing) {
   const char* op = "cross_entropy";
-  ops::detail::require_defined(op, logits, "logits");
+  ops::detail::require_defined(op, logits_arg, "logits");
+  // The kernel already computes in f32 from any dtype; autocast only matters for the record.
+  const Tensor logits = amp::autocast_inputs(amp::OpKind::cross_entropy, {&logits_arg})[0];
   MIXPREC_CHECK(logits.dim() == 2, ShapeError, op,
                 "logits must be [N, C], got " << to_string(logits.shape()));
   MIXPREC_CHECK(static_cast<std::int64_t>(targets.size()) == logits.size(0), ShapeError, op,
@@ -103,6 +108,7 @@ Tensor mse_loss(const Tensor& prediction, const Tensor& target) {
                 "prediction " << to_string(prediction.shape()) << " and target "
                               << to_string(target.shape()) << " must have the same shape");
   // Losses are f32 ops: the difference and its square would lose the small errors in 16 bits.
+  amp::autocast_inputs(amp::OpKind::mse_loss, {});  // documents the policy; casts happen below
   return mean(square(sub(cast(prediction, DType::f32), cast(target, DType::f32))));
 }
 

@@ -23,6 +23,7 @@ class ReshapeNode final : public autograd::Node {
  public:
   explicit ReshapeNode(Shape in_shape) : in_shape_(std::move(in_shape)) {}
   const char* name() const override { return "reshape"; }
+  bool saves_tensors() const override { return false; }
   std::vector<Tensor> backward(const Tensor& dy) override { return {dy.reshape(in_shape_)}; }
 
  private:
@@ -33,6 +34,7 @@ class PermuteNode final : public autograd::Node {
  public:
   explicit PermuteNode(Shape inverse) : inverse_(std::move(inverse)) {}
   const char* name() const override { return "permute"; }
+  bool saves_tensors() const override { return false; }
   std::vector<Tensor> backward(const Tensor& dy) override { return {dy.permute(inverse_)}; }
 
  private:
@@ -46,6 +48,7 @@ class SliceNode final : public autograd::Node {
       : in_shape_(std::move(in_shape)), dtype_(dtype), dim_(dim), start_(start), end_(end),
         step_(step) {}
   const char* name() const override { return "slice"; }
+  bool saves_tensors() const override { return false; }
   std::vector<Tensor> backward(const Tensor& dy) override {
     Tensor dx = Tensor::zeros(in_shape_, dtype_);
     const Tensor window = dx.slice(dim_, start_, end_, step_);
@@ -63,6 +66,7 @@ class SliceNode final : public autograd::Node {
 class IdentityNode final : public autograd::Node {
  public:
   const char* name() const override { return "contiguous"; }
+  bool saves_tensors() const override { return false; }
   std::vector<Tensor> backward(const Tensor& dy) override { return {dy}; }
 };
 

@@ -27,6 +27,9 @@ class Node {
   virtual const char* name() const = 0;
   /// Frees saved tensors once backward has run (unless the graph is retained).
   virtual void release_saved() {}
+  /// False for nodes that save no tensors: they may be run by several backward passes (e.g. the
+  /// cast of a weight that autocast caches and reuses across forwards in one region).
+  virtual bool saves_tensors() const { return true; }
 
   std::vector<Edge> next;      ///< producers of the inputs
   Shape output_shape;          ///< shape of the output this node produced

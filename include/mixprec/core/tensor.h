@@ -41,6 +41,12 @@ struct TensorImpl {
   std::shared_ptr<autograd::Node> grad_fn;          ///< null for leaves
   std::weak_ptr<autograd::Node> grad_accumulator;   ///< leaves only, created lazily
   std::shared_ptr<TensorImpl> grad;                 ///< accumulated gradient of a leaf
+  /// On a loss returned by GradScaler::scale: the factor it was multiplied by. backward() from
+  /// such a root records the factor on every leaf it reaches (grad_scale below).
+  double loss_scale = 1.0;
+  /// On a leaf: the factor its .grad is still multiplied by (1 once unscaled). Lets
+  /// clip_grad_norm refuse gradients that were never unscaled.
+  double grad_scale = 1.0;
 };
 }  // namespace detail
 
@@ -138,6 +144,10 @@ class Tensor {
   /// Replaces (or clears, with an undefined tensor) the accumulated gradient.
   void set_grad(const Tensor& grad) const;
   const std::shared_ptr<autograd::Node>& grad_fn() const { return impl().grad_fn; }
+  /// Loss-scale factor still contained in grad() (1 unless a GradScaler-scaled backward has not
+  /// been unscaled yet); set_grad_scale is for the GradScaler.
+  double grad_scale() const { return impl().grad_scale; }
+  void set_grad_scale(double scale) const { impl().grad_scale = scale; }
   /// Back-propagates from this tensor. A non-scalar needs an explicit gradient of its shape.
   void backward(const Tensor& gradient = Tensor(), bool retain_graph = false) const;
 

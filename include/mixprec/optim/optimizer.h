@@ -1,0 +1,121 @@
+#pragma once
+/// Optimizer: the base of SGD, Adam and AdamW. Owns the parameter list, the fp32 master copies of
+/// 16-bit parameters, the fp32 optimizer state, and a symmetric save/load of all of it.
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "mixprec/core/tensor.h"
+
+namespace mixprec::kernels {
+struct OptimArrays;  // private kernel interface (src/kernels/cpu/optim_kernels.h)
+}
+
+namespace mixprec::optim {
+
+/// How 16-bit (bf16/f16) parameters are updated; f32 parameters are always updated in place.
+enum class MasterWeights {
+  /// An fp32 master copy per 16-bit parameter (4 extra bytes per element) is updated, and the
+  /// parameter becomes its round-to-nearest-even copy: tiny updates accumulate in the master.
+  keep_fp32,
+  /// No master: the update is computed in f32 from the 16-bit value and written back with
+  /// stochastic rounding, which is unbiased, so tiny updates still move the parameter on average.
+  none_stochastic_rounding,
+};
+
+/// Options every optimizer takes besides its hyper-parameters.
+struct OptimizerOptions {
+  MasterWeights master_weights = MasterWeights::keep_fp32;
+  /// Seed of the counter-based RNG of stochastic rounding; parameter i's element j at that
+  /// parameter's update t draws random_bits(mix(seed, t, i), j), so results are reproducible and
+  /// independent of threading.
+  std::uint64_t seed = 0;
+};
+
+/// Named state for checkpoints. Tensors are handles to the live f32 state ("param.3.exp_avg",
+/// "param.3.master"); scalars are exact in a double ("steps", "lr", "param.3.step").
+struct OptimizerState {
+  std::vector<std::pair<std::string, Tensor>> tensors;
+  std::vector<std::pair<std::string, double>> scalars;
+};
+
+/// Base optimizer: validates the parameters, keeps fp32 masters and state (allocated eagerly at
+/// construction under MemoryCategory::optimizer_state), and runs one fused update per parameter.
+class Optimizer {
+ public:
+  virtual ~Optimizer();
+  Optimizer(const Optimizer&) = delete;
+  Optimizer& operator=(const Optimizer&) = delete;
+
+  /// Applies one update to every parameter that has a gradient (others are left untouched and
+  /// their per-parameter step count does not advance, as in PyTorch); bumps their versions.
+  /// All gradients are validated (shape) before any parameter changes.
+  virtual void step();
+  /// Clears every gradient (sets it undefined), so the next backward starts from nothing.
+  void zero_grad();
+
+  /// Learning rate used by the next step().
+  float lr() const noexcept { return lr_; }
+  /// Sets the learning rate (e.g. from a schedule); throws ValueError unless lr >= 0.
+  void set_lr(float lr);
+  /// The parameters, in the order given at construction (handles to the same tensors).
+  const std::vector<Tensor>& params() const noexcept { return params_; }
+  /// Number of step() calls that updated at least one parameter.
+  std::int64_t steps() const noexcept { return steps_; }
+  /// Name used in error messages: "SGD", "Adam", "AdamW".
+  const std::string& name() const noexcept { return name_; }
+  /// Options given at construction.
+  const OptimizerOptions& options() const noexcept { return options_; }
+  /// fp32 master of parameter i (undefined for f32 parameters or without masters); ValueError
+  /// if i is out of range.
+  const Tensor& master(std::size_t i) const;
+
+  /// Every state tensor with a stable name: "param.<i>.master" then "param.<i>.<buffer>" for
+  /// each parameter i in order. Handles to the live tensors (clone them to snapshot).
+  virtual std::vector<std::pair<std::string, Tensor>> state_tensors() const;
+  /// Scalar state: "steps", "lr" and "param.<i>.step" (updates applied to parameter i).
+  virtual std::vector<std::pair<std::string, double>> state_scalars() const;
+  /// state_tensors() and state_scalars() together.
+  OptimizerState state() const { return {state_tensors(), state_scalars()}; }
+  /// Restores a state saved by the same kind of optimizer over parameters of the same shapes and
+  /// with the same options and hyper-parameters (configuration, e.g. the seed, is not state):
+  /// copies the tensors' values into this optimizer's state and sets the scalars, so the next
+  /// steps are bit-identical to those of the saved optimizer. A 16-bit parameter with a master is
+  /// reset to the master's round-to-nearest-even copy (what it was when the state was saved), so
+  /// the pair agrees even if only the optimizer state is restored. The names must match exactly; throws StateError
+  /// (missing/extra/ill-shaped entries, bad scalars) before changing anything.
+  virtual void load_state(const OptimizerState& state);
+
+ protected:
+  /// Validates params (non-empty, each defined, a leaf requiring grad, contiguous, no two sharing
+  /// storage) and lr; creates the fp32 masters. `name` prefixes every error message.
+  Optimizer(std::string name, std::vector<Tensor> params, float lr, OptimizerOptions options);
+
+  /// Updates parameter i with its (contiguous, shape-checked) gradient; `param_step` counts this
+  /// update (1 for the first). Called by step(), which bumps the parameter's version afterwards.
+  virtual void update(std::size_t i, const Tensor& grad, std::int64_t param_step) = 0;
+
+  /// A zero-filled f32 state tensor for parameter i, shaped like it, filed under optimizer_state
+  /// and listed by state_tensors() as "param.<i>.<buffer>" (load_state writes into it in place).
+  Tensor add_state(std::size_t i, const std::string& buffer);
+  /// The kernel arrays of parameter i with grad (param, master, write mode; state left null).
+  void fill_arrays(std::size_t i, const Tensor& grad, kernels::OptimArrays& out) const;
+  /// The RNG stream of stochastic rounding for parameter i at its update `param_step`.
+  std::uint64_t rng_stream(std::size_t i, std::int64_t param_step) const noexcept;
+  /// Number of elements of parameter i.
+  std::size_t numel(std::size_t i) const;
+
+ private:
+  std::string name_;
+  std::vector<Tensor> params_;
+  float lr_;
+  OptimizerOptions options_;
+  std::vector<Tensor> masters_;                                          ///< per param
+  std::vector<std::vector<std::pair<std::string, Tensor>>> buffers_;     ///< per param
+  std::vector<std::int64_t> param_steps_;                                ///< per param
+  std::int64_t steps_ = 0;
+};
+
+}  // namespace mixprec::optim

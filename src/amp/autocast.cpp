@@ -1,0 +1,116 @@
+#include "mixprec/amp/autocast.h"
+
+#include <unordered_map>
+
+#include "mixprec/ops/elementwise.h"
+
+namespace mixprec::amp {
+namespace {
+
+struct CachedCast {
+  std::weak_ptr<detail::TensorImpl> source;  // detects reuse of a freed address
+  std::uint64_t version = 0;
+  DType dtype = DType::f32;
+  Tensor value;
+};
+
+struct State {
+  bool enabled = false;
+  DType dtype = DType::bf16;
+  int depth = 0;  // nesting of Autocast objects, enabled or not
+  std::unordered_map<const detail::TensorImpl*, CachedCast> cache;
+  CastStats stats;
+};
+
+thread_local State tls;
+
+// Parameters (fp32 leaves that require grad) are cast once per region; activations are cast
+// every time (they are new tensors each step anyway).
+Tensor cast_for_autocast(const Tensor& t, DType to) {
+  if (t.dtype() == to) return t;
+  const bool cacheable = t.is_leaf() && t.requires_grad();
+  if (cacheable) {
+    auto it = tls.cache.find(t.impl_ptr().get());
+    if (it != tls.cache.end()) {
+      const CachedCast& c = it->second;
+      if (c.dtype == to && c.version == t.version() && c.source.lock() == t.impl_ptr()) {
+        ++tls.stats.cache_hits;
+        return c.value;
+      }
+    }
+  }
+  ++tls.stats.casts;
+  Tensor out = cast(t, to);
+  if (cacheable) tls.cache[t.impl_ptr().get()] = CachedCast{t.impl_ptr(), t.version(), to, out};
+  return out;
+}
+
+}  // namespace
+
+Autocast::Autocast(bool enabled, DType lower) : prev_enabled_(tls.enabled), prev_dtype_(tls.dtype) {
+  MIXPREC_CHECK(lower == DType::bf16 || lower == DType::f16, DTypeError, "Autocast",
+                "the lower-precision dtype must be bf16 or f16, got " << name(lower));
+  tls.enabled = enabled;
+  tls.dtype = lower;
+  ++tls.depth;
+}
+
+Autocast::~Autocast() {
+  tls.enabled = prev_enabled_;
+  tls.dtype = prev_dtype_;
+  if (--tls.depth == 0) tls.cache.clear();  // the cache lives as long as the outermost region
+}
+
+bool autocast_enabled() noexcept { return tls.enabled; }
+DType autocast_dtype() noexcept { return tls.dtype; }
+CastStats cast_stats() noexcept { return tls.stats; }
+void reset_cast_stats() noexcept { tls.stats = {}; }
+
+std::vector<Tensor> autocast_inputs(OpKind op, std::initializer_list<const Tensor*> inputs) {
+  std::vector<Tensor> out;
+  out.reserve(inputs.size());
+  for (const Tensor* t : inputs) out.push_back(t != nullptr ? *t : Tensor());
+  if (!tls.enabled) return out;
+  switch (policy_row(op).policy) {
+    case CastPolicy::lower_precision:
+      for (Tensor& t : out) {
+        if (t.defined()) t = cast_for_autocast(t, tls.dtype);
+      }
+      break;
+    case CastPolicy::fp32:
+      for (Tensor& t : out) {
+        if (t.defined()) t = cast_for_autocast(t, DType::f32);
+      }
+      break;
+    case CastPolicy::promote: {
+      // Widest input dtype: f32 if any input is f32 or if bf16 meets f16.
+      DType widest = DType::f32;
+      bool first = true;
+      for (const Tensor& t : out) {
+        if (!t.defined()) continue;
+        widest = first ? t.dtype() : (widest == t.dtype() ? widest : DType::f32);
+        first = false;
+      }
+      for (Tensor& t : out) {
+        if (t.defined()) t = cast_for_autocast(t, widest);
+      }
+      break;
+    }
+    case CastPolicy::pass_through:
+      break;
+  }
+  return out;
+}
+
+Tensor run_with_inputs_cast(DType dtype, const std::vector<Tensor>& inputs,
+                            const std::function<Tensor(const std::vector<Tensor>&)>& fn) {
+  std::vector<Tensor> cast_inputs;
+  cast_inputs.reserve(inputs.size());
+  for (const Tensor& t : inputs) {
+    cast_inputs.push_back(t.defined() && tls.enabled ? cast_for_autocast(t, dtype) : t);
+  }
+  Autocast off(false, tls.dtype);
+  return fn(cast_inputs);
+}
+
+}  // namespace mixprec::amp

@@ -1,0 +1,230 @@
+#include "mixprec/optim/optimizer.h"
+
+#include <cmath>
+#include <cstring>
+#include <map>
+
+#include "kernels/cpu/optim_kernels.h"
+#include "mixprec/autograd/node.h"
+#include "mixprec/core/convert.h"
+#include "mixprec/core/error.h"
+
+namespace mixprec::optim {
+namespace {
+
+/// SplitMix64's finaliser: a bijection that spreads every input bit over the output.
+std::uint64_t mix64(std::uint64_t x) {
+  x += 0x9E3779B97F4A7C15ull;
+  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+  return x ^ (x >> 31);
+}
+
+std::string param_key(std::size_t i, const std::string& what) {
+  return "param." + std::to_string(i) + "." + what;
+}
+
+/// Entries by name; StateError on a duplicate name.
+template <class V>
+std::map<std::string, const V*> index_by_name(const std::string& op,
+                                              const std::vector<std::pair<std::string, V>>& list) {
+  std::map<std::string, const V*> out;
+  for (const auto& [key, value] : list) {
+    MIXPREC_CHECK(out.emplace(key, &value).second, StateError, op.c_str(),
+                  "load_state: entry '" << key << "' appears twice; pass each state entry once");
+  }
+  return out;
+}
+
+/// The given entries must be exactly the expected names (StateError naming the first mismatch).
+template <class V, class W>
+void require_same_names(const std::string& op, const char* kind,
+                        const std::vector<std::pair<std::string, W>>& expected,
+                        const std::map<std::string, const V*>& given) {
+  for (const auto& entry : expected) {
+    MIXPREC_CHECK(given.count(entry.first) != 0, StateError, op.c_str(),
+                  "load_state: the state has no " << kind << " '" << entry.first
+                      << "'; load a state saved by a " << op << " over the same parameters");
+  }
+  MIXPREC_CHECK(given.size() == expected.size(), StateError, op.c_str(),
+                "load_state: the state has " << given.size() << " " << kind << "s but this "
+                    << op << " has " << expected.size()
+                    << "; load a state saved by a " << op << " over the same parameters with the "
+                    << "same options");
+}
+
+}  // namespace
+
+Optimizer::Optimizer(std::string name, std::vector<Tensor> params, float lr,
+                     OptimizerOptions options)
+    : name_(std::move(name)), params_(std::move(params)), lr_(lr), options_(options) {
+  const char* op = name_.c_str();
+  MIXPREC_CHECK(!params_.empty(), ValueError, op,
+                "got an empty parameter list; pass the tensors to optimize (e.g. module.parameters())");
+  std::map<const Storage*, std::size_t> storages;  // to reject a tensor passed twice
+  for (std::size_t i = 0; i < params_.size(); ++i) {
+    const Tensor& p = params_[i];
+    MIXPREC_CHECK(p.defined(), ValueError, op,
+                  "parameter " << i << " is undefined; pass defined tensors");
+    MIXPREC_CHECK(p.requires_grad() && p.is_leaf(), ValueError, op,
+                  "parameter " << i << " is not a leaf that requires grad; call "
+                               "set_requires_grad() on the leaf tensors to optimize");
+    MIXPREC_CHECK(p.is_contiguous(), ValueError, op,
+                  "parameter " << i << " is not contiguous; optimize contiguous leaf tensors");
+    const auto [it, fresh] = storages.emplace(p.impl().storage.get(), i);
+    MIXPREC_CHECK(fresh, ValueError, op,
+                  "parameters " << it->second << " and " << i
+                                << " share storage; pass each parameter once");
+  }
+  set_lr(lr);
+  masters_.resize(params_.size());
+  buffers_.resize(params_.size());
+  param_steps_.assign(params_.size(), 0);
+  if (options_.master_weights != MasterWeights::keep_fp32) return;
+  for (std::size_t i = 0; i < params_.size(); ++i) {
+    const Tensor& p = params_[i];
+    if (p.dtype() == DType::f32) continue;
+    Tensor master = Tensor::empty(p.shape(), DType::f32, MemoryCategory::optimizer_state);
+    convert(p.data_ptr(), p.dtype(), master.data_ptr(), DType::f32, numel(i));
+    masters_[i] = master;
+  }
+}
+
+Optimizer::~Optimizer() = default;
+
+const Tensor& Optimizer::master(std::size_t i) const {
+  MIXPREC_CHECK(i < masters_.size(), ValueError, name_.c_str(),
+                "master(" << i << "): there are only " << masters_.size() << " parameters");
+  return masters_[i];
+}
+
+void Optimizer::set_lr(float lr) {
+  MIXPREC_CHECK(lr >= 0.0f && std::isfinite(lr), ValueError, name_.c_str(),
+                "learning rate must be finite and >= 0, got " << lr);
+  lr_ = lr;
+}
+
+void Optimizer::zero_grad() {
+  for (const Tensor& p : params_) p.set_grad(Tensor());
+}
+
+void Optimizer::step() {
+  autograd::NoGradGuard no_grad;
+  std::vector<Tensor> grads(params_.size());
+  // Validate every gradient first, so a bad one leaves all parameters unchanged.
+  for (std::size_t i = 0; i < params_.size(); ++i) {
+    Tensor g = params_[i].grad();
+    if (!g.defined()) continue;
+    MIXPREC_CHECK(g.shape() == params_[i].shape(), ShapeError, name_.c_str(),
+                  "the gradient of parameter " << i << " has shape " << to_string(g.shape())
+                      << " but the parameter has " << to_string(params_[i].shape())
+                      << "; set a gradient of the parameter's shape");
+    grads[i] = g.is_contiguous() ? g : g.contiguous();
+  }
+  bool any = false;
+  for (std::size_t i = 0; i < params_.size(); ++i) {
+    if (!grads[i].defined()) continue;
+    update(i, grads[i], ++param_steps_[i]);
+    params_[i].bump_version();
+    if (masters_[i].defined()) masters_[i].bump_version();
+    any = true;
+  }
+  if (any) ++steps_;
+}
+
+Tensor Optimizer::add_state(std::size_t i, const std::string& buffer) {
+  Tensor t = Tensor::zeros(params_.at(i).shape(), DType::f32, MemoryCategory::optimizer_state);
+  buffers_.at(i).emplace_back(buffer, t);
+  return t;
+}
+
+void Optimizer::fill_arrays(std::size_t i, const Tensor& grad, kernels::OptimArrays& out) const {
+  const Tensor& p = params_.at(i);
+  out.param = p.data_ptr();
+  out.param_dtype = static_cast<int>(p.dtype());
+  out.grad = grad.data_ptr();
+  out.grad_dtype = static_cast<int>(grad.dtype());
+  out.master = nullptr;
+  out.random = nullptr;
+  if (p.dtype() == DType::f32) {
+    out.write = kernels::kWriteInPlace;
+  } else if (masters_[i].defined()) {
+    out.write = kernels::kWriteMaster;
+    out.master = static_cast<float*>(masters_[i].data_ptr());
+  } else {
+    out.write = kernels::kWriteStochastic;
+  }
+}
+
+std::uint64_t Optimizer::rng_stream(std::size_t i, std::int64_t param_step) const noexcept {
+  return mix64(mix64(mix64(options_.seed) ^ static_cast<std::uint64_t>(param_step)) ^ i);
+}
+
+std::size_t Optimizer::numel(std::size_t i) const {
+  return static_cast<std::size_t>(params_.at(i).numel());
+}
+
+std::vector<std::pair<std::string, Tensor>> Optimizer::state_tensors() const {
+  std::vector<std::pair<std::string, Tensor>> out;
+  for (std::size_t i = 0; i < params_.size(); ++i) {
+    if (masters_[i].defined()) out.emplace_back(param_key(i, "master"), masters_[i]);
+    for (const auto& [buffer, t] : buffers_[i]) out.emplace_back(param_key(i, buffer), t);
+  }
+  return out;
+}
+
+std::vector<std::pair<std::string, double>> Optimizer::state_scalars() const {
+  std::vector<std::pair<std::string, double>> out;
+  out.emplace_back("steps", static_cast<double>(steps_));
+  out.emplace_back("lr", static_cast<double>(lr_));
+  for (std::size_t i = 0; i < params_.size(); ++i) {
+    out.emplace_back(param_key(i, "step"), static_cast<double>(param_steps_[i]));
+  }
+  return out;
+}
+
+void Optimizer::load_state(const OptimizerState& state) {
+  const char* op = name_.c_str();
+  const auto mine = state_tensors();
+  const auto my_scalars = state_scalars();
+  const auto tensors = index_by_name(name_, state.tensors);
+  const auto scalars = index_by_name(name_, state.scalars);
+  require_same_names(name_, "tensor", mine, tensors);
+  require_same_names(name_, "scalar", my_scalars, scalars);
+  // Check everything before writing anything.
+  std::vector<Tensor> sources;
+  for (const auto& [key, dst] : mine) {
+    const Tensor& src = *tensors.at(key);
+    MIXPREC_CHECK(src.defined() && src.dtype() == DType::f32 && src.shape() == dst.shape(),
+                  StateError, op,
+                  "load_state: tensor '" << key << "' must be f32 of shape "
+                      << to_string(dst.shape()) << "; load a state saved over the same parameters");
+    sources.push_back(src.is_contiguous() ? src : src.contiguous());
+  }
+  for (const auto& [key, unused] : my_scalars) {
+    const double v = *scalars.at(key);
+    const bool ok = key == "lr" ? (v >= 0.0 && std::isfinite(v))
+                                : (v >= 0.0 && v <= 9.0e15 && v == std::floor(v));
+    MIXPREC_CHECK(ok, StateError, op,
+                  "load_state: scalar '" << key << "' = " << v << " is not valid (a step count "
+                      << "must be a whole number >= 0, lr finite and >= 0)");
+  }
+  for (std::size_t k = 0; k < mine.size(); ++k) {
+    const Tensor& dst = mine[k].second;
+    if (dst.data_ptr() != sources[k].data_ptr()) {
+      std::memcpy(dst.data_ptr(), sources[k].data_ptr(), dst.nbytes());
+    }
+    dst.bump_version();
+  }
+  steps_ = static_cast<std::int64_t>(*scalars.at("steps"));
+  lr_ = static_cast<float>(*scalars.at("lr"));
+  for (std::size_t i = 0; i < params_.size(); ++i) {
+    param_steps_[i] = static_cast<std::int64_t>(*scalars.at(param_key(i, "step")));
+    if (!masters_[i].defined()) continue;
+    convert(masters_[i].data_ptr(), DType::f32, params_[i].data_ptr(), params_[i].dtype(),
+            numel(i));
+    params_[i].bump_version();
+  }
+}
+
+}  // namespace mixprec::optim
