@@ -70,6 +70,11 @@ std::vector<Tensor> autocast_inputs(OpKind op, std::initializer_list<const Tenso
   std::vector<Tensor> out;
   out.reserve(inputs.size());
   for (const Tensor* t : inputs) out.push_back(t != nullptr ? *t : Tensor());
+  return autocast_inputs(op, out);
+}
+
+std::vector<Tensor> autocast_inputs(OpKind op, const std::vector<Tensor>& inputs) {
+  std::vector<Tensor> out = inputs;
   if (!tls.enabled) return out;
   switch (policy_row(op).policy) {
     case CastPolicy::lower_precision:

@@ -19,6 +19,7 @@ class AccumulateGrad final : public Node {
  public:
   explicit AccumulateGrad(std::shared_ptr<detail::TensorImpl> leaf) : leaf_(std::move(leaf)) {}
   const char* name() const override { return "accumulate_grad"; }
+  bool saves_tensors() const override { return false; }
 
   std::vector<Tensor> backward(const Tensor& grad_output) override {
     if (!leaf_->grad) {
@@ -72,6 +73,10 @@ bool needs_grad(std::initializer_list<const Tensor*> inputs) {
 }
 
 void attach(Tensor& output, std::shared_ptr<Node> node, std::initializer_list<const Tensor*> inputs) {
+  attach_all(output, std::move(node), std::vector<const Tensor*>(inputs));
+}
+
+void attach_all(Tensor& output, std::shared_ptr<Node> node, const std::vector<const Tensor*>& inputs) {
   node->next.clear();
   node->next.reserve(inputs.size());
   for (const Tensor* t : inputs) {

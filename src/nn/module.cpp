@@ -3,6 +3,7 @@
 #include <set>
 
 #include "kernels/copy.h"
+#include "mixprec/amp/autocast.h"
 #include "mixprec/autograd/node.h"
 
 namespace mixprec::nn {
@@ -76,6 +77,14 @@ void Module::load_state_dict(const std::map<std::string, Tensor>& state, bool st
                   {dst.data_ptr(), dst.dtype(), dst.strides()});
     dst.bump_version();
   }
+}
+
+Tensor Module::operator()(const Tensor& x) {
+  if (!has_compute_override_) return forward(x);
+  const bool lower = compute_override_ != DType::f32;
+  amp::Autocast region(lower, lower ? compute_override_ : amp::autocast_dtype());
+  // Inputs arriving in 16 bits are widened so an f32 module really computes in f32.
+  return forward(!lower && x.dtype() != DType::f32 ? x.to(DType::f32) : x);
 }
 
 void Module::train(bool on) {

@@ -45,6 +45,9 @@ void reset_cast_stats() noexcept;
 /// returns the inputs unchanged. Ops call this first; users rarely need it.
 std::vector<Tensor> autocast_inputs(OpKind op, std::initializer_list<const Tensor*> inputs);
 
+/// Same for ops with a variable number of inputs (cat, stack).
+std::vector<Tensor> autocast_inputs(OpKind op, const std::vector<Tensor>& inputs);
+
 /// Runs fn with autocast disabled and its floating inputs cast to dtype (like PyTorch's
 /// custom_fwd(cast_inputs=...)): for user ops that must run in one precision. Backward follows
 /// the dtypes recorded in forward, so the gradients come back in the callers' dtypes.

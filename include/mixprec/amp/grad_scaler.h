@@ -12,7 +12,8 @@
 ///
 /// The scale is kept as an f32 value (PyTorch keeps it in an f32 tensor): every new scale is
 /// computed in double and rounded to f32, so the loss is multiplied by exactly get_scale().
-/// Not thread-safe: use one scaler from one thread at a time.
+/// Optimizers are tracked by address during an iteration (cleared by update()), so an optimizer
+/// must outlive the iteration it takes part in. Not thread-safe: use one scaler from one thread.
 #include <cstddef>
 #include <cstdint>
 #include <limits>
@@ -32,9 +33,9 @@ namespace mixprec::amp {
 
 /// Construction options; GradScaler validates them (ValueError "GradScaler: ...").
 struct GradScalerOptions {
-  double init_scale = 65536.0;          ///< > 0, within [min_scale, max_scale]
-  double growth_factor = 2.0;           ///< > 1: scale *= growth_factor after growth_interval clean steps
-  double backoff_factor = 0.5;          ///< in (0, 1): scale *= backoff_factor on overflow
+  double init_scale = 65536.0;  ///< > 0, within [min_scale, max_scale]
+  double growth_factor = 2.0;   ///< > 1: scale *= growth_factor after growth_interval clean steps
+  double backoff_factor = 0.5;  ///< in (0, 1): scale *= backoff_factor on overflow
   std::int64_t growth_interval = 2000;  ///< >= 1 consecutive clean iterations before growing
   bool enabled = true;                  ///< false: every call is a pass-through
   /// >= 1: back off only at the hysteresis-th overflowing iteration counted since the counter
@@ -55,9 +56,9 @@ struct GradScalerOptions {
 /// Counters of a scaler's life; an "iteration" is an update() that followed at least one inf
 /// check (unscale() or step()) on some optimizer.
 struct GradScalerStats {
-  std::int64_t steps = 0;               ///< iterations completed
-  std::int64_t skipped_steps = 0;       ///< iterations in which some optimizer found Inf/NaN
-  std::int64_t last_overflow_step = -1; ///< 0-based index of the last such iteration; -1 if none
+  std::int64_t steps = 0;                ///< iterations completed
+  std::int64_t skipped_steps = 0;        ///< iterations in which some optimizer found Inf/NaN
+  std::int64_t last_overflow_step = -1;  ///< 0-based index of the last such iteration; -1 if none
   /// get_scale() after each update() (explicit new scales included), oldest first; only the last
   /// history_limit entries are kept.
   std::vector<double> scale_history;

@@ -64,6 +64,8 @@ bool needs_grad(std::initializer_list<const Tensor*> inputs);
 /// Links `output` to `node`: fills node's edges from the inputs (one per input, in order),
 /// records output shape/dtype and marks output as requiring grad. Call only if needs_grad().
 void attach(Tensor& output, std::shared_ptr<Node> node, std::initializer_list<const Tensor*> inputs);
+/// attach() for a variable number of inputs.
+void attach_all(Tensor& output, std::shared_ptr<Node> node, const std::vector<const Tensor*>& inputs);
 
 /// Back-propagates gradient (default: 1 for a one-element root) from root through the graph.
 void backward(const Tensor& root, const Tensor& gradient = Tensor(), bool retain_graph = false);

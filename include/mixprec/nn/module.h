@@ -23,7 +23,12 @@ class Module {
 
   /// The layer's computation. Shapes and dtypes are documented by each subclass.
   virtual Tensor forward(const Tensor& x) = 0;
-  Tensor operator()(const Tensor& x) { return forward(x); }
+  /// forward(), inside this module's compute-dtype override if it has one.
+  Tensor operator()(const Tensor& x);
+  /// Makes this module compute in `dtype` whatever the surrounding autocast region says:
+  /// f32 turns autocast off inside it, bf16/f16 turn it on with that dtype. Used by precision
+  /// policies to keep e.g. normalisation layers in f32.
+  void set_compute_dtype(DType dtype) { compute_override_ = dtype; has_compute_override_ = true; }
   /// Short type name, e.g. "Linear".
   virtual std::string type_name() const = 0;
 
@@ -32,6 +37,8 @@ class Module {
   std::vector<Tensor> parameters() const;
   /// Buffers of this module and its children, with dotted paths.
   NamedTensors named_buffers() const;
+  /// Parameters registered by this module itself (not its children), with their local names.
+  const NamedTensors& local_parameters() const { return params_; }
   /// Direct children in registration order.
   const std::vector<std::pair<std::string, std::shared_ptr<Module>>>& children() const {
     return children_;
@@ -68,6 +75,8 @@ class Module {
   NamedTensors buffers_;
   std::vector<std::pair<std::string, std::shared_ptr<Module>>> children_;
   bool training_ = true;
+  bool has_compute_override_ = false;
+  DType compute_override_ = DType::f32;
 };
 
 }  // namespace mixprec::nn

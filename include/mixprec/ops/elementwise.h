@@ -19,6 +19,8 @@ Tensor relu(const Tensor& x);
 Tensor gelu(const Tensor& x);
 Tensor tanh(const Tensor& x);
 Tensor sigmoid(const Tensor& x);
+/// x ** exponent elementwise (computed in f32; NaN for negative x with a non-integer exponent).
+Tensor pow(const Tensor& x, float exponent);
 
 Tensor add(const Tensor& a, const Tensor& b);
 Tensor sub(const Tensor& a, const Tensor& b);

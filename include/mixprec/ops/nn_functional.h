@@ -10,6 +10,8 @@ namespace mixprec {
 /// a [M, K] @ b [K, N] -> [M, N], or batched [B, M, K] @ [B, K, N]. a and b must share a dtype;
 /// f32/bf16 run through oneDNN with f32 accumulation, f16 emulates Tensor Cores.
 Tensor matmul(const Tensor& a, const Tensor& b);
+/// c + a @ b with c broadcastable to [M, N] (a GEMM plus a matrix or a row).
+Tensor addmm(const Tensor& c, const Tensor& a, const Tensor& b);
 /// x [..., in] @ weight[out, in]^T + bias[out] -> [..., out]; x and weight share a dtype, bias
 /// (optional) has that dtype or f32.
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor());

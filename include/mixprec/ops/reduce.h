@@ -17,6 +17,8 @@ Tensor mean(const Tensor& x);
 Tensor mean(const Tensor& x, std::int64_t dim, bool keepdim = false);
 /// Maximum along dim (NaN propagates); the gradient is shared equally among tied maxima.
 Tensor amax(const Tensor& x, std::int64_t dim, bool keepdim = false);
+/// Running sum along the last dimension (accumulated in f32), same shape as x.
+Tensor cumsum(const Tensor& x);
 /// Maximum of |x| over all elements (0-d, not differentiable: a diagnostic).
 Tensor max_abs(const Tensor& x);
 /// Euclidean norm of all elements (0-d), accumulated in f32.

@@ -1,0 +1,75 @@
+#pragma once
+/// Precision modes and the precision policy: which dtype parameters are stored in, which dtype
+/// compute runs in, which dtype outputs come back in, per model and per module.
+#include <map>
+#include <string>
+#include <string_view>
+
+#include "mixprec/core/cpu_features.h"
+#include "mixprec/core/dtype.h"
+
+namespace mixprec::nn {
+class Module;
+}
+
+namespace mixprec::amp {
+
+/// The training precision modes.
+enum class PrecisionMode : std::uint8_t {
+  fp32,          ///< everything in f32
+  bf16,          ///< f32 parameters, bf16 compute under autocast
+  fp16,          ///< f32 parameters, f16 compute under autocast, always with a GradScaler
+  pure_bf16,     ///< bf16 parameters, f32 master copy inside the optimizer
+  pure_bf16_sr,  ///< bf16 parameters, no master copy, stochastic rounding of the update
+  automatic,     ///< "auto": chosen from the CPU (see choose_precision)
+};
+
+/// "fp32", "bf16", "fp16", "pure-bf16", "pure-bf16-sr", "auto".
+const char* name(PrecisionMode mode);
+/// Parses the names above; ValueError listing them otherwise.
+PrecisionMode parse_precision_mode(std::string_view text);
+
+/// Parameter, compute and output dtypes. String form "p=f32,c=bf16,o=f32".
+struct DTypes {
+  DType param = DType::f32;
+  DType compute = DType::f32;
+  DType output = DType::f32;
+  bool operator==(const DTypes&) const = default;
+};
+
+/// A precision policy: model-wide dtypes plus overrides for modules selected by path prefix
+/// ("features.3") or by type ("type:LayerNorm"), e.g. to keep normalisation layers in f32.
+struct PrecisionPolicy {
+  DTypes dtypes;
+  std::map<std::string, DTypes> overrides;
+
+  /// Parses "p=f32,c=bf16,o=f32" (each key once, any order, missing keys f32); ValueError otherwise.
+  static PrecisionPolicy parse(std::string_view text);
+  /// The policy of a precision mode (pure modes keep modules of type BatchNorm*/LayerNorm in f32
+  /// when keep_norm_fp32 is true).
+  static PrecisionPolicy for_mode(PrecisionMode mode, bool keep_norm_fp32 = true);
+  /// "p=f32,c=bf16,o=f32" (overrides are not part of the string form).
+  std::string to_string() const;
+  /// Dtypes for a module with this path and type name (the most specific override wins:
+  /// the longest matching path prefix, then the type).
+  DTypes resolve(const std::string& path, const std::string& type_name) const;
+};
+
+/// Casts every parameter of module (and its children) in place to the parameter dtype the policy
+/// gives its module; call before creating the optimizer. Buffers stay f32.
+void apply_parameter_dtypes(nn::Module& module, const PrecisionPolicy& policy);
+
+/// The result of choosing a mode for a CPU: the mode and why, in one sentence per point.
+struct PrecisionChoice {
+  PrecisionMode mode;
+  std::string reason;
+};
+/// The "auto" rule: bf16 where the CPU has native bf16 dot products (AVX512_BF16 or AMX-BF16),
+/// else fp32 (bf16 would only be emulated: slower than fp32 for compute).
+PrecisionChoice choose_precision(const CpuFeatures& cpu);
+
+/// Checks a mode against the run's set-up and returns warnings to show the user (empty if none):
+/// fp16 without a GradScaler, fp16/bf16 on CPUs without native support for them.
+std::string precision_warnings(PrecisionMode mode, bool has_grad_scaler, const CpuFeatures& cpu);
+
+}  // namespace mixprec::amp

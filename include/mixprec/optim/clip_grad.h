@@ -1,0 +1,33 @@
+#pragma once
+/// Gradient clipping (torch.nn.utils.clip_grad_norm_ / clip_grad_value_) that refuses gradients
+/// still multiplied by a GradScaler's loss scale: clipping those compares max_norm with S times
+/// the real norm, the classic mixed-precision bug. Call scaler.unscale(optimizer) first.
+#include <vector>
+
+#include "mixprec/core/tensor.h"
+
+namespace mixprec::optim {
+
+/// Rescales the gradients of `params` in place so that their total norm is at most max_norm, and
+/// returns the total norm before clipping (f32). Parameters without a gradient are ignored;
+/// gradients may be f32, bf16 or f16 and of any layout.
+///  - norm_type 2: each gradient's sum of squares is accumulated in f32 (kernels::reduce norm2),
+///    the per-tensor norms are squared and summed in double across tensors, then square-rooted.
+///    norm_type infinity (std::numeric_limits<float>::infinity()): the largest |g| of all.
+///  - coef = max_norm / (total + 1e-6) is applied (one pass per gradient, rounded once to the
+///    gradient's dtype) only if coef < 1, as PyTorch's clamp(max=1) does.
+///  - A non-finite total (NaN/Inf gradients, e.g. a step the GradScaler will skip) leaves the
+///    gradients untouched (PyTorch would multiply them by NaN or 0) and is returned as is, or
+///    throws ValueError when error_if_nonfinite.
+/// Throws StateError if any gradient has grad_scale() != 1 (not unscaled yet), ValueError if
+/// max_norm is not > 0 (NaN included) or norm_type is neither 2 nor infinity.
+float clip_grad_norm(const std::vector<Tensor>& params, float max_norm, float norm_type = 2.0f,
+                     bool error_if_nonfinite = false);
+
+/// Clamps every element of every defined gradient of `params` to [-clip_value, clip_value] in
+/// place (a bound not representable in a 16-bit gradient's dtype is rounded to nearest even);
+/// NaN stays NaN. Throws StateError if a gradient still carries a loss scale (grad_scale() != 1)
+/// and ValueError unless clip_value > 0.
+void clip_grad_value(const std::vector<Tensor>& params, float clip_value);
+
+}  // namespace mixprec::optim

@@ -1,0 +1,145 @@
+// Gradient clipping. Norms go through kernels::reduce (f32 accumulation, vectorised); scaling
+// through kernels::affine in place. A strided gradient is gathered into a contiguous workspace
+// copy and scattered back, so any layout works and contiguous ones cost no copy.
+#include "mixprec/optim/clip_grad.h"
+
+#include <cmath>
+#include <limits>
+#include <string>
+
+#include "kernels/copy.h"
+#include "kernels/cpu/dispatch_util.h"
+#include "kernels/elementwise.h"
+#include "kernels/reduce.h"
+#include "mixprec/core/error.h"
+#include "mixprec/core/verbose.h"
+
+namespace mixprec::optim {
+namespace {
+
+/// PyTorch's guard against dividing by a zero norm.
+constexpr double kNormEps = 1e-6;
+
+/// The defined gradients of params; StateError if one still carries a loss scale.
+std::vector<Tensor> unscaled_grads(const char* op, const std::vector<Tensor>& params) {
+  std::vector<Tensor> grads;
+  grads.reserve(params.size());
+  for (std::size_t i = 0; i < params.size(); ++i) {
+    MIXPREC_CHECK(params[i].defined(), ValueError, op,
+                  "parameter " << i << " is undefined; pass defined tensors");
+    Tensor g = params[i].grad();
+    if (!g.defined()) continue;
+    const double scale = params[i].grad_scale();
+    MIXPREC_CHECK(scale == 1.0, StateError, op,
+                  "gradients are still multiplied by the loss scale ("
+                      << scale << "); call scaler.unscale(optimizer) before clipping (parameter "
+                      << i << ")");
+    grads.push_back(std::move(g));
+  }
+  return grads;
+}
+
+/// A contiguous tensor with g's values: g itself when contiguous, else a workspace copy.
+Tensor gather(const Tensor& g) {
+  if (g.is_contiguous()) return g;
+  Tensor c = Tensor::empty(g.shape(), g.dtype(), MemoryCategory::workspace);
+  const Shape strides = contiguous_strides(g.shape());
+  kernels::copy(g.shape(), {g.data_ptr(), g.dtype(), g.strides()},
+                {c.data_ptr(), c.dtype(), strides});
+  return c;
+}
+
+/// Writes the contiguous c (from gather) back into g when they are different buffers.
+void scatter(const Tensor& c, const Tensor& g) {
+  if (!c.is_same(g)) {
+    const Shape strides = contiguous_strides(c.shape());
+    kernels::copy(g.shape(), {c.data_ptr(), c.dtype(), strides},
+                  {g.data_ptr(), g.dtype(), g.strides()});
+  }
+  g.bump_version();
+}
+
+/// Reduces one gradient to a single f32 value (norm2 or amax over all its elements).
+float reduce_all(kernels::ReduceOp op, const Tensor& g) {
+  const Tensor c = gather(g);
+  float out = 0.0f;
+  kernels::reduce(op, c.data_ptr(), c.dtype(), 1, c.numel(), 1, &out, DType::f32);
+  return out;
+}
+
+}  // namespace
+
+float clip_grad_norm(const std::vector<Tensor>& params, float max_norm, float norm_type,
+                     bool error_if_nonfinite) {
+  constexpr const char* op = "clip_grad_norm";
+  const bool inf_norm = std::isinf(norm_type) && norm_type > 0.0f;
+  MIXPREC_CHECK(inf_norm || norm_type == 2.0f, ValueError, op,
+                "norm_type must be 2 or infinity, got " << norm_type);
+  MIXPREC_CHECK(max_norm > 0.0f, ValueError, op,
+                "max_norm must be > 0, got " << max_norm << "; pass the largest total norm to allow");
+  const std::vector<Tensor> grads = unscaled_grads(op, params);
+
+  // Per-tensor results are f32 (kernel accumulation); across tensors we combine in double so
+  // thousands of parameter tensors add no rounding of their own.
+  double total = 0.0;
+  for (const Tensor& g : grads) {
+    if (g.numel() == 0) continue;
+    if (inf_norm) {
+      const double m = reduce_all(kernels::ReduceOp::amax, g);
+      if (std::isnan(m) || m > total) total = m;  // NaN must win, like torch's max
+      if (std::isnan(total)) break;
+    } else {
+      const double n = reduce_all(kernels::ReduceOp::norm2, g);
+      total += n * n;
+    }
+  }
+  if (!inf_norm) total = std::sqrt(total);
+  const float total_f = static_cast<float>(total);
+
+  if (!std::isfinite(total_f)) {
+    MIXPREC_CHECK(!error_if_nonfinite, ValueError, op,
+                  "the total norm of order " << norm_type << " of the gradients is " << total_f
+                      << "; the gradients contain NaN or Inf (skip this step, or pass "
+                         "error_if_nonfinite = false)");
+    return total_f;
+  }
+  const double coef = double{max_norm} / (total + kNormEps);
+  if (!(coef < 1.0)) return total_f;
+  const float coef_f = static_cast<float>(coef);
+  for (const Tensor& g : grads) {
+    if (g.numel() == 0) continue;
+    const Tensor c = gather(g);
+    kernels::affine(c.data_ptr(), c.dtype(), c.data_ptr(), c.dtype(), c.numel(), coef_f, 0.0f);
+    scatter(c, g);
+  }
+  return total_f;
+}
+
+void clip_grad_value(const std::vector<Tensor>& params, float clip_value) {
+  constexpr const char* op = "clip_grad_value";
+  MIXPREC_CHECK(clip_value > 0.0f, ValueError, op,
+                "clip_value must be > 0, got " << clip_value
+                                               << "; gradients are clamped to [-clip_value, clip_value]");
+  const std::vector<Tensor> grads = unscaled_grads(op, params);
+  for (const Tensor& g : grads) {
+    if (g.numel() == 0) continue;
+    if (verbose_enabled()) verbose_log(op, name(g.dtype()), "scalar");
+    const Tensor c = gather(g);
+    dispatch(c.dtype(), [&](auto t) {
+      using T = decltype(t);
+      T* p = static_cast<T*>(c.data_ptr());
+      // The bound rounded once to the gradient's dtype, so a clamped value is exactly it.
+      const float hi = static_cast<float>(T(clip_value));
+      kernels::cpu::parallel_chunks(c.numel(), 65536, [&](std::int64_t begin, std::int64_t len) {
+        for (std::int64_t i = begin; i < begin + len; ++i) {
+          const float x = static_cast<float>(p[i]);
+          if (x > hi) p[i] = T(hi);
+          else if (x < -hi) p[i] = T(-hi);  // NaN fails both tests and stays NaN
+        }
+      });
+    });
+    scatter(c, g);
+  }
+}
+
+}  // namespace mixprec::optim

@@ -1,0 +1,107 @@
+#include <gtest/gtest.h>
+
+#include "mixprec/amp/precision.h"
+#include "mixprec/mixprec.h"
+#include "mixprec/optim/adam.h"
+
+namespace mixprec::amp {
+namespace {
+
+TEST(PrecisionMode, ParsesEveryNameAndRejectsOthers) {
+  for (const char* n : {"fp32", "bf16", "fp16", "pure-bf16", "pure-bf16-sr", "auto"}) {
+    EXPECT_STREQ(name(parse_precision_mode(n)), n);
+  }
+  try {
+    parse_precision_mode("fp8");
+    FAIL() << "expected ValueError";
+  } catch (const ValueError& e) {
+    EXPECT_NE(std::string(e.what()).find("use one of fp32, bf16"), std::string::npos) << e.what();
+  }
+}
+
+TEST(PrecisionPolicy, StringFormRoundTripsAndRejectsNonsense) {
+  const PrecisionPolicy p = PrecisionPolicy::parse("p=f32,c=bf16,o=f32");
+  EXPECT_EQ(p.dtypes, (DTypes{DType::f32, DType::bf16, DType::f32}));
+  EXPECT_EQ(p.to_string(), "p=f32,c=bf16,o=f32");
+  EXPECT_EQ(PrecisionPolicy::parse("c=fp16").dtypes, (DTypes{DType::f32, DType::f16, DType::f32}));
+  EXPECT_THROW(PrecisionPolicy::parse("p=f32,p=bf16"), ValueError);
+  EXPECT_THROW(PrecisionPolicy::parse("x=f32"), ValueError);
+  EXPECT_THROW(PrecisionPolicy::parse("p=f64"), ValueError);
+  EXPECT_THROW(PrecisionPolicy::parse("garbage"), ValueError);
+}
+
+TEST(PrecisionPolicy, ModesMapToDtypes) {
+  EXPECT_EQ(PrecisionPolicy::for_mode(PrecisionMode::fp32).to_string(), "p=f32,c=f32,o=f32");
+  EXPECT_EQ(PrecisionPolicy::for_mode(PrecisionMode::bf16).to_string(), "p=f32,c=bf16,o=f32");
+  EXPECT_EQ(PrecisionPolicy::for_mode(PrecisionMode::fp16).to_string(), "p=f32,c=f16,o=f32");
+  const PrecisionPolicy pure = PrecisionPolicy::for_mode(PrecisionMode::pure_bf16);
+  EXPECT_EQ(pure.to_string(), "p=bf16,c=bf16,o=f32");
+  EXPECT_EQ(pure.resolve("features.1", "LayerNorm").param, DType::f32);  // norms kept in f32
+  EXPECT_EQ(pure.resolve("features.0", "Linear").param, DType::bf16);
+  EXPECT_TRUE(PrecisionPolicy::for_mode(PrecisionMode::pure_bf16, false).overrides.empty());
+}
+
+TEST(PrecisionPolicy, MostSpecificOverrideWins) {
+  PrecisionPolicy p = PrecisionPolicy::parse("p=bf16,c=bf16,o=f32");
+  p.overrides["head"] = {DType::f32, DType::f32, DType::f32};
+  p.overrides["head.1"] = {DType::f16, DType::f16, DType::f32};
+  p.overrides["type:Linear"] = {DType::f32, DType::bf16, DType::f32};
+  EXPECT_EQ(p.resolve("head.0", "ReLU").param, DType::f32);
+  EXPECT_EQ(p.resolve("head.1", "Linear").param, DType::f16);   // path beats type
+  EXPECT_EQ(p.resolve("header", "ReLU").param, DType::bf16);    // "head" is not a prefix of "header"
+  EXPECT_EQ(p.resolve("body.0", "Linear").param, DType::f32);   // type override
+}
+
+TEST(PrecisionPolicy, ApplyRetypesParametersInPlaceAndKeepsOverriddenModulesInF32) {
+  auto model = nn::sequential({std::make_shared<nn::Linear>(4, 8, true, 1), std::make_shared<nn::ReLU>(),
+                               std::make_shared<nn::Linear>(8, 2, true, 2)});
+  const std::vector<float> before = model->parameters()[0].to_vector();
+  PrecisionPolicy p = PrecisionPolicy::for_mode(PrecisionMode::pure_bf16);
+  p.overrides["2"] = {DType::f32, DType::f32, DType::f32};
+  apply_parameter_dtypes(*model, p);
+  const auto params = model->named_parameters();
+  EXPECT_EQ(params[0].second.dtype(), DType::bf16);
+  EXPECT_EQ(params[2].second.dtype(), DType::f32);
+  const std::vector<float> after = params[0].second.to_vector();
+  for (std::size_t i = 0; i < before.size(); ++i) EXPECT_EQ(after[i], static_cast<float>(bfloat16(before[i])));
+  // The module computes: layer 0 in bf16 under autocast, layer 2 forced to f32.
+  const Tensor x = Tensor::randn({3, 4}, 5);
+  Tensor y;
+  {
+    Autocast region;
+    y = model->forward(x);
+  }
+  EXPECT_EQ(y.dtype(), DType::f32);
+  optim::Adam opt(model->parameters());  // bf16 parameters get f32 masters
+  EXPECT_EQ(opt.master(0).dtype(), DType::f32);
+  sum(y).backward();
+  EXPECT_EQ(params[0].second.grad().dtype(), DType::bf16);
+  EXPECT_NO_THROW(opt.step());
+}
+
+TEST(PrecisionChoice, AutoPicksBf16OnlyWithNativeBf16DotProducts) {
+  CpuFeatures none;
+  EXPECT_EQ(choose_precision(none).mode, PrecisionMode::fp32);
+  EXPECT_NE(choose_precision(none).reason.find("no native bf16"), std::string::npos);
+  CpuFeatures zen5;
+  zen5.avx512f = zen5.avx512_bf16 = true;
+  EXPECT_EQ(choose_precision(zen5).mode, PrecisionMode::bf16);
+  EXPECT_NE(choose_precision(zen5).reason.find("AVX512_BF16"), std::string::npos);
+  CpuFeatures amx;
+  amx.amx_bf16 = true;
+  EXPECT_EQ(choose_precision(amx).mode, PrecisionMode::bf16);
+}
+
+TEST(PrecisionChoice, Fp16WithoutScalerWarnsLoudly) {
+  const CpuFeatures cpu;
+  EXPECT_NE(precision_warnings(PrecisionMode::fp16, false, cpu).find("WARNING: fp16 without a GradScaler"),
+            std::string::npos);
+  EXPECT_EQ(precision_warnings(PrecisionMode::fp16, true, cpu).find("WARNING"), std::string::npos);
+  EXPECT_NE(precision_warnings(PrecisionMode::bf16, false, cpu).find("no native bf16"), std::string::npos);
+  CpuFeatures zen5;
+  zen5.avx512_bf16 = true;
+  EXPECT_EQ(precision_warnings(PrecisionMode::bf16, false, zen5), "");
+}
+
+}  // namespace
+}  // namespace mixprec::amp
