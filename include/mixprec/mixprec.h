@@ -14,6 +14,7 @@
 #include "mixprec/nn/module.h"
 #include "mixprec/amp/autocast.h"
 #include "mixprec/amp/grad_scaler.h"
+#include "mixprec/amp/matmul_precision.h"
 #include "mixprec/amp/op_policy.h"
 #include "mixprec/amp/precision.h"
 #include "mixprec/ops/combine.h"

@@ -29,6 +29,10 @@ struct MatmulDesc {
   DType bias_dtype = DType::f32;
   MatmulPostOp post_op = MatmulPostOp::none;
   bool accumulate = false;
+  /// f32 inputs only: products may be computed from bf16-rounded inputs with f32 accumulation
+  /// (oneDNN fpmath_mode::bf16; MatmulPrecision::medium). Honoured only on CPUs with native
+  /// bf16 dot products; elsewhere the GEMM runs in full f32 and the verbose log says why.
+  bool bf16_fpmath = false;
 };
 
 /// Runs the GEMM described by desc; throws ShapeError/DTypeError on a bad description and

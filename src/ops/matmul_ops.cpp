@@ -3,6 +3,7 @@
 #include "kernels/reduce.h"
 #include "mixprec/ops/nn_functional.h"
 #include "mixprec/amp/autocast.h"
+#include "mixprec/amp/matmul_precision.h"
 #include "ops/op_util.h"
 
 namespace mixprec {
@@ -18,6 +19,7 @@ void gemm(const Tensor& a, bool ta, const Tensor& b, bool tb, std::int64_t m, st
   d.trans_a = ta; d.trans_b = tb;
   d.dtype = a.dtype();
   d.c_dtype = c.dtype();
+  d.bf16_fpmath = a.dtype() == DType::f32 && amp::matmul_precision() == amp::MatmulPrecision::medium;
   const void* bias_data = nullptr;
   if (bias != nullptr && bias->defined()) {
     d.has_bias = true;

@@ -138,12 +138,19 @@ void log_call(const MatmulDesc& d, std::string_view impl, std::string_view skipp
   verbose_log("matmul", name(d.dtype), impl, skipped);
 }
 
-void run_onednn(const MatmulDesc& desc, const void* a, const void* b, const void* bias, void* c) {
+void run_onednn(const MatmulDesc& requested, const void* a, const void* b, const void* bias, void* c) {
   thread_local Workspace ws;
   const bool verbose = verbose_enabled();
   cpu::OnednnInfo info;
   cpu::OnednnInfo* want = verbose ? &info : nullptr;
   std::string skipped;
+  MatmulDesc desc = requested;
+  desc.bf16_fpmath = requested.bf16_fpmath && requested.dtype == DType::f32;
+  if (desc.bf16_fpmath && !bf16_native()) {
+    // Without native bf16 dot products, bf16 products would be emulated: slower, not faster.
+    desc.bf16_fpmath = false;
+    if (verbose) skipped = "medium precision (bf16 products): CPU lacks avx512_bf16, ran full f32";
+  }
 
   const bool try_native_bf16 = desc.dtype == DType::bf16 && bf16_native();
   bool ran = false;

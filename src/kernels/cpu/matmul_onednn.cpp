@@ -34,12 +34,13 @@ struct Key {
   DType bias_dtype;
   MatmulPostOp post_op;
   bool accumulate;
+  bool bf16_fpmath;
 
   explicit Key(const MatmulDesc& d)
       : m(d.m), n(d.n), k(d.k), trans_a(d.trans_a), trans_b(d.trans_b), dtype(d.dtype),
         c_dtype(d.c_dtype), has_bias(d.has_bias),
         bias_dtype(d.has_bias ? d.bias_dtype : DType::f32),  // irrelevant without a bias
-        post_op(d.post_op), accumulate(d.accumulate) {}
+        post_op(d.post_op), accumulate(d.accumulate), bf16_fpmath(d.bf16_fpmath) {}
   bool operator==(const Key&) const = default;
 };
 
@@ -54,7 +55,8 @@ struct KeyHash {
         static_cast<std::uint64_t>(key.accumulate) << 3 |
         static_cast<std::uint64_t>(key.post_op) << 4 | static_cast<std::uint64_t>(key.dtype) << 8 |
         static_cast<std::uint64_t>(key.c_dtype) << 12 |
-        static_cast<std::uint64_t>(key.bias_dtype) << 16);
+        static_cast<std::uint64_t>(key.bias_dtype) << 16 |
+        static_cast<std::uint64_t>(key.bf16_fpmath) << 20);
     return h;
   }
 };
@@ -140,6 +142,7 @@ std::shared_ptr<const Entry> create(const Key& key) {
 
   dnnl::primitive_attr attr;
   attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+  if (key.bf16_fpmath) attr.set_fpmath_mode(dnnl::fpmath_mode::bf16);
   // Order matters: relu sees product + bias, then the sum post-op adds the old C.
   dnnl::post_ops ops;
   if (key.post_op == MatmulPostOp::relu) {
