@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs the Debian packages mixprec needs to build, test and train (skips what is present).
 set -euo pipefail
-packages=(cmake ninja-build g++ libdnnl-dev zlib1g-dev libgtest-dev libbenchmark-dev
+packages=(cmake ninja-build g++ libdnnl-dev zlib1g-dev libgtest-dev libbenchmark-dev libcli11-dev
           dataset-fashion-mnist python3-numpy)
 missing=()
 for p in "${packages[@]}"; do

@@ -1,0 +1,174 @@
+// Elementwise, reduction, softmax and cross-entropy kernels at the best ISA this CPU allows
+// against the scalar reference path (second argument: 1 = best ISA, 0 = Isa::scalar).
+// Bytes processed count every byte read and written once; times are wall-clock (UseRealTime),
+// since the vector paths run on OpenMP threads. OMP_NUM_THREADS=1 compares single cores.
+// Run: bench_elementwise --benchmark_min_time=0.1
+#include <benchmark/benchmark.h>
+
+#include <cstdint>
+#include <cstring>
+#include <vector>
+
+#include "kernels/elementwise.h"
+#include "kernels/reduce.h"
+#include "kernels/softmax.h"
+#include "mixprec/core/cpu_features.h"
+#include "mixprec/core/dtype.h"
+#include "mixprec/core/half.h"
+
+namespace {
+
+using mixprec::DType;
+using mixprec::Isa;
+namespace k = mixprec::kernels;
+
+/// n pseudo-random values in [lo, hi) stored as dtype t.
+std::vector<std::uint8_t> values(DType t, std::int64_t n, float lo, float hi, std::uint32_t seed) {
+  std::vector<std::uint8_t> v(static_cast<std::size_t>(n) * mixprec::size_of(t));
+  std::uint32_t x = seed * 2654435761u + 1u;
+  for (std::int64_t i = 0; i < n; ++i) {
+    x = x * 1664525u + 1013904223u;
+    const float f = lo + (hi - lo) * (static_cast<float>(x >> 8) / 16777216.0f);
+    if (t == DType::f32) {
+      std::memcpy(v.data() + 4 * i, &f, 4);
+    } else {
+      const std::uint16_t b =
+          t == DType::bf16 ? mixprec::f32_to_bf16_bits(f) : mixprec::f32_to_f16_bits(f);
+      std::memcpy(v.data() + 2 * i, &b, 2);
+    }
+  }
+  return v;
+}
+
+/// Caps the ISA for one benchmark run (arg 1 = best, 0 = scalar) and labels it.
+class IsaScope {
+ public:
+  explicit IsaScope(benchmark::State& state) : saved_(mixprec::max_isa()) {
+    if (state.range(1) == 0) mixprec::set_max_isa(Isa::scalar);
+    state.SetLabel(mixprec::name(mixprec::max_isa()));
+  }
+  ~IsaScope() { mixprec::set_max_isa(saved_); }
+
+ private:
+  Isa saved_;
+};
+
+DType dtype_arg(std::int64_t a) { return a == 0 ? DType::f32 : DType::bf16; }
+
+void BM_Unary(benchmark::State& state, k::UnaryOp op) {
+  IsaScope isa(state);
+  const DType t = dtype_arg(state.range(2));
+  const std::int64_t n = state.range(0);
+  const auto x = values(t, n, -4.0f, 4.0f, 1);
+  std::vector<std::uint8_t> y(x.size());
+  const std::int64_t shape[] = {n}, strides[] = {1};
+  for (auto _ : state) {
+    k::unary(op, shape, {x.data(), t, strides}, y.data(), t);
+    benchmark::DoNotOptimize(y.data());
+  }
+  state.SetBytesProcessed(state.iterations() * 2 * static_cast<std::int64_t>(x.size()));
+}
+
+void BM_Add(benchmark::State& state) {
+  IsaScope isa(state);
+  const DType t = dtype_arg(state.range(2));
+  const std::int64_t n = state.range(0);
+  const auto a = values(t, n, -4.0f, 4.0f, 1), b = values(t, n, -4.0f, 4.0f, 2);
+  std::vector<std::uint8_t> y(a.size());
+  const std::int64_t shape[] = {n}, strides[] = {1};
+  for (auto _ : state) {
+    k::binary(k::BinaryOp::add, shape, {a.data(), t, strides}, {b.data(), t, strides}, y.data(),
+              t);
+    benchmark::DoNotOptimize(y.data());
+  }
+  state.SetBytesProcessed(state.iterations() * 3 * static_cast<std::int64_t>(a.size()));
+}
+
+void BM_Reduce(benchmark::State& state, k::ReduceOp op) {
+  IsaScope isa(state);
+  const DType t = dtype_arg(state.range(2));
+  const std::int64_t n = state.range(0);
+  const auto x = values(t, n, -1.0f, 1.0f, 3);
+  float r = 0;
+  for (auto _ : state) {
+    k::reduce(op, x.data(), t, 1, n, 1, &r, DType::f32);
+    benchmark::DoNotOptimize(r);
+  }
+  state.SetBytesProcessed(state.iterations() * static_cast<std::int64_t>(x.size()));
+}
+
+void BM_Softmax(benchmark::State& state) {
+  IsaScope isa(state);
+  const std::int64_t rows = 256, cols = state.range(0);
+  const DType t = dtype_arg(state.range(2));
+  const auto x = values(t, rows * cols, -8.0f, 8.0f, 4);
+  std::vector<std::uint8_t> y(x.size());
+  for (auto _ : state) {
+    k::softmax(x.data(), t, rows, cols, y.data(), t, false);
+    benchmark::DoNotOptimize(y.data());
+  }
+  state.SetBytesProcessed(state.iterations() * 2 * static_cast<std::int64_t>(x.size()));
+}
+
+void BM_CrossEntropy(benchmark::State& state) {
+  IsaScope isa(state);
+  const std::int64_t rows = 256, cols = state.range(0);
+  const DType t = dtype_arg(state.range(2));
+  const auto x = values(t, rows * cols, -8.0f, 8.0f, 5);
+  std::vector<std::int64_t> target(static_cast<std::size_t>(rows));
+  for (std::int64_t r = 0; r < rows; ++r) target[r] = (r * 7) % cols;
+  std::vector<float> loss(static_cast<std::size_t>(rows)), grad(loss.size(), 1.0f);
+  std::vector<std::uint8_t> dx(x.size());
+  for (auto _ : state) {  // forward and backward, as one training step runs them
+    k::cross_entropy(x.data(), t, rows, cols, target.data(), 0.1f, loss.data());
+    k::cross_entropy_backward(x.data(), t, rows, cols, target.data(), 0.1f, grad.data(),
+                              dx.data(), t);
+    benchmark::DoNotOptimize(dx.data());
+  }
+  state.SetBytesProcessed(state.iterations() * 3 * static_cast<std::int64_t>(x.size()));
+}
+
+// Arguments: {elements or cols, isa (1 best, 0 scalar), dtype (0 f32, 1 bf16)}.
+void Args1M(benchmark::internal::Benchmark* b) {
+  for (std::int64_t t : {0, 1}) {
+    for (std::int64_t isa : {1, 0}) b->Args({1 << 20, isa, t});
+  }
+}
+void ArgsRows(benchmark::internal::Benchmark* b) {
+  for (std::int64_t cols : {4096, 10}) {
+    for (std::int64_t t : {0, 1}) {
+      for (std::int64_t isa : {1, 0}) b->Args({cols, isa, t});
+    }
+  }
+}
+
+void Elements(benchmark::internal::Benchmark* b) {
+  Args1M(b);
+  b->ArgNames({"n", "best", "bf16"})->UseRealTime();
+}
+void RowArgs(benchmark::internal::Benchmark* b) {
+  ArgsRows(b);
+  b->ArgNames({"cols", "best", "bf16"})->UseRealTime();
+}
+
+BENCHMARK(BM_Add)->Apply(Elements);
+BENCHMARK_CAPTURE(BM_Unary, relu, k::UnaryOp::relu)->Apply(Elements);
+BENCHMARK_CAPTURE(BM_Unary, gelu, k::UnaryOp::gelu)->Apply(Elements);
+BENCHMARK_CAPTURE(BM_Unary, exp, k::UnaryOp::exp)->Apply(Elements);
+BENCHMARK_CAPTURE(BM_Reduce, sum, k::ReduceOp::sum)->Apply(Elements);
+BENCHMARK_CAPTURE(BM_Reduce, amax, k::ReduceOp::amax)->Apply(Elements);
+BENCHMARK_CAPTURE(BM_Reduce, norm2, k::ReduceOp::norm2)->Apply(Elements);
+BENCHMARK(BM_Softmax)->Apply(RowArgs);
+BENCHMARK(BM_CrossEntropy)->Apply(RowArgs);
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  benchmark::AddCustomContext("cpu_flags", mixprec::cpu_features().to_string());
+  benchmark::AddCustomContext("max_isa", mixprec::name(mixprec::max_isa()));
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}

@@ -1,0 +1,132 @@
+#pragma once
+// Helpers for the elementwise / reduce / softmax kernel tests: typed buffers, random data,
+// an ISA cap that restores itself, and element-by-element comparison with a tolerance.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <functional>
+#include <random>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "mixprec/core/cpu_features.h"
+#include "mixprec/core/dtype.h"
+
+namespace mixprec::ktest {
+
+inline constexpr DType kAllDTypes[] = {DType::f32, DType::bf16, DType::f16};
+
+/// n elements of one dtype in a byte buffer, with f32 get/set (set rounds like T(value)).
+class Buffer {
+ public:
+  Buffer(DType dtype, std::int64_t n)
+      : dtype_(dtype), n_(n), bytes_(static_cast<std::size_t>(n) * size_of(dtype) + 1) {}
+  DType dtype() const { return dtype_; }
+  std::int64_t size() const { return n_; }
+  void* data() { return bytes_.data(); }
+  const void* data() const { return bytes_.data(); }
+  float get(std::int64_t i) const {
+    return dispatch(dtype_, [&](auto t) {
+      return static_cast<float>(static_cast<const decltype(t)*>(data())[i]);
+    });
+  }
+  void set(std::int64_t i, float v) {
+    dispatch(dtype_, [&](auto t) {
+      using T = decltype(t);
+      static_cast<T*>(data())[i] = T(v);
+    });
+  }
+  /// Raw bits of element i (for bit-exact comparisons, NaN payloads included).
+  std::uint32_t bits(std::int64_t i) const {
+    std::uint32_t b = 0;
+    std::memcpy(&b, static_cast<const char*>(data()) + i * size_of(dtype_), size_of(dtype_));
+    return b;
+  }
+
+ private:
+  DType dtype_;
+  std::int64_t n_;
+  std::vector<std::uint8_t> bytes_;
+};
+
+/// Uniform values in [lo, hi), rounded to dtype; deterministic for a seed.
+inline Buffer random_buffer(DType dtype, std::int64_t n, float lo, float hi, std::uint32_t seed) {
+  Buffer b(dtype, n);
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> dist(lo, hi);
+  for (std::int64_t i = 0; i < n; ++i) b.set(i, dist(rng));
+  return b;
+}
+
+/// Caps the ISA for the lifetime of the object, then restores the previous level.
+class IsaCap {
+ public:
+  explicit IsaCap(Isa cap) : saved_(max_isa()) { set_max_isa(cap); }
+  ~IsaCap() { set_max_isa(saved_); }
+  IsaCap(const IsaCap&) = delete;
+  IsaCap& operator=(const IsaCap&) = delete;
+
+ private:
+  Isa saved_;
+};
+
+/// The ISA levels to test: the best this machine has (vector paths) and scalar (fallback).
+inline std::vector<Isa> isas_to_test() {
+  std::vector<Isa> v{max_isa()};
+  if (max_isa() != Isa::scalar) v.push_back(Isa::scalar);
+  return v;
+}
+
+inline double eps(DType t) { return traits(t).epsilon; }
+
+/// Expects |got[i] - want[i]| <= tol(i) for every i; NaN must meet NaN and an infinity the
+/// same infinity. Reports the first few failures and the count.
+inline void expect_close(const Buffer& got, const Buffer& want,
+                         const std::function<double(std::int64_t)>& tol,
+                         const std::string& what) {
+  ASSERT_EQ(got.size(), want.size()) << what;
+  std::int64_t bad = 0;
+  std::ostringstream first;
+  for (std::int64_t i = 0; i < got.size(); ++i) {
+    const double g = got.get(i), w = want.get(i);
+    bool ok;
+    if (std::isnan(w) || std::isnan(g)) ok = std::isnan(w) && std::isnan(g);
+    else if (std::isinf(w) || std::isinf(g)) ok = g == w;
+    else ok = std::fabs(g - w) <= tol(i);
+    if (!ok && bad++ < 5) {
+      first << "\n  [" << i << "] got " << g << " want " << w << " (diff " << std::fabs(g - w)
+            << ", tol " << tol(i) << ")";
+    }
+  }
+  EXPECT_EQ(bad, 0) << what << ": " << bad << " of " << got.size() << " elements differ"
+                    << first.str();
+}
+
+/// Tolerance atol + |want| * k * eps(dtype of want).
+inline void expect_close(const Buffer& got, const Buffer& want, double atol, double k,
+                         const std::string& what) {
+  const double e = eps(want.dtype());
+  expect_close(got, want, [&](std::int64_t i) { return atol + std::fabs(want.get(i)) * k * e; },
+               what);
+}
+
+/// Expects the two buffers to hold the same bits.
+inline void expect_bitwise(const Buffer& got, const Buffer& want, const std::string& what) {
+  ASSERT_EQ(got.size(), want.size()) << what;
+  ASSERT_EQ(got.dtype(), want.dtype()) << what;
+  std::int64_t bad = 0;
+  std::ostringstream first;
+  for (std::int64_t i = 0; i < got.size(); ++i) {
+    if (got.bits(i) != want.bits(i) && bad++ < 5) {
+      first << "\n  [" << i << "] got " << got.get(i) << " (0x" << std::hex << got.bits(i)
+            << ") want " << want.get(i) << " (0x" << want.bits(i) << std::dec << ")";
+    }
+  }
+  EXPECT_EQ(bad, 0) << what << ": " << bad << " of " << got.size() << " elements differ"
+                    << first.str();
+}
+
+}  // namespace mixprec::ktest

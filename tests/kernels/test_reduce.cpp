@@ -1,0 +1,245 @@
+// Reductions: kernels::reduce against kernels::ref::reduce for every op, dtype and layout
+// (last axis, whole tensor, columns), bit-exact on data whose sums are exact in f32 (so any
+// summation order gives the same bits), within a rounding bound on general data; known
+// answers, NaN propagation, empty axes, and independence from the thread count.
+#include <gtest/gtest.h>
+#include <omp.h>
+
+#include <cmath>
+#include <limits>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "kernels/kernel_test_util.h"
+#include "kernels/reduce.h"
+
+namespace mixprec::kernels {
+namespace {
+
+using ktest::Buffer;
+
+constexpr ReduceOp kOps[] = {ReduceOp::sum,  ReduceOp::mean,  ReduceOp::max,  ReduceOp::min,
+                             ReduceOp::amax, ReduceOp::norm1, ReduceOp::norm2};
+
+struct Extent {
+  std::int64_t outer, n, inner;
+};
+// Last axis (inner == 1) with odd lengths and tails, many short rows (256 x 10), one row long
+// enough to be split into 64K chunks, columns (inner > 1) with and without a full 128-column
+// block, and degenerate extents.
+const std::vector<Extent> kExtents = {
+    {1, 1, 1},   {1, 15, 1},  {1, 17, 1},    {1, 1000, 1}, {1, 70001, 1}, {3, 1000, 1},
+    {256, 10, 1}, {1, 200000, 1}, {2, 70001, 1}, {2, 17, 1000}, {1, 64, 300}, {3, 15, 17},
+    {5, 1, 7},   {0, 5, 5},   {4, 3, 0}};
+
+bool max_like(ReduceOp op) {
+  return op == ReduceOp::max || op == ReduceOp::min || op == ReduceOp::amax;
+}
+
+std::string label(ReduceOp op, DType in, DType out, const Extent& e, Isa isa) {
+  return std::string(name(op)) + " " + name(in) + "->" + name(out) + " [" +
+         std::to_string(e.outer) + "," + std::to_string(e.n) + "," + std::to_string(e.inner) +
+         "] isa=" + name(isa);
+}
+
+/// Multiples of 1/16 in [-1/2, 1/2]: exact in every dtype. Every partial sum of up to 200000
+/// of them (or of their magnitudes) is a multiple of 1/16 below 2^20, and of their squares a
+/// multiple of 1/256 below 2^16: all exact in f32 (24-bit significand). So sums do not depend
+/// on the order of additions and the vector code must match the reference bit for bit.
+Buffer exactly_summable(DType dtype, std::int64_t count, std::uint32_t seed) {
+  Buffer b(dtype, count);
+  std::mt19937 rng(seed);
+  std::uniform_int_distribution<int> dist(-8, 8);
+  for (std::int64_t i = 0; i < count; ++i) b.set(i, static_cast<float>(dist(rng)) / 16.0f);
+  return b;
+}
+
+TEST(ReduceKernels, BitExactWithReferenceOnExactlySummableData) {
+  for (Isa isa : ktest::isas_to_test()) {
+    ktest::IsaCap cap(isa);
+    for (ReduceOp op : kOps) {
+      for (DType in : ktest::kAllDTypes) {
+        for (DType out : {in, DType::f32}) {
+          for (const Extent& e : kExtents) {
+            const Buffer x = exactly_summable(in, e.outer * e.n * e.inner, 7);
+            Buffer got(out, e.outer * e.inner), want(out, e.outer * e.inner);
+            reduce(op, x.data(), in, e.outer, e.n, e.inner, got.data(), out);
+            ref::reduce(op, x.data(), in, e.outer, e.n, e.inner, want.data(), out);
+            ktest::expect_bitwise(got, want, label(op, in, out, e, isa));
+          }
+        }
+      }
+    }
+  }
+}
+
+// General data: max/min/amax are still exact; sums differ from the reference by reordering
+// only. Both orders' errors are bounded by (n-1) u sum|x| (u = eps/2) for the reference and
+// less for the shorter vector partial sums, so n * eps * sum|x| bounds the difference,
+// plus one rounding of the output to its dtype.
+TEST(ReduceKernels, CloseToReferenceOnGeneralData) {
+  const std::vector<Extent> extents = {{1, 1000, 1}, {1, 70001, 1}, {7, 333, 1}, {3, 100, 257}};
+  for (Isa isa : ktest::isas_to_test()) {
+    ktest::IsaCap cap(isa);
+    for (ReduceOp op : kOps) {
+      for (DType in : ktest::kAllDTypes) {
+        for (DType out : {in, DType::f32}) {
+          for (const Extent& e : extents) {
+            const Buffer x = ktest::random_buffer(in, e.outer * e.n * e.inner, -1.0f, 1.0f, 9);
+            Buffer got(out, e.outer * e.inner), want(out, e.outer * e.inner);
+            reduce(op, x.data(), in, e.outer, e.n, e.inner, got.data(), out);
+            ref::reduce(op, x.data(), in, e.outer, e.n, e.inner, want.data(), out);
+            const std::string what = label(op, in, out, e, isa);
+            if (isa == Isa::scalar || max_like(op)) {
+              ktest::expect_bitwise(got, want, what);
+              continue;
+            }
+            std::vector<double> abs_sum(static_cast<std::size_t>(e.outer * e.inner), 0.0);
+            for (std::int64_t o = 0; o < e.outer; ++o) {
+              for (std::int64_t k = 0; k < e.n; ++k) {
+                for (std::int64_t i = 0; i < e.inner; ++i) {
+                  const double v = x.get((o * e.n + k) * e.inner + i);
+                  abs_sum[o * e.inner + i] += op == ReduceOp::norm2 ? v * v : std::fabs(v);
+                }
+              }
+            }
+            const double e32 = ktest::eps(DType::f32), eo = ktest::eps(out);
+            ktest::expect_close(got, want, [&](std::int64_t i) {
+              double t = e.n * e32 * abs_sum[i];
+              if (op == ReduceOp::mean) t /= e.n;
+              if (op == ReduceOp::norm2) t = std::sqrt(t);  // |sqrt(a) - sqrt(b)| <= sqrt|a-b|
+              return t + std::fabs(want.get(i)) * eo;
+            }, what);
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST(ReduceKnownAnswers, SumOf1024Bf16OnesIsExactly1024) {
+  for (Isa isa : ktest::isas_to_test()) {
+    ktest::IsaCap cap(isa);
+    for (DType in : ktest::kAllDTypes) {
+      Buffer ones(in, 1024);
+      for (std::int64_t i = 0; i < 1024; ++i) ones.set(i, 1.0f);
+      for (DType out : {in, DType::f32}) {
+        Buffer s(out, 1);
+        reduce(ReduceOp::sum, ones.data(), in, 1, 1024, 1, s.data(), out);
+        EXPECT_EQ(s.get(0), 1024.0f) << name(in) << "->" << name(out) << " " << name(isa);
+      }
+    }
+  }
+}
+
+// A bf16 running sum would stall at 256 (256 + 1 rounds back to 256); the f32 accumulator
+// gives the mean to within the f32 rounding of 4096 additions.
+TEST(ReduceKnownAnswers, MeanOf4096Bf16ValuesMatchesDoubleMean) {
+  const Buffer x = ktest::random_buffer(DType::bf16, 4096, 0.0f, 4.0f, 13);
+  double exact = 0;
+  for (std::int64_t i = 0; i < 4096; ++i) exact += x.get(i);
+  exact /= 4096;
+  for (Isa isa : ktest::isas_to_test()) {
+    ktest::IsaCap cap(isa);
+    float m = 0;
+    reduce(ReduceOp::mean, x.data(), DType::bf16, 1, 4096, 1, &m, DType::f32);
+    EXPECT_NEAR(m, exact, 4096 * ktest::eps(DType::f32) * exact) << name(isa);
+    EXPECT_NEAR(m, exact, 1e-4 * exact) << name(isa);  // what a bf16 accumulator could not do
+    Buffer mb(DType::bf16, 1), rounded(DType::bf16, 1);
+    reduce(ReduceOp::mean, x.data(), DType::bf16, 1, 4096, 1, mb.data(), DType::bf16);
+    rounded.set(0, m);
+    EXPECT_EQ(mb.bits(0), rounded.bits(0))
+        << "the bf16 mean is the f32 mean rounded once, " << name(isa);
+  }
+}
+
+TEST(ReduceKnownAnswers, NormsAndExtremes) {
+  const float v[] = {3.0f, -4.0f, 0.5f, -0.25f};
+  const auto run = [&](ReduceOp op) {
+    float r = 0;
+    reduce(op, v, DType::f32, 1, 4, 1, &r, DType::f32);
+    return r;
+  };
+  for (Isa isa : ktest::isas_to_test()) {
+    ktest::IsaCap cap(isa);
+    EXPECT_EQ(run(ReduceOp::sum), -0.75f);
+    EXPECT_EQ(run(ReduceOp::mean), -0.1875f);
+    EXPECT_EQ(run(ReduceOp::max), 3.0f);
+    EXPECT_EQ(run(ReduceOp::min), -4.0f);
+    EXPECT_EQ(run(ReduceOp::amax), 4.0f);
+    EXPECT_EQ(run(ReduceOp::norm1), 7.75f);
+    EXPECT_FLOAT_EQ(run(ReduceOp::norm2), std::sqrt(25.3125f));
+  }
+}
+
+TEST(ReduceNaN, MaxMinAmaxAndSumsPropagateNaN) {
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  for (Isa isa : ktest::isas_to_test()) {
+    ktest::IsaCap cap(isa);
+    for (DType dt : ktest::kAllDTypes) {
+      // NaN first, in the middle of a vector, in the masked tail; a row and a column layout.
+      for (std::int64_t pos : {0, 40, 99}) {
+        for (bool columns : {false, true}) {
+          const std::int64_t n = 100, inner = columns ? 19 : 1;
+          Buffer x = ktest::random_buffer(dt, n * inner, -1.0f, 1.0f, 3);
+          x.set(pos * inner + (columns ? 5 : 0), nan);
+          for (ReduceOp op : kOps) {
+            Buffer r(DType::f32, inner);
+            reduce(op, x.data(), dt, 1, n, inner, r.data(), DType::f32);
+            const std::int64_t col = columns ? 5 : 0;
+            EXPECT_TRUE(std::isnan(r.get(col)))
+                << name(op) << " " << name(dt) << " pos " << pos << " isa " << name(isa);
+            if (columns) {
+              EXPECT_FALSE(std::isnan(r.get(4))) << "NaN leaked into a neighbouring column";
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST(ReduceErrors, EmptyAxis) {
+  for (Isa isa : ktest::isas_to_test()) {
+    ktest::IsaCap cap(isa);
+    const float dummy = 0;
+    float r[3] = {7, 7, 7};
+    reduce(ReduceOp::sum, &dummy, DType::f32, 3, 0, 1, r, DType::f32);
+    EXPECT_EQ(r[0], 0.0f);
+    EXPECT_EQ(r[2], 0.0f);
+    reduce(ReduceOp::mean, &dummy, DType::f32, 1, 0, 1, r, DType::f32);
+    EXPECT_TRUE(std::isnan(r[0])) << "mean of nothing is 0/0";
+    for (ReduceOp op : {ReduceOp::max, ReduceOp::min, ReduceOp::amax}) {
+      try {
+        reduce(op, &dummy, DType::f32, 1, 0, 1, r, DType::f32);
+        ADD_FAILURE() << "expected ValueError for " << name(op);
+      } catch (const ValueError& err) {
+        EXPECT_EQ(std::string(err.what()).rfind(std::string(name(op)) + ": ", 0), 0u)
+            << err.what();
+      }
+    }
+    EXPECT_THROW(reduce(ReduceOp::sum, &dummy, DType::f32, -1, 1, 1, r, DType::f32), ShapeError);
+  }
+}
+
+// Long rows are cut into fixed 64K-element chunks combined in order, so the bits do not depend
+// on how many threads ran (here on data whose sum is not exact in f32).
+TEST(ReduceDeterminism, WholeTensorSumDoesNotDependOnThreadCount) {
+  const Buffer x = ktest::random_buffer(DType::f32, 300001, -1.0f, 1.0f, 17);
+  const int saved = omp_get_max_threads();
+  std::vector<float> results;
+  for (int threads : {1, 2, 3}) {
+    omp_set_num_threads(threads);
+    for (ReduceOp op : {ReduceOp::sum, ReduceOp::norm2}) {
+      float r = 0;
+      reduce(op, x.data(), DType::f32, 1, 300001, 1, &r, DType::f32);
+      results.push_back(r);
+    }
+  }
+  omp_set_num_threads(saved);
+  for (std::size_t i = 2; i < results.size(); ++i) EXPECT_EQ(results[i], results[i % 2]);
+}
+
+}  // namespace
+}  // namespace mixprec::kernels

@@ -1,0 +1,22 @@
+// The mixprec command-line tool: one executable, one subcommand per file.
+#include <CLI/CLI.hpp>
+
+#include <cstdio>
+#include <exception>
+
+#include "commands.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{"mixprec: mixed-precision neural-network training (bf16/f16 with fp32 master weights)"};
+  app.require_subcommand(1);
+  mixprec::tools::add_ops_command(app);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "mixprec: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}
