@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "core/convert_reference.h"
 #include "core/convert_test_util.h"
 #include "mixprec/core/convert.h"
 #include "mixprec/core/verbose.h"
@@ -21,99 +22,31 @@
 namespace mixprec {
 namespace {
 
-using test::conversion_caps;
-using test::IsaCapGuard;
+using namespace test;  // references, sample patterns and ISA helpers
 
-// ---------------------------------------------------------------------------------------------
-// Independent reference: value arithmetic in double, not the bit tricks of half.h.
-
-struct Format {
-  int mant_bits;  // stored mantissa bits
-  int emin;       // exponent of the smallest normal
-  int emax;       // exponent of the largest finite binade (= bias)
-};
-constexpr Format kBf16{7, -126, 127};
-constexpr Format kF16{10, -14, 15};
-
-double pow2(int k) {
-  static const std::array<double, 601> table = [] {
-    std::array<double, 601> t{};
-    for (int i = 0; i < 601; ++i) t[i] = std::ldexp(1.0, i - 300);
-    return t;
-  }();
-  return table[static_cast<std::size_t>(k + 300)];
-}
-
-std::uint16_t all_ones_exponent(const Format& f) {
-  return static_cast<std::uint16_t>(((1u << (15 - f.mant_bits)) - 1u) << f.mant_bits);
-}
-
-/// Rounds an fp32 pattern to the format: scale |x| so one spacing of the format is 1, round the
-/// integer significand half to even, and encode the rounded value from its frexp exponent.
-std::uint16_t reference_round(std::uint32_t bits, const Format& f) {
-  const float x = std::bit_cast<float>(bits);
-  const std::uint16_t sign = std::signbit(x) ? 0x8000 : 0;
-  const std::uint16_t inf = all_ones_exponent(f);
-  if (std::isnan(x)) {
-    // A quiet NaN keeping the leading payload bits (what x86, ARM and GPUs do; IEEE allows it).
-    const std::uint32_t payload = (bits & 0x7fffffu) >> (23 - f.mant_bits);
-    return static_cast<std::uint16_t>(sign | inf | (1u << (f.mant_bits - 1)) | payload);
+TEST(ConvertReference, IntegerAndDoubleReferencesAgree) {
+  const std::vector<std::uint32_t> patterns = sample_patterns();
+  for (const Format* f : {&kBf16, &kF16}) {
+    for (std::uint32_t b : patterns) {
+      ASSERT_EQ(reference_round(b, *f), reference_round_double(b, *f)) << hex(b);
+    }
   }
-  if (std::isinf(x)) return sign | inf;
-  const double a = std::fabs(static_cast<double>(x));
-  if (a == 0.0) return sign;
-  int e = 0;
-  std::frexp(a, &e);  // a in [2^(e-1), 2^e)
-  const int spacing = std::max(e - 1, f.emin) - f.mant_bits;
-  const double scaled = a * pow2(-spacing);  // exact
-  double n = std::floor(scaled);
-  const double rest = scaled - n;
-  if (rest > 0.5 || (rest == 0.5 && std::fmod(n, 2.0) == 1.0)) n += 1.0;
-  const double r = n * pow2(spacing);
-  if (r >= pow2(f.emax + 1)) return sign | inf;
-  if (r < pow2(f.emin)) return static_cast<std::uint16_t>(sign | static_cast<std::uint32_t>(n));
-  int e2 = 0;
-  const double m = std::frexp(r, &e2);  // r = m 2^e2, m in [0.5, 1)
-  const auto exponent = static_cast<std::uint32_t>(e2 - 1 + f.emax);
-  const auto mantissa = static_cast<std::uint32_t>((2.0 * m - 1.0) * pow2(f.mant_bits));
-  return static_cast<std::uint16_t>(sign | (exponent << f.mant_bits) | mantissa);
-}
-
-/// The value of a 16-bit pattern, from the IEEE formula (NaN for NaN patterns).
-double reference_decode(std::uint16_t h, const Format& f) {
-  const int exp_bits = 15 - f.mant_bits;
-  const int e = (h >> f.mant_bits) & ((1 << exp_bits) - 1);
-  const int m = h & ((1 << f.mant_bits) - 1);
-  const double s = (h & 0x8000) ? -1.0 : 1.0;
-  if (e == (1 << exp_bits) - 1) return m != 0 ? std::nan("") : s * INFINITY;
-  if (e == 0) return s * std::ldexp(m, f.emin - f.mant_bits);
-  return s * std::ldexp(m + (1 << f.mant_bits), e - f.emax - f.mant_bits);
-}
-
-bool is_nan16(std::uint16_t h, const Format& f) {
-  const std::uint16_t inf = all_ones_exponent(f);
-  return (h & inf) == inf && (h & ((1u << f.mant_bits) - 1u)) != 0;
-}
-
-std::uint32_t f32_bits(float v) { return std::bit_cast<std::uint32_t>(v); }
-float f32_from(std::uint32_t b) { return std::bit_cast<float>(b); }
-
-std::string hex(std::uint32_t v) {
-  std::ostringstream os;
-  os << "0x" << std::hex << v;
-  return os.str();
 }
 
 TEST(ConvertReference, AgreesWithHandPickedValues) {
-  // Guards the guard: if the reference itself were wrong, the sweep would prove nothing.
-  EXPECT_EQ(reference_round(f32_bits(1.0f), kF16), 0x3c00);
-  EXPECT_EQ(reference_round(f32_bits(65504.0f), kF16), 0x7bff);
-  EXPECT_EQ(reference_round(f32_bits(65520.0f), kF16), 0x7c00);
-  EXPECT_EQ(reference_round(f32_bits(0x1p-24f), kF16), 0x0001);
-  EXPECT_EQ(reference_round(f32_bits(-0x1.8p-24f), kF16), 0x8002);
-  EXPECT_EQ(reference_round(f32_bits(1.0f), kBf16), 0x3f80);
-  EXPECT_EQ(reference_round(0x00018000u, kBf16), 0x0002);
-  EXPECT_EQ(reference_round(0x7f7f8000u, kBf16), 0x7f80);
+  // Guards the guard: if the references were wrong, the sweep would prove nothing.
+  for (auto* round : {&reference_round, &reference_round_double}) {
+    EXPECT_EQ(round(f32_bits(1.0f), kF16), 0x3c00);
+    EXPECT_EQ(round(f32_bits(65504.0f), kF16), 0x7bff);
+    EXPECT_EQ(round(f32_bits(65520.0f), kF16), 0x7c00);
+    EXPECT_EQ(round(f32_bits(0x1p-24f), kF16), 0x0001);
+    EXPECT_EQ(round(f32_bits(-0x1.8p-24f), kF16), 0x8002);
+    EXPECT_EQ(round(f32_bits(0x1p-25f), kF16), 0x0000);
+    EXPECT_EQ(round(f32_bits(1.0f), kBf16), 0x3f80);
+    EXPECT_EQ(round(0x00018000u, kBf16), 0x0002);
+    EXPECT_EQ(round(0x7f7f8000u, kBf16), 0x7f80);
+    EXPECT_EQ(round(0x7f800001u, kBf16), 0x7fc0);
+  }
   EXPECT_EQ(reference_decode(0x7bff, kF16), 65504.0);
   EXPECT_EQ(reference_decode(0x0001, kF16), std::ldexp(1.0, -24));
   EXPECT_EQ(reference_decode(0x7f7f, kBf16), traits(DType::bf16).max);
@@ -123,8 +56,7 @@ TEST(ConvertReference, AgreesWithHandPickedValues) {
 // (1) Every 16-bit pattern: exact widening, and 16 -> 32 -> 16 gives the pattern back.
 
 template <class T>
-void check_all_16bit_patterns(const Format& f, std::uint16_t quiet_bit) {
-  const Format fmt = f;
+void check_all_16bit_patterns(const Format& fmt, std::uint16_t quiet_bit) {
   std::vector<T> all(65536);
   for (std::uint32_t h = 0; h < 65536; ++h) all[h] = T::from_bits(static_cast<std::uint16_t>(h));
   std::vector<float> wide_scalar(65536);
@@ -173,8 +105,9 @@ TEST(ConvertRoundTrip, EveryF16PatternWidensExactlyAndComesBack) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// (2) Every fp32 pattern (a sample under sanitizers) against the reference: scalar functions
-// and the bulk conversions at every ISA cap with a distinct kernel.
+// (2) Every fp32 pattern (a sample under sanitizers) against the reference: the scalar functions,
+// and the bulk conversions at every vector ISA cap. (The bulk path at Isa::scalar is a loop over
+// the scalar functions checked here; ConvertBulk covers that loop, its tails and threading.)
 
 struct SweepState {
   std::uint64_t checked = 0;
@@ -182,92 +115,117 @@ struct SweepState {
   std::string first;
 };
 
-void check_patterns(const std::uint32_t* patterns, std::size_t n, SweepState& state) {
-  const std::vector<Isa> caps = conversion_caps();
-  std::vector<float> src(n);
-  std::memcpy(src.data(), patterns, n * sizeof(float));
-  std::vector<std::vector<bfloat16>> to_bf16(caps.size(), std::vector<bfloat16>(n));
-  std::vector<std::vector<float16>> to_f16(caps.size(), std::vector<float16>(n));
+std::vector<Isa> vector_caps() {
+  std::vector<Isa> caps = conversion_caps();
+  caps.erase(caps.begin());  // Isa::scalar
+  return caps;
+}
+
+/// Inputs and bulk outputs of one batch, reused from batch to batch: element i of a batch of
+/// n magnitudes is the positive pattern, element n + i the same pattern negated.
+struct SweepBuffers {
+  std::vector<Isa> caps = vector_caps();
+  std::vector<float> src;
+  std::vector<std::vector<bfloat16>> to_bf16;
+  std::vector<std::vector<float16>> to_f16;
+  explicit SweepBuffers(std::size_t n)
+      : src(2 * n), to_bf16(caps.size(), std::vector<bfloat16>(2 * n)),
+        to_f16(caps.size(), std::vector<float16>(2 * n)) {}
+};
+
+/// Checks the fp32 patterns m and m | sign for each magnitude pattern m in [0, n). The
+/// reference takes the sign bit straight through, so it is computed once per magnitude.
+void check_magnitudes(const std::uint32_t* magnitudes, std::size_t n, SweepBuffers& buffers,
+                      SweepState& state) {
+  const std::vector<Isa>& caps = buffers.caps;
+  float* src = buffers.src.data();
+#pragma omp parallel for schedule(static)
+  for (std::int64_t k = 0; k < static_cast<std::int64_t>(n); ++k) {
+    const auto i = static_cast<std::size_t>(k);
+    src[i] = f32_from(magnitudes[i] & 0x7fffffffu);
+    src[n + i] = f32_from(magnitudes[i] | 0x80000000u);
+  }
   {
     IsaCapGuard guard;
     for (std::size_t c = 0; c < caps.size(); ++c) {
       set_max_isa(caps[c]);
-      convert_f32_to_bf16(src.data(), to_bf16[c].data(), n);
-      convert_f32_to_f16(src.data(), to_f16[c].data(), n);
+      convert_f32_to_bf16(src, buffers.to_bf16[c].data(), 2 * n);
+      convert_f32_to_f16(src, buffers.to_f16[c].data(), 2 * n);
     }
   }
+  // Plain local pointers, so the hot loop does not reload them through the vectors.
+  constexpr std::size_t kMaxCaps = 2;  // avx512, avx512_bf16
+  ASSERT_LE(caps.size(), kMaxCaps);
+  const std::size_t num_caps = caps.size();
+  const float* x = src;
+  const bfloat16* bulk_bf16[kMaxCaps] = {};
+  const float16* bulk_f16[kMaxCaps] = {};
+  for (std::size_t c = 0; c < num_caps; ++c) {
+    bulk_bf16[c] = buffers.to_bf16[c].data();
+    bulk_f16[c] = buffers.to_f16[c].data();
+  }
+  // Bit 0/1: scalar bf16/f16 wrong; bits 2c+2 / 2c+3: bulk bf16/f16 at caps[c] wrong.
+  const auto failures = [=](std::size_t j, std::uint16_t want_bf16, std::uint16_t want_f16) {
+    unsigned failed = (f32_to_bf16_bits(x[j]) != want_bf16 ? 1u : 0u) |
+                      (f32_to_f16_bits(x[j]) != want_f16 ? 2u : 0u);
+    for (std::size_t c = 0; c < num_caps; ++c) {
+      failed |= (bulk_bf16[c][j].bits != want_bf16 ? 4u : 0u) << (2 * c);
+      failed |= (bulk_f16[c][j].bits != want_f16 ? 8u : 0u) << (2 * c);
+    }
+    return failed;
+  };
+  const auto report = [&](std::size_t j, std::uint16_t want_bf16, std::uint16_t want_f16,
+                          unsigned failed) {
+    std::string what;
+    if (failed & 1u) what += " scalar-bf16";
+    if (failed & 2u) what += " scalar-f16";
+    for (std::size_t c = 0; c < caps.size(); ++c) {
+      if (failed & (4u << (2 * c))) what += std::string(" bulk-bf16@") + name(caps[c]);
+      if (failed & (8u << (2 * c))) what += std::string(" bulk-f16@") + name(caps[c]);
+    }
+    return hex(f32_bits(src[j])) + " (want bf16 " + hex(want_bf16) + ", f16 " + hex(want_f16) +
+           "):" + what;
+  };
   std::uint64_t bad = 0;
   const auto count = static_cast<std::int64_t>(n);
 #pragma omp parallel for schedule(static) reduction(+ : bad)
-  for (std::int64_t i = 0; i < count; ++i) {
-    const std::uint16_t want_bf16 = reference_round(patterns[i], kBf16);
-    const std::uint16_t want_f16 = reference_round(patterns[i], kF16);
-    std::string what;
-    if (f32_to_bf16_bits(src[i]) != want_bf16) what += " scalar-bf16";
-    if (f32_to_f16_bits(src[i]) != want_f16) what += " scalar-f16";
-    for (std::size_t c = 0; c < caps.size(); ++c) {
-      if (to_bf16[c][i].bits != want_bf16) what += std::string(" bulk-bf16@") + name(caps[c]);
-      if (to_f16[c][i].bits != want_f16) what += std::string(" bulk-f16@") + name(caps[c]);
-    }
-    if (!what.empty()) {
-      ++bad;
+  for (std::int64_t k = 0; k < count; ++k) {
+    const auto i = static_cast<std::size_t>(k);
+    const std::uint16_t want_bf16 = reference_round(magnitudes[i] & 0x7fffffffu, kBf16);
+    const std::uint16_t want_f16 = reference_round(magnitudes[i] & 0x7fffffffu, kF16);
+    const unsigned pos = failures(i, want_bf16, want_f16);
+    const unsigned neg = failures(n + i, want_bf16 | 0x8000, want_f16 | 0x8000);
+    if ((pos | neg) != 0) [[unlikely]] {
+      bad += (pos != 0) + (neg != 0);
 #pragma omp critical(convert_sweep_first)
       if (state.first.empty()) {
-        state.first = hex(patterns[i]) + " (want bf16 " + hex(want_bf16) + ", f16 " +
-                      hex(want_f16) + "):" + what;
+        state.first = pos != 0 ? report(i, want_bf16, want_f16, pos)
+                               : report(n + i, want_bf16 | 0x8000, want_f16 | 0x8000, neg);
       }
     }
   }
   state.mismatches += bad;
-  state.checked += n;
+  state.checked += 2 * n;
 }
-
-#ifdef MIXPREC_SANITIZER_BUILD
-/// Every 4099th pattern, the specials, and each 16-bit value of both formats with its
-/// neighbours and the ties around it (covers max, min normal, min subnormal and overflow).
-std::vector<std::uint32_t> sample_patterns() {
-  std::vector<std::uint32_t> p;
-  for (std::uint64_t b = 0; b < (std::uint64_t{1} << 32); b += 4099) p.push_back(static_cast<std::uint32_t>(b));
-  for (std::uint32_t s : {0x0u, 0x1u, 0x7fffffu, 0x800000u, 0x7f7fffffu, 0x7f800000u, 0x7f800001u,
-                          0x7fbfffffu, 0x7fc00000u, 0x7fffffffu, 0x00008000u, 0x00018000u}) {
-    p.push_back(s);
-    p.push_back(s | 0x80000000u);
-  }
-  for (const Format* f : {&kBf16, &kF16}) {
-    for (std::uint32_t h = 0; h < 0x8000; ++h) {
-      const double v = reference_decode(static_cast<std::uint16_t>(h), *f);
-      const double next = reference_decode(static_cast<std::uint16_t>(h + 1), *f);
-      if (std::isnan(v) || std::isinf(v)) continue;
-      const double tie = std::isinf(next) ? v + (v - reference_decode(static_cast<std::uint16_t>(h - 1), *f)) / 2
-                                          : (v + next) / 2;
-      for (double point : {v, tie}) {
-        if (point > std::numeric_limits<float>::max()) continue;  // bf16 max's tie is 2^128 - 2^119: fine
-        const std::uint32_t b = f32_bits(static_cast<float>(point));
-        for (std::uint32_t d : {b - 1, b, b + 1}) {
-          p.push_back(d & 0x7fffffffu);
-          p.push_back(d | 0x80000000u);
-        }
-      }
-    }
-  }
-  return p;
-}
-#endif
 
 TEST(ConvertExhaustive, EveryF32PatternMatchesReferenceOnEveryPath) {
   SweepState state;
-  constexpr std::size_t kBatch = std::size_t{1} << 20;
+  constexpr std::size_t kBatch = std::size_t{1} << 21;  // few, large parallel regions
+  SweepBuffers buffers(kBatch);
 #ifdef MIXPREC_SANITIZER_BUILD
-  const std::vector<std::uint32_t> all = sample_patterns();
-  for (std::size_t i = 0; i < all.size(); i += kBatch) {
-    check_patterns(all.data() + i, std::min(kBatch, all.size() - i), state);
+  const std::vector<std::uint32_t> sample = sample_patterns();  // both signs: checked twice
+  for (std::size_t i = 0; i < sample.size(); i += kBatch) {
+    check_magnitudes(sample.data() + i, std::min(kBatch, sample.size() - i), buffers, state);
   }
-  EXPECT_GT(state.checked, 1000000u);
+  EXPECT_GT(state.checked, 2000000u);
 #else
   std::vector<std::uint32_t> batch(kBatch);
-  for (std::uint64_t start = 0; start < (std::uint64_t{1} << 32); start += kBatch) {
-    for (std::size_t i = 0; i < kBatch; ++i) batch[i] = static_cast<std::uint32_t>(start + i);
-    check_patterns(batch.data(), kBatch, state);
+  for (std::uint64_t start = 0; start < (std::uint64_t{1} << 31); start += kBatch) {
+#pragma omp parallel for schedule(static)
+    for (std::int64_t i = 0; i < static_cast<std::int64_t>(kBatch); ++i) {
+      batch[static_cast<std::size_t>(i)] = static_cast<std::uint32_t>(start + std::uint64_t(i));
+    }
+    check_magnitudes(batch.data(), kBatch, buffers, state);
   }
   EXPECT_EQ(state.checked, std::uint64_t{1} << 32);
 #endif
@@ -371,7 +329,7 @@ TEST(ConvertBulk, EveryPairAtEveryCapMatchesScalarForOddLengths) {
   IsaCapGuard guard;
   constexpr std::uint16_t kSentinel = 0xdead;
   for (std::size_t n : {0u, 1u, 15u, 17u, 33u, 1000003u}) {
-    const std::vector<std::uint32_t> raw = random_f32_patterns(n + 1, static_cast<std::uint32_t>(n));
+    const auto raw = random_f32_patterns(n + 1, static_cast<std::uint32_t>(n));
     // Element 1 onwards: every source and destination is off a 64-byte boundary.
     std::vector<float> f32(n + 1);
     std::memcpy(f32.data(), raw.data(), raw.size() * 4);

@@ -31,7 +31,8 @@ TEST(Philox, MatchesRandom123KnownAnswers) {
 }
 
 TEST(Philox, StreamLayout) {
-  // block(seed, c) = raw({c lo, c hi, 0, 0}, {seed lo, seed hi}); element i = word i%4 of block i/4.
+  // block(seed, c) = raw({c lo, c hi, 0, 0}, {seed lo, seed hi});
+  // element i = word i % 4 of block i / 4.
   const std::uint64_t seed = 0x0123456789abcdefull;
   const std::uint64_t counter = 0xfedcba9876543210ull;
   EXPECT_EQ(Philox::block(seed, counter),

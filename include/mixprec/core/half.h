@@ -17,7 +17,8 @@ constexpr std::uint16_t f32_to_bf16_bits(float value) noexcept {
   return static_cast<std::uint16_t>(x >> 16);
 }
 
-/// Widens a bf16 bit pattern to fp32 exactly.
+/// Widens a bf16 bit pattern to fp32 exactly: a pure 16-bit shift, so even a signalling NaN
+/// passes unchanged (no x86 or GPU bf16 widening quiets it either).
 constexpr float bf16_bits_to_f32(std::uint16_t bits) noexcept {
   return std::bit_cast<float>(static_cast<std::uint32_t>(bits) << 16);
 }
@@ -52,12 +53,17 @@ constexpr std::uint16_t f32_to_f16_bits(float value) noexcept {
   return static_cast<std::uint16_t>(sign | h);
 }
 
-/// Widens an IEEE binary16 bit pattern to fp32 exactly (subnormals become normal fp32 values).
+/// Widens an IEEE binary16 bit pattern to fp32 exactly (subnormals become normal fp32 values);
+/// a NaN keeps its sign and payload and comes out quiet, as IEEE 754 and F16C vcvtph2ps do.
 constexpr float f16_bits_to_f32(std::uint16_t bits) noexcept {
   const std::uint32_t sign = static_cast<std::uint32_t>(bits & 0x8000u) << 16;
   const std::uint32_t exp = (bits >> 10) & 0x1fu;
   std::uint32_t mant = bits & 0x3ffu;
-  if (exp == 0x1fu) return std::bit_cast<float>(sign | 0x7f800000u | (mant << 13));
+  if (exp == 0x1fu) {
+    // Inf, or NaN: a signalling NaN gets the fp32 quiet bit (matches vcvtph2ps bit for bit).
+    const std::uint32_t quiet = mant != 0 ? 0x00400000u : 0u;
+    return std::bit_cast<float>(sign | 0x7f800000u | quiet | (mant << 13));
+  }
   if (exp != 0) return std::bit_cast<float>(sign | ((exp + 112u) << 23) | (mant << 13));
   if (mant == 0) return std::bit_cast<float>(sign);
   // Normalise a subnormal: shift the leading one into the implicit position.
