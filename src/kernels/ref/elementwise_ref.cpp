@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "kernels/elementwise.h"
+#include "kernels/ref/nan_minmax.h"
 
 namespace mixprec::kernels::ref {
 namespace {
@@ -37,19 +38,6 @@ void with_unary(UnaryOp op, Fn&& fn) {
   MIXPREC_ASSERT(false);
 }
 
-/// NaN-propagating max/min: a NaN a wins, then a NaN b, else the larger (smaller); on a tie
-/// (-0 vs +0) b. The vector code makes exactly the same choices.
-inline float maximum(float a, float b) {
-  if (a != a) return a;
-  if (b != b) return b;
-  return a > b ? a : b;
-}
-inline float minimum(float a, float b) {
-  if (a != a) return a;
-  if (b != b) return b;
-  return a < b ? a : b;
-}
-
 template <class Fn>
 void with_binary(BinaryOp op, Fn&& fn) {
   switch (op) {
@@ -57,8 +45,8 @@ void with_binary(BinaryOp op, Fn&& fn) {
     case BinaryOp::sub: return fn([](float a, float b) { return a - b; });
     case BinaryOp::mul: return fn([](float a, float b) { return a * b; });
     case BinaryOp::div: return fn([](float a, float b) { return a / b; });
-    case BinaryOp::maximum: return fn([](float a, float b) { return maximum(a, b); });
-    case BinaryOp::minimum: return fn([](float a, float b) { return minimum(a, b); });
+    case BinaryOp::maximum: return fn([](float a, float b) { return nan_max(a, b); });
+    case BinaryOp::minimum: return fn([](float a, float b) { return nan_min(a, b); });
   }
   MIXPREC_ASSERT(false);
 }

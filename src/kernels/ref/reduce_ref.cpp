@@ -3,20 +3,10 @@
 #include <cmath>
 
 #include "kernels/reduce.h"
+#include "kernels/ref/nan_minmax.h"
 
 namespace mixprec::kernels::ref {
 namespace {
-
-inline float nan_max(float a, float b) {
-  if (a != a) return a;
-  if (b != b) return b;
-  return a > b ? a : b;
-}
-inline float nan_min(float a, float b) {
-  if (a != a) return a;
-  if (b != b) return b;
-  return a < b ? a : b;
-}
 
 /// Calls fn(init, step, finish): acc = init; acc = step(acc, x) for each x; out = finish(acc).
 template <class Fn>
