@@ -187,37 +187,38 @@ void stochastic_scalar(const float* src, Bits* dst, std::size_t n, std::uint64_t
   }
 }
 
-// A lambda rather than a function pointer: its own type makes the template inline the rounding.
+// Lambdas rather than function pointers: their own types make the template inline the rounding.
 constexpr auto round_bf16_stochastic = [](float value, std::uint32_t random) {
   return bf16_stochastic(value, random);
 };
-
-void f32_to_bf16_stochastic_run(const float* src, Bits* dst, std::size_t n, std::uint64_t seed,
-                                std::uint64_t offset, Isa isa) {
-  if (isa < Isa::avx512) {
-    stochastic_scalar(src, dst, n, seed, offset, round_bf16_stochastic);
-    return;
-  }
-  // The vector kernel starts on a Philox block boundary; up to 3 leading elements are scalar.
-  const std::size_t head = std::min<std::size_t>(n, (4 - offset % 4) % 4);
-  stochastic_scalar(src, dst, head, seed, offset, round_bf16_stochastic);
-  detail::f32_to_bf16_stochastic_avx512(src + head, dst + head, n - head, seed, offset + head);
-}
-
-// A lambda rather than a function pointer: its own type makes the template inline the rounding.
 constexpr auto round_f16_stochastic = [](float value, std::uint32_t random) {
   return f16_stochastic(value, random);
 };
 
-void f32_to_f16_stochastic_run(const float* src, Bits* dst, std::size_t n, std::uint64_t seed,
-                               std::uint64_t offset, Isa isa) {
+/// Stochastic rounding of src[0, n): scalar below AVX-512, else the vector kernel, which starts
+/// on a Philox block boundary (up to 3 leading elements are rounded by the scalar path).
+template <class Round, class VectorKernel>
+void stochastic_run(const float* src, Bits* dst, std::size_t n, std::uint64_t seed,
+                    std::uint64_t offset, Isa isa, Round round, VectorKernel vector_kernel) {
   if (isa < Isa::avx512) {
-    stochastic_scalar(src, dst, n, seed, offset, round_f16_stochastic);
+    stochastic_scalar(src, dst, n, seed, offset, round);
     return;
   }
   const std::size_t head = std::min<std::size_t>(n, (4 - offset % 4) % 4);
-  stochastic_scalar(src, dst, head, seed, offset, round_f16_stochastic);
-  detail::f32_to_f16_stochastic_avx512(src + head, dst + head, n - head, seed, offset + head);
+  stochastic_scalar(src, dst, head, seed, offset, round);
+  vector_kernel(src + head, dst + head, n - head, seed, offset + head);
+}
+
+void f32_to_bf16_stochastic_run(const float* src, Bits* dst, std::size_t n, std::uint64_t seed,
+                                std::uint64_t offset, Isa isa) {
+  stochastic_run(src, dst, n, seed, offset, isa, round_bf16_stochastic,
+                 detail::f32_to_bf16_stochastic_avx512);
+}
+
+void f32_to_f16_stochastic_run(const float* src, Bits* dst, std::size_t n, std::uint64_t seed,
+                               std::uint64_t offset, Isa isa) {
+  stochastic_run(src, dst, n, seed, offset, isa, round_f16_stochastic,
+                 detail::f32_to_f16_stochastic_avx512);
 }
 
 // ---- whole arrays ----
