@@ -11,11 +11,12 @@ constexpr CastPolicy P = CastPolicy::promote;
 constexpr CastPolicy T = CastPolicy::pass_through;
 }  // namespace
 
-const std::array<OpPolicy, 37> kOpPolicyTable{{
+const std::array<OpPolicy, 42> kOpPolicyTable{{
     {OpKind::matmul, "matmul", L, "GEMM: 16-bit products, fp32 accumulation"},
     {OpKind::bmm, "bmm", L, "batched GEMM"},
     {OpKind::linear, "linear", L, "GEMM plus bias"},
     {OpKind::addmm, "addmm", L, "GEMM plus a matrix"},
+    {OpKind::conv2d, "conv2d", L, "convolution: a GEMM in disguise, fp32 accumulation"},
     {OpKind::softmax, "softmax", F, "exponentials overflow f16 and sums lose bits"},
     {OpKind::log_softmax, "log_softmax", F, "log-sum-exp needs range and precision"},
     {OpKind::cross_entropy, "cross_entropy", F, "losses are always fp32"},
@@ -29,6 +30,7 @@ const std::array<OpPolicy, 37> kOpPolicyTable{{
     {OpKind::mean, "mean", F, "statistics are kept in fp32"},
     {OpKind::norm, "norm", F, "squares overflow f16"},
     {OpKind::cumsum, "cumsum", F, "running sums stop growing in 16 bits"},
+    {OpKind::layer_norm, "layer_norm", F, "mean and variance of a row need fp32"},
     {OpKind::add, "add", P, "combine dtypes in the widest"},
     {OpKind::sub, "sub", P, "combine dtypes in the widest"},
     {OpKind::mul, "mul", P, "combine dtypes in the widest"},
@@ -49,6 +51,9 @@ const std::array<OpPolicy, 37> kOpPolicyTable{{
     {OpKind::affine, "affine", T, "scale and shift; follows its input"},
     {OpKind::amax, "amax", T, "exact in any dtype"},
     {OpKind::dropout, "dropout", T, "masking; follows its input"},
+    {OpKind::batch_norm, "batch_norm", T, "statistics in fp32 inside; output follows its input"},
+    {OpKind::max_pool2d, "max_pool2d", T, "selects values: exact in any dtype"},
+    {OpKind::avg_pool2d, "avg_pool2d", T, "sums in fp32 inside; output follows its input"},
 }};
 
 const OpPolicy& policy_row(OpKind op) {

@@ -65,7 +65,7 @@ PrecisionPolicy PrecisionPolicy::for_mode(PrecisionMode mode, bool keep_norm_fp3
     case PrecisionMode::pure_bf16_sr:
       p.dtypes = {DType::bf16, DType::bf16, DType::f32};
       if (keep_norm_fp32) {
-        for (const char* type : {"type:BatchNorm2d", "type:LayerNorm"}) {
+        for (const char* type : {"type:BatchNorm1d", "type:BatchNorm2d", "type:LayerNorm"}) {
           p.overrides[type] = {DType::f32, DType::f32, DType::f32};
         }
       }

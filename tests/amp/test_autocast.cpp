@@ -54,6 +54,14 @@ std::map<OpKind, Fn> op_runners() {
       {OpKind::affine, [](const Tensor& x) { return affine(x, 2.0f, 1.0f); }},
       {OpKind::amax, [](const Tensor& x) { return amax(x, 1); }},
       {OpKind::dropout, [](const Tensor& x) { return dropout(x, 0.5f, true, 1); }},
+      {OpKind::conv2d, [](const Tensor& x) { return conv2d(x.reshape({2, 1, 4, 4}), Tensor::ones({2, 1, 3, 3})); }},
+      {OpKind::layer_norm, [](const Tensor& x) { return layer_norm(x, 1, Tensor(), Tensor()); }},
+      {OpKind::batch_norm, [](const Tensor& x) {
+         Tensor mean = Tensor::zeros({4}), var = Tensor::ones({4});
+         return batch_norm(x.reshape({2, 4, 4}), mean, var, Tensor(), Tensor(), true);
+       }},
+      {OpKind::max_pool2d, [](const Tensor& x) { return max_pool2d(x.reshape({2, 1, 4, 4}), 2); }},
+      {OpKind::avg_pool2d, [](const Tensor& x) { return avg_pool2d(x.reshape({2, 1, 4, 4}), 2); }},
   };
 }
 

@@ -6,5 +6,11 @@ namespace mixprec::tools {
 
 /// `mixprec ops`: prints the autocast policy table.
 void add_ops_command(CLI::App& app);
+/// `mixprec train`: trains a built-in model with checkpoints and a JSONL log.
+void add_train_command(CLI::App& app);
+/// `mixprec eval`: evaluates a checkpoint.
+void add_eval_command(CLI::App& app);
+/// `mixprec parity`: one model under several precisions, side by side, with a verdict.
+void add_parity_command(CLI::App& app);
 
 }  // namespace mixprec::tools

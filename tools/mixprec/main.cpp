@@ -9,6 +9,9 @@
 int main(int argc, char** argv) {
   CLI::App app{"mixprec: mixed-precision neural-network training (bf16/f16 with fp32 master weights)"};
   app.require_subcommand(1);
+  mixprec::tools::add_train_command(app);
+  mixprec::tools::add_eval_command(app);
+  mixprec::tools::add_parity_command(app);
   mixprec::tools::add_ops_command(app);
   try {
     app.parse(argc, argv);

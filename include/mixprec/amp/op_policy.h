@@ -12,14 +12,14 @@ namespace mixprec::amp {
 /// Every op that consults the autocast policy.
 enum class OpKind : std::uint8_t {
   // lower precision: GEMM-bound, where 16-bit inputs pay off and fp32 accumulation keeps accuracy
-  matmul, bmm, linear, addmm,
+  matmul, bmm, linear, addmm, conv2d,
   // fp32: range- or accumulation-sensitive
   softmax, log_softmax, cross_entropy, mse_loss, exp, log, pow, reciprocal, rsqrt, sum, mean,
-  norm, cumsum,
+  norm, cumsum, layer_norm,
   // promote: combine inputs of different dtypes in the widest one
   add, sub, mul, div, maximum, minimum, cat, stack, where,
   // pass-through: run in whatever dtype the input has
-  neg, abs, sqrt, square, relu, gelu, tanh, sigmoid, affine, amax, dropout,
+  neg, abs, sqrt, square, relu, gelu, tanh, sigmoid, affine, amax, dropout, batch_norm, max_pool2d, avg_pool2d,
 };
 
 /// What autocast does with an op's floating-point inputs.
@@ -39,7 +39,7 @@ struct OpPolicy {
 };
 
 /// The table, indexed by static_cast<size_t>(OpKind).
-extern const std::array<OpPolicy, 37> kOpPolicyTable;
+extern const std::array<OpPolicy, 42> kOpPolicyTable;
 
 /// The row of an op.
 const OpPolicy& policy_row(OpKind op);

@@ -1,0 +1,143 @@
+// kernels::conv2d* at the Fashion-MNIST CNN's shapes (N=128, 3x3 pad 1: 1->32 at 28x28 and
+// 32->64 at 14x14), forward, backward data and backward weights, for every route and layout:
+// f32 (plain NCHW and blocked), bf16 native (oneDNN's bf16 kernels) and bf16 widened to f32,
+// and f16 (always widened); plus the pooling kernels at the CNN's sizes.
+// Run: OMP_NUM_THREADS=2 bench_conv --benchmark_min_time=0.5
+#include <benchmark/benchmark.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "kernels/conv.h"
+#include "mixprec/core/half.h"
+
+namespace {
+
+using mixprec::DType;
+namespace k = mixprec::kernels;
+
+struct Layer {
+  const char* name;
+  std::int64_t c, o, hw;
+};
+const Layer kLayers[] = {{"L1_1to32_28", 1, 32, 28}, {"L2_32to64_14", 32, 64, 14}};
+
+enum class Pass { fwd, bwd_data, bwd_weights };
+
+struct Variant {
+  const char* name;
+  DType dtype;
+  k::ConvBf16Route route;
+  k::ConvLayout layout;
+};
+// "auto" is what the library does by default (layout per pass and shape; bf16 widened unless
+// the CPU has avx512_bf16); the others force one layout or route to compare against.
+const Variant kVariants[] = {
+    {"f32_auto", DType::f32, k::ConvBf16Route::automatic, k::ConvLayout::automatic},
+    {"f32_plain", DType::f32, k::ConvBf16Route::automatic, k::ConvLayout::plain},
+    {"f32_blocked", DType::f32, k::ConvBf16Route::automatic, k::ConvLayout::blocked},
+    {"bf16_auto", DType::bf16, k::ConvBf16Route::automatic, k::ConvLayout::automatic},
+    {"bf16_native_auto", DType::bf16, k::ConvBf16Route::native, k::ConvLayout::automatic},
+    {"bf16_native_plain", DType::bf16, k::ConvBf16Route::native, k::ConvLayout::plain},
+    {"bf16_widened_auto", DType::bf16, k::ConvBf16Route::widen, k::ConvLayout::automatic},
+    {"f16_auto", DType::f16, k::ConvBf16Route::automatic, k::ConvLayout::automatic},
+};
+
+std::vector<std::byte> fill(std::size_t n, DType t, std::uint32_t seed) {
+  std::vector<std::byte> v(n * mixprec::size_of(t));
+  std::uint32_t x = seed * 2654435761u;
+  for (std::size_t i = 0; i < n; ++i) {
+    x = x * 1664525u + 1013904223u;
+    const float f = (static_cast<float>(x >> 8) / 16777216.0f - 0.5f) * 0.5f;
+    if (t == DType::f32) {
+      std::memcpy(v.data() + 4 * i, &f, 4);
+    } else {
+      const std::uint16_t bits =
+          t == DType::bf16 ? mixprec::f32_to_bf16_bits(f) : mixprec::f32_to_f16_bits(f);
+      std::memcpy(v.data() + 2 * i, &bits, 2);
+    }
+  }
+  return v;
+}
+
+void run_conv(benchmark::State& state, Layer layer, Variant var, Pass pass) {
+  k::Conv2dDesc d;
+  d.n = 128, d.c = layer.c, d.h = layer.hw, d.w = layer.hw, d.o = layer.o, d.kh = 3, d.kw = 3;
+  d.stride = 1, d.padding = 1;
+  d.dtype = var.dtype;
+  d.has_bias = pass != Pass::bwd_data;
+  d.bias_dtype = DType::f32;
+  const auto nx = static_cast<std::size_t>(d.n * d.c * d.h * d.w);
+  const auto nw = static_cast<std::size_t>(d.o * d.c * 9);
+  const auto ny = static_cast<std::size_t>(d.n * d.o * d.out_h() * d.out_w());
+  std::vector<std::byte> x = fill(nx, d.dtype, 1), w = fill(nw, d.dtype, 2);
+  std::vector<std::byte> y = fill(ny, d.dtype, 3), b = fill(static_cast<std::size_t>(d.o), DType::f32, 4);
+  const auto prev_route = k::set_conv_bf16_route(var.route);
+  const auto prev_layout = k::set_conv_layout(var.layout);
+  for (auto _ : state) {
+    switch (pass) {
+      case Pass::fwd: k::conv2d(d, x.data(), w.data(), b.data(), y.data()); break;
+      case Pass::bwd_data: k::conv2d_backward_data(d, y.data(), w.data(), x.data()); break;
+      case Pass::bwd_weights:
+        k::conv2d_backward_weights(d, x.data(), y.data(), w.data(), b.data());
+        break;
+    }
+    benchmark::ClobberMemory();
+  }
+  k::set_conv_bf16_route(prev_route);
+  k::set_conv_layout(prev_layout);
+  const double flops = 2.0 * static_cast<double>(ny) * static_cast<double>(d.c * 9);
+  state.counters["GFLOPS"] =
+      benchmark::Counter(flops * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
+}
+
+void run_pool(benchmark::State& state, bool max, bool backward, DType t) {
+  k::Pool2dDesc d;
+  d.n = 128, d.c = 32, d.h = 28, d.w = 28, d.kernel = 2, d.stride = 2, d.dtype = t;
+  const auto nx = static_cast<std::size_t>(d.n * d.c * d.h * d.w);
+  const auto ny = static_cast<std::size_t>(d.n * d.c * d.out_h() * d.out_w());
+  std::vector<std::byte> x = fill(nx, t, 5), y = fill(ny, t, 6);
+  std::vector<std::int32_t> am(ny);
+  k::max_pool2d(d, x.data(), y.data(), am.data());
+  for (auto _ : state) {
+    if (max && !backward) k::max_pool2d(d, x.data(), y.data(), am.data());
+    if (max && backward) k::max_pool2d_backward(d, y.data(), am.data(), x.data());
+    if (!max && !backward) k::avg_pool2d(d, x.data(), y.data());
+    if (!max && backward) k::avg_pool2d_backward(d, y.data(), x.data());
+    benchmark::ClobberMemory();
+  }
+}
+
+const int kRegistered = [] {
+  const std::pair<Pass, const char*> passes[] = {
+      {Pass::fwd, "fwd"}, {Pass::bwd_data, "bwd_data"}, {Pass::bwd_weights, "bwd_weights"}};
+  for (const Layer& l : kLayers) {
+    for (const auto& [pass, pname] : passes) {
+      for (const Variant& v : kVariants) {
+        const std::string name = std::string("conv/") + l.name + "/" + pname + "/" + v.name;
+        benchmark::RegisterBenchmark(name.c_str(), run_conv, l, v, pass)
+            ->Unit(benchmark::kMillisecond)
+            ->UseRealTime();
+      }
+    }
+  }
+  for (DType t : {DType::f32, DType::bf16}) {
+    for (bool max : {true, false}) {
+      for (bool bwd : {false, true}) {
+        const std::string name = std::string("pool/128x32x28x28/") + (max ? "max" : "avg") +
+                                 (bwd ? "_bwd/" : "_fwd/") + mixprec::name(t);
+        benchmark::RegisterBenchmark(name.c_str(), run_pool, max, bwd, t)
+            ->Unit(benchmark::kMillisecond)
+            ->UseRealTime();
+      }
+    }
+  }
+  return 0;
+}();
+
+}  // namespace
+
+BENCHMARK_MAIN();

@@ -1,0 +1,78 @@
+// Batch norm forward + backward (training mode, affine) at the Fashion-MNIST CNN's shapes:
+// the kernels alone, and the op with autograd (allocation and running-stat update included).
+//   OMP_NUM_THREADS=1 ./bench_norm ; OMP_NUM_THREADS=2 ./bench_norm
+#include <benchmark/benchmark.h>
+
+#include <vector>
+
+#include "kernels/norm.h"
+#include "mixprec/mixprec.h"
+#include "mixprec/ops/normalization.h"
+
+namespace {
+
+using mixprec::DType;
+using mixprec::Tensor;
+
+DType dtype_arg(std::int64_t v) { return v == 0 ? DType::f32 : DType::bf16; }
+
+void set_label(benchmark::State& state, DType dt, std::int64_t numel) {
+  state.SetLabel(mixprec::name(dt));
+  // Bytes touched once per step: forward reads x, writes y; backward reads x and dy, writes dx.
+  state.SetBytesProcessed(state.iterations() * numel * 5 *
+                          static_cast<std::int64_t>(mixprec::size_of(dt)));
+}
+
+void BM_BatchNormKernels(benchmark::State& state) {
+  const DType dt = dtype_arg(state.range(0));
+  const mixprec::kernels::BatchNormDims d{128, state.range(1), state.range(2) * state.range(2)};
+  const Tensor x = Tensor::randn({d.n, d.c, d.s}, 1, dt);
+  const Tensor dy = Tensor::randn({d.n, d.c, d.s}, 2, dt);
+  Tensor y = Tensor::empty(x.shape(), dt), dx = Tensor::empty(x.shape(), dt);
+  const auto c = static_cast<std::size_t>(d.c);
+  std::vector<float> w(c, 1.0f), b(c, 0.0f), mean(c), var(c), dw(c), db(c);
+  for (auto _ : state) {
+    mixprec::kernels::batch_norm_forward(x.data_ptr(), dt, d, w.data(), b.data(), 1e-5f, true,
+                                         mean.data(), var.data(), y.data_ptr(), dt);
+    mixprec::kernels::batch_norm_backward(x.data_ptr(), dt, dy.data_ptr(), dt, d, mean.data(),
+                                          var.data(), 1e-5f, w.data(), true, dx.data_ptr(), dt,
+                                          dw.data(), db.data());
+    benchmark::DoNotOptimize(dx.data_ptr());
+  }
+  set_label(state, dt, x.numel());
+}
+
+void BM_BatchNormOp(benchmark::State& state) {
+  const DType dt = dtype_arg(state.range(0));
+  const std::int64_t c = state.range(1), hw = state.range(2);
+  Tensor x = Tensor::randn({128, c, hw, hw}, 1, dt);
+  x.set_requires_grad(true);
+  Tensor w = Tensor::ones({c}), b = Tensor::zeros({c});
+  w.set_requires_grad(true);
+  b.set_requires_grad(true);
+  Tensor rm = Tensor::zeros({c}), rv = Tensor::ones({c});
+  const Tensor dy = Tensor::randn(x.shape(), 2, dt);
+  for (auto _ : state) {
+    const Tensor y = mixprec::batch_norm(x, rm, rv, w, b, true);
+    y.backward(dy);
+    x.set_grad(Tensor());
+    w.set_grad(Tensor());
+    b.set_grad(Tensor());
+  }
+  set_label(state, dt, x.numel());
+}
+
+void shapes(benchmark::internal::Benchmark* bm) {
+  for (std::int64_t dt : {0, 1}) {
+    bm->Args({dt, 32, 28});
+    bm->Args({dt, 64, 14});
+  }
+  bm->ArgNames({"bf16", "C", "HW"})->Unit(benchmark::kMicrosecond)->UseRealTime();
+}
+
+BENCHMARK(BM_BatchNormKernels)->Apply(shapes);
+BENCHMARK(BM_BatchNormOp)->Apply(shapes);
+
+}  // namespace
+
+BENCHMARK_MAIN();

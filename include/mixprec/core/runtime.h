@@ -1,0 +1,16 @@
+#pragma once
+/// Process-wide runtime settings and facts: the number of compute threads and the versions of the
+/// backends, for logs and reports.
+#include <string>
+
+namespace mixprec {
+
+/// Sets the number of threads used by our kernels and by oneDNN (OpenMP); n >= 1, else ValueError.
+void set_num_threads(int n);
+/// The number of threads kernels will use.
+int num_threads();
+/// oneDNN's version as "major.minor.patch" and the CPU ISA it dispatches to, e.g.
+/// "oneDNN 2.6.3 (cpu isa: Intel AVX-512 with AVX512BW, AVX512VL, and AVX512DQ extensions)".
+std::string onednn_description();
+
+}  // namespace mixprec

@@ -1,0 +1,29 @@
+#pragma once
+/// Differentiable normalisation: batch norm and layer norm. Statistics are always computed in
+/// f32 (from the widened input values), whatever the input dtype.
+#include <cstdint>
+
+#include "mixprec/core/tensor.h"
+
+namespace mixprec {
+
+/// Batch normalisation of x [N, C, H, W] or [N, C] (any [N, C, ...]) per channel C, output in
+/// x's dtype (f32/bf16/f16). training: normalises with the batch mean and biased batch variance
+/// (needs more than one value per channel, else ValueError) and, if running_mean/running_var are
+/// defined, updates them in place like PyTorch (running = (1 - momentum) * running + momentum *
+/// batch, the unbiased variance for running_var) and bumps their version. Eval: normalises with
+/// running_mean/running_var (required). Both are f32 [C] (DTypeError/ShapeError otherwise).
+/// weight/bias [C] are optional (undefined: no affine) and may be any dtype; gradients flow to
+/// x, weight and bias in both modes. Autocast: pass-through (computes in f32 inside).
+Tensor batch_norm(const Tensor& x, Tensor& running_mean, Tensor& running_var,
+                  const Tensor& weight, const Tensor& bias, bool training,
+                  float momentum = 0.1f, float eps = 1e-5f);
+
+/// Layer normalisation of x over its last `normalized_dims` dimensions (1 <= normalized_dims
+/// <= x.dim()): y = (x - mean) / sqrt(var + eps) * weight + bias, with weight/bias (optional,
+/// any dtype) shaped like those dimensions. Output in x's dtype; under amp::Autocast 16-bit
+/// inputs are cast to f32 first (fp32 policy), so the output is f32.
+Tensor layer_norm(const Tensor& x, std::int64_t normalized_dims, const Tensor& weight,
+                  const Tensor& bias, float eps = 1e-5f);
+
+}  // namespace mixprec

@@ -1,0 +1,118 @@
+#pragma once
+/// The Trainer: the seeds' training loop done right for every precision mode, on a built-in
+/// model (models/zoo.h) and its data (Fashion-MNIST or synthetic), with evaluation, metrics,
+/// a JSONL log and atomic checkpoints that resume bit-identically.
+///
+/// One optimizer step: for each of `accum` micro-batches, forward and loss under autocast only,
+/// loss / accum scaled by the GradScaler (fp16) and backward; then unscale, gradient norm (and
+/// clipping when clip > 0), scaler.step (skipped on Inf/NaN), scaler.update, scheduler.step
+/// (which advances only if the optimizer did), zero_grad.
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "mixprec/core/memory.h"
+#include "mixprec/nn/module.h"
+#include "mixprec/train/metrics.h"
+
+namespace mixprec::train {
+
+/// Everything that defines a run. Checkpoints store it; a resumed run must agree with it on
+/// every field that shapes the computation (see Trainer).
+struct TrainConfig {
+  std::string model = "mlp";        ///< models::model_names()
+  std::string precision = "bf16";   ///< fp32, bf16, fp16, pure-bf16, pure-bf16-sr, auto
+  int epochs = 1;                   ///< >= 1
+  std::int64_t batch_size = 128;    ///< micro-batch size, >= 1
+  float lr = 1e-3f;                 ///< > 0
+  std::string optimizer = "adam";   ///< sgd (momentum 0.9), adam, adamw
+  float weight_decay = 0.0f;        ///< >= 0 (L2 for sgd/adam, decoupled for adamw)
+  float clip = 0.0f;                ///< max gradient norm; 0 = no clipping
+  int accum = 1;                    ///< micro-batches per optimizer step, >= 1
+  std::string scheduler = "cosine"; ///< none, cosine (over all optimizer steps of the run)
+  std::uint64_t seed = 0;           ///< weights, shuffling, stochastic rounding
+  int threads = 0;                  ///< compute threads; 0 = leave the process setting alone
+  std::int64_t limit_train = -1;    ///< use only the first N training samples; -1 = all
+  std::int64_t limit_test = -1;     ///< use only the first N test samples; -1 = all
+  std::string data_dir;             ///< Fashion-MNIST directory; "" = Debian's default
+  std::string log_path;             ///< JSONL log; "" = none
+  std::string checkpoint_dir;       ///< checkpoint every epoch into this directory; "" = none
+  int keep_checkpoints = 3;         ///< newest checkpoints kept in checkpoint_dir; 0 = all
+  std::string resume;               ///< a checkpoint, or a directory of them (newest complete)
+  bool progress = true;             ///< progress bar with ETA when stderr is a terminal
+
+  /// ValueError with an actionable message for any out-of-range or unknown value.
+  void validate() const;
+};
+
+/// What one epoch produced. Memory figures are peaks during the epoch, by category.
+struct EpochMetrics {
+  int epoch = 0;                    ///< 1-based
+  std::int64_t optimizer_steps = 0; ///< optimizer steps applied since the run began
+  double train_loss = 0;            ///< mean over the epoch's micro-batches
+  double test_loss = 0;
+  double test_accuracy = 0;
+  double macro_f1 = 0;
+  double samples_per_second = 0;    ///< training samples / training seconds
+  double train_seconds = 0, eval_seconds = 0;
+  double loss_scale = 1;            ///< GradScaler scale at the end of the epoch (1 if disabled)
+  std::int64_t skipped_steps = 0;   ///< steps skipped for Inf/NaN gradients in this epoch
+  double grad_norm_mean = 0;        ///< mean of the finite (unscaled, pre-clip) gradient norms
+  double grad_norm_max = 0;
+  double lr = 0;                    ///< learning rate at the end of the epoch
+  MemoryStats memory;               ///< peaks during the epoch
+};
+
+class Trainer {
+ public:
+  /// Validates the config, loads the data (ValueError naming files and fixes), builds the model,
+  /// optimizer, scaler and scheduler, and applies config.resume: the checkpoint must come from
+  /// the same model, precision, optimizer, batch size, accumulation, learning rate, weight
+  /// decay, clipping, scheduler and seed (ValueError naming the first difference); `epochs` may
+  /// grow. Training then continues after the checkpoint's epoch.
+  explicit Trainer(TrainConfig config);
+  ~Trainer();
+  Trainer(const Trainer&) = delete;
+  Trainer& operator=(const Trainer&) = delete;
+
+  /// Trains the remaining epochs; calls on_epoch after each (after its checkpoint is written).
+  /// Returns every epoch's metrics, including those restored from a checkpoint.
+  std::vector<EpochMetrics> run();
+  /// Test-set confusion matrix and mean loss under the run's autocast policy, in eval mode.
+  ConfusionMatrix evaluate(double* mean_loss = nullptr);
+
+  const TrainConfig& config() const;
+  /// The precision mode actually used ("auto" resolved), e.g. "bf16".
+  const std::string& resolved_precision() const;
+  nn::Module& model();
+  /// The first epoch run() will train (1 + the resumed checkpoint's epoch).
+  int next_epoch() const;
+
+  std::function<void(const EpochMetrics&)> on_epoch;
+  /// Lines of explanation printed before training (auto precision reasoning, warnings).
+  std::function<void(const std::string&)> on_message;
+
+ private:
+  struct State;
+  std::unique_ptr<State> s_;
+};
+
+/// What `mixprec eval` reports for a checkpoint.
+struct CheckpointEvaluation {
+  TrainConfig config;   ///< as stored in the checkpoint
+  std::string path;     ///< the checkpoint directory actually read
+  int epoch = 0;
+  ConfusionMatrix confusion{10};
+  double test_loss = 0;
+};
+/// Loads a checkpoint (or the newest in a directory), rebuilds its model under its precision and
+/// evaluates it on the test set; data_dir/limit_test override the stored ones when non-empty/>0.
+CheckpointEvaluation evaluate_checkpoint(const std::string& path, const std::string& data_dir = "",
+                                         std::int64_t limit_test = -1);
+
+/// Reads only the configuration stored in a checkpoint (for CLIs that fill in resumed flags).
+TrainConfig checkpoint_config(const std::string& path);
+
+}  // namespace mixprec::train

@@ -1,0 +1,47 @@
+#pragma once
+/// One convolution pass through a cached oneDNN primitive, for the dtypes oneDNN runs directly
+/// (f32, bf16); kernels::conv2d* (conv.cpp) widens everything else to f32 first.
+#include <cstdint>
+#include <string>
+
+#include "kernels/conv.h"
+
+namespace mixprec::kernels::cpu {
+
+/// Which of the three convolution computations to run.
+enum class ConvPass : std::uint8_t { forward, backward_data, backward_weights };
+
+/// The caller's NCHW / OIHW buffers of one pass (unused ones null). forward: x, weight, bias ->
+/// y. backward_data: dy, weight -> dx. backward_weights: x, dy -> dweight, dbias (when
+/// desc.has_bias).
+struct ConvBuffers {
+  const void* x = nullptr;
+  const void* weight = nullptr;
+  const void* bias = nullptr;
+  const void* dy = nullptr;
+  void* y = nullptr;
+  void* dx = nullptr;
+  void* dweight = nullptr;
+  void* dbias = nullptr;
+};
+
+/// Filled by onednn_conv when the caller wants to log what ran.
+struct ConvOnednnInfo {
+  std::string impl;       ///< "onednn:" + impl_info_str(), e.g. "onednn:jit:avx512_core"
+  bool cached = false;    ///< the primitive (or the verdict that none is usable) was cached
+  bool reordered = false; ///< some operand went through a layout reorder (blocked layout)
+};
+
+/// Runs one pass of desc (dtype f32 or bf16; bias f32 or dtype; every extent > 0). blocked lets
+/// oneDNN choose its layouts (format_tag::any) and reorders from and to the caller's NCHW/OIHW
+/// buffers; otherwise oneDNN computes on the plain layouts directly. Returns false, touching
+/// nothing, when oneDNN has no implementation or, for bf16, only its slow reference one.
+/// Throws BackendError if oneDNN fails otherwise. info may be null.
+bool onednn_conv(ConvPass pass, const Conv2dDesc& desc, bool blocked, const ConvBuffers& bufs,
+                 ConvOnednnInfo* info);
+
+/// Entries in the primitive cache, and clearing it (for tests).
+std::size_t onednn_conv_cache_size();
+void onednn_conv_cache_clear();
+
+}  // namespace mixprec::kernels::cpu

@@ -1,0 +1,175 @@
+// Reference max / average / global-average pooling, forward and backward: plain loops over
+// planes, sums in f32, one rounding per output. The spec; kernels:: runs these same loops over
+// chunks of planes in parallel (pool.cpp), so results do not depend on the thread count.
+#include <algorithm>
+#include <limits>
+#include <vector>
+
+#include "kernels/conv.h"
+#include "mixprec/core/error.h"
+
+namespace mixprec::kernels {
+
+void validate_pool2d(const char* op, const Pool2dDesc& d) {
+  MIXPREC_CHECK(d.n >= 0 && d.c >= 0 && d.h >= 0 && d.w >= 0, ShapeError, op,
+                "negative extent: input [" << d.n << ", " << d.c << ", " << d.h << ", " << d.w
+                                           << "]");
+  MIXPREC_CHECK(d.kernel >= 1, ValueError, op, "kernel must be >= 1, got " << d.kernel);
+  MIXPREC_CHECK(d.stride >= 1, ValueError, op, "stride must be >= 1, got " << d.stride);
+  MIXPREC_CHECK(d.padding >= 0 && 2 * d.padding <= d.kernel, ValueError, op,
+                "padding must be in [0, kernel / 2] = [0, " << d.kernel / 2 << "], got "
+                                                            << d.padding);
+  MIXPREC_CHECK(d.h + 2 * d.padding >= d.kernel && d.w + 2 * d.padding >= d.kernel, ShapeError,
+                op, "kernel " << d.kernel << "x" << d.kernel << " is larger than the padded input "
+                              << d.h + 2 * d.padding << "x" << d.w + 2 * d.padding
+                              << "; use a smaller kernel or more padding");
+  MIXPREC_CHECK(d.h * d.w <= std::numeric_limits<std::int32_t>::max(), ShapeError, op,
+                "a plane of " << d.h << "x" << d.w << " is too large (argmax indices are 32-bit)");
+}
+
+namespace ref {
+namespace {
+
+// Valid input rows [y0, y1) (and columns likewise) of the window of output row oy.
+struct Span {
+  std::int64_t begin, end;
+};
+inline Span window(std::int64_t out, const Pool2dDesc& d, std::int64_t extent) {
+  const std::int64_t start = out * d.stride - d.padding;
+  return {std::max<std::int64_t>(start, 0), std::min(start + d.kernel, extent)};
+}
+
+template <class Fn>
+void for_each_window(const Pool2dDesc& d, Fn&& fn) {
+  const std::int64_t ho = d.out_h(), wo = d.out_w();
+  for (std::int64_t oy = 0; oy < ho; ++oy) {
+    const Span ry = window(oy, d, d.h);
+    for (std::int64_t ox = 0; ox < wo; ++ox) fn(oy * wo + ox, ry, window(ox, d, d.w));
+  }
+}
+
+}  // namespace
+
+void max_pool2d(const Pool2dDesc& d, const void* x_raw, void* y_raw, std::int32_t* argmax) {
+  validate_pool2d("max_pool2d", d);
+  const std::int64_t planes = d.n * d.c, in_plane = d.h * d.w, out_plane = d.out_h() * d.out_w();
+  dispatch(d.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    for (std::int64_t p = 0; p < planes; ++p) {
+      const T* x = static_cast<const T*>(x_raw) + p * in_plane;
+      T* y = static_cast<T*>(y_raw) + p * out_plane;
+      for_each_window(d, [&](std::int64_t out, Span ry, Span rx) {
+        std::int64_t best_i = ry.begin * d.w + rx.begin;
+        float best = static_cast<float>(x[best_i]);
+        for (std::int64_t iy = ry.begin; iy < ry.end && best == best; ++iy) {
+          for (std::int64_t ix = rx.begin; ix < rx.end; ++ix) {
+            const float v = static_cast<float>(x[iy * d.w + ix]);
+            if (v > best || v != v) {  // strictly greater keeps the first max; NaN wins once
+              best = v;
+              best_i = iy * d.w + ix;
+              if (v != v) break;
+            }
+          }
+        }
+        y[out] = x[best_i];
+        if (argmax != nullptr) argmax[p * out_plane + out] = static_cast<std::int32_t>(best_i);
+      });
+    }
+  });
+}
+
+void max_pool2d_backward(const Pool2dDesc& d, const void* dy_raw, const std::int32_t* argmax,
+                         void* dx_raw) {
+  validate_pool2d("max_pool2d_backward", d);
+  const std::int64_t planes = d.n * d.c, in_plane = d.h * d.w, out_plane = d.out_h() * d.out_w();
+  std::vector<float> acc(static_cast<std::size_t>(in_plane));
+  dispatch(d.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    for (std::int64_t p = 0; p < planes; ++p) {
+      const T* dy = static_cast<const T*>(dy_raw) + p * out_plane;
+      const std::int32_t* am = argmax + p * out_plane;
+      std::fill(acc.begin(), acc.end(), 0.0f);
+      for (std::int64_t i = 0; i < out_plane; ++i) acc[am[i]] += static_cast<float>(dy[i]);
+      T* dx = static_cast<T*>(dx_raw) + p * in_plane;
+      for (std::int64_t i = 0; i < in_plane; ++i) dx[i] = T(acc[static_cast<std::size_t>(i)]);
+    }
+  });
+}
+
+void avg_pool2d(const Pool2dDesc& d, const void* x_raw, void* y_raw) {
+  validate_pool2d("avg_pool2d", d);
+  const std::int64_t planes = d.n * d.c, in_plane = d.h * d.w, out_plane = d.out_h() * d.out_w();
+  dispatch(d.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    for (std::int64_t p = 0; p < planes; ++p) {
+      const T* x = static_cast<const T*>(x_raw) + p * in_plane;
+      T* y = static_cast<T*>(y_raw) + p * out_plane;
+      for_each_window(d, [&](std::int64_t out, Span ry, Span rx) {
+        float sum = 0.0f;
+        for (std::int64_t iy = ry.begin; iy < ry.end; ++iy) {
+          for (std::int64_t ix = rx.begin; ix < rx.end; ++ix) {
+            sum += static_cast<float>(x[iy * d.w + ix]);
+          }
+        }
+        const auto count = static_cast<float>((ry.end - ry.begin) * (rx.end - rx.begin));
+        y[out] = T(sum / count);
+      });
+    }
+  });
+}
+
+void avg_pool2d_backward(const Pool2dDesc& d, const void* dy_raw, void* dx_raw) {
+  validate_pool2d("avg_pool2d_backward", d);
+  const std::int64_t planes = d.n * d.c, in_plane = d.h * d.w, out_plane = d.out_h() * d.out_w();
+  std::vector<float> acc(static_cast<std::size_t>(in_plane));
+  dispatch(d.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    for (std::int64_t p = 0; p < planes; ++p) {
+      const T* dy = static_cast<const T*>(dy_raw) + p * out_plane;
+      std::fill(acc.begin(), acc.end(), 0.0f);
+      for_each_window(d, [&](std::int64_t out, Span ry, Span rx) {
+        const auto count = static_cast<float>((ry.end - ry.begin) * (rx.end - rx.begin));
+        const float g = static_cast<float>(dy[out]) / count;
+        for (std::int64_t iy = ry.begin; iy < ry.end; ++iy) {
+          for (std::int64_t ix = rx.begin; ix < rx.end; ++ix) {
+            acc[static_cast<std::size_t>(iy * d.w + ix)] += g;
+          }
+        }
+      });
+      T* dx = static_cast<T*>(dx_raw) + p * in_plane;
+      for (std::int64_t i = 0; i < in_plane; ++i) dx[i] = T(acc[static_cast<std::size_t>(i)]);
+    }
+  });
+}
+
+void global_avg_pool2d(const void* x_raw, DType dtype, std::int64_t planes, std::int64_t hw,
+                       void* y_raw) {
+  MIXPREC_CHECK(planes >= 0 && hw >= 0, ShapeError, "global_avg_pool2d",
+                "negative extent (" << planes << " planes of " << hw << " elements)");
+  dispatch(dtype, [&](auto tag) {
+    using T = decltype(tag);
+    for (std::int64_t p = 0; p < planes; ++p) {
+      const T* x = static_cast<const T*>(x_raw) + p * hw;
+      float sum = 0.0f;
+      for (std::int64_t i = 0; i < hw; ++i) sum += static_cast<float>(x[i]);
+      static_cast<T*>(y_raw)[p] = T(sum / static_cast<float>(hw));  // 0/0 = NaN for empty planes
+    }
+  });
+}
+
+void global_avg_pool2d_backward(const void* dy_raw, DType dtype, std::int64_t planes,
+                                std::int64_t hw, void* dx_raw) {
+  MIXPREC_CHECK(planes >= 0 && hw >= 0, ShapeError, "global_avg_pool2d_backward",
+                "negative extent (" << planes << " planes of " << hw << " elements)");
+  dispatch(dtype, [&](auto tag) {
+    using T = decltype(tag);
+    for (std::int64_t p = 0; p < planes; ++p) {
+      const T g = T(static_cast<float>(static_cast<const T*>(dy_raw)[p]) / static_cast<float>(hw));
+      T* dx = static_cast<T*>(dx_raw) + p * hw;
+      for (std::int64_t i = 0; i < hw; ++i) dx[i] = g;
+    }
+  });
+}
+
+}  // namespace ref
+}  // namespace mixprec::kernels

@@ -1,0 +1,216 @@
+// batch_norm and layer_norm with autograd; the loops run in kernels/norm.h. Per-channel and
+// per-feature parameters are handed to the kernels as f32 copies (they are small), so weights of
+// any dtype work and the affine step always computes in f32.
+#include <cmath>
+#include <vector>
+
+#include "kernels/norm.h"
+#include "mixprec/amp/autocast.h"
+#include "mixprec/ops/normalization.h"
+#include "ops/op_util.h"
+
+namespace mixprec {
+namespace {
+
+using ops::detail::record;
+
+/// Values of an optional parameter widened to f32 (empty when undefined).
+std::vector<float> f32_values(const Tensor& t) {
+  return t.defined() ? t.detach().to_vector() : std::vector<float>();
+}
+const float* data_or_null(const std::vector<float>& v) { return v.empty() ? nullptr : v.data(); }
+float* data_or_null(std::vector<float>& v) { return v.empty() ? nullptr : v.data(); }
+
+/// A gradient of a parameter, in the parameter's dtype and shape.
+Tensor param_grad(const std::vector<float>& g, const Shape& shape, DType dtype) {
+  return Tensor::from_vector(g, shape, dtype);
+}
+
+struct ParamInfo {
+  bool defined = false;
+  Shape shape;
+  DType dtype = DType::f32;
+  static ParamInfo of(const Tensor& t) {
+    return t.defined() ? ParamInfo{true, t.shape(), t.dtype()} : ParamInfo{};
+  }
+};
+
+class BatchNormNode final : public autograd::Node {
+ public:
+  BatchNormNode(Tensor x, kernels::BatchNormDims dims, std::vector<float> mean,
+                std::vector<float> var, std::vector<float> weight, ParamInfo w, ParamInfo b,
+                float eps, bool training)
+      : x_(std::move(x)), dims_(dims), mean_(std::move(mean)), var_(std::move(var)),
+        weight_(std::move(weight)), w_(std::move(w)), b_(std::move(b)), eps_(eps),
+        training_(training) {}
+  const char* name() const override { return "batch_norm"; }
+  void release_saved() override { x_ = Tensor(); }
+  std::vector<Tensor> backward(const Tensor& dy_in) override {
+    const Tensor dy = dy_in.contiguous().to(x_.dtype());
+    const auto c = static_cast<std::size_t>(dims_.c);
+    Tensor dx = next[0].fn ? Tensor::empty(x_.shape(), x_.dtype()) : Tensor();
+    std::vector<float> dw(next[1].fn ? c : 0), db(next[2].fn ? c : 0);
+    kernels::batch_norm_backward(x_.data_ptr(), x_.dtype(), dy.data_ptr(), dy.dtype(), dims_,
+                                 mean_.data(), var_.data(), eps_, data_or_null(weight_),
+                                 training_, dx.defined() ? dx.data_ptr() : nullptr, x_.dtype(),
+                                 data_or_null(dw), data_or_null(db));
+    return {dx, dw.empty() ? Tensor() : param_grad(dw, w_.shape, w_.dtype),
+            db.empty() ? Tensor() : param_grad(db, b_.shape, b_.dtype)};
+  }
+
+ private:
+  Tensor x_;
+  kernels::BatchNormDims dims_;
+  std::vector<float> mean_, var_, weight_;
+  ParamInfo w_, b_;
+  float eps_;
+  bool training_;
+};
+
+class LayerNormNode final : public autograd::Node {
+ public:
+  LayerNormNode(Tensor x, std::int64_t rows, std::int64_t cols, std::vector<float> mean,
+                std::vector<float> rstd, std::vector<float> weight, ParamInfo w, ParamInfo b)
+      : x_(std::move(x)), rows_(rows), cols_(cols), mean_(std::move(mean)),
+        rstd_(std::move(rstd)), weight_(std::move(weight)), w_(std::move(w)), b_(std::move(b)) {}
+  const char* name() const override { return "layer_norm"; }
+  void release_saved() override { x_ = Tensor(); }
+  std::vector<Tensor> backward(const Tensor& dy_in) override {
+    const Tensor dy = dy_in.contiguous().to(x_.dtype());
+    const auto cols = static_cast<std::size_t>(cols_);
+    Tensor dx = next[0].fn ? Tensor::empty(x_.shape(), x_.dtype()) : Tensor();
+    std::vector<float> dw(next[1].fn ? cols : 0), db(next[2].fn ? cols : 0);
+    kernels::layer_norm_backward(x_.data_ptr(), x_.dtype(), dy.data_ptr(), dy.dtype(), rows_,
+                                 cols_, mean_.data(), rstd_.data(), data_or_null(weight_),
+                                 dx.defined() ? dx.data_ptr() : nullptr, x_.dtype(),
+                                 data_or_null(dw), data_or_null(db));
+    return {dx, dw.empty() ? Tensor() : param_grad(dw, w_.shape, w_.dtype),
+            db.empty() ? Tensor() : param_grad(db, b_.shape, b_.dtype)};
+  }
+
+ private:
+  Tensor x_;
+  std::int64_t rows_, cols_;
+  std::vector<float> mean_, rstd_, weight_;
+  ParamInfo w_, b_;
+};
+
+void check_param(const char* op, const Tensor& t, const Shape& shape, const char* what) {
+  if (!t.defined()) return;
+  MIXPREC_CHECK(t.shape() == shape, ShapeError, op,
+                what << " must have shape " << to_string(shape) << ", got "
+                     << to_string(t.shape()));
+}
+
+void check_running(const char* op, const Tensor& t, std::int64_t c, const char* what) {
+  if (!t.defined()) return;
+  MIXPREC_CHECK(t.dtype() == DType::f32, DTypeError, op,
+                what << " must be f32 (running statistics are accumulated in f32), got "
+                     << name(t.dtype()) << "; keep the buffer in f32");
+  MIXPREC_CHECK(t.shape() == Shape{c}, ShapeError, op,
+                what << " must have shape [" << c << "], got " << to_string(t.shape()));
+  MIXPREC_CHECK(t.is_contiguous(), ValueError, op, what << " must be contiguous");
+}
+
+/// running = (1 - momentum) * running + momentum * batch, in double, in place.
+void update_running(Tensor& running, const std::vector<float>& batch, double factor,
+                    float momentum) {
+  float* r = running.data<float>();
+  for (std::size_t c = 0; c < batch.size(); ++c) {
+    r[c] = static_cast<float>((1.0 - momentum) * static_cast<double>(r[c]) +
+                              static_cast<double>(momentum) * batch[c] * factor);
+  }
+  running.bump_version();
+}
+
+}  // namespace
+
+Tensor batch_norm(const Tensor& x_arg, Tensor& running_mean, Tensor& running_var,
+                  const Tensor& weight_arg, const Tensor& bias_arg, bool training, float momentum,
+                  float eps) {
+  const char* op = "batch_norm";
+  ops::detail::require_defined(op, x_arg, "x");
+  const std::vector<Tensor> in =
+      amp::autocast_inputs(amp::OpKind::batch_norm, {&x_arg, &weight_arg, &bias_arg});
+  const Tensor& x = in[0];
+  const Tensor& weight = in[1];
+  const Tensor& bias = in[2];
+  MIXPREC_CHECK(x.dim() >= 2, ShapeError, op,
+                "input must be [N, C] or [N, C, H, W], got " << to_string(x.shape()));
+  kernels::BatchNormDims d;
+  d.n = x.size(0);
+  d.c = x.size(1);
+  d.s = 1;
+  for (std::int64_t i = 2; i < x.dim(); ++i) d.s *= x.size(i);
+  check_param(op, weight, {d.c}, "weight");
+  check_param(op, bias, {d.c}, "bias");
+  check_running(op, running_mean, d.c, "running_mean");
+  check_running(op, running_var, d.c, "running_var");
+  MIXPREC_CHECK(training || (running_mean.defined() && running_var.defined()), ValueError, op,
+                "eval mode needs running_mean and running_var; pass them or use training mode");
+  MIXPREC_CHECK(running_mean.defined() == running_var.defined(), ValueError, op,
+                "pass both running_mean and running_var, or neither");
+  MIXPREC_CHECK(std::isfinite(momentum) && momentum >= 0.0f && momentum <= 1.0f, ValueError, op,
+                "momentum must be in [0, 1], got " << momentum);
+  MIXPREC_CHECK(std::isfinite(eps) && eps >= 0.0f, ValueError, op,
+                "eps must be finite and >= 0, got " << eps);
+  MIXPREC_CHECK(!training || d.n * d.s > 1, ValueError, op,
+                "Expected more than 1 value per channel when training, got input size "
+                    << to_string(x.shape()) << "; use a batch of at least 2 or eval mode");
+
+  const Tensor xc = x.detach().contiguous();
+  const std::vector<float> w = f32_values(weight), b = f32_values(bias);
+  const auto c = static_cast<std::size_t>(d.c);
+  std::vector<float> mean(c), var(c);
+  if (!training) {
+    mean = running_mean.to_vector();
+    var = running_var.to_vector();
+  }
+  Tensor y = Tensor::empty(x.shape(), x.dtype());
+  kernels::batch_norm_forward(xc.data_ptr(), xc.dtype(), d, data_or_null(w), data_or_null(b), eps,
+                              training, mean.data(), var.data(), y.data_ptr(), y.dtype());
+  if (training && running_mean.defined()) {
+    const double count = static_cast<double>(d.n * d.s);
+    update_running(running_mean, mean, 1.0, momentum);
+    update_running(running_var, var, count / (count - 1.0), momentum);
+  }
+  record<BatchNormNode>(y, {&x, &weight, &bias}, xc, d, std::move(mean), std::move(var), w,
+                        ParamInfo::of(weight), ParamInfo::of(bias), eps, training);
+  return y;
+}
+
+Tensor layer_norm(const Tensor& x_arg, std::int64_t normalized_dims, const Tensor& weight_arg,
+                  const Tensor& bias_arg, float eps) {
+  const char* op = "layer_norm";
+  ops::detail::require_defined(op, x_arg, "x");
+  const std::vector<Tensor> in =
+      amp::autocast_inputs(amp::OpKind::layer_norm, {&x_arg, &weight_arg, &bias_arg});
+  const Tensor& x = in[0];
+  const Tensor& weight = in[1];
+  const Tensor& bias = in[2];
+  MIXPREC_CHECK(normalized_dims >= 1 && normalized_dims <= x.dim(), ValueError, op,
+                "normalized_dims must be in [1, " << x.dim() << "] for input "
+                                                  << to_string(x.shape()) << ", got "
+                                                  << normalized_dims);
+  const Shape norm_shape(x.shape().end() - normalized_dims, x.shape().end());
+  const std::int64_t cols = numel(norm_shape);
+  MIXPREC_CHECK(cols > 0, ShapeError, op,
+                "the normalized dimensions " << to_string(norm_shape) << " are empty");
+  check_param(op, weight, norm_shape, "weight");
+  check_param(op, bias, norm_shape, "bias");
+  MIXPREC_CHECK(std::isfinite(eps) && eps >= 0.0f, ValueError, op,
+                "eps must be finite and >= 0, got " << eps);
+  const std::int64_t rows = x.numel() / cols;
+  const Tensor xc = x.detach().contiguous();
+  const std::vector<float> w = f32_values(weight), b = f32_values(bias);
+  std::vector<float> mean(static_cast<std::size_t>(rows)), rstd(static_cast<std::size_t>(rows));
+  Tensor y = Tensor::empty(x.shape(), x.dtype());
+  kernels::layer_norm_forward(xc.data_ptr(), xc.dtype(), rows, cols, data_or_null(w),
+                              data_or_null(b), eps, y.data_ptr(), y.dtype(), mean.data(),
+                              rstd.data());
+  record<LayerNormNode>(y, {&x, &weight, &bias}, xc, rows, cols, std::move(mean),
+                        std::move(rstd), w, ParamInfo::of(weight), ParamInfo::of(bias));
+  return y;
+}
+
+}  // namespace mixprec

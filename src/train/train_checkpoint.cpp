@@ -1,0 +1,182 @@
+#include "train/train_checkpoint.h"
+
+#include <charconv>
+
+#include "mixprec/core/error.h"
+#include "mixprec/io/safetensors.h"
+#include "mixprec/nn/layers.h"
+#include "train/config_json.h"
+
+namespace mixprec::train::detail {
+namespace {
+
+using nlohmann::json;
+constexpr const char* kOp = "checkpoint";
+constexpr const char* kFormat = "mixprec.training_state";
+constexpr int kVersion = 1;
+
+// Every module with its dotted path ("" for the root).
+void walk(nn::Module& m, const std::string& path, std::vector<std::pair<std::string, nn::Module*>>& out) {
+  out.emplace_back(path, &m);
+  for (const auto& [name, child] : m.children()) {
+    walk(*child, path.empty() ? name : path + "." + name, out);
+  }
+}
+
+std::vector<std::string> parameter_paths(const nn::Module& model) {
+  std::vector<std::string> paths;
+  for (const auto& [path, t] : model.named_parameters()) paths.push_back(path);
+  return paths;
+}
+
+// "param.<i>.<buffer>" -> (i, buffer).
+std::pair<std::size_t, std::string> split_state_name(const std::string& name) {
+  const std::size_t dot = name.find('.', 6);
+  MIXPREC_ASSERT(name.rfind("param.", 0) == 0 && dot != std::string::npos);
+  std::size_t index = 0;
+  std::from_chars(name.data() + 6, name.data() + dot, index);
+  return {index, name.substr(dot + 1)};
+}
+
+const std::string& file(const io::CheckpointFiles& files, const std::string& name,
+                        const std::string& path) {
+  const auto it = files.files.find(name);
+  MIXPREC_CHECK(it != files.files.end(), ValueError, kOp,
+                "'" << path << "' has no " << name << "; it is not a mixprec training checkpoint");
+  return it->second;
+}
+
+std::map<std::string, Tensor> to_map(std::vector<std::pair<std::string, Tensor>> tensors) {
+  std::map<std::string, Tensor> m;
+  for (auto& [name, t] : tensors) m.emplace(name, std::move(t));
+  return m;
+}
+
+}  // namespace
+
+io::CheckpointFiles encode_checkpoint(const TrainingObjects& o, const TrainConfig& config,
+                                      const std::string& resolved_precision,
+                                      const std::vector<EpochMetrics>& history, int epoch) {
+  const std::vector<std::string> paths = parameter_paths(*o.model);
+  const std::vector<Tensor>& params = o.optimizer->params();
+  MIXPREC_ASSERT(paths.size() == params.size());
+
+  std::vector<std::pair<std::string, Tensor>> model_tensors;
+  for (std::size_t i = 0; i < params.size(); ++i) {
+    const Tensor& master = o.optimizer->master(i);
+    model_tensors.emplace_back(paths[i], master.defined() ? master : params[i].to(DType::f32));
+  }
+  for (const auto& [path, buffer] : o.model->named_buffers()) {
+    model_tensors.emplace_back(path, buffer.to(DType::f32));
+  }
+  const std::map<std::string, std::string> meta{{"mixprec.model", config.model},
+                                                {"mixprec.precision", resolved_precision},
+                                                {"mixprec.epoch", std::to_string(epoch)}};
+  std::vector<std::pair<std::string, Tensor>> optimizer_tensors;
+  for (const auto& [name, t] : o.optimizer->state_tensors()) {
+    const auto [i, buffer] = split_state_name(name);
+    if (buffer != "master") optimizer_tensors.emplace_back(paths[i] + "." + buffer, t);
+  }
+
+  json state{{"format", kFormat}, {"version", kVersion}, {"epoch", epoch},
+             {"precision_resolved", resolved_precision}, {"config", config_to_json(config)}};
+  state["history"] = json::array();
+  for (const EpochMetrics& m : history) state["history"].push_back(metrics_to_json(m));
+  json scalars = json::object();
+  for (const auto& [name, v] : o.optimizer->state_scalars()) scalars[name] = v;
+  state["optimizer"] = {{"name", o.optimizer->name()}, {"scalars", scalars}};
+  state["grad_scaler"] = json::parse(o.scaler->to_json());
+  if (o.scheduler != nullptr) {
+    const optim::LRSchedulerState s = o.scheduler->state();
+    state["scheduler"] = {{"name", o.scheduler->name()},
+                          {"step_count", s.step_count},
+                          {"last_optimizer_steps", s.last_optimizer_steps},
+                          {"base_lr", s.base_lr}};
+  }
+  json dropout = json::object();
+  std::vector<std::pair<std::string, nn::Module*>> modules;
+  walk(*o.model, "", modules);
+  for (const auto& [path, m] : modules) {
+    if (const auto* d = dynamic_cast<const nn::Dropout*>(m)) dropout[path] = d->calls();
+  }
+  state["dropout_calls"] = dropout;
+
+  io::CheckpointFiles files;
+  files.files["model.safetensors"] = io::encode_safetensors(model_tensors, meta);
+  files.files["optimizer.safetensors"] = io::encode_safetensors(optimizer_tensors, meta);
+  files.files["state.json"] = state.dump(1);
+  return files;
+}
+
+CheckpointHeader read_checkpoint_header(const io::CheckpointFiles& files, const std::string& path) {
+  const std::string what = "checkpoint '" + path + "' state.json";
+  CheckpointHeader h;
+  try {
+    const json state = json::parse(file(files, "state.json", path));
+    MIXPREC_CHECK(state.value("format", "") == kFormat && state.value("version", 0) == kVersion,
+                  ValueError, kOp,
+                  what << " is not a version-" << kVersion << " mixprec training state");
+    h.epoch = state.at("epoch").get<int>();
+    h.resolved_precision = state.at("precision_resolved").get<std::string>();
+    h.config = config_from_json(state.at("config"), what);
+    for (const json& m : state.at("history")) h.history.push_back(metrics_from_json(m, what));
+  } catch (const json::exception& e) {
+    MIXPREC_CHECK(false, ValueError, kOp, what << " is malformed: " << e.what());
+  }
+  return h;
+}
+
+void restore_checkpoint(const io::CheckpointFiles& files, const std::string& path,
+                        const TrainingObjects& o) {
+  io::SafetensorsFile model_file =
+      io::decode_safetensors(file(files, "model.safetensors", path), path + "/model.safetensors");
+  io::SafetensorsFile opt_file = io::decode_safetensors(file(files, "optimizer.safetensors", path),
+                                                        path + "/optimizer.safetensors");
+  std::map<std::string, Tensor> model_tensors = to_map(std::move(model_file.tensors));
+  const std::map<std::string, Tensor> opt_tensors = to_map(std::move(opt_file.tensors));
+  const std::vector<std::string> paths = parameter_paths(*o.model);
+
+  // Optimizer state first, named the way this optimizer expects; masters come from the model file.
+  optim::OptimizerState opt_state;
+  for (const auto& [name, live] : o.optimizer->state_tensors()) {
+    const auto [i, buffer] = split_state_name(name);
+    const std::string key = buffer == "master" ? paths[i] : paths[i] + "." + buffer;
+    const auto& source = buffer == "master" ? model_tensors : opt_tensors;
+    const auto it = source.find(key);
+    MIXPREC_CHECK(it != source.end(), ValueError, kOp,
+                  "'" << path << "' lacks the optimizer tensor '" << key
+                      << "'; it was written by a different model or optimizer");
+    opt_state.tensors.emplace_back(name, it->second);
+  }
+  json state;
+  try {
+    state = json::parse(file(files, "state.json", path));
+    for (const auto& [name, v] : state.at("optimizer").at("scalars").items()) {
+      opt_state.scalars.emplace_back(name, v.get<double>());
+    }
+  } catch (const json::exception& e) {
+    MIXPREC_CHECK(false, ValueError, kOp, "'" << path << "' state.json is malformed: " << e.what());
+  }
+  o.model->load_state_dict(model_tensors, /*strict=*/true);
+  o.optimizer->load_state(opt_state);
+  o.scaler->load_state(amp::GradScaler::from_json(state.at("grad_scaler").dump()));
+  if (o.scheduler != nullptr) {
+    MIXPREC_CHECK(state.contains("scheduler"), ValueError, kOp,
+                  "'" << path << "' has no scheduler state but this run uses a scheduler");
+    const json& s = state.at("scheduler");
+    optim::LRSchedulerState ls;
+    ls.step_count = s.at("step_count").get<std::int64_t>();
+    ls.last_optimizer_steps = s.at("last_optimizer_steps").get<std::int64_t>();
+    ls.base_lr = s.at("base_lr").get<float>();
+    o.scheduler->load_state(ls);
+  }
+  std::vector<std::pair<std::string, nn::Module*>> modules;
+  walk(*o.model, "", modules);
+  for (const auto& [mpath, m] : modules) {
+    if (auto* d = dynamic_cast<nn::Dropout*>(m)) {
+      d->set_calls(state.at("dropout_calls").at(mpath).get<std::uint64_t>());
+    }
+  }
+}
+
+}  // namespace mixprec::train::detail

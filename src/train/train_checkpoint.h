@@ -1,0 +1,51 @@
+#pragma once
+// What a training checkpoint holds and how the Trainer's objects map to its files:
+//   model.safetensors      parameters as FP32 (the optimizer's master where one exists) and
+//                          buffers, under their module paths ("features.0.weight")
+//   optimizer.safetensors  optimizer state tensors under "<module path>.<buffer>"
+//                          ("features.0.weight.exp_avg"); masters live in model.safetensors
+//   state.json             epoch, config, metrics history, optimizer scalars, GradScaler,
+//                          scheduler and dropout counters
+// plus MANIFEST.json with SHA-256 checksums (io/checkpoint.h).
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "mixprec/amp/grad_scaler.h"
+#include "mixprec/io/checkpoint.h"
+#include "mixprec/optim/lr_scheduler.h"
+#include "mixprec/optim/optimizer.h"
+#include "mixprec/train/trainer.h"
+
+namespace mixprec::train::detail {
+
+/// The pieces of a run that a checkpoint captures (non-owning).
+struct TrainingObjects {
+  nn::Module* model = nullptr;
+  optim::Optimizer* optimizer = nullptr;
+  amp::GradScaler* scaler = nullptr;
+  optim::LRScheduler* scheduler = nullptr;  ///< may be null
+};
+
+/// Serialises the objects after `epoch` (1-based) into checkpoint files.
+io::CheckpointFiles encode_checkpoint(const TrainingObjects& objects, const TrainConfig& config,
+                                      const std::string& resolved_precision,
+                                      const std::vector<EpochMetrics>& history, int epoch);
+
+/// The parts of state.json the Trainer needs before building anything.
+struct CheckpointHeader {
+  TrainConfig config;
+  std::string resolved_precision;
+  int epoch = 0;
+  std::vector<EpochMetrics> history;
+};
+/// Parses state.json (ValueError naming `path` if it is malformed).
+CheckpointHeader read_checkpoint_header(const io::CheckpointFiles& files, const std::string& path);
+
+/// Restores the objects from checkpoint files written for the same model and configuration.
+/// ValueError naming `path` and the offending entry if a tensor is missing, extra or ill-shaped.
+void restore_checkpoint(const io::CheckpointFiles& files, const std::string& path,
+                        const TrainingObjects& objects);
+
+}  // namespace mixprec::train::detail

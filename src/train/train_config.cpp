@@ -1,0 +1,171 @@
+// TrainConfig validation and its JSON form; EpochMetrics' JSON form.
+#include <cmath>
+
+#include "mixprec/amp/precision.h"
+#include "mixprec/core/error.h"
+#include "mixprec/models/zoo.h"
+#include "train/config_json.h"
+
+namespace mixprec::train {
+
+void TrainConfig::validate() const {
+  constexpr const char* op = "train";
+  models::model_spec(model);  // ValueError listing the models
+  amp::parse_precision_mode(precision);
+  MIXPREC_CHECK(epochs >= 1 && epochs <= 10000, ValueError, op,
+                "--epochs must be in [1, 10000], got " << epochs);
+  MIXPREC_CHECK(batch_size >= 1 && batch_size <= (1 << 20), ValueError, op,
+                "--batch-size must be in [1, 1048576], got " << batch_size);
+  MIXPREC_CHECK(std::isfinite(lr) && lr > 0.0f && lr <= 100.0f, ValueError, op,
+                "--lr must be a positive number <= 100, got " << lr);
+  MIXPREC_CHECK(optimizer == "sgd" || optimizer == "adam" || optimizer == "adamw", ValueError, op,
+                "unknown --optimizer '" << optimizer << "'; choose sgd, adam or adamw");
+  MIXPREC_CHECK(std::isfinite(weight_decay) && weight_decay >= 0.0f, ValueError, op,
+                "--weight-decay must be >= 0, got " << weight_decay);
+  MIXPREC_CHECK(std::isfinite(clip) && clip >= 0.0f, ValueError, op,
+                "--clip must be >= 0 (0 disables clipping), got " << clip);
+  MIXPREC_CHECK(accum >= 1 && accum <= 4096, ValueError, op,
+                "--accum must be in [1, 4096], got " << accum);
+  MIXPREC_CHECK(scheduler == "none" || scheduler == "cosine", ValueError, op,
+                "unknown --scheduler '" << scheduler << "'; choose none or cosine");
+  MIXPREC_CHECK(threads >= 0 && threads <= 1024, ValueError, op,
+                "--threads must be in [1, 1024] (0 = default), got " << threads);
+  MIXPREC_CHECK(limit_train == -1 || limit_train >= 1, ValueError, op,
+                "--limit-train must be >= 1, got " << limit_train);
+  MIXPREC_CHECK(limit_test == -1 || limit_test >= 1, ValueError, op,
+                "--limit-test must be >= 1, got " << limit_test);
+  MIXPREC_CHECK(keep_checkpoints >= 0, ValueError, op,
+                "--keep-checkpoints must be >= 0 (0 keeps all), got " << keep_checkpoints);
+}
+
+namespace detail {
+
+using nlohmann::json;
+
+json config_to_json(const TrainConfig& c) {
+  return json{{"model", c.model},
+              {"precision", c.precision},
+              {"epochs", c.epochs},
+              {"batch_size", c.batch_size},
+              {"lr", c.lr},
+              {"optimizer", c.optimizer},
+              {"weight_decay", c.weight_decay},
+              {"clip", c.clip},
+              {"accum", c.accum},
+              {"scheduler", c.scheduler},
+              {"seed", c.seed},
+              {"threads", c.threads},
+              {"limit_train", c.limit_train},
+              {"limit_test", c.limit_test},
+              {"data_dir", c.data_dir},
+              {"log_path", c.log_path},
+              {"checkpoint_dir", c.checkpoint_dir},
+              {"keep_checkpoints", c.keep_checkpoints}};
+}
+
+namespace {
+template <class T>
+void get(const json& j, const char* key, T& out, const std::string& what) {
+  try {
+    out = j.at(key).get<T>();
+  } catch (const json::exception& e) {
+    MIXPREC_CHECK(false, ValueError, "checkpoint",
+                  what << ": field '" << key << "' is missing or has the wrong type (" << e.what()
+                       << ")");
+  }
+}
+}  // namespace
+
+TrainConfig config_from_json(const json& j, const std::string& what) {
+  TrainConfig c;
+  get(j, "model", c.model, what);
+  get(j, "precision", c.precision, what);
+  get(j, "epochs", c.epochs, what);
+  get(j, "batch_size", c.batch_size, what);
+  get(j, "lr", c.lr, what);
+  get(j, "optimizer", c.optimizer, what);
+  get(j, "weight_decay", c.weight_decay, what);
+  get(j, "clip", c.clip, what);
+  get(j, "accum", c.accum, what);
+  get(j, "scheduler", c.scheduler, what);
+  get(j, "seed", c.seed, what);
+  get(j, "threads", c.threads, what);
+  get(j, "limit_train", c.limit_train, what);
+  get(j, "limit_test", c.limit_test, what);
+  get(j, "data_dir", c.data_dir, what);
+  get(j, "log_path", c.log_path, what);
+  get(j, "checkpoint_dir", c.checkpoint_dir, what);
+  get(j, "keep_checkpoints", c.keep_checkpoints, what);
+  return c;
+}
+
+json metrics_to_json(const EpochMetrics& m) {
+  json peak = json::object();
+  for (std::size_t i = 0; i < kMemoryCategoryCount; ++i) {
+    peak[name(static_cast<MemoryCategory>(i))] = m.memory.peak[i];
+  }
+  peak["total"] = m.memory.total_peak;
+  return json{{"epoch", m.epoch},
+              {"optimizer_steps", m.optimizer_steps},
+              {"train_loss", m.train_loss},
+              {"test_loss", m.test_loss},
+              {"test_accuracy", m.test_accuracy},
+              {"macro_f1", m.macro_f1},
+              {"samples_per_second", m.samples_per_second},
+              {"train_seconds", m.train_seconds},
+              {"eval_seconds", m.eval_seconds},
+              {"loss_scale", m.loss_scale},
+              {"skipped_steps", m.skipped_steps},
+              {"grad_norm_mean", m.grad_norm_mean},
+              {"grad_norm_max", m.grad_norm_max},
+              {"lr", m.lr},
+              {"peak_memory_bytes", peak}};
+}
+
+EpochMetrics metrics_from_json(const json& j, const std::string& what) {
+  EpochMetrics m;
+  get(j, "epoch", m.epoch, what);
+  get(j, "optimizer_steps", m.optimizer_steps, what);
+  get(j, "train_loss", m.train_loss, what);
+  get(j, "test_loss", m.test_loss, what);
+  get(j, "test_accuracy", m.test_accuracy, what);
+  get(j, "macro_f1", m.macro_f1, what);
+  get(j, "samples_per_second", m.samples_per_second, what);
+  get(j, "train_seconds", m.train_seconds, what);
+  get(j, "eval_seconds", m.eval_seconds, what);
+  get(j, "loss_scale", m.loss_scale, what);
+  get(j, "skipped_steps", m.skipped_steps, what);
+  get(j, "grad_norm_mean", m.grad_norm_mean, what);
+  get(j, "grad_norm_max", m.grad_norm_max, what);
+  get(j, "lr", m.lr, what);
+  const json& peak = j.at("peak_memory_bytes");
+  for (std::size_t i = 0; i < kMemoryCategoryCount; ++i) {
+    get(peak, name(static_cast<MemoryCategory>(i)), m.memory.peak[i], what);
+  }
+  get(peak, "total", m.memory.total_peak, what);
+  return m;
+}
+
+std::string first_incompatibility(const TrainConfig& saved, const TrainConfig& requested) {
+  auto differ = [](const char* field, const auto& a, const auto& b) -> std::string {
+    if (a == b) return "";
+    return std::string(field) + ": checkpoint " + json(a).dump() + ", requested " + json(b).dump();
+  };
+  for (const std::string& d :
+       {differ("model", saved.model, requested.model),
+        differ("precision", saved.precision, requested.precision),
+        differ("optimizer", saved.optimizer, requested.optimizer),
+        differ("batch_size", saved.batch_size, requested.batch_size),
+        differ("accum", saved.accum, requested.accum), differ("lr", saved.lr, requested.lr),
+        differ("weight_decay", saved.weight_decay, requested.weight_decay),
+        differ("clip", saved.clip, requested.clip),
+        differ("scheduler", saved.scheduler, requested.scheduler),
+        differ("seed", saved.seed, requested.seed),
+        differ("limit_train", saved.limit_train, requested.limit_train)}) {
+    if (!d.empty()) return d;
+  }
+  return "";
+}
+
+}  // namespace detail
+}  // namespace mixprec::train

@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# Bad input to `mixprec train/eval/parity`: a clear one-line error and a non-zero exit, never a
+# crash, and never a half-written checkpoint.
+source "$(dirname "$0")/common.sh"
+SMALL=(--model mlp --limit-train 256 --limit-test 100 --threads 1 --no-progress)
+
+expect_failure batch_size_zero "batch-size" "$MIXPREC" train "${SMALL[@]}" --batch-size 0
+expect_failure negative_lr "lr" "$MIXPREC" train "${SMALL[@]}" --lr=-0.1
+expect_failure nan_lr "lr" "$MIXPREC" train "${SMALL[@]}" --lr nan
+expect_failure unknown_model "unknown model 'resnet9000'" "$MIXPREC" train --model resnet9000
+expect_failure unknown_precision "fp8" "$MIXPREC" train "${SMALL[@]}" --precision fp8
+expect_failure unknown_optimizer "optimizer" "$MIXPREC" train "${SMALL[@]}" --optimizer lion
+expect_failure absurd_epochs "epochs" "$MIXPREC" train "${SMALL[@]}" --epochs 0
+expect_failure not_a_number "batch-size" "$MIXPREC" train "${SMALL[@]}" --batch-size abc
+expect_failure missing_dataset "dataset-fashion-mnist" "$MIXPREC" train "${SMALL[@]}" --data-dir "$WORK/none"
+expect_failure missing_dataset_flag "--data-dir" "$MIXPREC" train "${SMALL[@]}" --data-dir "$WORK/none"
+
+# Damaged data files: truncated gzip, corrupt bytes, label count different from image count.
+mkdir -p "$WORK/trunc" "$WORK/corrupt" "$WORK/mismatch"
+cp "$DATA_DIR"/* "$WORK/trunc/" && cp "$DATA_DIR"/* "$WORK/corrupt/" && cp "$DATA_DIR"/* "$WORK/mismatch/"
+head -c 100000 "$DATA_DIR/train-images-idx3-ubyte.gz" > "$WORK/trunc/train-images-idx3-ubyte.gz"
+expect_failure truncated_gzip "train-images-idx3-ubyte" "$MIXPREC" train "${SMALL[@]}" --data-dir "$WORK/trunc"
+printf 'garbage!' | dd of="$WORK/corrupt/train-labels-idx1-ubyte.gz" bs=1 seek=20 conv=notrunc 2>/dev/null
+expect_failure corrupt_gzip "train-labels-idx1-ubyte" "$MIXPREC" train "${SMALL[@]}" --data-dir "$WORK/corrupt"
+cp "$DATA_DIR/t10k-labels-idx1-ubyte.gz" "$WORK/mismatch/train-labels-idx1-ubyte.gz"
+expect_failure label_count "labels" "$MIXPREC" train --model mlp --threads 1 --no-progress --data-dir "$WORK/mismatch"
+
+# Checkpoints: a good one, then damaged copies of it.
+"$MIXPREC" train "${SMALL[@]}" --epochs 1 --checkpoint-dir "$WORK/ckpt" > /dev/null || {
+  echo "FAIL: could not train the reference checkpoint"; exit 1; }
+good="$WORK/ckpt/epoch-0001"
+[ -f "$good/MANIFEST.json" ] || { echo "FAIL: no checkpoint written"; exit 1; }
+"$MIXPREC" eval --checkpoint "$WORK/ckpt" > /dev/null || { echo "FAIL: eval of a good checkpoint"; failures=$((failures + 1)); }
+
+cp -r "$good" "$WORK/tampered"
+size=$(stat -c %s "$WORK/tampered/model.safetensors")
+printf '\x01' | dd of="$WORK/tampered/model.safetensors" bs=1 seek=$((size - 7)) conv=notrunc 2>/dev/null
+expect_failure tampered_checkpoint "sha256" "$MIXPREC" eval --checkpoint "$WORK/tampered"
+cp -r "$good" "$WORK/truncated"
+truncate -s $((size / 2)) "$WORK/truncated/model.safetensors"
+expect_failure truncated_checkpoint "model.safetensors" "$MIXPREC" eval --checkpoint "$WORK/truncated"
+cp -r "$good" "$WORK/nomanifest" && rm "$WORK/nomanifest/MANIFEST.json"
+expect_failure incomplete_checkpoint "MANIFEST" "$MIXPREC" eval --checkpoint "$WORK/nomanifest"
+expect_failure missing_checkpoint "no-such" "$MIXPREC" eval --checkpoint "$WORK/no-such"
+expect_failure other_model "model" "$MIXPREC" train --resume "$WORK/ckpt" --model cnn --epochs 2 --no-progress
+expect_failure already_done "epochs" "$MIXPREC" train --resume "$WORK/ckpt" --epochs 1 --no-progress
+
+# An unwritable checkpoint directory fails before or at the first save, and leaves nothing half-written.
+touch "$WORK/a-file"
+expect_failure unwritable_checkpoint_dir "a-file" "$MIXPREC" train "${SMALL[@]}" --checkpoint-dir "$WORK/a-file/ckpt"
+expect_failure parity_one_mode "precisions" "$MIXPREC" parity "${SMALL[@]}" --precisions fp32
+expect_failure parity_bad_mode "fp8" "$MIXPREC" parity "${SMALL[@]}" --precisions fp32,fp8
+finish

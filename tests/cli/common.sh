@@ -1,0 +1,31 @@
+# Shared helpers of the CLI tests: each test script gets the mixprec executable as $1.
+set -uo pipefail
+MIXPREC="$1"
+WORK="$(mktemp -d)"
+trap 'rm -rf "$WORK"' EXIT
+DATA_DIR=/usr/share/datasets/fashion-mnist
+failures=0
+
+# expect_failure NAME PATTERN CMD...: CMD must exit non-zero, print one line naming PATTERN on
+# stderr, and not crash (exit status >= 128 means a signal, e.g. SIGSEGV or SIGABRT).
+expect_failure() {
+  local name="$1" pattern="$2"
+  shift 2
+  local err status
+  err="$("$@" 2>&1 >/dev/null)"
+  status=$?
+  if [ "$status" -eq 0 ]; then
+    echo "FAIL $name: exited 0"; failures=$((failures + 1))
+  elif [ "$status" -ge 128 ]; then
+    echo "FAIL $name: crashed with status $status: $err"; failures=$((failures + 1))
+  elif ! grep -q -- "$pattern" <<<"$err"; then
+    echo "FAIL $name: message lacks '$pattern': $err"; failures=$((failures + 1))
+  else
+    echo "ok   $name: $(head -c 200 <<<"$err" | head -n 1)"
+  fi
+}
+
+finish() {
+  if [ "$failures" -ne 0 ]; then echo "$failures failure(s)"; exit 1; fi
+  echo "all passed"
+}

@@ -1,0 +1,165 @@
+// The Trainer end to end on a slice of Fashion-MNIST (Debian's dataset-fashion-mnist, which the
+// project's install script provides): resumption is bit-identical in every precision mode,
+// checkpoints from other runs are refused, bad configurations are rejected.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include <filesystem>
+#include <string>
+
+#include "mixprec/core/error.h"
+#include "mixprec/train/trainer.h"
+
+using namespace mixprec;
+namespace fs = std::filesystem;
+
+namespace {
+
+struct TempDir {
+  fs::path path;
+  TempDir() {
+    path = fs::temp_directory_path() / ("mixprec_trainer_" + std::to_string(::getpid()) + "_" +
+                                        std::to_string(counter()++));
+    fs::create_directories(path);
+  }
+  ~TempDir() { fs::remove_all(path); }
+  static int& counter() {
+    static int c = 0;
+    return c;
+  }
+};
+
+train::TrainConfig small_config(const std::string& precision) {
+  train::TrainConfig c;
+  c.model = "mlp";
+  c.precision = precision;
+  c.epochs = 2;
+  c.batch_size = 64;
+  c.accum = 2;
+  c.clip = 1.0f;
+  c.limit_train = 1024;
+  c.limit_test = 300;
+  c.seed = 3;
+  c.progress = false;
+  return c;
+}
+
+class TrainResume : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(TrainResume, IsBitIdenticalToAnUninterruptedRun) {
+  TempDir dir;
+  train::TrainConfig c = small_config(GetParam());
+  train::Trainer straight(c);
+  const std::vector<train::EpochMetrics> a = straight.run();
+
+  train::TrainConfig first = c;
+  first.epochs = 1;
+  first.checkpoint_dir = dir.path.string();
+  { train::Trainer(first).run(); }
+  train::TrainConfig resumed = c;
+  resumed.resume = dir.path.string();  // a directory: its newest complete checkpoint
+  train::Trainer again(resumed);
+  EXPECT_EQ(again.next_epoch(), 2);
+  const std::vector<train::EpochMetrics> b = again.run();
+
+  ASSERT_EQ(a.size(), 2u);
+  ASSERT_EQ(b.size(), 2u);
+  for (std::size_t e = 0; e < 2; ++e) {
+    EXPECT_EQ(a[e].train_loss, b[e].train_loss) << "epoch " << e + 1;
+    EXPECT_EQ(a[e].test_loss, b[e].test_loss) << "epoch " << e + 1;
+    EXPECT_EQ(a[e].test_accuracy, b[e].test_accuracy);
+    EXPECT_EQ(a[e].macro_f1, b[e].macro_f1);
+    EXPECT_EQ(a[e].optimizer_steps, b[e].optimizer_steps);
+    EXPECT_EQ(a[e].grad_norm_mean, b[e].grad_norm_mean);
+    EXPECT_EQ(a[e].loss_scale, b[e].loss_scale);
+    EXPECT_EQ(a[e].lr, b[e].lr);
+  }
+  // The weights themselves agree bit for bit.
+  const auto pa = straight.model().named_parameters(), pb = again.model().named_parameters();
+  ASSERT_EQ(pa.size(), pb.size());
+  for (std::size_t i = 0; i < pa.size(); ++i) {
+    EXPECT_EQ(pa[i].second.to_vector(), pb[i].second.to_vector()) << pa[i].first;
+  }
+  EXPECT_GT(a[1].test_accuracy, 0.6);  // it did learn something
+}
+
+INSTANTIATE_TEST_SUITE_P(AllModes, TrainResume,
+                         ::testing::Values("fp32", "bf16", "fp16", "pure-bf16", "pure-bf16-sr"));
+
+TEST(TrainTrainer, RefusesACheckpointOfAnotherRun) {
+  TempDir dir;
+  train::TrainConfig c = small_config("fp32");
+  c.epochs = 1;
+  c.checkpoint_dir = dir.path.string();
+  train::Trainer(c).run();
+  train::TrainConfig other = c;
+  other.epochs = 2;
+  other.checkpoint_dir.clear();
+  other.resume = dir.path.string();
+  other.model = "cnn";
+  try {
+    train::Trainer t(other);
+    FAIL() << "resumed a checkpoint of another model";
+  } catch (const ValueError& e) {
+    EXPECT_NE(std::string(e.what()).find("model"), std::string::npos) << e.what();
+  }
+  other.model = "mlp";
+  other.precision = "fp16";
+  EXPECT_THROW(train::Trainer{other}, ValueError);
+  other.precision = "fp32";
+  other.epochs = 1;  // already done
+  EXPECT_THROW(train::Trainer{other}, ValueError);
+  other.epochs = 2;
+  train::Trainer ok(other);  // same run, more epochs: fine
+  EXPECT_EQ(ok.next_epoch(), 2);
+}
+
+TEST(TrainTrainer, RejectsAbsurdConfigurations) {
+  const auto expect_invalid = [](auto mutate) {
+    train::TrainConfig c = small_config("fp32");
+    mutate(c);
+    EXPECT_THROW(c.validate(), ValueError);
+  };
+  expect_invalid([](train::TrainConfig& c) { c.batch_size = 0; });
+  expect_invalid([](train::TrainConfig& c) { c.lr = -1e-3f; });
+  expect_invalid([](train::TrainConfig& c) { c.lr = NAN; });
+  expect_invalid([](train::TrainConfig& c) { c.epochs = 0; });
+  expect_invalid([](train::TrainConfig& c) { c.model = "transformer"; });
+  expect_invalid([](train::TrainConfig& c) { c.precision = "fp8"; });
+  expect_invalid([](train::TrainConfig& c) { c.optimizer = "lion"; });
+  expect_invalid([](train::TrainConfig& c) { c.accum = 0; });
+  expect_invalid([](train::TrainConfig& c) { c.clip = -1; });
+  expect_invalid([](train::TrainConfig& c) { c.limit_train = 0; });
+  expect_invalid([](train::TrainConfig& c) { c.scheduler = "warmup"; });
+  EXPECT_NO_THROW(small_config("auto").validate());
+}
+
+TEST(TrainTrainer, MissingDatasetNamesThePackageAndTheFlag) {
+  train::TrainConfig c = small_config("fp32");
+  c.data_dir = "/nonexistent/fashion";
+  try {
+    train::Trainer t(c);
+    FAIL() << "no error for a missing dataset";
+  } catch (const ValueError& e) {
+    const std::string msg = e.what();
+    EXPECT_NE(msg.find("dataset-fashion-mnist"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("--data-dir"), std::string::npos) << msg;
+  }
+}
+
+TEST(TrainTrainer, EvaluateCheckpointReproducesTheRunsAccuracy) {
+  TempDir dir;
+  train::TrainConfig c = small_config("bf16");
+  c.epochs = 1;
+  c.checkpoint_dir = dir.path.string();
+  const auto history = train::Trainer(c).run();
+  const train::CheckpointEvaluation e = train::evaluate_checkpoint(dir.path.string());
+  EXPECT_EQ(e.epoch, 1);
+  EXPECT_EQ(e.config.model, "mlp");
+  EXPECT_EQ(e.confusion.total(), 300);
+  EXPECT_EQ(e.confusion.accuracy(), history.back().test_accuracy);
+  EXPECT_EQ(e.confusion.macro_f1(), history.back().macro_f1);
+}
+
+}  // namespace

@@ -1,0 +1,102 @@
+#include "train_options.h"
+
+#include <cstdio>
+
+#include "mixprec/models/zoo.h"
+
+namespace mixprec::tools {
+
+#define MIXPREC_FIELD(field) [](train::TrainConfig& to, const train::TrainConfig& from) { to.field = from.field; }
+
+TrainOptions::TrainOptions(CLI::App* cmd, bool with_run_flags) {
+  train::TrainConfig& g = *given_;
+  bind(cmd->add_option("--model", g.model, "Model: " + models::model_names())->capture_default_str(),
+       MIXPREC_FIELD(model));
+  if (with_run_flags) {
+    bind(cmd->add_option("--precision", g.precision,
+                         "fp32, bf16, fp16, pure-bf16, pure-bf16-sr or auto (bf16 only where the "
+                         "CPU has native bf16)")
+             ->capture_default_str(),
+         MIXPREC_FIELD(precision));
+  }
+  bind(cmd->add_option("--epochs", g.epochs, "Epochs to train (in total, counting resumed ones)")
+           ->capture_default_str(),
+       MIXPREC_FIELD(epochs));
+  bind(cmd->add_option("--batch-size", g.batch_size, "Samples per micro-batch")->capture_default_str(),
+       MIXPREC_FIELD(batch_size));
+  bind(cmd->add_option("--lr", g.lr, "Learning rate (peak of the cosine schedule)")->capture_default_str(),
+       MIXPREC_FIELD(lr));
+  bind(cmd->add_option("--optimizer", g.optimizer, "sgd (momentum 0.9), adam or adamw")->capture_default_str(),
+       MIXPREC_FIELD(optimizer));
+  bind(cmd->add_option("--weight-decay", g.weight_decay, "Weight decay (decoupled for adamw)")
+           ->capture_default_str(),
+       MIXPREC_FIELD(weight_decay));
+  bind(cmd->add_option("--clip", g.clip, "Clip the gradient norm to this (after unscaling); 0 = off")
+           ->capture_default_str(),
+       MIXPREC_FIELD(clip));
+  bind(cmd->add_option("--accum", g.accum, "Micro-batches accumulated per optimizer step")
+           ->capture_default_str(),
+       MIXPREC_FIELD(accum));
+  bind(cmd->add_option("--scheduler", g.scheduler, "Learning-rate schedule: none or cosine")
+           ->capture_default_str(),
+       MIXPREC_FIELD(scheduler));
+  bind(cmd->add_option("--seed", g.seed, "Seed of weights, shuffling and stochastic rounding")
+           ->capture_default_str(),
+       MIXPREC_FIELD(seed));
+  bind(cmd->add_option("--threads", g.threads, "Compute threads (0 = OpenMP default)")->capture_default_str(),
+       MIXPREC_FIELD(threads));
+  bind(cmd->add_option("--limit-train", g.limit_train, "Use only the first N training samples (-1 = all)")
+           ->capture_default_str(),
+       MIXPREC_FIELD(limit_train));
+  bind(cmd->add_option("--limit-test", g.limit_test, "Use only the first N test samples (-1 = all)")
+           ->capture_default_str(),
+       MIXPREC_FIELD(limit_test));
+  bind(cmd->add_option("--data-dir", g.data_dir,
+                       "Fashion-MNIST directory (default /usr/share/datasets/fashion-mnist, from "
+                       "the Debian package dataset-fashion-mnist)"),
+       MIXPREC_FIELD(data_dir));
+  if (with_run_flags) {
+    bind(cmd->add_option("--log", g.log_path, "Write a JSONL log: a header object, then one per epoch"),
+         MIXPREC_FIELD(log_path));
+    bind(cmd->add_option("--checkpoint-dir", g.checkpoint_dir,
+                         "Write a checkpoint into this directory after every epoch"),
+         MIXPREC_FIELD(checkpoint_dir));
+    bind(cmd->add_option("--keep-checkpoints", g.keep_checkpoints,
+                         "Keep only the newest N checkpoints (0 = all)")
+             ->capture_default_str(),
+         MIXPREC_FIELD(keep_checkpoints));
+    bind(cmd->add_option("--resume", g.resume,
+                         "Continue from a checkpoint, or from the newest complete one in a "
+                         "directory; flags not given are taken from it"),
+         MIXPREC_FIELD(resume));
+  }
+  bind(cmd->add_flag("--no-progress", no_progress_, "Never draw the progress bar"),
+       [](train::TrainConfig& to, const train::TrainConfig&) { to.progress = false; });
+}
+
+#undef MIXPREC_FIELD
+
+void TrainOptions::bind(CLI::Option* opt,
+                        std::function<void(train::TrainConfig&, const train::TrainConfig&)> copy) {
+  bound_.emplace_back(opt, std::move(copy));
+}
+
+train::TrainConfig TrainOptions::resolve() const {
+  train::TrainConfig config;
+  if (!given_->resume.empty()) {
+    config = train::checkpoint_config(given_->resume);
+    config.progress = true;
+  }
+  for (const auto& [opt, copy] : bound_) {
+    if (opt->count() > 0) copy(config, *given_);
+  }
+  return config;
+}
+
+std::string format_mib(std::size_t bytes) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1f MiB", static_cast<double>(bytes) / (1 << 20));
+  return buf;
+}
+
+}  // namespace mixprec::tools
