@@ -53,10 +53,16 @@ TEST_P(TrainResume, IsBitIdenticalToAnUninterruptedRun) {
   train::Trainer straight(c);
   const std::vector<train::EpochMetrics> a = straight.run();
 
+  // The same run, interrupted right after its first checkpoint (the callback throws, as a crash
+  // would stop it).
+  struct Interrupted {};
   train::TrainConfig first = c;
-  first.epochs = 1;
   first.checkpoint_dir = dir.path.string();
-  { train::Trainer(first).run(); }
+  {
+    train::Trainer interrupted(first);
+    interrupted.on_epoch = [](const train::EpochMetrics&) { throw Interrupted{}; };
+    EXPECT_THROW(interrupted.run(), Interrupted);
+  }
   train::TrainConfig resumed = c;
   resumed.resume = dir.path.string();  // a directory: its newest complete checkpoint
   train::Trainer again(resumed);
