@@ -2,6 +2,7 @@
 // runs once, after every consumer of its output has contributed its gradient.
 #include <unordered_map>
 
+#include "mixprec/autograd/anomaly.h"
 #include "mixprec/autograd/node.h"
 #include "kernels/elementwise.h"
 #include "ops/op_util.h"
@@ -84,6 +85,10 @@ void attach_all(Tensor& output, std::shared_ptr<Node> node, const std::vector<co
   }
   node->output_shape = output.shape();
   node->output_dtype = output.dtype();
+  if (anomaly_enabled()) [[unlikely]] {
+    node->anomaly_module = anomaly_detail::current_module();
+    anomaly_detail::check_forward(node->name(), output, inputs, node->anomaly_module);
+  }
   detail::TensorImpl& impl = output.impl();
   impl.grad_fn = std::move(node);
   impl.requires_grad = true;
@@ -143,6 +148,10 @@ void backward(const Tensor& root, const Tensor& gradient, bool retain_graph) {
       MIXPREC_ASSERT(g.shape() == node->output_shape);
       if (g.dtype() != node->output_dtype) g = g.to(node->output_dtype);
       input_grads = node->backward(g);
+      if (anomaly_enabled()) [[unlikely]] {
+        anomaly_detail::check_backward(node->name(), node->anomaly_module, g, input_grads,
+                               tls_backward_loss_scale);
+      }
       if (!retain_graph && node->saves_tensors()) {
         node->release_saved();
         node->released = true;

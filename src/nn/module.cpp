@@ -1,9 +1,11 @@
 #include "mixprec/nn/module.h"
 
+#include <optional>
 #include <set>
 
 #include "kernels/copy.h"
 #include "mixprec/amp/autocast.h"
+#include "mixprec/autograd/anomaly.h"
 #include "mixprec/autograd/node.h"
 
 namespace mixprec::nn {
@@ -79,7 +81,15 @@ void Module::load_state_dict(const std::map<std::string, Tensor>& state, bool st
   }
 }
 
+std::string Module::path() const {
+  if (parent_ == nullptr) return "";
+  const std::string up = parent_->path();
+  return up.empty() ? name_in_parent_ : up + "." + name_in_parent_;
+}
+
 Tensor Module::operator()(const Tensor& x) {
+  std::optional<autograd::anomaly_detail::ModuleScope> anomaly_scope;
+  if (autograd::anomaly_enabled()) [[unlikely]] anomaly_scope.emplace(*this);
   if (!has_compute_override_) return forward(x);
   const bool lower = compute_override_ != DType::f32;
   amp::Autocast region(lower, lower ? compute_override_ : amp::autocast_dtype());

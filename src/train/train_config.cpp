@@ -60,7 +60,8 @@ json config_to_json(const TrainConfig& c) {
               {"data_dir", c.data_dir},
               {"log_path", c.log_path},
               {"checkpoint_dir", c.checkpoint_dir},
-              {"keep_checkpoints", c.keep_checkpoints}};
+              {"keep_checkpoints", c.keep_checkpoints},
+              {"detect_anomaly", c.detect_anomaly}};
 }
 
 namespace {
@@ -96,6 +97,7 @@ TrainConfig config_from_json(const json& j, const std::string& what) {
   get(j, "log_path", c.log_path, what);
   get(j, "checkpoint_dir", c.checkpoint_dir, what);
   get(j, "keep_checkpoints", c.keep_checkpoints, what);
+  c.detect_anomaly = j.value("detect_anomaly", false);
   return c;
 }
 

@@ -9,6 +9,7 @@
 #include "mixprec/amp/autocast.h"
 #include "mixprec/amp/grad_scaler.h"
 #include "mixprec/amp/precision.h"
+#include "mixprec/autograd/anomaly.h"
 #include "mixprec/autograd/node.h"
 #include "mixprec/core/cpu_features.h"
 #include "mixprec/core/error.h"
@@ -232,6 +233,7 @@ std::vector<EpochMetrics> Trainer::run() {
   }
   const std::vector<Tensor>& params = s.optimizer->params();
   const float clip = c.clip > 0 ? c.clip : std::numeric_limits<float>::infinity();
+  autograd::DetectAnomaly anomaly(c.detect_anomaly);
   s.model->train();
   for (int epoch = s.next_epoch; epoch <= c.epochs; ++epoch) {
     reset_peak_memory();
@@ -249,6 +251,7 @@ std::vector<EpochMetrics> Trainer::run() {
     while (more) {
       // One optimizer step over up to `accum` micro-batches.
       int in_step = 0;
+      autograd::set_anomaly_step(s.optimizer->steps());
       while (more && in_step < c.accum) {
         Tensor loss;
         {

@@ -12,5 +12,11 @@ void add_train_command(CLI::App& app);
 void add_eval_command(CLI::App& app);
 /// `mixprec parity`: one model under several precisions, side by side, with a verdict.
 void add_parity_command(CLI::App& app);
+/// `mixprec bench`: times whole training steps of a built-in model, or compares precisions.
+void add_bench_command(CLI::App& app);
+/// `mixprec formats`: floating-point formats, representation error per decade, accumulation error.
+void add_formats_command(CLI::App& app);
+/// `mixprec env`: this machine's mixed-precision features and the recommended precision.
+void add_env_command(CLI::App& app);
 
 }  // namespace mixprec::tools

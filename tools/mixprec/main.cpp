@@ -12,7 +12,10 @@ int main(int argc, char** argv) {
   mixprec::tools::add_train_command(app);
   mixprec::tools::add_eval_command(app);
   mixprec::tools::add_parity_command(app);
+  mixprec::tools::add_bench_command(app);
   mixprec::tools::add_ops_command(app);
+  mixprec::tools::add_formats_command(app);
+  mixprec::tools::add_env_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -70,6 +70,10 @@ TrainOptions::TrainOptions(CLI::App* cmd, bool with_run_flags) {
                          "directory; flags not given are taken from it"),
          MIXPREC_FIELD(resume));
   }
+  bind(cmd->add_flag("--detect-anomaly", given_->detect_anomaly,
+                     "Stop at the first NaN/Inf an op produces in forward or backward, naming the "
+                     "op, module, dtype, step and input statistics"),
+       MIXPREC_FIELD(detect_anomaly));
   bind(cmd->add_flag("--no-progress", no_progress_, "Never draw the progress bar"),
        [](train::TrainConfig& to, const train::TrainConfig&) { to.progress = false; });
 }

@@ -3,6 +3,7 @@
 /// of its output into gradients of its inputs. Nodes link to the nodes of their inputs (edges),
 /// and backward() walks them in reverse topological order.
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "mixprec/core/tensor.h"
@@ -35,6 +36,7 @@ class Node {
   Shape output_shape;          ///< shape of the output this node produced
   DType output_dtype = DType::f32;
   bool released = false;       ///< set after a non-retained backward ran through this node
+  std::string anomaly_module;  ///< module that ran the forward (recorded only in anomaly mode)
 };
 
 /// Turns on gradient recording for this thread (the default) until destroyed... or off.

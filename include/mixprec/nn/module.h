@@ -31,6 +31,9 @@ class Module {
   void set_compute_dtype(DType dtype) { compute_override_ = dtype; has_compute_override_ = true; }
   /// Short type name, e.g. "Linear".
   virtual std::string type_name() const = 0;
+  /// Dotted path from the root module, e.g. "features.3" ("" for the root); used by anomaly
+  /// reports and diagnostics. Follows the parent that registered this module last.
+  std::string path() const;
 
   /// Parameters of this module and its children, with dotted paths ("0.weight", "2.bias").
   NamedTensors named_parameters() const;
@@ -65,6 +68,8 @@ class Module {
   template <class M>
   std::shared_ptr<M> register_module(const std::string& name, std::shared_ptr<M> child) {
     children_.emplace_back(name, child);
+    child->parent_ = this;
+    child->name_in_parent_ = name;
     return child;
   }
 
@@ -74,6 +79,8 @@ class Module {
   NamedTensors params_;
   NamedTensors buffers_;
   std::vector<std::pair<std::string, std::shared_ptr<Module>>> children_;
+  const Module* parent_ = nullptr;
+  std::string name_in_parent_;
   bool training_ = true;
   bool has_compute_override_ = false;
   DType compute_override_ = DType::f32;

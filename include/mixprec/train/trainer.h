@@ -42,6 +42,7 @@ struct TrainConfig {
   int keep_checkpoints = 3;         ///< newest checkpoints kept in checkpoint_dir; 0 = all
   std::string resume;               ///< a checkpoint, or a directory of them (newest complete)
   bool progress = true;             ///< progress bar with ETA when stderr is a terminal
+  bool detect_anomaly = false;      ///< stop at the first NaN/Inf an op makes (autograd/anomaly.h)
 
   /// ValueError with an actionable message for any out-of-range or unknown value.
   void validate() const;

@@ -1,0 +1,129 @@
+#pragma once
+/// StepBenchmark: times whole training steps of a built-in model (models/zoo.h) on synthetic
+/// inputs, each step done exactly as the Trainer does it, and puts the time in context: the
+/// model's FLOPs, the time of the step's GEMMs alone, the time of the optimizer alone, peak
+/// memory by category and allocations per step. What `mixprec bench` prints.
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "mixprec/core/cpu_features.h"
+#include "mixprec/core/memory.h"
+#include "mixprec/core/tensor.h"
+#include "mixprec/nn/module.h"
+
+namespace mixprec::train {
+
+/// One Linear or Conv2d layer met by count_layer_flops, with its activation shapes.
+struct LayerCost {
+  std::string path;     ///< module path, e.g. "layers.0" or "features.3.conv1"
+  std::string type;     ///< "Linear" or "Conv2d"
+  Shape input_shape;    ///< at the batch size asked for
+  Shape output_shape;
+  bool bias = false;    ///< whether the layer adds a bias (not counted in the FLOPs)
+  /// Forward FLOPs (a multiply-add counts 2): Linear 2 * rows * in * out, where rows is the
+  /// input's element count / in; Conv2d 2 * N * O * C * kh * kw * Ho * Wo. Bias additions,
+  /// activations, normalisation, pooling and the loss are not counted.
+  double forward_flops = 0;
+};
+
+/// The Linear and Conv2d layers of an f32 model fed an input of input_shape (dim 0 the batch),
+/// in execution order. Shapes come from running the model's modules one by one on a batch of
+/// one in eval mode without autograd (so the model is not changed), then scaling dim 0 back to
+/// the batch: every built-in layer treats dim 0 as the batch. Modules with children are taken
+/// to apply them in order, except BasicBlock whose "shortcut" child reads the block's input.
+/// ValueError if input_shape is empty or has a dimension < 1; ShapeError if the model rejects it.
+std::vector<LayerCost> count_layer_flops(nn::Module& model, const Shape& input_shape);
+
+/// FLOPs of one training step: 3x the forward FLOPs of the layers (forward, plus the gradients
+/// with respect to inputs and to weights, each costing one forward). The first layer's input
+/// gradient, which autograd skips, is counted too: the convention of the seeds' benchmarks.
+double training_step_flops(const std::vector<LayerCost>& layers);
+
+/// Median, minimum and maximum of a series of times, in milliseconds.
+struct TimingStats {
+  double median = 0, min = 0, max = 0;
+};
+/// Summary of times in ms (the median of an even count is the mean of the middle two);
+/// ValueError if times is empty.
+TimingStats summarize_times(std::vector<double> times_ms);
+
+/// What StepBenchmark::run measured. Times are wall-clock milliseconds.
+struct StepBenchResult {
+  std::string model;           ///< models::model_names()
+  std::string precision;       ///< the mode run ("auto" resolved), e.g. "bf16"
+  std::int64_t batch_size = 0;
+  int threads = 0;             ///< num_threads() during the run
+  int steps = 0, warmup = 0;
+  TimingStats step_ms;         ///< whole training steps
+  double samples_per_second = 0;   ///< batch_size / median step time
+  double flops_per_step = 0;       ///< training_step_flops of the model's layers
+  double gflops = 0;               ///< flops_per_step / median step time, in GFLOP/s
+  /// Median time of the step's GEMMs alone (Linear-only models), else nullopt and gemm_note says why.
+  std::optional<double> gemm_ms;
+  std::string gemm_dtype;          ///< dtype the GEMMs ran in ("f32", "bf16", "f16")
+  std::string gemm_note;           ///< why gemm_ms is null; empty otherwise
+  double optimizer_ms = 0;         ///< median time of optimizer.step() alone
+  /// step_ms.median / (gemm_ms + optimizer_ms): how far the step is above its compute floor.
+  std::optional<double> floor_ratio;
+  MemoryStats memory;              ///< peaks over the timed steps (reset after warm-up)
+  double allocations_per_step = 0; ///< storage allocations per timed step
+  std::string cpu_flags;           ///< cpu_features().to_string()
+  std::string max_isa;             ///< name(max_isa())
+  std::string onednn;              ///< onednn_description()
+  std::string warnings;            ///< amp::precision_warnings for this mode on this CPU
+  std::vector<LayerCost> layers;   ///< at batch_size
+};
+
+/// The result as a JSON object with the keys model, precision, batch_size, threads,
+/// step_ms{median,min,max}, gemm_ms (null if not measured), optimizer_ms, gflops,
+/// peak_bytes{parameter,gradient,optimizer_state,activation,workspace,total},
+/// allocations_per_step, cpu_flags, and more (samples_per_second, floor_ratio, ...).
+std::string to_json(const StepBenchResult& result, int indent = 2);
+
+/// Times training steps of one built-in model in one precision mode. Each step, as in
+/// Trainer::run: forward and cross-entropy under autocast, loss.item(), scaler.scale(loss)
+/// .backward(), scaler.unscale, gradient norm (clip_grad_norm with an infinite bound),
+/// scaler.step, scaler.update, zero_grad; with Adam (lr 1e-3), a GradScaler enabled for fp16
+/// only, and no LR scheduler. Inputs are Tensor::randn of the model's sample shape and labels
+/// fixed pseudo-random classes, both from the seed: no dataset is read.
+class StepBenchmark {
+ public:
+  /// precision: fp32, bf16, fp16, pure-bf16, pure-bf16-sr or auto; batch_size 0 = the model's
+  /// default (default_batch_size). ValueError on an unknown model/precision or a batch size
+  /// outside [0, 65536].
+  StepBenchmark(std::string model, std::string precision, std::int64_t batch_size = 0,
+                std::uint64_t seed = 0);
+  ~StepBenchmark();
+  StepBenchmark(const StepBenchmark&) = delete;
+  StepBenchmark& operator=(const StepBenchmark&) = delete;
+
+  /// Runs warmup untimed steps, then steps timed steps, then the optimizer alone and the GEMMs
+  /// alone steps times each. ValueError unless steps in [1, 100000] and warmup in [0, 100000].
+  /// The model keeps training across calls.
+  StepBenchResult run(int steps, int warmup = 3);
+
+  std::int64_t batch_size() const;
+  /// The resolved precision mode's name.
+  const std::string& precision() const;
+
+ private:
+  struct State;
+  std::unique_ptr<State> s_;
+};
+
+/// The batch size `mixprec bench` uses by default: 256 for mlp and seed-mlp, 128 for cnn and
+/// resnet. ValueError on an unknown model.
+std::int64_t default_batch_size(const std::string& model);
+
+/// The seeds' decision matrix on a speed-up over fp32: < 1.1 "stay in fp32"; [1.1, 1.5)
+/// "optional"; [1.5, 2.5] "use it"; > 2.5 "definitely use it". NaN counts as no speed-up.
+const char* speedup_verdict(double speedup);
+
+/// One line on why lower-precision GEMMs cannot be faster than fp32 ones on cpu (no native bf16
+/// dot products: bf16 GEMMs run through fp32), or "" when they can.
+std::string speedup_limit_reason(const CpuFeatures& cpu);
+
+}  // namespace mixprec::train

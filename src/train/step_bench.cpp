@@ -1,0 +1,387 @@
+// StepBenchmark: whole training steps timed as the Trainer runs them, with the FLOP count, the
+// GEMM-only and optimizer-only floors, memory peaks and allocation counts that explain the time.
+#include "mixprec/train/step_bench.h"
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <functional>
+#include <limits>
+
+#include "kernels/matmul.h"
+#include "mixprec/amp/autocast.h"
+#include "mixprec/amp/grad_scaler.h"
+#include "mixprec/amp/matmul_precision.h"
+#include "mixprec/amp/precision.h"
+#include "mixprec/autograd/node.h"
+#include "mixprec/core/error.h"
+#include "mixprec/core/runtime.h"
+#include "mixprec/models/zoo.h"
+#include "mixprec/nn/conv_layers.h"
+#include "mixprec/nn/layers.h"
+#include "mixprec/nn/residual.h"
+#include "mixprec/ops/nn_functional.h"
+#include "mixprec/optim/adam.h"
+#include "mixprec/optim/clip_grad.h"
+
+namespace mixprec::train {
+namespace {
+
+constexpr const char* kOp = "bench";
+
+// Runs module m on x (a batch of one), recording every Linear/Conv2d met on the way.
+Tensor walk(nn::Module& m, const std::string& path, const Tensor& x, std::vector<LayerCost>& out) {
+  if (auto* linear = dynamic_cast<nn::Linear*>(&m)) {
+    Tensor y = m(x);
+    const double rows = static_cast<double>(x.numel() / linear->in_features());
+    out.push_back({path, "Linear", x.shape(), y.shape(), linear->bias().defined(),
+                   2.0 * rows * static_cast<double>(linear->in_features()) *
+                       static_cast<double>(linear->out_features())});
+    return y;
+  }
+  if (auto* conv = dynamic_cast<nn::Conv2d*>(&m)) {
+    Tensor y = m(x);
+    const double k = static_cast<double>(conv->kernel_size());
+    // 2 * N * O * C * kh * kw * Ho * Wo; y is [N, O, Ho, Wo].
+    out.push_back({path, "Conv2d", x.shape(), y.shape(), conv->bias().defined(),
+                   2.0 * static_cast<double>(y.numel()) * static_cast<double>(conv->in_channels()) * k * k});
+    return y;
+  }
+  if (m.children().empty()) return m(x);
+  const bool block = dynamic_cast<nn::BasicBlock*>(&m) != nullptr;
+  Tensor h = x;
+  for (const auto& [name, child] : m.children()) {
+    const std::string child_path = path.empty() ? name : path + "." + name;
+    if (block && name == "shortcut") {
+      walk(*child, child_path, x, out);
+    } else {
+      h = walk(*child, child_path, h, out);
+    }
+  }
+  // The module's own forward is the truth about its output; the chain above only has to see
+  // the same layers with the same inputs, which holds when children run in order.
+  Tensor y = m(x);
+  MIXPREC_CHECK(block || y.shape() == h.shape(), ValueError, "count_layer_flops",
+                "cannot follow the data flow of module '" << path << "' (" << m.type_name()
+                    << "): applying its children in order gives " << to_string(h.shape())
+                    << " but it returns " << to_string(y.shape()));
+  return y;
+}
+
+// The GEMMs of one Linear layer's training step, with their own buffers.
+struct GemmCall {
+  kernels::MatmulDesc desc;
+  Tensor a, b, bias, c;
+  void run() const {
+    kernels::matmul(desc, a.data_ptr(), b.data_ptr(), bias.defined() ? bias.data_ptr() : nullptr,
+                    c.data_ptr());
+  }
+};
+
+std::vector<GemmCall> make_gemm_calls(const std::vector<LayerCost>& layers, DType dtype,
+                                      bool bf16_fpmath, std::uint64_t seed) {
+  std::vector<GemmCall> calls;
+  auto desc = [&](std::int64_t m, std::int64_t n, std::int64_t k, bool ta, bool tb) {
+    kernels::MatmulDesc d;
+    d.m = m; d.n = n; d.k = k;
+    d.trans_a = ta; d.trans_b = tb;
+    d.dtype = dtype;
+    d.c_dtype = dtype;
+    d.bf16_fpmath = bf16_fpmath;
+    return d;
+  };
+  for (std::size_t i = 0; i < layers.size(); ++i) {
+    const LayerCost& l = layers[i];
+    const std::int64_t k = l.input_shape.back(), n = l.output_shape.back();
+    const std::int64_t m = numel(l.input_shape) / k;
+    const std::uint64_t s = seed + 16 * i;
+    const Tensor x = Tensor::randn({m, k}, s, dtype), w = Tensor::randn({n, k}, s + 1, dtype);
+    const Tensor dy = Tensor::randn({m, n}, s + 2, dtype);
+    // Forward y [m, n] = x W^T (+ bias), as linear() runs it.
+    GemmCall fwd{desc(m, n, k, false, true), x, w, Tensor(), Tensor::empty({m, n}, dtype)};
+    if (l.bias) {
+      fwd.desc.has_bias = true;
+      fwd.desc.bias_dtype = dtype;
+      fwd.bias = Tensor::randn({n}, s + 3, dtype);
+    }
+    calls.push_back(fwd);
+    // dX [m, k] = dY W: autograd skips it for the first layer, whose input needs no gradient.
+    if (i > 0) calls.push_back({desc(m, k, n, false, false), dy, w, Tensor(), Tensor::empty({m, k}, dtype)});
+    // dW [n, k] = dY^T X.
+    calls.push_back({desc(n, k, m, true, false), dy, x, Tensor(), Tensor::empty({n, k}, dtype)});
+  }
+  return calls;
+}
+
+// Milliseconds taken by fn, once per repetition.
+std::vector<double> time_each(int repetitions, const std::function<void()>& fn) {
+  std::vector<double> ms;
+  ms.reserve(static_cast<std::size_t>(repetitions));
+  for (int r = 0; r < repetitions; ++r) {
+    const auto t0 = std::chrono::steady_clock::now();
+    fn();
+    ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+  }
+  return ms;
+}
+
+Shape batch_shape(std::int64_t n, const std::vector<std::int64_t>& sample_shape) {
+  Shape s{n};
+  s.insert(s.end(), sample_shape.begin(), sample_shape.end());
+  return s;
+}
+
+}  // namespace
+
+std::vector<LayerCost> count_layer_flops(nn::Module& model, const Shape& input_shape) {
+  MIXPREC_CHECK(!input_shape.empty(), ValueError, "count_layer_flops",
+                "the input shape must include the batch dimension, got []");
+  for (std::int64_t d : input_shape) {
+    MIXPREC_CHECK(d >= 1, ValueError, "count_layer_flops",
+                  "every input dimension must be >= 1, got " << to_string(input_shape));
+  }
+  Shape one = input_shape;
+  one[0] = 1;
+  const bool was_training = model.is_training();
+  std::vector<LayerCost> layers;
+  {
+    autograd::NoGradGuard no_grad;
+    model.eval();
+    try {
+      walk(model, "", Tensor::zeros(one), layers);
+    } catch (...) {
+      model.train(was_training);
+      throw;
+    }
+    model.train(was_training);
+  }
+  const std::int64_t batch = input_shape[0];
+  for (LayerCost& l : layers) {
+    l.input_shape[0] *= batch;
+    l.output_shape[0] *= batch;
+    l.forward_flops *= static_cast<double>(batch);
+  }
+  return layers;
+}
+
+double training_step_flops(const std::vector<LayerCost>& layers) {
+  double forward = 0;
+  for (const LayerCost& l : layers) forward += l.forward_flops;
+  return 3.0 * forward;
+}
+
+TimingStats summarize_times(std::vector<double> times_ms) {
+  MIXPREC_CHECK(!times_ms.empty(), ValueError, "summarize_times", "no times to summarize");
+  std::sort(times_ms.begin(), times_ms.end());
+  const std::size_t n = times_ms.size();
+  const double median = n % 2 == 1 ? times_ms[n / 2] : 0.5 * (times_ms[n / 2 - 1] + times_ms[n / 2]);
+  return {median, times_ms.front(), times_ms.back()};
+}
+
+std::int64_t default_batch_size(const std::string& model) {
+  const models::ModelSpec& spec = models::model_spec(model);
+  return spec.name == "cnn" || spec.name == "resnet" ? 128 : 256;
+}
+
+const char* speedup_verdict(double speedup) {
+  if (!(speedup >= 1.1)) return "stay in fp32";
+  if (speedup < 1.5) return "optional";
+  if (speedup <= 2.5) return "use it";
+  return "definitely use it";
+}
+
+std::string speedup_limit_reason(const CpuFeatures& cpu) {
+  if (cpu.avx512_bf16 || cpu.amx_bf16) return "";
+  return std::string("this CPU cannot speed up lower-precision GEMMs: it lacks AVX512_BF16/AMX-BF16, "
+                     "so bf16 GEMMs run through fp32 (amp::choose_precision picks fp32)") +
+         (cpu.avx512_fp16 ? "" : " and fp16 is emulated with fp32 arithmetic") +
+         "; any gain left comes from memory-bound ops moving fewer bytes";
+}
+
+struct StepBenchmark::State {
+  models::ModelSpec spec;
+  std::string precision;
+  amp::PrecisionMode mode = amp::PrecisionMode::fp32;
+  bool autocast = false;
+  DType compute = DType::bf16;   // autocast's lower dtype (when autocast)
+  DType gemm_dtype = DType::f32;
+  std::int64_t batch = 0;
+  std::uint64_t seed = 0;
+  std::shared_ptr<nn::Module> model;
+  std::unique_ptr<optim::Optimizer> optimizer;
+  std::unique_ptr<amp::GradScaler> scaler;
+  std::vector<LayerCost> layers;
+  Tensor inputs;
+  std::vector<std::int64_t> labels;
+
+  // forward + loss under autocast, scaled backward; returns the loss as the Trainer reads it.
+  double forward_backward() {
+    Tensor loss;
+    {
+      amp::Autocast region(autocast, compute);
+      loss = cross_entropy((*model)(inputs), labels);
+    }
+    const double value = loss.item();
+    scaler->scale(loss).backward();
+    return value;
+  }
+  void step() {
+    forward_backward();
+    scaler->unscale(*optimizer);
+    optim::clip_grad_norm(optimizer->params(), std::numeric_limits<float>::infinity());
+    scaler->step(*optimizer);
+    scaler->update();
+    optimizer->zero_grad();
+  }
+};
+
+StepBenchmark::StepBenchmark(std::string model, std::string precision, std::int64_t batch_size,
+                             std::uint64_t seed)
+    : s_(std::make_unique<State>()) {
+  State& s = *s_;
+  s.spec = models::model_spec(model);
+  s.mode = amp::parse_precision_mode(precision);
+  if (s.mode == amp::PrecisionMode::automatic) s.mode = amp::choose_precision(cpu_features()).mode;
+  s.precision = amp::name(s.mode);
+  MIXPREC_CHECK(batch_size >= 0 && batch_size <= 65536, ValueError, kOp,
+                "--batch-size must be in [1, 65536] (0 = the model's default), got " << batch_size);
+  s.batch = batch_size > 0 ? batch_size : default_batch_size(s.spec.name);
+  s.seed = seed;
+
+  const amp::PrecisionPolicy policy = amp::PrecisionPolicy::for_mode(s.mode);
+  s.autocast = policy.dtypes.compute != DType::f32;
+  s.compute = s.autocast ? policy.dtypes.compute : DType::bf16;
+  s.gemm_dtype = policy.dtypes.compute;
+  s.model = models::make_model(s.spec.name, seed);
+  const Shape input_shape = batch_shape(s.batch, s.spec.sample_shape);
+  s.layers = count_layer_flops(*s.model, input_shape);  // while the model is still f32
+  amp::apply_parameter_dtypes(*s.model, policy);
+
+  optim::OptimizerOptions common;
+  common.seed = seed;
+  if (s.mode == amp::PrecisionMode::pure_bf16_sr) {
+    common.master_weights = optim::MasterWeights::none_stochastic_rounding;
+  }
+  s.optimizer = std::make_unique<optim::Adam>(s.model->parameters(), optim::AdamOptions{.lr = 1e-3f}, common);
+  s.scaler = std::make_unique<amp::GradScaler>(
+      amp::GradScalerOptions{.enabled = s.mode == amp::PrecisionMode::fp16});
+
+  s.inputs = Tensor::randn(input_shape, seed);
+  const std::vector<float> u =
+      Tensor::uniform({s.batch}, seed + 1, 0.0f, static_cast<float>(s.spec.num_classes)).to_vector();
+  s.labels.reserve(u.size());
+  for (float v : u) {
+    s.labels.push_back(std::clamp<std::int64_t>(static_cast<std::int64_t>(v), 0, s.spec.num_classes - 1));
+  }
+  s.model->train();
+}
+
+StepBenchmark::~StepBenchmark() = default;
+
+std::int64_t StepBenchmark::batch_size() const { return s_->batch; }
+const std::string& StepBenchmark::precision() const { return s_->precision; }
+
+StepBenchResult StepBenchmark::run(int steps, int warmup) {
+  State& s = *s_;
+  MIXPREC_CHECK(steps >= 1 && steps <= 100000, ValueError, kOp,
+                "--steps must be in [1, 100000], got " << steps);
+  MIXPREC_CHECK(warmup >= 0 && warmup <= 100000, ValueError, kOp,
+                "--warmup must be in [0, 100000], got " << warmup);
+  StepBenchResult r;
+  r.model = s.spec.name;
+  r.precision = s.precision;
+  r.batch_size = s.batch;
+  r.threads = num_threads();
+  r.steps = steps;
+  r.warmup = warmup;
+  r.layers = s.layers;
+  r.flops_per_step = training_step_flops(s.layers);
+
+  for (int i = 0; i < warmup; ++i) s.step();
+  reset_peak_memory();
+  const std::uint64_t allocations_before = memory_stats().allocations;
+  r.step_ms = summarize_times(time_each(steps, [&] { s.step(); }));
+  r.memory = memory_stats();
+  r.allocations_per_step =
+      static_cast<double>(r.memory.allocations - allocations_before) / static_cast<double>(steps);
+  r.samples_per_second = static_cast<double>(s.batch) / (r.step_ms.median / 1e3);
+  r.gflops = r.flops_per_step / (r.step_ms.median / 1e3) / 1e9;
+
+  // The optimizer alone, re-run on one step's (unscaled) gradients; with fp16, gradients that
+  // overflowed are dropped (and the scale backed off) until a finite set comes, as scaler.step
+  // would never apply them.
+  for (int attempt = 0;; ++attempt) {
+    s.forward_backward();
+    s.scaler->unscale(*s.optimizer);
+    if (attempt == 8 || !s.scaler->found_inf(*s.optimizer).value_or(false)) break;
+    s.scaler->update();
+    s.optimizer->zero_grad();
+  }
+  r.optimizer_ms = summarize_times(time_each(steps, [&] { s.optimizer->step(); })).median;
+  s.scaler->update();
+  s.optimizer->zero_grad();
+
+  // The GEMMs alone: the same shapes, dtype and kernel as the step's linear layers.
+  r.gemm_dtype = name(s.gemm_dtype);
+  const bool linear_only = std::all_of(s.layers.begin(), s.layers.end(),
+                                       [](const LayerCost& l) { return l.type == "Linear"; });
+  if (linear_only && !s.layers.empty()) {
+    const bool fpmath = s.gemm_dtype == DType::f32 &&
+                        amp::matmul_precision() == amp::MatmulPrecision::medium;
+    const std::vector<GemmCall> calls = make_gemm_calls(s.layers, s.gemm_dtype, fpmath, s.seed + 7);
+    auto pass = [&] { for (const GemmCall& c : calls) c.run(); };
+    pass();  // creates the oneDNN primitives, as the warm-up steps did for the model
+    r.gemm_ms = summarize_times(time_each(steps, pass)).median;
+    r.floor_ratio = r.step_ms.median / (*r.gemm_ms + r.optimizer_ms);
+  } else {
+    r.gemm_note = "the model has convolutions: their GEMM-equivalent time depends on oneDNN's "
+                  "convolution algorithm, so there is no GEMM-only floor to compare against";
+  }
+
+  r.cpu_flags = cpu_features().to_string();
+  r.max_isa = name(max_isa());
+  r.onednn = onednn_description();
+  r.warnings = amp::precision_warnings(s.mode, s.scaler->is_enabled(), cpu_features());
+  return r;
+}
+
+std::string to_json(const StepBenchResult& r, int indent) {
+  using nlohmann::json;
+  json peak;
+  for (std::size_t c = 0; c < kMemoryCategoryCount; ++c) {
+    peak[name(static_cast<MemoryCategory>(c))] = r.memory.peak[c];
+  }
+  peak["total"] = r.memory.total_peak;
+  json layers = json::array();
+  for (const LayerCost& l : r.layers) {
+    layers.push_back({{"path", l.path}, {"type", l.type}, {"input_shape", l.input_shape},
+                      {"output_shape", l.output_shape}, {"forward_flops", l.forward_flops}});
+  }
+  json j{{"model", r.model},
+         {"precision", r.precision},
+         {"batch_size", r.batch_size},
+         {"threads", r.threads},
+         {"steps", r.steps},
+         {"warmup", r.warmup},
+         {"step_ms", {{"median", r.step_ms.median}, {"min", r.step_ms.min}, {"max", r.step_ms.max}}},
+         {"samples_per_second", r.samples_per_second},
+         {"flops_per_step", r.flops_per_step},
+         {"gflops", r.gflops},
+         {"gemm_ms", r.gemm_ms ? json(*r.gemm_ms) : json(nullptr)},
+         {"gemm_dtype", r.gemm_dtype},
+         {"gemm_note", r.gemm_note.empty() ? json(nullptr) : json(r.gemm_note)},
+         {"optimizer_ms", r.optimizer_ms},
+         {"floor_ratio", r.floor_ratio ? json(*r.floor_ratio) : json(nullptr)},
+         {"peak_bytes", peak},
+         {"allocations_per_step", r.allocations_per_step},
+         {"cpu_flags", r.cpu_flags},
+         {"max_isa", r.max_isa},
+         {"onednn", r.onednn},
+         {"warnings", r.warnings},
+         {"layers", layers}};
+  return j.dump(indent);
+}
+
+}  // namespace mixprec::train

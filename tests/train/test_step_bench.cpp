@@ -1,0 +1,168 @@
+// StepBenchmark: FLOP counting by walking the module tree, the result and its JSON keys, the
+// decision-matrix verdict and the validation of bad arguments. No timing is asserted.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include <cmath>
+
+#include "mixprec/core/error.h"
+#include "mixprec/models/zoo.h"
+#include "mixprec/train/step_bench.h"
+
+namespace mixprec::train {
+namespace {
+
+TEST(StepBenchFlops, MlpMatchesHandFormula) {
+  const std::int64_t b = 32;
+  auto model = models::make_model("mlp", 0);
+  const std::vector<LayerCost> layers = count_layer_flops(*model, {b, 784});
+  ASSERT_EQ(layers.size(), 3u);
+  const double forward = 2.0 * b * (784.0 * 256 + 256.0 * 128 + 128.0 * 10);
+  double sum = 0;
+  for (const LayerCost& l : layers) {
+    EXPECT_EQ(l.type, "Linear");
+    EXPECT_TRUE(l.bias);
+    sum += l.forward_flops;
+  }
+  EXPECT_DOUBLE_EQ(sum, forward);
+  EXPECT_DOUBLE_EQ(training_step_flops(layers), 3.0 * forward);
+  EXPECT_EQ(layers[0].path, "layers.0");
+  EXPECT_EQ(layers[2].path, "layers.4");
+  EXPECT_EQ(layers[1].input_shape, (Shape{b, 256}));
+  EXPECT_EQ(layers[1].output_shape, (Shape{b, 128}));
+  EXPECT_TRUE(model->is_training());  // the walk restores the mode it found
+}
+
+TEST(StepBenchFlops, CnnConvolutionShapesAndFlops) {
+  const std::int64_t b = 4;
+  auto model = models::make_model("cnn", 0);
+  const std::vector<LayerCost> layers = count_layer_flops(*model, {b, 1, 28, 28});
+  ASSERT_EQ(layers.size(), 4u);
+  EXPECT_EQ(layers[0].type, "Conv2d");
+  EXPECT_EQ(layers[0].output_shape, (Shape{b, 32, 28, 28}));
+  EXPECT_DOUBLE_EQ(layers[0].forward_flops, 2.0 * b * 32 * 1 * 9 * 28 * 28);
+  EXPECT_EQ(layers[1].input_shape, (Shape{b, 32, 14, 14}));  // after the first max pool
+  EXPECT_DOUBLE_EQ(layers[1].forward_flops, 2.0 * b * 64 * 32 * 9 * 14 * 14);
+  EXPECT_EQ(layers[2].type, "Linear");
+  EXPECT_EQ(layers[2].input_shape, (Shape{b, 3136}));
+  EXPECT_DOUBLE_EQ(layers[2].forward_flops, 2.0 * b * 3136 * 128);
+}
+
+TEST(StepBenchFlops, ResnetShortcutReadsTheBlockInput) {
+  auto model = models::make_model("resnet", 0);
+  const std::vector<LayerCost> layers = count_layer_flops(*model, {2, 1, 28, 28});
+  // stem, block 1 (2 convs), blocks 2 and 3 (2 convs + 1x1 shortcut each), the final Linear.
+  ASSERT_EQ(layers.size(), 10u);
+  const LayerCost& shortcut = layers[5];
+  EXPECT_EQ(shortcut.path, "features.4.shortcut.0");
+  EXPECT_EQ(shortcut.input_shape, (Shape{2, 16, 28, 28}));
+  EXPECT_EQ(shortcut.output_shape, (Shape{2, 32, 14, 14}));
+  EXPECT_DOUBLE_EQ(shortcut.forward_flops, 2.0 * 2 * 32 * 16 * 1 * 14 * 14);
+  EXPECT_EQ(layers.back().input_shape, (Shape{2, 64}));
+}
+
+TEST(StepBenchRun, MlpResultIsCompleteAndConsistent) {
+  StepBenchmark bench("mlp", "fp32", 8);
+  const StepBenchResult r = bench.run(2, 1);
+  EXPECT_EQ(r.batch_size, 8);
+  EXPECT_GE(r.threads, 1);
+  EXPECT_GE(r.step_ms.min, 0.0);
+  EXPECT_LE(r.step_ms.min, r.step_ms.median);
+  EXPECT_LE(r.step_ms.median, r.step_ms.max);
+  // A step allocates at least its activations and gradients: counting must see them.
+  EXPECT_GT(r.allocations_per_step, 0.0);
+  ASSERT_TRUE(r.gemm_ms.has_value());
+  EXPECT_GE(*r.gemm_ms, 0.0);
+  EXPECT_GE(r.optimizer_ms, 0.0);
+  EXPECT_EQ(r.gemm_dtype, "f32");
+  EXPECT_DOUBLE_EQ(r.flops_per_step, 3.0 * 2.0 * 8 * (784.0 * 256 + 256.0 * 128 + 128.0 * 10));
+  const std::size_t param_bytes = 4 * static_cast<std::size_t>(models::make_model("mlp", 0)->parameter_count());
+  EXPECT_GE(r.memory.peak_of(MemoryCategory::parameter), param_bytes);
+  EXPECT_GE(r.memory.peak_of(MemoryCategory::optimizer_state), 2 * param_bytes);  // Adam m and v
+
+  const nlohmann::json j = nlohmann::json::parse(to_json(r));
+  for (const char* key : {"model", "precision", "batch_size", "threads", "step_ms", "gemm_ms",
+                          "optimizer_ms", "gflops", "peak_bytes", "allocations_per_step",
+                          "cpu_flags"}) {
+    EXPECT_TRUE(j.contains(key)) << key;
+  }
+  for (const char* key : {"median", "min", "max"}) EXPECT_TRUE(j["step_ms"].contains(key)) << key;
+  for (const char* key : {"parameter", "gradient", "optimizer_state", "activation", "workspace", "total"}) {
+    EXPECT_TRUE(j["peak_bytes"].contains(key)) << key;
+  }
+  EXPECT_EQ(j["model"], "mlp");
+  EXPECT_EQ(j["precision"], "fp32");
+  EXPECT_TRUE(j["gemm_ms"].is_number());
+}
+
+TEST(StepBenchRun, ConvModelHasNoGemmFloorAndSaysWhy) {
+  StepBenchmark bench("cnn", "bf16", 2);
+  const StepBenchResult r = bench.run(1, 0);
+  EXPECT_FALSE(r.gemm_ms.has_value());
+  EXPECT_FALSE(r.gemm_note.empty());
+  const nlohmann::json j = nlohmann::json::parse(to_json(r));
+  EXPECT_TRUE(j["gemm_ms"].is_null());
+  EXPECT_TRUE(j["floor_ratio"].is_null());
+}
+
+TEST(StepBenchRun, Fp16RunsWithTheScalerAndF16Gemms) {
+  StepBenchmark bench("mlp", "fp16", 4);
+  const StepBenchResult r = bench.run(2, 1);
+  EXPECT_EQ(r.precision, "fp16");
+  EXPECT_EQ(r.gemm_dtype, "f16");
+  EXPECT_GT(r.allocations_per_step, 0.0);
+}
+
+TEST(StepBenchVerdict, DecisionMatrixThresholds) {
+  EXPECT_STREQ(speedup_verdict(1.05), "stay in fp32");
+  EXPECT_STREQ(speedup_verdict(1.3), "optional");
+  EXPECT_STREQ(speedup_verdict(2.0), "use it");
+  EXPECT_STREQ(speedup_verdict(3.0), "definitely use it");
+  // Boundaries: 1.1 and 1.5 open the next band, 2.5 is still "use it".
+  EXPECT_STREQ(speedup_verdict(1.1), "optional");
+  EXPECT_STREQ(speedup_verdict(1.5), "use it");
+  EXPECT_STREQ(speedup_verdict(2.5), "use it");
+  EXPECT_STREQ(speedup_verdict(0.5), "stay in fp32");
+  EXPECT_STREQ(speedup_verdict(std::nan("")), "stay in fp32");
+}
+
+TEST(StepBenchVerdict, LimitReasonOnlyWithoutNativeBf16) {
+  CpuFeatures cpu;
+  cpu.avx512f = true;
+  EXPECT_NE(speedup_limit_reason(cpu).find("AVX512_BF16"), std::string::npos);
+  cpu.avx512_bf16 = true;
+  EXPECT_EQ(speedup_limit_reason(cpu), "");
+  cpu.avx512_bf16 = false;
+  cpu.amx_bf16 = true;
+  EXPECT_EQ(speedup_limit_reason(cpu), "");
+}
+
+TEST(StepBenchTiming, SummaryMedianMinMax) {
+  const TimingStats odd = summarize_times({3.0, 1.0, 2.0});
+  EXPECT_DOUBLE_EQ(odd.median, 2.0);
+  EXPECT_DOUBLE_EQ(odd.min, 1.0);
+  EXPECT_DOUBLE_EQ(odd.max, 3.0);
+  EXPECT_DOUBLE_EQ(summarize_times({4.0, 1.0, 2.0, 3.0}).median, 2.5);
+  EXPECT_THROW(summarize_times({}), ValueError);
+}
+
+TEST(StepBenchErrors, BadArgumentsAreValueErrors) {
+  EXPECT_THROW(StepBenchmark("transformer", "fp32"), ValueError);
+  EXPECT_THROW(StepBenchmark("mlp", "fp8"), ValueError);
+  EXPECT_THROW(StepBenchmark("mlp", "fp32", -1), ValueError);
+  EXPECT_THROW(StepBenchmark("mlp", "fp32", 1 << 20), ValueError);
+  EXPECT_THROW(default_batch_size("nope"), ValueError);
+  StepBenchmark bench("mlp", "fp32", 2);
+  EXPECT_THROW(bench.run(0), ValueError);
+  EXPECT_THROW(bench.run(1, -1), ValueError);
+  auto model = models::make_model("mlp", 0);
+  EXPECT_THROW(count_layer_flops(*model, {}), ValueError);
+  EXPECT_THROW(count_layer_flops(*model, {0, 784}), ValueError);
+  EXPECT_EQ(default_batch_size("seed-mlp"), 256);
+  EXPECT_EQ(default_batch_size("resnet"), 128);
+  EXPECT_EQ(bench.batch_size(), 2);
+}
+
+}  // namespace
+}  // namespace mixprec::train
