@@ -50,4 +50,10 @@ touch "$WORK/a-file"
 expect_failure unwritable_checkpoint_dir "a-file" "$MIXPREC" train "${SMALL[@]}" --checkpoint-dir "$WORK/a-file/ckpt"
 expect_failure parity_one_mode "precisions" "$MIXPREC" parity "${SMALL[@]}" --precisions fp32
 expect_failure parity_bad_mode "fp8" "$MIXPREC" parity "${SMALL[@]}" --precisions fp32,fp8
+
+# The diagnostic commands.
+expect_failure bench_zero_steps "steps" "$MIXPREC" bench --model mlp --precision fp32 --steps 0
+expect_failure bench_unknown_model "unknown model" "$MIXPREC" bench --model vgg --steps 2
+expect_failure formats_bad_range "range" "$MIXPREC" formats --range 3:3
+expect_failure formats_unwritable_svg "$WORK/a-file/plot.svg" "$MIXPREC" formats --svg "$WORK/a-file/plot.svg"
 finish
