@@ -80,8 +80,10 @@ struct GemmCall {
   }
 };
 
+// dw_dtype: what the step's weight-gradient GEMMs write: f32 under autocast (the f32 master's
+// gradient comes straight from the accumulator), else the compute dtype.
 std::vector<GemmCall> make_gemm_calls(const std::vector<LayerCost>& layers, DType dtype,
-                                      bool bf16_fpmath, std::uint64_t seed) {
+                                      DType dw_dtype, bool bf16_fpmath, std::uint64_t seed) {
   std::vector<GemmCall> calls;
   auto desc = [&](std::int64_t m, std::int64_t n, std::int64_t k, bool ta, bool tb) {
     kernels::MatmulDesc d;
@@ -110,7 +112,9 @@ std::vector<GemmCall> make_gemm_calls(const std::vector<LayerCost>& layers, DTyp
     // dX [m, k] = dY W: autograd skips it for the first layer, whose input needs no gradient.
     if (i > 0) calls.push_back({desc(m, k, n, false, false), dy, w, Tensor(), Tensor::empty({m, k}, dtype)});
     // dW [n, k] = dY^T X.
-    calls.push_back({desc(n, k, m, true, false), dy, x, Tensor(), Tensor::empty({n, k}, dtype)});
+    GemmCall dw{desc(n, k, m, true, false), dy, x, Tensor(), Tensor::empty({n, k}, dw_dtype)};
+    dw.desc.c_dtype = dw_dtype;
+    calls.push_back(dw);
   }
   return calls;
 }
@@ -334,7 +338,9 @@ StepBenchResult StepBenchmark::run(int steps, int warmup) {
   if (linear_only && !s.layers.empty()) {
     const bool fpmath = s.gemm_dtype == DType::f32 &&
                         amp::matmul_precision() == amp::MatmulPrecision::medium;
-    const std::vector<GemmCall> calls = make_gemm_calls(s.layers, s.gemm_dtype, fpmath, s.seed + 7);
+    const DType dw_dtype = s.autocast ? DType::f32 : s.gemm_dtype;
+    const std::vector<GemmCall> calls =
+        make_gemm_calls(s.layers, s.gemm_dtype, dw_dtype, fpmath, s.seed + 7);
     auto pass = [&] { for (const GemmCall& c : calls) c.run(); };
     pass();  // creates the oneDNN primitives, as the warm-up steps did for the model
     r.gemm_ms = summarize_times(time_each(steps, pass)).median;
