@@ -341,7 +341,9 @@ TEST(ConvPool, ParallelKernelsMatchReferenceBitwise) {
     for (const Pool2dDesc& d : {pool(2, 32, 28, 28, 2, 2, 0, t), pool(2, 33, 15, 13, 3, 2, 1, t),
                                 pool(2, 17, 20, 19, 3, 1, 1, t), pool(1, 64, 9, 11, 4, 3, 2, t),
                                 // disjoint windows (the direct path): gaps, truncated edges
-                                pool(2, 32, 27, 29, 2, 3, 0, t), pool(2, 40, 31, 30, 3, 3, 0, t)}) {
+                                pool(2, 32, 27, 29, 2, 3, 0, t), pool(2, 40, 31, 30, 3, 3, 0, t),
+                                // 2x2 stride 2 (AVX-512 rows): full 16-lane chunks + tails, odd w
+                                pool(1, 40, 10, 70, 2, 2, 0, t), pool(2, 20, 9, 33, 2, 2, 0, t)}) {
       const std::int64_t nx = d.n * d.c * d.h * d.w, ny = d.n * d.c * d.out_h() * d.out_w();
       const Buffer x = random_buffer(t, nx, -3, 3, 7), dy = random_buffer(t, ny, -1, 1, 8);
       Buffer y(t, ny), y_ref(t, ny), dx(t, nx), dx_ref(t, nx);

@@ -12,6 +12,7 @@
 
 #include "kernels/conv.h"
 #include "kernels/cpu/dispatch_util.h"
+#include "kernels/cpu/pool_avx512.h"
 #include "mixprec/core/verbose.h"
 
 namespace mixprec::kernels {
@@ -116,6 +117,22 @@ template <class T>
 void max_planes_disjoint(const Pool2dDesc& d, const T* x, T* y, std::int32_t* argmax,
                          std::int64_t planes) {
   const std::int64_t ho = d.out_h(), wo = d.out_w(), s = d.stride, k = d.kernel;
+  if (k == 2 && s == 2 && cpu::avx512_unavailable_reason().empty()) {
+    // The CNN's case: 16 windows per step in AVX-512, then the winners' own bits are copied.
+    std::vector<std::int32_t> idx(static_cast<std::size_t>(wo));
+    for (std::int64_t q = 0; q < planes; ++q, x += d.h * d.w, y += ho * wo) {
+      for (std::int64_t oy = 0; oy < ho; ++oy) {
+        const T* row0 = x + 2 * oy * d.w;
+        avx512::max_pool2x2_row(row0, row0 + d.w, static_cast<int>(d.dtype), d.w,
+                                static_cast<std::int32_t>(2 * oy * d.w), idx.data());
+        for (std::int64_t ox = 0; ox < wo; ++ox) {
+          y[oy * wo + ox] = x[idx[static_cast<std::size_t>(ox)]];
+          if (argmax != nullptr) argmax[(q * ho + oy) * wo + ox] = idx[static_cast<std::size_t>(ox)];
+        }
+      }
+    }
+    return;
+  }
   for (std::int64_t q = 0; q < planes; ++q, x += d.h * d.w, y += ho * wo) {
     for (std::int64_t oy = 0; oy < ho; ++oy) {
       for (std::int64_t ox = 0; ox < wo; ++ox) {
