@@ -9,6 +9,10 @@
 // DeepSpeed: DeepSpeed leaves its counter at 1 after a backoff, so later overflows back off at
 // once until the next growth; here it is restored, so each backoff takes `hysteresis` overflows.
 // With hysteresis = 1 the counter plays no role and the rule is exactly PyTorch's.
+//
+// Predictive mode (ScalingMode::predictive, documented in the header) shares the overflow
+// bookkeeping (skip, hysteresis, backoff) and replaces growth by a prediction from the amax the
+// unscale pass measured.
 #include "mixprec/amp/grad_scaler.h"
 
 #include <algorithm>
@@ -26,6 +30,14 @@ namespace mixprec::amp {
 namespace {
 
 constexpr const char* kOp = "GradScaler";
+
+/// The f16 maximum: the predictive rule keeps scaled gradients below it (divided by the margin).
+constexpr double kF16Max = 65504.0;
+/// extra_margin never grows beyond this (2^200): far past where every prediction is clamped to
+/// the smallest scale, and far from double overflow.
+const double kMaxExtraMargin = std::ldexp(1.0, 200);
+/// predictive_history is at most this: a history is scanned at every update().
+constexpr std::size_t kMaxPredictiveHistory = 1000000;
 
 /// x rounded to the nearest f32 (the scale lives in f32, like PyTorch's f32 scale tensor).
 double to_f32(double x) { return static_cast<double>(static_cast<float>(x)); }
@@ -52,6 +64,30 @@ void validate_options(const GradScalerOptions& o) {
   MIXPREC_CHECK(o.init_scale >= FLT_MIN && o.init_scale <= FLT_MAX, ValueError, kOp,
                 "init_scale " << o.init_scale << " is outside the normal f32 range [" << FLT_MIN
                               << ", " << FLT_MAX << "]; the scale is kept in f32");
+  MIXPREC_CHECK(o.mode == ScalingMode::dynamic || o.mode == ScalingMode::predictive, ValueError,
+                kOp, "mode must be ScalingMode::dynamic or ScalingMode::predictive");
+  MIXPREC_CHECK(o.predictive_history >= 1 && o.predictive_history <= kMaxPredictiveHistory,
+                ValueError, kOp,
+                "predictive_history must be in [1, " << kMaxPredictiveHistory
+                                                     << "] iterations, got "
+                                                     << o.predictive_history);
+  MIXPREC_CHECK(o.predictive_margin >= 1.0 && std::isfinite(o.predictive_margin), ValueError, kOp,
+                "predictive_margin must be finite and >= 1 (1 lets the largest scaled gradient "
+                "reach the f16 maximum 65504), got "
+                    << o.predictive_margin);
+}
+
+/// The largest power of two s with s * amax <= target (amax > 0, target > 0, both finite and
+/// s in the double range for every input this file passes).
+double largest_power_of_two_below(double amax, double target) {
+  int e = 0;
+  (void)std::frexp(target / amax, &e);  // target / amax in [2^(e-1), 2^e)
+  double s = std::ldexp(1.0, e - 1);
+  // The quotient was rounded: if it rounded up onto a power of two, that one is too large. The
+  // product of a power of two and amax is exact, so this test decides the question exactly. (A
+  // quotient cannot round down below a power of two it exceeds: rounding is monotone.)
+  while (s * amax > target) s *= 0.5;
+  return s;
 }
 
 /// [lowest, highest]: the f32 values the dynamic rule may reach. The bounds are moved inwards to
@@ -90,7 +126,7 @@ Tensor GradScaler::scale(const Tensor& loss) const {
   return scaled;
 }
 
-bool GradScaler::unscale_grads(optim::Optimizer& optimizer) const {
+bool GradScaler::unscale_grads(optim::Optimizer& optimizer, float* amax) const {
   const std::vector<Tensor>& params = optimizer.params();
   // Check every gradient first, so an error leaves all of them as they were.
   for (std::size_t i = 0; i < params.size(); ++i) {
@@ -125,8 +161,9 @@ bool GradScaler::unscale_grads(optim::Optimizer& optimizer) const {
       g = g.contiguous();
       params[i].set_grad(g);
     }
+    // amax rides along in the same pass (no second read of the gradients).
     found |= kernels::unscale_inplace(g.data_ptr(), static_cast<int>(g.dtype()),
-                                      static_cast<std::size_t>(g.numel()), inv);
+                                      static_cast<std::size_t>(g.numel()), inv, amax);
     g.bump_version();
     params[i].set_grad_scale(1.0);
   }
@@ -144,10 +181,14 @@ void GradScaler::unscale(optim::Optimizer& optimizer) {
                   "unscale() is being called after step() on this optimizer; unscale between "
                   "backward() and step(), or call update() to start a new iteration");
   }
-  const bool found = unscale_grads(optimizer);  // may throw: the phase stays ready
+  float amax = 0.0f;
+  const bool predictive = options_.mode == ScalingMode::predictive;
+  // may throw: the phase stays ready
+  const bool found = unscale_grads(optimizer, predictive ? &amax : nullptr);
   PerOptimizer& entry = per_optimizer_[&optimizer];
   entry.phase = Phase::unscaled;
   entry.found_inf = found;
+  entry.amax = amax;
 }
 
 bool GradScaler::step(optim::Optimizer& optimizer) {
@@ -189,6 +230,61 @@ void GradScaler::apply_dynamic_rule(bool found_inf) {
   if (std::isfinite(grown)) scale_ = std::clamp(grown, lowest_, highest_);
 }
 
+/// Backs off (subject to hysteresis) exactly as the dynamic rule does and remembers the scale
+/// that overflowed; on a clean iteration keeps growth's cadence but spends it on halving
+/// extra_margin, judges a pending overflow, and predicts the scale from the history.
+void GradScaler::apply_predictive_rule(bool found_inf) {
+  if (found_inf) {
+    growth_tracker_ = 0;
+    if (--hysteresis_left_ == 0) {
+      pending_overflow_scale_ = scale_;
+      scale_ = std::clamp(to_f32(scale_ * options_.backoff_factor), lowest_, highest_);
+      hysteresis_left_ = options_.hysteresis;
+    }
+    return;
+  }
+  if (options_.consecutive_hysteresis) hysteresis_left_ = options_.hysteresis;
+  if (++growth_tracker_ >= options_.growth_interval) {
+    growth_tracker_ = 0;
+    hysteresis_left_ = options_.hysteresis;
+    extra_margin_ = std::max(1.0, extra_margin_ * 0.5);
+  }
+  const double peak =
+      amax_history_.empty() ? 0.0 : *std::max_element(amax_history_.begin(), amax_history_.end());
+  if (peak == 0.0) return;  // only zero gradients so far: no information (the pending stays)
+  const double target = kF16Max / options_.predictive_margin;
+  // extra_margin is a power of two, so dividing the target by it moves the prediction by exactly
+  // that factor.
+  double s = largest_power_of_two_below(peak, target / extra_margin_);
+  if (pending_overflow_scale_ > 0.0) {
+    // The history (now with this clean iteration in it) would go back to a scale that overflowed:
+    // what overflowed was not measured, so widen the margin until the prediction is below it.
+    while (s >= pending_overflow_scale_ && extra_margin_ < kMaxExtraMargin) {
+      extra_margin_ *= 2.0;
+      s *= 0.5;
+    }
+    pending_overflow_scale_ = 0.0;
+  }
+  // Clamp to the powers of two inside [lowest_, highest_] when there are any (lowest_ >= FLT_MIN
+  // and highest_ <= FLT_MAX, so both are in the normal f32 range), else to the range itself.
+  int e = 0;
+  const double m_lo = std::frexp(lowest_, &e);
+  const double lo2 = m_lo == 0.5 ? lowest_ : std::ldexp(1.0, e);  // smallest 2^k >= lowest_
+  (void)std::frexp(highest_, &e);
+  const double hi2 = std::ldexp(1.0, e - 1);  // largest 2^k <= highest_
+  s = lo2 <= hi2 ? std::clamp(s, lo2, hi2) : std::clamp(s, lowest_, highest_);
+  scale_ = to_f32(s);  // exact: a power of two in the f32 range, or an f32 bound
+}
+
+void GradScaler::record_amax(double amax) {
+  std::vector<double>& h = amax_history_;
+  if (h.size() >= options_.predictive_history) {
+    h.erase(h.begin(),
+            h.begin() + static_cast<std::ptrdiff_t>(h.size() - options_.predictive_history + 1));
+  }
+  h.push_back(amax);
+}
+
 void GradScaler::record_history() {
   std::vector<double>& h = stats_.scale_history;
   if (options_.history_limit == 0) {
@@ -206,11 +302,18 @@ void GradScaler::update(std::optional<double> new_scale) {
   if (!options_.enabled) return;
   bool checked = false;
   bool found_inf = false;
+  float amax = 0.0f;
   for (const auto& entry : per_optimizer_) {
     if (entry.second.phase == Phase::ready) continue;
     checked = true;
     found_inf = found_inf || entry.second.found_inf;
+    amax = std::max(amax, entry.second.amax);
   }
+  const bool predictive = options_.mode == ScalingMode::predictive;
+  // The history is fed before the rule runs, so this iteration's amax shapes the next scale; an
+  // overflowing iteration's amax is not fed (it is not a complete measurement: the Inf/NaN
+  // elements were left out of it).
+  if (predictive && checked && !found_inf) record_amax(amax);
   if (new_scale) {
     const double v = *new_scale;
     MIXPREC_CHECK(v > 0.0 && std::isfinite(v), ValueError, kOp,
@@ -224,7 +327,11 @@ void GradScaler::update(std::optional<double> new_scale) {
     MIXPREC_CHECK(checked, StateError, kOp,
                   "update: no inf checks were recorded prior to update; call step() (or "
                   "unscale()) on each optimizer after the scaled backward pass, then update()");
-    apply_dynamic_rule(found_inf);
+    if (predictive) {
+      apply_predictive_rule(found_inf);
+    } else {
+      apply_dynamic_rule(found_inf);
+    }
   }
   if (checked) {
     if (found_inf) {
@@ -244,7 +351,8 @@ std::optional<bool> GradScaler::found_inf(const optim::Optimizer& optimizer) con
 }
 
 GradScalerState GradScaler::state() const {
-  return GradScalerState{options_, scale_, growth_tracker_, hysteresis_left_, stats_};
+  return GradScalerState{options_,      scale_,        growth_tracker_, hysteresis_left_,
+                         stats_,        amax_history_, extra_margin_,   pending_overflow_scale_};
 }
 
 void GradScaler::load_state(const GradScalerState& s) {
@@ -279,6 +387,33 @@ void GradScaler::load_state(const GradScalerState& s) {
                 "load_state: inconsistent stats (steps "
                     << st.steps << ", skipped_steps " << st.skipped_steps << ", last_overflow_step "
                     << st.last_overflow_step << "); pass a state saved by state() or to_json()");
+  const bool predictive = s.options.mode == ScalingMode::predictive;
+  MIXPREC_CHECK(s.amax_history.size() <= s.options.predictive_history &&
+                    (predictive || s.amax_history.empty()),
+                ValueError, kOp,
+                "load_state: amax_history has " << s.amax_history.size()
+                                                << " entries; it must be empty in dynamic mode and "
+                                                   "hold at most predictive_history = "
+                                                << s.options.predictive_history << " otherwise");
+  for (const double a : s.amax_history) {
+    MIXPREC_CHECK(a >= 0.0 && std::isfinite(a) && to_f32(a) == a, ValueError, kOp,
+                  "load_state: amax_history entries must be finite f32 values >= 0, got " << a);
+  }
+  int exponent = 0;
+  MIXPREC_CHECK(s.extra_margin >= 1.0 && s.extra_margin <= kMaxExtraMargin &&
+                    std::frexp(s.extra_margin, &exponent) == 0.5 &&
+                    (predictive || s.extra_margin == 1.0),
+                ValueError, kOp,
+                "load_state: extra_margin must be a power of two in [1, 2^200] (exactly 1 in "
+                "dynamic mode), got "
+                    << s.extra_margin);
+  MIXPREC_CHECK(s.pending_overflow_scale == 0.0 ||
+                    (predictive && s.pending_overflow_scale > 0.0 &&
+                     std::isfinite(s.pending_overflow_scale)),
+                ValueError, kOp,
+                "load_state: pending_overflow_scale must be 0 (none), or finite and > 0 in "
+                "predictive mode, got "
+                    << s.pending_overflow_scale);
   options_ = s.options;
   lowest_ = lo;
   highest_ = hi;
@@ -286,6 +421,9 @@ void GradScaler::load_state(const GradScalerState& s) {
   growth_tracker_ = s.growth_tracker;
   hysteresis_left_ = s.hysteresis_left;
   stats_ = st;
+  amax_history_ = s.amax_history;
+  extra_margin_ = s.extra_margin;
+  pending_overflow_scale_ = s.pending_overflow_scale;
   std::vector<double>& h = stats_.scale_history;
   if (h.size() > options_.history_limit) {
     h.erase(h.begin(), h.begin() + static_cast<std::ptrdiff_t>(h.size() - options_.history_limit));
@@ -293,5 +431,23 @@ void GradScaler::load_state(const GradScalerState& s) {
 }
 
 std::string GradScaler::to_json() const { return amp::to_json(state()); }
+
+const char* name(ScalingMode mode) {
+  switch (mode) {
+    case ScalingMode::dynamic:
+      return "dynamic";
+    case ScalingMode::predictive:
+      return "predictive";
+  }
+  return "unknown";
+}
+
+ScalingMode parse_scaling_mode(std::string_view text) {
+  if (text == "dynamic") return ScalingMode::dynamic;
+  if (text == "predictive") return ScalingMode::predictive;
+  MIXPREC_CHECK(false, ValueError, "loss-scaling",
+                "unknown loss-scaling mode '" << text << "'; choose dynamic or predictive");
+  return ScalingMode::dynamic;  // unreachable
+}
 
 }  // namespace mixprec::amp

@@ -1,6 +1,9 @@
 // GradScaler state <-> JSON, hand-written (no JSON library). Doubles are printed like %.17g but
 // with std::to_chars, which ignores the C locale's decimal separator, and parsed back with
 // std::from_chars: 17 significant digits identify every double, so the round trip is bit-exact.
+// Version 2 added predictive loss scaling (options mode, predictive_history, predictive_margin;
+// amax_history, extra_margin, pending_overflow_scale); version-1 text has none of them and reads
+// as a dynamic state.
 #include <algorithm>
 #include <charconv>
 #include <cmath>
@@ -18,7 +21,7 @@ namespace {
 
 constexpr const char* kOp = "GradScaler";
 constexpr std::string_view kFormat = "mixprec.GradScaler";
-constexpr std::int64_t kVersion = 1;
+constexpr std::int64_t kVersion = 2;
 
 // ---- writing ----
 
@@ -32,6 +35,15 @@ void put_double(std::string& out, double v) {
     const auto r = std::to_chars(buf, buf + sizeof buf, v, std::chars_format::general, 17);
     out.append(buf, r.ptr);
   }
+}
+
+void put_doubles(std::string& out, const std::vector<double>& values) {
+  out += '[';
+  for (std::size_t i = 0; i < values.size(); ++i) {
+    if (i != 0) out += ',';
+    put_double(out, values[i]);
+  }
+  out += ']';
 }
 
 template <class... Parts>
@@ -245,28 +257,58 @@ std::string to_json(const GradScalerState& s) {
   put(out, ",\"max_scale\":");
   put_double(out, o.max_scale);
   put(out, ",\"allow_16bit_grads\":", b(o.allow_16bit_grads),
-      ",\"history_limit\":", std::to_string(o.history_limit),
-      "},\"stats\":{\"steps\":", std::to_string(s.stats.steps),
+      ",\"history_limit\":", std::to_string(o.history_limit), ",\"mode\":\"", name(o.mode),
+      "\",\"predictive_history\":", std::to_string(o.predictive_history),
+      ",\"predictive_margin\":");
+  put_double(out, o.predictive_margin);
+  put(out, "},\"stats\":{\"steps\":", std::to_string(s.stats.steps),
       ",\"skipped_steps\":", std::to_string(s.stats.skipped_steps),
       ",\"last_overflow_step\":", std::to_string(s.stats.last_overflow_step),
-      ",\"scale_history\":[");
-  for (std::size_t i = 0; i < s.stats.scale_history.size(); ++i) {
-    if (i != 0) out += ',';
-    put_double(out, s.stats.scale_history[i]);
-  }
-  out += "]}}";
+      ",\"scale_history\":");
+  put_doubles(out, s.stats.scale_history);
+  put(out, "},\"amax_history\":");
+  put_doubles(out, s.amax_history);
+  put(out, ",\"extra_margin\":");
+  put_double(out, s.extra_margin);
+  put(out, ",\"pending_overflow_scale\":");
+  put_double(out, s.pending_overflow_scale);
+  out += '}';
   return out;
+}
+
+std::vector<double> as_doubles(const Value& v, const std::string& key) {
+  if (v.kind != Value::Kind::array) bad(key, "must be an array");
+  std::vector<double> out;
+  for (const Value& item : v.items) out.push_back(as_double(item, key));
+  return out;
+}
+
+/// The version of a state document, read before its keys are checked (they depend on it).
+std::int64_t version_of(const Value& doc) {
+  if (doc.kind != Value::Kind::object) bad("state", "must be an object");
+  for (std::size_t k = 0; k < doc.keys.size(); ++k) {
+    if (doc.keys[k] == "version") return as_int(doc.items[k], "version");
+  }
+  bad("state.version", "is missing");
 }
 
 GradScalerState GradScaler::from_json(std::string_view json) {
   const Value doc = Reader(json).document();
-  const auto top = members(
-      doc, "state",
-      {"format", "version", "scale", "growth_tracker", "hysteresis_left", "options", "stats"});
+  const std::int64_t version = version_of(doc);
+  if (version != 1 && version != kVersion) {
+    bad("version", "must be 1 or 2 (2 is written now; 1 predates predictive scaling)");
+  }
+  const bool v2 = version == 2;
+  std::vector<std::string_view> top_keys = {"format",          "version", "scale",
+                                            "growth_tracker",  "hysteresis_left",
+                                            "options",         "stats"};
+  if (v2) {
+    top_keys.insert(top_keys.end(), {"amax_history", "extra_margin", "pending_overflow_scale"});
+  }
+  const auto top = members(doc, "state", top_keys);
   if (top[0]->kind != Value::Kind::string || top[0]->text != kFormat) {
     bad("format", "must be \"mixprec.GradScaler\"");
   }
-  if (as_int(*top[1], "version") != kVersion) bad("version", "must be 1 (the only version so far)");
   GradScalerState s;
   s.scale = as_double(*top[2], "scale");
   s.growth_tracker = as_int(*top[3], "growth_tracker");
@@ -274,10 +316,13 @@ GradScalerState GradScaler::from_json(std::string_view json) {
   if (hl < 1 || hl > std::numeric_limits<int>::max()) bad("hysteresis_left", "is out of range");
   s.hysteresis_left = static_cast<int>(hl);
 
-  const auto o = members(
-      *top[5], "options",
-      {"init_scale", "growth_factor", "backoff_factor", "growth_interval", "enabled", "hysteresis",
-       "consecutive_hysteresis", "min_scale", "max_scale", "allow_16bit_grads", "history_limit"});
+  std::vector<std::string_view> option_keys = {
+      "init_scale", "growth_factor", "backoff_factor", "growth_interval", "enabled", "hysteresis",
+      "consecutive_hysteresis", "min_scale", "max_scale", "allow_16bit_grads", "history_limit"};
+  if (v2) {
+    option_keys.insert(option_keys.end(), {"mode", "predictive_history", "predictive_margin"});
+  }
+  const auto o = members(*top[5], "options", option_keys);
   GradScalerOptions& opt = s.options;
   opt.init_scale = as_double(*o[0], "options.init_scale");
   opt.growth_factor = as_double(*o[1], "options.growth_factor");
@@ -294,15 +339,29 @@ GradScalerState GradScaler::from_json(std::string_view json) {
   const std::int64_t limit = as_int(*o[10], "options.history_limit");
   if (limit < 0) bad("options.history_limit", "must be >= 0");
   opt.history_limit = static_cast<std::size_t>(limit);
+  if (v2) {
+    if (o[11]->kind != Value::Kind::string) bad("options.mode", "must be a string");
+    if (o[11]->text != "dynamic" && o[11]->text != "predictive") {
+      bad("options.mode", "must be \"dynamic\" or \"predictive\"");
+    }
+    opt.mode = parse_scaling_mode(o[11]->text);
+    const std::int64_t ph = as_int(*o[12], "options.predictive_history");
+    if (ph < 1) bad("options.predictive_history", "must be >= 1");
+    opt.predictive_history = static_cast<std::size_t>(ph);
+    opt.predictive_margin = as_double(*o[13], "options.predictive_margin");
+  }
 
   const auto st =
       members(*top[6], "stats", {"steps", "skipped_steps", "last_overflow_step", "scale_history"});
   s.stats.steps = as_int(*st[0], "stats.steps");
   s.stats.skipped_steps = as_int(*st[1], "stats.skipped_steps");
   s.stats.last_overflow_step = as_int(*st[2], "stats.last_overflow_step");
-  if (st[3]->kind != Value::Kind::array) bad("stats.scale_history", "must be an array");
-  for (const Value& v : st[3]->items)
-    s.stats.scale_history.push_back(as_double(v, "stats.scale_history"));
+  s.stats.scale_history = as_doubles(*st[3], "stats.scale_history");
+  if (v2) {
+    s.amax_history = as_doubles(*top[7], "amax_history");
+    s.extra_margin = as_double(*top[8], "extra_margin");
+    s.pending_overflow_scale = as_double(*top[9], "pending_overflow_scale");
+  }
 
   // Validate the whole state exactly as load_state will (a scaler built from its own options).
   GradScaler probe(s.options);

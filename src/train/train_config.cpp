@@ -28,6 +28,11 @@ void TrainConfig::validate() const {
                 "--accum must be in [1, 4096], got " << accum);
   MIXPREC_CHECK(scheduler == "none" || scheduler == "cosine", ValueError, op,
                 "unknown --scheduler '" << scheduler << "'; choose none or cosine");
+  MIXPREC_CHECK(loss_scaling == "dynamic" || loss_scaling == "predictive", ValueError, op,
+                "unknown --loss-scaling '" << loss_scaling << "'; choose dynamic or predictive");
+  MIXPREC_CHECK(scaler_growth_interval >= 1 && scaler_growth_interval <= 1000000000, ValueError, op,
+                "--scaler-growth-interval must be in [1, 1000000000] steps, got "
+                    << scaler_growth_interval);
   MIXPREC_CHECK(threads >= 0 && threads <= 1024, ValueError, op,
                 "--threads must be in [1, 1024] (0 = default), got " << threads);
   MIXPREC_CHECK(limit_train == -1 || limit_train >= 1, ValueError, op,
@@ -53,6 +58,8 @@ json config_to_json(const TrainConfig& c) {
               {"clip", c.clip},
               {"accum", c.accum},
               {"scheduler", c.scheduler},
+              {"loss_scaling", c.loss_scaling},
+              {"scaler_growth_interval", c.scaler_growth_interval},
               {"seed", c.seed},
               {"threads", c.threads},
               {"limit_train", c.limit_train},
@@ -98,6 +105,9 @@ TrainConfig config_from_json(const json& j, const std::string& what) {
   get(j, "checkpoint_dir", c.checkpoint_dir, what);
   get(j, "keep_checkpoints", c.keep_checkpoints, what);
   c.detect_anomaly = j.value("detect_anomaly", false);
+  // Checkpoints written before these existed used the defaults.
+  c.loss_scaling = j.value("loss_scaling", std::string("dynamic"));
+  c.scaler_growth_interval = j.value("scaler_growth_interval", std::int64_t{2000});
   return c;
 }
 
@@ -162,6 +172,9 @@ std::string first_incompatibility(const TrainConfig& saved, const TrainConfig& r
         differ("weight_decay", saved.weight_decay, requested.weight_decay),
         differ("clip", saved.clip, requested.clip),
         differ("scheduler", saved.scheduler, requested.scheduler),
+        differ("loss_scaling", saved.loss_scaling, requested.loss_scaling),
+        differ("scaler_growth_interval", saved.scaler_growth_interval,
+               requested.scaler_growth_interval),
         differ("seed", saved.seed, requested.seed),
         differ("limit_train", saved.limit_train, requested.limit_train)}) {
     if (!d.empty()) return d;

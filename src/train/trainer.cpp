@@ -148,7 +148,9 @@ Trainer::Trainer(TrainConfig config) : s_(std::make_unique<State>()) {
         common);
   }
   s.scaler = std::make_unique<amp::GradScaler>(
-      amp::GradScalerOptions{.enabled = s.mode == amp::PrecisionMode::fp16});
+      amp::GradScalerOptions{.growth_interval = c.scaler_growth_interval,
+                             .enabled = s.mode == amp::PrecisionMode::fp16,
+                             .mode = amp::parse_scaling_mode(c.loss_scaling)});
 
   data::DataLoaderOptions lo;
   lo.batch_size = c.batch_size;

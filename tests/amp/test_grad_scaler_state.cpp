@@ -57,6 +57,12 @@ void expect_same_state(const GradScalerState& a, const GradScalerState& b) {
   EXPECT_EQ(bits(x.max_scale), bits(y.max_scale));
   EXPECT_EQ(x.allow_16bit_grads, y.allow_16bit_grads);
   EXPECT_EQ(x.history_limit, y.history_limit);
+  EXPECT_EQ(x.mode, y.mode);
+  EXPECT_EQ(x.predictive_history, y.predictive_history);
+  EXPECT_EQ(bits(x.predictive_margin), bits(y.predictive_margin));
+  EXPECT_EQ(a.amax_history, b.amax_history);
+  EXPECT_EQ(bits(a.extra_margin), bits(b.extra_margin));
+  EXPECT_EQ(bits(a.pending_overflow_scale), bits(b.pending_overflow_scale));
   EXPECT_EQ(a.stats.steps, b.stats.steps);
   EXPECT_EQ(a.stats.skipped_steps, b.stats.skipped_steps);
   EXPECT_EQ(a.stats.last_overflow_step, b.stats.last_overflow_step);
@@ -173,7 +179,7 @@ TEST(GradScalerJson, MalformedTextIsAValueError) {
       "",
       good.substr(0, good.size() - 1),             // truncated
       good + "x",                                  // trailing text
-      replaced("\"version\":1", "\"version\":2"),  // unknown version
+      replaced("\"version\":2", "\"version\":3"),  // unknown version
       replaced("\"scale\":", "\"scal\":"),         // unknown and missing key
       replaced("\"growth_tracker\":0", "\"growth_tracker\":0.5"),
       replaced("\"enabled\":true", "\"enabled\":1"),

@@ -7,6 +7,8 @@ SMALL=(--model mlp --limit-train 256 --limit-test 100 --threads 1 --no-progress)
 expect_failure batch_size_zero "batch-size" "$MIXPREC" train "${SMALL[@]}" --batch-size 0
 expect_failure negative_lr "lr" "$MIXPREC" train "${SMALL[@]}" --lr=-0.1
 expect_failure nan_lr "lr" "$MIXPREC" train "${SMALL[@]}" --lr nan
+expect_failure unknown_loss_scaling "--loss-scaling" "$MIXPREC" train "${SMALL[@]}" --loss-scaling adaptive
+expect_failure zero_growth_interval "--scaler-growth-interval" "$MIXPREC" train "${SMALL[@]}" --scaler-growth-interval 0
 expect_failure unknown_model "unknown model 'resnet9000'" "$MIXPREC" train --model resnet9000
 expect_failure unknown_precision "fp8" "$MIXPREC" train "${SMALL[@]}" --precision fp8
 expect_failure unknown_optimizer "optimizer" "$MIXPREC" train "${SMALL[@]}" --optimizer lion
@@ -43,6 +45,7 @@ cp -r "$good" "$WORK/nomanifest" && rm "$WORK/nomanifest/MANIFEST.json"
 expect_failure incomplete_checkpoint "MANIFEST" "$MIXPREC" eval --checkpoint "$WORK/nomanifest"
 expect_failure missing_checkpoint "no-such" "$MIXPREC" eval --checkpoint "$WORK/no-such"
 expect_failure other_model "model" "$MIXPREC" train --resume "$WORK/ckpt" --model cnn --epochs 2 --no-progress
+expect_failure other_loss_scaling "loss_scaling" "$MIXPREC" train --resume "$WORK/ckpt" --loss-scaling predictive --epochs 2 --no-progress
 expect_failure already_done "epochs" "$MIXPREC" train --resume "$WORK/ckpt" --epochs 1 --no-progress
 
 # An unwritable checkpoint directory fails before or at the first save, and leaves nothing half-written.
@@ -56,4 +59,9 @@ expect_failure bench_zero_steps "steps" "$MIXPREC" bench --model mlp --precision
 expect_failure bench_unknown_model "unknown model" "$MIXPREC" bench --model vgg --steps 2
 expect_failure formats_bad_range "range" "$MIXPREC" formats --range 3:3
 expect_failure formats_unwritable_svg "$WORK/a-file/plot.svg" "$MIXPREC" formats --svg "$WORK/a-file/plot.svg"
+expect_failure inspect_unknown_model "unknown model" "$MIXPREC" inspect --model vgg --steps 2
+expect_failure inspect_zero_steps "steps" "$MIXPREC" inspect --model mlp --precision bf16 --steps 0
+expect_failure inspect_bad_precision "fp8" "$MIXPREC" inspect --model mlp --precision fp8 --steps 1
+expect_failure inspect_unwritable_svg "$WORK/a-file/layers.svg" "$MIXPREC" inspect --model mlp --steps 1 --svg "$WORK/a-file/layers.svg"
+expect_failure inspect_missing_dataset "dataset-fashion-mnist" "$MIXPREC" inspect --model mlp --steps 1 --data-dir "$WORK/none"
 finish

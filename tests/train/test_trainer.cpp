@@ -30,10 +30,13 @@ struct TempDir {
   }
 };
 
+/// precision may carry a loss-scaling mode after a '+', e.g. "fp16+predictive".
 train::TrainConfig small_config(const std::string& precision) {
   train::TrainConfig c;
   c.model = "mlp";
-  c.precision = precision;
+  const std::size_t plus = precision.find('+');
+  c.precision = precision.substr(0, plus);
+  if (plus != std::string::npos) c.loss_scaling = precision.substr(plus + 1);
   c.epochs = 2;
   c.batch_size = 64;
   c.accum = 2;
@@ -91,7 +94,8 @@ TEST_P(TrainResume, IsBitIdenticalToAnUninterruptedRun) {
 }
 
 INSTANTIATE_TEST_SUITE_P(AllModes, TrainResume,
-                         ::testing::Values("fp32", "bf16", "fp16", "pure-bf16", "pure-bf16-sr"));
+                         ::testing::Values("fp32", "bf16", "fp16", "fp16+predictive", "pure-bf16",
+                                           "pure-bf16-sr"));
 
 TEST(TrainTrainer, RefusesACheckpointOfAnotherRun) {
   TempDir dir;

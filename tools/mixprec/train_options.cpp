@@ -40,6 +40,17 @@ TrainOptions::TrainOptions(CLI::App* cmd, bool with_run_flags) {
   bind(cmd->add_option("--scheduler", g.scheduler, "Learning-rate schedule: none or cosine")
            ->capture_default_str(),
        MIXPREC_FIELD(scheduler));
+  bind(cmd->add_option("--loss-scaling", g.loss_scaling,
+                       "fp16 loss scaling: dynamic (grow the scale every --scaler-growth-interval "
+                       "clean steps, back off on overflow) or predictive (the largest power of "
+                       "two that keeps the recent gradient amax 8x below the f16 maximum)")
+           ->capture_default_str(),
+       MIXPREC_FIELD(loss_scaling));
+  bind(cmd->add_option("--scaler-growth-interval", g.scaler_growth_interval,
+                       "fp16: clean steps before the dynamic scale grows (predictive: before an "
+                       "overflow's extra margin decays)")
+           ->capture_default_str(),
+       MIXPREC_FIELD(scaler_growth_interval));
   bind(cmd->add_option("--seed", g.seed, "Seed of weights, shuffling and stochastic rounding")
            ->capture_default_str(),
        MIXPREC_FIELD(seed));

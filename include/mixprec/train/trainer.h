@@ -32,6 +32,12 @@ struct TrainConfig {
   float clip = 0.0f;                ///< max gradient norm; 0 = no clipping
   int accum = 1;                    ///< micro-batches per optimizer step, >= 1
   std::string scheduler = "cosine"; ///< none, cosine (over all optimizer steps of the run)
+  /// fp16 loss scaling (amp::ScalingMode): dynamic (grow/back off by trial) or predictive (from
+  /// the measured gradient amax); ignored by the precisions that need no scaler.
+  std::string loss_scaling = "dynamic";
+  /// >= 1: clean steps before the fp16 scale grows (dynamic) or an unpredicted overflow's extra
+  /// margin decays (predictive); GradScalerOptions::growth_interval.
+  std::int64_t scaler_growth_interval = 2000;
   std::uint64_t seed = 0;           ///< weights, shuffling, stochastic rounding
   int threads = 0;                  ///< compute threads; 0 = leave the process setting alone
   std::int64_t limit_train = -1;    ///< use only the first N training samples; -1 = all

@@ -1,0 +1,235 @@
+// The amax that the fused unscale pass measures for predictive loss scaling: the scalar reference
+// against a plain oracle (the largest finite |x * inv|), the AVX-512 kernel and the dispatcher
+// (serial and OpenMP sizes) against the reference bit for bit, Inf/NaN inputs and overflowing
+// products left out of amax, a caller's starting value respected, outputs and verdicts the same
+// with and without amax, and 16-bit gradients.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <random>
+#include <vector>
+
+#include "kernels/cpu/unscale_kernels.h"
+#include "mixprec/core/cpu_features.h"
+#include "mixprec/core/half.h"
+
+namespace mixprec::kernels {
+namespace {
+
+constexpr float kInf = std::numeric_limits<float>::infinity();
+const float kNaN = std::numeric_limits<float>::quiet_NaN();
+
+/// Around the 16- and 32-lane boundaries, and above the OpenMP threshold (32K) with a partial
+/// last chunk.
+const std::size_t kSizes[] = {0,  1,   7,    15,    16,
+                              17, 31,  32,   33,    47,
+                              100, 1000, 40000, 65536 * 2 + 35};
+/// Exact (power of two), rounded (1/3000), and one under which large gradients overflow.
+const float kInverses[] = {1.0f / 65536.0f, 1.0f / 3000.0f, 1024.0f};
+
+/// Gradients over many binades with both signs, zeros and f32 subnormals; the largest magnitude
+/// sits at a varying position and is sometimes negative.
+std::vector<float> random_grads(std::size_t n, std::uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> mant(1.0f, 2.0f);
+  std::uniform_int_distribution<int> expo(-140, 120);
+  std::vector<float> g(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    g[i] = (i % 13 == 5) ? 0.0f : std::ldexp(mant(rng), expo(rng)) * (rng() & 1 ? -1.0f : 1.0f);
+  }
+  return g;
+}
+
+/// The specification written out plainly: the largest |x * inv| that is finite, raised from start.
+float oracle_amax(const std::vector<float>& g, float inv, float start = 0.0f) {
+  float a = start;
+  for (const float x : g) {
+    const float y = x * inv;
+    if (std::isfinite(y) && std::fabs(y) > a) a = std::fabs(y);
+  }
+  return a;
+}
+
+std::uint32_t bits(float x) { return std::bit_cast<std::uint32_t>(x); }
+
+class IsaCap {
+ public:
+  explicit IsaCap(Isa cap) { set_max_isa(cap); }
+  ~IsaCap() { set_max_isa(saved_); }
+  IsaCap(const IsaCap&) = delete;
+  IsaCap& operator=(const IsaCap&) = delete;
+
+ private:
+  Isa saved_ = max_isa();
+};
+
+/// The dispatcher on a copy of g with the ISA capped; returns {verdict, amax}.
+std::pair<bool, float> dispatch_amax(std::vector<float> g, float inv, Isa isa, float start = 0.0f) {
+  const IsaCap cap(isa);
+  float amax = start;
+  const bool found = unscale_inplace(g.data(), kUnscaleF32, g.size(), inv, &amax);
+  return {found, amax};
+}
+
+TEST(UnscaleAmax, ReferenceMatchesThePlainSpecification) {
+  for (std::size_t n : kSizes) {
+    for (float inv : kInverses) {
+      const std::vector<float> g = random_grads(n, static_cast<std::uint32_t>(n) * 3 + 1);
+      std::vector<float> out(n);
+      float amax = 0.0f;
+      const bool found = unscale_f32_ref(g.data(), out.data(), n, inv, &amax);
+      EXPECT_EQ(bits(amax), bits(oracle_amax(g, inv))) << n << " inv " << inv;
+      // Requesting amax changes neither the outputs nor the verdict.
+      std::vector<float> plain(n);
+      EXPECT_EQ(unscale_f32_ref(g.data(), plain.data(), n, inv), found);
+      for (std::size_t i = 0; i < n; ++i) ASSERT_EQ(bits(out[i]), bits(plain[i])) << i;
+    }
+  }
+  // The largest magnitude is negative: amax is its absolute value.
+  const std::vector<float> g = {0.5f, -96.0f, 3.0f, -0.0f};
+  float amax = 0.0f;
+  std::vector<float> out(g.size());
+  EXPECT_FALSE(unscale_f32_ref(g.data(), out.data(), g.size(), 0.5f, &amax));
+  EXPECT_EQ(amax, 48.0f);
+}
+
+TEST(UnscaleAmax, VectorAndDispatchMatchTheReferenceBitForBit) {
+  const bool have_avx512 = max_isa() >= Isa::avx512;
+  for (std::size_t n : kSizes) {
+    for (float inv : kInverses) {
+      const std::vector<float> g = random_grads(n, static_cast<std::uint32_t>(n) + 11);
+      std::vector<float> ref(n);
+      float ref_amax = 0.0f;
+      const bool ref_found = unscale_f32_ref(g.data(), ref.data(), n, inv, &ref_amax);
+      const auto [s_found, s_amax] = dispatch_amax(g, inv, Isa::scalar);
+      EXPECT_EQ(s_found, ref_found) << n;
+      EXPECT_EQ(bits(s_amax), bits(ref_amax)) << n << " inv " << inv;
+      if (!have_avx512) continue;
+      std::vector<float> out(n);
+      float v_amax = 0.0f;
+      EXPECT_EQ(unscale_f32_avx512(g.data(), out.data(), n, inv, &v_amax), ref_found) << n;
+      EXPECT_EQ(bits(v_amax), bits(ref_amax)) << n << " inv " << inv;
+      for (std::size_t i = 0; i < n; ++i) ASSERT_EQ(bits(out[i]), bits(ref[i])) << n << "@" << i;
+      const auto [d_found, d_amax] = dispatch_amax(g, inv, Isa::avx512);
+      EXPECT_EQ(d_found, ref_found) << n;
+      EXPECT_EQ(bits(d_amax), bits(ref_amax)) << n << " inv " << inv;
+    }
+  }
+  if (!have_avx512) GTEST_SKIP() << "no AVX-512 on this CPU: only the reference was checked";
+}
+
+TEST(UnscaleAmax, NonFiniteElementsStayOutOfAmax) {
+  const bool have_avx512 = max_isa() >= Isa::avx512;
+  const float inv = 1.0f / 65536.0f;
+  for (std::size_t n : {std::size_t{1}, std::size_t{17}, std::size_t{33}, std::size_t{100003}}) {
+    const std::vector<float> clean = random_grads(n, 5);
+    for (std::size_t at : {std::size_t{0}, n / 2, n - 1}) {  // first, middle, last (tail)
+      for (float bad : {kInf, -kInf, kNaN}) {
+        std::vector<float> g = clean;
+        g[at] = bad;
+        const float expected = oracle_amax(g, inv);  // the other elements' maximum
+        ASSERT_TRUE(std::isfinite(expected));
+        std::vector<float> out(n);
+        float amax = 0.0f;
+        EXPECT_TRUE(unscale_f32_ref(g.data(), out.data(), n, inv, &amax));
+        EXPECT_EQ(bits(amax), bits(expected)) << n << "@" << at << " " << bad;
+        const auto [s_found, s_amax] = dispatch_amax(g, inv, Isa::scalar);
+        EXPECT_TRUE(s_found);
+        EXPECT_EQ(bits(s_amax), bits(expected)) << n << "@" << at << " " << bad;
+        if (!have_avx512) continue;
+        float v_amax = 0.0f;
+        EXPECT_TRUE(unscale_f32_avx512(g.data(), out.data(), n, inv, &v_amax));
+        EXPECT_EQ(bits(v_amax), bits(expected)) << n << "@" << at << " " << bad;
+        const auto [d_found, d_amax] = dispatch_amax(g, inv, Isa::avx512);
+        EXPECT_TRUE(d_found);
+        EXPECT_EQ(bits(d_amax), bits(expected)) << n << "@" << at << " " << bad;
+      }
+    }
+  }
+  // A product that overflows (finite input, Inf output) is left out too; every element bad:
+  // amax keeps its starting value.
+  for (Isa isa : {Isa::scalar, Isa::avx512}) {
+    if (isa > max_isa()) continue;
+    const auto [found, amax] = dispatch_amax({3e38f, 1.0f, -2.0f}, 4.0f, isa);
+    EXPECT_TRUE(found);
+    EXPECT_EQ(amax, 8.0f);
+    for (std::size_t n : {std::size_t{5}, std::size_t{40}}) {
+      const auto [all_found, all_amax] =
+          dispatch_amax(std::vector<float>(n, kNaN), 1.0f, isa, 0.25f);
+      EXPECT_TRUE(all_found);
+      EXPECT_EQ(all_amax, 0.25f) << n;
+    }
+  }
+  if (!have_avx512) GTEST_SKIP() << "no AVX-512 on this CPU: only the reference was checked";
+}
+
+TEST(UnscaleAmax, StartingValueIsRaisedNeverLowered) {
+  // Callers chain calls over several gradients: amax only ever grows, and one call over the
+  // concatenation equals the chained calls.
+  const std::vector<float> a = random_grads(1000, 21);
+  const std::vector<float> b = random_grads(50000, 22);
+  std::vector<float> both = a;
+  both.insert(both.end(), b.begin(), b.end());
+  const float inv = 1.0f / 3000.0f;
+  for (Isa isa : {Isa::scalar, Isa::avx512}) {
+    if (isa > max_isa()) continue;
+    const float whole = dispatch_amax(both, inv, isa).second;
+    const float first = dispatch_amax(a, inv, isa).second;
+    const float chained = dispatch_amax(b, inv, isa, first).second;
+    EXPECT_EQ(bits(chained), bits(whole));
+    EXPECT_EQ(bits(whole), bits(oracle_amax(both, inv)));
+    // A start above every element (they reach 2^121 / 3000 < 1e33) survives, serial and OpenMP.
+    EXPECT_EQ(dispatch_amax(a, inv, isa, 1e34f).second, 1e34f);
+    EXPECT_EQ(dispatch_amax(b, inv, isa, 1e34f).second, 1e34f);
+  }
+}
+
+TEST(UnscaleAmax, SixteenBitGradients) {
+  // amax is taken on the rounded 16-bit results; an f16 overflow (Inf after rounding) and NaN
+  // stay out of it.
+  const std::vector<float> values = {1.5f, -3.0f, 0.0f, 6.0e-5f, 1000.0f, -40000.0f};
+  for (int dtype : {kUnscaleBF16, kUnscaleF16}) {
+    const auto enc = [&](float x) {
+      return dtype == kUnscaleBF16 ? f32_to_bf16_bits(x) : f32_to_f16_bits(x);
+    };
+    const auto dec = [&](std::uint16_t b) {
+      return dtype == kUnscaleBF16 ? bf16_bits_to_f32(b) : f16_bits_to_f32(b);
+    };
+    std::vector<std::uint16_t> g;
+    for (float v : values) g.push_back(enc(v));
+    for (float inv : {0.25f, 1.0f / 3.0f, 2.0f}) {
+      float expected = 0.0f;
+      for (std::uint16_t x : g) {
+        const float y = dec(enc(dec(x) * inv));
+        if (std::isfinite(y)) expected = std::max(expected, std::fabs(y));
+      }
+      std::vector<std::uint16_t> out(g.size());
+      float amax = 0.0f;
+      const bool found = unscale_16bit_ref(g.data(), out.data(), g.size(), inv, dtype, &amax);
+      EXPECT_EQ(amax, expected) << dtype << " inv " << inv;
+      // x2: -40000 * 2 overflows f16 (max 65504), so f16 reports it and its amax is 1000 * 2;
+      // bf16 has the range and reports twice its rounding of 40000 (39936).
+      if (inv == 2.0f) {
+        EXPECT_EQ(found, dtype == kUnscaleF16);
+        EXPECT_EQ(amax, dtype == kUnscaleF16 ? 2000.0f : 79872.0f);
+      }
+      std::vector<std::uint16_t> in_place = g;
+      float d_amax = 0.0f;
+      EXPECT_EQ(unscale_inplace(in_place.data(), dtype, in_place.size(), inv, &d_amax), found);
+      EXPECT_EQ(in_place, out);
+      EXPECT_EQ(d_amax, amax);
+    }
+    g[4] = enc(kNaN);
+    float amax = 0.0f;
+    std::vector<std::uint16_t> out(g.size());
+    EXPECT_TRUE(unscale_16bit_ref(g.data(), out.data(), g.size(), 1.0f, dtype, &amax));
+    EXPECT_EQ(amax, dtype == kUnscaleF16 ? 40000.0f : 39936.0f);  // NaN left out
+  }
+}
+
+}  // namespace
+}  // namespace mixprec::kernels
