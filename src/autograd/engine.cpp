@@ -146,7 +146,9 @@ void backward(const Tensor& root, const Tensor& gradient, bool retain_graph) {
       Tensor g = std::move(found->second);
       grads.erase(found);
       MIXPREC_ASSERT(g.shape() == node->output_shape);
-      if (g.dtype() != node->output_dtype) g = g.to(node->output_dtype);
+      // fp8 outputs receive f32 gradients (gradient_dtype): a gradient is never rounded to fp8.
+      const DType grad_dtype = gradient_dtype(node->output_dtype);
+      if (g.dtype() != grad_dtype) g = g.to(grad_dtype);
       input_grads = node->backward(g);
       if (anomaly_enabled()) [[unlikely]] {
         anomaly_detail::check_backward(node->name(), node->anomaly_module, g, input_grads,

@@ -8,6 +8,7 @@ namespace mixprec {
 
 Tensor dropout(const Tensor& x, float p, bool training, std::uint64_t seed) {
   ops::detail::require_defined("dropout", x, "x");
+  require_compute_dtype("dropout", x.dtype());
   MIXPREC_CHECK(p >= 0.0f && p < 1.0f, ValueError, "dropout",
                 "p must be in [0, 1), got " << p);
   if (!training || p == 0.0f) return x;

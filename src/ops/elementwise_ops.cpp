@@ -152,7 +152,10 @@ class CastNode final : public autograd::Node {
   explicit CastNode(DType in_dtype) : in_dtype_(in_dtype) {}
   const char* name() const override { return "cast"; }
   bool saves_tensors() const override { return false; }
-  std::vector<Tensor> backward(const Tensor& dy) override { return {dy.to(in_dtype_)}; }
+  // Straight-through for fp8: the gradient of a cast to or from fp8 passes in f32, unrounded.
+  std::vector<Tensor> backward(const Tensor& dy) override {
+    return {dy.to(gradient_dtype(in_dtype_))};
+  }
 
  private:
   DType in_dtype_;
@@ -182,6 +185,7 @@ Tensor minimum(const Tensor& a, const Tensor& b) { return binary_op(amp::OpKind:
 
 Tensor affine(const Tensor& x_in, float alpha, float beta) {
   ops::detail::require_defined("affine", x_in, "x");
+  require_compute_dtype("affine", x_in.dtype());
   const Tensor x = x_in.contiguous();
   Tensor y = Tensor::empty(x.shape(), x.dtype());
   kernels::affine(x.data_ptr(), x.dtype(), y.data_ptr(), y.dtype(), x.numel(), alpha, beta);

@@ -4,6 +4,7 @@
 #include "mixprec/ops/nn_functional.h"
 #include "mixprec/amp/autocast.h"
 #include "mixprec/amp/matmul_precision.h"
+#include "ops/fp8_matmul.h"
 #include "ops/op_util.h"
 
 namespace mixprec {
@@ -110,6 +111,9 @@ Tensor linear(const Tensor& x_arg, const Tensor& weight_arg, const Tensor& bias_
   const char* op = "linear";
   ops::detail::require_defined(op, x_arg, "x");
   ops::detail::require_defined(op, weight_arg, "weight");
+  if (ops::detail::any_fp8({&x_arg, &weight_arg, &bias_arg})) {
+    return ops::detail::fp8_linear(x_arg, weight_arg, bias_arg);  // decode to f32, f32 GEMM
+  }
   const std::vector<Tensor> cast_in =
       amp::autocast_inputs(amp::OpKind::linear, {&x_arg, &weight_arg, &bias_arg});
   const Tensor& x = cast_in[0];
@@ -152,6 +156,9 @@ Tensor matmul(const Tensor& a_arg, const Tensor& b_arg) {
   const char* op = "matmul";
   ops::detail::require_defined(op, a_arg, "a");
   ops::detail::require_defined(op, b_arg, "b");
+  if (ops::detail::any_fp8({&a_arg, &b_arg})) {
+    return ops::detail::fp8_matmul(a_arg, b_arg);  // decode to f32, f32 GEMM
+  }
   const amp::OpKind kind = a_arg.dim() == 3 ? amp::OpKind::bmm : amp::OpKind::matmul;
   const std::vector<Tensor> cast_in = amp::autocast_inputs(kind, {&a_arg, &b_arg});
   const Tensor& a = cast_in[0];

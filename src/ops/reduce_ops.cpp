@@ -141,6 +141,7 @@ Tensor mean(const Tensor& x_arg, std::int64_t dim, bool keepdim) {
 
 Tensor amax(const Tensor& x, std::int64_t dim, bool keepdim) {
   ops::detail::require_defined("amax", x, "x");
+  require_compute_dtype("amax", x.dtype());
   const std::int64_t axis = ops::detail::wrap_dim("amax", dim, x.dim());
   const AxisSplit s = split(x.shape(), axis);
   MIXPREC_CHECK(s.n > 0, ShapeError, "amax", "cannot take the maximum over an empty dimension");
@@ -155,6 +156,7 @@ Tensor amax(const Tensor& x, std::int64_t dim, bool keepdim) {
 }
 
 Tensor max_abs(const Tensor& x) {
+  if (x.defined()) require_compute_dtype("max_abs", x.dtype());
   Tensor out = reduce_all(ReduceOp::amax, x, "max_abs");
   return out;
 }

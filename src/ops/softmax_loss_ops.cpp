@@ -104,6 +104,8 @@ Tensor mse_loss(const Tensor& prediction, const Tensor& target) {
   const char* op = "mse_loss";
   ops::detail::require_defined(op, prediction, "prediction");
   ops::detail::require_defined(op, target, "target");
+  require_compute_dtype(op, prediction.dtype());
+  require_compute_dtype(op, target.dtype());
   MIXPREC_CHECK(prediction.shape() == target.shape(), ShapeError, op,
                 "prediction " << to_string(prediction.shape()) << " and target "
                               << to_string(target.shape()) << " must have the same shape");

@@ -142,7 +142,7 @@ Tensor Tensor::slice(std::int64_t dim_in, std::int64_t start, std::int64_t end,
   shape_out[static_cast<std::size_t>(d)] = (end - start + step - 1) / step;
   strides_out[static_cast<std::size_t>(d)] *= step;
   Tensor out = make_view(*this, shape_out, strides_out, offset() + start * strides()[static_cast<std::size_t>(d)]);
-  record<SliceNode>(out, {this}, shape(), dtype(), d, start, end, step);
+  record<SliceNode>(out, {this}, shape(), gradient_dtype(dtype()), d, start, end, step);
   return out;
 }
 
