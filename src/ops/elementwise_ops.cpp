@@ -157,6 +157,8 @@ class CastNode final : public autograd::Node {
   explicit CastNode(DType in_dtype) : in_dtype_(in_dtype) {}
   const char* name() const override { return "cast"; }
   bool saves_tensors() const override { return false; }
+  bool accepts_any_grad_dtype() const override { return true; }  // converted to in_dtype_ anyway
+  DType preferred_grad_dtype() const override { return in_dtype_; }
   std::vector<Tensor> backward(const Tensor& dy) override { return {dy.to(in_dtype_)}; }
 
  private:

@@ -46,6 +46,15 @@ void check_same_dtype(const char* op, const Tensor& a, const Tensor& b) {
                                                       "amp::Autocast which casts both");
 }
 
+// The dtype to compute a parameter gradient in: f32 straight from the f32 accumulator when the
+// consumer (the cast from an f32 master, or an f32 leaf) wants f32 and takes any dtype, which
+// saves a rounding to 16 bits and a conversion pass; else the operand's own dtype.
+DType grad_dtype(const autograd::Node& consumer, DType operand) {
+  const bool wants_f32 =
+      consumer.accepts_any_grad_dtype() && consumer.preferred_grad_dtype() == DType::f32;
+  return wants_f32 ? DType::f32 : operand;
+}
+
 class LinearNode final : public autograd::Node {
  public:
   LinearNode(Tensor x2d, Tensor w, bool has_bias, DType bias_dtype, Shape x_shape)
@@ -63,13 +72,14 @@ class LinearNode final : public autograd::Node {
       dx = dx.reshape(x_shape_);
     }
     if (next[1].fn) {  // dW [n, k] = dy^T [n, m] @ x [m, k]
-      dw = Tensor::empty({n, k}, w_.dtype());
+      dw = Tensor::empty({n, k}, grad_dtype(*next[1].fn, w_.dtype()));
       gemm(dy, true, x_, false, n, k, m, dw);
     }
     if (next.size() > 2 && next[2].fn) {  // db [n] = sum over rows of dy
-      db = Tensor::empty({n}, bias_dtype_);
+      const DType db_dtype = grad_dtype(*next[2].fn, bias_dtype_);
+      db = Tensor::empty({n}, db_dtype);
       kernels::reduce(kernels::ReduceOp::sum, dy.data_ptr(), dy.dtype(), 1, m, n, db.data_ptr(),
-                      bias_dtype_);
+                      db_dtype);
       diagnostics::detail::add_work(static_cast<double>(m * n),
                                     static_cast<double>(dy.nbytes() + db.nbytes()));
     }

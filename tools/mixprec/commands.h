@@ -20,5 +20,7 @@ void add_profile_command(CLI::App& app);
 void add_formats_command(CLI::App& app);
 /// `mixprec env`: this machine's mixed-precision features and the recommended precision.
 void add_env_command(CLI::App& app);
+/// `mixprec inspect`: per-layer mixed-precision readiness of a built-in model.
+void add_inspect_command(CLI::App& app);
 
 }  // namespace mixprec::tools

@@ -17,6 +17,7 @@ int main(int argc, char** argv) {
   mixprec::tools::add_ops_command(app);
   mixprec::tools::add_formats_command(app);
   mixprec::tools::add_env_command(app);
+  mixprec::tools::add_inspect_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
