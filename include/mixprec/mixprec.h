@@ -12,6 +12,8 @@
 #include "mixprec/core/tensor.h"
 #include "mixprec/core/random.h"
 #include "mixprec/core/verbose.h"
+#include "mixprec/diagnostics/profiler.h"
+#include "mixprec/diagnostics/step_profile.h"
 #include "mixprec/nn/conv_layers.h"
 #include "mixprec/nn/layers.h"
 #include "mixprec/nn/norm_layers.h"

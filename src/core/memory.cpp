@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <mutex>
 
+#include "core/block_cache.h"
+
 namespace mixprec {
 namespace {
 
@@ -38,8 +40,20 @@ const char* name(MemoryCategory category) {
 
 MemoryStats memory_stats() {
   Tracker& t = tracker();
-  std::lock_guard<std::mutex> lock(t.mu);
-  return t.stats;
+  MemoryStats stats;
+  {
+    std::lock_guard<std::mutex> lock(t.mu);
+    stats = t.stats;
+  }
+  stats.system_allocations = detail::BlockCache::instance().system_allocations();
+  stats.cached_bytes = detail::BlockCache::instance().cached_bytes();
+  return stats;
+}
+
+void empty_cache() { detail::BlockCache::instance().empty(); }
+
+std::size_t set_cache_limit(std::size_t bytes) {
+  return detail::BlockCache::instance().set_limit(bytes);
 }
 
 void reset_peak_memory() {

@@ -109,7 +109,13 @@ std::shared_ptr<nn::Module> make_model(std::string_view name, std::uint64_t seed
   if (spec.name == "mlp") return mlp(784, 256, 128, 10, seed, "MLP");
   if (spec.name == "cnn") return cnn(seed);
   if (spec.name == "resnet") return resnet(seed);
-  return mlp(1024, 4096, 4096, 10, seed, "SeedMLP");
+  return make_seed_mlp(4096, seed);
+}
+
+std::shared_ptr<nn::Module> make_seed_mlp(std::int64_t width, std::uint64_t seed) {
+  MIXPREC_CHECK(width >= 1 && width <= 16384, ValueError, "model",
+                "seed-mlp width must be in [1, 16384], got " << width);
+  return mlp(1024, width, width, 10, seed, "SeedMLP");
 }
 
 }  // namespace mixprec::models

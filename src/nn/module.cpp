@@ -87,9 +87,31 @@ std::string Module::path() const {
   return up.empty() ? name_in_parent_ : up + "." + name_in_parent_;
 }
 
+namespace {
+// The observer of leaf modules on this thread (ForwardObserverScope); null almost always.
+thread_local ForwardObserver* tls_forward_observer = nullptr;
+}  // namespace
+
+ForwardObserverScope::ForwardObserverScope(ForwardObserver* observer)
+    : previous_(tls_forward_observer) {
+  tls_forward_observer = observer;
+}
+
+ForwardObserverScope::~ForwardObserverScope() { tls_forward_observer = previous_; }
+
 Tensor Module::operator()(const Tensor& x) {
   std::optional<autograd::anomaly_detail::ModuleScope> anomaly_scope;
   if (autograd::anomaly_enabled()) [[unlikely]] anomaly_scope.emplace(*this);
+  // One thread-local test when no observer is installed; observers see leaf modules only, so
+  // each value is observed once (a Sequential's output is its last child's).
+  if (ForwardObserver* observer = tls_forward_observer; observer != nullptr && children_.empty())
+      [[unlikely]] {
+    return observer->on_leaf_forward(*this, x, call_forward(x));
+  }
+  return call_forward(x);
+}
+
+Tensor Module::call_forward(const Tensor& x) {
   if (!has_compute_override_) return forward(x);
   const bool lower = compute_override_ != DType::f32;
   amp::Autocast region(lower, lower ? compute_override_ : amp::autocast_dtype());

@@ -4,6 +4,7 @@
 #include "mixprec/ops/nn_functional.h"
 #include "mixprec/amp/autocast.h"
 #include "mixprec/amp/matmul_precision.h"
+#include "diagnostics/op_scope.h"
 #include "ops/fp8_matmul.h"
 #include "ops/op_util.h"
 
@@ -28,6 +29,14 @@ void gemm(const Tensor& a, bool ta, const Tensor& b, bool tb, std::int64_t m, st
     bias_data = bias->data_ptr();
   }
   kernels::matmul(d, a.data_ptr(), b.data_ptr(), bias_data, c.data_ptr());
+  // 2*M*N*K (plus the bias adds); bytes: A, B, bias read and C written, at their dtype sizes.
+  diagnostics::detail::add_work(
+      2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k) +
+          (d.has_bias ? static_cast<double>(m * n) : 0.0),
+      static_cast<double>(m * k * static_cast<std::int64_t>(size_of(a.dtype())) +
+                          k * n * static_cast<std::int64_t>(size_of(b.dtype())) +
+                          m * n * static_cast<std::int64_t>(size_of(c.dtype()))) +
+          (d.has_bias ? static_cast<double>(n * static_cast<std::int64_t>(size_of(d.bias_dtype))) : 0.0));
 }
 
 void check_same_dtype(const char* op, const Tensor& a, const Tensor& b) {
@@ -36,6 +45,15 @@ void check_same_dtype(const char* op, const Tensor& a, const Tensor& b) {
                                                    << name(b.dtype())
                                                    << "); cast one with .to(), or run under "
                                                       "amp::Autocast which casts both");
+}
+
+// The dtype to compute a parameter gradient in: f32 straight from the f32 accumulator when the
+// consumer (the cast from an f32 master, or an f32 leaf) wants f32 and takes any dtype, which
+// saves a rounding to 16 bits and a conversion pass; else the operand's own dtype.
+DType grad_dtype(const autograd::Node& consumer, DType operand) {
+  const bool wants_f32 =
+      consumer.accepts_any_grad_dtype() && consumer.preferred_grad_dtype() == DType::f32;
+  return wants_f32 ? DType::f32 : operand;
 }
 
 class LinearNode final : public autograd::Node {
@@ -55,13 +73,16 @@ class LinearNode final : public autograd::Node {
       dx = dx.reshape(x_shape_);
     }
     if (next[1].fn) {  // dW [n, k] = dy^T [n, m] @ x [m, k]
-      dw = Tensor::empty({n, k}, w_.dtype());
+      dw = Tensor::empty({n, k}, grad_dtype(*next[1].fn, w_.dtype()));
       gemm(dy, true, x_, false, n, k, m, dw);
     }
     if (next.size() > 2 && next[2].fn) {  // db [n] = sum over rows of dy
-      db = Tensor::empty({n}, bias_dtype_);
+      const DType db_dtype = grad_dtype(*next[2].fn, bias_dtype_);
+      db = Tensor::empty({n}, db_dtype);
       kernels::reduce(kernels::ReduceOp::sum, dy.data_ptr(), dy.dtype(), 1, m, n, db.data_ptr(),
-                      bias_dtype_);
+                      db_dtype);
+      diagnostics::detail::add_work(static_cast<double>(m * n),
+                                    static_cast<double>(dy.nbytes() + db.nbytes()));
     }
     return {dx, dw, db};
   }
@@ -109,6 +130,7 @@ class MatmulNode final : public autograd::Node {
 
 Tensor linear(const Tensor& x_arg, const Tensor& weight_arg, const Tensor& bias_arg) {
   const char* op = "linear";
+  diagnostics::detail::OpScope prof(amp::OpKind::linear);
   ops::detail::require_defined(op, x_arg, "x");
   ops::detail::require_defined(op, weight_arg, "weight");
   if (ops::detail::any_fp8({&x_arg, &weight_arg, &bias_arg})) {
@@ -149,6 +171,7 @@ Tensor linear(const Tensor& x_arg, const Tensor& weight_arg, const Tensor& bias_
     if (bias.defined()) autograd::attach(y, node, {&x, &weight, &bias});
     else autograd::attach(y, node, {&x, &weight});
   }
+  prof.done(y, {&x, &weight, &bias});
   return y;
 }
 
@@ -160,6 +183,7 @@ Tensor matmul(const Tensor& a_arg, const Tensor& b_arg) {
     return ops::detail::fp8_matmul(a_arg, b_arg);  // decode to f32, f32 GEMM
   }
   const amp::OpKind kind = a_arg.dim() == 3 ? amp::OpKind::bmm : amp::OpKind::matmul;
+  diagnostics::detail::OpScope prof(kind);
   const std::vector<Tensor> cast_in = amp::autocast_inputs(kind, {&a_arg, &b_arg});
   const Tensor& a = cast_in[0];
   const Tensor& b = cast_in[1];
@@ -182,6 +206,7 @@ Tensor matmul(const Tensor& a_arg, const Tensor& b_arg) {
     gemm(ai, false, bi, false, m, n, k, yi);
   }
   record<MatmulNode>(y, {&a, &b}, ac, bc);
+  prof.done(y, {&a, &b});
   return y;
 }
 

@@ -3,8 +3,10 @@
 #include <vector>
 
 #include "kernels/conv.h"
+#include "mixprec/core/storage.h"
 #include "mixprec/amp/autocast.h"
 #include "mixprec/ops/conv.h"
+#include "diagnostics/op_scope.h"
 #include "ops/op_util.h"
 
 namespace mixprec {
@@ -14,20 +16,23 @@ using ops::detail::record;
 
 class MaxPool2dNode final : public autograd::Node {
  public:
-  MaxPool2dNode(const kernels::Pool2dDesc& d, std::vector<std::int32_t> argmax)
+  MaxPool2dNode(const kernels::Pool2dDesc& d, std::shared_ptr<Storage> argmax)
       : d_(d), argmax_(std::move(argmax)) {}
   const char* name() const override { return "max_pool2d"; }
-  void release_saved() override { argmax_ = {}; }
+  void release_saved() override { argmax_.reset(); }
   std::vector<Tensor> backward(const Tensor& dy_in) override {
     const Tensor dy = dy_in.contiguous().to(d_.dtype);
     Tensor dx = Tensor::empty({d_.n, d_.c, d_.h, d_.w}, d_.dtype);
-    kernels::max_pool2d_backward(d_, dy.data_ptr(), argmax_.data(), dx.data_ptr());
+    kernels::max_pool2d_backward(d_, dy.data_ptr(), static_cast<const std::int32_t*>(argmax_->data()),
+                                 dx.data_ptr());
     return {dx};
   }
 
  private:
   kernels::Pool2dDesc d_;
-  std::vector<std::int32_t> argmax_;  // per output: index of the winner in its input plane
+  // Per output: index of the winner in its input plane. A Storage, so it is counted as
+  // activation memory and comes from the caching allocator like every saved tensor.
+  std::shared_ptr<Storage> argmax_;
 };
 
 class AvgPool2dNode final : public autograd::Node {
@@ -90,21 +95,29 @@ kernels::Pool2dDesc pool_desc(const char* op, const Tensor& x, std::int64_t kern
 Tensor max_pool2d(const Tensor& x_arg, std::int64_t kernel, std::int64_t stride,
                   std::int64_t padding) {
   const char* op = "max_pool2d";
+  diagnostics::detail::OpScope prof(amp::OpKind::max_pool2d);
   ops::detail::require_defined(op, x_arg, "x");
   const Tensor x = amp::autocast_inputs(amp::OpKind::max_pool2d, {&x_arg})[0];
   const kernels::Pool2dDesc d = pool_desc(op, x, kernel, stride, padding);
   const Tensor xc = x.detach().contiguous();
   Tensor y = Tensor::empty({d.n, d.c, d.out_h(), d.out_w()}, d.dtype);
   const bool grad = autograd::needs_grad({&x});
-  std::vector<std::int32_t> argmax(grad ? static_cast<std::size_t>(y.numel()) : 0);
-  kernels::max_pool2d(d, xc.data_ptr(), y.data_ptr(), grad ? argmax.data() : nullptr);
+  std::shared_ptr<Storage> argmax;
+  if (grad) {
+    argmax = std::make_shared<Storage>(static_cast<std::size_t>(y.numel()) * sizeof(std::int32_t),
+                                       MemoryCategory::activation);
+  }
+  kernels::max_pool2d(d, xc.data_ptr(), y.data_ptr(),
+                      grad ? static_cast<std::int32_t*>(argmax->data()) : nullptr);
   record<MaxPool2dNode>(y, {&x}, d, std::move(argmax));
+  prof.done(y, {&x}, static_cast<double>(y.numel() * d.kernel * d.kernel));  // comparisons
   return y;
 }
 
 Tensor avg_pool2d(const Tensor& x_arg, std::int64_t kernel, std::int64_t stride,
                   std::int64_t padding) {
   const char* op = "avg_pool2d";
+  diagnostics::detail::OpScope prof(amp::OpKind::avg_pool2d);
   ops::detail::require_defined(op, x_arg, "x");
   const Tensor x = amp::autocast_inputs(amp::OpKind::avg_pool2d, {&x_arg})[0];
   const kernels::Pool2dDesc d = pool_desc(op, x, kernel, stride, padding);
@@ -112,11 +125,14 @@ Tensor avg_pool2d(const Tensor& x_arg, std::int64_t kernel, std::int64_t stride,
   Tensor y = Tensor::empty({d.n, d.c, d.out_h(), d.out_w()}, d.dtype);
   kernels::avg_pool2d(d, xc.data_ptr(), y.data_ptr());
   record<AvgPool2dNode>(y, {&x}, d);
+  prof.done(y, {&x}, static_cast<double>(y.numel() * d.kernel * d.kernel));  // additions
   return y;
 }
 
 Tensor global_avg_pool2d(const Tensor& x_arg) {
   const char* op = "global_avg_pool2d";
+  diagnostics::detail::OpScope prof(diagnostics::detail::ScopeKind::op, op,
+                                    static_cast<int>(amp::OpKind::avg_pool2d));
   ops::detail::require_defined(op, x_arg, "x");
   const Tensor x = amp::autocast_inputs(amp::OpKind::avg_pool2d, {&x_arg})[0];
   check_nchw(op, x);
@@ -127,6 +143,7 @@ Tensor global_avg_pool2d(const Tensor& x_arg) {
   kernels::global_avg_pool2d(xc.data_ptr(), x.dtype(), x.size(0) * x.size(1),
                              x.size(2) * x.size(3), y.data_ptr());
   record<GlobalAvgPool2dNode>(y, {&x}, x.shape(), x.dtype());
+  prof.done(y, {&x}, static_cast<double>(x.numel()));
   return y;
 }
 

@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <numeric>
 
+#include "diagnostics/op_scope.h"
 #include "ops/op_util.h"
 
 namespace mixprec {
@@ -148,13 +149,18 @@ Tensor Tensor::slice(std::int64_t dim_in, std::int64_t start, std::int64_t end,
 
 Tensor Tensor::contiguous() const {
   if (is_contiguous()) return *this;
+  diagnostics::detail::OpScope prof(diagnostics::detail::ScopeKind::op, "contiguous");
   Tensor out = ops::detail::materialize(*this, dtype(), MemoryCategory::activation);
   record<IdentityNode>(out, {this});
+  prof.done(out, {this}, 0.0);  // a copy: no arithmetic
   return out;
 }
 
 Tensor Tensor::clone() const {
-  return ops::detail::materialize(*this, dtype(), category());
+  diagnostics::detail::OpScope prof(diagnostics::detail::ScopeKind::op, "clone");
+  Tensor out = ops::detail::materialize(*this, dtype(), category());
+  prof.done(out, {this}, 0.0);  // a copy: no arithmetic
+  return out;
 }
 
 }  // namespace mixprec

@@ -80,8 +80,10 @@ struct GemmCall {
   }
 };
 
+// dw_dtype: what the step's weight-gradient GEMMs write: f32 under autocast (the f32 master's
+// gradient comes straight from the accumulator), else the compute dtype.
 std::vector<GemmCall> make_gemm_calls(const std::vector<LayerCost>& layers, DType dtype,
-                                      bool bf16_fpmath, std::uint64_t seed) {
+                                      DType dw_dtype, bool bf16_fpmath, std::uint64_t seed) {
   std::vector<GemmCall> calls;
   auto desc = [&](std::int64_t m, std::int64_t n, std::int64_t k, bool ta, bool tb) {
     kernels::MatmulDesc d;
@@ -110,7 +112,9 @@ std::vector<GemmCall> make_gemm_calls(const std::vector<LayerCost>& layers, DTyp
     // dX [m, k] = dY W: autograd skips it for the first layer, whose input needs no gradient.
     if (i > 0) calls.push_back({desc(m, k, n, false, false), dy, w, Tensor(), Tensor::empty({m, k}, dtype)});
     // dW [n, k] = dY^T X.
-    calls.push_back({desc(n, k, m, true, false), dy, x, Tensor(), Tensor::empty({n, k}, dtype)});
+    GemmCall dw{desc(n, k, m, true, false), dy, x, Tensor(), Tensor::empty({n, k}, dw_dtype)};
+    dw.desc.c_dtype = dw_dtype;
+    calls.push_back(dw);
   }
   return calls;
 }
@@ -238,7 +242,7 @@ struct StepBenchmark::State {
 };
 
 StepBenchmark::StepBenchmark(std::string model, std::string precision, std::int64_t batch_size,
-                             std::uint64_t seed)
+                             std::uint64_t seed, std::int64_t width)
     : s_(std::make_unique<State>()) {
   State& s = *s_;
   s.spec = models::model_spec(model);
@@ -254,7 +258,9 @@ StepBenchmark::StepBenchmark(std::string model, std::string precision, std::int6
   s.autocast = policy.dtypes.compute != DType::f32;
   s.compute = s.autocast ? policy.dtypes.compute : DType::bf16;
   s.gemm_dtype = policy.dtypes.compute;
-  s.model = models::make_model(s.spec.name, seed);
+  MIXPREC_CHECK(width == 0 || s.spec.name == "seed-mlp", ValueError, kOp,
+                "--width applies to seed-mlp only (its hidden width), not to " << s.spec.name);
+  s.model = width > 0 ? models::make_seed_mlp(width, seed) : models::make_model(s.spec.name, seed);
   const Shape input_shape = batch_shape(s.batch, s.spec.sample_shape);
   s.layers = count_layer_flops(*s.model, input_shape);  // while the model is still f32
   amp::apply_parameter_dtypes(*s.model, policy);
@@ -280,6 +286,8 @@ StepBenchmark::StepBenchmark(std::string model, std::string precision, std::int6
 
 StepBenchmark::~StepBenchmark() = default;
 
+void StepBenchmark::step() { s_->step(); }
+
 std::int64_t StepBenchmark::batch_size() const { return s_->batch; }
 const std::string& StepBenchmark::precision() const { return s_->precision; }
 
@@ -301,11 +309,13 @@ StepBenchResult StepBenchmark::run(int steps, int warmup) {
 
   for (int i = 0; i < warmup; ++i) s.step();
   reset_peak_memory();
-  const std::uint64_t allocations_before = memory_stats().allocations;
+  const MemoryStats before = memory_stats();
   r.step_ms = summarize_times(time_each(steps, [&] { s.step(); }));
   r.memory = memory_stats();
-  r.allocations_per_step =
-      static_cast<double>(r.memory.allocations - allocations_before) / static_cast<double>(steps);
+  r.allocations_per_step = static_cast<double>(r.memory.system_allocations -
+                                               before.system_allocations) / steps;
+  r.tensor_allocations_per_step =
+      static_cast<double>(r.memory.allocations - before.allocations) / steps;
   r.samples_per_second = static_cast<double>(s.batch) / (r.step_ms.median / 1e3);
   r.gflops = r.flops_per_step / (r.step_ms.median / 1e3) / 1e9;
 
@@ -330,7 +340,9 @@ StepBenchResult StepBenchmark::run(int steps, int warmup) {
   if (linear_only && !s.layers.empty()) {
     const bool fpmath = s.gemm_dtype == DType::f32 &&
                         amp::matmul_precision() == amp::MatmulPrecision::medium;
-    const std::vector<GemmCall> calls = make_gemm_calls(s.layers, s.gemm_dtype, fpmath, s.seed + 7);
+    const DType dw_dtype = s.autocast ? DType::f32 : s.gemm_dtype;
+    const std::vector<GemmCall> calls =
+        make_gemm_calls(s.layers, s.gemm_dtype, dw_dtype, fpmath, s.seed + 7);
     auto pass = [&] { for (const GemmCall& c : calls) c.run(); };
     pass();  // creates the oneDNN primitives, as the warm-up steps did for the model
     r.gemm_ms = summarize_times(time_each(steps, pass)).median;
@@ -376,6 +388,8 @@ std::string to_json(const StepBenchResult& r, int indent) {
          {"floor_ratio", r.floor_ratio ? json(*r.floor_ratio) : json(nullptr)},
          {"peak_bytes", peak},
          {"allocations_per_step", r.allocations_per_step},
+         {"tensor_allocations_per_step", r.tensor_allocations_per_step},
+         {"cached_bytes", r.memory.cached_bytes},
          {"cpu_flags", r.cpu_flags},
          {"max_isa", r.max_isa},
          {"onednn", r.onednn},

@@ -29,6 +29,32 @@ TEST(Autograd, Fp32LeafGetsFp32GradientFromBf16Compute) {
   EXPECT_EQ(w.grad().to_vector(), (std::vector<float>{3, 3, 3}));
 }
 
+// The engine hands a gradient nobody else holds to the leaf as its .grad without a copy; one that
+// is shared (here the same gradient flows to both operands of an add) must be copied, or an
+// in-place change to one leaf's .grad would show in the other's.
+TEST(Autograd, SharedGradientIsNotAdoptedByTwoLeaves) {
+  Tensor a = leaf({1, 2, 3}, {3});
+  Tensor b = leaf({4, 5, 6}, {3});
+  (a + b).backward(Tensor::from_vector({1, 1, 1}, {3}));
+  ASSERT_TRUE(a.grad().defined() && b.grad().defined());
+  EXPECT_NE(a.grad().data_ptr(), b.grad().data_ptr());
+  sum(a * 2.0f).backward();  // accumulates into a.grad in place
+  EXPECT_EQ(a.grad().to_vector(), (std::vector<float>{3, 3, 3}));
+  EXPECT_EQ(b.grad().to_vector(), (std::vector<float>{1, 1, 1}));
+  EXPECT_EQ(a.grad().category(), MemoryCategory::gradient);
+  EXPECT_EQ(b.grad().category(), MemoryCategory::gradient);
+}
+
+// A gradient passed by the caller must not become the leaf's .grad: the caller still holds it.
+TEST(Autograd, CallerGradientIsNotAdopted) {
+  Tensor a = leaf({1, 2}, {2});
+  Tensor seed = Tensor::from_vector({1, 1}, {2});
+  a.backward(seed);  // the root is the leaf: the seed itself reaches its accumulator
+  sum(a * 1.0f).backward();
+  EXPECT_EQ(seed.to_vector(), (std::vector<float>{1, 1}));
+  EXPECT_EQ(a.grad().to_vector(), (std::vector<float>{2, 2}));
+}
+
 TEST(Autograd, NonScalarBackwardNeedsGradient) {
   Tensor x = leaf({1, 2}, {2});
   const Tensor y = x * 2.0f;

@@ -294,6 +294,25 @@ TEST(ConvPool, MaxPoolPropagatesNaN) {
   }
 }
 
+// The direct path of disjoint windows must keep the reference's bits for special gradients:
+// -0 becomes +0 (the reference adds it to a +0 sum) and NaN stays NaN.
+TEST(ConvPool, DisjointMaxPoolBackwardKeepsReferenceBitsForSpecialValues) {
+  for (DType t : ktest::kAllDTypes) {
+    const float nan = std::numeric_limits<float>::quiet_NaN();
+    const Pool2dDesc d = pool(1, 1, 4, 4, 2, 2, 0, t);
+    const Buffer x = from(t, {3, 1, 0, 2, 3, 2, 5, 4, -1, -2, -3, -4, -5, -6, -7, -0.5f});
+    const Buffer dy = from(t, {-0.0f, nan, 1e-3f, -2});
+    std::vector<std::int32_t> am(4);
+    Buffer y(t, 4), dx(t, 16), dx_ref(t, 16);
+    max_pool2d(d, x.data(), y.data(), am.data());
+    max_pool2d_backward(d, dy.data(), am.data(), dx.data());
+    ref::max_pool2d_backward(d, dy.data(), am.data(), dx_ref.data());
+    ktest::expect_bitwise(dx, dx_ref, "disjoint max_pool2d_backward");
+    EXPECT_FALSE(std::signbit(dx.get(0)));  // -0 routed as +0
+    EXPECT_TRUE(std::isnan(dx.get(6)));
+  }
+}
+
 TEST(ConvPool, AvgPoolExcludesPaddingFromTheCount) {
   for (DType t : ktest::kAllDTypes) {
     const Buffer x = from(t, {1, 2, 3,  //
@@ -320,7 +339,11 @@ TEST(ConvPool, ParallelKernelsMatchReferenceBitwise) {
 // overlapping windows (stride < kernel) where the order of the backward sums matters.
   for (DType t : ktest::kAllDTypes) {
     for (const Pool2dDesc& d : {pool(2, 32, 28, 28, 2, 2, 0, t), pool(2, 33, 15, 13, 3, 2, 1, t),
-                                pool(2, 17, 20, 19, 3, 1, 1, t), pool(1, 64, 9, 11, 4, 3, 2, t)}) {
+                                pool(2, 17, 20, 19, 3, 1, 1, t), pool(1, 64, 9, 11, 4, 3, 2, t),
+                                // disjoint windows (the direct path): gaps, truncated edges
+                                pool(2, 32, 27, 29, 2, 3, 0, t), pool(2, 40, 31, 30, 3, 3, 0, t),
+                                // 2x2 stride 2 (AVX-512 rows): full 16-lane chunks + tails, odd w
+                                pool(1, 40, 10, 70, 2, 2, 0, t), pool(2, 20, 9, 33, 2, 2, 0, t)}) {
       const std::int64_t nx = d.n * d.c * d.h * d.w, ny = d.n * d.c * d.out_h() * d.out_w();
       const Buffer x = random_buffer(t, nx, -3, 3, 7), dy = random_buffer(t, ny, -1, 1, 8);
       Buffer y(t, ny), y_ref(t, ny), dx(t, nx), dx_ref(t, nx);

@@ -70,8 +70,8 @@ TEST(StepBenchRun, MlpResultIsCompleteAndConsistent) {
   EXPECT_GE(r.step_ms.min, 0.0);
   EXPECT_LE(r.step_ms.min, r.step_ms.median);
   EXPECT_LE(r.step_ms.median, r.step_ms.max);
-  // A step allocates at least its activations and gradients: counting must see them.
-  EXPECT_GT(r.allocations_per_step, 0.0);
+  // A step creates at least its activations and gradients: counting must see them.
+  EXPECT_GT(r.tensor_allocations_per_step, 0.0);
   ASSERT_TRUE(r.gemm_ms.has_value());
   EXPECT_GE(*r.gemm_ms, 0.0);
   EXPECT_GE(r.optimizer_ms, 0.0);
@@ -96,6 +96,30 @@ TEST(StepBenchRun, MlpResultIsCompleteAndConsistent) {
   EXPECT_TRUE(j["gemm_ms"].is_number());
 }
 
+// With the caching allocator on, steps after the first reuse the blocks the first one freed:
+// no storage comes from the system allocator in steady state, in any mode.
+TEST(StepBenchRun, SteadyStateStepsMakeNoSystemAllocations) {
+  const std::size_t previous = set_cache_limit(std::size_t{1} << 30);
+  for (const char* precision : {"fp32", "bf16", "fp16", "pure-bf16-sr"}) {
+    for (const char* model : {"mlp", "cnn"}) {
+      StepBenchmark bench(model, precision, 8);
+      const StepBenchResult r = bench.run(3, 2);
+      EXPECT_EQ(r.allocations_per_step, 0.0) << model << " " << precision;
+      EXPECT_GT(r.tensor_allocations_per_step, 0.0) << model << " " << precision;
+    }
+  }
+  set_cache_limit(previous);
+}
+
+TEST(StepBenchRun, SeedMlpWidthSetsTheHiddenWidth) {
+  StepBenchmark bench("seed-mlp", "fp32", 4, 0, 64);
+  const StepBenchResult r = bench.run(1, 0);
+  ASSERT_EQ(r.layers.size(), 3u);
+  EXPECT_EQ(r.layers[0].output_shape, (Shape{4, 64}));
+  EXPECT_EQ(r.layers[1].input_shape, (Shape{4, 64}));
+  EXPECT_DOUBLE_EQ(r.flops_per_step, 3.0 * 2.0 * 4 * (1024.0 * 64 + 64.0 * 64 + 64.0 * 10));
+}
+
 TEST(StepBenchRun, ConvModelHasNoGemmFloorAndSaysWhy) {
   StepBenchmark bench("cnn", "bf16", 2);
   const StepBenchResult r = bench.run(1, 0);
@@ -111,7 +135,7 @@ TEST(StepBenchRun, Fp16RunsWithTheScalerAndF16Gemms) {
   const StepBenchResult r = bench.run(2, 1);
   EXPECT_EQ(r.precision, "fp16");
   EXPECT_EQ(r.gemm_dtype, "f16");
-  EXPECT_GT(r.allocations_per_step, 0.0);
+  EXPECT_GT(r.tensor_allocations_per_step, 0.0);
 }
 
 TEST(StepBenchVerdict, DecisionMatrixThresholds) {
@@ -152,6 +176,8 @@ TEST(StepBenchErrors, BadArgumentsAreValueErrors) {
   EXPECT_THROW(StepBenchmark("mlp", "fp8"), ValueError);
   EXPECT_THROW(StepBenchmark("mlp", "fp32", -1), ValueError);
   EXPECT_THROW(StepBenchmark("mlp", "fp32", 1 << 20), ValueError);
+  EXPECT_THROW(StepBenchmark("mlp", "fp32", 8, 0, 512), ValueError);       // width: seed-mlp only
+  EXPECT_THROW(StepBenchmark("seed-mlp", "fp32", 8, 0, 1 << 20), ValueError);
   EXPECT_THROW(default_batch_size("nope"), ValueError);
   StepBenchmark bench("mlp", "fp32", 2);
   EXPECT_THROW(bench.run(0), ValueError);

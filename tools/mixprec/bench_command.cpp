@@ -30,6 +30,7 @@ struct BenchFlags {
   std::int64_t batch_size = 0;
   int threads = 0;
   std::uint64_t seed = 0;
+  std::int64_t width = 0;
   bool json = false;
 };
 
@@ -55,6 +56,10 @@ void validate(const BenchFlags& f, bool precision_given) {
                 "--batch-size must be in [1, 65536], got " << f.batch_size);
   MIXPREC_CHECK(f.threads >= 1 && f.threads <= 1024, ValueError, kOp,
                 "--threads must be in [1, 1024], got " << f.threads);
+  MIXPREC_CHECK(f.width == 0 || (f.model == "seed-mlp" && f.width >= 1 && f.width <= 16384),
+                ValueError, kOp,
+                "--width applies to seed-mlp only and must be in [1, 16384], got " << f.width
+                    << " for " << f.model);
   MIXPREC_CHECK(f.compare.empty() || !precision_given, ValueError, kOp,
                 "give either --precision (one run) or --compare (several), not both");
   if (f.compare.empty()) {
@@ -94,7 +99,10 @@ void print_result(const train::StepBenchResult& r) {
     std::printf(" %s %s%s", name(static_cast<MemoryCategory>(c)), format_mib(r.memory.peak[c]).c_str(),
                 c + 1 < kMemoryCategoryCount ? "," : "\n");
   }
-  std::printf("allocations   %.1f per step\n", r.allocations_per_step);
+  std::printf("allocations   %.1f per step from the system (%.1f tensors per step, served by the "
+              "cache; %s cached)\n",
+              r.allocations_per_step, r.tensor_allocations_per_step,
+              format_mib(r.memory.cached_bytes).c_str());
   std::printf("cpu           %s (max isa %s); %s\n", r.cpu_flags.c_str(), r.max_isa.c_str(),
               r.onednn.c_str());
   if (!r.warnings.empty()) std::printf("%s", r.warnings.c_str());
@@ -107,7 +115,7 @@ void run_compare(const BenchFlags& f) {
       std::printf("[%s] running %d warm-up + %d timed steps...\n", mode.c_str(), f.warmup, f.steps);
       std::fflush(stdout);
     }
-    train::StepBenchmark bench(f.model, mode, f.batch_size, f.seed);
+    train::StepBenchmark bench(f.model, mode, f.batch_size, f.seed, f.width);
     results.push_back(bench.run(f.steps, f.warmup));
   }
   const train::StepBenchResult& ref = results.front();
@@ -180,6 +188,8 @@ void add_bench_command(CLI::App& app) {
   CLI::Option* threads_opt =
       cmd->add_option("--threads", *threads, "Compute threads (default: the process default)");
   cmd->add_option("--seed", f->seed, "Seed of the weights and synthetic inputs")->capture_default_str();
+  cmd->add_option("--width", f->width,
+                  "seed-mlp only: hidden width W (1024-W-W-10) instead of 4096, for scaling runs");
   cmd->add_flag("--json", f->json, "Print JSON instead of text");
   cmd->footer("Examples:\n"
               "  mixprec bench --model seed-mlp --precision bf16 --steps 10 --json\n"
@@ -195,7 +205,8 @@ void add_bench_command(CLI::App& app) {
       run_compare(flags);
       return;
     }
-    train::StepBenchmark bench(flags.model, flags.precision, flags.batch_size, flags.seed);
+    train::StepBenchmark bench(flags.model, flags.precision, flags.batch_size, flags.seed,
+                               flags.width);
     const train::StepBenchResult r = bench.run(flags.steps, flags.warmup);
     if (flags.json) {
       std::printf("%s\n", train::to_json(r).c_str());

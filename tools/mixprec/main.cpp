@@ -13,9 +13,11 @@ int main(int argc, char** argv) {
   mixprec::tools::add_eval_command(app);
   mixprec::tools::add_parity_command(app);
   mixprec::tools::add_bench_command(app);
+  mixprec::tools::add_profile_command(app);
   mixprec::tools::add_ops_command(app);
   mixprec::tools::add_formats_command(app);
   mixprec::tools::add_env_command(app);
+  mixprec::tools::add_inspect_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -31,6 +31,14 @@ class Node {
   /// False for nodes that save no tensors: they may be run by several backward passes (e.g. the
   /// cast of a weight that autocast caches and reuses across forwards in one region).
   virtual bool saves_tensors() const { return true; }
+  /// Whether backward() takes a gradient of any dtype (e.g. a cast, which converts it anyway);
+  /// for other nodes the engine first converts the gradient to output_dtype.
+  virtual bool accepts_any_grad_dtype() const { return false; }
+  /// The gradient dtype this node would like to receive. A producer may compute the gradient
+  /// for this input directly in it when this node accepts_any_grad_dtype(): e.g. a bf16 linear
+  /// whose weight is a cast of an f32 master writes dW in f32 straight from its GEMM's f32
+  /// accumulator, instead of rounding it to bf16 and converting it back.
+  virtual DType preferred_grad_dtype() const { return output_dtype; }
 
   std::vector<Edge> next;      ///< producers of the inputs
   Shape output_shape;          ///< shape of the output this node produced

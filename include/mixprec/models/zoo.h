@@ -35,4 +35,9 @@ std::string model_names();
 ///  - seed-mlp: the seeds' Linear 1024-4096, ReLU, Linear 4096-4096, ReLU, Linear 4096-10.
 std::shared_ptr<nn::Module> make_model(std::string_view name, std::uint64_t seed);
 
+/// The seed MLP with hidden width `width` instead of 4096: Linear 1024-width, ReLU, Linear
+/// width-width, ReLU, Linear width-10 (what `mixprec bench --width` scales). ValueError unless
+/// width is in [1, 16384].
+std::shared_ptr<nn::Module> make_seed_mlp(std::int64_t width, std::uint64_t seed);
+
 }  // namespace mixprec::models

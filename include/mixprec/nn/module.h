@@ -14,6 +14,33 @@ namespace mixprec::nn {
 
 using NamedTensors = std::vector<std::pair<std::string, Tensor>>;
 
+class Module;
+
+/// Watches leaf modules (modules without children) run, for diagnostics such as `mixprec
+/// inspect`, without changing any layer. Installed per thread by ForwardObserverScope; with
+/// none installed, Module::operator() pays one thread-local test.
+class ForwardObserver {
+ public:
+  virtual ~ForwardObserver() = default;
+  /// Called by operator() of a leaf module after it computed `output` from `input`. Returns
+  /// what operator() returns: `output`, or a tensor with the same values standing in for it
+  /// (e.g. an identity op whose backward records the gradient that flows through it).
+  virtual Tensor on_leaf_forward(Module& module, const Tensor& input, const Tensor& output) = 0;
+};
+
+/// Installs an observer for this thread while alive (nullptr: none) and restores the previous
+/// one afterwards, so scopes nest.
+class ForwardObserverScope {
+ public:
+  explicit ForwardObserverScope(ForwardObserver* observer);
+  ~ForwardObserverScope();
+  ForwardObserverScope(const ForwardObserverScope&) = delete;
+  ForwardObserverScope& operator=(const ForwardObserverScope&) = delete;
+
+ private:
+  ForwardObserver* previous_;
+};
+
 class Module {
  public:
   virtual ~Module() = default;
@@ -23,7 +50,8 @@ class Module {
 
   /// The layer's computation. Shapes and dtypes are documented by each subclass.
   virtual Tensor forward(const Tensor& x) = 0;
-  /// forward(), inside this module's compute-dtype override if it has one.
+  /// forward(), inside this module's compute-dtype override if it has one; a leaf module's
+  /// output then goes through this thread's ForwardObserver, if one is installed.
   Tensor operator()(const Tensor& x);
   /// Makes this module compute in `dtype` whatever the surrounding autocast region says:
   /// f32 turns autocast off inside it, bf16/f16 turn it on with that dtype. Used by precision
@@ -75,6 +103,7 @@ class Module {
 
  private:
   void collect(const std::string& prefix, bool params, NamedTensors& out) const;
+  Tensor call_forward(const Tensor& x);
 
   NamedTensors params_;
   NamedTensors buffers_;

@@ -69,7 +69,11 @@ struct StepBenchResult {
   /// step_ms.median / (gemm_ms + optimizer_ms): how far the step is above its compute floor.
   std::optional<double> floor_ratio;
   MemoryStats memory;              ///< peaks over the timed steps (reset after warm-up)
-  double allocations_per_step = 0; ///< storage allocations per timed step
+  /// Storage blocks taken from the system allocator per timed step (caching-allocator misses);
+  /// 0 in steady state. Host-side objects (autograd nodes, shapes) are not counted.
+  double allocations_per_step = 0;
+  /// Tensor storages created per timed step, whether the cache served them or not.
+  double tensor_allocations_per_step = 0;
   std::string cpu_flags;           ///< cpu_features().to_string()
   std::string max_isa;             ///< name(max_isa())
   std::string onednn;              ///< onednn_description()
@@ -80,7 +84,8 @@ struct StepBenchResult {
 /// The result as a JSON object with the keys model, precision, batch_size, threads,
 /// step_ms{median,min,max}, gemm_ms (null if not measured), optimizer_ms, gflops,
 /// peak_bytes{parameter,gradient,optimizer_state,activation,workspace,total},
-/// allocations_per_step, cpu_flags, and more (samples_per_second, floor_ratio, ...).
+/// allocations_per_step, cpu_flags, and more (samples_per_second, floor_ratio,
+/// tensor_allocations_per_step, cached_bytes, ...).
 std::string to_json(const StepBenchResult& result, int indent = 2);
 
 /// Times training steps of one built-in model in one precision mode. Each step, as in
@@ -94,8 +99,9 @@ class StepBenchmark {
   /// precision: fp32, bf16, fp16, pure-bf16, pure-bf16-sr or auto; batch_size 0 = the model's
   /// default (default_batch_size). ValueError on an unknown model/precision or a batch size
   /// outside [0, 65536].
+  /// width > 0 sets seed-mlp's hidden width (models::make_seed_mlp); ValueError for other models.
   StepBenchmark(std::string model, std::string precision, std::int64_t batch_size = 0,
-                std::uint64_t seed = 0);
+                std::uint64_t seed = 0, std::int64_t width = 0);
   ~StepBenchmark();
   StepBenchmark(const StepBenchmark&) = delete;
   StepBenchmark& operator=(const StepBenchmark&) = delete;
@@ -104,6 +110,8 @@ class StepBenchmark {
   /// alone steps times each. ValueError unless steps in [1, 100000] and warmup in [0, 100000].
   /// The model keeps training across calls.
   StepBenchResult run(int steps, int warmup = 3);
+  /// Runs one training step exactly as run() times it (for warm-up and the profiler).
+  void step();
 
   std::int64_t batch_size() const;
   /// The resolved precision mode's name.

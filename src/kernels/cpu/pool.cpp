@@ -12,6 +12,7 @@
 
 #include "kernels/conv.h"
 #include "kernels/cpu/dispatch_util.h"
+#include "kernels/cpu/pool_avx512.h"
 #include "mixprec/core/verbose.h"
 
 namespace mixprec::kernels {
@@ -107,6 +108,62 @@ void max_planes(const Pool2dDesc& d, const T* x, T* y, std::int32_t* argmax, std
   }
 }
 
+// Windows that neither overlap nor touch padding (stride >= kernel, padding 0: the CNN's 2x2
+// stride-2 pooling) need no row staging: each output reads its k x k elements directly, in the
+// reference's row-major order with its update rule, so the winner is the same.
+bool disjoint_windows(const Pool2dDesc& d) { return d.padding == 0 && d.stride >= d.kernel; }
+
+template <class T>
+void max_planes_disjoint(const Pool2dDesc& d, const T* x, T* y, std::int32_t* argmax,
+                         std::int64_t planes) {
+  const std::int64_t ho = d.out_h(), wo = d.out_w(), s = d.stride, k = d.kernel;
+  if (k == 2 && s == 2 && cpu::avx512_unavailable_reason().empty()) {
+    // The CNN's case: 16 windows per step in AVX-512, then the winners' own bits are copied.
+    std::vector<std::int32_t> idx(static_cast<std::size_t>(wo));
+    for (std::int64_t q = 0; q < planes; ++q, x += d.h * d.w, y += ho * wo) {
+      for (std::int64_t oy = 0; oy < ho; ++oy) {
+        const T* row0 = x + 2 * oy * d.w;
+        avx512::max_pool2x2_row(row0, row0 + d.w, static_cast<int>(d.dtype), d.w,
+                                static_cast<std::int32_t>(2 * oy * d.w), idx.data());
+        for (std::int64_t ox = 0; ox < wo; ++ox) {
+          y[oy * wo + ox] = x[idx[static_cast<std::size_t>(ox)]];
+          if (argmax != nullptr) argmax[(q * ho + oy) * wo + ox] = idx[static_cast<std::size_t>(ox)];
+        }
+      }
+    }
+    return;
+  }
+  for (std::int64_t q = 0; q < planes; ++q, x += d.h * d.w, y += ho * wo) {
+    for (std::int64_t oy = 0; oy < ho; ++oy) {
+      for (std::int64_t ox = 0; ox < wo; ++ox) {
+        auto best_i = static_cast<std::int32_t>(oy * s * d.w + ox * s);
+        float best = static_cast<float>(x[best_i]);
+        for (std::int64_t ky = 0; ky < k; ++ky) {
+          for (std::int64_t kx = 0; kx < k; ++kx) {
+            const auto i = static_cast<std::int32_t>((oy * s + ky) * d.w + ox * s + kx);
+            const float v = static_cast<float>(x[i]);
+            if (best == best && (v > best || v != v)) best = v, best_i = i;
+          }
+        }
+        y[oy * wo + ox] = x[best_i];  // the input's own bits (NaN payloads included)
+        if (argmax != nullptr) argmax[(q * ho + oy) * wo + ox] = best_i;
+      }
+    }
+  }
+}
+
+// Backward of disjoint windows: every input element gets at most one gradient, so dx is zero
+// except at the argmaxes. The value is the reference's f32 sum 0 + dy (which turns -0 into +0).
+template <class T>
+void max_backward_planes_disjoint(const Pool2dDesc& d, const T* dy, const std::int32_t* argmax,
+                                  T* dx, std::int64_t planes) {
+  const std::int64_t in_plane = d.h * d.w, out_plane = d.out_h() * d.out_w();
+  std::fill(dx, dx + planes * in_plane, T(0.0f));
+  for (std::int64_t q = 0; q < planes; ++q, dy += out_plane, argmax += out_plane, dx += in_plane) {
+    for (std::int64_t i = 0; i < out_plane; ++i) dx[argmax[i]] = T(0.0f + static_cast<float>(dy[i]));
+  }
+}
+
 // Average pooling: each sum adds the window's real elements in row-major order like the
 // reference; the zero padding columns add +0.0, which cannot change an f32 sum that started at
 // +0.0 (it is never -0.0), so the bits match.
@@ -176,8 +233,14 @@ void max_pool2d(const Pool2dDesc& d, const void* x, void* y, std::int32_t* argma
   over_planes(d.n * d.c, in_plane, [&](std::int64_t p, std::int64_t count) {
     dispatch(d.dtype, [&](auto tag) {
       using T = decltype(tag);
-      max_planes(d, static_cast<const T*>(x) + p * in_plane, static_cast<T*>(y) + p * out_plane,
-                 argmax == nullptr ? nullptr : argmax + p * out_plane, count);
+      const T* xp = static_cast<const T*>(x) + p * in_plane;
+      T* yp = static_cast<T*>(y) + p * out_plane;
+      std::int32_t* ap = argmax == nullptr ? nullptr : argmax + p * out_plane;
+      if (disjoint_windows(d)) {
+        max_planes_disjoint(d, xp, yp, ap, count);
+      } else {
+        max_planes(d, xp, yp, ap, count);
+      }
     });
   });
   log_pool("max_pool2d", d.dtype, d.n * d.c * in_plane >= kParallelMinWork);
@@ -188,7 +251,16 @@ void max_pool2d_backward(const Pool2dDesc& d, const void* dy, const std::int32_t
   validate_pool2d("max_pool2d_backward", d);
   const std::int64_t in_plane = d.h * d.w, out_plane = d.out_h() * d.out_w();
   over_planes(d.n * d.c, in_plane, [&](std::int64_t p, std::int64_t count) {
-    Pool2dDesc sub = d;
+    if (disjoint_windows(d)) {
+      dispatch(d.dtype, [&](auto tag) {
+        using T = decltype(tag);
+        max_backward_planes_disjoint(d, static_cast<const T*>(dy) + p * out_plane,
+                                     argmax + p * out_plane, static_cast<T*>(dx) + p * in_plane,
+                                     count);
+      });
+      return;
+    }
+    Pool2dDesc sub = d;  // overlapping windows sum their gradients like the reference
     sub.n = 1, sub.c = count;
     ref::max_pool2d_backward(sub, cpu::at(dy, d.dtype, p * out_plane),
                              argmax + p * out_plane, cpu::at(dx, d.dtype, p * in_plane));
