@@ -74,6 +74,12 @@ std::vector<Tensor> autocast_inputs(OpKind op, std::initializer_list<const Tenso
 }
 
 std::vector<Tensor> autocast_inputs(OpKind op, const std::vector<Tensor>& inputs) {
+  // Every op frontend passes its inputs through here, so this is where fp8 (storage-only)
+  // inputs are refused, before a region could silently widen them. matmul and linear handle
+  // fp8 themselves before they get here.
+  for (const Tensor& t : inputs) {
+    if (t.defined()) require_compute_dtype(name(op), t.dtype());
+  }
   std::vector<Tensor> out = inputs;
   if (!tls.enabled) return out;
   switch (policy_row(op).policy) {

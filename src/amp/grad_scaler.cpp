@@ -21,6 +21,7 @@
 #include <tuple>
 #include <utility>
 
+#include "diagnostics/op_scope.h"
 #include "kernels/cpu/unscale_kernels.h"
 #include "mixprec/core/error.h"
 #include "mixprec/ops/elementwise.h"
@@ -181,10 +182,22 @@ void GradScaler::unscale(optim::Optimizer& optimizer) {
                   "unscale() is being called after step() on this optimizer; unscale between "
                   "backward() and step(), or call update() to start a new iteration");
   }
+  diagnostics::detail::OpScope prof(diagnostics::detail::ScopeKind::optimizer, "unscale");
   float amax = 0.0f;
   const bool predictive = options_.mode == ScalingMode::predictive;
   // may throw: the phase stays ready
   const bool found = unscale_grads(optimizer, predictive ? &amax : nullptr);
+  if (prof.active()) {
+    double elements = 0, bytes = 0;  // one read and one write of every gradient
+    for (const Tensor& p : optimizer.params()) {
+      const Tensor g = p.grad();
+      if (!g.defined()) continue;
+      elements += static_cast<double>(g.numel());
+      bytes += 2.0 * static_cast<double>(g.nbytes());
+    }
+    diagnostics::detail::add_work(elements, bytes);
+    prof.done_work(DType::f32);
+  }
   PerOptimizer& entry = per_optimizer_[&optimizer];
   entry.phase = Phase::unscaled;
   entry.found_inf = found;

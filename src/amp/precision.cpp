@@ -1,6 +1,7 @@
 #include "mixprec/amp/precision.h"
 
 #include <sstream>
+#include <vector>
 
 #include "mixprec/core/convert.h"
 #include "mixprec/nn/module.h"
@@ -44,6 +45,10 @@ PrecisionPolicy PrecisionPolicy::parse(std::string_view text) {
                                    << "'; expected items like p=f32,c=bf16,o=f32");
     const std::string_view key = item.substr(0, eq);
     const DType dtype = parse_dtype(item.substr(eq + 1));
+    MIXPREC_CHECK(!is_storage_only(dtype), ValueError, "PrecisionPolicy",
+                  name(dtype) << " in '" << text << "' is a storage-only dtype; precision "
+                              << "policies take f32, bf16 and f16 (fp8 tensors are created "
+                                 "with .to() and multiplied with matmul/linear)");
     int index = key == "p" ? 0 : key == "c" ? 1 : key == "o" ? 2 : -1;
     MIXPREC_CHECK(index >= 0, ValueError, "PrecisionPolicy",
                   "unknown key '" << key << "' in '" << text << "'; keys are p (parameters), c (compute), o (output)");
@@ -127,6 +132,13 @@ void apply(nn::Module& module, const std::string& path, const PrecisionPolicy& p
 }  // namespace
 
 void apply_parameter_dtypes(nn::Module& module, const PrecisionPolicy& policy) {
+  std::vector<DTypes> all{policy.dtypes};
+  for (const auto& [key, d] : policy.overrides) all.push_back(d);
+  for (const DTypes& d : all) {
+    for (DType t : {d.param, d.compute, d.output}) {
+      require_compute_dtype("apply_parameter_dtypes", t);
+    }
+  }
   apply(module, "", policy);
 }
 

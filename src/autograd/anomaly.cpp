@@ -18,7 +18,8 @@ thread_local std::vector<const nn::Module*> tls_modules;
 bool has_non_finite(const Tensor& t, bool nan_only) {
   if (t.numel() == 0) return false;
   NoGradGuard no_grad;
-  const float m = max_abs(t).item();
+  // fp8 has no kernels: widen it (exactly) to look for NaN/Inf.
+  const float m = max_abs(is_storage_only(t.dtype()) ? t.to(DType::f32) : t).item();
   return nan_only ? std::isnan(m) : !std::isfinite(m);
 }
 

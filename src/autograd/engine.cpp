@@ -4,6 +4,7 @@
 
 #include "mixprec/autograd/anomaly.h"
 #include "mixprec/autograd/node.h"
+#include "diagnostics/op_scope.h"
 #include "kernels/elementwise.h"
 #include "ops/op_util.h"
 
@@ -149,6 +150,7 @@ void backward(const Tensor& root, const Tensor& gradient, bool retain_graph) {
   }
 
   NoGradGuard no_grad;  // backward formulas are not themselves recorded
+  diagnostics::detail::PhaseScope profile_phase(diagnostics::Phase::backward);
   struct ScaleScope {     // restores the thread's loss scale even if backward throws
     double saved = tls_backward_loss_scale;
     ~ScaleScope() { tls_backward_loss_scale = saved; }
@@ -169,10 +171,14 @@ void backward(const Tensor& root, const Tensor& gradient, bool retain_graph) {
       Tensor g = std::move(found->second);
       grads.erase(found);
       MIXPREC_ASSERT(g.shape() == node->output_shape);
-      if (g.dtype() != node->output_dtype && !node->accepts_any_grad_dtype()) {
-        g = g.to(node->output_dtype);
+      // fp8 outputs receive f32 gradients (gradient_dtype): a gradient is never rounded to fp8.
+      const DType grad_dtype = gradient_dtype(node->output_dtype);
+      if (g.dtype() != grad_dtype && !node->accepts_any_grad_dtype()) g = g.to(grad_dtype);
+      {  // the profiler times each node under its name; ops it calls are folded into it
+        diagnostics::detail::OpScope prof(diagnostics::detail::ScopeKind::node, node->name());
+        input_grads = node->backward(g);
+        prof.done_node(*node, g, input_grads);
       }
-      input_grads = node->backward(g);
       if (anomaly_enabled()) [[unlikely]] {
         anomaly_detail::check_backward(node->name(), node->anomaly_module, g, input_grads,
                                tls_backward_loss_scale);

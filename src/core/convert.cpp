@@ -7,6 +7,7 @@
 #include <limits>
 #include <string>
 
+#include "core/convert_fp8_detail.h"
 #include "core/convert_isa.h"
 #include "mixprec/core/cpu_features.h"
 #include "mixprec/core/error.h"
@@ -297,7 +298,7 @@ void convert(const void* src, DType src_dtype, void* dst, DType dst_dtype, std::
   const auto valid = [](DType t) { return static_cast<std::size_t>(t) < kDTypeTable.size(); };
   MIXPREC_CHECK(valid(src_dtype) && valid(dst_dtype), DTypeError, op,
                 "unknown dtype code " << static_cast<int>(valid(src_dtype) ? dst_dtype : src_dtype)
-                                      << "; use DType::f32, bf16 or f16");
+                                      << "; use DType::f32, bf16, f16, f8e4m3 or f8e5m2");
   const std::string dtypes = std::string(name(src_dtype)) + "->" + name(dst_dtype);
   if (src_dtype == dst_dtype) {
     // Same dtype: a copy; overlapping ranges are fine (memmove).
@@ -309,6 +310,9 @@ void convert(const void* src, DType src_dtype, void* dst, DType dst_dtype, std::
     return;
   }
   check_buffers(op, src, size_of(src_dtype), dst, size_of(dst_dtype), n);
+  if (is_storage_only(src_dtype) || is_storage_only(dst_dtype)) {
+    return detail::convert_fp8_pair(src, src_dtype, dst, dst_dtype, n);
+  }
   const auto* f_src = static_cast<const float*>(src);
   const auto* h_src = static_cast<const Bits*>(src);
   auto* f_dst = static_cast<float*>(dst);

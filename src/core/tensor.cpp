@@ -63,6 +63,12 @@ Tensor Tensor::ones(const Shape& shape, DType dtype) { return full(shape, 1.0f, 
 
 Tensor Tensor::full(const Shape& shape, float value, DType dtype) {
   Tensor t = empty(shape, dtype);
+  if (is_storage_only(dtype)) {  // no fill kernel for fp8: round once, repeat the byte
+    std::uint8_t byte = 0;
+    convert(&value, DType::f32, &byte, dtype, 1);
+    std::memset(t.data_ptr(), byte, t.nbytes());
+    return t;
+  }
   kernels::fill(t.data_ptr(), dtype, t.numel(), value);
   return t;
 }
@@ -119,6 +125,12 @@ float Tensor::item() const {
 Tensor& Tensor::set_requires_grad(bool on) {
   MIXPREC_CHECK(is_leaf(), StateError, "Tensor::set_requires_grad",
                 "only leaf tensors can change requires_grad; call detach() first");
+  // A gradient cannot be accumulated in fp8: keep the leaf in f32 and cast it with to(), whose
+  // gradient passes through in f32 (straight-through).
+  MIXPREC_CHECK(!on || !is_storage_only(dtype()), DTypeError, "Tensor::set_requires_grad",
+                name(dtype()) << " is a storage dtype and cannot require grad; keep the leaf "
+                                 "in f32 and cast it with .to(DType::"
+                              << name(dtype()) << ") inside the computation");
   impl().requires_grad = on;
   return *this;
 }
@@ -137,6 +149,9 @@ void Tensor::set_grad(const Tensor& grad) const {
   MIXPREC_CHECK(grad.shape() == t.shape, ShapeError, "Tensor::set_grad",
                 "gradient shape " << to_string(grad.shape()) << " differs from tensor shape "
                                   << to_string(t.shape));
+  MIXPREC_CHECK(!is_storage_only(grad.dtype()), DTypeError, "Tensor::set_grad",
+                "a gradient cannot be " << name(grad.dtype())
+                                        << " (a storage dtype); pass it in f32, bf16 or f16");
   t.grad = grad.impl_ptr();
 }
 

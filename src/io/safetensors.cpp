@@ -31,6 +31,8 @@ const char* st_dtype(DType dtype) {
     case DType::f32: return "F32";
     case DType::bf16: return "BF16";
     case DType::f16: return "F16";
+    case DType::f8e4m3: return "F8_E4M3";  // the names safetensors (and PyTorch) use
+    case DType::f8e5m2: return "F8_E5M2";
   }
   MIXPREC_ASSERT(false);
   return "";
@@ -66,8 +68,11 @@ DType parse_st_dtype(const Json& value, const char* op, const std::string& what,
   if (s == "F32") return DType::f32;
   if (s == "BF16") return DType::bf16;
   if (s == "F16") return DType::f16;
+  if (s == "F8_E4M3") return DType::f8e4m3;
+  if (s == "F8_E5M2") return DType::f8e5m2;
   fail(op, what, "tensor '" + name + "' has dtype '" + s +
-                     "', which mixprec does not read (it reads F32, BF16 and F16)");
+                     "', which mixprec does not read (it reads F32, BF16 and F16, and F8_E4M3 and "
+                     "F8_E5M2 as fp8 storage)");
 }
 
 // One tensor's header entry, with its byte count checked against its shape.

@@ -3,6 +3,7 @@
 
 #include "mixprec/amp/autocast.h"
 #include "mixprec/ops/elementwise.h"
+#include "diagnostics/op_scope.h"
 #include "ops/op_util.h"
 
 namespace mixprec {
@@ -59,6 +60,7 @@ class WhereNode final : public autograd::Node {
 
 Tensor cat(const std::vector<Tensor>& tensors_arg, std::int64_t dim) {
   const char* op = "cat";
+  diagnostics::detail::OpScope prof(amp::OpKind::cat);
   MIXPREC_CHECK(!tensors_arg.empty(), ValueError, op, "needs at least one tensor");
   for (const Tensor& t : tensors_arg) ops::detail::require_defined(op, t, "tensors");
   const std::vector<Tensor> tensors = amp::autocast_inputs(amp::OpKind::cat, tensors_arg);
@@ -98,10 +100,12 @@ Tensor cat(const std::vector<Tensor>& tensors_arg, std::int64_t dim) {
       autograd::attach_all(out, node, ptrs);
     }
   }
+  prof.done(out, tensors, 0.0);  // a copy: no arithmetic
   return out;
 }
 
 Tensor stack(const std::vector<Tensor>& tensors, std::int64_t dim) {
+  diagnostics::detail::OpScope prof(amp::OpKind::stack);
   MIXPREC_CHECK(!tensors.empty(), ValueError, "stack", "needs at least one tensor");
   ops::detail::require_defined("stack", tensors.front(), "tensors");
   const std::int64_t nd = tensors.front().dim() + 1;
@@ -117,11 +121,14 @@ Tensor stack(const std::vector<Tensor>& tensors, std::int64_t dim) {
     expanded.push_back(t.reshape(s));
   }
   amp::autocast_inputs(amp::OpKind::stack, {});  // the policy is applied by cat below
-  return cat(expanded, d);
+  Tensor out = cat(expanded, d);
+  prof.done_composite(out);  // cat reports the work
+  return out;
 }
 
 Tensor where(const Tensor& condition, const Tensor& a_arg, const Tensor& b_arg) {
   const char* op = "where";
+  diagnostics::detail::OpScope prof(amp::OpKind::where);
   ops::detail::require_defined(op, condition, "condition");
   ops::detail::require_defined(op, a_arg, "a");
   ops::detail::require_defined(op, b_arg, "b");
@@ -144,6 +151,7 @@ Tensor where(const Tensor& condition, const Tensor& a_arg, const Tensor& b_arg) 
   if (autograd::needs_grad({&a, &b})) {
     autograd::attach(out, std::make_shared<WhereNode>(mask), {&condition, &a, &b});
   }
+  prof.done(out, {&condition, &a, &b});
   return out;
 }
 

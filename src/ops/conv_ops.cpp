@@ -4,6 +4,7 @@
 #include "kernels/conv.h"
 #include "mixprec/amp/autocast.h"
 #include "mixprec/ops/elementwise.h"
+#include "diagnostics/op_scope.h"
 #include "ops/op_util.h"
 
 namespace mixprec {
@@ -16,10 +17,13 @@ class Conv2dNode final : public autograd::Node {
   void release_saved() override { x_ = Tensor(); w_ = Tensor(); }
   std::vector<Tensor> backward(const Tensor& dy_in) override {
     const Tensor dy = dy_in.contiguous().to(d_.dtype);
+    // Each of the data and weight passes costs the forward's 2*N*O*C*kh*kw*Ho*Wo.
+    const double pass_flops = 2.0 * static_cast<double>(dy.numel()) * static_cast<double>(d_.c * d_.kh * d_.kw);
     Tensor dx, dw, db;
     if (next[0].fn) {
       dx = Tensor::empty(x_.shape(), d_.dtype);
       kernels::conv2d_backward_data(d_, dy.data_ptr(), w_.data_ptr(), dx.data_ptr());
+      diagnostics::detail::add_work(pass_flops, static_cast<double>(dy.nbytes() + w_.nbytes() + dx.nbytes()));
     }
     const bool want_db = d_.has_bias && next.size() > 2 && next[2].fn;
     if (next[1].fn || want_db) {
@@ -28,6 +32,9 @@ class Conv2dNode final : public autograd::Node {
       if (want_db) db = Tensor::empty({d_.o}, d_.bias_dtype);
       kernels::conv2d_backward_weights(d_, x_.data_ptr(), dy.data_ptr(), dw.data_ptr(),
                                        want_db ? db.data_ptr() : nullptr);
+      diagnostics::detail::add_work(
+          pass_flops + (want_db ? static_cast<double>(dy.numel()) : 0.0),
+          static_cast<double>(x_.nbytes() + dy.nbytes() + dw.nbytes() + (want_db ? db.nbytes() : 0)));
       if (!next[1].fn) dw = Tensor();
     }
     if (d_.has_bias) return {dx, dw, db};
@@ -44,6 +51,7 @@ class Conv2dNode final : public autograd::Node {
 Tensor conv2d(const Tensor& x_arg, const Tensor& weight_arg, const Tensor& bias_arg,
               std::int64_t stride, std::int64_t padding) {
   const char* op = "conv2d";
+  diagnostics::detail::OpScope prof(amp::OpKind::conv2d);
   ops::detail::require_defined(op, x_arg, "x");
   ops::detail::require_defined(op, weight_arg, "weight");
   // The bias stays as given: an f32 bias is added in f32 before the output's single rounding.
@@ -94,6 +102,10 @@ Tensor conv2d(const Tensor& x_arg, const Tensor& weight_arg, const Tensor& bias_
     if (bias.defined()) autograd::attach(y, node, {&x, &weight, &bias});
     else autograd::attach(y, node, {&x, &weight});
   }
+  // 2*N*O*C*kh*kw*Ho*Wo, plus the bias adds.
+  prof.done(y, {&x, &weight, &bias},
+            2.0 * static_cast<double>(y.numel()) * static_cast<double>(d.c * d.kh * d.kw) +
+                (bias.defined() ? static_cast<double>(y.numel()) : 0.0));
   return y;
 }
 

@@ -2,15 +2,18 @@
 #include "mixprec/core/random.h"
 #include "mixprec/ops/elementwise.h"
 #include "mixprec/ops/nn_functional.h"
+#include "diagnostics/op_scope.h"
 #include "ops/op_util.h"
 
 namespace mixprec {
 
 Tensor dropout(const Tensor& x, float p, bool training, std::uint64_t seed) {
   ops::detail::require_defined("dropout", x, "x");
+  require_compute_dtype("dropout", x.dtype());
   MIXPREC_CHECK(p >= 0.0f && p < 1.0f, ValueError, "dropout",
                 "p must be in [0, 1), got " << p);
   if (!training || p == 0.0f) return x;
+  diagnostics::detail::OpScope prof(amp::OpKind::dropout);
   // The mask already holds the 1/(1-p) scale, so the op is one multiply and its gradient is
   // the same multiply (mul's own backward).
   const float keep_scale = 1.0f / (1.0f - p);
@@ -18,7 +21,9 @@ Tensor dropout(const Tensor& x, float p, bool training, std::uint64_t seed) {
   for (std::size_t i = 0; i < mask.size(); ++i) {
     mask[i] = mixprec::uniform(seed, i) >= p ? keep_scale : 0.0f;
   }
-  return mul(x, Tensor::from_vector(mask, x.shape(), x.dtype()));
+  Tensor y = mul(x, Tensor::from_vector(mask, x.shape(), x.dtype()));
+  prof.done_composite(y);  // the mul reports the work; drawing the mask is this op's own time
+  return y;
 }
 
 }  // namespace mixprec

@@ -2,6 +2,7 @@
 #include "mixprec/ops/elementwise.h"
 
 #include "mixprec/amp/autocast.h"
+#include "diagnostics/op_scope.h"
 #include "ops/op_util.h"
 
 namespace mixprec {
@@ -32,12 +33,14 @@ class UnaryNode final : public autograd::Node {
 
 Tensor unary_op(amp::OpKind kind, UnaryOp op, const Tensor& x_arg) {
   const char* op_name = kernels::name(op);
+  diagnostics::detail::OpScope prof(kind);
   ops::detail::require_defined(op_name, x_arg, "x");
   const Tensor x_in = amp::autocast_inputs(kind, {&x_arg})[0];
   const Tensor x = x_in.contiguous();
   Tensor y = Tensor::empty(x.shape(), x.dtype());
   kernels::unary(op, x.shape(), strided(x), y.data_ptr(), y.dtype());
   record<UnaryNode>(y, {&x_in}, op, x.detach(), y.detach());
+  prof.done(y, {&x_in});
   return y;
 }
 
@@ -115,6 +118,7 @@ class BinaryNode final : public autograd::Node {
 };
 
 Tensor binary_op(amp::OpKind kind, BinaryOp op, const Tensor& a_arg, const Tensor& b_arg) {
+  diagnostics::detail::OpScope prof(kind);
   ops::detail::require_defined(kernels::name(op), a_arg, "a");
   ops::detail::require_defined(kernels::name(op), b_arg, "b");
   const std::vector<Tensor> in = amp::autocast_inputs(kind, {&a_arg, &b_arg});
@@ -127,6 +131,7 @@ Tensor binary_op(amp::OpKind kind, BinaryOp op, const Tensor& a_arg, const Tenso
     node->set_input_meta(a, b);
     autograd::attach(out, node, {&a, &b});
   }
+  prof.done(out, {&a, &b});
   return out;
 }
 
@@ -152,9 +157,12 @@ class CastNode final : public autograd::Node {
   explicit CastNode(DType in_dtype) : in_dtype_(in_dtype) {}
   const char* name() const override { return "cast"; }
   bool saves_tensors() const override { return false; }
-  bool accepts_any_grad_dtype() const override { return true; }  // converted to in_dtype_ anyway
-  DType preferred_grad_dtype() const override { return in_dtype_; }
-  std::vector<Tensor> backward(const Tensor& dy) override { return {dy.to(in_dtype_)}; }
+  bool accepts_any_grad_dtype() const override { return true; }  // converted below anyway
+  DType preferred_grad_dtype() const override { return gradient_dtype(in_dtype_); }
+  // Straight-through for fp8: the gradient of a cast to or from fp8 passes in f32, unrounded.
+  std::vector<Tensor> backward(const Tensor& dy) override {
+    return {dy.to(gradient_dtype(in_dtype_))};
+  }
 
  private:
   DType in_dtype_;
@@ -183,19 +191,24 @@ Tensor maximum(const Tensor& a, const Tensor& b) { return binary_op(amp::OpKind:
 Tensor minimum(const Tensor& a, const Tensor& b) { return binary_op(amp::OpKind::minimum, BinaryOp::minimum, a, b); }
 
 Tensor affine(const Tensor& x_in, float alpha, float beta) {
+  diagnostics::detail::OpScope prof(amp::OpKind::affine);
   ops::detail::require_defined("affine", x_in, "x");
+  require_compute_dtype("affine", x_in.dtype());
   const Tensor x = x_in.contiguous();
   Tensor y = Tensor::empty(x.shape(), x.dtype());
   kernels::affine(x.data_ptr(), x.dtype(), y.data_ptr(), y.dtype(), x.numel(), alpha, beta);
   record<AffineNode>(y, {&x_in}, alpha, x_in.dtype());
+  prof.done(y, {&x_in});
   return y;
 }
 
 Tensor cast(const Tensor& x, DType dtype) {
   ops::detail::require_defined("cast", x, "x");
   if (x.dtype() == dtype) return x;
+  diagnostics::detail::OpScope prof(diagnostics::detail::ScopeKind::cast, "cast");
   Tensor y = ops::detail::materialize(x, dtype, MemoryCategory::activation);
   record<CastNode>(y, {&x}, x.dtype());
+  prof.done(y, {&x});
   return y;
 }
 

@@ -4,6 +4,8 @@
 #include "mixprec/ops/nn_functional.h"
 #include "mixprec/amp/autocast.h"
 #include "mixprec/amp/matmul_precision.h"
+#include "diagnostics/op_scope.h"
+#include "ops/fp8_matmul.h"
 #include "ops/op_util.h"
 
 namespace mixprec {
@@ -27,6 +29,14 @@ void gemm(const Tensor& a, bool ta, const Tensor& b, bool tb, std::int64_t m, st
     bias_data = bias->data_ptr();
   }
   kernels::matmul(d, a.data_ptr(), b.data_ptr(), bias_data, c.data_ptr());
+  // 2*M*N*K (plus the bias adds); bytes: A, B, bias read and C written, at their dtype sizes.
+  diagnostics::detail::add_work(
+      2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k) +
+          (d.has_bias ? static_cast<double>(m * n) : 0.0),
+      static_cast<double>(m * k * static_cast<std::int64_t>(size_of(a.dtype())) +
+                          k * n * static_cast<std::int64_t>(size_of(b.dtype())) +
+                          m * n * static_cast<std::int64_t>(size_of(c.dtype()))) +
+          (d.has_bias ? static_cast<double>(n * static_cast<std::int64_t>(size_of(d.bias_dtype))) : 0.0));
 }
 
 void check_same_dtype(const char* op, const Tensor& a, const Tensor& b) {
@@ -71,6 +81,8 @@ class LinearNode final : public autograd::Node {
       db = Tensor::empty({n}, db_dtype);
       kernels::reduce(kernels::ReduceOp::sum, dy.data_ptr(), dy.dtype(), 1, m, n, db.data_ptr(),
                       db_dtype);
+      diagnostics::detail::add_work(static_cast<double>(m * n),
+                                    static_cast<double>(dy.nbytes() + db.nbytes()));
     }
     return {dx, dw, db};
   }
@@ -118,8 +130,12 @@ class MatmulNode final : public autograd::Node {
 
 Tensor linear(const Tensor& x_arg, const Tensor& weight_arg, const Tensor& bias_arg) {
   const char* op = "linear";
+  diagnostics::detail::OpScope prof(amp::OpKind::linear);
   ops::detail::require_defined(op, x_arg, "x");
   ops::detail::require_defined(op, weight_arg, "weight");
+  if (ops::detail::any_fp8({&x_arg, &weight_arg, &bias_arg})) {
+    return ops::detail::fp8_linear(x_arg, weight_arg, bias_arg);  // decode to f32, f32 GEMM
+  }
   const std::vector<Tensor> cast_in =
       amp::autocast_inputs(amp::OpKind::linear, {&x_arg, &weight_arg, &bias_arg});
   const Tensor& x = cast_in[0];
@@ -155,6 +171,7 @@ Tensor linear(const Tensor& x_arg, const Tensor& weight_arg, const Tensor& bias_
     if (bias.defined()) autograd::attach(y, node, {&x, &weight, &bias});
     else autograd::attach(y, node, {&x, &weight});
   }
+  prof.done(y, {&x, &weight, &bias});
   return y;
 }
 
@@ -162,7 +179,11 @@ Tensor matmul(const Tensor& a_arg, const Tensor& b_arg) {
   const char* op = "matmul";
   ops::detail::require_defined(op, a_arg, "a");
   ops::detail::require_defined(op, b_arg, "b");
+  if (ops::detail::any_fp8({&a_arg, &b_arg})) {
+    return ops::detail::fp8_matmul(a_arg, b_arg);  // decode to f32, f32 GEMM
+  }
   const amp::OpKind kind = a_arg.dim() == 3 ? amp::OpKind::bmm : amp::OpKind::matmul;
+  diagnostics::detail::OpScope prof(kind);
   const std::vector<Tensor> cast_in = amp::autocast_inputs(kind, {&a_arg, &b_arg});
   const Tensor& a = cast_in[0];
   const Tensor& b = cast_in[1];
@@ -185,6 +206,7 @@ Tensor matmul(const Tensor& a_arg, const Tensor& b_arg) {
     gemm(ai, false, bi, false, m, n, k, yi);
   }
   record<MatmulNode>(y, {&a, &b}, ac, bc);
+  prof.done(y, {&a, &b});
   return y;
 }
 

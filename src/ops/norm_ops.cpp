@@ -7,6 +7,7 @@
 #include "kernels/norm.h"
 #include "mixprec/amp/autocast.h"
 #include "mixprec/ops/normalization.h"
+#include "diagnostics/op_scope.h"
 #include "ops/op_util.h"
 
 namespace mixprec {
@@ -129,6 +130,7 @@ Tensor batch_norm(const Tensor& x_arg, Tensor& running_mean, Tensor& running_var
                   const Tensor& weight_arg, const Tensor& bias_arg, bool training, float momentum,
                   float eps) {
   const char* op = "batch_norm";
+  diagnostics::detail::OpScope prof(amp::OpKind::batch_norm);
   ops::detail::require_defined(op, x_arg, "x");
   const std::vector<Tensor> in =
       amp::autocast_inputs(amp::OpKind::batch_norm, {&x_arg, &weight_arg, &bias_arg});
@@ -176,12 +178,14 @@ Tensor batch_norm(const Tensor& x_arg, Tensor& running_mean, Tensor& running_var
   }
   record<BatchNormNode>(y, {&x, &weight, &bias}, xc, d, std::move(mean), std::move(var), w,
                         ParamInfo::of(weight), ParamInfo::of(bias), eps, training);
+  prof.done(y, {&x, &weight, &bias});
   return y;
 }
 
 Tensor layer_norm(const Tensor& x_arg, std::int64_t normalized_dims, const Tensor& weight_arg,
                   const Tensor& bias_arg, float eps) {
   const char* op = "layer_norm";
+  diagnostics::detail::OpScope prof(amp::OpKind::layer_norm);
   ops::detail::require_defined(op, x_arg, "x");
   const std::vector<Tensor> in =
       amp::autocast_inputs(amp::OpKind::layer_norm, {&x_arg, &weight_arg, &bias_arg});
@@ -210,6 +214,7 @@ Tensor layer_norm(const Tensor& x_arg, std::int64_t normalized_dims, const Tenso
                               rstd.data());
   record<LayerNormNode>(y, {&x, &weight, &bias}, xc, rows, cols, std::move(mean),
                         std::move(rstd), w, ParamInfo::of(weight), ParamInfo::of(bias));
+  prof.done(y, {&x, &weight, &bias});
   return y;
 }
 

@@ -6,6 +6,7 @@
 #include "mixprec/core/storage.h"
 #include "mixprec/amp/autocast.h"
 #include "mixprec/ops/conv.h"
+#include "diagnostics/op_scope.h"
 #include "ops/op_util.h"
 
 namespace mixprec {
@@ -94,6 +95,7 @@ kernels::Pool2dDesc pool_desc(const char* op, const Tensor& x, std::int64_t kern
 Tensor max_pool2d(const Tensor& x_arg, std::int64_t kernel, std::int64_t stride,
                   std::int64_t padding) {
   const char* op = "max_pool2d";
+  diagnostics::detail::OpScope prof(amp::OpKind::max_pool2d);
   ops::detail::require_defined(op, x_arg, "x");
   const Tensor x = amp::autocast_inputs(amp::OpKind::max_pool2d, {&x_arg})[0];
   const kernels::Pool2dDesc d = pool_desc(op, x, kernel, stride, padding);
@@ -108,12 +110,14 @@ Tensor max_pool2d(const Tensor& x_arg, std::int64_t kernel, std::int64_t stride,
   kernels::max_pool2d(d, xc.data_ptr(), y.data_ptr(),
                       grad ? static_cast<std::int32_t*>(argmax->data()) : nullptr);
   record<MaxPool2dNode>(y, {&x}, d, std::move(argmax));
+  prof.done(y, {&x}, static_cast<double>(y.numel() * d.kernel * d.kernel));  // comparisons
   return y;
 }
 
 Tensor avg_pool2d(const Tensor& x_arg, std::int64_t kernel, std::int64_t stride,
                   std::int64_t padding) {
   const char* op = "avg_pool2d";
+  diagnostics::detail::OpScope prof(amp::OpKind::avg_pool2d);
   ops::detail::require_defined(op, x_arg, "x");
   const Tensor x = amp::autocast_inputs(amp::OpKind::avg_pool2d, {&x_arg})[0];
   const kernels::Pool2dDesc d = pool_desc(op, x, kernel, stride, padding);
@@ -121,11 +125,14 @@ Tensor avg_pool2d(const Tensor& x_arg, std::int64_t kernel, std::int64_t stride,
   Tensor y = Tensor::empty({d.n, d.c, d.out_h(), d.out_w()}, d.dtype);
   kernels::avg_pool2d(d, xc.data_ptr(), y.data_ptr());
   record<AvgPool2dNode>(y, {&x}, d);
+  prof.done(y, {&x}, static_cast<double>(y.numel() * d.kernel * d.kernel));  // additions
   return y;
 }
 
 Tensor global_avg_pool2d(const Tensor& x_arg) {
   const char* op = "global_avg_pool2d";
+  diagnostics::detail::OpScope prof(diagnostics::detail::ScopeKind::op, op,
+                                    static_cast<int>(amp::OpKind::avg_pool2d));
   ops::detail::require_defined(op, x_arg, "x");
   const Tensor x = amp::autocast_inputs(amp::OpKind::avg_pool2d, {&x_arg})[0];
   check_nchw(op, x);
@@ -136,6 +143,7 @@ Tensor global_avg_pool2d(const Tensor& x_arg) {
   kernels::global_avg_pool2d(xc.data_ptr(), x.dtype(), x.size(0) * x.size(1),
                              x.size(2) * x.size(3), y.data_ptr());
   record<GlobalAvgPool2dNode>(y, {&x}, x.shape(), x.dtype());
+  prof.done(y, {&x}, static_cast<double>(x.numel()));
   return y;
 }
 

@@ -6,6 +6,7 @@
 #include "mixprec/ops/elementwise.h"
 #include "mixprec/ops/nn_functional.h"
 #include "mixprec/ops/reduce.h"
+#include "diagnostics/op_scope.h"
 #include "ops/op_util.h"
 
 namespace mixprec {
@@ -54,16 +55,19 @@ class CumsumNode final : public autograd::Node {
 }  // namespace
 
 Tensor pow(const Tensor& x_arg, float exponent) {
+  diagnostics::detail::OpScope prof(amp::OpKind::pow);
   ops::detail::require_defined("pow", x_arg, "x");
   const Tensor x = amp::autocast_inputs(amp::OpKind::pow, {&x_arg})[0];
   Tensor y = map_rows(x, x.numel(), [exponent](const float* in, float* out, std::int64_t n) {
     for (std::int64_t i = 0; i < n; ++i) out[i] = std::pow(in[i], exponent);
   });
   record<PowNode>(y, {&x}, x.detach(), exponent);
+  prof.done(y, {&x});
   return y;
 }
 
 Tensor cumsum(const Tensor& x_arg) {
+  diagnostics::detail::OpScope prof(amp::OpKind::cumsum);
   ops::detail::require_defined("cumsum", x_arg, "x");
   MIXPREC_CHECK(x_arg.dim() >= 1, ShapeError, "cumsum", "needs at least one dimension");
   const Tensor x = amp::autocast_inputs(amp::OpKind::cumsum, {&x_arg})[0];
@@ -72,13 +76,17 @@ Tensor cumsum(const Tensor& x_arg) {
     for (std::int64_t i = 0; i < n; ++i) out[i] = acc += in[i];
   });
   record<CumsumNode>(y, {&x});
+  prof.done(y, {&x});
   return y;
 }
 
 Tensor addmm(const Tensor& c_arg, const Tensor& a_arg, const Tensor& b_arg) {
+  diagnostics::detail::OpScope prof(amp::OpKind::addmm);
   ops::detail::require_defined("addmm", c_arg, "c");
   const std::vector<Tensor> in = amp::autocast_inputs(amp::OpKind::addmm, {&c_arg, &a_arg, &b_arg});
-  return add(in[0], matmul(in[1], in[2]));
+  Tensor out = add(in[0], matmul(in[1], in[2]));
+  prof.done_composite(out);  // the matmul and the add report the work
+  return out;
 }
 
 }  // namespace mixprec

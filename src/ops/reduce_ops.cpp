@@ -4,6 +4,7 @@
 #include "kernels/reduce.h"
 #include "mixprec/ops/elementwise.h"
 #include "mixprec/amp/autocast.h"
+#include "diagnostics/op_scope.h"
 #include "ops/op_util.h"
 
 namespace mixprec {
@@ -106,41 +107,51 @@ Tensor reduce_all(ReduceOp op, const Tensor& x, const char* name) {
 }  // namespace
 
 Tensor sum(const Tensor& x_arg) {
+  diagnostics::detail::OpScope prof(amp::OpKind::sum);
   const Tensor x = amp::autocast_inputs(amp::OpKind::sum, {&x_arg})[0];
   Tensor out = reduce_all(ReduceOp::sum, x, "sum");
   record<SumNode>(out, {&x}, x.shape(), Shape(x.shape().size(), 1), 1.0f, x.dtype());
+  prof.done(out, {&x}, static_cast<double>(x.numel()));
   return out;
 }
 
 Tensor mean(const Tensor& x_arg) {
+  diagnostics::detail::OpScope prof(amp::OpKind::mean);
   const Tensor x = amp::autocast_inputs(amp::OpKind::mean, {&x_arg})[0];
   Tensor out = reduce_all(ReduceOp::mean, x, "mean");
   const float scale = x.numel() > 0 ? 1.0f / static_cast<float>(x.numel()) : 0.0f;
   record<SumNode>(out, {&x}, x.shape(), Shape(x.shape().size(), 1), scale, x.dtype());
+  prof.done(out, {&x}, static_cast<double>(x.numel()));
   return out;
 }
 
 Tensor sum(const Tensor& x_arg, std::int64_t dim, bool keepdim) {
+  diagnostics::detail::OpScope prof(amp::OpKind::sum);
   ops::detail::require_defined("sum", x_arg, "x");
   const Tensor x = amp::autocast_inputs(amp::OpKind::sum, {&x_arg})[0];
   const AxisSplit s = split(x.shape(), ops::detail::wrap_dim("sum", dim, x.dim()));
   Tensor out = reduce_raw(ReduceOp::sum, x, s, keepdim ? s.kept : s.dropped);
   record<SumNode>(out, {&x}, x.shape(), s.kept, 1.0f, x.dtype());
+  prof.done(out, {&x}, static_cast<double>(x.numel()));
   return out;
 }
 
 Tensor mean(const Tensor& x_arg, std::int64_t dim, bool keepdim) {
+  diagnostics::detail::OpScope prof(amp::OpKind::mean);
   ops::detail::require_defined("mean", x_arg, "x");
   const Tensor x = amp::autocast_inputs(amp::OpKind::mean, {&x_arg})[0];
   const AxisSplit s = split(x.shape(), ops::detail::wrap_dim("mean", dim, x.dim()));
   Tensor out = reduce_raw(ReduceOp::mean, x, s, keepdim ? s.kept : s.dropped);
   const float scale = s.n > 0 ? 1.0f / static_cast<float>(s.n) : 0.0f;
   record<SumNode>(out, {&x}, x.shape(), s.kept, scale, x.dtype());
+  prof.done(out, {&x}, static_cast<double>(x.numel()));
   return out;
 }
 
 Tensor amax(const Tensor& x, std::int64_t dim, bool keepdim) {
+  diagnostics::detail::OpScope prof(amp::OpKind::amax);
   ops::detail::require_defined("amax", x, "x");
+  require_compute_dtype("amax", x.dtype());
   const std::int64_t axis = ops::detail::wrap_dim("amax", dim, x.dim());
   const AxisSplit s = split(x.shape(), axis);
   MIXPREC_CHECK(s.n > 0, ShapeError, "amax", "cannot take the maximum over an empty dimension");
@@ -151,11 +162,15 @@ Tensor amax(const Tensor& x, std::int64_t dim, bool keepdim) {
     node->axis_ = axis;
     autograd::attach(out, node, {&x});
   }
+  prof.done(out, {&x}, static_cast<double>(x.numel()));
   return out;
 }
 
 Tensor max_abs(const Tensor& x) {
+  diagnostics::detail::OpScope prof(diagnostics::detail::ScopeKind::op, "max_abs");
+  if (x.defined()) require_compute_dtype("max_abs", x.dtype());
   Tensor out = reduce_all(ReduceOp::amax, x, "max_abs");
+  prof.done(out, {&x}, static_cast<double>(x.numel()));
   return out;
 }
 
@@ -176,11 +191,13 @@ class NormNode final : public autograd::Node {
 };
 
 Tensor norm(const Tensor& x_arg) {
+  diagnostics::detail::OpScope prof(amp::OpKind::norm);
   const Tensor x = amp::autocast_inputs(amp::OpKind::norm, {&x_arg})[0];
   Tensor out = reduce_all(ReduceOp::norm2, x, "norm");
   if (autograd::needs_grad({&x})) {
     autograd::attach(out, std::make_shared<NormNode>(x.detach(), out.item()), {&x});
   }
+  prof.done(out, {&x}, static_cast<double>(x.numel()));
   return out;
 }
 

@@ -4,6 +4,7 @@
 #include "mixprec/ops/nn_functional.h"
 #include "mixprec/ops/reduce.h"
 #include "mixprec/amp/autocast.h"
+#include "diagnostics/op_scope.h"
 #include "ops/op_util.h"
 
 namespace mixprec {
@@ -32,6 +33,7 @@ class SoftmaxNode final : public autograd::Node {
 
 Tensor softmax_impl(const Tensor& x_arg, std::int64_t dim, bool log) {
   const char* op = log ? "log_softmax" : "softmax";
+  diagnostics::detail::OpScope prof(log ? amp::OpKind::log_softmax : amp::OpKind::softmax);
   ops::detail::require_defined(op, x_arg, "x");
   const Tensor x =
       amp::autocast_inputs(log ? amp::OpKind::log_softmax : amp::OpKind::softmax, {&x_arg})[0];
@@ -44,6 +46,7 @@ Tensor softmax_impl(const Tensor& x_arg, std::int64_t dim, bool log) {
   Tensor y = Tensor::empty(c.shape(), c.dtype());
   kernels::softmax(c.data_ptr(), c.dtype(), rows, cols, y.data_ptr(), y.dtype(), log);
   record<SoftmaxNode>(y, {&x}, y.detach(), log);
+  prof.done(y, {&x});
   return y;
 }
 
@@ -78,6 +81,7 @@ Tensor log_softmax(const Tensor& x, std::int64_t dim) { return softmax_impl(x, d
 Tensor cross_entropy(const Tensor& logits_arg, const std::vector<std::int64_t>& targets,
                      float label_smoothing) {
   const char* op = "cross_entropy";
+  diagnostics::detail::OpScope prof(amp::OpKind::cross_entropy);
   ops::detail::require_defined(op, logits_arg, "logits");
   // The kernel already computes in f32 from any dtype; autocast only matters for the record.
   const Tensor logits = amp::autocast_inputs(amp::OpKind::cross_entropy, {&logits_arg})[0];
@@ -97,19 +101,25 @@ Tensor cross_entropy(const Tensor& logits_arg, const std::vector<std::int64_t>& 
   for (float v : per_row) total += v;
   Tensor loss = Tensor::scalar(static_cast<float>(total / static_cast<double>(rows)), DType::f32);
   record<CrossEntropyNode>(loss, {&logits}, c, targets, label_smoothing);
+  prof.done(loss, {&logits}, static_cast<double>(logits.numel()));
   return loss;
 }
 
 Tensor mse_loss(const Tensor& prediction, const Tensor& target) {
   const char* op = "mse_loss";
+  diagnostics::detail::OpScope prof(amp::OpKind::mse_loss);
   ops::detail::require_defined(op, prediction, "prediction");
   ops::detail::require_defined(op, target, "target");
+  require_compute_dtype(op, prediction.dtype());
+  require_compute_dtype(op, target.dtype());
   MIXPREC_CHECK(prediction.shape() == target.shape(), ShapeError, op,
                 "prediction " << to_string(prediction.shape()) << " and target "
                               << to_string(target.shape()) << " must have the same shape");
   // Losses are f32 ops: the difference and its square would lose the small errors in 16 bits.
   amp::autocast_inputs(amp::OpKind::mse_loss, {});  // documents the policy; casts happen below
-  return mean(square(sub(cast(prediction, DType::f32), cast(target, DType::f32))));
+  Tensor loss = mean(square(sub(cast(prediction, DType::f32), cast(target, DType::f32))));
+  prof.done_composite(loss);  // sub, square and mean report the work
+  return loss;
 }
 
 }  // namespace mixprec

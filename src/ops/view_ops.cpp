@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <numeric>
 
+#include "diagnostics/op_scope.h"
 #include "ops/op_util.h"
 
 namespace mixprec {
@@ -142,19 +143,24 @@ Tensor Tensor::slice(std::int64_t dim_in, std::int64_t start, std::int64_t end,
   shape_out[static_cast<std::size_t>(d)] = (end - start + step - 1) / step;
   strides_out[static_cast<std::size_t>(d)] *= step;
   Tensor out = make_view(*this, shape_out, strides_out, offset() + start * strides()[static_cast<std::size_t>(d)]);
-  record<SliceNode>(out, {this}, shape(), dtype(), d, start, end, step);
+  record<SliceNode>(out, {this}, shape(), gradient_dtype(dtype()), d, start, end, step);
   return out;
 }
 
 Tensor Tensor::contiguous() const {
   if (is_contiguous()) return *this;
+  diagnostics::detail::OpScope prof(diagnostics::detail::ScopeKind::op, "contiguous");
   Tensor out = ops::detail::materialize(*this, dtype(), MemoryCategory::activation);
   record<IdentityNode>(out, {this});
+  prof.done(out, {this}, 0.0);  // a copy: no arithmetic
   return out;
 }
 
 Tensor Tensor::clone() const {
-  return ops::detail::materialize(*this, dtype(), category());
+  diagnostics::detail::OpScope prof(diagnostics::detail::ScopeKind::op, "clone");
+  Tensor out = ops::detail::materialize(*this, dtype(), category());
+  prof.done(out, {this}, 0.0);  // a copy: no arithmetic
+  return out;
 }
 
 }  // namespace mixprec

@@ -7,6 +7,7 @@
 #include <limits>
 #include <string>
 
+#include "diagnostics/op_scope.h"
 #include "kernels/copy.h"
 #include "kernels/cpu/dispatch_util.h"
 #include "kernels/elementwise.h"
@@ -78,6 +79,15 @@ float clip_grad_norm(const std::vector<Tensor>& params, float max_norm, float no
   MIXPREC_CHECK(max_norm > 0.0f, ValueError, op,
                 "max_norm must be > 0, got " << max_norm << "; pass the largest total norm to allow");
   const std::vector<Tensor> grads = unscaled_grads(op, params);
+  diagnostics::detail::OpScope prof(diagnostics::detail::ScopeKind::optimizer, op);
+  double elements = 0, bytes = 0;  // the norm reads every gradient once
+  if (prof.active()) {
+    for (const Tensor& g : grads) {
+      elements += static_cast<double>(g.numel());
+      bytes += static_cast<double>(g.nbytes());
+    }
+    diagnostics::detail::add_work(elements, bytes);
+  }
 
   // Per-tensor results are f32 (kernel accumulation); across tensors we combine in double so
   // thousands of parameter tensors add no rounding of their own.
@@ -101,10 +111,14 @@ float clip_grad_norm(const std::vector<Tensor>& params, float max_norm, float no
                   "the total norm of order " << norm_type << " of the gradients is " << total_f
                       << "; the gradients contain NaN or Inf (skip this step, or pass "
                          "error_if_nonfinite = false)");
+    prof.done_work(DType::f32);
     return total_f;
   }
   const double coef = double{max_norm} / (total + kNormEps);
-  if (!(coef < 1.0)) return total_f;
+  if (!(coef < 1.0)) {
+    prof.done_work(DType::f32);
+    return total_f;
+  }
   const float coef_f = static_cast<float>(coef);
   for (const Tensor& g : grads) {
     if (g.numel() == 0) continue;
@@ -112,6 +126,8 @@ float clip_grad_norm(const std::vector<Tensor>& params, float max_norm, float no
     kernels::affine(c.data_ptr(), c.dtype(), c.data_ptr(), c.dtype(), c.numel(), coef_f, 0.0f);
     scatter(c, g);
   }
+  diagnostics::detail::add_work(elements, 2.0 * bytes);  // the scaling pass reads and writes
+  prof.done_work(DType::f32);
   return total_f;
 }
 

@@ -4,6 +4,7 @@
 #include <cstring>
 #include <map>
 
+#include "diagnostics/op_scope.h"
 #include "kernels/cpu/optim_kernels.h"
 #include "mixprec/autograd/node.h"
 #include "mixprec/core/convert.h"
@@ -110,6 +111,7 @@ void Optimizer::zero_grad() {
 
 void Optimizer::step() {
   autograd::NoGradGuard no_grad;
+  diagnostics::detail::OpScope prof(diagnostics::detail::ScopeKind::optimizer, name_.c_str());
   std::vector<Tensor> grads(params_.size());
   // Validate every gradient first, so a bad one leaves all parameters unchanged.
   for (std::size_t i = 0; i < params_.size(); ++i) {
@@ -125,11 +127,18 @@ void Optimizer::step() {
   for (std::size_t i = 0; i < params_.size(); ++i) {
     if (!grads[i].defined()) continue;
     update(i, grads[i], ++param_steps_[i]);
+    if (prof.active()) {  // read the gradient; read and write the parameter, master and state
+      double bytes = static_cast<double>(2 * params_[i].nbytes() + grads[i].nbytes() +
+                                         (masters_[i].defined() ? 2 * masters_[i].nbytes() : 0));
+      for (const auto& entry : buffers_[i]) bytes += 2.0 * static_cast<double>(entry.second.nbytes());
+      diagnostics::detail::add_work(static_cast<double>(numel(i)), bytes);
+    }
     params_[i].bump_version();
     if (masters_[i].defined()) masters_[i].bump_version();
     any = true;
   }
   if (any) ++steps_;
+  prof.done_work(DType::f32);  // the update math and the state are f32
 }
 
 Tensor Optimizer::add_state(std::size_t i, const std::string& buffer) {

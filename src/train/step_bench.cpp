@@ -286,6 +286,8 @@ StepBenchmark::StepBenchmark(std::string model, std::string precision, std::int6
 
 StepBenchmark::~StepBenchmark() = default;
 
+void StepBenchmark::step() { s_->step(); }
+
 std::int64_t StepBenchmark::batch_size() const { return s_->batch; }
 const std::string& StepBenchmark::precision() const { return s_->precision; }
 

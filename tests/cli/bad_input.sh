@@ -57,6 +57,10 @@ expect_failure parity_bad_mode "fp8" "$MIXPREC" parity "${SMALL[@]}" --precision
 # The diagnostic commands.
 expect_failure bench_zero_steps "steps" "$MIXPREC" bench --model mlp --precision fp32 --steps 0
 expect_failure bench_unknown_model "unknown model" "$MIXPREC" bench --model vgg --steps 2
+expect_failure profile_unknown_model "unknown model" "$MIXPREC" profile --model vgg --steps 2
+expect_failure profile_zero_steps "steps" "$MIXPREC" profile --model mlp --steps 0
+expect_failure profile_negative_warmup "warmup" "$MIXPREC" profile --model mlp --steps 2 --warmup -1
+expect_failure profile_bad_precision "fp8" "$MIXPREC" profile --model mlp --steps 2 --precision fp8
 expect_failure formats_bad_range "range" "$MIXPREC" formats --range 3:3
 expect_failure formats_unwritable_svg "$WORK/a-file/plot.svg" "$MIXPREC" formats --svg "$WORK/a-file/plot.svg"
 expect_failure inspect_unknown_model "unknown model" "$MIXPREC" inspect --model vgg --steps 2

@@ -14,6 +14,8 @@ void add_eval_command(CLI::App& app);
 void add_parity_command(CLI::App& app);
 /// `mixprec bench`: times whole training steps of a built-in model, or compares precisions.
 void add_bench_command(CLI::App& app);
+/// `mixprec profile`: per-op profile of training steps on this machine's roofline.
+void add_profile_command(CLI::App& app);
 /// `mixprec formats`: floating-point formats, representation error per decade, accumulation error.
 void add_formats_command(CLI::App& app);
 /// `mixprec env`: this machine's mixed-precision features and the recommended precision.

@@ -308,7 +308,9 @@ void add_formats_command(CLI::App& app) {
   cmd->add_option("--seed", *seed, "With --accumulation: random seed")->capture_default_str();
   cmd->footer(
       "Examples: mixprec formats --range=-10:10 --svg error.svg\n"
-      "          mixprec formats --accumulation --svg accumulation.svg");
+      "          mixprec formats --accumulation --svg accumulation.svg\n"
+      "fp8_e4m3 and fp8_e5m2 are also tensor dtypes (DType::f8e4m3, f8e5m2): stored in 1 "
+      "byte,\ncast, and multiplied by an emulated matmul with f32 accumulation (docs/fp8.md).");
   cmd->callback([json, svg, range, accumulation, input, seed] {
     const Range r = parse_range(*range);
     if (*accumulation) {

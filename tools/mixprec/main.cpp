@@ -13,6 +13,7 @@ int main(int argc, char** argv) {
   mixprec::tools::add_eval_command(app);
   mixprec::tools::add_parity_command(app);
   mixprec::tools::add_bench_command(app);
+  mixprec::tools::add_profile_command(app);
   mixprec::tools::add_ops_command(app);
   mixprec::tools::add_formats_command(app);
   mixprec::tools::add_env_command(app);

@@ -17,7 +17,8 @@ void convert_bf16_to_f32(const bfloat16* src, float* dst, std::size_t n);
 void convert_f32_to_f16(const float* src, float16* dst, std::size_t n);
 /// f16 -> f32, exact.
 void convert_f16_to_f32(const float16* src, float* dst, std::size_t n);
-/// Any dtype to any dtype over n contiguous elements; 16-bit to 16-bit goes through f32.
+/// Any dtype to any dtype over n contiguous elements; 16-bit to 16-bit goes through f32. Pairs
+/// with an fp8 side use convert_fp8.h (exact widening, then one rounding to nearest even).
 void convert(const void* src, DType src_dtype, void* dst, DType dst_dtype, std::size_t n);
 
 /// f32 -> bf16 with stochastic rounding: rounds up with probability equal to the dropped fraction,

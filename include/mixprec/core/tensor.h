@@ -50,7 +50,8 @@ struct TensorImpl {
 };
 }  // namespace detail
 
-/// A strided n-dimensional array of f32, bf16 or f16 values. A default-constructed or moved-from
+/// A strided n-dimensional array of f32, bf16 or f16 values, or of fp8 values (storage only:
+/// see docs/fp8.md). A default-constructed or moved-from
 /// Tensor is undefined: every use except defined() throws StateError.
 class Tensor {
  public:
@@ -127,7 +128,8 @@ class Tensor {
   /// Elements [start, end) with step along dim (a view).
   Tensor slice(std::int64_t dim, std::int64_t start, std::int64_t end, std::int64_t step = 1) const;
   Tensor contiguous() const;
-  /// Cast to dtype (rounding to nearest even); returns *this if already dtype.
+  /// Cast to dtype (rounding to nearest even); returns *this if already dtype. Casts to fp8 are
+  /// straight-through for autograd: the gradient passes unchanged, in f32.
   Tensor to(DType dtype) const;
   /// A new tensor with the same values (not tracked by autograd).
   Tensor clone() const;
@@ -136,12 +138,12 @@ class Tensor {
 
   // ---- autograd ----
   bool requires_grad() const { return impl().requires_grad; }
-  /// Marks a leaf as requiring a gradient; throws StateError on a non-leaf.
+  /// Marks a leaf as requiring a gradient; throws StateError on a non-leaf, DTypeError on fp8.
   Tensor& set_requires_grad(bool on = true);
   bool is_leaf() const { return impl().grad_fn == nullptr; }
   /// Accumulated gradient of a leaf (undefined until a backward pass reaches it).
   Tensor grad() const;
-  /// Replaces (or clears, with an undefined tensor) the accumulated gradient.
+  /// Replaces (or clears, with an undefined tensor) the accumulated gradient (DTypeError if fp8).
   void set_grad(const Tensor& grad) const;
   const std::shared_ptr<autograd::Node>& grad_fn() const { return impl().grad_fn; }
   /// Loss-scale factor still contained in grad() (1 unless a GradScaler-scaled backward has not

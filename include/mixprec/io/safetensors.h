@@ -3,8 +3,8 @@
 ///
 ///   u64 little-endian N | N bytes of JSON header | byte buffer
 ///
-/// The header maps each tensor name to {"dtype": "F32"|"BF16"|"F16", "shape": [...],
-/// "data_offsets": [begin, end]} (offsets into the byte buffer) plus an optional
+/// The header maps each tensor name to {"dtype": "F32"|"BF16"|"F16"|"F8_E4M3"|"F8_E5M2",
+/// "shape": [...], "data_offsets": [begin, end]} (offsets into the byte buffer) plus an optional
 /// "__metadata__": {string: string}. Files written here list tensors in the given order, lay
 /// their bytes out contiguously in that order (row-major, little-endian) and pad the header with
 /// spaces to a multiple of 8 bytes, as the reference implementation does.

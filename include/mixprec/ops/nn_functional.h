@@ -8,12 +8,13 @@
 namespace mixprec {
 
 /// a [M, K] @ b [K, N] -> [M, N], or batched [B, M, K] @ [B, K, N]. a and b must share a dtype;
-/// f32/bf16 run through oneDNN with f32 accumulation, f16 emulates Tensor Cores.
+/// f32/bf16 run through oneDNN with f32 accumulation, f16 emulates Tensor Cores. fp8 operands
+/// (both fp8, formats may differ) are decoded exactly to f32 and give an f32 result.
 Tensor matmul(const Tensor& a, const Tensor& b);
 /// c + a @ b with c broadcastable to [M, N] (a GEMM plus a matrix or a row).
 Tensor addmm(const Tensor& c, const Tensor& a, const Tensor& b);
 /// x [..., in] @ weight[out, in]^T + bias[out] -> [..., out]; x and weight share a dtype, bias
-/// (optional) has that dtype or f32.
+/// (optional) has that dtype or f32. fp8 x and weight are decoded to f32 (f32 result).
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor());
 /// Softmax along dim (only the last dimension is supported: transpose first otherwise);
 /// computed in f32 with the row max subtracted, stored in x's dtype.

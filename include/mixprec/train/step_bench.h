@@ -110,6 +110,8 @@ class StepBenchmark {
   /// alone steps times each. ValueError unless steps in [1, 100000] and warmup in [0, 100000].
   /// The model keeps training across calls.
   StepBenchResult run(int steps, int warmup = 3);
+  /// Runs one training step exactly as run() times it (for warm-up and the profiler).
+  void step();
 
   std::int64_t batch_size() const;
   /// The resolved precision mode's name.

@@ -126,6 +126,8 @@ memory::data_type to_dnnl(DType t) {
     case DType::f32: return memory::data_type::f32;
     case DType::bf16: return memory::data_type::bf16;
     case DType::f16: return memory::data_type::f16;
+    case DType::f8e4m3:
+    case DType::f8e5m2: break;  // storage only: rejected before any primitive is built
   }
   MIXPREC_ASSERT(false);
   return memory::data_type::undef;

@@ -85,6 +85,10 @@ inline float load_f32(const void* p, DType dtype, std::int64_t i) {
 }
 
 /// Whether the AVX-512 kernels cover an input/output dtype pair: same dtype, or f32 output.
-inline bool avx512_dtype_pair(DType in, DType out) { return out == in || out == DType::f32; }
+/// Never a storage-only (fp8) dtype: the vector kernels read dtype codes 0-2 only, and the
+/// reference they fall back to throws DTypeError for fp8 through dispatch().
+inline bool avx512_dtype_pair(DType in, DType out) {
+  return !is_storage_only(in) && !is_storage_only(out) && (out == in || out == DType::f32);
+}
 
 }  // namespace mixprec::kernels::cpu

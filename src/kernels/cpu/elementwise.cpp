@@ -134,6 +134,8 @@ void unary(UnaryOp op, std::span<const std::int64_t> shape, const StridedInput& 
 void binary(BinaryOp op, std::span<const std::int64_t> shape, const StridedInput& a,
             const StridedInput& b, void* out, DType out_dtype) {
   const std::int64_t n = checked_numel(name(op), shape, a.strides, b.strides);
+  require_compute_dtype(name(op), a.dtype);  // a scalar side is loaded inside parallel loops
+  require_compute_dtype(name(op), b.dtype);
   const VBinary vop = static_cast<VBinary>(op);
   std::string why_not = cpu::avx512_unavailable_reason();
   // The vector plan: a contiguous run of `inner` elements per row, for `rows` rows; each side
@@ -246,6 +248,7 @@ void unary_backward(UnaryOp op, const void* x, DType x_dtype, const void* y, DTy
 
 void fill(void* out, DType dtype, std::int64_t n, float value) {
   MIXPREC_CHECK(n >= 0, ShapeError, "fill", "negative element count " << n);
+  require_compute_dtype("fill", dtype);  // the vector kernel knows dtype codes 0-2 only
   const std::string why_not = cpu::avx512_unavailable_reason();
   cpu::log_impl("fill", name(dtype), why_not.empty(), why_not);
   if (!why_not.empty()) return ref::fill(out, dtype, n, value);

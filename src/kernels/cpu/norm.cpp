@@ -109,6 +109,9 @@ struct RowOps {
 /// Picks the implementation and logs it: "avx512", "scalar" (portable row loops) or
 /// "reference". Returns false when the reference must run.
 bool choose(const char* op, DType in, DType out, bool rows_ok, bool pair_ok, RowOps* ops) {
+  // Refuse fp8 here, on the calling thread: the row loops dispatch inside parallel regions.
+  require_compute_dtype(op, in);
+  require_compute_dtype(op, out);
   std::string why_not = cpu::avx512_unavailable_reason();
   if (why_not.empty() && !pair_ok) why_not = "avx512: dtype combination not vectorised";
   const bool use_rows = rows_ok;

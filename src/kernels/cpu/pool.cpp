@@ -298,6 +298,7 @@ void global_avg_pool2d(const void* x, DType dtype, std::int64_t planes, std::int
                        void* y) {
   MIXPREC_CHECK(planes >= 0 && hw >= 0, ShapeError, "global_avg_pool2d",
                 "negative extent (" << planes << " planes of " << hw << " elements)");
+  require_compute_dtype("global_avg_pool2d", dtype);  // the plane loops dispatch in parallel
   over_planes(planes, hw, [&](std::int64_t p, std::int64_t count) {
     ref::global_avg_pool2d(cpu::at(x, dtype, p * hw), dtype, count, hw, cpu::at(y, dtype, p));
   });
@@ -308,6 +309,7 @@ void global_avg_pool2d_backward(const void* dy, DType dtype, std::int64_t planes
                                 std::int64_t hw, void* dx) {
   MIXPREC_CHECK(planes >= 0 && hw >= 0, ShapeError, "global_avg_pool2d_backward",
                 "negative extent (" << planes << " planes of " << hw << " elements)");
+  require_compute_dtype("global_avg_pool2d_backward", dtype);  // the plane loops dispatch in parallel
   over_planes(planes, hw, [&](std::int64_t p, std::int64_t count) {
     ref::global_avg_pool2d_backward(cpu::at(dy, dtype, p), dtype, count, hw,
                                     cpu::at(dx, dtype, p * hw));

@@ -70,6 +70,8 @@ void reduce(ReduceOp op, const void* in, DType in_dtype, std::int64_t outer, std
                 "negative extent (outer " << outer << ", n " << n << ", inner " << inner << ")");
   MIXPREC_CHECK(n >= 1 || !is_max_like(op), ValueError, name(op),
                 "cannot reduce an empty axis (it has no identity)");
+  require_compute_dtype(name(op), in_dtype);  // the vector kernels know dtype codes 0-2 only
+  require_compute_dtype(name(op), out_dtype);
   const std::string why_not = cpu::avx512_unavailable_reason();
   cpu::log_impl(name(op), cpu::dtype_label(in_dtype, out_dtype), why_not.empty(), why_not);
   if (!why_not.empty()) return ref::reduce(op, in, in_dtype, outer, n, inner, out, out_dtype);

@@ -80,6 +80,7 @@ void softmax_backward(const void* y, DType y_dtype, const void* dy, DType dy_dty
 void cross_entropy(const void* logits, DType dtype, std::int64_t rows, std::int64_t cols,
                    const std::int64_t* targets, float label_smoothing, float* loss_per_row) {
   detail::check_cross_entropy_args("cross_entropy", rows, cols, targets, label_smoothing);
+  require_compute_dtype("cross_entropy", dtype);  // the vector kernel knows dtype codes 0-2 only
   const std::string why_not = cpu::avx512_unavailable_reason();
   cpu::log_impl("cross_entropy", name(dtype), why_not.empty(), why_not);
   if (!why_not.empty()) {

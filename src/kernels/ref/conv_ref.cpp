@@ -9,6 +9,8 @@
 namespace mixprec::kernels {
 
 void validate_conv2d(const char* op, const Conv2dDesc& d) {
+  require_compute_dtype(op, d.dtype);  // fp8 has no convolution (and must not be widened here)
+  require_compute_dtype(op, d.bias_dtype);
   MIXPREC_CHECK(d.n >= 0 && d.c >= 0 && d.h >= 0 && d.w >= 0 && d.o >= 0, ShapeError, op,
                 "negative extent: input [" << d.n << ", " << d.c << ", " << d.h << ", " << d.w
                                            << "], " << d.o << " output channels");

@@ -18,6 +18,8 @@ float load(const void* p, DType t, std::size_t i) {
     case DType::f32: return static_cast<const float*>(p)[i];
     case DType::bf16: return bf16_bits_to_f32(static_cast<const std::uint16_t*>(p)[i]);
     case DType::f16: return f16_bits_to_f32(static_cast<const std::uint16_t*>(p)[i]);
+    case DType::f8e4m3:
+    case DType::f8e5m2: break;  // rejected by validate_matmul: ops decode fp8 to f32 first
   }
   MIXPREC_ASSERT(false);
   return 0.0f;
@@ -29,6 +31,8 @@ void store(void* p, DType t, std::size_t i, float v) {
     case DType::f32: static_cast<float*>(p)[i] = v; return;
     case DType::bf16: static_cast<std::uint16_t*>(p)[i] = f32_to_bf16_bits(v); return;
     case DType::f16: static_cast<std::uint16_t*>(p)[i] = f32_to_f16_bits(v); return;
+    case DType::f8e4m3:
+    case DType::f8e5m2: break;  // rejected by validate_matmul
   }
   MIXPREC_ASSERT(false);
 }
@@ -39,6 +43,12 @@ void validate_matmul(const MatmulDesc& d, const void* a, const void* b, const vo
                      const void* c) {
   MIXPREC_CHECK(d.m >= 0 && d.n >= 0 && d.k >= 0, ShapeError, "matmul",
                 "m, n and k must be >= 0, got m=" << d.m << " n=" << d.n << " k=" << d.k);
+  for (DType t : {d.dtype, d.c_dtype, d.bias_dtype}) {
+    MIXPREC_CHECK(static_cast<std::size_t>(t) >= kDTypeTable.size() || !is_storage_only(t),
+                  DTypeError, "matmul",
+                  name(t) << " operands have no GEMM kernel: matmul()/linear() decode fp8 to f32 "
+                             "before the GEMM; kernels::matmul takes f32, bf16 and f16");
+  }
   MIXPREC_CHECK(known(d.dtype) && known(d.c_dtype) && known(d.bias_dtype), DTypeError, "matmul",
                 "unknown dtype code (dtype=" << int(d.dtype) << " c_dtype=" << int(d.c_dtype)
                                              << " bias_dtype=" << int(d.bias_dtype) << ")");

@@ -11,6 +11,7 @@
 namespace mixprec::kernels {
 
 void validate_pool2d(const char* op, const Pool2dDesc& d) {
+  require_compute_dtype(op, d.dtype);  // before any parallel region dispatches on it
   MIXPREC_CHECK(d.n >= 0 && d.c >= 0 && d.h >= 0 && d.w >= 0, ShapeError, op,
                 "negative extent: input [" << d.n << ", " << d.c << ", " << d.h << ", " << d.w
                                            << "]");

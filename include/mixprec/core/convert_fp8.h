@@ -1,0 +1,27 @@
+#pragma once
+/// Bulk conversions to and from the fp8 storage dtypes. Decoding reads a 256-entry table;
+/// encoding rounds each value with the scalar reference of float8.h (round to nearest even,
+/// OCP non-saturating overflow: E4M3 -> NaN, E5M2 -> Inf). Scalar loops, parallel over large
+/// arrays; convert() in convert.h routes every pair involving fp8 here.
+#include <array>
+#include <cstddef>
+#include <cstdint>
+
+#include "mixprec/core/dtype.h"
+
+namespace mixprec {
+
+/// The 256 f32 values of an fp8 format indexed by bit pattern (NaN patterns hold quiet NaNs of
+/// their sign). DTypeError unless format is f8e4m3 or f8e5m2.
+const std::array<float, 256>& fp8_decode_table(DType format);
+
+/// fp8 -> f32 through the decode table: exact. DTypeError unless format is an fp8 dtype;
+/// ValueError on null or overlapping buffers.
+void convert_fp8_to_f32(const std::uint8_t* src, DType format, float* dst, std::size_t n);
+
+/// f32 -> fp8 with one rounding to nearest even; NaN -> NaN, overflow -> NaN (E4M3) or Inf
+/// (E5M2), subnormals kept. DTypeError unless format is an fp8 dtype; ValueError on null or
+/// overlapping buffers.
+void convert_f32_to_fp8(const float* src, std::uint8_t* dst, DType format, std::size_t n);
+
+}  // namespace mixprec
