@@ -10,6 +10,7 @@
 #include "core/convert_fp8_detail.h"
 #include "core/convert_isa.h"
 #include "mixprec/core/cpu_features.h"
+#include "core/parallel_chunks.h"
 #include "mixprec/core/error.h"
 #include "mixprec/core/random.h"
 #include "mixprec/core/verbose.h"
@@ -19,27 +20,10 @@ namespace {
 
 using Bits = std::uint16_t;
 
-// Threads split large arrays in chunks of this many elements; smaller calls stay on one thread.
-// A multiple of 4 so that chunks after the first start on a Philox block boundary.
-constexpr std::size_t kChunk = std::size_t{1} << 16;
+using detail::for_chunks;
 // 16-bit -> 16-bit conversions go through f32 in stack buffers of this many elements.
 constexpr std::size_t kStackFloats = 2048;
 
-/// Calls fn(begin, end) over [0, n), in parallel chunks when n is large. Every conversion is
-/// element-wise, so the result cannot depend on the number of threads.
-template <class Fn>
-void for_chunks(std::size_t n, const Fn& fn) {
-  if (n <= kChunk) {
-    if (n > 0) fn(std::size_t{0}, n);
-    return;
-  }
-  const auto chunks = static_cast<std::int64_t>((n + kChunk - 1) / kChunk);
-#pragma omp parallel for schedule(static)
-  for (std::int64_t c = 0; c < chunks; ++c) {
-    const std::size_t begin = static_cast<std::size_t>(c) * kChunk;
-    fn(begin, std::min(n, begin + kChunk));
-  }
-}
 
 // ---- ISA choice and verbose reasons ----
 

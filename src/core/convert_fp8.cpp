@@ -7,6 +7,7 @@
 #include <string>
 
 #include "core/convert_fp8_detail.h"
+#include "core/parallel_chunks.h"
 #include "mixprec/core/error.h"
 #include "mixprec/core/half.h"
 #include "mixprec/core/verbose.h"
@@ -17,23 +18,8 @@ namespace {
 using Byte = std::uint8_t;
 using Bits16 = std::uint16_t;
 
-// Arrays above this many elements are split in chunks across OpenMP threads; every conversion
-// is element-wise, so the result cannot depend on the thread count.
-constexpr std::size_t kChunk = std::size_t{1} << 16;
+using detail::for_chunks;
 
-template <class Fn>
-void for_chunks(std::size_t n, const Fn& fn) {
-  if (n <= kChunk) {
-    if (n > 0) fn(std::size_t{0}, n);
-    return;
-  }
-  const auto chunks = static_cast<std::int64_t>((n + kChunk - 1) / kChunk);
-#pragma omp parallel for schedule(static)
-  for (std::int64_t c = 0; c < chunks; ++c) {
-    const std::size_t begin = static_cast<std::size_t>(c) * kChunk;
-    fn(begin, std::min(n, begin + kChunk));
-  }
-}
 
 template <float (*Decode)(Byte)>
 constexpr std::array<float, 256> make_table() {

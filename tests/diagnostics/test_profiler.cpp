@@ -151,7 +151,14 @@ TEST(Profiler, ForwardAndBackwardOfATinyLinear) {
   const OpStats* acc = find(d, "accumulate_grad", Phase::backward, DType::f32);
   ASSERT_NE(acc, nullptr);
   EXPECT_EQ(acc->count, 2u);  // weight and bias
-  EXPECT_DOUBLE_EQ(acc->bytes, 2.0 * 4 * (3 * 4 + 3));  // each gradient read, .grad written
+  // The linear's fresh dW and db become the .grads as they are (adopted, not copied): no bytes.
+  EXPECT_DOUBLE_EQ(acc->bytes, 0.0);
+  // A second backward adds into the existing .grads: each gradient read, .grad read and written.
+  session.clear();
+  sum(layer(x)).backward();
+  const OpStats* acc2 = find(session.data(), "accumulate_grad", Phase::backward, DType::f32);
+  ASSERT_NE(acc2, nullptr);
+  EXPECT_GT(acc2->bytes, 0.0);
 }
 
 TEST(Profiler, BackwardThatOnlyPassesGradientsOnDoesNoWork) {

@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.h"
+#include "step_flags.h"
 #include "mixprec/amp/precision.h"
 #include "mixprec/core/error.h"
 #include "mixprec/core/runtime.h"
@@ -47,15 +48,7 @@ std::vector<std::string> split_list(const std::string& text) {
 
 // Checks every flag before any model is built, naming the flag at fault.
 void validate(const BenchFlags& f, bool precision_given) {
-  models::model_spec(f.model);  // ValueError listing the models
-  MIXPREC_CHECK(f.steps >= 1 && f.steps <= 100000, ValueError, kOp,
-                "--steps must be in [1, 100000], got " << f.steps);
-  MIXPREC_CHECK(f.warmup >= 0 && f.warmup <= 100000, ValueError, kOp,
-                "--warmup must be in [0, 100000], got " << f.warmup);
-  MIXPREC_CHECK(f.batch_size >= 1 && f.batch_size <= 65536, ValueError, kOp,
-                "--batch-size must be in [1, 65536], got " << f.batch_size);
-  MIXPREC_CHECK(f.threads >= 1 && f.threads <= 1024, ValueError, kOp,
-                "--threads must be in [1, 1024], got " << f.threads);
+  validate_step_flags(kOp, f.model, f.steps, f.warmup, f.batch_size, f.threads);
   MIXPREC_CHECK(f.width == 0 || (f.model == "seed-mlp" && f.width >= 1 && f.width <= 16384),
                 ValueError, kOp,
                 "--width applies to seed-mlp only and must be in [1, 16384], got " << f.width

@@ -4,6 +4,7 @@
 #include <cstdio>
 
 #include "commands.h"
+#include "step_flags.h"
 #include "mixprec/core/error.h"
 #include "mixprec/core/runtime.h"
 #include "mixprec/diagnostics/step_profile.h"
@@ -30,16 +31,8 @@ struct ProfileFlags {
 
 // Checks every flag before any model is built, naming the flag at fault.
 void validate(const ProfileFlags& f) {
-  models::model_spec(f.model);  // ValueError listing the models
+  validate_step_flags(kOp, f.model, f.steps, f.warmup, f.batch_size, f.threads);
   amp::parse_precision_mode(f.precision);
-  MIXPREC_CHECK(f.steps >= 1 && f.steps <= 100000, ValueError, kOp,
-                "--steps must be in [1, 100000], got " << f.steps);
-  MIXPREC_CHECK(f.warmup >= 0 && f.warmup <= 100000, ValueError, kOp,
-                "--warmup must be in [0, 100000], got " << f.warmup);
-  MIXPREC_CHECK(f.batch_size >= 1 && f.batch_size <= 65536, ValueError, kOp,
-                "--batch-size must be in [1, 65536], got " << f.batch_size);
-  MIXPREC_CHECK(f.threads >= 1 && f.threads <= 1024, ValueError, kOp,
-                "--threads must be in [1, 1024], got " << f.threads);
 }
 
 }  // namespace

@@ -1,0 +1,21 @@
+#include "step_flags.h"
+
+#include "mixprec/core/error.h"
+#include "mixprec/models/zoo.h"
+
+namespace mixprec::tools {
+
+void validate_step_flags(const char* op, const std::string& model, int steps, int warmup,
+                         std::int64_t batch_size, int threads) {
+  models::model_spec(model);  // ValueError listing the models
+  MIXPREC_CHECK(steps >= 1 && steps <= 100000, ValueError, op,
+                "--steps must be in [1, 100000], got " << steps);
+  MIXPREC_CHECK(warmup >= 0 && warmup <= 100000, ValueError, op,
+                "--warmup must be in [0, 100000], got " << warmup);
+  MIXPREC_CHECK(batch_size >= 1 && batch_size <= 65536, ValueError, op,
+                "--batch-size must be in [1, 65536], got " << batch_size);
+  MIXPREC_CHECK(threads >= 1 && threads <= 1024, ValueError, op,
+                "--threads must be in [1, 1024], got " << threads);
+}
+
+}  // namespace mixprec::tools

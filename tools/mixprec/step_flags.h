@@ -1,0 +1,15 @@
+#pragma once
+// Flags that `mixprec bench` and `mixprec profile` share (both run training steps of a built-in
+// model on synthetic inputs), checked in one place.
+#include <cstdint>
+#include <string>
+
+namespace mixprec::tools {
+
+/// Throws ValueError prefixed with op, naming the flag at fault: unknown --model, --steps
+/// outside [1, 100000], --warmup outside [0, 100000], --batch-size outside [1, 65536],
+/// --threads outside [1, 1024].
+void validate_step_flags(const char* op, const std::string& model, int steps, int warmup,
+                         std::int64_t batch_size, int threads);
+
+}  // namespace mixprec::tools
