@@ -156,7 +156,8 @@ TEST(Profiler, ForwardAndBackwardOfATinyLinear) {
   // A second backward adds into the existing .grads: each gradient read, .grad read and written.
   session.clear();
   sum(layer(x)).backward();
-  const OpStats* acc2 = find(session.data(), "accumulate_grad", Phase::backward, DType::f32);
+  const ProfileData d2 = session.data();  // find() points into it: keep it alive
+  const OpStats* acc2 = find(d2, "accumulate_grad", Phase::backward, DType::f32);
   ASSERT_NE(acc2, nullptr);
   EXPECT_GT(acc2->bytes, 0.0);
 }
