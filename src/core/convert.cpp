@@ -35,16 +35,15 @@ bool cpu_has(Isa isa) {
     case Isa::avx2: return f.avx2 && f.fma && f.f16c;
     case Isa::avx512: return avx512;
     case Isa::avx512_bf16: return avx512 && f.avx512_bf16;
+    default: return false;
   }
-  return false;
 }
 
 /// The fastest kernel level not above `best` (the op's fastest kernel) that may run now.
 /// There are no AVX2 conversion kernels: below AVX-512 the scalar loops run.
 Isa pick(Isa best) {
-  const Isa cap = max_isa();
-  if (best >= Isa::avx512_bf16 && cap >= Isa::avx512_bf16) return Isa::avx512_bf16;
-  if (best >= Isa::avx512 && cap >= Isa::avx512) return Isa::avx512;
+  if (best >= Isa::avx512_bf16 && isa_allowed(Isa::avx512_bf16)) return Isa::avx512_bf16;
+  if (best >= Isa::avx512 && isa_allowed(Isa::avx512)) return Isa::avx512;
   return Isa::scalar;
 }
 

@@ -1,6 +1,6 @@
 // AVX-512F/BW/VL + F16C conversion kernels, 16 lanes. Compiled with AVX-512 flags: this file
 // includes only intrinsics, C headers and the plain declarations of convert_isa.h (ODR safety),
-// and is entered only after run-time dispatch (max_isa() >= Isa::avx512).
+// and is entered only after run-time dispatch (isa_allowed(Isa::avx512)).
 
 // GCC 12 warns inside AVX-512 intrinsics about their deliberately undefined `__Y = __Y`
 // temporaries once they are inlined (GCC bug 105593): a false positive, silenced here.

@@ -47,7 +47,7 @@ void fill_random_bits(std::uint64_t seed, std::uint64_t offset, std::uint32_t* o
                 "fill_random_bits",
                 "offset " << offset << " + n " << n << " overflows the 64-bit element counter; "
                           << "use a new seed instead of a huge offset");
-  const bool vector = max_isa() >= Isa::avx512;
+  const bool vector = isa_allowed(Isa::avx512);
   if (n <= kChunk) {
     fill_serial(seed, offset, out, n, vector);
     return;

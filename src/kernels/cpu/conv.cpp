@@ -58,7 +58,7 @@ bool bf16_native(const Conv2dDesc& d) {
     case ConvBf16Route::widen: return false;
     case ConvBf16Route::automatic: break;
   }
-  return max_isa() >= Isa::avx512_bf16 || d.c < kFewChannels;
+  return isa_allowed(Isa::avx512_bf16) || d.c < kFewChannels;
 }
 
 std::string bf16_skip_reason(bool tried_native, const cpu::ConvOnednnInfo& info) {

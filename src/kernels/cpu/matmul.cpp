@@ -75,7 +75,7 @@ bool bf16_native() {
     case MatmulBf16Route::widen: return false;
     case MatmulBf16Route::automatic: break;
   }
-  return max_isa() >= Isa::avx512_bf16;
+  return isa_allowed(Isa::avx512_bf16);
 }
 
 // Why bf16 inputs were widened instead of going to oneDNN as bf16.

@@ -60,7 +60,7 @@ template <class Scalars>
 void run(const char* op, const OptimArrays& a, const Scalars& s, std::size_t n,
          std::uint64_t stream, Kernel<Scalars> ref, Kernel<Scalars> avx512) {
   const bool f16_stochastic = a.write == kWriteStochastic && a.param_dtype == kOptimF16;
-  const bool vector = max_isa() >= Isa::avx512 && !f16_stochastic;
+  const bool vector = isa_allowed(Isa::avx512) && !f16_stochastic;
   const Kernel<Scalars> kernel = vector ? avx512 : ref;
   if (verbose_enabled()) {
     std::string skipped;

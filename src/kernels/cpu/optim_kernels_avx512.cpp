@@ -1,6 +1,6 @@
 // AVX-512F/BW/VL + F16C fused optimizer updates, 16 lanes. Compiled with AVX-512 flags: this file
 // includes only intrinsics, C headers and the plain declarations of optim_kernels.h (ODR safety),
-// and is entered only after run-time dispatch (max_isa() >= Isa::avx512).
+// and is entered only after run-time dispatch (isa_allowed(Isa::avx512)).
 //
 // Bit-identical to optim_ref.cpp: the same sequence of fma / mul / div / sqrt, each correctly
 // rounded by the hardware. Every product that feeds an addition is an explicit fmadd, so the

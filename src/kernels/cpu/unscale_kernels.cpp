@@ -58,7 +58,7 @@ bool unscale_inplace(void* data, int dtype_code, std::size_t n, float inv, float
   MIXPREC_ASSERT(std::isfinite(inv) && inv != 0.0f);
   MIXPREC_ASSERT(amax == nullptr || *amax >= 0.0f);  // also rejects NaN
   const auto dtype = static_cast<DType>(dtype_code);
-  const bool vector = dtype == DType::f32 && max_isa() >= Isa::avx512;
+  const bool vector = dtype == DType::f32 && isa_allowed(Isa::avx512);
   if (verbose_enabled()) {
     verbose_log("unscale", name(dtype), vector ? "avx512" : "reference",
                 skipped_reason(dtype, vector));

@@ -1,7 +1,7 @@
 // AVX-512F/DQ fused unscale + non-finite check of f32 gradients, 16 lanes. Compiled with
 // AVX-512 flags: this file includes only intrinsics, C headers and the plain declarations of
 // unscale_kernels.h (ODR safety), and is entered only after run-time dispatch
-// (max_isa() >= Isa::avx512).
+// (isa_allowed(Isa::avx512)).
 //
 // Bit-identical to unscale_f32_ref: one vmulps per element, correctly rounded like the scalar
 // multiply. The verdict checks the product only: for a finite non-zero inv (the dispatcher's
