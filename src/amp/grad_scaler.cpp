@@ -22,7 +22,7 @@
 #include <utility>
 
 #include "diagnostics/op_scope.h"
-#include "kernels/cpu/unscale_kernels.h"
+#include "kernels/unscale.h"
 #include "mixprec/core/error.h"
 #include "mixprec/ops/elementwise.h"
 #include "mixprec/optim/optimizer.h"

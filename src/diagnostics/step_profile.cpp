@@ -11,7 +11,7 @@
 #include <functional>
 #include <sstream>
 
-#include "kernels/cpu/dispatch_util.h"
+#include "core/parallel_chunks.h"
 #include "mixprec/autograd/node.h"
 #include "mixprec/core/error.h"
 #include "mixprec/core/runtime.h"
@@ -87,7 +87,7 @@ MachinePeaks measure_machine_peaks(std::int64_t gemm_n, std::int64_t copy_mib, i
   std::memset(from, 1, static_cast<std::size_t>(p.copy_bytes));
   std::memset(to, 0, static_cast<std::size_t>(p.copy_bytes));
   const auto copy = [&] {
-    kernels::cpu::parallel_chunks(p.copy_bytes, std::int64_t{1} << 20,
+    parallel_chunks(p.copy_bytes, std::int64_t{1} << 20,
                                   [&](std::int64_t begin, std::int64_t len) {
                                     std::memcpy(to + begin, from + begin, static_cast<std::size_t>(len));
                                   });

@@ -114,4 +114,19 @@ void global_avg_pool2d_backward(const void* dy, DType dtype, std::int64_t planes
                                 std::int64_t hw, void* dx);
 }  // namespace ref
 
+namespace cpu {
+void conv2d(const Conv2dDesc& d, const void* x, const void* weight, const void* bias, void* y);
+void conv2d_backward_data(const Conv2dDesc& d, const void* dy, const void* weight, void* dx);
+void conv2d_backward_weights(const Conv2dDesc& d, const void* x, const void* dy, void* dweight,
+                             void* dbias);
+void max_pool2d(const Pool2dDesc& d, const void* x, void* y, std::int32_t* argmax);
+void max_pool2d_backward(const Pool2dDesc& d, const void* dy, const std::int32_t* argmax,
+                         void* dx);
+void avg_pool2d(const Pool2dDesc& d, const void* x, void* y);
+void avg_pool2d_backward(const Pool2dDesc& d, const void* dy, void* dx);
+void global_avg_pool2d(const void* x, DType dtype, std::int64_t planes, std::int64_t hw, void* y);
+void global_avg_pool2d_backward(const void* dy, DType dtype, std::int64_t planes,
+                                std::int64_t hw, void* dx);
+}  // namespace cpu
+
 }  // namespace mixprec::kernels

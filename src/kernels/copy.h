@@ -18,4 +18,12 @@ struct StridedOutput {
 /// Contiguous-to-contiguous copies go through the vectorised bulk conversions.
 void copy(std::span<const std::int64_t> shape, const StridedInput& in, const StridedOutput& out);
 
+namespace ref {
+void copy(std::span<const std::int64_t> shape, const StridedInput& in, const StridedOutput& out);
+}  // namespace ref
+
+namespace cpu {
+void copy(std::span<const std::int64_t> shape, const StridedInput& in, const StridedOutput& out);
+}  // namespace cpu
+
 }  // namespace mixprec::kernels

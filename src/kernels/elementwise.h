@@ -57,4 +57,16 @@ void unary_backward(UnaryOp op, const void* x, DType x_dtype, const void* y, DTy
 void fill(void* out, DType dtype, std::int64_t n, float value);
 }  // namespace ref
 
+namespace cpu {
+void unary(UnaryOp op, std::span<const std::int64_t> shape, const StridedInput& in, void* out,
+           DType out_dtype);
+void binary(BinaryOp op, std::span<const std::int64_t> shape, const StridedInput& a,
+            const StridedInput& b, void* out, DType out_dtype);
+void affine(const void* in, DType in_dtype, void* out, DType out_dtype, std::int64_t n,
+            float alpha, float beta);
+void unary_backward(UnaryOp op, const void* x, DType x_dtype, const void* y, DType y_dtype,
+                    const void* dy, DType dy_dtype, void* dx, DType dx_dtype, std::int64_t n);
+void fill(void* out, DType dtype, std::int64_t n, float value);
+}  // namespace cpu
+
 }  // namespace mixprec::kernels

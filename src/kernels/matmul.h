@@ -66,4 +66,9 @@ namespace ref {
 void matmul(const MatmulDesc& desc, const void* a, const void* b, const void* bias, void* c);
 }  // namespace ref
 
+namespace cpu {
+/// The spec: validates like kernels::matmul, then a plain triple loop with f32 accumulation.
+void matmul(const MatmulDesc& desc, const void* a, const void* b, const void* bias, void* c);
+}  // namespace cpu
+
 }  // namespace mixprec::kernels

@@ -74,6 +74,23 @@ void layer_norm_backward(const void* x, DType x_dtype, const void* dy, DType dy_
                          float* dweight, float* dbias);
 }  // namespace ref
 
+namespace cpu {
+void batch_norm_forward(const void* x, DType x_dtype, BatchNormDims d, const float* weight,
+                        const float* bias, float eps, bool training, float* mean, float* var,
+                        void* y, DType y_dtype);
+void batch_norm_backward(const void* x, DType x_dtype, const void* dy, DType dy_dtype,
+                         BatchNormDims d, const float* mean, const float* var, float eps,
+                         const float* weight, bool training, void* dx, DType dx_dtype,
+                         float* dweight, float* dbias);
+void layer_norm_forward(const void* x, DType x_dtype, std::int64_t rows, std::int64_t cols,
+                        const float* weight, const float* bias, float eps, void* y,
+                        DType y_dtype, float* mean, float* rstd);
+void layer_norm_backward(const void* x, DType x_dtype, const void* dy, DType dy_dtype,
+                         std::int64_t rows, std::int64_t cols, const float* mean,
+                         const float* rstd, const float* weight, void* dx, DType dx_dtype,
+                         float* dweight, float* dbias);
+}  // namespace cpu
+
 namespace detail {
 /// Argument checks shared by the reference and the dispatcher (ShapeError/ValueError naming op).
 void check_batch_norm_args(const char* op, BatchNormDims d, float eps, bool training);

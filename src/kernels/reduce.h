@@ -22,4 +22,9 @@ void reduce(ReduceOp op, const void* in, DType in_dtype, std::int64_t outer, std
             std::int64_t inner, void* out, DType out_dtype);
 }  // namespace ref
 
+namespace cpu {
+void reduce(ReduceOp op, const void* in, DType in_dtype, std::int64_t outer, std::int64_t n,
+            std::int64_t inner, void* out, DType out_dtype);
+}  // namespace cpu
+
 }  // namespace mixprec::kernels

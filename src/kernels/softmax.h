@@ -38,4 +38,16 @@ void cross_entropy_backward(const void* logits, DType dtype, std::int64_t rows,
                             const float* grad_per_row, void* dlogits, DType dlogits_dtype);
 }  // namespace ref
 
+namespace cpu {
+void softmax(const void* in, DType in_dtype, std::int64_t rows, std::int64_t cols, void* out,
+             DType out_dtype, bool log);
+void softmax_backward(const void* y, DType y_dtype, const void* dy, DType dy_dtype,
+                      std::int64_t rows, std::int64_t cols, void* dx, DType dx_dtype, bool log);
+void cross_entropy(const void* logits, DType dtype, std::int64_t rows, std::int64_t cols,
+                   const std::int64_t* targets, float label_smoothing, float* loss_per_row);
+void cross_entropy_backward(const void* logits, DType dtype, std::int64_t rows,
+                            std::int64_t cols, const std::int64_t* targets, float label_smoothing,
+                            const float* grad_per_row, void* dlogits, DType dlogits_dtype);
+}  // namespace cpu
+
 }  // namespace mixprec::kernels

@@ -2,7 +2,7 @@
 
 #include <cmath>
 
-#include "kernels/cpu/optim_kernels.h"
+#include "kernels/optim.h"
 #include "mixprec/core/error.h"
 
 namespace mixprec::optim {

@@ -9,7 +9,7 @@
 
 #include "diagnostics/op_scope.h"
 #include "kernels/copy.h"
-#include "kernels/cpu/dispatch_util.h"
+#include "core/parallel_chunks.h"
 #include "kernels/elementwise.h"
 #include "kernels/reduce.h"
 #include "mixprec/core/error.h"
@@ -146,7 +146,7 @@ void clip_grad_value(const std::vector<Tensor>& params, float clip_value) {
       T* p = static_cast<T*>(c.data_ptr());
       // The bound rounded once to the gradient's dtype, so a clamped value is exactly it.
       const float hi = static_cast<float>(T(clip_value));
-      kernels::cpu::parallel_chunks(c.numel(), 65536, [&](std::int64_t begin, std::int64_t len) {
+      parallel_chunks(c.numel(), 65536, [&](std::int64_t begin, std::int64_t len) {
         for (std::int64_t i = begin; i < begin + len; ++i) {
           const float x = static_cast<float>(p[i]);
           if (x > hi) p[i] = T(hi);

@@ -8,7 +8,7 @@
 #include <set>
 
 #include "kernels/copy.h"
-#include "kernels/cpu/dispatch_util.h"
+#include "core/parallel_chunks.h"
 #include "mixprec/core/convert.h"
 #include "mixprec/core/error.h"
 
@@ -21,7 +21,7 @@ constexpr std::int64_t kChunk = 65536;
 /// shadow[i] += a * (param[i] - shadow[i]) over n elements.
 template <class T>
 void ema_pass(const T* param, float* shadow, std::int64_t n, float a) {
-  kernels::cpu::parallel_chunks(n, kChunk, [&](std::int64_t begin, std::int64_t len) {
+  parallel_chunks(n, kChunk, [&](std::int64_t begin, std::int64_t len) {
     const T* p = param + begin;
     float* s = shadow + begin;
     for (std::int64_t i = 0; i < len; ++i) s[i] += a * (static_cast<float>(p[i]) - s[i]);

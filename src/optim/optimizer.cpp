@@ -5,7 +5,7 @@
 #include <map>
 
 #include "diagnostics/op_scope.h"
-#include "kernels/cpu/optim_kernels.h"
+#include "kernels/optim.h"
 #include "mixprec/autograd/node.h"
 #include "mixprec/core/convert.h"
 #include "mixprec/core/error.h"

@@ -233,6 +233,7 @@ ConvLayout set_conv_layout(ConvLayout l) { return layout().exchange(l); }
 std::size_t conv_cache_size() { return cpu::onednn_conv_cache_size(); }
 void conv_cache_clear() { cpu::onednn_conv_cache_clear(); }
 
+namespace cpu {
 void conv2d(const Conv2dDesc& d, const void* x, const void* weight, const void* bias, void* y) {
   validate_conv2d("conv2d", d);
   if (d.has_bias) check_ptr("conv2d", bias, "bias");
@@ -279,5 +280,6 @@ void conv2d_backward_weights(const Conv2dDesc& d, const void* x, const void* dy,
   b.x = x, b.dy = dy, b.dweight = dweight, b.dbias = dbias;
   run(ConvPass::backward_weights, nd, b);
 }
+}  // namespace cpu
 
 }  // namespace mixprec::kernels

@@ -7,37 +7,16 @@
 #include <string>
 #include <string_view>
 
+#include "core/parallel_chunks.h"
 #include "mixprec/core/cpu_features.h"
 #include "mixprec/core/dtype.h"
 #include "mixprec/core/verbose.h"
 
 namespace mixprec::kernels::cpu {
 
-/// Work (in elements) below which kernels stay on one thread: a parallel region costs a few
-/// microseconds, about what 32K elements of a cheap op cost on one core.
-inline constexpr std::int64_t kParallelMinWork = 32768;
-
-/// Why faster vector code than what runs now is not running (the ISA cap), or empty.
-inline std::string simd_cap_reason() {
-  const Isa best = supported_isas().back();
-  if (max_isa() == best) return {};
-  return std::string("capped at ") + name(max_isa()) + " by MIXPREC_ISA/set_max_isa (CPU has " +
-         name(best) + ")";
-}
-
-/// One verbose line for a kernel call that ran the Highway vector code: names the target
-/// ("AVX2", "AVX3", "NEON", "EMU128", ...) and the cap, if any.
-inline void log_simd(std::string_view op, const std::string& dtype) {
-  if (!verbose_enabled()) return;
-  verbose_log(op, dtype, simd_target(), simd_cap_reason());
-}
-
-/// One verbose line for a kernel call that ran the scalar reference loops, with the reason
-/// (e.g. "no vector kernel for fp8 storage").
-inline void log_reference(std::string_view op, const std::string& dtype, std::string_view why) {
-  if (!verbose_enabled()) return;
-  verbose_log(op, dtype, "reference", why);
-}
+using mixprec::kParallelMinWork;
+using mixprec::parallel_chunks;
+using mixprec::parallel_for;
 
 /// Empty when AVX-512 kernels may run; else why not, for the verbose log.
 inline std::string avx512_unavailable_reason() {
@@ -61,34 +40,6 @@ inline void log_impl(std::string_view op, const std::string& dtype, bool vectori
                      std::string_view why_not) {
   if (!verbose_enabled()) return;
   verbose_log(op, dtype, vectorised ? "avx512" : "reference", why_not);
-}
-
-/// Calls body(i) for i in [0, count), across OpenMP threads when `parallel` (static schedule:
-/// each i runs on one thread, so per-i results never depend on the thread count). body must
-/// not throw.
-template <class Body>
-void parallel_for(std::int64_t count, bool parallel, Body&& body) {
-  if (!parallel || count < 2) {
-    for (std::int64_t i = 0; i < count; ++i) body(i);
-    return;
-  }
-#pragma omp parallel for schedule(static)
-  for (std::int64_t i = 0; i < count; ++i) body(i);
-}
-
-/// Calls body(begin, length) over [0, n) in chunks of `chunk` elements, in parallel once n
-/// reaches kParallelMinWork.
-template <class Body>
-void parallel_chunks(std::int64_t n, std::int64_t chunk, Body&& body) {
-  if (n < kParallelMinWork) {
-    if (n > 0) body(std::int64_t{0}, n);
-    return;
-  }
-  const std::int64_t count = (n + chunk - 1) / chunk;
-  parallel_for(count, true, [&](std::int64_t c) {
-    const std::int64_t begin = c * chunk;
-    body(begin, std::min(chunk, n - begin));
-  });
 }
 
 /// p advanced by i elements of dtype.

@@ -111,6 +111,7 @@ const char* name(BinaryOp op) {
   return "?";
 }
 
+namespace cpu {
 void unary(UnaryOp op, std::span<const std::int64_t> shape, const StridedInput& in, void* out,
            DType out_dtype) {
   const std::int64_t n = checked_numel(name(op), shape, in.strides, in.strides);
@@ -256,5 +257,6 @@ void fill(void* out, DType dtype, std::int64_t n, float value) {
     avx512::fill(cpu::at(out, dtype, begin), code(dtype), len, value);
   });
 }
+}  // namespace cpu
 
 }  // namespace mixprec::kernels

@@ -193,6 +193,7 @@ MatmulBf16Route set_matmul_bf16_route(MatmulBf16Route route) {
   return bf16_route().exchange(route);
 }
 
+namespace cpu {
 void matmul(const MatmulDesc& desc, const void* a, const void* b, const void* bias, void* c) {
   validate_matmul(desc, a, b, bias, c);
   if (desc.m == 0 || desc.n == 0) {
@@ -212,5 +213,6 @@ void matmul(const MatmulDesc& desc, const void* a, const void* b, const void* bi
   }
   run_onednn(desc, a, b, bias, c);
 }
+}  // namespace cpu
 
 }  // namespace mixprec::kernels

@@ -151,6 +151,7 @@ bool parallel_over(std::int64_t work, std::int64_t count) {
 
 }  // namespace
 
+namespace cpu {
 void batch_norm_forward(const void* x, DType x_dtype, BatchNormDims d, const float* weight,
                         const float* bias, float eps, bool training, float* mean, float* var,
                         void* y, DType y_dtype) {
@@ -322,5 +323,6 @@ void layer_norm_backward(const void* x, DType x_dtype, const void* dy, DType dy_
     });
   });
 }
+}  // namespace cpu
 
 }  // namespace mixprec::kernels

@@ -103,6 +103,7 @@ void run(const char* op, const OptimArrays& a, const Scalars& s, std::size_t n,
 
 }  // namespace
 
+namespace cpu {
 void sgd_update(const OptimArrays& a, const SgdScalars& s, std::size_t n, std::uint64_t rng_stream) {
   run<SgdScalars>("sgd_update", a, s, n, rng_stream, &sgd_update_ref, &sgd_update_avx512);
 }
@@ -111,5 +112,6 @@ void adam_update(const OptimArrays& a, const AdamScalars& s, std::size_t n,
                  std::uint64_t rng_stream) {
   run<AdamScalars>("adam_update", a, s, n, rng_stream, &adam_update_ref, &adam_update_avx512);
 }
+}  // namespace cpu
 
 }  // namespace mixprec::kernels

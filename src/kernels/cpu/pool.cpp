@@ -227,6 +227,7 @@ void avg_backward_planes(const Pool2dDesc& d, const T* dy, T* dx, std::int64_t p
 
 }  // namespace
 
+namespace cpu {
 void max_pool2d(const Pool2dDesc& d, const void* x, void* y, std::int32_t* argmax) {
   validate_pool2d("max_pool2d", d);
   const std::int64_t in_plane = d.h * d.w, out_plane = d.out_h() * d.out_w();
@@ -316,5 +317,6 @@ void global_avg_pool2d_backward(const void* dy, DType dtype, std::int64_t planes
   });
   log_pool("global_avg_pool2d_backward", dtype, planes * hw >= kParallelMinWork);
 }
+}  // namespace cpu
 
 }  // namespace mixprec::kernels

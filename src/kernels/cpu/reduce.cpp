@@ -64,6 +64,7 @@ const char* name(ReduceOp op) {
   return "?";
 }
 
+namespace cpu {
 void reduce(ReduceOp op, const void* in, DType in_dtype, std::int64_t outer, std::int64_t n,
             std::int64_t inner, void* out, DType out_dtype) {
   MIXPREC_CHECK(outer >= 0 && n >= 0 && inner >= 0, ShapeError, name(op),
@@ -113,5 +114,6 @@ void reduce(ReduceOp op, const void* in, DType in_dtype, std::int64_t outer, std
     }
   });
 }
+}  // namespace cpu
 
 }  // namespace mixprec::kernels

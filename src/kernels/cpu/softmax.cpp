@@ -42,6 +42,7 @@ void check_extent(const char* op, std::int64_t rows, std::int64_t cols) {
 
 }  // namespace
 
+namespace cpu {
 void softmax(const void* in, DType in_dtype, std::int64_t rows, std::int64_t cols, void* out,
              DType out_dtype, bool log) {
   const char* op = log ? "log_softmax" : "softmax";
@@ -122,5 +123,6 @@ void cross_entropy_backward(const void* logits, DType dtype, std::int64_t rows,
                                        code(dlogits_dtype), ws);
   });
 }
+}  // namespace cpu
 
 }  // namespace mixprec::kernels

@@ -51,6 +51,7 @@ bool run_chunk(void* data, DType dtype, bool vector, std::size_t begin, std::siz
 
 }  // namespace
 
+namespace cpu {
 bool unscale_inplace(void* data, int dtype_code, std::size_t n, float inv, float* amax) {
   MIXPREC_ASSERT(dtype_code >= kUnscaleF32 && dtype_code <= kUnscaleF16);
   // The AVX-512 verdict relies on it (see unscale_kernels_avx512.cpp); GradScaler keeps its
@@ -89,5 +90,6 @@ bool unscale_inplace(void* data, int dtype_code, std::size_t n, float inv, float
   *amax = a;
   return found;
 }
+}  // namespace cpu
 
 }  // namespace mixprec::kernels

@@ -1,36 +1,8 @@
 #pragma once
-/// Fused gradient unscale + non-finite check (GradScaler::unscale): one pass that multiplies each
-/// gradient element by the inverse loss scale and reports whether any element was Inf or NaN, and
-/// on request also measures the largest finite |unscaled gradient| (amax, for predictive loss
-/// scaling) in the same pass, so it costs no second read of the gradients.
-/// Plain declarations only: unscale_kernels_avx512.cpp includes this header and must not see any
-/// inline function a scalar file could also instantiate (ODR safety).
-#include <cstddef>
-#include <cstdint>
+/// Hand-written AVX-512 unscale kernel (being replaced by the Highway version).
+#include "kernels/unscale.h"
 
 namespace mixprec::kernels {
-
-/// Element type codes: the underlying values of mixprec::DType (checked by static_asserts in
-/// unscale_kernels.cpp; this header may not include dtype.h).
-enum UnscaleDType : int { kUnscaleF32 = 0, kUnscaleBF16 = 1, kUnscaleF16 = 2 };
-
-// --- Scalar reference (unscale_ref.cpp): the specification. `in` may equal `out`. ---
-//
-// amax (every function): nullptr, or a float holding a non-negative number (not NaN) that is
-// raised to the largest |out[i]| (widened to f32) over the elements whose out[i] is finite. Inf and
-// NaN outputs never enter it (the verdict reports them), so "max-into" calls over consecutive
-// chunks combine in any order to the same value, and -0 counts as 0.
-
-/// out[i] = in[i] * inv (one f32 rounding) for n f32 elements; true if any in[i] or out[i] is
-/// Inf or NaN (an overflowing product counts, so does an Inf/NaN input).
-bool unscale_f32_ref(const float* in, float* out, std::size_t n, float inv,
-                     float* amax = nullptr) noexcept;
-/// The same for n bf16 (dtype kUnscaleBF16) or f16 (kUnscaleF16) bit patterns: out[i] is
-/// widen(in[i]) * inv in f32, rounded to nearest even to the dtype; true if any widened input or
-/// rounded output is Inf or NaN (so a product above the dtype's max counts as an overflow).
-bool unscale_16bit_ref(const std::uint16_t* in, std::uint16_t* out, std::size_t n, float inv,
-                       int dtype, float* amax = nullptr) noexcept;
-
 // --- AVX-512F/DQ, bit-identical to unscale_f32_ref (same single correctly rounded multiply and
 // the same verdict). Call only when max_isa() >= Isa::avx512 and inv is finite and non-zero. ---
 
@@ -38,13 +10,5 @@ bool unscale_16bit_ref(const std::uint16_t* in, std::uint16_t* out, std::size_t 
 /// exactly as the reference (a max is exact, so it is bit-identical too).
 bool unscale_f32_avx512(const float* in, float* out, std::size_t n, float inv,
                         float* amax = nullptr) noexcept;
-
-// --- Dispatch (unscale_kernels.cpp): ISA choice, OpenMP above a size threshold, verbose log. ---
-
-/// Multiplies n contiguous elements of dtype code `dtype` in place by inv (finite, non-zero);
-/// returns whether any element was Inf/NaN before or after, and raises *amax (if not null) as the
-/// reference does. f32 runs the AVX-512 kernel when allowed; bf16/f16 run the reference. Neither
-/// the verdict nor amax depends on the ISA or thread count.
-bool unscale_inplace(void* data, int dtype, std::size_t n, float inv, float* amax = nullptr);
 
 }  // namespace mixprec::kernels

@@ -4,10 +4,12 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <vector>
 
-#include "kernels/cpu/optim_kernels.h"
+#include "kernels/optim.h"
 #include "mixprec/core/convert.h"
 #include "mixprec/core/half.h"
+#include "mixprec/core/random.h"
 
 namespace mixprec::kernels {
 namespace {
@@ -100,5 +102,32 @@ void adam_update_ref(const OptimArrays& a, const AdamScalars& s, std::size_t cou
     default: adam_loop<kOptimF16>(a, s, count); break;
   }
 }
+
+namespace {
+
+/// The reference entry point: one thread, element i rounding with random_bits(stream, i), each
+/// random bit computed by the scalar Philox of random.h.
+template <class Scalars>
+void ref_entry(void (*loop)(const OptimArrays&, const Scalars&, std::size_t), const OptimArrays& a,
+               const Scalars& s, std::size_t n, std::uint64_t stream) {
+  if (a.write != kWriteStochastic) return loop(a, s, n);
+  std::vector<std::uint32_t> random(n);
+  for (std::size_t i = 0; i < n; ++i) random[i] = random_bits(stream, i);
+  OptimArrays with_bits = a;
+  with_bits.random = random.data();
+  loop(with_bits, s, n);
+}
+
+}  // namespace
+
+namespace ref {
+void sgd_update(const OptimArrays& a, const SgdScalars& s, std::size_t n, std::uint64_t rng_stream) {
+  ref_entry(&sgd_update_ref, a, s, n, rng_stream);
+}
+void adam_update(const OptimArrays& a, const AdamScalars& s, std::size_t n,
+                 std::uint64_t rng_stream) {
+  ref_entry(&adam_update_ref, a, s, n, rng_stream);
+}
+}  // namespace ref
 
 }  // namespace mixprec::kernels

@@ -5,7 +5,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "kernels/cpu/unscale_kernels.h"
+#include "kernels/unscale.h"
 #include "mixprec/core/half.h"
 
 namespace mixprec::kernels {
@@ -62,5 +62,16 @@ bool unscale_16bit_ref(const std::uint16_t* in, std::uint16_t* out, std::size_t 
   return amax != nullptr ? bits16_loop<true>(in, out, n, inv, dtype, amax)
                          : bits16_loop<false>(in, out, n, inv, dtype, nullptr);
 }
+
+namespace ref {
+bool unscale_inplace(void* data, int dtype, std::size_t n, float inv, float* amax) {
+  if (dtype == kUnscaleF32) {
+    auto* p = static_cast<float*>(data);
+    return unscale_f32_ref(p, p, n, inv, amax);
+  }
+  auto* p = static_cast<std::uint16_t*>(data);
+  return unscale_16bit_ref(p, p, n, inv, dtype, amax);
+}
+}  // namespace ref
 
 }  // namespace mixprec::kernels

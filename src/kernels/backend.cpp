@@ -1,0 +1,172 @@
+// Backend selection (MIXPREC_BACKEND, set_backend) and the kernels:: entry points, each a
+// forward to the active backend's table.
+#include "kernels/backend.h"
+
+#include <atomic>
+#include <cstdio>
+#include <cstdlib>
+#include <string_view>
+
+#include "mixprec/core/error.h"
+
+namespace mixprec::kernels {
+namespace {
+
+std::string& env_warning() {
+  static std::string w;
+  return w;
+}
+
+const Backend* from_env() {
+  const char* v = std::getenv("MIXPREC_BACKEND");
+  if (v == nullptr || *v == '\0') return &cpu_backend();
+  const std::string_view s(v);
+  if (s == "cpu") return &cpu_backend();
+  if (s == "ref") return &ref_backend();
+  env_warning() = std::string("MIXPREC_BACKEND=") + v +
+                  " is not a backend (known: cpu, ref); running the cpu backend";
+  std::fprintf(stderr, "mixprec: warning: %s\n", env_warning().c_str());
+  return &cpu_backend();
+}
+
+std::atomic<const Backend*>& active() {
+  static std::atomic<const Backend*> b{from_env()};
+  return b;
+}
+
+}  // namespace
+
+const Backend& backend() { return *active().load(std::memory_order_relaxed); }
+
+std::string set_backend(const std::string& name) {
+  const Backend* next = name == "cpu" ? &cpu_backend() : name == "ref" ? &ref_backend() : nullptr;
+  MIXPREC_CHECK(next != nullptr, ValueError, "set_backend",
+                "unknown backend '" << name << "'; known: cpu, ref");
+  return active().exchange(next)->name;
+}
+
+std::string backend_env_warning() {
+  (void)backend();
+  return env_warning();
+}
+
+// ---- entry points ----
+
+void unary(UnaryOp op, std::span<const std::int64_t> shape, const StridedInput& in, void* out,
+           DType out_dtype) {
+  backend().unary(op, shape, in, out, out_dtype);
+}
+void binary(BinaryOp op, std::span<const std::int64_t> shape, const StridedInput& a,
+            const StridedInput& b, void* out, DType out_dtype) {
+  backend().binary(op, shape, a, b, out, out_dtype);
+}
+void affine(const void* in, DType in_dtype, void* out, DType out_dtype, std::int64_t n,
+            float alpha, float beta) {
+  backend().affine(in, in_dtype, out, out_dtype, n, alpha, beta);
+}
+void unary_backward(UnaryOp op, const void* x, DType x_dtype, const void* y, DType y_dtype,
+                    const void* dy, DType dy_dtype, void* dx, DType dx_dtype, std::int64_t n) {
+  backend().unary_backward(op, x, x_dtype, y, y_dtype, dy, dy_dtype, dx, dx_dtype, n);
+}
+void fill(void* out, DType dtype, std::int64_t n, float value) {
+  backend().fill(out, dtype, n, value);
+}
+void copy(std::span<const std::int64_t> shape, const StridedInput& in, const StridedOutput& out) {
+  backend().copy(shape, in, out);
+}
+void convert(const void* src, DType src_dtype, void* dst, DType dst_dtype, std::size_t n) {
+  backend().convert(src, src_dtype, dst, dst_dtype, n);
+}
+void convert_stochastic(const float* src, void* dst, DType dst_dtype, std::size_t n,
+                        std::uint64_t seed, std::uint64_t offset) {
+  backend().convert_stochastic(src, dst, dst_dtype, n, seed, offset);
+}
+void reduce(ReduceOp op, const void* in, DType in_dtype, std::int64_t outer, std::int64_t n,
+            std::int64_t inner, void* out, DType out_dtype) {
+  backend().reduce(op, in, in_dtype, outer, n, inner, out, out_dtype);
+}
+void softmax(const void* in, DType in_dtype, std::int64_t rows, std::int64_t cols, void* out,
+             DType out_dtype, bool log) {
+  backend().softmax(in, in_dtype, rows, cols, out, out_dtype, log);
+}
+void softmax_backward(const void* y, DType y_dtype, const void* dy, DType dy_dtype,
+                      std::int64_t rows, std::int64_t cols, void* dx, DType dx_dtype, bool log) {
+  backend().softmax_backward(y, y_dtype, dy, dy_dtype, rows, cols, dx, dx_dtype, log);
+}
+void cross_entropy(const void* logits, DType dtype, std::int64_t rows, std::int64_t cols,
+                   const std::int64_t* targets, float label_smoothing, float* loss_per_row) {
+  backend().cross_entropy(logits, dtype, rows, cols, targets, label_smoothing, loss_per_row);
+}
+void cross_entropy_backward(const void* logits, DType dtype, std::int64_t rows,
+                            std::int64_t cols, const std::int64_t* targets, float label_smoothing,
+                            const float* grad_per_row, void* dlogits, DType dlogits_dtype) {
+  backend().cross_entropy_backward(logits, dtype, rows, cols, targets, label_smoothing,
+                                   grad_per_row, dlogits, dlogits_dtype);
+}
+void batch_norm_forward(const void* x, DType x_dtype, BatchNormDims d, const float* weight,
+                        const float* bias, float eps, bool training, float* mean, float* var,
+                        void* y, DType y_dtype) {
+  backend().batch_norm_forward(x, x_dtype, d, weight, bias, eps, training, mean, var, y, y_dtype);
+}
+void batch_norm_backward(const void* x, DType x_dtype, const void* dy, DType dy_dtype,
+                         BatchNormDims d, const float* mean, const float* var, float eps,
+                         const float* weight, bool training, void* dx, DType dx_dtype,
+                         float* dweight, float* dbias) {
+  backend().batch_norm_backward(x, x_dtype, dy, dy_dtype, d, mean, var, eps, weight, training, dx,
+                                dx_dtype, dweight, dbias);
+}
+void layer_norm_forward(const void* x, DType x_dtype, std::int64_t rows, std::int64_t cols,
+                        const float* weight, const float* bias, float eps, void* y,
+                        DType y_dtype, float* mean, float* rstd) {
+  backend().layer_norm_forward(x, x_dtype, rows, cols, weight, bias, eps, y, y_dtype, mean, rstd);
+}
+void layer_norm_backward(const void* x, DType x_dtype, const void* dy, DType dy_dtype,
+                         std::int64_t rows, std::int64_t cols, const float* mean,
+                         const float* rstd, const float* weight, void* dx, DType dx_dtype,
+                         float* dweight, float* dbias) {
+  backend().layer_norm_backward(x, x_dtype, dy, dy_dtype, rows, cols, mean, rstd, weight, dx,
+                                dx_dtype, dweight, dbias);
+}
+void conv2d(const Conv2dDesc& d, const void* x, const void* weight, const void* bias, void* y) {
+  backend().conv2d(d, x, weight, bias, y);
+}
+void conv2d_backward_data(const Conv2dDesc& d, const void* dy, const void* weight, void* dx) {
+  backend().conv2d_backward_data(d, dy, weight, dx);
+}
+void conv2d_backward_weights(const Conv2dDesc& d, const void* x, const void* dy, void* dweight,
+                             void* dbias) {
+  backend().conv2d_backward_weights(d, x, dy, dweight, dbias);
+}
+void max_pool2d(const Pool2dDesc& d, const void* x, void* y, std::int32_t* argmax) {
+  backend().max_pool2d(d, x, y, argmax);
+}
+void max_pool2d_backward(const Pool2dDesc& d, const void* dy, const std::int32_t* argmax,
+                         void* dx) {
+  backend().max_pool2d_backward(d, dy, argmax, dx);
+}
+void avg_pool2d(const Pool2dDesc& d, const void* x, void* y) { backend().avg_pool2d(d, x, y); }
+void avg_pool2d_backward(const Pool2dDesc& d, const void* dy, void* dx) {
+  backend().avg_pool2d_backward(d, dy, dx);
+}
+void global_avg_pool2d(const void* x, DType dtype, std::int64_t planes, std::int64_t hw, void* y) {
+  backend().global_avg_pool2d(x, dtype, planes, hw, y);
+}
+void global_avg_pool2d_backward(const void* dy, DType dtype, std::int64_t planes,
+                                std::int64_t hw, void* dx) {
+  backend().global_avg_pool2d_backward(dy, dtype, planes, hw, dx);
+}
+void matmul(const MatmulDesc& desc, const void* a, const void* b, const void* bias, void* c) {
+  backend().matmul(desc, a, b, bias, c);
+}
+void sgd_update(const OptimArrays& a, const SgdScalars& s, std::size_t n, std::uint64_t rng_stream) {
+  backend().sgd_update(a, s, n, rng_stream);
+}
+void adam_update(const OptimArrays& a, const AdamScalars& s, std::size_t n,
+                 std::uint64_t rng_stream) {
+  backend().adam_update(a, s, n, rng_stream);
+}
+bool unscale_inplace(void* data, int dtype, std::size_t n, float inv, float* amax) {
+  return backend().unscale_inplace(data, dtype, n, inv, amax);
+}
+
+}  // namespace mixprec::kernels

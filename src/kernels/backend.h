@@ -1,0 +1,85 @@
+#pragma once
+/// The backend boundary: every kernel the ops, optimizers and the scaler reach, as one table of
+/// function pointers. Two backends fill it:
+///   - "cpu": Highway vector kernels (one source, every SIMD target, run-time dispatch) and
+///     oneDNN for matmul and convolution;
+///   - "ref": the scalar reference loops, the specification every other backend is tested against.
+/// MIXPREC_BACKEND=ref (or set_backend()) runs everything on the reference. A new backend (CUDA,
+/// say) is one more table: see docs/ARCHITECTURE.md, "Adding a backend". Nothing in ops/, nn/,
+/// amp/, optim/ or train/ names a backend; they call the kernels:: entry points of the family
+/// headers (elementwise.h, reduce.h, ...), which forward to backend().
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string>
+
+#include "kernels/conv.h"
+#include "kernels/convert.h"
+#include "kernels/copy.h"
+#include "kernels/elementwise.h"
+#include "kernels/matmul.h"
+#include "kernels/norm.h"
+#include "kernels/optim.h"
+#include "kernels/reduce.h"
+#include "kernels/softmax.h"
+#include "kernels/unscale.h"
+
+namespace mixprec::kernels {
+
+/// One backend: a name and one function per kernel. Each entry has exactly the signature and
+/// contract of the kernels:: function of the same name (see the family headers).
+struct Backend {
+  const char* name;
+  // elementwise.h
+  decltype(&ref::unary) unary;
+  decltype(&ref::binary) binary;
+  decltype(&ref::affine) affine;
+  decltype(&ref::unary_backward) unary_backward;
+  decltype(&ref::fill) fill;
+  // copy.h, convert.h
+  decltype(&ref::copy) copy;
+  decltype(&ref::convert) convert;
+  decltype(&ref::convert_stochastic) convert_stochastic;
+  // reduce.h
+  decltype(&ref::reduce) reduce;
+  // softmax.h
+  decltype(&ref::softmax) softmax;
+  decltype(&ref::softmax_backward) softmax_backward;
+  decltype(&ref::cross_entropy) cross_entropy;
+  decltype(&ref::cross_entropy_backward) cross_entropy_backward;
+  // norm.h
+  decltype(&ref::batch_norm_forward) batch_norm_forward;
+  decltype(&ref::batch_norm_backward) batch_norm_backward;
+  decltype(&ref::layer_norm_forward) layer_norm_forward;
+  decltype(&ref::layer_norm_backward) layer_norm_backward;
+  // conv.h: convolution and pooling
+  decltype(&ref::conv2d) conv2d;
+  decltype(&ref::conv2d_backward_data) conv2d_backward_data;
+  decltype(&ref::conv2d_backward_weights) conv2d_backward_weights;
+  decltype(&ref::max_pool2d) max_pool2d;
+  decltype(&ref::max_pool2d_backward) max_pool2d_backward;
+  decltype(&ref::avg_pool2d) avg_pool2d;
+  decltype(&ref::avg_pool2d_backward) avg_pool2d_backward;
+  decltype(&ref::global_avg_pool2d) global_avg_pool2d;
+  decltype(&ref::global_avg_pool2d_backward) global_avg_pool2d_backward;
+  // matmul.h
+  decltype(&ref::matmul) matmul;
+  // optim.h
+  decltype(&ref::sgd_update) sgd_update;
+  decltype(&ref::adam_update) adam_update;
+  // unscale.h
+  decltype(&ref::unscale_inplace) unscale_inplace;
+};
+
+/// The backend kernels run on now: MIXPREC_BACKEND (cpu|ref; default cpu) or set_backend().
+const Backend& backend();
+/// The two built-in backends.
+const Backend& cpu_backend();
+const Backend& ref_backend();
+/// Selects the backend by name for this process; returns the previous one's name. An unknown
+/// name throws ValueError naming the known ones.
+std::string set_backend(const std::string& name);
+/// What MIXPREC_BACKEND asked for, if it named no backend (the warning printed once), else empty.
+std::string backend_env_warning();
+
+}  // namespace mixprec::kernels

@@ -1,0 +1,32 @@
+#pragma once
+/// Bulk dtype conversions on contiguous buffers, as backend kernels. The public API is
+/// mixprec/core/convert.h, which forwards here. The scalar conversions of half.h and float8.h
+/// are the specification; every backend is bit-identical to them.
+#include <cstddef>
+#include <cstdint>
+
+#include "mixprec/core/dtype.h"
+
+namespace mixprec::kernels {
+
+/// Converts n contiguous elements from src_dtype to dst_dtype (round to nearest even; any pair,
+/// fp8 included). src and dst do not overlap (checked by the caller).
+void convert(const void* src, DType src_dtype, void* dst, DType dst_dtype, std::size_t n);
+/// f32 -> bf16 or f16 (dst_dtype) with stochastic rounding: element i uses
+/// random_bits(seed, offset + i) of random.h (the caller checks offset + n does not overflow).
+void convert_stochastic(const float* src, void* dst, DType dst_dtype, std::size_t n,
+                        std::uint64_t seed, std::uint64_t offset);
+
+namespace ref {
+void convert(const void* src, DType src_dtype, void* dst, DType dst_dtype, std::size_t n);
+void convert_stochastic(const float* src, void* dst, DType dst_dtype, std::size_t n,
+                        std::uint64_t seed, std::uint64_t offset);
+}  // namespace ref
+
+namespace cpu {
+void convert(const void* src, DType src_dtype, void* dst, DType dst_dtype, std::size_t n);
+void convert_stochastic(const float* src, void* dst, DType dst_dtype, std::size_t n,
+                        std::uint64_t seed, std::uint64_t offset);
+}  // namespace cpu
+
+}  // namespace mixprec::kernels

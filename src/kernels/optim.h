@@ -1,0 +1,95 @@
+#pragma once
+/// Fused optimizer update kernels: one pass per element that reads the parameter (or its fp32
+/// master), the gradient (f32/bf16/f16) and the fp32 state, and writes the state, the master and
+/// the parameter. Plain declarations only: optim_kernels_avx512.cpp includes this header and must
+/// not see any inline function a scalar file could also instantiate (ODR safety).
+#include <cstddef>
+#include <cstdint>
+
+namespace mixprec::kernels {
+
+/// Element type codes: the underlying values of mixprec::DType (checked by static_asserts in
+/// optim_kernels.cpp; this header may not include dtype.h).
+enum OptimDType : int { kOptimF32 = 0, kOptimBF16 = 1, kOptimF16 = 2 };
+
+/// How the new parameter value reaches the parameter.
+enum OptimWrite : int {
+  kWriteInPlace = 0,    ///< f32 parameter: updated in place, no master
+  kWriteMaster = 1,     ///< 16-bit parameter with fp32 master: master updated, param = RNE(master)
+  kWriteStochastic = 2  ///< 16-bit parameter, no master: update in f32, stochastic rounding back
+};
+
+// The structs below are trivial aggregates on purpose (no default member initializers): they
+// then have no constructor functions at all, so none can be emitted with AVX-512 code. Create
+// them value-initialised (`OptimArrays a{};`): every pointer null, every number 0.
+
+/// The arrays of one contiguous run of `count` elements (all pointers already offset to it).
+struct OptimArrays {
+  void* param;                   ///< param_dtype elements
+  float* master;                 ///< fp32 master (kWriteMaster only)
+  const void* grad;              ///< grad_dtype elements
+  float* state0;                 ///< SGD momentum buffer / Adam exp_avg (null for SGD without momentum)
+  float* state1;                 ///< Adam exp_avg_sq
+  const std::uint32_t* random;   ///< 32 random bits per element (kWriteStochastic only)
+  int param_dtype;               ///< OptimDType
+  int grad_dtype;                ///< OptimDType
+  int write;                     ///< OptimWrite
+};
+
+/// SGD scalars, already rounded to f32 by the caller (PyTorch computes them in double too).
+/// g' = fma(weight_decay, p, g); buf = first_step ? g' : fma(momentum, buf, one_minus_dampening*g');
+/// d = nesterov ? fma(momentum, buf, g') : buf (g' when momentum == 0); p = fma(-lr, d, p).
+struct SgdScalars {
+  float lr;
+  float momentum;             ///< 0: no buffer (state0 unused)
+  float one_minus_dampening;
+  float weight_decay;         ///< 0: skipped (0 * Inf would make NaN)
+  int nesterov;
+  int first_step;             ///< the buffer is initialised to g' (PyTorch's clone)
+};
+
+/// Adam/AdamW scalars, computed in double by the caller and rounded to f32:
+/// p = p * decay (AdamW); g' = fma(weight_decay, p, g) (Adam L2);
+/// m = fma(beta1, m, one_minus_beta1 * g'); v = fma(one_minus_beta2 * g', g', beta2 * v);
+/// denom = fma(sqrt(v), inv_sqrt_bias_correction2, eps); p = fma(-step_size, m / denom, p).
+struct AdamScalars {
+  float beta1;
+  float one_minus_beta1;
+  float beta2;
+  float one_minus_beta2;
+  float eps;
+  float l2_weight_decay;            ///< Adam: added to the gradient (0: skipped); 0 for AdamW
+  float decay;                      ///< AdamW: 1 - lr * weight_decay; exactly 1 for Adam
+  float step_size;                  ///< lr / (1 - beta1^t)
+  float inv_sqrt_bias_correction2;  ///< 1 / sqrt(1 - beta2^t)
+};
+
+// --- Scalar reference loops (optim_ref.cpp): the specification. ---
+
+/// One SGD update of `count` elements.
+void sgd_update_ref(const OptimArrays& a, const SgdScalars& s, std::size_t count);
+/// One Adam/AdamW update of `count` elements.
+void adam_update_ref(const OptimArrays& a, const AdamScalars& s, std::size_t count);
+
+// --- Entry points (on the active backend): chunks, threads, random bits. ---
+
+/// Applies an SGD update to n elements starting at `a`; for kWriteStochastic, element i rounds
+/// with random_bits(rng_stream, i) (random.h), whatever the ISA or thread count.
+void sgd_update(const OptimArrays& a, const SgdScalars& s, std::size_t n, std::uint64_t rng_stream);
+/// Applies an Adam/AdamW update to n elements (random bits as for sgd_update).
+void adam_update(const OptimArrays& a, const AdamScalars& s, std::size_t n,
+                 std::uint64_t rng_stream);
+
+namespace ref {
+void sgd_update(const OptimArrays& a, const SgdScalars& s, std::size_t n, std::uint64_t rng_stream);
+void adam_update(const OptimArrays& a, const AdamScalars& s, std::size_t n,
+                 std::uint64_t rng_stream);
+}  // namespace ref
+
+namespace cpu {
+void sgd_update(const OptimArrays& a, const SgdScalars& s, std::size_t n, std::uint64_t rng_stream);
+void adam_update(const OptimArrays& a, const AdamScalars& s, std::size_t n,
+                 std::uint64_t rng_stream);
+}  // namespace cpu
+
+}  // namespace mixprec::kernels

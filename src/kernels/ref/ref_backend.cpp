@@ -1,0 +1,43 @@
+// The "ref" backend: the scalar reference loops, the specification of every kernel.
+#include "kernels/backend.h"
+
+namespace mixprec::kernels {
+
+const Backend& ref_backend() {
+  static const Backend b{
+    "ref",
+    &ref::unary,
+    &ref::binary,
+    &ref::affine,
+    &ref::unary_backward,
+    &ref::fill,
+    &ref::copy,
+    &ref::convert,
+    &ref::convert_stochastic,
+    &ref::reduce,
+    &ref::softmax,
+    &ref::softmax_backward,
+    &ref::cross_entropy,
+    &ref::cross_entropy_backward,
+    &ref::batch_norm_forward,
+    &ref::batch_norm_backward,
+    &ref::layer_norm_forward,
+    &ref::layer_norm_backward,
+    &ref::conv2d,
+    &ref::conv2d_backward_data,
+    &ref::conv2d_backward_weights,
+    &ref::max_pool2d,
+    &ref::max_pool2d_backward,
+    &ref::avg_pool2d,
+    &ref::avg_pool2d_backward,
+    &ref::global_avg_pool2d,
+    &ref::global_avg_pool2d_backward,
+    &ref::matmul,
+    &ref::sgd_update,
+    &ref::adam_update,
+    &ref::unscale_inplace,
+  };
+  return b;
+}
+
+}  // namespace mixprec::kernels

@@ -1,0 +1,49 @@
+#pragma once
+/// Fused gradient unscale + non-finite check (GradScaler::unscale): one pass that multiplies each
+/// gradient element by the inverse loss scale and reports whether any element was Inf or NaN, and
+/// on request also measures the largest finite |unscaled gradient| (amax, for predictive loss
+/// scaling) in the same pass, so it costs no second read of the gradients.
+/// kernels::unscale_inplace runs on the active backend (kernels/backend.h).
+#include <cstddef>
+#include <cstdint>
+
+namespace mixprec::kernels {
+
+/// Element type codes: the underlying values of mixprec::DType (checked by static_asserts in
+/// unscale_kernels.cpp; this header may not include dtype.h).
+enum UnscaleDType : int { kUnscaleF32 = 0, kUnscaleBF16 = 1, kUnscaleF16 = 2 };
+
+// --- Scalar reference (unscale_ref.cpp): the specification. `in` may equal `out`. ---
+//
+// amax (every function): nullptr, or a float holding a non-negative number (not NaN) that is
+// raised to the largest |out[i]| (widened to f32) over the elements whose out[i] is finite. Inf and
+// NaN outputs never enter it (the verdict reports them), so "max-into" calls over consecutive
+// chunks combine in any order to the same value, and -0 counts as 0.
+
+/// out[i] = in[i] * inv (one f32 rounding) for n f32 elements; true if any in[i] or out[i] is
+/// Inf or NaN (an overflowing product counts, so does an Inf/NaN input).
+bool unscale_f32_ref(const float* in, float* out, std::size_t n, float inv,
+                     float* amax = nullptr) noexcept;
+/// The same for n bf16 (dtype kUnscaleBF16) or f16 (kUnscaleF16) bit patterns: out[i] is
+/// widen(in[i]) * inv in f32, rounded to nearest even to the dtype; true if any widened input or
+/// rounded output is Inf or NaN (so a product above the dtype's max counts as an overflow).
+bool unscale_16bit_ref(const std::uint16_t* in, std::uint16_t* out, std::size_t n, float inv,
+                       int dtype, float* amax = nullptr) noexcept;
+
+// --- Entry point (on the active backend): threads above a size threshold, verbose log. ---
+
+/// Multiplies n contiguous elements of dtype code `dtype` in place by inv (finite, non-zero);
+/// returns whether any element was Inf/NaN before or after, and raises *amax (if not null) as the
+/// reference does. f32 runs the AVX-512 kernel when allowed; bf16/f16 run the reference. Neither
+/// the verdict nor amax depends on the ISA or thread count.
+bool unscale_inplace(void* data, int dtype, std::size_t n, float inv, float* amax = nullptr);
+
+namespace ref {
+bool unscale_inplace(void* data, int dtype, std::size_t n, float inv, float* amax = nullptr);
+}  // namespace ref
+
+namespace cpu {
+bool unscale_inplace(void* data, int dtype, std::size_t n, float inv, float* amax = nullptr);
+}  // namespace cpu
+
+}  // namespace mixprec::kernels
