@@ -5,9 +5,8 @@
 # libraries and CMake package files come from /usr/lib/aarch64-linux-gnu, arch-specific headers
 # from /usr/include/aarch64-linux-gnu, and CMAKE_LIBRARY_ARCHITECTURE keeps find_package() and
 # find_library() away from the host's /usr/lib/x86_64-linux-gnu. Programs (cmake helpers, ccache,
-# python) are the host's. Test binaries run under qemu-aarch64; -L points it at the cross
-# toolchain's loader and C/C++ runtime (libc6-arm64-cross, libstdc++6-arm64-cross), and its
-# loader then finds the multiarch libraries in /usr/lib/aarch64-linux-gnu.
+# python) are the host's. Test binaries run under qemu-aarch64 with the multiarch arm64 runtime
+# (libc6:arm64, libstdc++6:arm64, libgomp1:arm64; see the emulator below).
 # Use: cmake -DCMAKE_TOOLCHAIN_FILE=cmake/toolchain-aarch64-linux-gnu.cmake ... (see
 # scripts/check-arm64.sh, which installs everything this needs).
 set(CMAKE_SYSTEM_NAME Linux)
@@ -28,5 +27,16 @@ set(CMAKE_FIND_ROOT_PATH_MODE_INCLUDE ONLY)
 set(CMAKE_FIND_ROOT_PATH_MODE_PACKAGE ONLY)
 
 # Lets CMake (and GoogleTest's gtest_discover_tests, and ctest) run arm64 binaries on the host.
+# The loader must come from the same glibc build as the libc it loads. With libc6:arm64
+# installed (the multiarch packages above need it) the binaries' interpreter
+# /lib/ld-linux-aarch64.so.1 is that package's, so qemu needs no -L. Do NOT add
+# "-L /usr/aarch64-linux-gnu" then: qemu would take the cross toolchain's older loader
+# (libc6-arm64-cross) while libc.so.6 still comes from libc6:arm64, and that mix deadlocks
+# every program that starts a second thread (OpenMP, std::thread) under qemu 7.2.
 find_program(MIXPREC_QEMU_AARCH64 qemu-aarch64 REQUIRED)
-set(CMAKE_CROSSCOMPILING_EMULATOR "${MIXPREC_QEMU_AARCH64};-L;/usr/aarch64-linux-gnu")
+if(EXISTS /lib/ld-linux-aarch64.so.1)
+  set(CMAKE_CROSSCOMPILING_EMULATOR "${MIXPREC_QEMU_AARCH64}")
+else()
+  # No multiarch glibc: the cross toolchain's runtime is the only arm64 one.
+  set(CMAKE_CROSSCOMPILING_EMULATOR "${MIXPREC_QEMU_AARCH64};-L;/usr/aarch64-linux-gnu")
+endif()

@@ -76,7 +76,8 @@ ninja -C "$build" -j "$jobs" mixprec mixprec_tests
 log "built libmixprec and mixprec_tests ($(aarch64-linux-gnu-readelf -h "$build/tests/mixprec_tests" | sed -n "s/ *Machine: *//p"))"
 
 # --- 3. Which Highway target runs under qemu --------------------------------------------------
-qemu=(qemu-aarch64 -L /usr/aarch64-linux-gnu)
+# The multiarch loader (libc6:arm64), as in the toolchain file: no -L, see there why.
+qemu=(qemu-aarch64)
 probe="$build/isa_probe"
 cat >"$probe.cpp" <<'CPP'
 #include <cstdio>
