@@ -149,6 +149,9 @@ std::shared_ptr<const Entry> create(const Key& key) {
   dnnl::post_ops ops;
   if (key.post_op == MatmulPostOp::relu) {
     ops.append_eltwise(1.0f, dnnl::algorithm::eltwise_relu, 0.0f, 0.0f);
+    // oneDNN's reference relu (all it has on arm64) returns x * 0 = -0 for negative x; 1*x + 0
+    // turns that -0 into +0, as the reference's relu gives, and changes nothing else.
+    ops.append_eltwise(1.0f, dnnl::algorithm::eltwise_linear, 1.0f, 0.0f);
   }
   if (key.accumulate) ops.append_sum(1.0f);
   attr.set_post_ops(ops);
