@@ -5,6 +5,7 @@
 #include <dnnl.hpp>
 #include <sstream>
 
+#include "kernels/backend.h"
 #include "mixprec/core/error.h"
 
 namespace mixprec {
@@ -31,5 +32,7 @@ std::string onednn_description() {
   }
   return os.str();
 }
+
+std::string kernel_backend() { return kernels::backend().name; }
 
 }  // namespace mixprec

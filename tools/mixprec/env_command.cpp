@@ -32,6 +32,10 @@ std::string cpu_model_name() {
 }
 
 std::vector<std::pair<const char*, bool>> feature_list(const CpuFeatures& f) {
+#if defined(__aarch64__)
+  return {{"NEON", f.neon}, {"SVE", f.sve}, {"SVE2", f.sve2}, {"BF16", f.arm_bf16},
+          {"FP16", f.arm_fp16}};
+#endif
   return {{"AVX512_BF16", f.avx512_bf16},
           {"AMX-BF16", f.amx_bf16},
           {"AVX512_FP16", f.avx512_fp16},
@@ -104,6 +108,10 @@ void add_env_command(CLI::App& app) {
       out["threads"] = num_threads();
       out["onednn"] = onednn_description();
       out["max_isa"] = name(max_isa());
+      out["simd_target"] = simd_target();
+      out["backend"] = kernel_backend();
+      const std::string w = isa_env_warning();
+      if (!w.empty()) out["isa_warning"] = w;
       out["recommended"] = {{"precision", amp::name(choice.mode)}, {"reason", choice.reason}};
       out["formats"] = nlohmann::json::object();
       for (const FormatAdvice& a : formats) out["formats"][a.format] = a.reason;
@@ -116,7 +124,10 @@ void add_env_command(CLI::App& app) {
       std::printf(" %s %s", label, on ? "yes" : "no ");
     std::printf("\nthreads:   %d\n", num_threads());
     std::printf("oneDNN:    %s\n", onednn_description().c_str());
-    std::printf("max_isa:   %s (mixprec's kernels; cap with MIXPREC_ISA)\n", name(max_isa()));
+    std::printf("max_isa:   %s (cap with MIXPREC_ISA=scalar|sse4|avx2|avx512|avx512_bf16|neon|sve|sve2)\n",
+                name(max_isa()));
+    std::printf("simd:      %s (the Highway target mixprec's vector kernels run)\n", simd_target());
+    std::printf("backend:   %s (MIXPREC_BACKEND=cpu|ref)\n", kernel_backend().c_str());
     std::printf("\nrecommended precision: %s\n  %s\n\nper format:\n", amp::name(choice.mode),
                 choice.reason.c_str());
     for (const FormatAdvice& a : formats) std::printf("  %s\n", a.reason.c_str());
