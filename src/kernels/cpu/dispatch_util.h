@@ -64,16 +64,6 @@ inline void log_impl(std::string_view op, const std::string& dtype, bool vectori
   verbose_log(op, dtype, vectorised ? "avx512" : "reference", why_not);
 }
 
-/// Verbose line for a call that ran a Highway kernel: names the target that ran (e.g. "AVX2").
-inline void log_simd(std::string_view op, const std::string& dtype) {
-  if (verbose_enabled()) verbose_log(op, dtype, simd_target());
-}
-
-/// Verbose line for a call that fell back to the reference, and why.
-inline void log_reference(std::string_view op, const std::string& dtype, std::string_view why) {
-  if (verbose_enabled()) verbose_log(op, dtype, "reference", why);
-}
-
 /// p advanced by i elements of dtype.
 inline const void* at(const void* p, DType dtype, std::int64_t i) {
   return static_cast<const char*>(p) + i * static_cast<std::int64_t>(size_of(dtype));
