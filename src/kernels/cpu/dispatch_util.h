@@ -64,19 +64,6 @@ inline void log_impl(std::string_view op, const std::string& dtype, bool vectori
   verbose_log(op, dtype, vectorised ? "avx512" : "reference", why_not);
 }
 
-/// One verbose line for a call that ran Highway vector code, naming the target that ran
-/// (e.g. "mixprec: reduce f32: ran AVX2").
-inline void log_simd(std::string_view op, const std::string& dtype) {
-  if (!verbose_enabled()) return;
-  verbose_log(op, dtype, simd_target());
-}
-
-/// One verbose line for a call the cpu backend handed to the reference, and why.
-inline void log_reference(std::string_view op, const std::string& dtype, std::string_view why) {
-  if (!verbose_enabled()) return;
-  verbose_log(op, dtype, "reference", why);
-}
-
 /// p advanced by i elements of dtype.
 inline const void* at(const void* p, DType dtype, std::int64_t i) {
   return static_cast<const char*>(p) + i * static_cast<std::int64_t>(size_of(dtype));
