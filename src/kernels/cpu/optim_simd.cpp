@@ -150,7 +150,11 @@ struct AdamStep {
 /// zero-padded stack copies, so the tail runs the very same vector code (the padding lanes compute
 /// on zeros, which cannot trap, and are never copied back).
 template <class Step, class Scalars>
-void Run(const OptimArrays& a, const Scalars& s, std::size_t count) {
+void Run(const OptimArrays& arrays, const Scalars& scalars, std::size_t count) {
+  // Local copies: the stores through the float arrays could otherwise alias the f32 scalars, and
+  // the compiler would reload them (and re-test the option branches) for every vector.
+  const OptimArrays a = arrays;
+  const Scalars s = scalars;
   const std::size_t lanes = hn::Lanes(DF());
   std::size_t i = 0;
   for (; i + lanes <= count; i += lanes) Step::Apply(a, s, i);
