@@ -9,12 +9,15 @@
 #include <cstdint>
 #include <limits>
 #include <random>
+#include <set>
+#include <string>
 #include <vector>
 
 #include "kernels/kernel_test_util.h"
 #include "kernels/unscale.h"
 #include "mixprec/core/cpu_features.h"
 #include "mixprec/core/half.h"
+#include "mixprec/core/verbose.h"
 
 namespace mixprec::kernels {
 namespace {
@@ -223,6 +226,24 @@ TEST(GradScalerKernel, SixteenBitReference) {
     EXPECT_TRUE(unscale_inplace(in_place.data(), dtype, in_place.size(), 0.25f));
     EXPECT_EQ(in_place, out);
   }
+}
+
+TEST(GradScalerKernel, VerboseNamesTheTargetThatRan) {
+  std::set<std::string> targets;
+  for (const Isa isa : isas_to_test()) {
+    const IsaCap cap(isa);
+    std::vector<std::uint16_t> g(5, f32_to_bf16_bits(1.0f));
+    const bool was = verbose_enabled();
+    set_verbose(true);
+    testing::internal::CaptureStderr();
+    cpu::unscale_inplace(g.data(), kUnscaleBF16, g.size(), 0.5f);
+    const std::string log = testing::internal::GetCapturedStderr();
+    set_verbose(was);
+    EXPECT_NE(log.find(std::string("mixprec: unscale bf16: ran ") + simd_target()), std::string::npos)
+        << log;
+    targets.insert(simd_target());
+  }
+  EXPECT_EQ(targets.size(), isas_to_test().size());  // each level runs its own target
 }
 
 }  // namespace
