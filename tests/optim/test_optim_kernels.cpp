@@ -335,7 +335,7 @@ TEST(OptimKernels, VerboseNamesTheTargetThatRan) {
     const std::string log = testing::internal::GetCapturedStderr();
     set_verbose(was);
     const std::string want =
-        std::string("adam_update bf16 (grad f16, fp32 master): ran ") + simd_target();
+        std::string("mixprec: adam bf16 (grad f16, fp32 master): ran ") + simd_target();
     EXPECT_NE(log.find(want), std::string::npos) << log;
     targets.insert(simd_target());
   }

@@ -13,7 +13,6 @@
 #include "mixprec/core/dtype.h"
 #include "mixprec/core/error.h"
 #include "mixprec/core/random.h"
-#include "mixprec/core/verbose.h"
 
 namespace mixprec::kernels::cpu {
 
@@ -70,7 +69,7 @@ using Kernel = void (*)(const OptimArrays&, const Scalars&, std::size_t);
 template <class Scalars>
 void run(const char* op, const OptimArrays& a, const Scalars& s, std::size_t n,
          std::uint64_t stream, Kernel<Scalars> kernel) {
-  if (verbose_enabled()) verbose_log(op, describe(a), simd_target());
+  if (verbose_enabled()) log_simd(op, describe(a));
   const bool stochastic = a.write == kWriteStochastic;
   parallel_chunks(static_cast<std::int64_t>(n), kChunk, [&](std::int64_t first, std::int64_t len) {
     const auto begin = static_cast<std::size_t>(first);
@@ -94,13 +93,13 @@ void run(const char* op, const OptimArrays& a, const Scalars& s, std::size_t n,
 
 void sgd_update(const OptimArrays& a, const SgdScalars& s, std::size_t n, std::uint64_t rng_stream) {
   check(a, s.momentum != 0.0f, false);
-  run<SgdScalars>("sgd_update", a, s, n, rng_stream, &sgd_update_simd);
+  run<SgdScalars>("sgd", a, s, n, rng_stream, &sgd_update_simd);
 }
 
 void adam_update(const OptimArrays& a, const AdamScalars& s, std::size_t n,
                  std::uint64_t rng_stream) {
   check(a, true, true);
-  run<AdamScalars>("adam_update", a, s, n, rng_stream, &adam_update_simd);
+  run<AdamScalars>("adam", a, s, n, rng_stream, &adam_update_simd);
 }
 
 }  // namespace mixprec::kernels::cpu

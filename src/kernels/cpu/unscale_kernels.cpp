@@ -8,10 +8,9 @@
 #include <cmath>
 #include <cstdint>
 
-#include "mixprec/core/cpu_features.h"
+#include "kernels/cpu/dispatch_util.h"
 #include "mixprec/core/dtype.h"
 #include "mixprec/core/error.h"
-#include "mixprec/core/verbose.h"
 
 namespace mixprec::kernels::cpu {
 
@@ -45,7 +44,7 @@ bool unscale_inplace(void* data, int dtype, std::size_t n, float inv, float* ama
   // normal f32, so 1/scale is always finite and non-zero.
   MIXPREC_ASSERT(std::isfinite(inv) && inv != 0.0f);
   MIXPREC_ASSERT(amax == nullptr || *amax >= 0.0f);  // also rejects NaN
-  if (verbose_enabled()) verbose_log("unscale", name(static_cast<DType>(dtype)), simd_target());
+  log_simd("unscale", name(static_cast<DType>(dtype)));
   if (n < kParallelThreshold) return n > 0 && run_chunk(data, dtype, 0, n, inv, amax);
   const auto chunks = static_cast<std::int64_t>((n + kChunk - 1) / kChunk);
   bool found = false;
