@@ -21,6 +21,7 @@ std::string onednn_description() {
   const dnnl_version_t* v = dnnl_version();
   std::ostringstream os;
   os << "oneDNN " << v->major << '.' << v->minor << '.' << v->patch;
+#if defined(__x86_64__) || defined(__i386__)
   // The ISA oneDNN will use: the highest the CPU supports unless DNNL_MAX_CPU_ISA caps it.
   switch (dnnl::get_effective_cpu_isa()) {
     case dnnl::cpu_isa::avx512_core_amx: os << " (isa avx512_core_amx)"; break;
@@ -30,6 +31,13 @@ std::string onednn_description() {
     case dnnl::cpu_isa::avx2: os << " (isa avx2)"; break;
     default: os << " (isa below avx2)"; break;
   }
+#else
+  // oneDNN's cpu_isa levels are x86 ones only (on other CPUs it reports "all"): name the
+  // architecture instead of a misleading "below avx2".
+#if defined(__aarch64__)
+  os << " (aarch64)";
+#endif
+#endif
   return os.str();
 }
 

@@ -31,11 +31,12 @@ std::string cpu_model_name() {
   return "unknown (no 'model name' in /proc/cpuinfo)";
 }
 
+// The features that matter for mixed precision on the architecture this binary runs on.
 std::vector<std::pair<const char*, bool>> feature_list(const CpuFeatures& f) {
 #if defined(__aarch64__)
-  return {{"NEON", f.neon}, {"SVE", f.sve}, {"SVE2", f.sve2}, {"BF16", f.arm_bf16},
-          {"FP16", f.arm_fp16}};
-#endif
+  return {{"BF16", f.arm_bf16}, {"FP16", f.arm_fp16}, {"NEON", f.neon}, {"SVE", f.sve},
+          {"SVE2", f.sve2}};
+#else
   return {{"AVX512_BF16", f.avx512_bf16},
           {"AMX-BF16", f.amx_bf16},
           {"AVX512_FP16", f.avx512_fp16},
@@ -43,6 +44,7 @@ std::vector<std::pair<const char*, bool>> feature_list(const CpuFeatures& f) {
           {"AVX2", f.avx2},
           {"AVX-512F", f.avx512f},
           {"FMA", f.fma}};
+#endif
 }
 
 // The seeds' decision table, mapped from GPUs to CPUs: native bf16 dot products play the role
@@ -58,6 +60,8 @@ std::vector<FormatAdvice> advice(const CpuFeatures& f) {
   std::vector<FormatAdvice> out;
   const char* fp32_isa = f.avx512f && f.fma ? "AVX-512F with FMA"
                          : f.avx2 && f.fma  ? "AVX2 with FMA"
+                         : f.sve            ? "SVE with FMA"
+                         : f.neon           ? "NEON with FMA"
                                             : "scalar";
   out.push_back({"fp32", std::string("fp32: native vector arithmetic (") + fp32_isa +
                              "); the baseline every other precision is checked against" +
@@ -71,18 +75,28 @@ std::vector<FormatAdvice> advice(const CpuFeatures& f) {
                                "): GEMMs run in bf16 with fp32 accumulation, about 2x fp32; fp32's "
                                "exponent range, so no loss scaling (the seeds' 'BF16 autocast, no "
                                "GradScaler' row)"});
+  } else if (f.arm_bf16) {
+    // mixprec takes the bf16 GEMM path only for AVX512_BF16/AMX (see kernels/matmul.h).
+    out.push_back({"bf16",
+                   "bf16: the CPU has bf16 dot products (Arm BF16), but mixprec's GEMMs do not "
+                   "use them: GEMMs run in fp32 after widening; memory savings only"});
   } else {
     out.push_back({"bf16",
                    "bf16: no native bf16 dot products here (no AVX512_BF16/AMX): GEMMs run "
                    "in fp32 after widening; memory savings only"});
   }
+  const char* fp16_unit = f.avx512_fp16 ? "AVX512_FP16" : f.arm_fp16 ? "Arm FP16" : nullptr;
   std::string fp16 =
-      f.avx512_fp16
-          ? "fp16: the CPU has native fp16 arithmetic (AVX512_FP16), but mixprec has no kernels "
-            "using it: f16 storage with fp32 compute; needs loss scaling (range 6e-8..65504)"
-          : "fp16: no native fp16 arithmetic (no AVX512_FP16): f16 storage with fp32 compute; "
-            "needs loss scaling (range 6e-8..65504)";
-  fp16 += f.f16c ? "; F16C converts f16<->f32 in hardware" : "; no F16C: conversions are scalar";
+      fp16_unit != nullptr
+          ? std::string("fp16: the CPU has native fp16 arithmetic (") + fp16_unit +
+                "), but mixprec has no kernels using it: f16 storage with fp32 compute; needs "
+                "loss scaling (range 6e-8..65504)"
+          : std::string("fp16: no native fp16 arithmetic (no AVX512_FP16): f16 storage with fp32 "
+                        "compute; needs loss scaling (range 6e-8..65504)");
+  // NEON converts f16<->f32 in hardware (FCVTL/FCVTN) on every arm64 CPU.
+  fp16 += f.f16c   ? "; F16C converts f16<->f32 in hardware"
+          : f.neon ? "; NEON converts f16<->f32 in hardware"
+                   : "; no F16C: conversions are scalar";
   out.push_back({"fp16", fp16});
   return out;
 }
