@@ -558,10 +558,18 @@ TEST(ConvertVerbose, NamesTheHighwayTargetOncePerCallOnEveryPath) {
       }
     }
   }
+  // Same dtype: a vector copy, or memmove when the ranges overlap.
   guard.select(convert_paths().front());
-  const std::string copy_log =
-      verbose_lines([&] { convert(f.data(), DType::f32, f.data(), DType::f32, 8); });
-  EXPECT_NE(copy_log.find("convert f32: ran memmove"), std::string::npos) << copy_log;
+  std::vector<float> g(f.size());
+  const std::string copy_log = verbose_lines([&] {
+    convert(f.data(), DType::f32, g.data(), DType::f32, f.size());
+    convert(f.data(), DType::f32, f.data() + 1, DType::f32, 8);
+  });
+  EXPECT_NE(copy_log.find("convert f32: ran " + std::string(simd_target())), std::string::npos)
+      << copy_log;
+  EXPECT_NE(copy_log.find("convert f32: ran memmove; skipped: ranges overlap"), std::string::npos)
+      << copy_log;
+  EXPECT_EQ(g, f);
 }
 
 }  // namespace

@@ -248,6 +248,16 @@ void ConvertPair(const void* src, DType src_dtype, void* dst, DType dst_dtype, s
   }
 }
 
+/// A same-dtype "conversion": a copy of non-overlapping byte ranges.
+void CopyBytes(const std::uint8_t* HWY_RESTRICT src, std::uint8_t* HWY_RESTRICT dst,
+               std::size_t bytes) {
+  const hn::ScalableTag<std::uint8_t> d;
+  const std::size_t lanes = hn::Lanes(d);
+  std::size_t i = 0;
+  for (; i + lanes <= bytes; i += lanes) hn::StoreU(hn::LoadU(d, src + i), d, dst + i);
+  if (i < bytes) std::memcpy(dst + i, src + i, bytes - i);
+}
+
 /// Stochastic f32 -> bf16 (dst_bf16) or f16 with random_bits(seed, offset + i).
 void ConvertStochastic(const float* src, std::uint16_t* dst, bool dst_bf16, std::size_t n,
                        std::uint64_t seed, std::uint64_t offset) {
@@ -288,6 +298,7 @@ HWY_AFTER_NAMESPACE();
 namespace mixprec::kernels::cpu {
 
 HWY_EXPORT(ConvertPair);
+HWY_EXPORT(CopyBytes);
 HWY_EXPORT(ConvertStochastic);
 HWY_EXPORT(FillRandomBits);
 
@@ -296,14 +307,26 @@ HWY_EXPORT(FillRandomBits);
 // element's result depends only on its own input and counter, never on the split.
 
 void convert(const void* src, DType src_dtype, void* dst, DType dst_dtype, std::size_t n) {
-  if (src_dtype == dst_dtype) {  // a copy (ranges may overlap): nothing to vectorise
-    if (verbose_enabled()) verbose_log("convert", name(src_dtype), "memmove");
-    if (n > 0 && src != dst) std::memmove(dst, src, n * size_of(src_dtype));
+  const std::size_t src_size = size_of(src_dtype);
+  const std::size_t dst_size = size_of(dst_dtype);
+  if (src_dtype == dst_dtype) {  // a copy; overlapping ranges (allowed here) take memmove
+    const auto s = reinterpret_cast<std::uintptr_t>(src);
+    const auto d = reinterpret_cast<std::uintptr_t>(dst);
+    const std::size_t bytes = n * src_size;
+    if (n > 0 && s < d + bytes && d < s + bytes) {
+      if (verbose_enabled()) verbose_log("convert", name(src_dtype), "memmove", "ranges overlap");
+      if (src != dst) std::memmove(dst, src, bytes);
+      return;
+    }
+    log_simd("convert", name(src_dtype));
+    detail::for_chunks(n, [&](std::size_t begin, std::size_t end) {
+      HWY_DYNAMIC_DISPATCH(CopyBytes)(static_cast<const std::uint8_t*>(src) + begin * src_size,
+                                      static_cast<std::uint8_t*>(dst) + begin * src_size,
+                                      (end - begin) * src_size);
+    });
     return;
   }
   log_simd("convert", dtype_label(src_dtype, dst_dtype));
-  const std::size_t src_size = size_of(src_dtype);
-  const std::size_t dst_size = size_of(dst_dtype);
   detail::for_chunks(n, [&](std::size_t begin, std::size_t end) {
     HWY_DYNAMIC_DISPATCH(ConvertPair)(static_cast<const char*>(src) + begin * src_size, src_dtype,
                                       static_cast<char*>(dst) + begin * dst_size, dst_dtype,
