@@ -59,7 +59,9 @@ HWY_INLINE hn::Vec<DF> Bf16BitsToF32(DF df, hn::Vec<DU> h) {
 
 /// f32 bit patterns -> f16 bit patterns: f32_to_f16_bits lane by lane. Normal results round
 /// with the integer trick; subnormal results come from adding 0.5f, whose spacing 2^-24 is the
-/// f16 subnormal step, so the FPU's own round-to-nearest-even does the rounding exactly.
+/// f16 subnormal step, so the FPU's own round-to-nearest-even does the rounding exactly. (Also
+/// right under flush-to-zero / denormals-are-zero: the operands that matter, |x| >= 2^-25, and
+/// the sum are normal f32; an f32 denormal rounds to zero either way.)
 template <class DU>
 HWY_INLINE hn::Vec<DU> F32ToF16Bits(DU du, hn::Vec<DU> x) {
   const hn::RebindToSigned<DU> di;
