@@ -6,9 +6,10 @@
 //                                           = 4+2+4+4 + 4+4+4+2 = 28 bytes/element
 // floor = bytes moved / copy bandwidth, the copy bandwidth being the best of a few parallel
 // memcpy passes over 21M floats (copy/21M below; it counts bytes read + written, like the step;
-// write-allocate reads are not counted on either side). "x_floor" = step time / floor.
+// write-allocate reads are not counted on either side). "x_floor" = wall time per step / floor.
 #include <benchmark/benchmark.h>
 
+#include <chrono>
 #include <cstdint>
 #include <string>
 
@@ -46,13 +47,16 @@ void bm_adamw_step(benchmark::State& state, Variant v, const std::string& backen
   p.set_grad(Tensor::randn({kParams}, 2, v.grad, 0.0f, 1e-3f));
   mixprec::optim::AdamW opt({p}, {.lr = 1e-4f});
   opt.step();  // warm-up: first touch of the state pages happens here
+  const auto start = std::chrono::steady_clock::now();
   for (auto _ : state) {
     opt.step();
     benchmark::ClobberMemory();
   }
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   mixprec::kernels::set_backend(previous);
   const double bytes = v.bytes_per_element * static_cast<double>(kParams);
-  mixprec::bench::set_floor_counters(state, bytes, g_copy_bytes_per_s);
+  mixprec::bench::set_floor_counters(state, bytes, g_copy_bytes_per_s, seconds);
   state.SetLabel(backend == "cpu" ? std::string("cpu ") + mixprec::simd_target() : backend);
 }
 

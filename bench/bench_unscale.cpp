@@ -8,6 +8,7 @@
 // (subnormal results would measure microcode assists, not the kernel).
 #include <benchmark/benchmark.h>
 
+#include <chrono>
 #include <cstdint>
 #include <string>
 
@@ -31,16 +32,19 @@ void bm_unscale(benchmark::State& state, DType dtype, const std::string& backend
   Tensor g = Tensor::randn({kGrads}, 3, dtype, 0.0f, 1.0f);
   std::int64_t k = 0;
   bool found = false;
+  const auto start = std::chrono::steady_clock::now();
   for (auto _ : state) {
     const float inv = k++ % 2 == 0 ? 1.0f / 256.0f : 256.0f;
     found |= mixprec::kernels::unscale_inplace(g.data_ptr(), static_cast<int>(dtype),
                                                static_cast<std::size_t>(kGrads), inv);
     benchmark::ClobberMemory();
   }
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   mixprec::kernels::set_backend(previous);
   if (found) state.SkipWithError("unexpected non-finite gradient");
   const double bytes = 2.0 * static_cast<double>(mixprec::size_of(dtype)) * static_cast<double>(kGrads);
-  mixprec::bench::set_floor_counters(state, bytes, g_copy_bytes_per_s);
+  mixprec::bench::set_floor_counters(state, bytes, g_copy_bytes_per_s, seconds);
   state.SetLabel(backend == "cpu" ? std::string("cpu ") + mixprec::simd_target() : backend);
 }
 

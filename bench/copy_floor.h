@@ -53,13 +53,14 @@ inline void bm_copy(benchmark::State& state) {
 }
 
 /// Sets "GB" (rate of `bytes` per iteration), "floor_ms" (bytes / copy bandwidth) and
-/// "x_floor" (real time per iteration / floor) on a benchmark timed on the wall clock.
-inline void set_floor_counters(benchmark::State& state, double bytes, double copy_bytes_per_s) {
+/// "x_floor" (wall-clock time per iteration / floor; `seconds` = wall time of the whole loop).
+inline void set_floor_counters(benchmark::State& state, double bytes, double copy_bytes_per_s,
+                               double seconds) {
   state.counters["GB"] = benchmark::Counter(bytes * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
   const double floor_s = bytes / copy_bytes_per_s;
   state.counters["floor_ms"] = floor_s * 1e3;
-  state.counters["x_floor"] = benchmark::Counter(
-      floor_s, benchmark::Counter::kIsIterationInvariantRate | benchmark::Counter::kInvert);
+  const auto iterations = static_cast<double>(state.iterations());
+  state.counters["x_floor"] = iterations > 0 ? seconds / iterations / floor_s : 0.0;
 }
 
 }  // namespace mixprec::bench
