@@ -18,6 +18,28 @@ using mixprec::kParallelMinWork;
 using mixprec::parallel_chunks;
 using mixprec::parallel_for;
 
+/// Why faster vector code than what runs now is not running (the ISA cap), or empty.
+inline std::string simd_cap_reason() {
+  const Isa best = supported_isas().back();
+  if (max_isa() == best) return {};
+  return std::string("capped at ") + name(max_isa()) + " by MIXPREC_ISA/set_max_isa (CPU has " +
+         name(best) + ")";
+}
+
+/// One verbose line for a kernel call that ran the Highway vector code: names the target
+/// ("AVX2", "AVX3", "NEON", "EMU128", ...) and the cap, if any.
+inline void log_simd(std::string_view op, const std::string& dtype) {
+  if (!verbose_enabled()) return;
+  verbose_log(op, dtype, simd_target(), simd_cap_reason());
+}
+
+/// One verbose line for a kernel call that ran the scalar reference loops, with the reason
+/// (e.g. "no vector kernel for fp8 storage").
+inline void log_reference(std::string_view op, const std::string& dtype, std::string_view why) {
+  if (!verbose_enabled()) return;
+  verbose_log(op, dtype, "reference", why);
+}
+
 /// Empty when AVX-512 kernels may run; else why not, for the verbose log.
 inline std::string avx512_unavailable_reason() {
   if (isa_allowed(Isa::avx512)) return {};
