@@ -200,6 +200,28 @@ TEST(ElementwiseUnary, NanInfAndSignedZeroMatchTheReference) {
   }
 }
 
+// In-place calls (out aliasing the input exactly), as in-place tensor ops make them.
+TEST(ElementwiseUnary, InPlaceMatchesOutOfPlace) {
+  for (Isa isa : ktest::isas_to_test()) {
+    ktest::IsaCap cap(isa);
+    for (DType dt : kDT) {
+      const std::int64_t n = 70001;
+      const Buffer x = ktest::random_buffer(dt, n, -3.0f, 3.0f, 31);
+      const Buffer b = ktest::random_buffer(dt, n, -3.0f, 3.0f, 32);
+      const std::int64_t shape[] = {n}, one[] = {1};
+      Buffer want(dt, n), io = x;
+      ref::unary(UnaryOp::gelu, shape, {x.data(), dt, one}, want.data(), dt);
+      cpu::unary(UnaryOp::gelu, shape, {io.data(), dt, one}, io.data(), dt);
+      ktest::expect_close(io, want, traits(dt).min_subnormal * 10, 10.0,
+                          std::string("in-place gelu ") + name(dt) + " isa=" + name(isa));
+      Buffer io2 = x;
+      ref::binary(BinaryOp::sub, shape, {x.data(), dt, one}, {b.data(), dt, one}, want.data(), dt);
+      cpu::binary(BinaryOp::sub, shape, {io2.data(), dt, one}, {b.data(), dt, one}, io2.data(), dt);
+      ktest::expect_bitwise(io2, want, std::string("in-place sub ") + name(dt) + " isa=" + name(isa));
+    }
+  }
+}
+
 TEST(ElementwiseUnary, ReluOfNanAndNegativeZero) {
   const float nan = std::numeric_limits<float>::quiet_NaN();
   for (Isa isa : ktest::isas_to_test()) {

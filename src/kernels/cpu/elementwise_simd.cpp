@@ -40,10 +40,10 @@ inline void* Offset(void* p, int dt, std::size_t i) {
   return static_cast<char*>(p) + i * ElemBytes(dt);
 }
 
-/// out[i] = f(d, in[i]) for i < n.
+/// out[i] = f(d, in[i]) for i < n. out may be in itself (in-place ops): each vector is loaded
+/// before it is stored, so no restrict qualifiers here.
 template <int DI, int DO, class F>
-HWY_INLINE void Map1(const void* HWY_RESTRICT in, void* HWY_RESTRICT out, std::size_t n,
-                     const F& f) {
+HWY_INLINE void Map1(const void* in, void* out, std::size_t n, const F& f) {
   const DF d;
   const std::size_t N = hn::Lanes(d);
   std::size_t i = 0;
@@ -60,8 +60,7 @@ HWY_INLINE void Map1(const void* HWY_RESTRICT in, void* HWY_RESTRICT out, std::s
 
 /// out[i] = f(d, a[i], b[i]) for i < n.
 template <int DA, int DB, int DO, class F>
-HWY_INLINE void Map2(const void* HWY_RESTRICT a, const void* HWY_RESTRICT b,
-                     void* HWY_RESTRICT out, std::size_t n, const F& f) {
+HWY_INLINE void Map2(const void* a, const void* b, void* out, std::size_t n, const F& f) {
   const DF d;
   const std::size_t N = hn::Lanes(d);
   std::size_t i = 0;

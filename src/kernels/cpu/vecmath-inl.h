@@ -44,7 +44,7 @@ using VF = hn::Vec<DF>;
 
 /// Lanes(d) 16-bit elements at p (any alignment), zero-extended to 32-bit lanes.
 template <class D>
-HWY_INLINE hn::Vec<hn::RebindToSigned<D>> Load16(D /*d*/, const std::uint16_t* HWY_RESTRICT p) {
+HWY_INLINE hn::Vec<hn::RebindToSigned<D>> Load16(D /*d*/, const std::uint16_t* p) {
   const hn::Rebind<std::uint16_t, D> d16;
   const hn::Rebind<std::uint32_t, D> du;
   return hn::BitCast(hn::RebindToSigned<D>(), hn::PromoteTo(du, hn::LoadU(d16, p)));
@@ -76,7 +76,7 @@ HWY_INLINE hn::Vec<D> WidenF16(D d, VI h) {
 
 /// Loads Lanes(d) elements of dtype DT from base[i..] as f32 (exact).
 template <int DT, class D>
-HWY_INLINE hn::Vec<D> LoadAs(D d, const void* HWY_RESTRICT base, std::size_t i) {
+HWY_INLINE hn::Vec<D> LoadAs(D d, const void* base, std::size_t i) {
   if constexpr (DT == kF32) {
     return hn::LoadU(d, static_cast<const float*>(base) + i);
   } else {
@@ -127,7 +127,7 @@ HWY_INLINE hn::Vec<hn::RebindToSigned<D>> NarrowF16(D d, hn::Vec<D> v) {
 
 /// Stores Lanes(d) f32 values to base[i..] in dtype DT, rounded once (RNE).
 template <int DT, class D>
-HWY_INLINE void StoreAs(D d, hn::Vec<D> v, void* HWY_RESTRICT base, std::size_t i) {
+HWY_INLINE void StoreAs(D d, hn::Vec<D> v, void* base, std::size_t i) {
   if constexpr (DT == kF32) {
     hn::StoreU(v, d, static_cast<float*>(base) + i);
   } else {
