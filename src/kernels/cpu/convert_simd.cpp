@@ -112,70 +112,15 @@ void FillBitsScalar(std::uint64_t seed, std::uint64_t offset, std::uint32_t* out
   }
 }
 
-
 // ---------------------------------------------------------------------------------------------
-// Stochastic rounding of f32 bit patterns with 32 random bits per lane, lane by lane what
-// f32_to_bf16_bits_stochastic / f32_to_f16_bits_stochastic (convert.cpp) compute.
-
-/// bf16: the random high half is added to the 16 dropped bits; a carry rounds up. NaN as RNE.
-HWY_INLINE VU StochasticBf16(VU x, VU random) {
-  const DU du;
-  const hn::RebindToSigned<DU> di;
-  const auto abs = hn::BitCast(di, hn::And(x, hn::Set(du, 0x7fffffffu)));
-  const auto is_nan = hn::RebindMask(du, hn::Gt(abs, hn::Set(di, 0x7f800000)));
-  const VU high = hn::ShiftRight<16>(x);
-  return hn::IfThenElse(is_nan, hn::Or(high, hn::Set(du, 0x0040u)),
-                        hn::ShiftRight<16>(hn::Add(x, hn::ShiftRight<16>(random))));
-}
-
-/// A per-lane shift count clamped to [0, 31] (larger counts are not portable).
-HWY_INLINE VU ShiftCount(hn::Vec<hn::RebindToSigned<DU>> count) {
-  const hn::RebindToSigned<DU> di;
-  return hn::BitCast(DU(), hn::Min(hn::Max(count, hn::Zero(di)), hn::Set(di, 31)));
-}
-
-/// f16: the magnitude truncated to f16 plus the carry out of random + (dropped fraction of one
-/// f16 spacing, as 32 bits). |x| >= 2^16, Inf and NaN round as RNE does (to Inf or quiet NaN).
-HWY_INLINE VU StochasticF16(VU x, VU random) {
-  const DU du;
-  const hn::RebindToSigned<DU> di;
-  const VU abs = hn::And(x, hn::Set(du, 0x7fffffffu));
-  const auto iabs = hn::BitCast(di, abs);
-  const VU sign = hn::And(hn::ShiftRight<16>(x), hn::Set(du, 0x8000u));
-  const auto big = hn::RebindMask(du, hn::Gt(iabs, hn::Set(di, 0x477fffff)));
-  const auto is_normal = hn::RebindMask(du, hn::Gt(iabs, hn::Set(di, 0x387fffff)));
-  // Normal f16 (|x| >= 2^-14): 13 dropped bits.
-  const VU kept_normal = hn::ShiftRight<13>(hn::Sub(abs, hn::Set(du, 112u << 23)));
-  const VU fraction_normal = hn::ShiftLeft<19>(abs);  // the low 13 bits, at the top
-  // Subnormal f16: the value is m * 2^(e - 150) = (m >> s) units of 2^-24, s = 126 - max(e, 1)
-  // in [14, 125]. The dropped part is m << (32 - s) when s <= 32, else m >> (s - 32) (zero
-  // from s = 56 on, as m < 2^24). Shift counts are clamped to [0, 31] in every lane: lanes of
-  // the other paths compute garbage there, but never an out-of-range shift.
-  const auto exponent = hn::BitCast(di, hn::ShiftRight<23>(abs));
-  const auto has_implicit_bit = hn::RebindMask(du, hn::Gt(exponent, hn::Zero(di)));
-  const VU m = hn::Or(hn::And(abs, hn::Set(du, 0x7fffffu)),
-                      hn::IfThenElseZero(has_implicit_bit, hn::Set(du, 0x800000u)));
-  const auto s = hn::Sub(hn::Set(di, 126), hn::Max(exponent, hn::Set(di, 1)));
-  const VU kept_sub = hn::Shr(m, ShiftCount(s));  // m >> s; 0 for s >= 24 either way
-  const VU left = hn::Shl(m, ShiftCount(hn::Sub(hn::Set(di, 32), s)));
-  const VU right = hn::Shr(m, ShiftCount(hn::Sub(s, hn::Set(di, 32))));
-  const VU fraction_sub =
-      hn::IfThenElse(hn::RebindMask(du, hn::Lt(s, hn::Set(di, 33))), left, right);
-  const VU kept = hn::IfThenElse(is_normal, kept_normal, kept_sub);
-  const VU fraction = hn::IfThenElse(is_normal, fraction_normal, fraction_sub);
-  // Carry out of random + fraction (bit 31 of the majority of a, b and not-sum).
-  const VU sum = hn::Add(random, fraction);
-  const VU carry = hn::ShiftRight<31>(hn::Or(hn::And(random, fraction),
-                                             hn::AndNot(sum, hn::Or(random, fraction))));
-  return hn::IfThenElse(big, cvt::F32ToF16Bits(du, x), hn::Or(sign, hn::Add(kept, carry)));
-}
+// Stochastic rounding of f32 lanes with 32 random bits per lane (convert-inl.h).
 
 template <bool kBf16>
-HWY_INLINE VU RoundStochastic(VU x, VU random) {
+HWY_INLINE hn::Vec<D16<DF>> RoundStochastic(hn::Vec<DF> x, VU random) {
   if constexpr (kBf16) {
-    return StochasticBf16(x, random);
+    return NarrowBF16Stochastic(DF(), x, random);
   } else {
-    return StochasticF16(x, random);
+    return NarrowF16Stochastic(DF(), x, random);
   }
 }
 
@@ -191,7 +136,7 @@ void StochasticBuffered(const float* HWY_RESTRICT src, std::uint16_t* HWY_RESTRI
   const hn::Rebind<std::uint16_t, DU> d16;
   const std::size_t lanes = hn::Lanes(du);
   constexpr std::size_t kSize = kGroup + hn::MaxLanes(DU());
-  HWY_ALIGN std::uint32_t x[kSize] = {};
+  HWY_ALIGN float x[kSize] = {};
   HWY_ALIGN std::uint32_t random[kSize] = {};
   HWY_ALIGN std::uint16_t out[kSize];
   for (std::size_t done = 0; done < count; done += kGroup) {
@@ -199,8 +144,8 @@ void StochasticBuffered(const float* HWY_RESTRICT src, std::uint16_t* HWY_RESTRI
     std::memcpy(x, src + done, m * sizeof(float));
     FillBitsScalar(seed, offset + done, random, m);
     for (std::size_t k = 0; k < m; k += lanes) {
-      const VU rounded = RoundStochastic<kBf16>(hn::Load(du, x + k), hn::Load(du, random + k));
-      hn::Store(cvt::NarrowU16(du, rounded), d16, out + k);
+      hn::Store(RoundStochastic<kBf16>(hn::Load(DF(), x + k), hn::Load(du, random + k)), d16,
+                out + k);
     }
     std::memcpy(dst + done, out, m * sizeof(std::uint16_t));
   }
@@ -223,8 +168,7 @@ void StochasticSpan(const float* HWY_RESTRICT src, std::uint16_t* HWY_RESTRICT d
   for (; i + lanes <= n; i += lanes) {
     const VU random = PhiloxWords(blocks, seed);
     blocks = hn::Add(blocks, step);
-    const VU x = hn::BitCast(du, hn::LoadU(df, src + i));
-    hn::StoreU(cvt::NarrowU16(du, RoundStochastic<kBf16>(x, random)), d16, dst + i);
+    hn::StoreU(RoundStochastic<kBf16>(hn::LoadU(df, src + i), random), d16, dst + i);
   }
 #endif
   StochasticBuffered<kBf16>(src + i, dst + i, n - i, seed, offset + i);

@@ -8,12 +8,11 @@
 #define HWY_TARGET_INCLUDE "kernels/cpu/elementwise_simd.cpp"
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
 #include "hwy/highway.h"
+#include "kernels/cpu/convert-inl.h"
 #include "kernels/cpu/vecmath-inl.h"
 
 #include <cstddef>
 #include <cstdint>
-#include <cstring>
-#include <type_traits>
 
 #include "kernels/cpu/elementwise_simd.h"
 
@@ -21,17 +20,6 @@ HWY_BEFORE_NAMESPACE();
 namespace mixprec::kernels::cpu {
 namespace HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
-
-template <int V>
-using IntC = std::integral_constant<int, V>;
-
-/// Calls body(IntC<dt>) for a compute dtype code (0 f32, 1 bf16, 2 f16).
-template <class Body>
-HWY_INLINE void WithDType(int dt, Body&& body) {
-  if (dt == kF32) body(IntC<kF32>{});
-  else if (dt == kBF16) body(IntC<kBF16>{});
-  else body(IntC<kF16>{});
-}
 
 inline const void* Offset(const void* p, int dt, std::size_t i) {
   return static_cast<const char*>(p) + i * ElemBytes(dt);
@@ -41,21 +29,15 @@ inline void* Offset(void* p, int dt, std::size_t i) {
 }
 
 /// out[i] = f(d, in[i]) for i < n. out may be in itself (in-place ops): each vector is loaded
-/// before it is stored, so no restrict qualifiers here.
+/// before it is stored, so no restrict qualifiers here. The partial last vector runs on a
+/// zero-padded copy (LoadF32N / StoreF32N).
 template <int DI, int DO, class F>
 HWY_INLINE void Map1(const void* in, void* out, std::size_t n, const F& f) {
   const DF d;
   const std::size_t N = hn::Lanes(d);
   std::size_t i = 0;
-  for (; i + N <= n; i += N) StoreAs<DO>(d, f(d, LoadAs<DI>(d, in, i)), out, i);
-  if (i < n) {  // the partial last vector, on a zero-padded copy
-    const std::size_t r = n - i;
-    alignas(64) unsigned char bin[HWY_MAX_BYTES] = {};
-    alignas(64) unsigned char bout[HWY_MAX_BYTES];
-    std::memcpy(bin, Offset(in, DI, i), r * ElemBytes(DI));
-    StoreAs<DO>(d, f(d, LoadAs<DI>(d, bin, 0)), bout, 0);
-    std::memcpy(Offset(out, DO, i), bout, r * ElemBytes(DO));
-  }
+  for (; i + N <= n; i += N) StoreF32<DO>(d, f(d, LoadF32<DI>(d, in, i)), out, i);
+  if (i < n) StoreF32N<DO>(d, f(d, LoadF32N<DI>(d, in, i, n - i)), out, i, n - i);
 }
 
 /// out[i] = f(d, a[i], b[i]) for i < n.
@@ -65,17 +47,11 @@ HWY_INLINE void Map2(const void* a, const void* b, void* out, std::size_t n, con
   const std::size_t N = hn::Lanes(d);
   std::size_t i = 0;
   for (; i + N <= n; i += N) {
-    StoreAs<DO>(d, f(d, LoadAs<DA>(d, a, i), LoadAs<DB>(d, b, i)), out, i);
+    StoreF32<DO>(d, f(d, LoadF32<DA>(d, a, i), LoadF32<DB>(d, b, i)), out, i);
   }
   if (i < n) {
     const std::size_t r = n - i;
-    alignas(64) unsigned char ba[HWY_MAX_BYTES] = {};
-    alignas(64) unsigned char bb[HWY_MAX_BYTES] = {};
-    alignas(64) unsigned char bout[HWY_MAX_BYTES];
-    std::memcpy(ba, Offset(a, DA, i), r * ElemBytes(DA));
-    std::memcpy(bb, Offset(b, DB, i), r * ElemBytes(DB));
-    StoreAs<DO>(d, f(d, LoadAs<DA>(d, ba, 0), LoadAs<DB>(d, bb, 0)), bout, 0);
-    std::memcpy(Offset(out, DO, i), bout, r * ElemBytes(DO));
+    StoreF32N<DO>(d, f(d, LoadF32N<DA>(d, a, i, r), LoadF32N<DB>(d, b, i, r)), out, i, r);
   }
 }
 
@@ -244,12 +220,8 @@ void FillRow(void* out, int dt, std::size_t n, float value) {
     const std::size_t N = hn::Lanes(d);
     const VF v = hn::Set(d, value);
     std::size_t i = 0;
-    for (; i + N <= n; i += N) StoreAs<DT>(d, v, out, i);
-    if (i < n) {
-      alignas(64) unsigned char buf[HWY_MAX_BYTES];
-      StoreAs<DT>(d, v, buf, 0);
-      std::memcpy(Offset(out, DT, i), buf, (n - i) * ElemBytes(DT));
-    }
+    for (; i + N <= n; i += N) StoreF32<DT>(d, v, out, i);
+    if (i < n) StoreF32N<DT>(d, v, out, i, n - i);
   });
 }
 

@@ -19,20 +19,17 @@
 #include <cstddef>
 #include <type_traits>
 
-#include "kernels/cpu/f32_io-inl.h"
+#include "kernels/cpu/convert-inl.h"
 #include "kernels/cpu/norm_simd.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace mixprec::kernels::cpu {
 namespace HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
-using io::LoadF32;
-using io::LoadK;
-using io::StoreK;
-using io::WithType;
 
-template <class T>
-using Elem = std::remove_pointer_t<T>;
+/// The storage type named by a WithDType tag.
+template <class Tag>
+using Elem = Storage<Tag::value>;
 
 // ---- row reductions ----
 
@@ -48,13 +45,13 @@ float RowSumT(const T* x, std::size_t len) {
     a2 = hn::Add(a2, LoadF32(df, x + i + 2 * N));
     a3 = hn::Add(a3, LoadF32(df, x + i + 3 * N));
   }
-  for (; i < len; i += N) a0 = hn::Add(a0, LoadK(df, x + i, std::min(N, len - i)));  // tail lanes load 0
+  for (; i < len; i += N) a0 = hn::Add(a0, LoadF32N(df, x + i, std::min(N, len - i)));  // tail lanes load 0
   return hn::GetLane(hn::SumOfLanes(df, hn::Add(hn::Add(a0, a1), hn::Add(a2, a3))));
 }
 
 float RowSum(int tx, const void* x, std::int64_t len) {
   float r = 0.0f;
-  WithType(tx, [&](auto t) { r = RowSumT(static_cast<const Elem<decltype(t)>*>(x), static_cast<std::size_t>(len)); });
+  WithDType(tx, [&](auto t) { r = RowSumT(static_cast<const Elem<decltype(t)>*>(x), static_cast<std::size_t>(len)); });
   return r;
 }
 
@@ -76,7 +73,7 @@ float RowSqDevSumT(const T* x, std::size_t len, float mean) {
   for (; i < len; i += N) {
     const std::size_t k = std::min(N, len - i);
     // Lanes past the tail hold 0 - mean: mask them out of the sum.
-    const auto d = hn::IfThenElseZero(hn::FirstN(df, k), hn::Sub(LoadK(df, x + i, k), m));
+    const auto d = hn::IfThenElseZero(hn::FirstN(df, k), hn::Sub(LoadF32N(df, x + i, k), m));
     a0 = hn::MulAdd(d, d, a0);
   }
   return hn::GetLane(hn::SumOfLanes(df, hn::Add(hn::Add(a0, a1), hn::Add(a2, a3))));
@@ -84,7 +81,7 @@ float RowSqDevSumT(const T* x, std::size_t len, float mean) {
 
 float RowSqDevSum(int tx, const void* x, std::int64_t len, float mean) {
   float r = 0.0f;
-  WithType(tx, [&](auto t) {
+  WithDType(tx, [&](auto t) {
     r = RowSqDevSumT(static_cast<const Elem<decltype(t)>*>(x), static_cast<std::size_t>(len), mean);
   });
   return r;
@@ -107,9 +104,9 @@ void RowBwdSumsT(const TX* x, const TD* dy, std::size_t len, float mean, float* 
   }
   for (; i < len; i += N) {
     const std::size_t k = std::min(N, len - i);
-    const auto g = LoadK(df, dy + i, k);
+    const auto g = LoadF32N(df, dy + i, k);
     s0 = hn::Add(s0, g);
-    const auto xm = hn::IfThenElseZero(hn::FirstN(df, k), hn::Sub(LoadK(df, x + i, k), m));
+    const auto xm = hn::IfThenElseZero(hn::FirstN(df, k), hn::Sub(LoadF32N(df, x + i, k), m));
     p0 = hn::MulAdd(g, xm, p0);
   }
   *sum_dy = hn::GetLane(hn::SumOfLanes(df, hn::Add(s0, s1)));
@@ -118,8 +115,8 @@ void RowBwdSumsT(const TX* x, const TD* dy, std::size_t len, float mean, float* 
 
 void RowBwdSums(int tx, int tdy, const void* x, const void* dy, std::int64_t len, float mean,
                 float* sum_dy, float* sum_dy_xmu) {
-  WithType(tx, [&](auto a) {
-    WithType(tdy, [&](auto b) {
+  WithDType(tx, [&](auto a) {
+    WithDType(tdy, [&](auto b) {
       RowBwdSumsT(static_cast<const Elem<decltype(a)>*>(x), static_cast<const Elem<decltype(b)>*>(dy),
                   static_cast<std::size_t>(len), mean, sum_dy, sum_dy_xmu);
     });
@@ -135,14 +132,14 @@ void RowAffineT(const TX* x, std::size_t len, float mean, float scale, float shi
   const auto m = hn::Set(df, mean), k = hn::Set(df, scale), b = hn::Set(df, shift);
   for (std::size_t i = 0; i < len; i += N) {
     const std::size_t n = std::min(N, len - i);
-    StoreK(df, hn::MulAdd(hn::Sub(LoadK(df, x + i, n), m), k, b), y + i, n);
+    StoreF32N(df, hn::MulAdd(hn::Sub(LoadF32N(df, x + i, n), m), k, b), y + i, n);
   }
 }
 
 void RowAffine(int tx, int ty, const void* x, std::int64_t len, float mean, float scale,
                float shift, void* y) {
-  WithType(tx, [&](auto a) {
-    WithType(ty, [&](auto b) {
+  WithDType(tx, [&](auto a) {
+    WithDType(ty, [&](auto b) {
       RowAffineT(static_cast<const Elem<decltype(a)>*>(x), static_cast<std::size_t>(len), mean, scale,
                  shift, static_cast<Elem<decltype(b)>*>(y));
     });
@@ -157,16 +154,16 @@ void RowBwdDxT(const TX* x, const TD* dy, std::size_t len, float mean, float k1,
   const auto m = hn::Set(df, mean), v1 = hn::Set(df, k1), v2 = hn::Set(df, k2), v3 = hn::Set(df, k3);
   for (std::size_t i = 0; i < len; i += N) {
     const std::size_t n = std::min(N, len - i);
-    const auto r = hn::MulAdd(hn::Sub(LoadK(df, x + i, n), m), v2, v3);
-    StoreK(df, hn::MulAdd(LoadK(df, dy + i, n), v1, r), dx + i, n);
+    const auto r = hn::MulAdd(hn::Sub(LoadF32N(df, x + i, n), m), v2, v3);
+    StoreF32N(df, hn::MulAdd(LoadF32N(df, dy + i, n), v1, r), dx + i, n);
   }
 }
 
 void RowBwdDx(int tx, int tdy, int tdx, const void* x, const void* dy, std::int64_t len,
               float mean, float k1, float k2, float k3, void* dx) {
-  WithType(tx, [&](auto a) {
-    WithType(tdy, [&](auto b) {
-      WithType(tdx, [&](auto c) {
+  WithDType(tx, [&](auto a) {
+    WithDType(tdy, [&](auto b) {
+      WithDType(tdx, [&](auto c) {
         RowBwdDxT(static_cast<const Elem<decltype(a)>*>(x), static_cast<const Elem<decltype(b)>*>(dy),
                   static_cast<std::size_t>(len), mean, k1, k2, k3, static_cast<Elem<decltype(c)>*>(dx));
       });
@@ -183,17 +180,17 @@ void ColsAccT(const T* x, std::size_t len, const float* mean, float* acc) {
   const std::size_t N = hn::Lanes(df);
   for (std::size_t i = 0; i < len; i += N) {
     const std::size_t n = std::min(N, len - i);
-    auto v = LoadK(df, x + i, n);
+    auto v = LoadF32N(df, x + i, n);
     if (mean != nullptr) {
-      const auto d = hn::Sub(v, LoadK(df, mean + i, n));
+      const auto d = hn::Sub(v, LoadF32N(df, mean + i, n));
       v = hn::Mul(d, d);
     }
-    StoreK(df, hn::Add(LoadK(df, acc + i, n), v), acc + i, n);
+    StoreF32N(df, hn::Add(LoadF32N(df, acc + i, n), v), acc + i, n);
   }
 }
 
 void ColsAcc(int tx, const void* x, std::int64_t len, const float* mean, float* acc) {
-  WithType(tx, [&](auto t) {
+  WithDType(tx, [&](auto t) {
     ColsAccT(static_cast<const Elem<decltype(t)>*>(x), static_cast<std::size_t>(len), mean, acc);
   });
 }
@@ -206,17 +203,17 @@ void ColsBwdAccT(const TX* x, const TD* dy, std::size_t len, const float* mean, 
   const std::size_t N = hn::Lanes(df);
   for (std::size_t i = 0; i < len; i += N) {
     const std::size_t n = std::min(N, len - i);
-    const auto g = LoadK(df, dy + i, n);
-    const auto xm = hn::Sub(LoadK(df, x + i, n), LoadK(df, mean + i, n));
-    StoreK(df, hn::Add(LoadK(df, acc_dy + i, n), g), acc_dy + i, n);
-    StoreK(df, hn::MulAdd(g, xm, LoadK(df, acc_dy_xmu + i, n)), acc_dy_xmu + i, n);
+    const auto g = LoadF32N(df, dy + i, n);
+    const auto xm = hn::Sub(LoadF32N(df, x + i, n), LoadF32N(df, mean + i, n));
+    StoreF32N(df, hn::Add(LoadF32N(df, acc_dy + i, n), g), acc_dy + i, n);
+    StoreF32N(df, hn::MulAdd(g, xm, LoadF32N(df, acc_dy_xmu + i, n)), acc_dy_xmu + i, n);
   }
 }
 
 void ColsBwdAcc(int tx, int tdy, const void* x, const void* dy, std::int64_t len,
                 const float* mean, float* acc_dy, float* acc_dy_xmu) {
-  WithType(tx, [&](auto a) {
-    WithType(tdy, [&](auto b) {
+  WithDType(tx, [&](auto a) {
+    WithDType(tdy, [&](auto b) {
       ColsBwdAccT(static_cast<const Elem<decltype(a)>*>(x), static_cast<const Elem<decltype(b)>*>(dy),
                   static_cast<std::size_t>(len), mean, acc_dy, acc_dy_xmu);
     });
@@ -231,15 +228,15 @@ void ColsAffineT(const TX* x, std::size_t len, const float* mean, const float* s
   const std::size_t N = hn::Lanes(df);
   for (std::size_t i = 0; i < len; i += N) {
     const std::size_t n = std::min(N, len - i);
-    const auto d = hn::Sub(LoadK(df, x + i, n), LoadK(df, mean + i, n));
-    StoreK(df, hn::MulAdd(d, LoadK(df, scale + i, n), LoadK(df, shift + i, n)), y + i, n);
+    const auto d = hn::Sub(LoadF32N(df, x + i, n), LoadF32N(df, mean + i, n));
+    StoreF32N(df, hn::MulAdd(d, LoadF32N(df, scale + i, n), LoadF32N(df, shift + i, n)), y + i, n);
   }
 }
 
 void ColsAffine(int tx, int ty, const void* x, std::int64_t len, const float* mean,
                 const float* scale, const float* shift, void* y) {
-  WithType(tx, [&](auto a) {
-    WithType(ty, [&](auto b) {
+  WithDType(tx, [&](auto a) {
+    WithDType(ty, [&](auto b) {
       ColsAffineT(static_cast<const Elem<decltype(a)>*>(x), static_cast<std::size_t>(len), mean, scale,
                   shift, static_cast<Elem<decltype(b)>*>(y));
     });
@@ -254,17 +251,17 @@ void ColsBwdDxT(const TX* x, const TD* dy, std::size_t len, const float* mean, c
   const std::size_t N = hn::Lanes(df);
   for (std::size_t i = 0; i < len; i += N) {
     const std::size_t n = std::min(N, len - i);
-    const auto xm = hn::Sub(LoadK(df, x + i, n), LoadK(df, mean + i, n));
-    const auto r = hn::MulAdd(xm, LoadK(df, k2 + i, n), LoadK(df, k3 + i, n));
-    StoreK(df, hn::MulAdd(LoadK(df, dy + i, n), LoadK(df, k1 + i, n), r), dx + i, n);
+    const auto xm = hn::Sub(LoadF32N(df, x + i, n), LoadF32N(df, mean + i, n));
+    const auto r = hn::MulAdd(xm, LoadF32N(df, k2 + i, n), LoadF32N(df, k3 + i, n));
+    StoreF32N(df, hn::MulAdd(LoadF32N(df, dy + i, n), LoadF32N(df, k1 + i, n), r), dx + i, n);
   }
 }
 
 void ColsBwdDx(int tx, int tdy, int tdx, const void* x, const void* dy, std::int64_t len,
                const float* mean, const float* k1, const float* k2, const float* k3, void* dx) {
-  WithType(tx, [&](auto a) {
-    WithType(tdy, [&](auto b) {
-      WithType(tdx, [&](auto c) {
+  WithDType(tx, [&](auto a) {
+    WithDType(tdy, [&](auto b) {
+      WithDType(tdx, [&](auto c) {
         ColsBwdDxT(static_cast<const Elem<decltype(a)>*>(x), static_cast<const Elem<decltype(b)>*>(dy),
                    static_cast<std::size_t>(len), mean, k1, k2, k3, static_cast<Elem<decltype(c)>*>(dx));
       });
@@ -283,15 +280,15 @@ void LnRowAffineT(const TX* x, std::size_t len, float mean, float rstd, const fl
   const auto m = hn::Set(df, mean), rs = hn::Set(df, rstd);
   for (std::size_t i = 0; i < len; i += N) {
     const std::size_t n = std::min(N, len - i);
-    const auto xhat = hn::Mul(hn::Sub(LoadK(df, x + i, n), m), rs);
-    StoreK(df, hn::MulAdd(xhat, LoadK(df, weight + i, n), LoadK(df, bias + i, n)), y + i, n);
+    const auto xhat = hn::Mul(hn::Sub(LoadF32N(df, x + i, n), m), rs);
+    StoreF32N(df, hn::MulAdd(xhat, LoadF32N(df, weight + i, n), LoadF32N(df, bias + i, n)), y + i, n);
   }
 }
 
 void LnRowAffine(int tx, int ty, const void* x, std::int64_t len, float mean, float rstd,
                  const float* weight, const float* bias, void* y) {
-  WithType(tx, [&](auto a) {
-    WithType(ty, [&](auto b) {
+  WithDType(tx, [&](auto a) {
+    WithDType(ty, [&](auto b) {
       LnRowAffineT(static_cast<const Elem<decltype(a)>*>(x), static_cast<std::size_t>(len), mean, rstd,
                    weight, bias, static_cast<Elem<decltype(b)>*>(y));
     });
@@ -317,9 +314,9 @@ void LnRowBwdSumsT(const TX* x, const TD* dy, const float* weight, std::size_t l
   }
   for (; i < len; i += N) {
     const std::size_t k = std::min(N, len - i);
-    const auto g = hn::Mul(LoadK(df, dy + i, k), LoadK(df, weight + i, k));  // 0 past the tail
+    const auto g = hn::Mul(LoadF32N(df, dy + i, k), LoadF32N(df, weight + i, k));  // 0 past the tail
     s0 = hn::Add(s0, g);
-    const auto xhat = hn::IfThenElseZero(hn::FirstN(df, k), hn::Mul(hn::Sub(LoadK(df, x + i, k), m), rs));
+    const auto xhat = hn::IfThenElseZero(hn::FirstN(df, k), hn::Mul(hn::Sub(LoadF32N(df, x + i, k), m), rs));
     p0 = hn::MulAdd(g, xhat, p0);
   }
   *sum_g = hn::GetLane(hn::SumOfLanes(df, hn::Add(s0, s1)));
@@ -328,8 +325,8 @@ void LnRowBwdSumsT(const TX* x, const TD* dy, const float* weight, std::size_t l
 
 void LnRowBwdSums(int tx, int tdy, const void* x, const void* dy, const float* weight,
                   std::int64_t len, float mean, float rstd, float* sum_g, float* sum_g_xhat) {
-  WithType(tx, [&](auto a) {
-    WithType(tdy, [&](auto b) {
+  WithDType(tx, [&](auto a) {
+    WithDType(tdy, [&](auto b) {
       LnRowBwdSumsT(static_cast<const Elem<decltype(a)>*>(x), static_cast<const Elem<decltype(b)>*>(dy),
                     weight, static_cast<std::size_t>(len), mean, rstd, sum_g, sum_g_xhat);
     });
@@ -345,17 +342,17 @@ void LnRowBwdDxT(const TX* x, const TD* dy, const float* weight, std::size_t len
   const auto m = hn::Set(df, mean), rs = hn::Set(df, rstd), va = hn::Set(df, a), vb = hn::Set(df, b);
   for (std::size_t i = 0; i < len; i += N) {
     const std::size_t n = std::min(N, len - i);
-    const auto g = hn::Mul(LoadK(df, dy + i, n), LoadK(df, weight + i, n));
-    const auto xhat = hn::Mul(hn::Sub(LoadK(df, x + i, n), m), rs);
-    StoreK(df, hn::Mul(rs, hn::NegMulAdd(xhat, vb, hn::Sub(g, va))), dx + i, n);
+    const auto g = hn::Mul(LoadF32N(df, dy + i, n), LoadF32N(df, weight + i, n));
+    const auto xhat = hn::Mul(hn::Sub(LoadF32N(df, x + i, n), m), rs);
+    StoreF32N(df, hn::Mul(rs, hn::NegMulAdd(xhat, vb, hn::Sub(g, va))), dx + i, n);
   }
 }
 
 void LnRowBwdDx(int tx, int tdy, int tdx, const void* x, const void* dy, const float* weight,
                 std::int64_t len, float mean, float rstd, float a, float b, void* dx) {
-  WithType(tx, [&](auto ta) {
-    WithType(tdy, [&](auto tb) {
-      WithType(tdx, [&](auto tc) {
+  WithDType(tx, [&](auto ta) {
+    WithDType(tdy, [&](auto tb) {
+      WithDType(tdx, [&](auto tc) {
         LnRowBwdDxT(static_cast<const Elem<decltype(ta)>*>(x), static_cast<const Elem<decltype(tb)>*>(dy),
                     weight, static_cast<std::size_t>(len), mean, rstd, a, b,
                     static_cast<Elem<decltype(tc)>*>(dx));
@@ -373,17 +370,17 @@ void LnColsAccT(const TX* x, const TD* dy, std::size_t len, float mean, float rs
   const auto m = hn::Set(df, mean), rs = hn::Set(df, rstd);
   for (std::size_t i = 0; i < len; i += N) {
     const std::size_t n = std::min(N, len - i);
-    const auto g = LoadK(df, dy + i, n);
-    const auto xhat = hn::Mul(hn::Sub(LoadK(df, x + i, n), m), rs);
-    StoreK(df, hn::MulAdd(g, xhat, LoadK(df, acc_w + i, n)), acc_w + i, n);
-    StoreK(df, hn::Add(LoadK(df, acc_b + i, n), g), acc_b + i, n);
+    const auto g = LoadF32N(df, dy + i, n);
+    const auto xhat = hn::Mul(hn::Sub(LoadF32N(df, x + i, n), m), rs);
+    StoreF32N(df, hn::MulAdd(g, xhat, LoadF32N(df, acc_w + i, n)), acc_w + i, n);
+    StoreF32N(df, hn::Add(LoadF32N(df, acc_b + i, n), g), acc_b + i, n);
   }
 }
 
 void LnColsAcc(int tx, int tdy, const void* x, const void* dy, std::int64_t len, float mean,
                float rstd, float* acc_w, float* acc_b) {
-  WithType(tx, [&](auto a) {
-    WithType(tdy, [&](auto b) {
+  WithDType(tx, [&](auto a) {
+    WithDType(tdy, [&](auto b) {
       LnColsAccT(static_cast<const Elem<decltype(a)>*>(x), static_cast<const Elem<decltype(b)>*>(dy),
                  static_cast<std::size_t>(len), mean, rstd, acc_w, acc_b);
     });

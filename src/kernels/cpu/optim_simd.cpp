@@ -4,7 +4,7 @@
 //
 // Bit-identical to the scalar reference (ref/optim_ref.cpp) on every target: the same sequence
 // of fma / mul / div / sqrt, each one correctly rounded IEEE operation, nothing reassociated or
-// approximated; 16-bit writes use the integer rounding of half_lanes-inl.h. The one trap is the
+// approximated; 16-bit reads and writes use the exact conversions of convert-inl.h. The one trap is the
 // fused multiply-add: hn::MulAdd is fused only on targets with an FMA instruction (AVX2, AVX-512,
 // NEON on arm64, SVE); SSE4 and the scalar/EMU128 targets compute a*b+c with two roundings. Fma()
 // below therefore runs std::fma lane by lane there (HWY_NATIVE_FMA == 0). Cost: one libm fmaf call
@@ -14,7 +14,7 @@
 #define HWY_TARGET_INCLUDE "kernels/cpu/optim_simd.cpp"
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
 #include "hwy/highway.h"
-#include "kernels/cpu/half_lanes-inl.h"
+#include "kernels/cpu/convert-inl.h"
 
 #include <cmath>
 #include <cstddef>
@@ -29,13 +29,9 @@ namespace HWY_NAMESPACE {
 namespace {
 
 namespace hn = hwy::HWY_NAMESPACE;
-namespace hl = half_lanes;
 using DF = hn::ScalableTag<float>;
 using DU = hn::RebindToUnsigned<DF>;
 using VF = hn::Vec<DF>;
-
-/// Upper bound of the f32 lanes of this target (Lanes() is a run-time value on SVE).
-constexpr std::size_t kMaxLanes = HWY_MAX_BYTES / sizeof(float);
 
 /// a * b + c with one rounding, like std::fma (see the file comment for the non-FMA targets).
 HWY_INLINE VF Fma(VF a, VF b, VF c) {
@@ -43,9 +39,9 @@ HWY_INLINE VF Fma(VF a, VF b, VF c) {
   return hn::MulAdd(a, b, c);
 #else
   const DF df;
-  HWY_ALIGN float la[kMaxLanes];
-  HWY_ALIGN float lb[kMaxLanes];
-  HWY_ALIGN float lc[kMaxLanes];
+  HWY_ALIGN float la[kMaxF32Lanes];
+  HWY_ALIGN float lb[kMaxF32Lanes];
+  HWY_ALIGN float lc[kMaxF32Lanes];
   hn::Store(a, df, la);
   hn::Store(b, df, lb);
   hn::Store(c, df, lc);
@@ -54,24 +50,11 @@ HWY_INLINE VF Fma(VF a, VF b, VF c) {
 #endif
 }
 
-/// Lanes [i, i + Lanes) of an f32/bf16/f16 array widened to f32 (exact).
-template <int DT>
-HWY_INLINE VF LoadAsF32(const void* base, std::size_t i) {
-  const DF df;
-  if constexpr (DT == kOptimF32) {
-    return hn::LoadU(df, static_cast<const float*>(base) + i);
-  } else {
-    const auto bits = hn::LoadU(hl::D16<DF>(), static_cast<const std::uint16_t*>(base) + i);
-    if constexpr (DT == kOptimBF16) return hl::WidenBF16(df, bits);
-    return hl::WidenF16(df, bits);
-  }
-}
-
 /// The f32 value the update starts from: the master if there is one, else the parameter.
 template <int ParamT, int Write>
 HWY_INLINE VF LoadParam(const OptimArrays& a, std::size_t i) {
   if constexpr (Write == kWriteMaster) return hn::LoadU(DF(), a.master + i);
-  return LoadAsF32<ParamT>(a.param, i);
+  return LoadF32<ParamT>(DF(), a.param, i);
 }
 
 /// Stores the new value: in place (f32), to the master plus its round-to-nearest-even 16-bit
@@ -82,23 +65,19 @@ HWY_INLINE void StoreParam(const OptimArrays& a, std::size_t i, VF value) {
   if constexpr (ParamT == kOptimF32) {
     hn::StoreU(value, df, static_cast<float*>(a.param) + i);
   } else {
-    const hl::D16<DF> d16;
+    const D16<DF> d16;
     std::uint16_t* out = static_cast<std::uint16_t*>(a.param) + i;
     if constexpr (Write == kWriteStochastic) {
       const auto random = hn::LoadU(DU(), a.random + i);
       if constexpr (ParamT == kOptimBF16) {
-        hn::StoreU(hl::NarrowBF16Stochastic(df, value, random), d16, out);
+        hn::StoreU(NarrowBF16Stochastic(df, value, random), d16, out);
       } else {
-        hn::StoreU(hl::NarrowF16Stochastic(df, value, random), d16, out);
+        hn::StoreU(NarrowF16Stochastic(df, value, random), d16, out);
       }
     } else {
       static_assert(Write == kWriteMaster, "16-bit parameters have a master or round stochastically");
       hn::StoreU(value, df, a.master + i);
-      if constexpr (ParamT == kOptimBF16) {
-        hn::StoreU(hl::NarrowBF16(df, value), d16, out);
-      } else {
-        hn::StoreU(hl::NarrowF16(df, value), d16, out);
-      }
+      StoreF32<ParamT>(df, value, a.param, i);
     }
   }
 }
@@ -110,7 +89,7 @@ template <int GradT, int ParamT, int Write>
 struct SgdStep {
   static HWY_INLINE void Apply(const OptimArrays& a, const SgdScalars& s, std::size_t i) {
     const DF df;
-    VF g = LoadAsF32<GradT>(a.grad, i);
+    VF g = LoadF32<GradT>(DF(), a.grad, i);
     const VF p = LoadParam<ParamT, Write>(a, i);
     // Skipped when 0, as the reference: 0 * Inf would turn an Inf parameter's gradient into NaN.
     if (s.weight_decay != 0.0f) g = Fma(hn::Set(df, s.weight_decay), p, g);
@@ -132,7 +111,7 @@ template <int GradT, int ParamT, int Write>
 struct AdamStep {
   static HWY_INLINE void Apply(const OptimArrays& a, const AdamScalars& s, std::size_t i) {
     const DF df;
-    VF g = LoadAsF32<GradT>(a.grad, i);
+    VF g = LoadF32<GradT>(DF(), a.grad, i);
     const VF p = hn::Mul(LoadParam<ParamT, Write>(a, i), hn::Set(df, s.decay));  // 1 for Adam
     if (s.l2_weight_decay != 0.0f) g = Fma(hn::Set(df, s.l2_weight_decay), p, g);
     const VF m = Fma(hn::Set(df, s.beta1), hn::LoadU(df, a.state0 + i),
@@ -162,12 +141,12 @@ void Run(const OptimArrays& arrays, const Scalars& scalars, std::size_t count) {
   const std::size_t rest = count - i;
   const std::size_t param_size = a.param_dtype == kOptimF32 ? 4 : 2;
   const std::size_t grad_size = a.grad_dtype == kOptimF32 ? 4 : 2;
-  HWY_ALIGN float param[kMaxLanes] = {};
-  HWY_ALIGN float grad[kMaxLanes] = {};
-  HWY_ALIGN float master[kMaxLanes] = {};
-  HWY_ALIGN float state0[kMaxLanes] = {};
-  HWY_ALIGN float state1[kMaxLanes] = {};
-  HWY_ALIGN std::uint32_t random[kMaxLanes] = {};
+  HWY_ALIGN float param[kMaxF32Lanes] = {};
+  HWY_ALIGN float grad[kMaxF32Lanes] = {};
+  HWY_ALIGN float master[kMaxF32Lanes] = {};
+  HWY_ALIGN float state0[kMaxF32Lanes] = {};
+  HWY_ALIGN float state1[kMaxF32Lanes] = {};
+  HWY_ALIGN std::uint32_t random[kMaxF32Lanes] = {};
   OptimArrays t = a;
   t.param = param;
   t.grad = grad;

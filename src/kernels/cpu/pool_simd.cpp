@@ -24,23 +24,17 @@
 #include <vector>
 
 #include "kernels/conv.h"
-#include "kernels/cpu/f32_io-inl.h"
+#include "kernels/cpu/convert-inl.h"
 #include "kernels/cpu/pool_simd.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace mixprec::kernels::cpu {
 namespace HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
-using io::kMaxF32Lanes;
-using io::LoadBits;
-using io::LoadF32;
-using io::LoadK;
-using io::StoreK;
-using io::WidenBits;
-using io::WithType;
 
-template <class T>
-using Elem = std::remove_pointer_t<T>;
+/// The storage type named by a WithDType tag.
+template <class Tag>
+using Elem = Storage<Tag::value>;
 
 using DF = hn::ScalableTag<float>;
 using DU = hn::RebindToUnsigned<DF>;
@@ -75,13 +69,13 @@ void StoreBest(hn::Vec<DU> bits, hn::Vec<DI> index, T* y, std::int32_t* argmax, 
   const DU du;
   const DI di;
   if (k == hn::Lanes(du)) {
-    io::StoreBits(du, bits, y);
+    StoreBits(du, bits, y);
     if (argmax != nullptr) hn::StoreU(index, di, argmax);
     return;
   }
   T ybuf[kMaxF32Lanes];
   std::int32_t ibuf[kMaxF32Lanes];
-  io::StoreBits(du, bits, ybuf);
+  StoreBits(du, bits, ybuf);
   hn::StoreU(index, di, ibuf);
   std::memcpy(static_cast<void*>(y), ybuf, k * sizeof(T));
   if (argmax != nullptr) std::memcpy(argmax, ibuf, k * sizeof(std::int32_t));
@@ -150,7 +144,7 @@ void MaxPool2x2T(const Pool2dDesc& d, const T* x, T* y, std::int32_t* argmax, st
 
 void MaxPool2x2(const Pool2dDesc& d, const void* x, void* y, std::int32_t* argmax,
                 std::int64_t planes) {
-  WithType(static_cast<int>(d.dtype), [&](auto t) {
+  WithDType(static_cast<int>(d.dtype), [&](auto t) {
     using T = Elem<decltype(t)>;
     MaxPool2x2T(d, static_cast<const T*>(x), static_cast<T*>(y), argmax, planes);
   });
@@ -270,7 +264,7 @@ void MaxPoolRowsT(const Pool2dDesc& d, const T* x, T* y, std::int32_t* argmax,
 
 void MaxPoolRows(const Pool2dDesc& d, const void* x, void* y, std::int32_t* argmax,
                  std::int64_t planes) {
-  WithType(static_cast<int>(d.dtype), [&](auto t) {
+  WithDType(static_cast<int>(d.dtype), [&](auto t) {
     using T = Elem<decltype(t)>;
     MaxPoolRowsT(d, static_cast<const T*>(x), static_cast<T*>(y), argmax, planes);
   });
@@ -315,7 +309,7 @@ void AvgPoolRowsT(const Pool2dDesc& d, const T* x, T* y, std::int64_t planes) {
       for (std::size_t v = 0; v < vecs; ++v) {
         const std::int64_t ox = static_cast<std::int64_t>(v * N);
         const auto k = static_cast<std::size_t>(std::min<std::int64_t>(static_cast<std::int64_t>(N), wo - ox));
-        StoreK(df, hn::Div(hn::LoadU(df, acc.data() + v * N), hn::LoadU(df, count.data() + v * N)),
+        StoreF32N(df, hn::Div(hn::LoadU(df, acc.data() + v * N), hn::LoadU(df, count.data() + v * N)),
                y + oy * wo + ox, k);
       }
     }
@@ -323,7 +317,7 @@ void AvgPoolRowsT(const Pool2dDesc& d, const T* x, T* y, std::int64_t planes) {
 }
 
 void AvgPoolRows(const Pool2dDesc& d, const void* x, void* y, std::int64_t planes) {
-  WithType(static_cast<int>(d.dtype), [&](auto t) {
+  WithDType(static_cast<int>(d.dtype), [&](auto t) {
     using T = Elem<decltype(t)>;
     AvgPoolRowsT(d, static_cast<const T*>(x), static_cast<T*>(y), planes);
   });
@@ -352,7 +346,7 @@ void AvgPoolBackwardRowsT(const Pool2dDesc& d, const T* dy, T* dx, std::int64_t 
       for (std::size_t v = 0; v < vecs; ++v) {
         const std::int64_t ox = static_cast<std::int64_t>(v * N);
         const auto k = static_cast<std::size_t>(std::min<std::int64_t>(static_cast<std::int64_t>(N), wo - ox));
-        const auto gv = hn::Div(LoadK(df, dy + oy * wo + ox, k), hn::LoadU(df, count.data() + v * N));
+        const auto gv = hn::Div(LoadF32N(df, dy + oy * wo + ox, k), hn::LoadU(df, count.data() + v * N));
         hn::StoreU(hn::IfThenElseZero(hn::FirstN(df, k), gv), df, g.data() + v * N);
       }
       for (std::int64_t iy = ry.begin; iy < ry.end; ++iy) {
@@ -374,14 +368,14 @@ void AvgPoolBackwardRowsT(const Pool2dDesc& d, const T* dy, T* dx, std::int64_t 
       const float* src = acc.data() + iy * pitch + p;
       for (std::int64_t ix = 0; ix < w; ix += static_cast<std::int64_t>(N)) {
         const auto k = static_cast<std::size_t>(std::min<std::int64_t>(static_cast<std::int64_t>(N), w - ix));
-        StoreK(df, hn::LoadU(df, src + ix), dx + iy * w + ix, k);
+        StoreF32N(df, hn::LoadU(df, src + ix), dx + iy * w + ix, k);
       }
     }
   }
 }
 
 void AvgPoolBackwardRows(const Pool2dDesc& d, const void* dy, void* dx, std::int64_t planes) {
-  WithType(static_cast<int>(d.dtype), [&](auto t) {
+  WithDType(static_cast<int>(d.dtype), [&](auto t) {
     using T = Elem<decltype(t)>;
     AvgPoolBackwardRowsT(d, static_cast<const T*>(dy), static_cast<T*>(dx), planes);
   });
@@ -403,14 +397,14 @@ void PlaneMeansT(const T* x, std::int64_t planes, std::int64_t hw, T* y) {
       a2 = hn::Add(a2, LoadF32(df, x + i + 2 * N));
       a3 = hn::Add(a3, LoadF32(df, x + i + 3 * N));
     }
-    for (; i < len; i += N) a0 = hn::Add(a0, LoadK(df, x + i, std::min(N, len - i)));  // tail lanes 0
+    for (; i < len; i += N) a0 = hn::Add(a0, LoadF32N(df, x + i, std::min(N, len - i)));  // tail lanes 0
     const float sum = hn::GetLane(hn::SumOfLanes(df, hn::Add(hn::Add(a0, a1), hn::Add(a2, a3))));
     y[q] = T(sum / static_cast<float>(hw));  // 0/0 = NaN for empty planes, as the reference
   }
 }
 
 void PlaneMeans(int t, const void* x, std::int64_t planes, std::int64_t hw, void* y) {
-  WithType(t, [&](auto tag) {
+  WithDType(t, [&](auto tag) {
     using T = Elem<decltype(tag)>;
     PlaneMeansT(static_cast<const T*>(x), planes, hw, static_cast<T*>(y));
   });

@@ -14,7 +14,7 @@
 #include <type_traits>
 
 #include "hwy/highway.h"
-#include "kernels/cpu/reduce_softmax_io-inl.h"
+#include "kernels/cpu/convert-inl.h"
 #include "kernels/cpu/reduce_simd.h"
 #include "kernels/ref/nan_minmax.h"
 
@@ -96,7 +96,7 @@ float RowT(const void* p, std::size_t n) {
   for (; i + N <= n; i += N) a0 = Step<OP>(d, a0, LoadF32<DT>(d, p, i));
   if (i < n) {
     // amax pads with 0 = |0|; the others with their identity.
-    a1 = Step<OP>(d, a1, LoadF32Partial<DT>(d, p, i, n - i, Identity<OP>()));
+    a1 = Step<OP>(d, a1, LoadF32N<DT>(d, p, i, n - i, Identity<OP>()));
   }
   const auto acc = Combine<OP>(d, Combine<OP>(d, a0, a1), Combine<OP>(d, a2, a3));
   HWY_ALIGN float lanes[kMaxF32Lanes];

@@ -11,7 +11,7 @@
 
 #include "hwy/contrib/math/math-inl.h"
 #include "hwy/highway.h"
-#include "kernels/cpu/reduce_softmax_io-inl.h"
+#include "kernels/cpu/convert-inl.h"
 #include "kernels/cpu/softmax_simd.h"
 #include "kernels/ref/nan_minmax.h"
 
@@ -56,7 +56,7 @@ float MaxT(const void* x, std::size_t n) {
     a3 = step(a3, LoadF32<DT>(d, x, i + 3 * N));
   }
   for (; i + N <= n; i += N) a0 = step(a0, LoadF32<DT>(d, x, i));
-  if (i < n) a1 = step(a1, LoadF32Partial<DT>(d, x, i, n - i, -HUGE_VALF));
+  if (i < n) a1 = step(a1, LoadF32N<DT>(d, x, i, n - i, -HUGE_VALF));
   HWY_ALIGN float lanes[kMaxF32Lanes];
   hn::Store(step(step(a0, a1), step(a2, a3)), d, lanes);
   float m = lanes[0];
@@ -91,7 +91,7 @@ void ExpStatsT(const void* x, std::size_t n, float m, float* sum_exp, float* sum
   for (; i < n; i += N) {
     // The last vectors; a partial one is padded with m (shift 0) and its exps masked off.
     const std::size_t count = n - i < N ? n - i : N;
-    const VF xv = count == N ? LoadF32<DT>(d, x, i) : LoadF32Partial<DT>(d, x, i, count, m);
+    const VF xv = LoadF32N<DT>(d, x, i, count, m);
     const VF x0 = hn::Sub(xv, vm);
     const VF e0 = hn::IfThenElseZero(hn::FirstN(d, count), hn::Exp(d, x0));
     s0 = hn::Add(s0, e0);
@@ -100,7 +100,7 @@ void ExpStatsT(const void* x, std::size_t n, float m, float* sum_exp, float* sum
       if (count == N) {
         hn::StoreU(e0, d, e_out + i);
       } else {
-        StoreF32Partial<0>(d, e0, e_out, i, count);
+        StoreF32N<0>(d, e0, e_out, i, count);
       }
     }
   }
@@ -117,29 +117,15 @@ HWY_INLINE void ForVectors(DF d, std::size_t n, F&& f) {
   if (i < n) f(i, n - i);
 }
 
-/// Loads a full or partial vector (partial lanes padded with `fill`).
-template <int DT>
-HWY_INLINE VF LoadAny(DF d, const void* p, std::size_t i, std::size_t count, float fill) {
-  return count == hn::Lanes(d) ? LoadF32<DT>(d, p, i) : LoadF32Partial<DT>(d, p, i, count, fill);
-}
-template <int DT>
-HWY_INLINE void StoreAny(DF d, VF v, void* p, std::size_t i, std::size_t count) {
-  if (count == hn::Lanes(d)) {
-    StoreF32<DT>(d, v, p, i);
-  } else {
-    StoreF32Partial<DT>(d, v, p, i, count);
-  }
-}
-
 /// y = e * inv, e the exps stored by ExpStats (f32) or, when e is null, recomputed exp(x - m).
 template <int DTI, int DTO>
 void SoftmaxOutT(const void* x, std::size_t n, float m, float inv, const float* e, void* y) {
   const DF d;
   const VF vm = hn::Set(d, m), vinv = hn::Set(d, inv);
   ForVectors(d, n, [&](std::size_t i, std::size_t count) {
-    const VF ev = e ? LoadAny<0>(d, e, i, count, 0.0f)
-                    : hn::Exp(d, hn::Sub(LoadAny<DTI>(d, x, i, count, m), vm));
-    StoreAny<DTO>(d, hn::Mul(ev, vinv), y, i, count);
+    const VF ev = e ? LoadF32N<0>(d, e, i, count, 0.0f)
+                    : hn::Exp(d, hn::Sub(LoadF32N<DTI>(d, x, i, count, m), vm));
+    StoreF32N<DTO>(d, hn::Mul(ev, vinv), y, i, count);
   });
 }
 
@@ -149,7 +135,7 @@ void LogSoftmaxOutT(const void* x, std::size_t n, float m, float lse, void* y) {
   const DF d;
   const VF vm = hn::Set(d, m), vlse = hn::Set(d, lse);
   ForVectors(d, n, [&](std::size_t i, std::size_t count) {
-    StoreAny<DTO>(d, hn::Sub(hn::Sub(LoadAny<DTI>(d, x, i, count, m), vm), vlse), y, i, count);
+    StoreF32N<DTO>(d, hn::Sub(hn::Sub(LoadF32N<DTI>(d, x, i, count, m), vm), vlse), y, i, count);
   });
 }
 
@@ -164,11 +150,11 @@ void CrossEntropyBackOutT(const void* x, std::size_t n, float m, float inv, floa
   // Lane index of the target relative to each vector (int32: rows are cut in chunks < 2^31).
   const auto lane = hn::Iota(di, 0);
   ForVectors(d, n, [&](std::size_t i, std::size_t count) {
-    const VF e = hn::Exp(d, hn::Sub(LoadAny<DTI>(d, x, i, count, m), vm));
+    const VF e = hn::Exp(d, hn::Sub(LoadF32N<DTI>(d, x, i, count, m), vm));
     const auto at_t = hn::RebindMask(
         d, hn::Eq(lane, hn::Set(di, static_cast<std::int32_t>(t - static_cast<std::int64_t>(i)))));
     const VF q = hn::IfThenElse(at_t, von, voff);
-    StoreAny<DTO>(d, hn::Mul(vg, hn::MulSub(e, vinv, q)), out, i, count);
+    StoreF32N<DTO>(d, hn::Mul(vg, hn::MulSub(e, vinv, q)), out, i, count);
   });
 }
 
@@ -179,8 +165,8 @@ float DotT(const void* y, const void* dy, std::size_t n) {
   const std::size_t N = hn::Lanes(d);
   VF a0 = hn::Zero(d), a1 = a0, a2 = a0, a3 = a0;
   const auto term = [&](std::size_t i, std::size_t count) {
-    const VF g = LoadAny<DTG>(d, dy, i, count, 0.0f);
-    return y ? hn::Mul(g, LoadAny<DTY>(d, y, i, count, 0.0f)) : g;
+    const VF g = LoadF32N<DTG>(d, dy, i, count, 0.0f);
+    return y ? hn::Mul(g, LoadF32N<DTY>(d, y, i, count, 0.0f)) : g;
   };
   std::size_t i = 0;
   for (; i + 4 * N <= n; i += 4 * N) {
@@ -200,10 +186,10 @@ void BackOutT(const void* y, const void* dy, std::size_t n, float s, bool log, v
   const DF d;
   const VF vs = hn::Set(d, s);
   ForVectors(d, n, [&](std::size_t i, std::size_t count) {
-    const VF yv = LoadAny<DTY>(d, y, i, count, 0.0f);
-    const VF g = LoadAny<DTG>(d, dy, i, count, 0.0f);
+    const VF yv = LoadF32N<DTY>(d, y, i, count, 0.0f);
+    const VF g = LoadF32N<DTG>(d, dy, i, count, 0.0f);
     const VF r = log ? hn::NegMulAdd(ExpAny(d, yv), vs, g) : hn::Mul(yv, hn::Sub(g, vs));
-    StoreAny<DTO>(d, r, dx, i, count);
+    StoreF32N<DTO>(d, r, dx, i, count);
   });
 }
 

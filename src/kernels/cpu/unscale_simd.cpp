@@ -3,7 +3,7 @@
 //
 // Bit-identical to the scalar reference (ref/unscale_ref.cpp) on every target: each output is one
 // correctly rounded f32 multiply (then, for 16-bit gradients, the round-to-nearest-even narrowing
-// of half_lanes-inl.h), and the verdict and amax are exact (an OR and a max).
+// of convert-inl.h), and the verdict and amax are exact (an OR and a max).
 //
 // The verdict and amax work on the magnitude bits |y| of the (rounded) outputs as signed
 // integers: a finite |y| is at most 0x7f7fffff, Inf and NaN are above it, and for non-negative
@@ -16,7 +16,7 @@
 #define HWY_TARGET_INCLUDE "kernels/cpu/unscale_simd.cpp"
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
 #include "hwy/highway.h"
-#include "kernels/cpu/half_lanes-inl.h"
+#include "kernels/cpu/convert-inl.h"
 
 #include <bit>
 #include <cstddef>
@@ -31,14 +31,11 @@ namespace HWY_NAMESPACE {
 namespace {
 
 namespace hn = hwy::HWY_NAMESPACE;
-namespace hl = half_lanes;
 using DF = hn::ScalableTag<float>;
 using DI = hn::RebindToSigned<DF>;
 using VF = hn::Vec<DF>;
 using VI = hn::Vec<DI>;
 
-/// Upper bound of the f32 lanes of this target (Lanes() is a run-time value on SVE).
-constexpr std::size_t kMaxLanes = HWY_MAX_BYTES / sizeof(float);
 constexpr std::int32_t kMaxFiniteBits = 0x7f7fffff;
 
 /// Raises `all` by the magnitude bits of y and, with kAmax, `finite` by those of its finite lanes.
@@ -62,16 +59,16 @@ HWY_INLINE void Step(const Elem* in, Elem* out, VF inv, VI& all, VI& finite) {
     hn::StoreU(y, df, out);
     Observe<kAmax>(y, all, finite);
   } else {
-    const hl::D16<DF> d16;
+    const D16<DF> d16;
     const auto bits = hn::LoadU(d16, in);
     if constexpr (DType == kUnscaleBF16) {
-      const auto rounded = hl::NarrowBF16(df, hn::Mul(hl::WidenBF16(df, bits), inv));
+      const auto rounded = NarrowBF16(df, hn::Mul(WidenBF16(df, bits), inv));
       hn::StoreU(rounded, d16, out);
-      Observe<kAmax>(hl::WidenBF16(df, rounded), all, finite);
+      Observe<kAmax>(WidenBF16(df, rounded), all, finite);
     } else {
-      const auto rounded = hl::NarrowF16(df, hn::Mul(hl::WidenF16(df, bits), inv));
+      const auto rounded = NarrowF16(df, hn::Mul(WidenF16(df, bits), inv));
       hn::StoreU(rounded, d16, out);
-      Observe<kAmax>(hl::WidenF16(df, rounded), all, finite);
+      Observe<kAmax>(WidenF16(df, rounded), all, finite);
     }
   }
 }
@@ -89,7 +86,7 @@ bool Loop(const Elem* in, Elem* out, std::size_t n, float inv_scalar, float* ama
   std::size_t i = 0;
   for (; i + lanes <= n; i += lanes) Step<Elem, DType, kAmax>(in + i, out + i, inv, all, finite);
   if (i < n) {
-    HWY_ALIGN Elem tail[kMaxLanes] = {};
+    HWY_ALIGN Elem tail[kMaxF32Lanes] = {};
     std::memcpy(tail, in + i, (n - i) * sizeof(Elem));
     Step<Elem, DType, kAmax>(tail, tail, inv, all, finite);
     std::memcpy(out + i, tail, (n - i) * sizeof(Elem));

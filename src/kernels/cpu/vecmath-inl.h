@@ -1,7 +1,6 @@
 // Per-target vector building blocks for the Highway elementwise kernels (and any other kernel
-// that needs them): dtype loads/stores with f32 compute and exactly one round-to-nearest-even
-// on store, bit-identical to half.h's f32_to_bf16_bits / f32_to_f16_bits; NaN-propagating
-// max/min with the reference's choices (ref/nan_minmax.h); and f32 transcendental functions.
+// that needs them): NaN-propagating max/min with the reference's choices (ref/nan_minmax.h)
+// and f32 transcendental functions. Dtype loads/stores come from convert-inl.h.
 //
 // Transcendentals: exp, log and tanh are Highway's contrib math (hwy/contrib/math/math-inl.h)
 // with the special values the contrib code leaves undefined patched to the C library's
@@ -24,119 +23,15 @@
 
 #include "hwy/contrib/math/math-inl.h"
 #include "hwy/highway.h"
+#include "kernels/cpu/convert-inl.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace mixprec::kernels::cpu {
 namespace HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 
-/// Storage dtype codes: DType's underlying values for the three compute dtypes.
-inline constexpr int kF32 = 0;
-inline constexpr int kBF16 = 1;
-inline constexpr int kF16 = 2;
-/// Bytes per element of a dtype code.
-constexpr std::size_t ElemBytes(int dt) { return dt == kF32 ? 4 : 2; }
-
 using DF = hn::ScalableTag<float>;
 using VF = hn::Vec<DF>;
-
-// ------------------------------------------------------------------ widening loads
-
-/// Lanes(d) 16-bit elements at p (any alignment), zero-extended to 32-bit lanes.
-template <class D>
-HWY_INLINE hn::Vec<hn::RebindToSigned<D>> Load16(D /*d*/, const std::uint16_t* p) {
-  const hn::Rebind<std::uint16_t, D> d16;
-  const hn::Rebind<std::uint32_t, D> du;
-  return hn::BitCast(hn::RebindToSigned<D>(), hn::PromoteTo(du, hn::LoadU(d16, p)));
-}
-
-/// bf16 bits (in the low 16 bits of each lane) to f32: a pure shift, exact, NaN payloads kept.
-template <class D, class VI>
-HWY_INLINE hn::Vec<D> WidenBF16(D d, VI h) {
-  return hn::BitCast(d, hn::ShiftLeft<16>(h));
-}
-
-/// f16 bits to f32, exactly like half.h's f16_bits_to_f32 (on every target, whatever its
-/// hardware converter does): normals and subnormals by an exact multiply by 2^112 of the bits
-/// shifted into f32 position, Inf/NaN by bit assembly (a NaN comes out quiet, payload kept).
-template <class D, class VI>
-HWY_INLINE hn::Vec<D> WidenF16(D d, VI h) {
-  const hn::RebindToSigned<D> di;
-  const VI sign = hn::ShiftLeft<16>(hn::And(h, hn::Set(di, 0x8000)));
-  const VI em = hn::And(h, hn::Set(di, 0x7fff));
-  const hn::Vec<D> finite =
-      hn::Mul(hn::BitCast(d, hn::ShiftLeft<13>(em)), hn::Set(d, 5.192296858534828e33f));  // 2^112
-  const VI mant = hn::And(h, hn::Set(di, 0x3ff));
-  const VI quiet = hn::IfThenElseZero(hn::Gt(mant, hn::Zero(di)), hn::Set(di, 0x00400000));
-  const VI special = hn::Or(hn::Or(hn::Set(di, 0x7f800000), quiet), hn::ShiftLeft<13>(mant));
-  const VI mag = hn::IfThenElse(hn::Gt(em, hn::Set(di, 0x7bff)), special,
-                                hn::BitCast(di, finite));
-  return hn::BitCast(d, hn::Or(mag, sign));
-}
-
-/// Loads Lanes(d) elements of dtype DT from base[i..] as f32 (exact).
-template <int DT, class D>
-HWY_INLINE hn::Vec<D> LoadAs(D d, const void* base, std::size_t i) {
-  if constexpr (DT == kF32) {
-    return hn::LoadU(d, static_cast<const float*>(base) + i);
-  } else {
-    const auto h = Load16(d, static_cast<const std::uint16_t*>(base) + i);
-    if constexpr (DT == kBF16) return WidenBF16(d, h);
-    else return WidenF16(d, h);
-  }
-}
-
-// ------------------------------------------------------------------ narrowing stores
-
-/// f32 to bf16 bits (low 16 bits of each lane), bit-identical to f32_to_bf16_bits: RNE on the
-/// 16 dropped bits; NaN keeps sign and top payload and gets the quiet bit.
-template <class D>
-HWY_INLINE hn::Vec<hn::RebindToSigned<D>> NarrowBF16(D /*d*/, hn::Vec<D> v) {
-  const hn::RebindToSigned<D> di;
-  const auto x = hn::BitCast(di, v);
-  const auto hi = hn::ShiftRight<16>(hn::BitCast(hn::RebindToUnsigned<D>(), v));
-  const auto top = hn::BitCast(di, hi);  // x >> 16 without sign extension
-  const auto lsb = hn::And(top, hn::Set(di, 1));
-  const auto rounded = hn::BitCast(
-      di, hn::ShiftRight<16>(hn::BitCast(hn::RebindToUnsigned<D>(),
-                                         hn::Add(hn::Add(x, hn::Set(di, 0x7fff)), lsb))));
-  const auto quiet = hn::Or(top, hn::Set(di, 0x40));
-  return hn::IfThenElse(hn::RebindMask(di, hn::IsNaN(v)), quiet, rounded);
-}
-
-/// f32 to IEEE binary16 bits, bit-identical to f32_to_f16_bits. Normal results: integer RNE on
-/// the 13 dropped bits and an exponent rebias, clamped to Inf. Subnormal results (|v| < 2^-14):
-/// |v| + 0.5 lands in [0.5, 1), whose ulp is 2^-24 = the f16 subnormal step, so the FPU's own
-/// round-to-nearest-even does the rounding; the bits above 0.5 are the f16 subnormal.
-template <class D>
-HWY_INLINE hn::Vec<hn::RebindToSigned<D>> NarrowF16(D d, hn::Vec<D> v) {
-  const hn::RebindToSigned<D> di;
-  const auto bits = hn::BitCast(di, v);
-  const auto x = hn::And(bits, hn::Set(di, 0x7fffffff));
-  const auto sign = hn::And(hn::ShiftRight<16>(bits), hn::Set(di, 0x8000));
-  const auto m13 = hn::And(hn::ShiftRight<13>(x), hn::Set(di, 1));
-  auto normal = hn::Add(hn::Add(x, hn::Set(di, 0x0fff - (112 << 23))), m13);
-  normal = hn::Min(hn::ShiftRight<13>(normal), hn::Set(di, 0x7c00));
-  const auto sub = hn::Sub(hn::BitCast(di, hn::Add(hn::BitCast(d, x), hn::Set(d, 0.5f))),
-                           hn::Set(di, 0x3f000000));
-  const auto nan = hn::Or(hn::Set(di, 0x7e00), hn::And(hn::ShiftRight<13>(x), hn::Set(di, 0x3ff)));
-  auto h = hn::IfThenElse(hn::Gt(x, hn::Set(di, 0x387fffff)), normal, sub);
-  h = hn::IfThenElse(hn::Gt(x, hn::Set(di, 0x7f800000)), nan, h);
-  return hn::Or(h, sign);
-}
-
-/// Stores Lanes(d) f32 values to base[i..] in dtype DT, rounded once (RNE).
-template <int DT, class D>
-HWY_INLINE void StoreAs(D d, hn::Vec<D> v, void* base, std::size_t i) {
-  if constexpr (DT == kF32) {
-    hn::StoreU(v, d, static_cast<float*>(base) + i);
-  } else {
-    const hn::Rebind<std::uint16_t, D> d16;
-    const auto h = DT == kBF16 ? NarrowBF16(d, v) : NarrowF16(d, v);
-    // Every lane holds a value in [0, 0xffff], so the saturating demotion is exact.
-    hn::StoreU(hn::DemoteTo(d16, h), d16, static_cast<std::uint16_t*>(base) + i);
-  }
-}
 
 // ------------------------------------------------------------------ exact helpers
 
