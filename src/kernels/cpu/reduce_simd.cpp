@@ -121,20 +121,36 @@ float RowT(const void* p, std::size_t n) {
 }
 
 /// acc[j - j0] = accumulator of OP over element k * inner + j for k in [k0, k1), j in [j0, j1):
-/// NV vectors of columns held in registers across the k loop, then single vectors, then the
-/// leftover columns one by one; every column in k order.
-template <ReduceOp OP, int DT, int NV>
-HWY_INLINE void ColumnStrip(const void* p, std::size_t k0, std::size_t k1, std::size_t inner,
-                            std::size_t j, float* acc) {
+/// four vectors of columns held in registers across the k loop, then single vectors, then the
+/// leftover columns one by one; every column in k order. (Named accumulators, not an array: SVE
+/// vectors are sizeless types, which C++ arrays cannot hold.)
+template <ReduceOp OP, int DT>
+HWY_INLINE void ColumnStrip4(const void* p, std::size_t k0, std::size_t k1, std::size_t inner,
+                             std::size_t j, float* acc) {
   const hn::ScalableTag<float> d;
   const std::size_t N = hn::Lanes(d);
-  hn::Vec<decltype(d)> a[NV];
-  for (int v = 0; v < NV; ++v) a[v] = hn::Set(d, Identity<OP>());
+  auto a0 = hn::Set(d, Identity<OP>());
+  auto a1 = a0, a2 = a0, a3 = a0;
   for (std::size_t k = k0; k < k1; ++k) {
     const std::size_t base = k * inner + j;
-    for (int v = 0; v < NV; ++v) a[v] = Step<OP>(d, a[v], LoadF32<DT>(d, p, base + v * N));
+    a0 = Step<OP>(d, a0, LoadF32<DT>(d, p, base));
+    a1 = Step<OP>(d, a1, LoadF32<DT>(d, p, base + N));
+    a2 = Step<OP>(d, a2, LoadF32<DT>(d, p, base + 2 * N));
+    a3 = Step<OP>(d, a3, LoadF32<DT>(d, p, base + 3 * N));
   }
-  for (int v = 0; v < NV; ++v) hn::StoreU(a[v], d, acc + v * N);
+  hn::StoreU(a0, d, acc);
+  hn::StoreU(a1, d, acc + N);
+  hn::StoreU(a2, d, acc + 2 * N);
+  hn::StoreU(a3, d, acc + 3 * N);
+}
+
+template <ReduceOp OP, int DT>
+HWY_INLINE void ColumnStrip1(const void* p, std::size_t k0, std::size_t k1, std::size_t inner,
+                             std::size_t j, float* acc) {
+  const hn::ScalableTag<float> d;
+  auto a = hn::Set(d, Identity<OP>());
+  for (std::size_t k = k0; k < k1; ++k) a = Step<OP>(d, a, LoadF32<DT>(d, p, k * inner + j));
+  hn::StoreU(a, d, acc);
 }
 
 template <ReduceOp OP, int DT>
@@ -143,8 +159,8 @@ void ColumnsT(const void* p, std::size_t k0, std::size_t k1, std::size_t inner, 
   const hn::ScalableTag<float> d;
   const std::size_t N = hn::Lanes(d);
   std::size_t j = j0;
-  for (; j + 4 * N <= j1; j += 4 * N) ColumnStrip<OP, DT, 4>(p, k0, k1, inner, j, acc + (j - j0));
-  for (; j + N <= j1; j += N) ColumnStrip<OP, DT, 1>(p, k0, k1, inner, j, acc + (j - j0));
+  for (; j + 4 * N <= j1; j += 4 * N) ColumnStrip4<OP, DT>(p, k0, k1, inner, j, acc + (j - j0));
+  for (; j + N <= j1; j += N) ColumnStrip1<OP, DT>(p, k0, k1, inner, j, acc + (j - j0));
   for (; j < j1; ++j) {
     float a = Identity<OP>();
     for (std::size_t k = k0; k < k1; ++k) a = StepScalar<OP>(a, LoadScalar<DT>(p, k * inner + j));
