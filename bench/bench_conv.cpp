@@ -94,21 +94,53 @@ void run_conv(benchmark::State& state, Layer layer, Variant var, Pass pass) {
       benchmark::Counter(flops * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
 }
 
-void run_pool(benchmark::State& state, bool max, bool backward, DType t) {
+// Pooling at the CNN's first pooling layer, through kernels::cpu (Highway) or kernels::ref
+// (scalar spec). Bytes moved once: forward reads x and writes y and argmax (avg: no argmax);
+// backward reads dy (and argmax) and writes dx. A memcpy moving the same bytes is the floor.
+std::int64_t pool_bytes(const k::Pool2dDesc& d, bool max) {
+  const std::int64_t nx = d.n * d.c * d.h * d.w, ny = d.n * d.c * d.out_h() * d.out_w();
+  return (nx + ny) * static_cast<std::int64_t>(mixprec::size_of(d.dtype)) + (max ? ny * 4 : 0);
+}
+
+k::Pool2dDesc pool_desc(DType t) {
   k::Pool2dDesc d;
   d.n = 128, d.c = 32, d.h = 28, d.w = 28, d.kernel = 2, d.stride = 2, d.dtype = t;
+  return d;
+}
+
+void run_pool(benchmark::State& state, bool max, bool backward, DType t, bool ref) {
+  const k::Pool2dDesc d = pool_desc(t);
   const auto nx = static_cast<std::size_t>(d.n * d.c * d.h * d.w);
   const auto ny = static_cast<std::size_t>(d.n * d.c * d.out_h() * d.out_w());
   std::vector<std::byte> x = fill(nx, t, 5), y = fill(ny, t, 6);
   std::vector<std::int32_t> am(ny);
-  k::max_pool2d(d, x.data(), y.data(), am.data());
+  k::ref::max_pool2d(d, x.data(), y.data(), am.data());
   for (auto _ : state) {
-    if (max && !backward) k::max_pool2d(d, x.data(), y.data(), am.data());
-    if (max && backward) k::max_pool2d_backward(d, y.data(), am.data(), x.data());
-    if (!max && !backward) k::avg_pool2d(d, x.data(), y.data());
-    if (!max && backward) k::avg_pool2d_backward(d, y.data(), x.data());
+    if (ref) {
+      if (max && !backward) k::ref::max_pool2d(d, x.data(), y.data(), am.data());
+      if (max && backward) k::ref::max_pool2d_backward(d, y.data(), am.data(), x.data());
+      if (!max && !backward) k::ref::avg_pool2d(d, x.data(), y.data());
+      if (!max && backward) k::ref::avg_pool2d_backward(d, y.data(), x.data());
+    } else {
+      if (max && !backward) k::cpu::max_pool2d(d, x.data(), y.data(), am.data());
+      if (max && backward) k::cpu::max_pool2d_backward(d, y.data(), am.data(), x.data());
+      if (!max && !backward) k::cpu::avg_pool2d(d, x.data(), y.data());
+      if (!max && backward) k::cpu::avg_pool2d_backward(d, y.data(), x.data());
+    }
     benchmark::ClobberMemory();
   }
+  state.SetBytesProcessed(state.iterations() * pool_bytes(d, max));
+}
+
+// The floor: memcpy of half the bytes a pooling pass moves (a copy reads and writes each byte).
+void run_pool_memcpy(benchmark::State& state, bool max, DType t) {
+  const std::int64_t bytes = pool_bytes(pool_desc(t), max);
+  std::vector<std::byte> src(static_cast<std::size_t>(bytes / 2), std::byte{1}), dst(src.size());
+  for (auto _ : state) {
+    std::memcpy(dst.data(), src.data(), src.size());
+    benchmark::ClobberMemory();
+  }
+  state.SetBytesProcessed(state.iterations() * bytes);
 }
 
 const int kRegistered = [] {
@@ -129,10 +161,17 @@ const int kRegistered = [] {
       for (bool bwd : {false, true}) {
         const std::string name = std::string("pool/128x32x28x28/") + (max ? "max" : "avg") +
                                  (bwd ? "_bwd/" : "_fwd/") + mixprec::name(t);
-        benchmark::RegisterBenchmark(name.c_str(), run_pool, max, bwd, t)
-            ->Unit(benchmark::kMillisecond)
-            ->UseRealTime();
+        for (bool ref : {false, true}) {
+          benchmark::RegisterBenchmark((name + (ref ? "/ref" : "/cpu")).c_str(), run_pool, max, bwd, t, ref)
+              ->Unit(benchmark::kMillisecond)
+              ->UseRealTime();
+        }
       }
+      benchmark::RegisterBenchmark((std::string("pool/128x32x28x28/") + (max ? "max" : "avg") +
+                                    "_memcpy_floor/" + mixprec::name(t)).c_str(),
+                                   run_pool_memcpy, max, t)
+          ->Unit(benchmark::kMillisecond)
+          ->UseRealTime();
     }
   }
   return 0;

@@ -1,8 +1,12 @@
 // Batch norm forward + backward (training mode, affine) at the Fashion-MNIST CNN's shapes:
-// the kernels alone, and the op with autograd (allocation and running-stat update included).
+// the kernels alone through kernels::cpu (Highway) and kernels::ref (scalar spec), a memcpy
+// moving the same bytes (the bandwidth floor), and the op with autograd (allocation and
+// running-stat update included).
 //   OMP_NUM_THREADS=1 ./bench_norm ; OMP_NUM_THREADS=2 ./bench_norm
 #include <benchmark/benchmark.h>
 
+#include <cstring>
+#include <string>
 #include <vector>
 
 #include "kernels/norm.h"
@@ -24,7 +28,11 @@ void set_label(benchmark::State& state, DType dt, std::int64_t numel) {
 }
 
 void BM_BatchNormKernels(benchmark::State& state) {
+  namespace k = mixprec::kernels;
   const DType dt = dtype_arg(state.range(0));
+  const bool ref = state.range(3) != 0;
+  auto forward = ref ? &k::ref::batch_norm_forward : &k::cpu::batch_norm_forward;
+  auto backward = ref ? &k::ref::batch_norm_backward : &k::cpu::batch_norm_backward;
   const mixprec::kernels::BatchNormDims d{128, state.range(1), state.range(2) * state.range(2)};
   const Tensor x = Tensor::randn({d.n, d.c, d.s}, 1, dt);
   const Tensor dy = Tensor::randn({d.n, d.c, d.s}, 2, dt);
@@ -32,14 +40,27 @@ void BM_BatchNormKernels(benchmark::State& state) {
   const auto c = static_cast<std::size_t>(d.c);
   std::vector<float> w(c, 1.0f), b(c, 0.0f), mean(c), var(c), dw(c), db(c);
   for (auto _ : state) {
-    mixprec::kernels::batch_norm_forward(x.data_ptr(), dt, d, w.data(), b.data(), 1e-5f, true,
-                                         mean.data(), var.data(), y.data_ptr(), dt);
-    mixprec::kernels::batch_norm_backward(x.data_ptr(), dt, dy.data_ptr(), dt, d, mean.data(),
-                                          var.data(), 1e-5f, w.data(), true, dx.data_ptr(), dt,
-                                          dw.data(), db.data());
+    forward(x.data_ptr(), dt, d, w.data(), b.data(), 1e-5f, true, mean.data(), var.data(),
+            y.data_ptr(), dt);
+    backward(x.data_ptr(), dt, dy.data_ptr(), dt, d, mean.data(), var.data(), 1e-5f, w.data(),
+             true, dx.data_ptr(), dt, dw.data(), db.data());
     benchmark::DoNotOptimize(dx.data_ptr());
   }
   set_label(state, dt, x.numel());
+  state.SetLabel(std::string(mixprec::name(dt)) + (ref ? " ref" : " cpu"));
+}
+
+// The floor: memcpy of half the bytes forward + backward move (a copy reads and writes each).
+void BM_BatchNormMemcpyFloor(benchmark::State& state) {
+  const DType dt = dtype_arg(state.range(0));
+  const std::int64_t numel = 128 * state.range(1) * state.range(2) * state.range(2);
+  const auto bytes = static_cast<std::size_t>(numel * 5 * static_cast<std::int64_t>(mixprec::size_of(dt)));
+  std::vector<char> src(bytes / 2, 1), dst(bytes / 2);
+  for (auto _ : state) {
+    std::memcpy(dst.data(), src.data(), src.size());
+    benchmark::ClobberMemory();
+  }
+  set_label(state, dt, numel);
 }
 
 void BM_BatchNormOp(benchmark::State& state) {
@@ -70,7 +91,18 @@ void shapes(benchmark::internal::Benchmark* bm) {
   bm->ArgNames({"bf16", "C", "HW"})->Unit(benchmark::kMicrosecond)->UseRealTime();
 }
 
-BENCHMARK(BM_BatchNormKernels)->Apply(shapes);
+void kernel_shapes(benchmark::internal::Benchmark* bm) {
+  for (std::int64_t dt : {0, 1}) {
+    for (std::int64_t ref : {0, 1}) {
+      bm->Args({dt, 32, 28, ref});
+      bm->Args({dt, 64, 14, ref});
+    }
+  }
+  bm->ArgNames({"bf16", "C", "HW", "ref"})->Unit(benchmark::kMicrosecond)->UseRealTime();
+}
+
+BENCHMARK(BM_BatchNormKernels)->Apply(kernel_shapes);
+BENCHMARK(BM_BatchNormMemcpyFloor)->Apply(shapes);
 BENCHMARK(BM_BatchNormOp)->Apply(shapes);
 
 }  // namespace

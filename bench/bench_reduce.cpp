@@ -5,7 +5,7 @@
 // column, the reduced axis strided by cols, e.g. a bias gradient).
 // Bytes processed count every input byte once; times are wall-clock (UseRealTime), since the
 // vector paths run on OpenMP threads. OMP_NUM_THREADS=1 compares single cores.
-// Run: bench_reduce --benchmark_min_time=0.1
+// BM_Gradient: see below. Run: bench_reduce --benchmark_min_time=0.1
 #include <benchmark/benchmark.h>
 
 #include <cstdint>
@@ -83,6 +83,45 @@ void Args(benchmark::internal::Benchmark* b) {
 BENCHMARK_CAPTURE(BM_Reduce, sum, k::ReduceOp::sum)->Apply(Args);
 BENCHMARK_CAPTURE(BM_Reduce, amax, k::ReduceOp::amax)->Apply(Args);
 BENCHMARK_CAPTURE(BM_Reduce, norm2, k::ReduceOp::norm2)->Apply(Args);
+
+// The seed MLP's gradient (21M f32 elements) reduced to one value, as clip_grad_norm's norm2 and
+// a whole-tensor sum do it: the cpu backend (Highway, all threads) against the scalar reference
+// and the memory floor, a memcpy of the same buffer in this binary. Bytes processed are the
+// bytes read (the reduction) or read + written (memcpy), so GB/s compare directly.
+constexpr std::int64_t kGradientElements = 21000000;
+
+void BM_Gradient(benchmark::State& state, k::ReduceOp op, bool reference) {
+  const auto x = values(DType::f32, kGradientElements, 11);
+  float r = 0.0f;
+  for (auto _ : state) {
+    if (reference) {
+      k::ref::reduce(op, x.data(), DType::f32, 1, kGradientElements, 1, &r, DType::f32);
+    } else {
+      k::cpu::reduce(op, x.data(), DType::f32, 1, kGradientElements, 1, &r, DType::f32);
+    }
+    benchmark::DoNotOptimize(r);
+  }
+  state.SetLabel(reference ? "ref" : std::string("cpu ") + mixprec::simd_target());
+  state.SetBytesProcessed(state.iterations() * static_cast<std::int64_t>(x.size()));
+}
+
+void BM_GradientMemcpy(benchmark::State& state) {
+  const auto x = values(DType::f32, kGradientElements, 11);
+  std::vector<std::uint8_t> y(x.size());
+  for (auto _ : state) {
+    std::memcpy(y.data(), x.data(), x.size());
+    benchmark::DoNotOptimize(y.data());
+    benchmark::ClobberMemory();
+  }
+  state.SetLabel("floor");
+  state.SetBytesProcessed(state.iterations() * 2 * static_cast<std::int64_t>(x.size()));
+}
+
+BENCHMARK_CAPTURE(BM_Gradient, sum_cpu, k::ReduceOp::sum, false)->UseRealTime()->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_Gradient, sum_ref, k::ReduceOp::sum, true)->UseRealTime()->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_Gradient, norm2_cpu, k::ReduceOp::norm2, false)->UseRealTime()->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_Gradient, norm2_ref, k::ReduceOp::norm2, true)->UseRealTime()->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_GradientMemcpy)->UseRealTime()->Unit(benchmark::kMillisecond);
 
 }  // namespace
 

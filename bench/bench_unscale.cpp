@@ -1,85 +1,51 @@
-// The fused unscale + non-finite check of GradScaler over 21M f32 gradients (a small transformer's
-// worth), scalar reference vs AVX-512:
-//   dispatch/<isa>:      kernels::unscale_inplace, what GradScaler::unscale runs (OpenMP over all
-//                        threads above 32K elements), capped at the given ISA;
-//   kernel_1thread/<impl>: the raw kernel on one thread (unscale_f32_ref vs unscale_f32_avx512).
-// "GB" counts 8 bytes per element (read 4, write 4 in place): the minimum the pass must move.
-// The inverse scale alternates between 2^-16 and 2^16, so the data stay in the normal range
+// The fused unscale + non-finite check of GradScaler over 21M gradients (a small transformer's
+// worth) on the cpu backend (the Highway kernel of the best target, all OpenMP threads) and the
+// scalar reference backend, against the memory-bandwidth floor measured in this binary:
+//   f32: read 4 + write 4 = 8 bytes/element;  bf16/f16: 2 + 2 = 4 bytes/element (in place).
+// floor = bytes moved / copy bandwidth, the copy bandwidth being the best of a few parallel
+// memcpy passes over 21M floats (copy/21M below, bytes read + written). "x_floor" = time / floor.
+// The inverse scale alternates between 2^-8 and 2^8, so the data stay in the normal range
 // (subnormal results would measure microcode assists, not the kernel).
 #include <benchmark/benchmark.h>
 
+#include <chrono>
 #include <cstdint>
 #include <string>
 
-#include "kernels/cpu/unscale_kernels.h"
+#include "copy_floor.h"
+#include "kernels/backend.h"
+#include "kernels/unscale.h"
 #include "mixprec/core/cpu_features.h"
 #include "mixprec/core/tensor.h"
 
 namespace {
 
-using mixprec::Isa;
+using mixprec::DType;
 using mixprec::Tensor;
 
 constexpr std::int64_t kGrads = 21'000'000;
-constexpr double kBytesPerElement = 8.0;
 
-/// Caps the ISA for one benchmark and restores it afterwards.
-class IsaCap {
- public:
-  explicit IsaCap(Isa cap) { mixprec::set_max_isa(cap); }
-  ~IsaCap() { mixprec::set_max_isa(saved_); }
-  IsaCap(const IsaCap&) = delete;
-  IsaCap& operator=(const IsaCap&) = delete;
+double g_copy_bytes_per_s = 0;
 
- private:
-  Isa saved_ = mixprec::max_isa();
-};
-
-float inverse(std::int64_t iteration) { return iteration % 2 == 0 ? 1.0f / 65536.0f : 65536.0f; }
-
-void set_rate(benchmark::State& state) {
-  state.counters["GB"] = benchmark::Counter(kBytesPerElement * static_cast<double>(kGrads) * 1e-9,
-                                            benchmark::Counter::kIsIterationInvariantRate);
-}
-
-void bm_dispatch(benchmark::State& state, Isa isa) {
-  if (isa > mixprec::max_isa()) {
-    state.SkipWithError("this CPU (or MIXPREC_ISA) does not allow the requested ISA");
-    return;
-  }
-  const IsaCap cap(isa);
-  Tensor g = Tensor::randn({kGrads}, 3, mixprec::DType::f32, 0.0f, 65536.0f * 1e-3f);
+void bm_unscale(benchmark::State& state, DType dtype, const std::string& backend) {
+  const std::string previous = mixprec::kernels::set_backend(backend);
+  Tensor g = Tensor::randn({kGrads}, 3, dtype, 0.0f, 1.0f);
   std::int64_t k = 0;
   bool found = false;
+  const auto start = std::chrono::steady_clock::now();
   for (auto _ : state) {
-    found |= mixprec::kernels::unscale_inplace(g.data_ptr(), mixprec::kernels::kUnscaleF32,
-                                               static_cast<std::size_t>(kGrads), inverse(k++));
+    const float inv = k++ % 2 == 0 ? 1.0f / 256.0f : 256.0f;
+    found |= mixprec::kernels::unscale_inplace(g.data_ptr(), static_cast<int>(dtype),
+                                               static_cast<std::size_t>(kGrads), inv);
     benchmark::ClobberMemory();
   }
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  mixprec::kernels::set_backend(previous);
   if (found) state.SkipWithError("unexpected non-finite gradient");
-  set_rate(state);
-  state.SetLabel(mixprec::name(isa));
-}
-
-void bm_kernel_1thread(benchmark::State& state, bool avx512) {
-  if (avx512 && mixprec::max_isa() < Isa::avx512) {
-    state.SkipWithError("this CPU (or MIXPREC_ISA) does not allow AVX-512");
-    return;
-  }
-  Tensor g = Tensor::randn({kGrads}, 3, mixprec::DType::f32, 0.0f, 65536.0f * 1e-3f);
-  float* p = g.data<float>();
-  const auto n = static_cast<std::size_t>(kGrads);
-  std::int64_t k = 0;
-  bool found = false;
-  for (auto _ : state) {
-    const float inv = inverse(k++);
-    found |= avx512 ? mixprec::kernels::unscale_f32_avx512(p, p, n, inv)
-                    : mixprec::kernels::unscale_f32_ref(p, p, n, inv);
-    benchmark::ClobberMemory();
-  }
-  if (found) state.SkipWithError("unexpected non-finite gradient");
-  set_rate(state);
-  state.SetLabel(avx512 ? "avx512" : "reference");
+  const double bytes = 2.0 * static_cast<double>(mixprec::size_of(dtype)) * static_cast<double>(kGrads);
+  mixprec::bench::set_floor_counters(state, bytes, g_copy_bytes_per_s, seconds);
+  state.SetLabel(backend == "cpu" ? std::string("cpu ") + mixprec::simd_target() : backend);
 }
 
 }  // namespace
@@ -88,18 +54,20 @@ int main(int argc, char** argv) {
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
   benchmark::AddCustomContext("cpu_flags", mixprec::cpu_features().to_string());
-  for (const Isa isa : {Isa::scalar, Isa::avx512}) {
-    const std::string name = std::string("unscale_21M/dispatch/") + mixprec::name(isa);
-    benchmark::RegisterBenchmark(name.c_str(), bm_dispatch, isa)
-        ->UseRealTime()
-        ->Unit(benchmark::kMillisecond);
-  }
-  for (const bool avx512 : {false, true}) {
-    const std::string name =
-        std::string("unscale_21M/kernel_1thread/") + (avx512 ? "avx512" : "reference");
-    benchmark::RegisterBenchmark(name.c_str(), bm_kernel_1thread, avx512)
-        ->UseRealTime()
-        ->Unit(benchmark::kMillisecond);
+  const auto copy_bytes = static_cast<std::int64_t>(kGrads) * 4;
+  g_copy_bytes_per_s = mixprec::bench::copy_bandwidth(static_cast<std::size_t>(copy_bytes));
+  benchmark::AddCustomContext("copy_GB_per_s", std::to_string(g_copy_bytes_per_s * 1e-9));
+  benchmark::RegisterBenchmark("copy_21M_f32", mixprec::bench::bm_copy)
+      ->Arg(copy_bytes)
+      ->UseRealTime()
+      ->Unit(benchmark::kMillisecond);
+  for (const DType dtype : {DType::f32, DType::bf16, DType::f16}) {
+    for (const char* backend : {"cpu", "ref"}) {
+      const std::string name = std::string("unscale_21M/") + mixprec::name(dtype) + "/" + backend;
+      benchmark::RegisterBenchmark(name.c_str(), bm_unscale, dtype, std::string(backend))
+          ->UseRealTime()
+          ->Unit(benchmark::kMillisecond);
+    }
   }
   benchmark::RunSpecifiedBenchmarks();
   benchmark::Shutdown();

@@ -1,25 +1,19 @@
-// Bulk fp8 conversions: a 256-entry decode table and the scalar rounding of float8.h.
+// The public fp8 conversions: the 256-entry decode tables, and argument checks in front of the
+// backend's bulk conversion (kernels::convert, which handles every dtype pair, fp8 included).
 #include "mixprec/core/convert_fp8.h"
 
-#include <algorithm>
 #include <cstdint>
-#include <limits>
 #include <string>
 
-#include "core/convert_fp8_detail.h"
-#include "core/parallel_chunks.h"
+#include "core/convert_checks.h"
+#include "kernels/convert.h"
 #include "mixprec/core/error.h"
-#include "mixprec/core/half.h"
-#include "mixprec/core/verbose.h"
+#include "mixprec/core/float8.h"
 
 namespace mixprec {
 namespace {
 
 using Byte = std::uint8_t;
-using Bits16 = std::uint16_t;
-
-using detail::for_chunks;
-
 
 template <float (*Decode)(Byte)>
 constexpr std::array<float, 256> make_table() {
@@ -49,47 +43,6 @@ void require_fp8(const char* op, DType format) {
                             : "dtype code " + std::to_string(static_cast<int>(format))));
 }
 
-void check_buffers(const char* op, const void* src, std::size_t src_size, const void* dst,
-                   std::size_t dst_size, std::size_t n) {
-  if (n == 0) return;
-  MIXPREC_CHECK(src != nullptr && dst != nullptr, ValueError, op,
-                "null " << (src == nullptr ? "src" : "dst") << " with n = " << n
-                        << "; pass buffers of n elements");
-  MIXPREC_CHECK(n <= std::numeric_limits<std::size_t>::max() / 4, ValueError, op,
-                "n = " << n << " elements is larger than any buffer can be");
-  const auto s = reinterpret_cast<std::uintptr_t>(src);
-  const auto d = reinterpret_cast<std::uintptr_t>(dst);
-  MIXPREC_CHECK(s + n * src_size <= d || d + n * dst_size <= s, ValueError, op,
-                "src and dst overlap; convert into a separate buffer (in-place is not supported)");
-}
-
-/// Element i of a non-fp8 buffer of dtype t, widened exactly to f32.
-float widen(const void* p, DType t, std::size_t i) {
-  if (t == DType::f32) return static_cast<const float*>(p)[i];
-  const Bits16 b = static_cast<const Bits16*>(p)[i];
-  return t == DType::bf16 ? bf16_bits_to_f32(b) : f16_bits_to_f32(b);
-}
-
-/// Rounds v to the non-fp8 dtype t and stores it as element i.
-void narrow(void* p, DType t, std::size_t i, float v) {
-  if (t == DType::f32) {
-    static_cast<float*>(p)[i] = v;
-    return;
-  }
-  static_cast<Bits16*>(p)[i] = t == DType::bf16 ? f32_to_bf16_bits(v) : f32_to_f16_bits(v);
-}
-
-Byte encode(float v, DType format) {
-  return format == DType::f8e4m3 ? f32_to_e4m3_bits(v) : f32_to_e5m2_bits(v);
-}
-
-void log_call(DType from, DType to) {
-  if (verbose_enabled()) {
-    verbose_log("convert", std::string(name(from)) + "->" + name(to), "scalar",
-                "vectorised fp8 conversion: none (scalar table decode and rounding)");
-  }
-}
-
 }  // namespace
 
 const std::array<float, 256>& fp8_decode_table(DType format) {
@@ -100,54 +53,15 @@ const std::array<float, 256>& fp8_decode_table(DType format) {
 void convert_fp8_to_f32(const Byte* src, DType format, float* dst, std::size_t n) {
   constexpr const char* op = "convert_fp8_to_f32";
   require_fp8(op, format);
-  check_buffers(op, src, 1, dst, 4, n);
-  log_call(format, DType::f32);
-  const float* table = fp8_decode_table(format).data();
-  for_chunks(n, [&](std::size_t begin, std::size_t end) {
-    for (std::size_t i = begin; i < end; ++i) dst[i] = table[src[i]];
-  });
+  detail::check_convert_buffers(op, src, 1, dst, 4, n);
+  kernels::convert(src, format, dst, DType::f32, n);
 }
 
 void convert_f32_to_fp8(const float* src, Byte* dst, DType format, std::size_t n) {
   constexpr const char* op = "convert_f32_to_fp8";
   require_fp8(op, format);
-  check_buffers(op, src, 4, dst, 1, n);
-  log_call(DType::f32, format);
-  for_chunks(n, [&](std::size_t begin, std::size_t end) {
-    if (format == DType::f8e4m3) {
-      for (std::size_t i = begin; i < end; ++i) dst[i] = f32_to_e4m3_bits(src[i]);
-    } else {
-      for (std::size_t i = begin; i < end; ++i) dst[i] = f32_to_e5m2_bits(src[i]);
-    }
-  });
+  detail::check_convert_buffers(op, src, 4, dst, 1, n);
+  kernels::convert(src, DType::f32, dst, format, n);
 }
 
-namespace detail {
-
-void convert_fp8_pair(const void* src, DType src_dtype, void* dst, DType dst_dtype,
-                      std::size_t n) {
-  MIXPREC_ASSERT(src_dtype != dst_dtype && (is_fp8(src_dtype) || is_fp8(dst_dtype)));
-  log_call(src_dtype, dst_dtype);
-  const auto* in = static_cast<const Byte*>(src);
-  auto* out = static_cast<Byte*>(dst);
-  if (is_fp8(src_dtype)) {
-    // Decoding is exact, and every fp8 value is representable in f32, bf16, f16 and, when it
-    // is in range, in the other fp8 format; so the only rounding is the final one.
-    const float* table = fp8_decode_table(src_dtype).data();
-    for_chunks(n, [&](std::size_t begin, std::size_t end) {
-      if (is_fp8(dst_dtype)) {
-        for (std::size_t i = begin; i < end; ++i) out[i] = encode(table[in[i]], dst_dtype);
-      } else {
-        for (std::size_t i = begin; i < end; ++i) narrow(dst, dst_dtype, i, table[in[i]]);
-      }
-    });
-    return;
-  }
-  // f32, bf16 or f16 -> fp8: exact widening to f32, then one rounding.
-  for_chunks(n, [&](std::size_t begin, std::size_t end) {
-    for (std::size_t i = begin; i < end; ++i) out[i] = encode(widen(src, src_dtype, i), dst_dtype);
-  });
-}
-
-}  // namespace detail
 }  // namespace mixprec

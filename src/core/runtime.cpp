@@ -5,6 +5,7 @@
 #include <dnnl.hpp>
 #include <sstream>
 
+#include "kernels/backend.h"
 #include "mixprec/core/error.h"
 
 namespace mixprec {
@@ -39,5 +40,7 @@ std::string onednn_description() {
 #endif
   return os.str();
 }
+
+std::string kernel_backend() { return kernels::backend().name; }
 
 }  // namespace mixprec

@@ -6,8 +6,10 @@
 #include <cstdio>
 #include <cstdlib>
 #include <string_view>
+#include <utility>
 
 #include "mixprec/core/error.h"
+#include "mixprec/core/verbose.h"
 
 namespace mixprec::kernels {
 namespace {
@@ -52,121 +54,136 @@ std::string backend_env_warning() {
 
 // ---- entry points ----
 
+namespace {
+
+/// Calls one entry of the active backend. On the reference backend the verbose log gets one
+/// line per call (the cpu kernels log their own, naming the SIMD target that ran).
+template <class Entry, class... Args>
+decltype(auto) call(Entry Backend::*entry, const char* op, Args&&... args) {
+  const Backend& b = backend();
+  if (&b == &ref_backend() && verbose_enabled()) {
+    verbose_log(op, "-", "ref", "MIXPREC_BACKEND=ref");
+  }
+  return (b.*entry)(std::forward<Args>(args)...);
+}
+
+}  // namespace
+
 void unary(UnaryOp op, std::span<const std::int64_t> shape, const StridedInput& in, void* out,
            DType out_dtype) {
-  backend().unary(op, shape, in, out, out_dtype);
+  call(&Backend::unary, "unary", op, shape, in, out, out_dtype);
 }
 void binary(BinaryOp op, std::span<const std::int64_t> shape, const StridedInput& a,
             const StridedInput& b, void* out, DType out_dtype) {
-  backend().binary(op, shape, a, b, out, out_dtype);
+  call(&Backend::binary, "binary", op, shape, a, b, out, out_dtype);
 }
 void affine(const void* in, DType in_dtype, void* out, DType out_dtype, std::int64_t n,
             float alpha, float beta) {
-  backend().affine(in, in_dtype, out, out_dtype, n, alpha, beta);
+  call(&Backend::affine, "affine", in, in_dtype, out, out_dtype, n, alpha, beta);
 }
 void unary_backward(UnaryOp op, const void* x, DType x_dtype, const void* y, DType y_dtype,
                     const void* dy, DType dy_dtype, void* dx, DType dx_dtype, std::int64_t n) {
-  backend().unary_backward(op, x, x_dtype, y, y_dtype, dy, dy_dtype, dx, dx_dtype, n);
+  call(&Backend::unary_backward, "unary_backward", op, x, x_dtype, y, y_dtype, dy, dy_dtype, dx, dx_dtype, n);
 }
 void fill(void* out, DType dtype, std::int64_t n, float value) {
-  backend().fill(out, dtype, n, value);
+  call(&Backend::fill, "fill", out, dtype, n, value);
 }
 void copy(std::span<const std::int64_t> shape, const StridedInput& in, const StridedOutput& out) {
-  backend().copy(shape, in, out);
+  call(&Backend::copy, "copy", shape, in, out);
 }
 void convert(const void* src, DType src_dtype, void* dst, DType dst_dtype, std::size_t n) {
-  backend().convert(src, src_dtype, dst, dst_dtype, n);
+  call(&Backend::convert, "convert", src, src_dtype, dst, dst_dtype, n);
 }
 void convert_stochastic(const float* src, void* dst, DType dst_dtype, std::size_t n,
                         std::uint64_t seed, std::uint64_t offset) {
-  backend().convert_stochastic(src, dst, dst_dtype, n, seed, offset);
+  call(&Backend::convert_stochastic, "convert_stochastic", src, dst, dst_dtype, n, seed, offset);
 }
 void reduce(ReduceOp op, const void* in, DType in_dtype, std::int64_t outer, std::int64_t n,
             std::int64_t inner, void* out, DType out_dtype) {
-  backend().reduce(op, in, in_dtype, outer, n, inner, out, out_dtype);
+  call(&Backend::reduce, "reduce", op, in, in_dtype, outer, n, inner, out, out_dtype);
 }
 void softmax(const void* in, DType in_dtype, std::int64_t rows, std::int64_t cols, void* out,
              DType out_dtype, bool log) {
-  backend().softmax(in, in_dtype, rows, cols, out, out_dtype, log);
+  call(&Backend::softmax, "softmax", in, in_dtype, rows, cols, out, out_dtype, log);
 }
 void softmax_backward(const void* y, DType y_dtype, const void* dy, DType dy_dtype,
                       std::int64_t rows, std::int64_t cols, void* dx, DType dx_dtype, bool log) {
-  backend().softmax_backward(y, y_dtype, dy, dy_dtype, rows, cols, dx, dx_dtype, log);
+  call(&Backend::softmax_backward, "softmax_backward", y, y_dtype, dy, dy_dtype, rows, cols, dx, dx_dtype, log);
 }
 void cross_entropy(const void* logits, DType dtype, std::int64_t rows, std::int64_t cols,
                    const std::int64_t* targets, float label_smoothing, float* loss_per_row) {
-  backend().cross_entropy(logits, dtype, rows, cols, targets, label_smoothing, loss_per_row);
+  call(&Backend::cross_entropy, "cross_entropy", logits, dtype, rows, cols, targets, label_smoothing, loss_per_row);
 }
 void cross_entropy_backward(const void* logits, DType dtype, std::int64_t rows,
                             std::int64_t cols, const std::int64_t* targets, float label_smoothing,
                             const float* grad_per_row, void* dlogits, DType dlogits_dtype) {
-  backend().cross_entropy_backward(logits, dtype, rows, cols, targets, label_smoothing,
+  call(&Backend::cross_entropy_backward, "cross_entropy_backward", logits, dtype, rows, cols, targets, label_smoothing,
                                    grad_per_row, dlogits, dlogits_dtype);
 }
 void batch_norm_forward(const void* x, DType x_dtype, BatchNormDims d, const float* weight,
                         const float* bias, float eps, bool training, float* mean, float* var,
                         void* y, DType y_dtype) {
-  backend().batch_norm_forward(x, x_dtype, d, weight, bias, eps, training, mean, var, y, y_dtype);
+  call(&Backend::batch_norm_forward, "batch_norm_forward", x, x_dtype, d, weight, bias, eps, training, mean, var, y, y_dtype);
 }
 void batch_norm_backward(const void* x, DType x_dtype, const void* dy, DType dy_dtype,
                          BatchNormDims d, const float* mean, const float* var, float eps,
                          const float* weight, bool training, void* dx, DType dx_dtype,
                          float* dweight, float* dbias) {
-  backend().batch_norm_backward(x, x_dtype, dy, dy_dtype, d, mean, var, eps, weight, training, dx,
+  call(&Backend::batch_norm_backward, "batch_norm_backward", x, x_dtype, dy, dy_dtype, d, mean, var, eps, weight, training, dx,
                                 dx_dtype, dweight, dbias);
 }
 void layer_norm_forward(const void* x, DType x_dtype, std::int64_t rows, std::int64_t cols,
                         const float* weight, const float* bias, float eps, void* y,
                         DType y_dtype, float* mean, float* rstd) {
-  backend().layer_norm_forward(x, x_dtype, rows, cols, weight, bias, eps, y, y_dtype, mean, rstd);
+  call(&Backend::layer_norm_forward, "layer_norm_forward", x, x_dtype, rows, cols, weight, bias, eps, y, y_dtype, mean, rstd);
 }
 void layer_norm_backward(const void* x, DType x_dtype, const void* dy, DType dy_dtype,
                          std::int64_t rows, std::int64_t cols, const float* mean,
                          const float* rstd, const float* weight, void* dx, DType dx_dtype,
                          float* dweight, float* dbias) {
-  backend().layer_norm_backward(x, x_dtype, dy, dy_dtype, rows, cols, mean, rstd, weight, dx,
+  call(&Backend::layer_norm_backward, "layer_norm_backward", x, x_dtype, dy, dy_dtype, rows, cols, mean, rstd, weight, dx,
                                 dx_dtype, dweight, dbias);
 }
 void conv2d(const Conv2dDesc& d, const void* x, const void* weight, const void* bias, void* y) {
-  backend().conv2d(d, x, weight, bias, y);
+  call(&Backend::conv2d, "conv2d", d, x, weight, bias, y);
 }
 void conv2d_backward_data(const Conv2dDesc& d, const void* dy, const void* weight, void* dx) {
-  backend().conv2d_backward_data(d, dy, weight, dx);
+  call(&Backend::conv2d_backward_data, "conv2d_backward_data", d, dy, weight, dx);
 }
 void conv2d_backward_weights(const Conv2dDesc& d, const void* x, const void* dy, void* dweight,
                              void* dbias) {
-  backend().conv2d_backward_weights(d, x, dy, dweight, dbias);
+  call(&Backend::conv2d_backward_weights, "conv2d_backward_weights", d, x, dy, dweight, dbias);
 }
 void max_pool2d(const Pool2dDesc& d, const void* x, void* y, std::int32_t* argmax) {
-  backend().max_pool2d(d, x, y, argmax);
+  call(&Backend::max_pool2d, "max_pool2d", d, x, y, argmax);
 }
 void max_pool2d_backward(const Pool2dDesc& d, const void* dy, const std::int32_t* argmax,
                          void* dx) {
-  backend().max_pool2d_backward(d, dy, argmax, dx);
+  call(&Backend::max_pool2d_backward, "max_pool2d_backward", d, dy, argmax, dx);
 }
-void avg_pool2d(const Pool2dDesc& d, const void* x, void* y) { backend().avg_pool2d(d, x, y); }
+void avg_pool2d(const Pool2dDesc& d, const void* x, void* y) { call(&Backend::avg_pool2d, "avg_pool2d", d, x, y); }
 void avg_pool2d_backward(const Pool2dDesc& d, const void* dy, void* dx) {
-  backend().avg_pool2d_backward(d, dy, dx);
+  call(&Backend::avg_pool2d_backward, "avg_pool2d_backward", d, dy, dx);
 }
 void global_avg_pool2d(const void* x, DType dtype, std::int64_t planes, std::int64_t hw, void* y) {
-  backend().global_avg_pool2d(x, dtype, planes, hw, y);
+  call(&Backend::global_avg_pool2d, "global_avg_pool2d", x, dtype, planes, hw, y);
 }
 void global_avg_pool2d_backward(const void* dy, DType dtype, std::int64_t planes,
                                 std::int64_t hw, void* dx) {
-  backend().global_avg_pool2d_backward(dy, dtype, planes, hw, dx);
+  call(&Backend::global_avg_pool2d_backward, "global_avg_pool2d_backward", dy, dtype, planes, hw, dx);
 }
 void matmul(const MatmulDesc& desc, const void* a, const void* b, const void* bias, void* c) {
-  backend().matmul(desc, a, b, bias, c);
+  call(&Backend::matmul, "matmul", desc, a, b, bias, c);
 }
 void sgd_update(const OptimArrays& a, const SgdScalars& s, std::size_t n, std::uint64_t rng_stream) {
-  backend().sgd_update(a, s, n, rng_stream);
+  call(&Backend::sgd_update, "sgd_update", a, s, n, rng_stream);
 }
 void adam_update(const OptimArrays& a, const AdamScalars& s, std::size_t n,
                  std::uint64_t rng_stream) {
-  backend().adam_update(a, s, n, rng_stream);
+  call(&Backend::adam_update, "adam_update", a, s, n, rng_stream);
 }
 bool unscale_inplace(void* data, int dtype, std::size_t n, float inv, float* amax) {
-  return backend().unscale_inplace(data, dtype, n, inv, amax);
+  return call(&Backend::unscale_inplace, "unscale_inplace", data, dtype, n, inv, amax);
 }
 
 }  // namespace mixprec::kernels

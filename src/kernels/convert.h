@@ -10,7 +10,8 @@
 namespace mixprec::kernels {
 
 /// Converts n contiguous elements from src_dtype to dst_dtype (round to nearest even; any pair,
-/// fp8 included). src and dst do not overlap (checked by the caller).
+/// fp8 included). src and dst do not overlap (checked by the caller), except that for
+/// src_dtype == dst_dtype the call is a memmove and overlap is fine.
 void convert(const void* src, DType src_dtype, void* dst, DType dst_dtype, std::size_t n);
 /// f32 -> bf16 or f16 (dst_dtype) with stochastic rounding: element i uses
 /// random_bits(seed, offset + i) of random.h (the caller checks offset + n does not overflow).
@@ -27,6 +28,10 @@ namespace cpu {
 void convert(const void* src, DType src_dtype, void* dst, DType dst_dtype, std::size_t n);
 void convert_stochastic(const float* src, void* dst, DType dst_dtype, std::size_t n,
                         std::uint64_t seed, std::uint64_t offset);
+/// out[i] = random_bits(seed, offset + i) of random.h: the vector Philox behind
+/// fill_random_bits (which checks the arguments; not a backend entry: there is one definition
+/// of the stream, and every backend must reproduce it).
+void philox_fill(std::uint64_t seed, std::uint64_t offset, std::uint32_t* out, std::size_t n);
 }  // namespace cpu
 
 }  // namespace mixprec::kernels

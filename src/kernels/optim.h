@@ -1,8 +1,9 @@
 #pragma once
 /// Fused optimizer update kernels: one pass per element that reads the parameter (or its fp32
 /// master), the gradient (f32/bf16/f16) and the fp32 state, and writes the state, the master and
-/// the parameter. Plain declarations only: optim_kernels_avx512.cpp includes this header and must
-/// not see any inline function a scalar file could also instantiate (ODR safety).
+/// the parameter. Plain declarations only: the Highway kernel file (cpu/optim_simd.cpp, compiled
+/// once per target) includes this header and must not see any inline function a scalar file
+/// could also instantiate (ODR safety).
 #include <cstddef>
 #include <cstdint>
 
@@ -20,7 +21,7 @@ enum OptimWrite : int {
 };
 
 // The structs below are trivial aggregates on purpose (no default member initializers): they
-// then have no constructor functions at all, so none can be emitted with AVX-512 code. Create
+// then have no constructor functions at all, so none can be emitted with a target's ISA. Create
 // them value-initialised (`OptimArrays a{};`): every pointer null, every number 0.
 
 /// The arrays of one contiguous run of `count` elements (all pointers already offset to it).

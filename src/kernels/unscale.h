@@ -34,8 +34,8 @@ bool unscale_16bit_ref(const std::uint16_t* in, std::uint16_t* out, std::size_t 
 
 /// Multiplies n contiguous elements of dtype code `dtype` in place by inv (finite, non-zero);
 /// returns whether any element was Inf/NaN before or after, and raises *amax (if not null) as the
-/// reference does. f32 runs the AVX-512 kernel when allowed; bf16/f16 run the reference. Neither
-/// the verdict nor amax depends on the ISA or thread count.
+/// reference does. The cpu backend runs the Highway kernel of the best target allowed (every
+/// dtype). Neither the verdict nor amax depends on the target or thread count.
 bool unscale_inplace(void* data, int dtype, std::size_t n, float inv, float* amax = nullptr);
 
 namespace ref {

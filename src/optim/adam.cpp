@@ -4,6 +4,7 @@
 
 #include "kernels/optim.h"
 #include "mixprec/core/error.h"
+#include "optim/optim_arrays.h"
 
 namespace mixprec::optim {
 namespace {
@@ -41,8 +42,7 @@ Adam::Adam(std::vector<Tensor> params, AdamOptions options, OptimizerOptions com
 }
 
 void Adam::update(std::size_t i, const Tensor& grad, std::int64_t param_step) {
-  kernels::OptimArrays a{};
-  fill_arrays(i, grad, a);
+  kernels::OptimArrays a = detail::optim_arrays(*this, i, grad);
   a.state0 = static_cast<float*>(exp_avg_[i].data_ptr());
   a.state1 = static_cast<float*>(exp_avg_sq_[i].data_ptr());
   // Scalars in double, rounded once to f32, as PyTorch does with its Python-float arithmetic.

@@ -5,7 +5,6 @@
 #include <map>
 
 #include "diagnostics/op_scope.h"
-#include "kernels/optim.h"
 #include "mixprec/autograd/node.h"
 #include "mixprec/core/convert.h"
 #include "mixprec/core/error.h"
@@ -145,24 +144,6 @@ Tensor Optimizer::add_state(std::size_t i, const std::string& buffer) {
   Tensor t = Tensor::zeros(params_.at(i).shape(), DType::f32, MemoryCategory::optimizer_state);
   buffers_.at(i).emplace_back(buffer, t);
   return t;
-}
-
-void Optimizer::fill_arrays(std::size_t i, const Tensor& grad, kernels::OptimArrays& out) const {
-  const Tensor& p = params_.at(i);
-  out.param = p.data_ptr();
-  out.param_dtype = static_cast<int>(p.dtype());
-  out.grad = grad.data_ptr();
-  out.grad_dtype = static_cast<int>(grad.dtype());
-  out.master = nullptr;
-  out.random = nullptr;
-  if (p.dtype() == DType::f32) {
-    out.write = kernels::kWriteInPlace;
-  } else if (masters_[i].defined()) {
-    out.write = kernels::kWriteMaster;
-    out.master = static_cast<float*>(masters_[i].data_ptr());
-  } else {
-    out.write = kernels::kWriteStochastic;
-  }
 }
 
 std::uint64_t Optimizer::rng_stream(std::size_t i, std::int64_t param_step) const noexcept {

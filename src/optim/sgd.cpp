@@ -4,6 +4,7 @@
 
 #include "kernels/optim.h"
 #include "mixprec/core/error.h"
+#include "optim/optim_arrays.h"
 
 namespace mixprec::optim {
 namespace {
@@ -33,8 +34,7 @@ SGD::SGD(std::vector<Tensor> params, SgdOptions options, OptimizerOptions common
 }
 
 void SGD::update(std::size_t i, const Tensor& grad, std::int64_t param_step) {
-  kernels::OptimArrays a{};
-  fill_arrays(i, grad, a);
+  kernels::OptimArrays a = detail::optim_arrays(*this, i, grad);
   if (momentum_[i].defined()) a.state0 = static_cast<float*>(momentum_[i].data_ptr());
   kernels::SgdScalars s{};
   s.lr = lr();

@@ -17,8 +17,9 @@
 namespace mixprec {
 namespace {
 
-using test::conversion_caps;
-using test::IsaCapGuard;
+using test::convert_paths;
+using test::ConvertPath;
+using test::PathGuard;
 
 constexpr std::uint64_t k2to32 = std::uint64_t{1} << 32;
 
@@ -114,7 +115,7 @@ TEST(ConvertStochastic, IsUnbiased) {
 }
 
 TEST(ConvertStochastic, SameBitsOnEveryPathThreadCountAndSplit) {
-  IsaCapGuard guard;
+  PathGuard guard;
   constexpr std::size_t kN = 200003;  // several parallel chunks and a ragged tail
   constexpr std::uint64_t kSeed = 0x5eed;
   std::mt19937 gen(11);
@@ -131,12 +132,12 @@ TEST(ConvertStochastic, SameBitsOnEveryPathThreadCountAndSplit) {
       want_bf16[i] = f32_to_bf16_bits_stochastic(src[i], r);
       want_f16[i] = f32_to_f16_bits_stochastic(src[i], r);
     }
-    for (Isa cap : conversion_caps()) {
+    for (const ConvertPath& path : convert_paths()) {
       for (int threads : {1, 2}) {
         for (std::size_t split : {0u, 1u, 66u, 65537u}) {
-          SCOPED_TRACE(::testing::Message() << name(cap) << " threads=" << threads << " split="
+          SCOPED_TRACE(::testing::Message() << path.label << " threads=" << threads << " split="
                                             << split << " offset=" << offset);
-          set_max_isa(cap);
+          guard.select(path);
           const int saved_threads = omp_get_max_threads();
           omp_set_num_threads(threads);
           std::vector<bfloat16> b(kN);
@@ -162,7 +163,7 @@ TEST(ConvertStochastic, SameBitsOnEveryPathThreadCountAndSplit) {
 // Far below 2^-24 the dropped fraction needs more than 32 bits and the vector kernel shifts it
 // right instead of left. Round-ups are rare there (P ~ 2^-7 .. 2^-10), so use many samples.
 TEST(ConvertStochastic, F16FarBelowSpacingMatchesScalarAndRate) {
-  IsaCapGuard guard;
+  PathGuard guard;
   constexpr std::size_t kPer = 250000;
   std::vector<float> src;
   std::vector<double> p_up;
@@ -171,20 +172,54 @@ TEST(ConvertStochastic, F16FarBelowSpacingMatchesScalarAndRate) {
     src.insert(src.end(), kPer, x);
     p_up.push_back(static_cast<double>(x) / 0x1p-24);  // fraction of a 2^-24 spacing
   }
-  for (Isa cap : conversion_caps()) {
-    set_max_isa(cap);
+  for (const ConvertPath& path : convert_paths()) {
+    guard.select(path);
     std::vector<float16> h(src.size());
     convert_f32_to_f16_stochastic(src.data(), h.data(), src.size(), /*seed=*/9, /*offset=*/0);
     for (std::size_t block = 0; block < p_up.size(); ++block) {
       std::size_t ups = 0;
       for (std::size_t i = block * kPer; i < (block + 1) * kPer; ++i) {
         ASSERT_EQ(h[i].bits, f32_to_f16_bits_stochastic(src[i], random_bits(9, i)))
-            << name(cap) << " i=" << i;
+            << path.label << " i=" << i;
         ups += h[i].bits == 0x0001;
       }
       const double p = p_up[block];
       EXPECT_NEAR(static_cast<double>(ups) / kPer, p, 4 * std::sqrt(p * (1 - p) / kPer))
-          << name(cap) << " block " << block;
+          << path.label << " block " << block;
+    }
+  }
+}
+
+// Every length around the vector widths, at every position within a Philox block (the vector
+// loop starts at the next block boundary; the elements before it and the tail take the
+// buffered path), with a sentinel after the end; the inputs mix specials, subnormals and
+// values with random low bits.
+TEST(ConvertStochastic, OddLengthsAndOffsetsOnEveryPath) {
+  PathGuard guard;
+  std::mt19937 gen(5);
+  std::vector<float> src(80);
+  const std::uint32_t specials[] = {0x7f800000u, 0xff800001u, 0x7fc00000u, 0x477fefffu,
+                                    0x477ff000u, 0x33800001u, 0x00000001u, 0x80000000u};
+  for (std::size_t i = 0; i < src.size(); ++i) {
+    src[i] = std::bit_cast<float>(i < 8 ? specials[i] : static_cast<std::uint32_t>(gen()));
+  }
+  for (const ConvertPath& path : convert_paths()) {
+    guard.select(path);
+    for (std::uint64_t offset : {0u, 1u, 2u, 3u, 4u, 7u}) {
+      for (std::size_t n = 0; n <= 70; ++n) {
+        SCOPED_TRACE(::testing::Message() << path.label << " n=" << n << " offset=" << offset);
+        std::vector<bfloat16> b(n + 1, bfloat16::from_bits(0xdead));
+        std::vector<float16> h(n + 1, float16::from_bits(0xdead));
+        convert_f32_to_bf16_stochastic(src.data(), b.data(), n, 42, offset);
+        convert_f32_to_f16_stochastic(src.data(), h.data(), n, 42, offset);
+        for (std::size_t i = 0; i < n; ++i) {
+          const std::uint32_t r = random_bits(42, offset + i);
+          ASSERT_EQ(b[i].bits, f32_to_bf16_bits_stochastic(src[i], r)) << "bf16 i=" << i;
+          ASSERT_EQ(h[i].bits, f32_to_f16_bits_stochastic(src[i], r)) << "f16 i=" << i;
+        }
+        ASSERT_EQ(b[n].bits, 0xdead) << "wrote past the end";
+        ASSERT_EQ(h[n].bits, 0xdead) << "wrote past the end";
+      }
     }
   }
 }

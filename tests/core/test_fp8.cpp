@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "core/convert_test_util.h"
 #include "io/io_test_util.h"
 #include "kernels/conv.h"
 #include "kernels/elementwise.h"
@@ -172,13 +173,30 @@ TEST(Fp8DType, DispatchThrowsInsteadOfInstantiatingKernels) {
 
 // ---- decoding: all 256 patterns -------------------------------------------------------------
 
+/// Runs body once per conversion path (the cpu backend at every Highway target of this CPU,
+/// then the ref backend), with that path selected and its name traced.
+template <class Body>
+void on_every_path(Body body) {
+  test::PathGuard guard;
+  for (const test::ConvertPath& path : test::convert_paths()) {
+    SCOPED_TRACE(path.label);
+    guard.select(path);
+    body(path.label);
+  }
+}
+
 TEST(Fp8Decode, All256PatternsMatchTheReference) {
   for (DType t : kFp8) {
     const std::array<float, 256>& table = fp8_decode_table(t);
     std::vector<std::uint8_t> all(256);
     for (int i = 0; i < 256; ++i) all[static_cast<std::size_t>(i)] = static_cast<std::uint8_t>(i);
-    std::vector<float> bulk(256);
-    convert_fp8_to_f32(all.data(), t, bulk.data(), 256);
+    std::vector<std::vector<float>> bulk;
+    std::vector<std::string> labels;
+    on_every_path([&](const std::string& label) {
+      bulk.emplace_back(256);
+      labels.push_back(label);
+      convert_fp8_to_f32(all.data(), t, bulk.back().data(), 256);
+    });
     int nans = 0;
     for (int i = 0; i < 256; ++i) {
       const auto b = static_cast<std::uint8_t>(i);
@@ -186,7 +204,9 @@ TEST(Fp8Decode, All256PatternsMatchTheReference) {
       const float v = decode(b, t);
       expect_same(v, ref_decode(b, t), where);
       EXPECT_EQ(bits_of(table[b]), bits_of(v)) << where;   // table == scalar, bit for bit
-      EXPECT_EQ(bits_of(bulk[b]), bits_of(v)) << where;    // bulk == scalar
+      for (std::size_t p = 0; p < bulk.size(); ++p) {      // bulk == scalar on every path
+        EXPECT_EQ(bits_of(bulk[p][b]), bits_of(v)) << where << " " << labels[p];
+      }
       if (std::isnan(v)) {
         ++nans;
         EXPECT_TRUE(bits_of(v) & 0x00400000u) << where << ": NaN must come out quiet";
@@ -250,14 +270,18 @@ TEST(Fp8Encode, EveryBoundaryMidpointAndSpecialMatchesTheReference) {
   for (DType t : kFp8) {
     const std::vector<float> values = boundary_values(t);
     ASSERT_GT(values.size(), 1000u);
-    std::vector<std::uint8_t> bulk(values.size());
-    convert_f32_to_fp8(values.data(), bulk.data(), t, values.size());
     for (std::size_t i = 0; i < values.size(); ++i) {
       const float x = values[i];
-      const std::uint8_t want = ref_encode(x, t);
-      ASSERT_EQ(encode(x, t), want) << name(t) << " x=" << x << " (" << hex(bits_of(x)) << ")";
-      ASSERT_EQ(bulk[i], want) << name(t) << " bulk x=" << x;
+      ASSERT_EQ(encode(x, t), ref_encode(x, t))
+          << name(t) << " x=" << x << " (" << hex(bits_of(x)) << ")";
     }
+    on_every_path([&](const std::string&) {
+      std::vector<std::uint8_t> bulk(values.size());
+      convert_f32_to_fp8(values.data(), bulk.data(), t, values.size());
+      for (std::size_t i = 0; i < values.size(); ++i) {
+        ASSERT_EQ(bulk[i], ref_encode(values[i], t)) << name(t) << " bulk x=" << values[i];
+      }
+    });
   }
 }
 
@@ -305,12 +329,15 @@ TEST(Fp8Encode, SweepOfF32PatternsMatchesTheReference) {
     values.push_back(std::bit_cast<float>(static_cast<std::uint32_t>(rng())));
   }
   for (DType t : kFp8) {
-    std::vector<std::uint8_t> bulk(values.size());  // > 64K elements: the parallel chunks run
-    convert(values.data(), DType::f32, bulk.data(), t, values.size());
-    for (std::size_t i = 0; i < values.size(); ++i) {
-      const std::uint8_t want = ref_encode(values[i], t);
-      ASSERT_EQ(bulk[i], want) << name(t) << " " << hex(bits_of(values[i]));
-    }
+    std::vector<std::uint8_t> want(values.size());
+    for (std::size_t i = 0; i < values.size(); ++i) want[i] = ref_encode(values[i], t);
+    on_every_path([&](const std::string&) {
+      std::vector<std::uint8_t> bulk(values.size());  // > 64K elements: the parallel chunks run
+      convert(values.data(), DType::f32, bulk.data(), t, values.size());
+      for (std::size_t i = 0; i < values.size(); ++i) {
+        ASSERT_EQ(bulk[i], want[i]) << name(t) << " " << hex(bits_of(values[i]));
+      }
+    });
   }
 }
 
@@ -319,51 +346,57 @@ TEST(Fp8Encode, SweepOfF32PatternsMatchesTheReference) {
 TEST(Fp8Convert, From16BitIsExactWideningThenOneRounding) {
   std::vector<std::uint16_t> all(65536);
   for (std::uint32_t i = 0; i < 65536; ++i) all[i] = static_cast<std::uint16_t>(i);
-  for (DType src : {DType::bf16, DType::f16}) {
-    for (DType t : kFp8) {
-      std::vector<std::uint8_t> out(all.size());
-      convert(all.data(), src, out.data(), t, all.size());
-      for (std::uint32_t i = 0; i < 65536; ++i) {
-        const auto b = static_cast<std::uint16_t>(i);
-        const float wide = src == DType::bf16 ? bf16_bits_to_f32(b) : f16_bits_to_f32(b);
-        ASSERT_EQ(out[i], ref_encode(wide, t)) << name(src) << "->" << name(t) << " " << hex(i);
+  on_every_path([&](const std::string&) {
+    for (DType src : {DType::bf16, DType::f16}) {
+      for (DType t : kFp8) {
+        std::vector<std::uint8_t> out(all.size());
+        convert(all.data(), src, out.data(), t, all.size());
+        for (std::uint32_t i = 0; i < 65536; ++i) {
+          const auto b = static_cast<std::uint16_t>(i);
+          const float wide = src == DType::bf16 ? bf16_bits_to_f32(b) : f16_bits_to_f32(b);
+          ASSERT_EQ(out[i], ref_encode(wide, t)) << name(src) << "->" << name(t) << " " << hex(i);
+        }
       }
     }
-  }
+  });
 }
 
 TEST(Fp8Convert, To16BitAndF32IsExact) {
   std::vector<std::uint8_t> all(256);
   for (int i = 0; i < 256; ++i) all[static_cast<std::size_t>(i)] = static_cast<std::uint8_t>(i);
-  for (DType t : kFp8) {
-    std::vector<float> f(256);
-    convert(all.data(), t, f.data(), DType::f32, 256);
-    std::vector<std::uint16_t> bf(256), hf(256);
-    convert(all.data(), t, bf.data(), DType::bf16, 256);
-    convert(all.data(), t, hf.data(), DType::f16, 256);
-    for (int i = 0; i < 256; ++i) {
-      const auto b = static_cast<std::uint8_t>(i);
-      const double want = ref_decode(b, t);
-      const std::string where = std::string(name(t)) + " " + hex(b);
-      expect_same(f[b], want, where + " ->f32");
-      expect_same(bf16_bits_to_f32(bf[b]), want, where + " ->bf16");
-      expect_same(f16_bits_to_f32(hf[b]), want, where + " ->f16");
+  on_every_path([&](const std::string&) {
+    for (DType t : kFp8) {
+      std::vector<float> f(256);
+      convert(all.data(), t, f.data(), DType::f32, 256);
+      std::vector<std::uint16_t> bf(256), hf(256);
+      convert(all.data(), t, bf.data(), DType::bf16, 256);
+      convert(all.data(), t, hf.data(), DType::f16, 256);
+      for (int i = 0; i < 256; ++i) {
+        const auto b = static_cast<std::uint8_t>(i);
+        const double want = ref_decode(b, t);
+        const std::string where = std::string(name(t)) + " " + hex(b);
+        expect_same(f[b], want, where + " ->f32");
+        expect_same(bf16_bits_to_f32(bf[b]), want, where + " ->bf16");
+        expect_same(f16_bits_to_f32(hf[b]), want, where + " ->f16");
+      }
     }
-  }
+  });
 }
 
 TEST(Fp8Convert, BetweenTheTwoFormatsRoundsOnce) {
   std::vector<std::uint8_t> all(256);
   for (int i = 0; i < 256; ++i) all[static_cast<std::size_t>(i)] = static_cast<std::uint8_t>(i);
-  for (DType from : kFp8) {
-    const DType to = from == DType::f8e4m3 ? DType::f8e5m2 : DType::f8e4m3;
-    std::vector<std::uint8_t> out(256);
-    convert(all.data(), from, out.data(), to, 256);
-    for (int i = 0; i < 256; ++i) {
-      const auto b = static_cast<std::uint8_t>(i);
-      EXPECT_EQ(out[b], ref_encode(decode(b, from), to)) << name(from) << " " << hex(b);
+  on_every_path([&](const std::string&) {
+    for (DType from : kFp8) {
+      const DType to = from == DType::f8e4m3 ? DType::f8e5m2 : DType::f8e4m3;
+      std::vector<std::uint8_t> out(256);
+      convert(all.data(), from, out.data(), to, 256);
+      for (int i = 0; i < 256; ++i) {
+        const auto b = static_cast<std::uint8_t>(i);
+        EXPECT_EQ(out[b], ref_encode(decode(b, from), to)) << name(from) << " " << hex(b);
+      }
     }
-  }
+  });
   // E5M2 values beyond E4M3's range become NaN; E4M3 448 is exactly 448 in E5M2.
   EXPECT_EQ(f32_to_e4m3_bits(e5m2_bits_to_f32(0x7b)), 0x7f);
   EXPECT_EQ(f32_to_e5m2_bits(e4m3_bits_to_f32(0x7e)), 0x5f);

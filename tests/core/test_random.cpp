@@ -12,8 +12,9 @@
 namespace mixprec {
 namespace {
 
-using test::conversion_caps;
-using test::IsaCapGuard;
+using test::convert_paths;
+using test::ConvertPath;
+using test::PathGuard;
 
 // Random123 kat_vectors, "philox4x32 10": counter, key -> output.
 constexpr Philox::Counter kZero = Philox::raw({0u, 0u, 0u, 0u}, {0u, 0u});
@@ -57,19 +58,21 @@ TEST(Philox, UniformIsInUnitIntervalWithMeanOneHalf) {
 }
 
 TEST(Philox, BulkFillMatchesScalarOnEveryPathAndThreadCount) {
-  IsaCapGuard guard;
+  PathGuard guard;
   const std::uint64_t seed = 77;
   for (const std::uint64_t offset : {std::uint64_t{0}, std::uint64_t{1}, std::uint64_t{6},
                                      std::uint64_t{0xffffffff} * 4 - 5}) {  // crosses 2^32 blocks
-    for (const std::size_t n : {std::size_t{0}, std::size_t{3}, std::size_t{63}, std::size_t{65},
-                                std::size_t{150001}}) {
+    for (const std::size_t n : {std::size_t{0}, std::size_t{1}, std::size_t{3}, std::size_t{5},
+                                std::size_t{9}, std::size_t{17}, std::size_t{33},
+                                std::size_t{63}, std::size_t{65}, std::size_t{150001}}) {
       std::vector<std::uint32_t> want(n);
       for (std::size_t i = 0; i < n; ++i) want[i] = random_bits(seed, offset + i);
-      for (Isa cap : conversion_caps()) {
+      for (const ConvertPath& path : convert_paths()) {
+        if (path.ref) continue;  // fill_random_bits is no backend entry: it always runs the cpu
         for (int threads : {1, 2}) {
-          SCOPED_TRACE(::testing::Message() << name(cap) << " threads=" << threads
+          SCOPED_TRACE(::testing::Message() << path.label << " threads=" << threads
                                             << " offset=" << offset << " n=" << n);
-          set_max_isa(cap);
+          guard.select(path);
           const int saved = omp_get_max_threads();
           omp_set_num_threads(threads);
           std::vector<std::uint32_t> got(n + 1, 0xabababab);

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "kernels/conv.h"
+#include "mixprec/core/cpu_features.h"
 #include "kernels/kernel_test_util.h"
 #include "mixprec/core/error.h"
 
@@ -15,6 +16,7 @@ namespace mixprec::kernels {
 namespace {
 
 using ktest::Buffer;
+using ktest::IsaCap;
 using ktest::random_buffer;
 
 struct Shape4 {
@@ -234,7 +236,9 @@ Buffer from(DType t, const std::vector<float>& v) {
 }
 
 TEST(ConvPool, MaxPoolHandComputedWithTiesAndPadding) {
-  for (DType t : ktest::kAllDTypes) {
+  for (Isa isa : ktest::isas_to_test())
+    for (DType t : ktest::kAllDTypes) {
+    IsaCap cap(isa);  // every compiled target
     // 4x4 plane, 2x2 windows: the top-left window ties (3, 3): the first one wins.
     const Buffer x = from(t, {3, 1, 0, 2,  //
                               3, 2, 5, 4,  //
@@ -271,7 +275,9 @@ TEST(ConvPool, MaxPoolHandComputedWithTiesAndPadding) {
 }
 
 TEST(ConvPool, MaxPoolPropagatesNaN) {
-  for (DType t : ktest::kAllDTypes) {
+  for (Isa isa : ktest::isas_to_test())
+    for (DType t : ktest::kAllDTypes) {
+    IsaCap cap(isa);  // every compiled target
     const float nan = std::numeric_limits<float>::quiet_NaN();
     const Buffer x = from(t, {1, nan, 9, 2,  //
                               8, 2, 3, nan,  //
@@ -297,7 +303,9 @@ TEST(ConvPool, MaxPoolPropagatesNaN) {
 // The direct path of disjoint windows must keep the reference's bits for special gradients:
 // -0 becomes +0 (the reference adds it to a +0 sum) and NaN stays NaN.
 TEST(ConvPool, DisjointMaxPoolBackwardKeepsReferenceBitsForSpecialValues) {
-  for (DType t : ktest::kAllDTypes) {
+  for (Isa isa : ktest::isas_to_test())
+    for (DType t : ktest::kAllDTypes) {
+    IsaCap cap(isa);  // every compiled target
     const float nan = std::numeric_limits<float>::quiet_NaN();
     const Pool2dDesc d = pool(1, 1, 4, 4, 2, 2, 0, t);
     const Buffer x = from(t, {3, 1, 0, 2, 3, 2, 5, 4, -1, -2, -3, -4, -5, -6, -7, -0.5f});
@@ -314,7 +322,9 @@ TEST(ConvPool, DisjointMaxPoolBackwardKeepsReferenceBitsForSpecialValues) {
 }
 
 TEST(ConvPool, AvgPoolExcludesPaddingFromTheCount) {
-  for (DType t : ktest::kAllDTypes) {
+  for (Isa isa : ktest::isas_to_test())
+    for (DType t : ktest::kAllDTypes) {
+    IsaCap cap(isa);  // every compiled target
     const Buffer x = from(t, {1, 2, 3,  //
                               4, 5, 6,  //
                               7, 8, 9});
@@ -333,44 +343,157 @@ TEST(ConvPool, AvgPoolExcludesPaddingFromTheCount) {
   }
 }
 
-TEST(ConvPool, ParallelKernelsMatchReferenceBitwise) {
-  // The dispatcher's row loops must give the reference's bits (same visiting and summation
-// order), with planes split across threads (every case has > 32K elements), including
-// overlapping windows (stride < kernel) where the order of the backward sums matters.
-  for (DType t : ktest::kAllDTypes) {
-    for (const Pool2dDesc& d : {pool(2, 32, 28, 28, 2, 2, 0, t), pool(2, 33, 15, 13, 3, 2, 1, t),
-                                pool(2, 17, 20, 19, 3, 1, 1, t), pool(1, 64, 9, 11, 4, 3, 2, t),
-                                // disjoint windows (the direct path): gaps, truncated edges
-                                pool(2, 32, 27, 29, 2, 3, 0, t), pool(2, 40, 31, 30, 3, 3, 0, t),
-                                // 2x2 stride 2 (AVX-512 rows): full 16-lane chunks + tails, odd w
-                                pool(1, 40, 10, 70, 2, 2, 0, t), pool(2, 20, 9, 33, 2, 2, 0, t)}) {
-      const std::int64_t nx = d.n * d.c * d.h * d.w, ny = d.n * d.c * d.out_h() * d.out_w();
-      const Buffer x = random_buffer(t, nx, -3, 3, 7), dy = random_buffer(t, ny, -1, 1, 8);
+// Random values in [-3, 3) with special values planted: NaN, +-Inf, and runs of equal values
+// and of -0/+0 (ties the first occurrence must win), at positions that differ per plane.
+Buffer pool_input(DType t, std::int64_t n, bool specials) {
+  Buffer x = random_buffer(t, n, -3, 3, 7);
+  if (!specials) return x;
+  const float nan = std::numeric_limits<float>::quiet_NaN(), inf = INFINITY;
+  for (std::int64_t i = 0; i < n; i += 97) x.set(i, nan);
+  for (std::int64_t i = 13; i < n; i += 89) x.set(i, inf);
+  for (std::int64_t i = 29; i < n; i += 53) x.set(i, -inf);
+  for (std::int64_t i = 5; i + 3 < n; i += 61) {
+    x.set(i, 2.5f), x.set(i + 1, 2.5f), x.set(i + 2, 2.5f), x.set(i + 3, 2.5f);
+  }
+  for (std::int64_t i = 41; i + 1 < n; i += 71) x.set(i, -0.0f), x.set(i + 1, 0.0f);
+  return x;
+}
+
+// Bit for bit, except that any NaN matches any NaN: when a sum meets two NaNs (say Inf - Inf
+// and a NaN input), which one comes out depends on the operand order the compiler picks for a
+// commutative add (x86 keeps the first), so the NaN's sign and payload are not part of the spec.
+void expect_bitwise_any_nan(const Buffer& got, const Buffer& want, const std::string& what) {
+  ASSERT_EQ(got.size(), want.size()) << what;
+  std::int64_t bad = 0;
+  for (std::int64_t i = 0; i < got.size(); ++i) {
+    const bool both_nan = std::isnan(got.get(i)) && std::isnan(want.get(i));
+    if (!both_nan && got.bits(i) != want.bits(i) && bad++ < 5) {
+      ADD_FAILURE() << what << " [" << i << "] got " << got.get(i) << " (0x" << std::hex
+                    << got.bits(i) << ") want " << want.get(i) << " (0x" << want.bits(i) << ")";
+    }
+  }
+  EXPECT_EQ(bad, 0) << what << ": " << bad << " of " << got.size() << " elements differ";
+}
+
+// Every pooling kernel of kernels::cpu, capped at each ISA level, against kernels::ref: maxima,
+// argmax and average pooling bit for bit (same visiting and summation order), global average
+// pooling within f32 summation error (it sums a plane across lanes).
+void check_pool_against_reference(const Pool2dDesc& d, bool specials, Isa isa) {
+  const DType t = d.dtype;
+  SCOPED_TRACE(std::string(name(t)) + " " + name(isa) + " [" + std::to_string(d.n) + "," +
+               std::to_string(d.c) + "," + std::to_string(d.h) + "," + std::to_string(d.w) +
+               "] k" + std::to_string(d.kernel) + " s" + std::to_string(d.stride) + " p" +
+               std::to_string(d.padding) + (specials ? " specials" : ""));
+  const std::int64_t nx = d.n * d.c * d.h * d.w, ny = d.n * d.c * d.out_h() * d.out_w();
+  const Buffer x = pool_input(t, nx, specials), dy = pool_input(t, ny, specials);
+  Buffer y(t, ny), y_ref(t, ny), dx(t, nx), dx_ref(t, nx), y_noarg(t, ny);
+  std::vector<std::int32_t> am(static_cast<std::size_t>(ny)), am_ref(am.size());
+  const std::int64_t planes = d.n * d.c, hw = d.h * d.w;
+  Buffer g(t, planes), g_ref(t, planes), gdx(t, nx), gdx_ref(t, nx);
+  {
+    IsaCap cap(isa);
+    cpu::max_pool2d(d, x.data(), y.data(), am.data());
+    cpu::max_pool2d(d, x.data(), y_noarg.data(), nullptr);
+  }
+  ref::max_pool2d(d, x.data(), y_ref.data(), am_ref.data());
+  ktest::expect_bitwise(y, y_ref, "max_pool2d");
+  ktest::expect_bitwise(y_noarg, y_ref, "max_pool2d without argmax");
+  EXPECT_EQ(am, am_ref) << "argmax";
+  {
+    IsaCap cap(isa);  // backward from the reference's argmax (computed above)
+    cpu::max_pool2d_backward(d, dy.data(), am_ref.data(), dx.data());
+  }
+  ref::max_pool2d_backward(d, dy.data(), am_ref.data(), dx_ref.data());
+  ktest::expect_bitwise(dx, dx_ref, "max_pool2d_backward");
+  {
+    IsaCap cap(isa);
+    cpu::avg_pool2d(d, x.data(), y.data());
+    cpu::avg_pool2d_backward(d, dy.data(), dx.data());
+    cpu::global_avg_pool2d(x.data(), t, planes, hw, g.data());
+    cpu::global_avg_pool2d_backward(g.data(), t, planes, hw, gdx.data());
+  }
+  ref::avg_pool2d(d, x.data(), y_ref.data());
+  ref::avg_pool2d_backward(d, dy.data(), dx_ref.data());
+  ref::global_avg_pool2d(x.data(), t, planes, hw, g_ref.data());
+  ref::global_avg_pool2d_backward(g.data(), t, planes, hw, gdx_ref.data());
+  expect_bitwise_any_nan(y, y_ref, "avg_pool2d");
+  expect_bitwise_any_nan(dx, dx_ref, "avg_pool2d_backward");
+  // Two f32 sums of the same hw values in different orders differ by at most ~hw * 2^-24 of
+  // sum |x| (|x| < 3 here, so the mean's error is below hw * 2^-24 * 3); then one rounding to t.
+  const double sum_tol = static_cast<double>(hw) * 3.0 * std::ldexp(1.0, -24);
+  ktest::expect_close(g, g_ref, [&](std::int64_t i) {
+    return sum_tol + 2 * ktest::eps(t) * std::fabs(g_ref.get(i)); }, "global_avg_pool2d");
+  ktest::expect_bitwise(gdx, gdx_ref, "global_avg_pool2d_backward");
+}
+
+const std::vector<Pool2dDesc> pool_cases(DType t) {
+  return {// 2x2 stride 2 (the direct path): full vectors, tails, odd w and h, w < 2 lanes
+          pool(2, 32, 28, 28, 2, 2, 0, t), pool(1, 40, 10, 70, 2, 2, 0, t),
+          pool(2, 20, 9, 33, 2, 2, 0, t), pool(1, 3, 5, 5, 2, 2, 0, t), pool(1, 2, 2, 3, 2, 2, 0, t),
+          // overlapping and padded windows
+          pool(2, 33, 15, 13, 3, 2, 1, t), pool(2, 17, 20, 19, 3, 1, 1, t),
+          pool(1, 64, 9, 11, 4, 3, 2, t), pool(1, 3, 7, 40, 3, 1, 1, t), pool(1, 2, 6, 6, 6, 1, 3, t),
+          // disjoint windows with gaps or other sizes, truncated edges
+          pool(2, 32, 27, 29, 2, 3, 0, t), pool(2, 40, 31, 30, 3, 3, 0, t),
+          pool(1, 2, 1, 1, 1, 1, 0, t), pool(1, 3, 4, 37, 1, 2, 0, t)};
+}
+
+TEST(ConvPool, KernelsMatchReferenceOnEveryIsa) {
+  for (Isa isa : ktest::isas_to_test()) {
+    for (DType t : ktest::kAllDTypes) {
+      for (const Pool2dDesc& d : pool_cases(t)) {
+        check_pool_against_reference(d, false, isa);
+        check_pool_against_reference(d, true, isa);
+      }
+    }
+  }
+}
+
+TEST(ConvPool, GlobalAvgPoolIsTheMean) {
+  for (Isa isa : ktest::isas_to_test()) {
+    IsaCap cap(isa);
+    for (DType t : ktest::kAllDTypes) {
+      for (std::int64_t hw : {1, 7, 33, 784, 5000}) {
+        const Buffer x = random_buffer(t, 3 * hw, -3, 3, 9);
+        Buffer g(t, 3);
+        cpu::global_avg_pool2d(x.data(), t, 3, hw, g.data());
+        for (std::int64_t q = 0; q < 3; ++q) {
+          double s = 0;
+          for (std::int64_t i = 0; i < hw; ++i) s += x.get(q * hw + i);
+          const double mean = s / static_cast<double>(hw);
+          // f32 summation error plus one rounding to t.
+          EXPECT_NEAR(g.get(q), mean, 1e-5 + 2 * ktest::eps(t) * std::fabs(mean))
+              << name(t) << " " << name(isa) << " hw " << hw;
+        }
+      }
+    }
+  }
+}
+
+TEST(ConvPool, AvgPoolRoundsTinyAndHugeValuesLikeTheReference) {
+  // f16 subnormals (averages that round to the 2^-24 quantum, ties included) and values near
+  // the f16 / bf16 maximum: the vector rounding must give the scalar conversion's bits.
+  for (Isa isa : ktest::isas_to_test()) {
+    for (DType t : ktest::kAllDTypes) {
+      const float scale = t == DType::f16 ? std::ldexp(1.0f, -14) : std::ldexp(1.0f, -126);
+      const Pool2dDesc d = pool(1, 3, 9, 21, 3, 1, 1, t);
+      const std::int64_t nx = 3 * 9 * 21, ny = 3 * d.out_h() * d.out_w();
+      Buffer x = random_buffer(t, nx, -1, 1, 17);
+      for (std::int64_t i = 0; i < nx; ++i) x.set(i, x.get(i) * (i % 3 == 0 ? 65504.0f : scale));
+      if (t == DType::bf16) {
+        for (std::int64_t i = 0; i < nx; i += 3) x.set(i, x.get(i) * 1e33f);
+      }
       Buffer y(t, ny), y_ref(t, ny), dx(t, nx), dx_ref(t, nx);
-      std::vector<std::int32_t> am(static_cast<std::size_t>(ny)), am_ref(am.size());
-      max_pool2d(d, x.data(), y.data(), am.data());
-      ref::max_pool2d(d, x.data(), y_ref.data(), am_ref.data());
-      ktest::expect_bitwise(y, y_ref, "max_pool2d");
-      EXPECT_EQ(am, am_ref);
-      max_pool2d_backward(d, dy.data(), am.data(), dx.data());
-      ref::max_pool2d_backward(d, dy.data(), am_ref.data(), dx_ref.data());
-      ktest::expect_bitwise(dx, dx_ref, "max_pool2d_backward");
-      avg_pool2d(d, x.data(), y.data());
+      {
+        IsaCap cap(isa);
+        cpu::avg_pool2d(d, x.data(), y.data());
+        cpu::avg_pool2d_backward(d, x.data(), dx.data());  // x doubles as a gradient of ny <= nx
+      }
       ref::avg_pool2d(d, x.data(), y_ref.data());
-      ktest::expect_bitwise(y, y_ref, "avg_pool2d");
-      avg_pool2d_backward(d, dy.data(), dx.data());
-      ref::avg_pool2d_backward(d, dy.data(), dx_ref.data());
-      ktest::expect_bitwise(dx, dx_ref, "avg_pool2d_backward");
-      Buffer g(t, d.n * d.c), g_ref(t, d.n * d.c);
-      global_avg_pool2d(x.data(), t, d.n * d.c, d.h * d.w, g.data());
-      ref::global_avg_pool2d(x.data(), t, d.n * d.c, d.h * d.w, g_ref.data());
-      ktest::expect_bitwise(g, g_ref, "global_avg_pool2d");
-      // And the mean itself, against a double sum.
-      double s = 0;
-      for (std::int64_t i = 0; i < d.h * d.w; ++i) s += x.get(i);
-      const double mean = s / static_cast<double>(d.h * d.w);
-      // f32 summation error (<= 1e-4 here) plus one rounding to t.
-      EXPECT_NEAR(g.get(0), mean, 1e-4 + 2 * ktest::eps(t) * std::fabs(mean));
+      ref::avg_pool2d_backward(d, x.data(), dx_ref.data());
+      const std::string what = std::string(name(t)) + " " + name(isa);
+      ktest::expect_bitwise(y, y_ref, "avg_pool2d " + what);
+      ktest::expect_bitwise(dx, dx_ref, "avg_pool2d_backward " + what);
     }
   }
 }

@@ -2,6 +2,9 @@
 // double-accumulating reference in every dtype, plus stability and thread-count invariance.
 #include <omp.h>
 
+#include <cmath>
+#include <limits>
+#include <string>
 #include <vector>
 
 #include "kernel_test_util.h"
@@ -25,10 +28,16 @@ std::vector<float> random_vec(std::int64_t n, float lo, float hi, std::uint32_t 
   return v;
 }
 
+// NaN must meet NaN; otherwise |got - want| <= atol + rel * |want|.
 void expect_vec_close(const std::vector<float>& got, const std::vector<float>& want, double rel,
                       double atol, const std::string& what) {
   ASSERT_EQ(got.size(), want.size()) << what;
   for (std::size_t i = 0; i < got.size(); ++i) {
+    if (std::isnan(want[i]) || std::isnan(got[i])) {
+      EXPECT_TRUE(std::isnan(want[i]) && std::isnan(got[i]))
+          << what << " [" << i << "] got " << got[i] << " want " << want[i];
+      continue;
+    }
     EXPECT_NEAR(got[i], want[i], atol + rel * std::fabs(want[i])) << what << " [" << i << "]";
   }
 }
@@ -39,14 +48,26 @@ struct BnCase {
   bool affine;
 };
 
-void check_batch_norm(DType dt, const BnCase& bc, Isa isa) {
+// Which backward outputs are wanted (each may be null).
+struct Wanted {
+  bool dx = true, dweight = true, dbias = true;
+};
+
+// kernels::cpu:: (capped at isa) against kernels::ref:: for one case: forward statistics and
+// output, then backward from the reference's statistics so only the backward differs.
+// nan_at >= 0 plants a NaN in x there: its channel must come out NaN like the reference's.
+void check_batch_norm(DType tx, DType ty, DType tdy, const BnCase& bc, Isa isa, Wanted want = {},
+                      std::int64_t nan_at = -1) {
   const BatchNormDims d = bc.d;
   const std::int64_t total = d.n * d.c * d.s;
-  const std::string what = std::string(name(dt)) + " " + name(isa) + " n" + std::to_string(d.n) +
-                           " c" + std::to_string(d.c) + " s" + std::to_string(d.s) +
-                           (bc.training ? " train" : " eval") + (bc.affine ? " affine" : "");
-  const Buffer x = random_buffer(dt, total, -1.5f, 2.5f, 11);
-  const Buffer dy = random_buffer(dt, total, -1.0f, 1.0f, 12);
+  const std::string what = std::string(name(tx)) + "->" + name(ty) + " dy " + name(tdy) + " " +
+                           name(isa) + " n" + std::to_string(d.n) + " c" + std::to_string(d.c) +
+                           " s" + std::to_string(d.s) + (bc.training ? " train" : " eval") +
+                           (bc.affine ? " affine" : "") + (nan_at >= 0 ? " nan" : "");
+  SCOPED_TRACE(what);
+  Buffer x = random_buffer(tx, total, -1.5f, 2.5f, 11);
+  if (nan_at >= 0) x.set(nan_at, std::numeric_limits<float>::quiet_NaN());
+  const Buffer dy = random_buffer(tdy, total, -1.0f, 1.0f, 12);
   const std::vector<float> w = random_vec(d.c, 0.5f, 1.5f, 13), b = random_vec(d.c, -1, 1, 14);
   const float* wp = bc.affine ? w.data() : nullptr;
   const float* bp = bc.affine ? b.data() : nullptr;
@@ -54,48 +75,88 @@ void check_batch_norm(DType dt, const BnCase& bc, Isa isa) {
   std::vector<float> mean_ref = random_vec(d.c, -0.5f, 0.5f, 15);
   std::vector<float> var_ref = random_vec(d.c, 0.5f, 2.0f, 16);
   std::vector<float> mean = mean_ref, var = var_ref;
-  Buffer y_ref(dt, total), y(dt, total);
-  kernels::ref::batch_norm_forward(x.data(), dt, d, wp, bp, 1e-5f, bc.training, mean_ref.data(),
-                                   var_ref.data(), y_ref.data(), dt);
+  Buffer y_ref(ty, total), y(ty, total);
+  kernels::ref::batch_norm_forward(x.data(), tx, d, wp, bp, 1e-5f, bc.training, mean_ref.data(),
+                                   var_ref.data(), y_ref.data(), ty);
   {
     IsaCap cap(isa);
-    kernels::batch_norm_forward(x.data(), dt, d, wp, bp, 1e-5f, bc.training, mean.data(),
-                                var.data(), y.data(), dt);
+    kernels::cpu::batch_norm_forward(x.data(), tx, d, wp, bp, 1e-5f, bc.training, mean.data(),
+                                     var.data(), y.data(), ty);
   }
-  expect_vec_close(mean, mean_ref, 1e-5, 1e-6, what + " mean");
-  expect_vec_close(var, var_ref, 1e-5, 1e-6, what + " var");
-  expect_close(y, y_ref, kAtol, kEpsMultiple, what + " y");
+  expect_vec_close(mean, mean_ref, 1e-5, 1e-6, "mean");
+  expect_vec_close(var, var_ref, 1e-5, 1e-6, "var");
+  expect_close(y, y_ref, kAtol, kEpsMultiple, "y");
 
-  // Backward from the reference's statistics, so only the backward differs.
-  Buffer dx_ref(dt, total), dx(dt, total);
-  std::vector<float> dw_ref(c), db_ref(c), dw(c), db(c);
-  kernels::ref::batch_norm_backward(x.data(), dt, dy.data(), dt, d, mean_ref.data(),
-                                    var_ref.data(), 1e-5f, wp, bc.training, dx_ref.data(), dt,
+  Buffer dx_ref(ty, total), dx(ty, total);
+  std::vector<float> dw_ref(c), db_ref(c), dw(c, -7.0f), db(c, -7.0f);
+  kernels::ref::batch_norm_backward(x.data(), tx, dy.data(), tdy, d, mean_ref.data(),
+                                    var_ref.data(), 1e-5f, wp, bc.training, dx_ref.data(), ty,
                                     dw_ref.data(), db_ref.data());
   {
     IsaCap cap(isa);
-    kernels::batch_norm_backward(x.data(), dt, dy.data(), dt, d, mean_ref.data(), var_ref.data(),
-                                 1e-5f, wp, bc.training, dx.data(), dt, dw.data(), db.data());
+    kernels::cpu::batch_norm_backward(x.data(), tx, dy.data(), tdy, d, mean_ref.data(),
+                                      var_ref.data(), 1e-5f, wp, bc.training,
+                                      want.dx ? dx.data() : nullptr, ty,
+                                      want.dweight ? dw.data() : nullptr,
+                                      want.dbias ? db.data() : nullptr);
   }
-  expect_close(dx, dx_ref, kAtol, kEpsMultiple, what + " dx");
-  // Sums of n*s products: f32 row sums differ from double ones by ~1e-6 of sum |terms|.
+  if (want.dx) expect_close(dx, dx_ref, kAtol, kEpsMultiple, "dx");
+  // Sums of n*s products: f32 partial sums differ from double ones by ~1e-6 of sum |terms|.
   const double sum_atol = 1e-6 * static_cast<double>(d.n * d.s);
-  expect_vec_close(dw, dw_ref, 1e-5, sum_atol, what + " dweight");
-  expect_vec_close(db, db_ref, 1e-5, sum_atol, what + " dbias");
+  if (want.dweight) expect_vec_close(dw, dw_ref, 1e-5, sum_atol, "dweight");
+  else EXPECT_EQ(dw, std::vector<float>(c, -7.0f)) << "dweight written although null";
+  if (want.dbias) expect_vec_close(db, db_ref, 1e-5, sum_atol, "dbias");
+  else EXPECT_EQ(db, std::vector<float>(c, -7.0f)) << "dbias written although null";
 }
 
+// Plane lengths around the vector widths (1..16 lanes) and the per-column path (s < 16).
+const std::vector<BnCase> kBnCases = {
+    {{4, 3, 35}, true, true},    // rows with a tail
+    {{4, 3, 35}, false, true},   // eval: running statistics in, dx = w * invstd * dy
+    {{3, 2, 130}, true, false},  // several full 4-vector blocks plus a tail
+    {{6, 5, 16}, false, false},  // exactly the row threshold
+    {{5, 3, 15}, true, true},    // just below: per-column path with a channel of 15 columns
+    {{16, 5, 1}, true, true},    // [N, C]: per-column path
+    {{7, 33, 1}, false, true},   // [N, C] with a column tail, eval
+    {{9, 4, 3}, true, false},    // short planes
+    {{1, 3, 17}, false, true},   // a single sample, eval
+    {{8, 8, 64}, true, true},    // above the parallel threshold (channels in parallel)
+    {{600, 70, 1}, true, true},  // per-column path in parallel tiles (3 row tasks)
+    {{2, 3, 5000}, true, true},  // planes longer than one f32 run (4096)
+};
+
 TEST(NormTestKernels, BatchNormMatchesReference) {
-  const std::vector<BnCase> cases = {
-      {{4, 3, 35}, true, true},    // rows with a 3-lane tail
-      {{4, 3, 35}, false, true},
-      {{3, 2, 130}, true, false},  // several full 64-value blocks plus a tail
-      {{6, 5, 16}, false, false},
-      {{16, 5, 1}, true, true},    // [N, C]: short rows go to the reference
-      {{8, 8, 64}, true, true},    // above the parallel threshold
-  };
   for (Isa isa : isas_to_test()) {
     for (DType dt : kAllDTypes) {
-      for (const BnCase& bc : cases) check_batch_norm(dt, bc, isa);
+      for (const BnCase& bc : kBnCases) check_batch_norm(dt, dt, dt, bc, isa);
+    }
+  }
+}
+
+TEST(NormTestKernels, BatchNormMixedDTypes) {
+  // x, y/dx and dy each in any of the three dtypes, on both paths.
+  for (Isa isa : isas_to_test()) {
+    for (DType tx : kAllDTypes) {
+      for (DType ty : kAllDTypes) {
+        for (DType tdy : kAllDTypes) {
+          check_batch_norm(tx, ty, tdy, {{3, 2, 37}, true, true}, isa);
+          check_batch_norm(tx, ty, tdy, {{11, 6, 2}, true, true}, isa);
+        }
+      }
+    }
+  }
+}
+
+TEST(NormTestKernels, BatchNormNullGradientsAndNaN) {
+  for (Isa isa : isas_to_test()) {
+    for (DType dt : kAllDTypes) {
+      for (const BnCase& bc : {BnCase{{4, 3, 35}, true, true}, BnCase{{12, 5, 1}, true, false}}) {
+        check_batch_norm(dt, dt, dt, bc, isa, {false, true, true});
+        check_batch_norm(dt, dt, dt, bc, isa, {true, false, false});
+        check_batch_norm(dt, dt, dt, bc, isa, {false, false, true});
+        // A NaN in channel 1 (row path) / column 1 (column path) poisons that channel only.
+        check_batch_norm(dt, dt, dt, bc, isa, {}, bc.d.s * (bc.d.c + 1) + 2 % bc.d.s);
+      }
     }
   }
 }
@@ -134,31 +195,45 @@ TEST(NormTestKernels, BatchNormVarianceStableForLargeMean) {
   }
 }
 
-TEST(NormTestKernels, BatchNormSameResultForAnyThreadCount) {
-  // Each channel is reduced by one thread in a fixed order: 1 and 2 threads agree bit for bit.
-  const BatchNormDims d{8, 8, 32 * 32};
-  const std::int64_t total = d.n * d.c * d.s;
-  const Buffer x = random_buffer(DType::f32, total, -1, 1, 41);
-  const Buffer dy = random_buffer(DType::f32, total, -1, 1, 42);
-  auto run = [&](int threads, Buffer& y, Buffer& dx, std::vector<float>& dw) {
-    const int saved = omp_get_max_threads();
-    omp_set_num_threads(threads);
-    std::vector<float> m(8), v(8), db(8);
-    kernels::batch_norm_forward(x.data(), DType::f32, d, nullptr, nullptr, 1e-5f, true, m.data(),
-                                v.data(), y.data(), DType::f32);
-    kernels::batch_norm_backward(x.data(), DType::f32, dy.data(), DType::f32, d, m.data(),
-                                 v.data(), 1e-5f, nullptr, true, dx.data(), DType::f32, dw.data(),
-                                 db.data());
-    omp_set_num_threads(saved);
-  };
-  Buffer y1(DType::f32, total), y2(DType::f32, total), dx1(DType::f32, total),
-      dx2(DType::f32, total);
-  std::vector<float> dw1(8), dw2(8);
-  run(1, y1, dx1, dw1);
-  run(2, y2, dx2, dw2);
-  expect_bitwise(y2, y1, "y");
-  expect_bitwise(dx2, dx1, "dx");
-  EXPECT_EQ(dw1, dw2);
+TEST(NormTestKernels, NormsGiveTheSameResultForAnyThreadCount) {
+  // Channels, rows and (row block x column chunk) tiles are each reduced by one thread in a
+  // fixed order and combined in a fixed order: 1 and 2 threads agree bit for bit.
+  for (const BatchNormDims d : {BatchNormDims{8, 8, 32 * 32}, BatchNormDims{700, 60, 1}}) {
+    const std::int64_t total = d.n * d.c * d.s;
+    const auto c = static_cast<std::size_t>(d.c);
+    const Buffer x = random_buffer(DType::f32, total, -1, 1, 41);
+    const Buffer dy = random_buffer(DType::f32, total, -1, 1, 42);
+    auto run = [&](int threads, Buffer& y, Buffer& dx, std::vector<float>& dw) {
+      const int saved = omp_get_max_threads();
+      omp_set_num_threads(threads);
+      std::vector<float> m(c), v(c), db(c);
+      kernels::cpu::batch_norm_forward(x.data(), DType::f32, d, nullptr, nullptr, 1e-5f, true,
+                                       m.data(), v.data(), y.data(), DType::f32);
+      kernels::cpu::batch_norm_backward(x.data(), DType::f32, dy.data(), DType::f32, d, m.data(),
+                                        v.data(), 1e-5f, nullptr, true, dx.data(), DType::f32,
+                                        dw.data(), db.data());
+      // Layer norm over the same data seen as [n, c * s] rows.
+      const std::int64_t rows = d.n, cols = d.c * d.s;
+      std::vector<float> lm(static_cast<std::size_t>(rows)), lr(lm.size()),
+          ldw(static_cast<std::size_t>(cols)), ldb(ldw.size());
+      Buffer ly(DType::f32, total);
+      kernels::cpu::layer_norm_forward(x.data(), DType::f32, rows, cols, nullptr, nullptr, 1e-5f,
+                                       ly.data(), DType::f32, lm.data(), lr.data());
+      kernels::cpu::layer_norm_backward(x.data(), DType::f32, dy.data(), DType::f32, rows, cols,
+                                        lm.data(), lr.data(), nullptr, nullptr, DType::f32,
+                                        ldw.data(), ldb.data());
+      dw.insert(dw.end(), ldw.begin(), ldw.end());
+      omp_set_num_threads(saved);
+    };
+    Buffer y1(DType::f32, total), y2(DType::f32, total), dx1(DType::f32, total),
+        dx2(DType::f32, total);
+    std::vector<float> dw1(c), dw2(c);
+    run(1, y1, dx1, dw1);
+    run(2, y2, dx2, dw2);
+    expect_bitwise(y2, y1, "y");
+    expect_bitwise(dx2, dx1, "dx");
+    EXPECT_EQ(dw1, dw2);
+  }
 }
 
 TEST(NormTestKernels, BatchNormNullOutputsAndBadArgs) {
@@ -183,51 +258,87 @@ TEST(NormTestKernels, BatchNormNullOutputsAndBadArgs) {
                ValueError);
 }
 
-void check_layer_norm(DType dt, std::int64_t rows, std::int64_t cols, bool affine, Isa isa) {
-  const std::string what = std::string(name(dt)) + " " + name(isa) + " rows" +
-                           std::to_string(rows) + " cols" + std::to_string(cols) +
-                           (affine ? " affine" : "");
+// Which layer-norm parameters exist (each may be null).
+struct LnCase {
+  std::int64_t rows, cols;
+  bool weight, bias;
+};
+
+void check_layer_norm(DType tx, DType ty, DType tdy, const LnCase& lc, Isa isa, Wanted want = {}) {
+  const std::int64_t rows = lc.rows, cols = lc.cols;
+  const std::string what = std::string(name(tx)) + "->" + name(ty) + " dy " + name(tdy) + " " +
+                           name(isa) + " rows" + std::to_string(rows) + " cols" +
+                           std::to_string(cols) + (lc.weight ? " weight" : "") +
+                           (lc.bias ? " bias" : "") + (want.dx ? "" : " no-dx") +
+                           (want.dweight ? "" : " no-dw") + (want.dbias ? "" : " no-db");
+  SCOPED_TRACE(what);
   const std::int64_t total = rows * cols;
-  const Buffer x = random_buffer(dt, total, -1.0f, 3.0f, 61);
-  const Buffer dy = random_buffer(dt, total, -1.0f, 1.0f, 62);
+  const Buffer x = random_buffer(tx, total, -1.0f, 3.0f, 61);
+  const Buffer dy = random_buffer(tdy, total, -1.0f, 1.0f, 62);
   const std::vector<float> w = random_vec(cols, 0.5f, 1.5f, 63), b = random_vec(cols, -1, 1, 64);
-  const float* wp = affine ? w.data() : nullptr;
-  const float* bp = affine ? b.data() : nullptr;
+  const float* wp = lc.weight ? w.data() : nullptr;
+  const float* bp = lc.bias ? b.data() : nullptr;
   const auto r = static_cast<std::size_t>(rows), c = static_cast<std::size_t>(cols);
   std::vector<float> mr(r), sr(r), m(r), s(r);
-  Buffer yr(dt, total), y(dt, total);
-  kernels::ref::layer_norm_forward(x.data(), dt, rows, cols, wp, bp, 1e-5f, yr.data(), dt,
+  Buffer yr(ty, total), y(ty, total);
+  kernels::ref::layer_norm_forward(x.data(), tx, rows, cols, wp, bp, 1e-5f, yr.data(), ty,
                                    mr.data(), sr.data());
   {
     IsaCap cap(isa);
-    kernels::layer_norm_forward(x.data(), dt, rows, cols, wp, bp, 1e-5f, y.data(), dt, m.data(),
-                                s.data());
+    kernels::cpu::layer_norm_forward(x.data(), tx, rows, cols, wp, bp, 1e-5f, y.data(), ty,
+                                     m.data(), s.data());
   }
-  expect_vec_close(m, mr, 1e-5, 1e-6, what + " mean");
-  expect_vec_close(s, sr, 1e-5, 0.0, what + " rstd");
-  expect_close(y, yr, kAtol, kEpsMultiple, what + " y");
+  expect_vec_close(m, mr, 1e-5, 1e-6, "mean");
+  expect_vec_close(s, sr, 1e-5, 0.0, "rstd");
+  expect_close(y, yr, kAtol, kEpsMultiple, "y");
 
-  Buffer dxr(dt, total), dx(dt, total);
-  std::vector<float> dwr(c), dbr(c), dw(c), db(c);
-  kernels::ref::layer_norm_backward(x.data(), dt, dy.data(), dt, rows, cols, mr.data(), sr.data(),
-                                    wp, dxr.data(), dt, dwr.data(), dbr.data());
+  Buffer dxr(ty, total), dx(ty, total);
+  std::vector<float> dwr(c), dbr(c), dw(c, -7.0f), db(c, -7.0f);
+  kernels::ref::layer_norm_backward(x.data(), tx, dy.data(), tdy, rows, cols, mr.data(),
+                                    sr.data(), wp, dxr.data(), ty, dwr.data(), dbr.data());
   {
     IsaCap cap(isa);
-    kernels::layer_norm_backward(x.data(), dt, dy.data(), dt, rows, cols, mr.data(), sr.data(),
-                                 wp, dx.data(), dt, dw.data(), db.data());
+    kernels::cpu::layer_norm_backward(x.data(), tx, dy.data(), tdy, rows, cols, mr.data(),
+                                      sr.data(), wp, want.dx ? dx.data() : nullptr, ty,
+                                      want.dweight ? dw.data() : nullptr,
+                                      want.dbias ? db.data() : nullptr);
   }
-  expect_close(dx, dxr, kAtol, kEpsMultiple, what + " dx");
-  expect_vec_close(dw, dwr, 1e-5, 1e-6 * static_cast<double>(rows), what + " dweight");
-  expect_vec_close(db, dbr, 1e-5, 1e-6 * static_cast<double>(rows), what + " dbias");
+  if (want.dx) expect_close(dx, dxr, kAtol, kEpsMultiple, "dx");
+  const double sum_atol = 1e-6 * static_cast<double>(rows);
+  if (want.dweight) expect_vec_close(dw, dwr, 1e-5, sum_atol, "dweight");
+  else EXPECT_EQ(dw, std::vector<float>(c, -7.0f)) << "dweight written although null";
+  if (want.dbias) expect_vec_close(db, dbr, 1e-5, sum_atol, "dbias");
+  else EXPECT_EQ(db, std::vector<float>(c, -7.0f)) << "dbias written although null";
 }
 
 TEST(NormTestKernels, LayerNormMatchesReference) {
+  const std::vector<LnCase> cases = {
+      {5, 10, true, true},     // short rows
+      {3, 1, true, false},     // one column
+      {4, 15, false, true},    // bias only: weight read as ones
+      {7, 67, true, true},     // vector body and a tail
+      {6, 48, false, false},   // no affine
+      {2, 5000, true, true},   // rows longer than one f32 run (4096)
+      {300, 130, true, true},  // parallel rows; dweight/dbias over two row tasks
+      {3, 0, true, true},      // empty rows: the reference's mean 0, rstd 1/sqrt(eps)
+      {0, 9, true, true},
+  };
   for (Isa isa : isas_to_test()) {
     for (DType dt : kAllDTypes) {
-      check_layer_norm(dt, 5, 10, true, isa);     // short rows: reference path
-      check_layer_norm(dt, 7, 67, true, isa);     // vector stats with a tail
-      check_layer_norm(dt, 6, 48, false, isa);    // no affine: vector apply
-      check_layer_norm(dt, 300, 130, true, isa);  // parallel rows and column blocks
+      for (const LnCase& lc : cases) check_layer_norm(dt, dt, dt, lc, isa);
+    }
+  }
+}
+
+TEST(NormTestKernels, LayerNormMixedDTypesAndNullGradients) {
+  for (Isa isa : isas_to_test()) {
+    for (DType tx : kAllDTypes) {
+      for (DType ty : kAllDTypes) {
+        for (DType tdy : kAllDTypes) check_layer_norm(tx, ty, tdy, {5, 37, true, false}, isa);
+      }
+      check_layer_norm(tx, tx, tx, {9, 41, true, true}, isa, {false, true, true});
+      check_layer_norm(tx, tx, tx, {9, 41, false, true}, isa, {true, false, false});
+      check_layer_norm(tx, tx, tx, {9, 41, true, false}, isa, {false, false, true});
     }
   }
 }

@@ -1,11 +1,15 @@
 // Reductions: kernels::reduce against kernels::ref::reduce for every op, dtype and layout
-// (last axis, whole tensor, columns), bit-exact on data whose sums are exact in f32 (so any
-// summation order gives the same bits), within a rounding bound on general data; known
-// answers, NaN propagation, empty axes, and independence from the thread count.
+// (last axis, whole tensor, columns), at every SIMD level this CPU supports (each runs a
+// different Highway target, scalar included): bit-exact on data whose sums are exact in f32 (so
+// any summation order gives the same bits, and a lost or doubled element shows), within a
+// rounding bound on general data, max/min/amax bit-exact always (signed zeros and NaN payloads
+// included); known answers, NaN/Inf propagation, empty axes, the verbose log, and independence
+// from the thread count.
 #include <gtest/gtest.h>
 #include <omp.h>
 
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <random>
 #include <string>
@@ -13,6 +17,7 @@
 
 #include "kernels/kernel_test_util.h"
 #include "kernels/reduce.h"
+#include "mixprec/core/verbose.h"
 
 namespace mixprec::kernels {
 namespace {
@@ -25,13 +30,17 @@ constexpr ReduceOp kOps[] = {ReduceOp::sum,  ReduceOp::mean,  ReduceOp::max,  Re
 struct Extent {
   std::int64_t outer, n, inner;
 };
-// Last axis (inner == 1) with odd lengths and tails, many short rows (256 x 10), one row long
-// enough to be split into 64K chunks, columns (inner > 1) with and without a full 128-column
-// block, and degenerate extents.
+// Last axis (inner == 1) with lengths around the vector widths (1..16 lanes, 4 accumulators:
+// 7, 9, 31, 33, 63, 65 hit every tail), many short rows (256 x 10), rows long enough to be
+// split into 64K chunks, columns (inner > 1) narrower than a vector, with vector tails, with a
+// 256-column block and a partial one, long enough to be split along k (1 x 3000 x 300), and
+// degenerate extents.
 const std::vector<Extent> kExtents = {
-    {1, 1, 1},   {1, 15, 1},  {1, 17, 1},    {1, 1000, 1}, {1, 70001, 1}, {3, 1000, 1},
-    {256, 10, 1}, {1, 200000, 1}, {2, 70001, 1}, {2, 17, 1000}, {1, 64, 300}, {3, 15, 17},
-    {5, 1, 7},   {0, 5, 5},   {4, 3, 0}};
+    {1, 1, 1},    {1, 7, 1},       {1, 9, 1},      {1, 15, 1},    {1, 17, 1},  {3, 31, 1},
+    {2, 33, 1},   {2, 63, 1},      {1, 65, 1},     {1, 1000, 1},  {1, 70001, 1}, {3, 1000, 1},
+    {256, 10, 1}, {1, 200000, 1},  {2, 70001, 1},  {2, 17, 1000}, {1, 64, 300}, {3, 15, 17},
+    {5, 1, 7},    {2, 40, 3},      {1, 3000, 300}, {1, 30000, 5}, {0, 5, 5},   {4, 3, 0},
+    {2, 5, 33}};
 
 bool max_like(ReduceOp op) {
   return op == ReduceOp::max || op == ReduceOp::min || op == ReduceOp::amax;
@@ -56,16 +65,17 @@ Buffer exactly_summable(DType dtype, std::int64_t count, std::uint32_t seed) {
 }
 
 TEST(ReduceKernels, BitExactWithReferenceOnExactlySummableData) {
-  for (Isa isa : ktest::isas_to_test()) {
-    ktest::IsaCap cap(isa);
-    for (ReduceOp op : kOps) {
-      for (DType in : ktest::kAllDTypes) {
+  for (DType in : ktest::kAllDTypes) {
+    for (const Extent& e : kExtents) {
+      const Buffer x = exactly_summable(in, e.outer * e.n * e.inner, 7);
+      for (ReduceOp op : kOps) {
         for (DType out : {in, DType::f32}) {
-          for (const Extent& e : kExtents) {
-            const Buffer x = exactly_summable(in, e.outer * e.n * e.inner, 7);
-            Buffer got(out, e.outer * e.inner), want(out, e.outer * e.inner);
+          Buffer want(out, e.outer * e.inner);
+          ref::reduce(op, x.data(), in, e.outer, e.n, e.inner, want.data(), out);
+          for (Isa isa : ktest::isas_to_test()) {
+            ktest::IsaCap cap(isa);
+            Buffer got(out, e.outer * e.inner);
             reduce(op, x.data(), in, e.outer, e.n, e.inner, got.data(), out);
-            ref::reduce(op, x.data(), in, e.outer, e.n, e.inner, want.data(), out);
             ktest::expect_bitwise(got, want, label(op, in, out, e, isa));
           }
         }
@@ -75,34 +85,37 @@ TEST(ReduceKernels, BitExactWithReferenceOnExactlySummableData) {
 }
 
 // General data: max/min/amax are still exact; sums differ from the reference by reordering
-// only. Both orders' errors are bounded by (n-1) u sum|x| (u = eps/2) for the reference and
-// less for the shorter vector partial sums, so n * eps * sum|x| bounds the difference,
+// only (and norm2's fused x*x + acc on FMA targets). Both orders' errors are bounded by
+// (n-1) u sum|x| (u = eps/2), so n * eps32 * sum|x| bounds the difference on every target,
 // plus one rounding of the output to its dtype.
 TEST(ReduceKernels, CloseToReferenceOnGeneralData) {
-  const std::vector<Extent> extents = {{1, 1000, 1}, {1, 70001, 1}, {7, 333, 1}, {3, 100, 257}};
-  for (Isa isa : ktest::isas_to_test()) {
-    ktest::IsaCap cap(isa);
-    for (ReduceOp op : kOps) {
-      for (DType in : ktest::kAllDTypes) {
+  const std::vector<Extent> extents = {{1, 1000, 1},  {1, 70001, 1}, {7, 333, 1}, {3, 100, 257},
+                                       {1, 300001, 1}, {2, 2000, 9},  {1, 9000, 2}};
+  for (DType in : ktest::kAllDTypes) {
+    for (const Extent& e : extents) {
+      const Buffer x = ktest::random_buffer(in, e.outer * e.n * e.inner, -1.0f, 1.0f, 9);
+      for (ReduceOp op : kOps) {
+        // sum |x| (or x^2) per output: the scale of any reordering's rounding error.
+        std::vector<double> abs_sum(static_cast<std::size_t>(e.outer * e.inner), 0.0);
+        for (std::int64_t o = 0; o < e.outer; ++o) {
+          for (std::int64_t k = 0; k < e.n; ++k) {
+            for (std::int64_t i = 0; i < e.inner; ++i) {
+              const double v = x.get((o * e.n + k) * e.inner + i);
+              abs_sum[o * e.inner + i] += op == ReduceOp::norm2 ? v * v : std::fabs(v);
+            }
+          }
+        }
         for (DType out : {in, DType::f32}) {
-          for (const Extent& e : extents) {
-            const Buffer x = ktest::random_buffer(in, e.outer * e.n * e.inner, -1.0f, 1.0f, 9);
-            Buffer got(out, e.outer * e.inner), want(out, e.outer * e.inner);
+          Buffer want(out, e.outer * e.inner);
+          ref::reduce(op, x.data(), in, e.outer, e.n, e.inner, want.data(), out);
+          for (Isa isa : ktest::isas_to_test()) {
+            ktest::IsaCap cap(isa);
+            Buffer got(out, e.outer * e.inner);
             reduce(op, x.data(), in, e.outer, e.n, e.inner, got.data(), out);
-            ref::reduce(op, x.data(), in, e.outer, e.n, e.inner, want.data(), out);
             const std::string what = label(op, in, out, e, isa);
-            if (isa == Isa::scalar || max_like(op)) {
+            if (max_like(op)) {
               ktest::expect_bitwise(got, want, what);
               continue;
-            }
-            std::vector<double> abs_sum(static_cast<std::size_t>(e.outer * e.inner), 0.0);
-            for (std::int64_t o = 0; o < e.outer; ++o) {
-              for (std::int64_t k = 0; k < e.n; ++k) {
-                for (std::int64_t i = 0; i < e.inner; ++i) {
-                  const double v = x.get((o * e.n + k) * e.inner + i);
-                  abs_sum[o * e.inner + i] += op == ReduceOp::norm2 ? v * v : std::fabs(v);
-                }
-              }
             }
             const double e32 = ktest::eps(DType::f32), eo = ktest::eps(out);
             ktest::expect_close(got, want, [&](std::int64_t i) {
@@ -200,6 +213,105 @@ TEST(ReduceNaN, MaxMinAmaxAndSumsPropagateNaN) {
   }
 }
 
+/// A float NaN with a payload (quiet, sign and payload chosen so every dtype keeps them apart).
+float nan_with(std::uint32_t payload, bool negative) {
+  const std::uint32_t bits = (negative ? 0xffc00000u : 0x7fc00000u) | (payload << 13);
+  float f;
+  std::memcpy(&f, &bits, 4);
+  return f;
+}
+
+// The reference folds in index order: the FIRST NaN wins (amax clears its sign), and of +0 and
+// -0 the LAST one met. Vector lanes see elements out of order; the result must still have the
+// reference's bits: rows (several NaNs of different payloads, zeros of both signs, in the body
+// and in the tail) and columns, every dtype, every target.
+TEST(ReduceMaxMin, BitExactWithSignedZerosAndNaNPayloads) {
+  const std::vector<Extent> extents = {{3, 37, 1}, {2, 200, 1}, {1, 70001, 1}, {2, 37, 21},
+                                       {1, 500, 70}};
+  for (Isa isa : ktest::isas_to_test()) {
+    ktest::IsaCap cap(isa);
+    for (DType in : ktest::kAllDTypes) {
+      for (const Extent& e : extents) {
+        const std::int64_t total = e.outer * e.n * e.inner;
+        // Zeros of both signs and negative numbers: max (and amax over a zero row) ties.
+        Buffer zeros(in, total);
+        std::mt19937 rng(5);
+        for (std::int64_t i = 0; i < total; ++i) {
+          const unsigned r = rng() % 4;
+          zeros.set(i, r == 0 ? 0.0f : r == 1 ? -0.0f : r == 2 ? -1.5f : 1.5f);
+        }
+        Buffer nans = ktest::random_buffer(in, total, -2.0f, 2.0f, 6);
+        for (std::int64_t i = 0; i < total; i += 1 + static_cast<std::int64_t>(rng() % 50)) {
+          nans.set(i, nan_with(1 + static_cast<std::uint32_t>(rng() % 7), rng() % 2 == 0));
+        }
+        Buffer neg_zeros(in, total);  // max is 0 everywhere: which zero is last decides the sign
+        for (std::int64_t i = 0; i < total; ++i) {
+          neg_zeros.set(i, rng() % 3 == 0 ? (rng() % 2 ? 0.0f : -0.0f) : -1.0f);
+        }
+        Buffer pos_zeros(in, total);  // the same for min
+        for (std::int64_t i = 0; i < total; ++i) {
+          pos_zeros.set(i, rng() % 3 == 0 ? (rng() % 2 ? 0.0f : -0.0f) : 1.0f);
+        }
+        for (const Buffer* x : {&zeros, &nans, &neg_zeros, &pos_zeros}) {
+          for (ReduceOp op : {ReduceOp::max, ReduceOp::min, ReduceOp::amax}) {
+            for (DType out : {DType::f32, in}) {
+              Buffer got(out, e.outer * e.inner), want(out, e.outer * e.inner);
+              reduce(op, x->data(), in, e.outer, e.n, e.inner, got.data(), out);
+              ref::reduce(op, x->data(), in, e.outer, e.n, e.inner, want.data(), out);
+              ktest::expect_bitwise(got, want, label(op, in, out, e, isa));
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+// Infinities: a sum meeting +Inf is +Inf, meeting both signs NaN; max/min/amax see them as
+// ordinary values; f16 Inf must widen to Inf on every target (not 65536).
+TEST(ReduceNaN, InfinitiesLikeTheReference) {
+  const float inf = std::numeric_limits<float>::infinity();
+  for (Isa isa : ktest::isas_to_test()) {
+    ktest::IsaCap cap(isa);
+    for (DType dt : ktest::kAllDTypes) {
+      for (const Extent& e : {Extent{4, 101, 1}, Extent{4, 101, 19}}) {
+        Buffer x = ktest::random_buffer(dt, e.outer * e.n * e.inner, -1.0f, 1.0f, 8);
+        // Slab 0: +Inf; slab 1: -Inf; slab 2: both; slab 3: none.
+        x.set(1 * e.inner + 2 % e.inner, inf);
+        x.set((e.n + 99) * e.inner + 3 % e.inner, -inf);
+        x.set((2 * e.n + 5) * e.inner + 4 % e.inner, inf);
+        x.set((2 * e.n + 50) * e.inner + 4 % e.inner, -inf);
+        for (ReduceOp op : kOps) {
+          Buffer got(DType::f32, e.outer * e.inner), want(DType::f32, e.outer * e.inner);
+          reduce(op, x.data(), dt, e.outer, e.n, e.inner, got.data(), DType::f32);
+          ref::reduce(op, x.data(), dt, e.outer, e.n, e.inner, want.data(), DType::f32);
+          ktest::expect_close(got, want, 1e-3, 4, label(op, dt, DType::f32, e, isa));
+        }
+      }
+    }
+  }
+}
+
+// MIXPREC_VERBOSE names the Highway target that ran, at every level (so each level really
+// reaches a different compiled target).
+TEST(ReduceDispatch, VerboseLogNamesTheHighwayTarget) {
+  const float x[4] = {1, 2, 3, 4};
+  float r = 0;
+  for (Isa isa : ktest::isas_to_test()) {
+    ktest::IsaCap cap(isa);
+    set_verbose(true);
+    testing::internal::CaptureStderr();
+    reduce(ReduceOp::norm2, x, DType::f32, 1, 4, 1, &r, DType::f32);
+    const std::string log = testing::internal::GetCapturedStderr();
+    set_verbose(false);
+    EXPECT_NE(log.find(std::string("mixprec: norm2 f32: ran ") + simd_target()), std::string::npos)
+        << log;
+    if (isa == Isa::scalar) {
+      EXPECT_NE(log.find("ran SCALAR"), std::string::npos) << log;
+    }
+  }
+}
+
 TEST(ReduceErrors, EmptyAxis) {
   for (Isa isa : ktest::isas_to_test()) {
     ktest::IsaCap cap(isa);
@@ -235,10 +347,17 @@ TEST(ReduceDeterminism, WholeTensorSumDoesNotDependOnThreadCount) {
       float r = 0;
       reduce(op, x.data(), DType::f32, 1, 300001, 1, &r, DType::f32);
       results.push_back(r);
+      // The column case split along k (partials combined in k order) too.
+      std::vector<float> c(7);
+      reduce(op, x.data(), DType::f32, 1, 300001 / 7, 7, c.data(), DType::f32);
+      results.insert(results.end(), c.begin(), c.end());
     }
   }
   omp_set_num_threads(saved);
-  for (std::size_t i = 2; i < results.size(); ++i) EXPECT_EQ(results[i], results[i % 2]);
+  const std::size_t per_run = results.size() / 3;
+  for (std::size_t i = per_run; i < results.size(); ++i) {
+    EXPECT_EQ(results[i], results[i % per_run]) << i;
+  }
 }
 
 }  // namespace

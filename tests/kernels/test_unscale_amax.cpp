@@ -1,8 +1,8 @@
 // The amax that the fused unscale pass measures for predictive loss scaling: the scalar reference
-// against a plain oracle (the largest finite |x * inv|), the AVX-512 kernel and the dispatcher
-// (serial and OpenMP sizes) against the reference bit for bit, Inf/NaN inputs and overflowing
-// products left out of amax, a caller's starting value respected, outputs and verdicts the same
-// with and without amax, and 16-bit gradients.
+// against a plain oracle (the largest finite |x * inv|), the cpu backend on every Highway target
+// this CPU has (serial and OpenMP sizes) against the reference bit for bit, Inf/NaN inputs and
+// overflowing products left out of amax at every lane position, a caller's starting value
+// respected, outputs and verdicts the same with and without amax, and 16-bit gradients.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -13,7 +13,8 @@
 #include <random>
 #include <vector>
 
-#include "kernels/cpu/unscale_kernels.h"
+#include "kernels/kernel_test_util.h"
+#include "kernels/unscale.h"
 #include "mixprec/core/cpu_features.h"
 #include "mixprec/core/half.h"
 
@@ -56,22 +57,14 @@ float oracle_amax(const std::vector<float>& g, float inv, float start = 0.0f) {
 
 std::uint32_t bits(float x) { return std::bit_cast<std::uint32_t>(x); }
 
-class IsaCap {
- public:
-  explicit IsaCap(Isa cap) { set_max_isa(cap); }
-  ~IsaCap() { set_max_isa(saved_); }
-  IsaCap(const IsaCap&) = delete;
-  IsaCap& operator=(const IsaCap&) = delete;
-
- private:
-  Isa saved_ = max_isa();
-};
+using ktest::IsaCap;
+using ktest::isas_to_test;
 
 /// The dispatcher on a copy of g with the ISA capped; returns {verdict, amax}.
 std::pair<bool, float> dispatch_amax(std::vector<float> g, float inv, Isa isa, float start = 0.0f) {
   const IsaCap cap(isa);
   float amax = start;
-  const bool found = unscale_inplace(g.data(), kUnscaleF32, g.size(), inv, &amax);
+  const bool found = cpu::unscale_inplace(g.data(), kUnscaleF32, g.size(), inv, &amax);
   return {found, amax};
 }
 
@@ -97,63 +90,60 @@ TEST(UnscaleAmax, ReferenceMatchesThePlainSpecification) {
   EXPECT_EQ(amax, 48.0f);
 }
 
-TEST(UnscaleAmax, VectorAndDispatchMatchTheReferenceBitForBit) {
-  const bool have_avx512 = max_isa() >= Isa::avx512;
+TEST(UnscaleAmax, EveryTargetMatchesTheReferenceBitForBit) {
   for (std::size_t n : kSizes) {
     for (float inv : kInverses) {
       const std::vector<float> g = random_grads(n, static_cast<std::uint32_t>(n) + 11);
       std::vector<float> ref(n);
       float ref_amax = 0.0f;
       const bool ref_found = unscale_f32_ref(g.data(), ref.data(), n, inv, &ref_amax);
-      const auto [s_found, s_amax] = dispatch_amax(g, inv, Isa::scalar);
-      EXPECT_EQ(s_found, ref_found) << n;
-      EXPECT_EQ(bits(s_amax), bits(ref_amax)) << n << " inv " << inv;
-      if (!have_avx512) continue;
-      std::vector<float> out(n);
-      float v_amax = 0.0f;
-      EXPECT_EQ(unscale_f32_avx512(g.data(), out.data(), n, inv, &v_amax), ref_found) << n;
-      EXPECT_EQ(bits(v_amax), bits(ref_amax)) << n << " inv " << inv;
-      for (std::size_t i = 0; i < n; ++i) ASSERT_EQ(bits(out[i]), bits(ref[i])) << n << "@" << i;
-      const auto [d_found, d_amax] = dispatch_amax(g, inv, Isa::avx512);
-      EXPECT_EQ(d_found, ref_found) << n;
-      EXPECT_EQ(bits(d_amax), bits(ref_amax)) << n << " inv " << inv;
+      for (const Isa isa : isas_to_test()) {
+        const IsaCap cap(isa);
+        std::vector<float> out = g;
+        float amax = 0.0f;
+        EXPECT_EQ(cpu::unscale_inplace(out.data(), kUnscaleF32, n, inv, &amax), ref_found)
+            << n << " " << name(isa);
+        EXPECT_EQ(bits(amax), bits(ref_amax)) << n << " inv " << inv << " " << name(isa);
+        for (std::size_t i = 0; i < n; ++i) ASSERT_EQ(bits(out[i]), bits(ref[i])) << n << "@" << i;
+      }
     }
   }
-  if (!have_avx512) GTEST_SKIP() << "no AVX-512 on this CPU: only the reference was checked";
 }
 
 TEST(UnscaleAmax, NonFiniteElementsStayOutOfAmax) {
-  const bool have_avx512 = max_isa() >= Isa::avx512;
   const float inv = 1.0f / 65536.0f;
-  for (std::size_t n : {std::size_t{1}, std::size_t{17}, std::size_t{33}, std::size_t{100003}}) {
-    const std::vector<float> clean = random_grads(n, 5);
-    for (std::size_t at : {std::size_t{0}, n / 2, n - 1}) {  // first, middle, last (tail)
-      for (float bad : {kInf, -kInf, kNaN}) {
-        std::vector<float> g = clean;
-        g[at] = bad;
-        const float expected = oracle_amax(g, inv);  // the other elements' maximum
-        ASSERT_TRUE(std::isfinite(expected));
-        std::vector<float> out(n);
-        float amax = 0.0f;
-        EXPECT_TRUE(unscale_f32_ref(g.data(), out.data(), n, inv, &amax));
-        EXPECT_EQ(bits(amax), bits(expected)) << n << "@" << at << " " << bad;
-        const auto [s_found, s_amax] = dispatch_amax(g, inv, Isa::scalar);
-        EXPECT_TRUE(s_found);
-        EXPECT_EQ(bits(s_amax), bits(expected)) << n << "@" << at << " " << bad;
-        if (!have_avx512) continue;
-        float v_amax = 0.0f;
-        EXPECT_TRUE(unscale_f32_avx512(g.data(), out.data(), n, inv, &v_amax));
-        EXPECT_EQ(bits(v_amax), bits(expected)) << n << "@" << at << " " << bad;
-        const auto [d_found, d_amax] = dispatch_amax(g, inv, Isa::avx512);
-        EXPECT_TRUE(d_found);
-        EXPECT_EQ(bits(d_amax), bits(expected)) << n << "@" << at << " " << bad;
+  // Every lane position of the first vectors (any target has at most 16 f32 lanes here) and
+  // the tail, then first / middle / last and chunk boundaries of an OpenMP size.
+  std::vector<std::pair<std::size_t, std::size_t>> cases;  // (n, position)
+  for (std::size_t n : {std::size_t{1}, std::size_t{17}, std::size_t{40}}) {
+    for (std::size_t at = 0; at < n; ++at) cases.emplace_back(n, at);
+  }
+  for (std::size_t at : {std::size_t{0}, std::size_t{65535}, std::size_t{65536}, std::size_t{100002}}) {
+    cases.emplace_back(100003, at);
+  }
+  std::size_t last_n = 0;
+  std::vector<float> clean;
+  for (const auto& [n, at] : cases) {
+    if (n != last_n) clean = random_grads(n, 5), last_n = n;
+    for (float bad : {kInf, -kInf, kNaN}) {
+      std::vector<float> g = clean;
+      g[at] = bad;
+      const float expected = oracle_amax(g, inv);  // the other elements' maximum
+      ASSERT_TRUE(std::isfinite(expected));
+      std::vector<float> out(n);
+      float amax = 0.0f;
+      EXPECT_TRUE(unscale_f32_ref(g.data(), out.data(), n, inv, &amax));
+      EXPECT_EQ(bits(amax), bits(expected)) << n << "@" << at << " " << bad;
+      for (const Isa isa : isas_to_test()) {
+        const auto [found, a] = dispatch_amax(g, inv, isa);
+        EXPECT_TRUE(found) << n << "@" << at << " " << bad << " " << name(isa);
+        EXPECT_EQ(bits(a), bits(expected)) << n << "@" << at << " " << bad << " " << name(isa);
       }
     }
   }
   // A product that overflows (finite input, Inf output) is left out too; every element bad:
   // amax keeps its starting value.
-  for (Isa isa : {Isa::scalar, Isa::avx512}) {
-    if (isa > max_isa()) continue;
+  for (const Isa isa : isas_to_test()) {
     const auto [found, amax] = dispatch_amax({3e38f, 1.0f, -2.0f}, 4.0f, isa);
     EXPECT_TRUE(found);
     EXPECT_EQ(amax, 8.0f);
@@ -161,10 +151,9 @@ TEST(UnscaleAmax, NonFiniteElementsStayOutOfAmax) {
       const auto [all_found, all_amax] =
           dispatch_amax(std::vector<float>(n, kNaN), 1.0f, isa, 0.25f);
       EXPECT_TRUE(all_found);
-      EXPECT_EQ(all_amax, 0.25f) << n;
+      EXPECT_EQ(all_amax, 0.25f) << n << " " << name(isa);
     }
   }
-  if (!have_avx512) GTEST_SKIP() << "no AVX-512 on this CPU: only the reference was checked";
 }
 
 TEST(UnscaleAmax, StartingValueIsRaisedNeverLowered) {
@@ -175,8 +164,7 @@ TEST(UnscaleAmax, StartingValueIsRaisedNeverLowered) {
   std::vector<float> both = a;
   both.insert(both.end(), b.begin(), b.end());
   const float inv = 1.0f / 3000.0f;
-  for (Isa isa : {Isa::scalar, Isa::avx512}) {
-    if (isa > max_isa()) continue;
+  for (const Isa isa : isas_to_test()) {
     const float whole = dispatch_amax(both, inv, isa).second;
     const float first = dispatch_amax(a, inv, isa).second;
     const float chained = dispatch_amax(b, inv, isa, first).second;
@@ -217,11 +205,15 @@ TEST(UnscaleAmax, SixteenBitGradients) {
         EXPECT_EQ(found, dtype == kUnscaleF16);
         EXPECT_EQ(amax, dtype == kUnscaleF16 ? 2000.0f : 79872.0f);
       }
-      std::vector<std::uint16_t> in_place = g;
-      float d_amax = 0.0f;
-      EXPECT_EQ(unscale_inplace(in_place.data(), dtype, in_place.size(), inv, &d_amax), found);
-      EXPECT_EQ(in_place, out);
-      EXPECT_EQ(d_amax, amax);
+      for (const Isa isa : isas_to_test()) {
+        const IsaCap cap(isa);
+        std::vector<std::uint16_t> in_place = g;
+        float d_amax = 0.0f;
+        EXPECT_EQ(cpu::unscale_inplace(in_place.data(), dtype, in_place.size(), inv, &d_amax),
+                  found);
+        EXPECT_EQ(in_place, out);
+        EXPECT_EQ(d_amax, amax) << name(isa);
+      }
     }
     g[4] = enc(kNaN);
     float amax = 0.0f;

@@ -1,16 +1,23 @@
-// The fused update kernels: AVX-512 against the scalar reference, fp32 masters keeping tiny
-// updates that 16-bit parameters alone would lose, and stochastic rounding without masters.
+// The fused update kernels: the cpu backend (Highway, every target this CPU has) against the
+// scalar reference bit for bit over every write mode, dtype pair and optimizer option; the
+// verbose log; then the optimizers' numerical behaviour: fp32 masters keeping tiny updates that
+// 16-bit parameters alone would lose, and stochastic rounding without masters.
 #include <gtest/gtest.h>
 #include <omp.h>
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
+#include <cstdint>
 #include <cstring>
-#include <functional>
+#include <limits>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
+#include "kernels/kernel_test_util.h"
+#include "kernels/optim.h"
 #include "mixprec/core/cpu_features.h"
 #include "mixprec/core/half.h"
 #include "mixprec/core/tensor.h"
@@ -18,133 +25,334 @@
 #include "mixprec/optim/adam.h"
 #include "mixprec/optim/sgd.h"
 
-namespace mixprec::optim {
+namespace mixprec::kernels {
 namespace {
 
-/// Caps the ISA for a scope and restores the previous level.
-class IsaCap {
- public:
-  explicit IsaCap(Isa cap) { set_max_isa(cap); }
-  ~IsaCap() { set_max_isa(saved_); }
-  IsaCap(const IsaCap&) = delete;
-  IsaCap& operator=(const IsaCap&) = delete;
+using ktest::IsaCap;
+using ktest::isas_to_test;
 
- private:
-  Isa saved_ = max_isa();
+constexpr float kInf = std::numeric_limits<float>::infinity();
+const float kNaN = std::numeric_limits<float>::quiet_NaN();
+
+/// One tensor's worth of kernel arrays: raw parameter/gradient bytes, master and state.
+struct Arrays {
+  int param_dtype = kOptimF32;
+  int grad_dtype = kOptimF32;
+  int write = kWriteInPlace;
+  std::vector<std::uint8_t> param, grad;
+  std::vector<float> master, state0, state1;
+
+  OptimArrays view() {
+    OptimArrays a{};
+    a.param = param.data();
+    a.grad = grad.data();
+    a.master = master.empty() ? nullptr : master.data();
+    a.state0 = state0.empty() ? nullptr : state0.data();
+    a.state1 = state1.empty() ? nullptr : state1.data();
+    a.param_dtype = param_dtype;
+    a.grad_dtype = grad_dtype;
+    a.write = write;
+    return a;
+  }
+  bool operator==(const Arrays& o) const {
+    const auto same = [](const std::vector<float>& x, const std::vector<float>& y) {
+      return x.size() == y.size() &&
+             (x.empty() || std::memcmp(x.data(), y.data(), x.size() * sizeof(float)) == 0);
+    };
+    return param == o.param && same(master, o.master) && same(state0, o.state0) &&
+           same(state1, o.state1);
+  }
 };
 
-std::vector<std::uint8_t> bits_of(const Tensor& t) {
-  std::vector<std::uint8_t> out(t.nbytes());
-  std::memcpy(out.data(), t.data_ptr(), t.nbytes());
-  return out;
-}
+std::size_t elem_size(int dtype) { return dtype == kOptimF32 ? 4 : 2; }
 
-using Factory = std::function<std::unique_ptr<Optimizer>(std::vector<Tensor>)>;
-
-/// n values in [-2, 2) from a 64-bit LCG (cheap, so 100003-element tensors cost nothing), with a
-/// few exact zeros and tiny magnitudes mixed in.
-Tensor values(std::int64_t n, std::uint64_t seed, DType dtype) {
-  std::vector<float> v(static_cast<std::size_t>(n));
-  std::uint64_t x = seed * 0x9E3779B97F4A7C15ull + 1;
-  for (std::size_t i = 0; i < v.size(); ++i) {
-    x = x * 6364136223846793005ull + 1442695040888963407ull;
-    const float u = static_cast<float>(x >> 40) * 0x1p-24f * 4.0f - 2.0f;
-    v[i] = i % 13 == 5 ? 0.0f : i % 7 == 2 ? u * 1e-6f : u;
+/// value rounded to nearest even and stored as element i of a dtype byte buffer.
+void put(std::vector<std::uint8_t>& bytes, int dtype, std::size_t i, float value) {
+  if (dtype == kOptimF32) {
+    std::memcpy(bytes.data() + 4 * i, &value, 4);
+    return;
   }
-  return Tensor::from_vector(v, {n}, dtype);
+  const std::uint16_t h = dtype == kOptimBF16 ? f32_to_bf16_bits(value) : f32_to_f16_bits(value);
+  std::memcpy(bytes.data() + 2 * i, &h, 2);
 }
 
-/// Parameter bits and state bits after 3 steps (one parameter of n elements).
-std::vector<std::vector<std::uint8_t>> run_steps(const Factory& make, std::int64_t n, DType param,
-                                                 DType grad) {
-  Tensor p = values(n, 11, param);
-  p.set_requires_grad();
-  std::unique_ptr<Optimizer> opt = make({p});
+/// A cheap deterministic value in [-2, 2) for (i, salt).
+float unit(std::size_t i, std::uint64_t salt) {
+  std::uint64_t x = (i + 1) * 0x9E3779B97F4A7C15ull ^ (salt * 0xBF58476D1CE4E5B9ull);
+  x ^= x >> 31;
+  x *= 0x94D049BB133111EBull;
+  x ^= x >> 29;
+  return static_cast<float>(x >> 40) * 0x1p-24f * 4.0f - 2.0f;
+}
+
+/// Initial parameters: ordinary values, zeros of both signs, f16-subnormal and bf16-only tiny
+/// magnitudes, and values next to the f16 maximum whose update overflows it.
+float param_value(std::size_t i) {
+  const float u = unit(i, 1);
+  if (i % 13 == 5) return 0.0f;
+  if (i % 19 == 6) return -0.0f;
+  if (i % 11 == 3) return u * 1e-6f;
+  if (i % 23 == 8) return u * 1e-30f;
+  if (i % 17 == 4) return std::copysign(65400.0f, u);
+  return u;
+}
+
+/// The gradient of element i at step t (1-based). Every element meets at most one non-finite
+/// gradient over the three steps (NaN, -NaN, +Inf or -Inf), so a NaN result always descends
+/// from a single NaN: when two NaNs with different payloads meet in one fma, IEEE 754 lets the
+/// implementation return either, and the compiler's choice of fma operand order decides.
+float grad_value(std::size_t i, int t) {
+  const float u = unit(i, 10 + static_cast<std::uint64_t>(t));
+  const std::size_t k = i % 61;
+  if (k == static_cast<std::size_t>(10 + t)) return kNaN;
+  if (k == static_cast<std::size_t>(20 + t)) return -kNaN;
+  if (k == static_cast<std::size_t>(30 + t)) return kInf;
+  if (k == static_cast<std::size_t>(40 + t)) return -kInf;
+  if (i % 13 == 5) return 0.0f;
+  if (i % 7 == 2) return u * 1e-6f;
+  if (i % 29 == 3) return u * 3e4f;
+  return u;
+}
+
+struct WriteConfig {
+  const char* label;
+  int param_dtype;
+  int write;
+};
+const WriteConfig kWrites[] = {
+    {"f32 in place", kOptimF32, kWriteInPlace},
+    {"bf16 master", kOptimBF16, kWriteMaster},
+    {"f16 master", kOptimF16, kWriteMaster},
+    {"bf16 stochastic", kOptimBF16, kWriteStochastic},
+    {"f16 stochastic", kOptimF16, kWriteStochastic},
+};
+const int kGradDTypes[] = {kOptimF32, kOptimBF16, kOptimF16};
+const char* dtype_name(int d) { return d == kOptimF32 ? "f32" : d == kOptimBF16 ? "bf16" : "f16"; }
+
+/// Fresh arrays of n elements for a write configuration (states as the optimizer needs them).
+Arrays make_arrays(std::size_t n, const WriteConfig& w, int grad_dtype, bool state0, bool state1) {
+  Arrays a;
+  a.param_dtype = w.param_dtype;
+  a.grad_dtype = grad_dtype;
+  a.write = w.write;
+  a.param.assign((n + 1) * elem_size(w.param_dtype), 0x5a);
+  a.grad.assign((n + 1) * elem_size(grad_dtype), 0);
+  for (std::size_t i = 0; i < n; ++i) put(a.param, w.param_dtype, i, param_value(i));
+  // One guard element past the end of every array (compared too: a write past n would show).
+  if (w.write == kWriteMaster) {
+    a.master.resize(n + 1, 7.0f);
+    for (std::size_t i = 0; i < n; ++i) a.master[i] = param_value(i);
+  }
+  if (state0) a.state0.assign(n + 1, 0.0f);
+  if (state1) a.state1.assign(n + 1, 0.0f);
+  return a;
+}
+
+void set_grads(Arrays& a, std::size_t n, int t) {
+  for (std::size_t i = 0; i < n; ++i) put(a.grad, a.grad_dtype, i, grad_value(i, t));
+}
+
+struct SgdVariant {
+  const char* label;
+  float momentum, dampening, weight_decay;
+  bool nesterov;
+};
+// Every valid combination: no momentum (with and without weight decay), momentum with and
+// without dampening, Nesterov (dampening 0).
+const SgdVariant kSgdVariants[] = {
+    {"plain", 0.0f, 0.0f, 0.0f, false},     {"wd", 0.0f, 0.0f, 0.01f, false},
+    {"momentum", 0.9f, 0.0f, 0.0f, false},  {"momentum wd", 0.9f, 0.0f, 0.01f, false},
+    {"dampening", 0.5f, 0.25f, 0.0f, false}, {"dampening wd", 0.5f, 0.25f, 0.01f, false},
+    {"nesterov", 0.9f, 0.0f, 0.0f, true},   {"nesterov wd", 0.9f, 0.0f, 0.01f, true},
+};
+
+SgdScalars sgd_scalars(const SgdVariant& v, int t) {
+  SgdScalars s{};
+  s.lr = 0.1f;
+  s.momentum = v.momentum;
+  s.one_minus_dampening = static_cast<float>(1.0 - static_cast<double>(v.dampening));
+  s.weight_decay = v.weight_decay;
+  s.nesterov = v.nesterov ? 1 : 0;
+  s.first_step = t == 1 ? 1 : 0;
+  return s;
+}
+
+struct AdamVariant {
+  const char* label;
+  float weight_decay;
+  bool decoupled;
+};
+const AdamVariant kAdamVariants[] = {
+    {"Adam", 0.0f, false}, {"Adam L2", 0.1f, false}, {"AdamW", 0.1f, true}};
+
+/// The scalars as Adam::update computes them (double, rounded once).
+AdamScalars adam_scalars(const AdamVariant& v, int t) {
+  const double lr = 0.01, beta1 = 0.9f, beta2 = 0.999f;
+  AdamScalars s{};
+  s.beta1 = 0.9f;
+  s.one_minus_beta1 = static_cast<float>(1.0 - beta1);
+  s.beta2 = 0.999f;
+  s.one_minus_beta2 = static_cast<float>(1.0 - beta2);
+  s.eps = 1e-8f;
+  s.l2_weight_decay = v.decoupled ? 0.0f : v.weight_decay;
+  s.decay = v.decoupled ? static_cast<float>(1.0 - lr * v.weight_decay) : 1.0f;
+  s.step_size = static_cast<float>(lr / (1.0 - std::pow(beta1, t)));
+  s.inv_sqrt_bias_correction2 = static_cast<float>(1.0 / std::sqrt(1.0 - std::pow(beta2, t)));
+  return s;
+}
+
+using SgdFn = void (*)(const OptimArrays&, const SgdScalars&, std::size_t, std::uint64_t);
+using AdamFn = void (*)(const OptimArrays&, const AdamScalars&, std::size_t, std::uint64_t);
+
+/// Three steps (the first initialises the momentum buffer) through `update`.
+template <class Fn, class MakeScalars>
+Arrays three_steps(Arrays a, std::size_t n, Fn update, MakeScalars scalars) {
   for (int t = 1; t <= 3; ++t) {
-    p.set_grad(values(n, 20 + t, grad));
-    opt->step();
+    set_grads(a, n, t);
+    update(a.view(), scalars(t), n, 1000 + static_cast<std::uint64_t>(t));
   }
-  std::vector<std::vector<std::uint8_t>> out{bits_of(p)};
-  for (const auto& entry : opt->state_tensors()) out.push_back(bits_of(entry.second));
-  return out;
+  return a;
 }
 
-struct Config {
-  DType param, grad;
-  MasterWeights master;
-};
+// Sizes: empty, single, around 4/8/16-lane vectors (bodies and tails), and one above the
+// parallel threshold (32K) with a partial last chunk and a tail.
+const std::size_t kSizes[] = {0, 1, 3, 4, 5, 7, 8, 9, 15, 16, 17, 31, 33, 40007};
 
-// Bit-exact, not 1 ulp: both kernels run the same sequence of IEEE operations (fma, mul, div,
-// sqrt), each correctly rounded, and the 16-bit writes use the same integer rounding; nothing
-// is reassociated or approximated (no rcp14/rsqrt14), so any difference is a bug.
-TEST(OptimKernels, Avx512MatchesReferenceBitForBit) {
-  if (max_isa() < Isa::avx512) GTEST_SKIP() << "CPU (or MIXPREC_ISA) does not allow AVX-512";
-  const Config configs[] = {
-      {DType::f32, DType::f32, MasterWeights::keep_fp32},
-      {DType::f32, DType::bf16, MasterWeights::keep_fp32},
-      {DType::bf16, DType::bf16, MasterWeights::keep_fp32},
-      {DType::bf16, DType::f32, MasterWeights::keep_fp32},
-      {DType::f16, DType::f16, MasterWeights::keep_fp32},
-      {DType::bf16, DType::f32, MasterWeights::none_stochastic_rounding},
-  };
-  const std::vector<std::pair<std::string, std::function<Factory(OptimizerOptions)>>> optimizers{
-      {"SGD", [](OptimizerOptions c) -> Factory {
-         return [c](std::vector<Tensor> ps) { return std::make_unique<SGD>(ps, SgdOptions{.lr = 0.1f}, c); };
-       }},
-      {"SGD-nesterov", [](OptimizerOptions c) -> Factory {
-         return [c](std::vector<Tensor> ps) {
-           return std::make_unique<SGD>(ps, SgdOptions{.lr = 0.1f, .momentum = 0.9f, .weight_decay = 0.01f, .nesterov = true}, c);
-         };
-       }},
-      {"SGD-dampening", [](OptimizerOptions c) -> Factory {
-         return [c](std::vector<Tensor> ps) {
-           return std::make_unique<SGD>(ps, SgdOptions{.lr = 0.1f, .momentum = 0.5f, .dampening = 0.25f}, c);
-         };
-       }},
-      {"Adam", [](OptimizerOptions c) -> Factory {
-         return [c](std::vector<Tensor> ps) { return std::make_unique<Adam>(ps, AdamOptions{.lr = 0.01f, .weight_decay = 0.1f}, c); };
-       }},
-      {"AdamW", [](OptimizerOptions c) -> Factory {
-         return [c](std::vector<Tensor> ps) { return std::make_unique<AdamW>(ps, AdamWOptions{.lr = 0.01f}, c); };
-       }},
-  };
-  for (const std::int64_t n : {1, 17, 100003}) {
-    for (const Config& c : configs) {
-      for (const auto& [label, factory] : optimizers) {
-        SCOPED_TRACE(label + " n=" + std::to_string(n) + " param " + name(c.param) + " grad " +
-                     name(c.grad) + (c.master == MasterWeights::keep_fp32 ? " master" : " stochastic"));
-        const Factory make = factory({.master_weights = c.master, .seed = 5});
-        const auto vector = run_steps(make, n, c.param, c.grad);
-        std::vector<std::vector<std::uint8_t>> scalar;
-        {
-          IsaCap cap(Isa::scalar);
-          scalar = run_steps(make, n, c.param, c.grad);
+// Bit-exact, not 1 ulp: every target runs the same sequence of IEEE operations (fma, mul, div,
+// sqrt), each correctly rounded (std::fma lane by lane where Highway's MulAdd is not fused), and
+// the 16-bit writes use the same integer rounding; any difference is a bug.
+TEST(OptimKernels, SgdEveryTargetMatchesReferenceBitForBit) {
+  for (const WriteConfig& w : kWrites) {
+    for (const int grad : kGradDTypes) {
+      for (const SgdVariant& v : kSgdVariants) {
+        for (const std::size_t n : kSizes) {
+          const auto scalars = [&](int t) { return sgd_scalars(v, t); };
+          const Arrays start = make_arrays(n, w, grad, v.momentum != 0.0f, false);
+          const Arrays want = three_steps(start, n, static_cast<SgdFn>(&ref::sgd_update), scalars);
+          for (const Isa isa : isas_to_test()) {
+            IsaCap cap(isa);
+            const Arrays got = three_steps(start, n, static_cast<SgdFn>(&cpu::sgd_update), scalars);
+            EXPECT_TRUE(got == want) << "SGD " << v.label << ", " << w.label << ", grad "
+                                     << dtype_name(grad) << ", n " << n << ", " << name(isa)
+                                     << " (" << simd_target() << ")";
+          }
         }
-        ASSERT_EQ(vector.size(), scalar.size());
-        for (std::size_t k = 0; k < vector.size(); ++k) EXPECT_TRUE(vector[k] == scalar[k]) << "tensor " << k;
       }
     }
   }
 }
 
-TEST(OptimKernels, VerboseNamesTheKernelThatRan) {
-  if (max_isa() < Isa::avx512) GTEST_SKIP() << "CPU (or MIXPREC_ISA) does not allow AVX-512";
-  Tensor p = values(8, 1, DType::bf16);
-  p.set_requires_grad();
-  Adam opt({p});
-  p.set_grad(values(8, 2, DType::f16));
-  const bool was = verbose_enabled();
-  set_verbose(true);
-  testing::internal::CaptureStderr();
-  opt.step();
-  {
-    IsaCap cap(Isa::scalar);
-    opt.step();
+TEST(OptimKernels, AdamEveryTargetMatchesReferenceBitForBit) {
+  for (const WriteConfig& w : kWrites) {
+    for (const int grad : kGradDTypes) {
+      for (const AdamVariant& v : kAdamVariants) {
+        for (const std::size_t n : kSizes) {
+          const auto scalars = [&](int t) { return adam_scalars(v, t); };
+          const Arrays start = make_arrays(n, w, grad, true, true);
+          const Arrays want = three_steps(start, n, static_cast<AdamFn>(&ref::adam_update), scalars);
+          for (const Isa isa : isas_to_test()) {
+            IsaCap cap(isa);
+            const Arrays got = three_steps(start, n, static_cast<AdamFn>(&cpu::adam_update), scalars);
+            EXPECT_TRUE(got == want) << v.label << ", " << w.label << ", grad " << dtype_name(grad)
+                                     << ", n " << n << ", " << name(isa) << " ("
+                                     << simd_target() << ")";
+          }
+        }
+      }
+    }
   }
-  const std::string log = testing::internal::GetCapturedStderr();
-  set_verbose(was);
-  EXPECT_NE(log.find("adam_update bf16 (grad f16, fp32 master): ran avx512"), std::string::npos) << log;
-  EXPECT_NE(log.find("ran ref; skipped: avx512: capped at scalar"), std::string::npos) << log;
+}
+
+// The 16-bit reads and writes over (nearly) every pattern: an SGD step with lr 1 from a zero
+// parameter writes exactly -g, so the parameter receives every f32 value below (all 2^16 top
+// halves with low halves at the rounding boundaries, so ties, overflow to Inf, f16 subnormals,
+// f32 subnormals and NaN payloads all occur) through round-to-nearest-even (with master) and
+// stochastic rounding; and f32 parameters receive every bf16/f16 gradient widened.
+TEST(OptimKernels, SixteenBitRoundingAndWideningMatchReferenceForEveryPattern) {
+  const std::uint32_t lows[] = {0x0000, 0x0001, 0x0fff, 0x1000, 0x1001, 0x7fff, 0x8000, 0x8001, 0xffff};
+  std::vector<float> values;
+  for (std::uint32_t hi = 0; hi < 0x10000; ++hi) {
+    for (const std::uint32_t lo : lows) values.push_back(std::bit_cast<float>(hi << 16 | lo));
+  }
+  const std::size_t n = values.size();
+  SgdScalars s{};
+  s.lr = 1.0f;
+  s.one_minus_dampening = 1.0f;
+  for (const WriteConfig& w : kWrites) {
+    if (w.param_dtype == kOptimF32) continue;
+    Arrays start;
+    start.param_dtype = w.param_dtype;
+    start.grad_dtype = kOptimF32;
+    start.write = w.write;
+    start.param.assign(2 * n, 0);
+    start.grad.resize(4 * n);
+    for (std::size_t i = 0; i < n; ++i) {
+      const float g = -values[i];
+      std::memcpy(start.grad.data() + 4 * i, &g, 4);
+    }
+    if (w.write == kWriteMaster) start.master.assign(n, 0.0f);
+    Arrays want = start;
+    ref::sgd_update(want.view(), s, n, 77);
+    for (const Isa isa : isas_to_test()) {
+      IsaCap cap(isa);
+      Arrays got = start;
+      cpu::sgd_update(got.view(), s, n, 77);
+      EXPECT_TRUE(got == want) << w.label << ", " << name(isa) << " (" << simd_target() << ")";
+    }
+  }
+  for (const int grad : {kOptimBF16, kOptimF16}) {
+    Arrays start;
+    start.grad_dtype = grad;
+    start.param.assign(4 * 0x10000, 0);
+    start.grad.resize(2 * 0x10000);
+    for (std::uint32_t h = 0; h < 0x10000; ++h) {
+      const auto bits = static_cast<std::uint16_t>(h);
+      std::memcpy(start.grad.data() + 2 * h, &bits, 2);
+    }
+    Arrays want = start;
+    ref::sgd_update(want.view(), s, 0x10000, 0);
+    for (const Isa isa : isas_to_test()) {
+      IsaCap cap(isa);
+      Arrays got = start;
+      cpu::sgd_update(got.view(), s, 0x10000, 0);
+      EXPECT_TRUE(got == want) << "grad " << dtype_name(grad) << ", " << name(isa);
+    }
+  }
+}
+
+TEST(OptimKernels, VerboseNamesTheTargetThatRan) {
+  std::set<std::string> targets;
+  for (const Isa isa : isas_to_test()) {
+    IsaCap cap(isa);
+    Tensor p = Tensor::from_vector({1.0f, 2.0f, 3.0f}, {3}, DType::bf16);
+    p.set_requires_grad();
+    optim::Adam opt({p});
+    p.set_grad(Tensor::from_vector({0.5f, 0.5f, 0.5f}, {3}, DType::f16));
+    const bool was = verbose_enabled();
+    set_verbose(true);
+    testing::internal::CaptureStderr();
+    opt.step();
+    const std::string log = testing::internal::GetCapturedStderr();
+    set_verbose(was);
+    const std::string want =
+        std::string("mixprec: adam bf16 (grad f16, fp32 master): ran ") + simd_target();
+    EXPECT_NE(log.find(want), std::string::npos) << log;
+    targets.insert(simd_target());
+  }
+  // Each level runs a different compiled target.
+  EXPECT_EQ(targets.size(), isas_to_test().size());
+}
+
+}  // namespace
+}  // namespace mixprec::kernels
+
+namespace mixprec::optim {
+namespace {
+
+std::vector<std::uint8_t> bits_of(const Tensor& t) {
+  std::vector<std::uint8_t> out(t.nbytes());
+  std::memcpy(out.data(), t.data_ptr(), t.nbytes());
+  return out;
 }
 
 /// n elements of a 16-bit parameter at 1.0 after `steps` SGD updates of exactly lr (grad 1).

@@ -123,6 +123,9 @@ void add_env_command(CLI::App& app) {
       out["onednn"] = onednn_description();
       out["max_isa"] = name(max_isa());
       out["simd_target"] = simd_target();
+      out["backend"] = kernel_backend();
+      const std::string w = isa_env_warning();
+      if (!w.empty()) out["isa_warning"] = w;
       out["recommended"] = {{"precision", amp::name(choice.mode)}, {"reason", choice.reason}};
       out["formats"] = nlohmann::json::object();
       for (const FormatAdvice& a : formats) out["formats"][a.format] = a.reason;
@@ -135,8 +138,10 @@ void add_env_command(CLI::App& app) {
       std::printf(" %s %s", label, on ? "yes" : "no ");
     std::printf("\nthreads:   %d\n", num_threads());
     std::printf("oneDNN:    %s\n", onednn_description().c_str());
-    std::printf("max_isa:   %s (mixprec's kernels; cap with MIXPREC_ISA); Highway target %s\n",
-                name(max_isa()), simd_target());
+    std::printf("max_isa:   %s (cap with MIXPREC_ISA=scalar|sse4|avx2|avx512|avx512_bf16|neon|sve|sve2)\n",
+                name(max_isa()));
+    std::printf("simd:      %s (the Highway target mixprec's vector kernels run)\n", simd_target());
+    std::printf("backend:   %s (MIXPREC_BACKEND=cpu|ref)\n", kernel_backend().c_str());
     std::printf("\nrecommended precision: %s\n  %s\n\nper format:\n", amp::name(choice.mode),
                 choice.reason.c_str());
     for (const FormatAdvice& a : formats) std::printf("  %s\n", a.reason.c_str());

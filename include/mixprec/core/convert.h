@@ -1,6 +1,8 @@
 #pragma once
-/// Bulk dtype conversions. Vectorised where the CPU allows (AVX512-BF16 vcvtne2ps2bf16, AVX-512,
-/// F16C) and bit-identical to the scalar conversions in half.h, which are the reference.
+/// Bulk dtype conversions. Each call checks its arguments and runs the active backend's kernel
+/// (kernels/convert.h): on the cpu backend one Highway source vectorised for every SIMD target
+/// and threaded over large arrays, on the ref backend the scalar loops. Every backend and
+/// target is bit-identical to the scalar conversions of half.h and float8.h, the reference.
 #include <cstddef>
 #include <cstdint>
 

@@ -1,8 +1,9 @@
 #pragma once
-/// Bulk conversions to and from the fp8 storage dtypes. Decoding reads a 256-entry table;
-/// encoding rounds each value with the scalar reference of float8.h (round to nearest even,
-/// OCP non-saturating overflow: E4M3 -> NaN, E5M2 -> Inf). Scalar loops, parallel over large
-/// arrays; convert() in convert.h routes every pair involving fp8 here.
+/// Bulk conversions to and from the fp8 storage dtypes, bit-identical to the scalar reference of
+/// float8.h (decode exact; encode rounds to nearest even, OCP non-saturating overflow:
+/// E4M3 -> NaN, E5M2 -> Inf). Like convert() in convert.h (which takes any pair with an fp8
+/// side too), they run the backend's bulk conversion: vectorised and threaded on the cpu
+/// backend. fp8_decode_table() is the same decoding as a 256-entry table.
 #include <array>
 #include <cstddef>
 #include <cstdint>

@@ -12,5 +12,8 @@ int num_threads();
 /// oneDNN's version as "major.minor.patch" and the CPU ISA it dispatches to, e.g.
 /// "oneDNN 2.6.3 (cpu isa: Intel AVX-512 with AVX512BW, AVX512VL, and AVX512DQ extensions)".
 std::string onednn_description();
+/// The kernel backend that runs: "cpu" (Highway + oneDNN) or "ref" (the scalar reference), chosen
+/// by MIXPREC_BACKEND.
+std::string kernel_backend();
 
 }  // namespace mixprec

@@ -9,10 +9,6 @@
 
 #include "mixprec/core/tensor.h"
 
-namespace mixprec::kernels {
-struct OptimArrays;  // private kernel interface (src/kernels/cpu/optim_kernels.h)
-}
-
 namespace mixprec::optim {
 
 /// How 16-bit (bf16/f16) parameters are updated; f32 parameters are always updated in place.
@@ -100,8 +96,6 @@ class Optimizer {
   /// A zero-filled f32 state tensor for parameter i, shaped like it, filed under optimizer_state
   /// and listed by state_tensors() as "param.<i>.<buffer>" (load_state writes into it in place).
   Tensor add_state(std::size_t i, const std::string& buffer);
-  /// The kernel arrays of parameter i with grad (param, master, write mode; state left null).
-  void fill_arrays(std::size_t i, const Tensor& grad, kernels::OptimArrays& out) const;
   /// The RNG stream of stochastic rounding for parameter i at its update `param_step`.
   std::uint64_t rng_stream(std::size_t i, std::int64_t param_step) const noexcept;
   /// Number of elements of parameter i.

@@ -1,7 +1,7 @@
 #pragma once
-/// Helpers shared by the dispatching kernel files (cpu/*.cpp, never the *_avx512.cpp ones):
-/// the AVX-512 availability check with its reason for verbose logs, OpenMP loops above a size
-/// threshold, and byte offsets into untyped buffers.
+/// Helpers shared by the dispatching kernel files (cpu/*.cpp): verbose log lines naming the
+/// Highway target or the reason for the reference, parallel loops above a size threshold, and
+/// byte offsets into untyped buffers.
 #include <algorithm>
 #include <cstdint>
 #include <string>
@@ -18,14 +18,26 @@ using mixprec::kParallelMinWork;
 using mixprec::parallel_chunks;
 using mixprec::parallel_for;
 
-/// Empty when AVX-512 kernels may run; else why not, for the verbose log.
-inline std::string avx512_unavailable_reason() {
-  if (isa_allowed(Isa::avx512)) return {};
-  const CpuFeatures& f = cpu_features();
-  if (!(f.avx512f && f.avx512bw && f.avx512vl && f.avx512dq && f.fma && f.f16c)) {
-    return "avx512: CPU lacks avx512f/bw/vl/dq";
-  }
-  return std::string("avx512: ISA capped at ") + name(max_isa()) + " (MIXPREC_ISA/set_max_isa)";
+/// Why faster vector code than what runs now is not running (the ISA cap), or empty.
+inline std::string simd_cap_reason() {
+  const Isa best = supported_isas().back();
+  if (max_isa() == best) return {};
+  return std::string("capped at ") + name(max_isa()) + " by MIXPREC_ISA/set_max_isa (CPU has " +
+         name(best) + ")";
+}
+
+/// One verbose line for a kernel call that ran the Highway vector code: names the target
+/// ("AVX2", "AVX3", "NEON", "EMU128", ...) and the cap, if any.
+inline void log_simd(std::string_view op, const std::string& dtype) {
+  if (!verbose_enabled()) return;
+  verbose_log(op, dtype, simd_target(), simd_cap_reason());
+}
+
+/// One verbose line for a kernel call that ran the scalar reference loops, with the reason
+/// (e.g. "no vector kernel for fp8 storage").
+inline void log_reference(std::string_view op, const std::string& dtype, std::string_view why) {
+  if (!verbose_enabled()) return;
+  verbose_log(op, dtype, "reference", why);
 }
 
 /// "bf16", or "bf16->f32" when the output dtype differs.
@@ -33,13 +45,6 @@ inline std::string dtype_label(DType in, DType out) {
   std::string s = name(in);
   if (out != in) s.append("->").append(name(out));
   return s;
-}
-
-/// One verbose line for a kernel call: "avx512" or "reference", and why the faster one was not.
-inline void log_impl(std::string_view op, const std::string& dtype, bool vectorised,
-                     std::string_view why_not) {
-  if (!verbose_enabled()) return;
-  verbose_log(op, dtype, vectorised ? "avx512" : "reference", why_not);
 }
 
 /// p advanced by i elements of dtype.
@@ -55,13 +60,6 @@ inline float load_f32(const void* p, DType dtype, std::int64_t i) {
   return dispatch(dtype, [&](auto t) {
     return static_cast<float>(static_cast<const decltype(t)*>(p)[i]);
   });
-}
-
-/// Whether the AVX-512 kernels cover an input/output dtype pair: same dtype, or f32 output.
-/// Never a storage-only (fp8) dtype: the vector kernels read dtype codes 0-2 only, and the
-/// reference they fall back to throws DTypeError for fp8 through dispatch().
-inline bool avx512_dtype_pair(DType in, DType out) {
-  return !is_storage_only(in) && !is_storage_only(out) && (out == in || out == DType::f32);
 }
 
 }  // namespace mixprec::kernels::cpu

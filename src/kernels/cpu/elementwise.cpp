@@ -1,34 +1,29 @@
-// Dispatching elementwise kernels: recognise the layouts the AVX-512 code covers (contiguous,
-// scalar operand, row or column broadcast), split them across threads, and send everything else
-// (other strides, other broadcasts, dtype mixes) to the reference.
+// Dispatching elementwise kernels (the cpu backend): argument checks, the layout plan, threads
+// and the verbose log; the arithmetic is the Highway row kernels of elementwise_simd.cpp.
+// Every strided/broadcast layout runs vectorised: the shapes are collapsed to rows of a
+// contiguous, broadcast (stride 0) or strided last dimension; strided rows are gathered into
+// a small contiguous block first. Only storage-only dtypes (fp8) are refused, as the
+// reference refuses them.
+#include <algorithm>
 #include <cstddef>
+#include <cstring>
 #include <string>
 #include <vector>
 
 #include "kernels/cpu/dispatch_util.h"
-#include "kernels/cpu/elementwise_avx512.h"
+#include "kernels/cpu/elementwise_simd.h"
 #include "kernels/elementwise.h"
 
 namespace mixprec::kernels {
 namespace {
 
-using avx512::VBinary;
-using avx512::VUnary;
+/// Elements per parallel task: big enough to amortise a dispatch, small enough to balance.
+constexpr std::int64_t kChunk = 16384;
+/// Elements gathered at a time from a strided row (a stack buffer of 4 KiB per operand).
+constexpr std::int64_t kGather = 1024;
 
-static_assert(static_cast<int>(DType::f32) == 0 && static_cast<int>(DType::bf16) == 1 &&
-              static_cast<int>(DType::f16) == 2);
-static_assert(static_cast<int>(UnaryOp::neg) == static_cast<int>(VUnary::neg) &&
-              static_cast<int>(UnaryOp::relu) == static_cast<int>(VUnary::relu) &&
-              static_cast<int>(UnaryOp::sigmoid) == static_cast<int>(VUnary::sigmoid));
-static_assert(static_cast<int>(BinaryOp::add) == static_cast<int>(VBinary::add) &&
-              static_cast<int>(BinaryOp::minimum) == static_cast<int>(VBinary::minimum));
-
-constexpr std::int64_t kChunk = 16384;  // elements per parallel task (a multiple of 16)
-
-int code(DType t) { return static_cast<int>(t); }
-
-/// The shape and strides of the operands after dropping size-1 dimensions and merging each
-/// dimension into its outer neighbour where every operand is contiguous across the two.
+/// The shape and strides of up to two operands after dropping size-1 dimensions and merging
+/// each dimension into its outer neighbour where every operand is contiguous across the two.
 struct Collapsed {
   std::vector<std::int64_t> shape;
   std::vector<std::int64_t> strides[2];
@@ -79,6 +74,82 @@ bool grad_reads_x(UnaryOp op) {
   }
 }
 
+/// Why the vector kernels cannot take these dtypes (a storage-only one), or empty.
+std::string fp8_reason(DType a, DType b, DType c) {
+  for (DType t : {a, b, c}) {
+    if (is_storage_only(t)) {
+      return std::string(name(t)) + " is a storage-only dtype: no vector kernel computes in it";
+    }
+  }
+  return {};
+}
+
+/// The rows of a collapsed layout: `rows` runs of `inner` elements; row r of operand k starts
+/// at the offset of r's multi-index over outer_shape, and steps by inner_stride[k].
+template <int K>
+struct RowPlan {
+  std::vector<std::int64_t> outer_shape;
+  std::vector<std::int64_t> outer_strides[K];
+  std::int64_t inner_stride[K] = {};
+  std::int64_t rows = 1;
+  std::int64_t inner = 1;
+
+  explicit RowPlan(const Collapsed& c) {
+    const std::size_t rank = c.shape.size();
+    if (rank == 0) return;  // one element (or collapsed size-1 dims): a single row of one
+    inner = c.shape[rank - 1];
+    for (int k = 0; k < K; ++k) inner_stride[k] = c.strides[k][rank - 1];
+    outer_shape.assign(c.shape.begin(), c.shape.end() - 1);
+    for (int k = 0; k < K; ++k) outer_strides[k].assign(c.strides[k].begin(), c.strides[k].end() - 1);
+    for (std::int64_t d : outer_shape) rows *= d;
+  }
+
+  /// Calls body(offsets, j0, j1) for each row segment [j0, j1) of the rows and columns a task
+  /// covers, in parallel over tasks of about kChunk elements (fixed, so the split never depends
+  /// on the thread count; each element's result does not depend on the split either).
+  template <class Body>
+  void run(Body&& body) const {
+    const std::int64_t segs = inner > kChunk ? (inner + kChunk - 1) / kChunk : 1;
+    const std::int64_t rows_per_task = inner > kChunk ? 1 : std::max<std::int64_t>(1, kChunk / std::max<std::int64_t>(inner, 1));
+    const std::int64_t groups = (rows + rows_per_task - 1) / rows_per_task;
+    parallel_for(groups * segs, rows * inner >= kParallelMinWork, [&](std::int64_t task) {
+      const std::int64_t g = task / segs, s = task % segs;
+      const std::int64_t r0 = g * rows_per_task, r1 = std::min(rows, r0 + rows_per_task);
+      const std::int64_t j0 = segs == 1 ? 0 : s * kChunk;
+      const std::int64_t j1 = segs == 1 ? inner : std::min(inner, j0 + kChunk);
+      // The multi-index of row r0 and the operands' offsets there; then an odometer.
+      const std::size_t rank = outer_shape.size();
+      std::vector<std::int64_t> idx(rank, 0);
+      std::int64_t off[K] = {};
+      std::int64_t rem = r0;
+      for (std::size_t d = rank; d-- > 0;) {
+        idx[d] = rem % outer_shape[d];
+        rem /= outer_shape[d];
+        for (int k = 0; k < K; ++k) off[k] += idx[d] * outer_strides[k][d];
+      }
+      for (std::int64_t r = r0; r < r1; ++r) {
+        body(r, off, j0, j1);
+        for (std::size_t d = rank; d-- > 0;) {
+          for (int k = 0; k < K; ++k) off[k] += outer_strides[k][d];
+          if (++idx[d] < outer_shape[d]) break;
+          for (int k = 0; k < K; ++k) off[k] -= outer_strides[k][d] * outer_shape[d];
+          idx[d] = 0;
+        }
+      }
+    });
+  }
+};
+
+/// Copies m elements of dtype dt starting at src with a stride (in elements) into dst.
+void gather(const void* src, DType dt, std::int64_t stride, std::int64_t m, void* dst) {
+  const std::size_t es = size_of(dt);
+  const char* s = static_cast<const char*>(src);
+  char* o = static_cast<char*>(dst);
+  for (std::int64_t j = 0; j < m; ++j) {
+    std::memcpy(o + static_cast<std::size_t>(j) * es, s + j * stride * static_cast<std::int64_t>(es), es);
+  }
+}
+
 }  // namespace
 
 const char* name(UnaryOp op) {
@@ -115,110 +186,98 @@ namespace cpu {
 void unary(UnaryOp op, std::span<const std::int64_t> shape, const StridedInput& in, void* out,
            DType out_dtype) {
   const std::int64_t n = checked_numel(name(op), shape, in.strides, in.strides);
-  std::string why_not = cpu::avx512_unavailable_reason();
-  if (why_not.empty()) {
-    const Collapsed c = collapse(shape, in.strides, {}, 1);
-    if (!(c.shape.size() == 0 || (c.shape.size() == 1 && c.strides[0][0] == 1))) {
-      why_not = "avx512: input not contiguous";
-    } else if (!cpu::avx512_dtype_pair(in.dtype, out_dtype)) {
-      why_not = "avx512: dtype pair not vectorised";
-    }
+  const std::string label = dtype_label(in.dtype, out_dtype);
+  if (const std::string why = fp8_reason(in.dtype, out_dtype, out_dtype); !why.empty()) {
+    log_reference(name(op), label, why);
+    return ref::unary(op, shape, in, out, out_dtype);  // throws DTypeError, as the spec does
   }
-  cpu::log_impl(name(op), cpu::dtype_label(in.dtype, out_dtype), why_not.empty(), why_not);
-  if (!why_not.empty()) return ref::unary(op, shape, in, out, out_dtype);
-  cpu::parallel_chunks(n, kChunk, [&](std::int64_t begin, std::int64_t len) {
-    avx512::unary(static_cast<VUnary>(op), cpu::at(in.data, in.dtype, begin), code(in.dtype),
-                  cpu::at(out, out_dtype, begin), code(out_dtype), len);
+  log_simd(name(op), label);
+  if (n == 0) return;
+  const RowPlan<1> plan(collapse(shape, in.strides, {}, 1));
+  plan.run([&](std::int64_t r, const std::int64_t* off, std::int64_t j0, std::int64_t j1) {
+    const std::int64_t s = plan.inner_stride[0];
+    void* o = at(out, out_dtype, r * plan.inner + j0);
+    const void* src = at(in.data, in.dtype, off[0] + j0 * s);
+    if (s == 1 || j1 - j0 == 1) return unary_row(op, src, in.dtype, o, out_dtype, j1 - j0);
+    alignas(64) unsigned char buf[kGather * 4];
+    for (std::int64_t j = 0; j < j1 - j0; j += kGather) {
+      const std::int64_t m = std::min(kGather, j1 - j0 - j);
+      gather(at(src, in.dtype, j * s), in.dtype, s, m, buf);
+      unary_row(op, buf, in.dtype, at(o, out_dtype, j), out_dtype, m);
+    }
   });
 }
 
 void binary(BinaryOp op, std::span<const std::int64_t> shape, const StridedInput& a,
             const StridedInput& b, void* out, DType out_dtype) {
   const std::int64_t n = checked_numel(name(op), shape, a.strides, b.strides);
-  require_compute_dtype(name(op), a.dtype);  // a scalar side is loaded inside parallel loops
-  require_compute_dtype(name(op), b.dtype);
-  const VBinary vop = static_cast<VBinary>(op);
-  std::string why_not = cpu::avx512_unavailable_reason();
-  // The vector plan: a contiguous run of `inner` elements per row, for `rows` rows; each side
-  // is either a contiguous row (row_stride elements apart; 0 = the same row every time) or a
-  // scalar per row (scalar_stride apart).
-  enum class Side { vector, scalar };
-  Side side[2] = {Side::vector, Side::vector};
-  std::int64_t rows = 1, inner = n, step[2] = {inner, inner};
-  if (why_not.empty()) {
-    const Collapsed c = collapse(shape, a.strides, b.strides, 2);
-    const std::size_t rank = c.shape.size();
-    bool ok = rank <= 2;
-    if (ok && rank >= 1) {
-      inner = c.shape[rank - 1];
-      rows = rank == 2 ? c.shape[0] : 1;
+  const std::string label = dtype_label(a.dtype, out_dtype);
+  if (const std::string why = fp8_reason(a.dtype, b.dtype, out_dtype); !why.empty()) {
+    log_reference(name(op), label, why);
+    return ref::binary(op, shape, a, b, out, out_dtype);  // throws DTypeError, as the spec does
+  }
+  log_simd(name(op), label);
+  if (n == 0) return;
+  const RowPlan<2> plan(collapse(shape, a.strides, b.strides, 2));
+  const StridedInput* src[2] = {&a, &b};
+  plan.run([&](std::int64_t r, const std::int64_t* off, std::int64_t j0, std::int64_t j1) {
+    void* o = at(out, out_dtype, r * plan.inner + j0);
+    const std::int64_t len = j1 - j0;
+    // Each side: a contiguous run (stride 1), one broadcast value (stride 0) or a strided run
+    // to gather. With both sides broadcast, a is materialised so that one side is a run.
+    const void* p[2];
+    std::int64_t s[2];
+    for (int k = 0; k < 2; ++k) {
+      s[k] = len == 1 ? 1 : plan.inner_stride[k];
+      p[k] = at(src[k]->data, src[k]->dtype, off[k] + j0 * plan.inner_stride[k]);
+    }
+    ScalarSide side = ScalarSide::none;
+    float scalar = 0.0f;
+    if (s[1] == 0) {
+      side = ScalarSide::b;
+      scalar = load_f32(p[1], b.dtype, 0);
+    } else if (s[0] == 0) {
+      side = ScalarSide::a;
+      scalar = load_f32(p[0], a.dtype, 0);
+    }
+    if (s[0] == 0 && s[1] == 0) s[0] = -1;  // gather (broadcast-fill) a, keep b as the scalar
+    const bool gather_a = s[0] != 1 && side != ScalarSide::a;
+    const bool gather_b = s[1] != 1 && side != ScalarSide::b;
+    if (!gather_a && !gather_b) {
+      return binary_row(op, p[0], a.dtype, p[1], b.dtype, side, scalar, o, out_dtype, len);
+    }
+    alignas(64) unsigned char buf[2][kGather * 4];
+    for (std::int64_t j = 0; j < len; j += kGather) {
+      const std::int64_t m = std::min(kGather, len - j);
+      const void* q[2];
       for (int k = 0; k < 2; ++k) {
-        const std::int64_t si = c.strides[k][rank - 1];
-        const std::int64_t so = rank == 2 ? c.strides[k][0] : 0;
-        if (si == 1 && (so == inner || so == 0)) {
-          side[k] = Side::vector;
-          step[k] = so;
-        } else if (si == 0) {
-          side[k] = Side::scalar;
-          step[k] = so;
+        const bool g = k == 0 ? gather_a : gather_b;
+        const std::int64_t st = s[k] == -1 ? 0 : s[k];
+        if (g) {
+          gather(at(p[k], src[k]->dtype, j * st), src[k]->dtype, st, m, buf[k]);
+          q[k] = buf[k];
         } else {
-          ok = false;
+          q[k] = s[k] == 1 ? at(p[k], src[k]->dtype, j) : p[k];
         }
       }
-      ok = ok && !(side[0] == Side::scalar && side[1] == Side::scalar);
-    } else if (ok) {  // a single element
-      step[0] = step[1] = 0;
+      binary_row(op, q[0], a.dtype, q[1], b.dtype, side, scalar, at(o, out_dtype, j), out_dtype,
+                 m);
     }
-    const bool vv = side[0] == Side::vector && side[1] == Side::vector;
-    const DType vdtype = side[0] == Side::vector ? a.dtype : b.dtype;
-    if (!ok) {
-      why_not = "avx512: strides/broadcast not vectorised";
-    } else if ((vv && a.dtype != b.dtype) || !cpu::avx512_dtype_pair(vdtype, out_dtype)) {
-      why_not = "avx512: dtype combination not vectorised";
-    }
-  }
-  cpu::log_impl(name(op), cpu::dtype_label(a.dtype, out_dtype), why_not.empty(), why_not);
-  if (!why_not.empty()) return ref::binary(op, shape, a, b, out, out_dtype);
-  if (n == 0) return;
-
-  auto run_rows = [&](std::int64_t r, std::int64_t begin, std::int64_t len) {
-    void* o = cpu::at(out, out_dtype, r * inner + begin);
-    if (side[0] == Side::vector && side[1] == Side::vector) {
-      avx512::binary_vv(vop, cpu::at(a.data, a.dtype, r * step[0] + begin),
-                        cpu::at(b.data, b.dtype, r * step[1] + begin), code(a.dtype), o,
-                        code(out_dtype), len);
-    } else if (side[1] == Side::scalar) {
-      const float s = cpu::load_f32(b.data, b.dtype, r * step[1]);
-      avx512::binary_vs(vop, cpu::at(a.data, a.dtype, r * step[0] + begin), code(a.dtype), s,
-                        false, o, code(out_dtype), len);
-    } else {
-      const float s = cpu::load_f32(a.data, a.dtype, r * step[0]);
-      avx512::binary_vs(vop, cpu::at(b.data, b.dtype, r * step[1] + begin), code(b.dtype), s,
-                        true, o, code(out_dtype), len);
-    }
-  };
-  if (rows == 1) {
-    cpu::parallel_chunks(inner, kChunk, [&](std::int64_t begin, std::int64_t len) {
-      run_rows(0, begin, len);
-    });
-  } else {
-    cpu::parallel_for(rows, n >= cpu::kParallelMinWork,
-                      [&](std::int64_t r) { run_rows(r, 0, inner); });
-  }
+  });
 }
 
 void affine(const void* in, DType in_dtype, void* out, DType out_dtype, std::int64_t n,
             float alpha, float beta) {
   MIXPREC_CHECK(n >= 0, ShapeError, "affine", "negative element count " << n);
-  std::string why_not = cpu::avx512_unavailable_reason();
-  if (why_not.empty() && !cpu::avx512_dtype_pair(in_dtype, out_dtype)) {
-    why_not = "avx512: dtype pair not vectorised";
+  const std::string label = dtype_label(in_dtype, out_dtype);
+  if (const std::string why = fp8_reason(in_dtype, out_dtype, out_dtype); !why.empty()) {
+    log_reference("affine", label, why);
+    return ref::affine(in, in_dtype, out, out_dtype, n, alpha, beta);
   }
-  cpu::log_impl("affine", cpu::dtype_label(in_dtype, out_dtype), why_not.empty(), why_not);
-  if (!why_not.empty()) return ref::affine(in, in_dtype, out, out_dtype, n, alpha, beta);
-  cpu::parallel_chunks(n, kChunk, [&](std::int64_t begin, std::int64_t len) {
-    avx512::affine(cpu::at(in, in_dtype, begin), code(in_dtype), cpu::at(out, out_dtype, begin),
-                   code(out_dtype), len, alpha, beta);
+  log_simd("affine", label);
+  parallel_chunks(n, kChunk, [&](std::int64_t begin, std::int64_t len) {
+    affine_row(at(in, in_dtype, begin), in_dtype, at(out, out_dtype, begin), out_dtype, len,
+               alpha, beta);
   });
 }
 
@@ -229,32 +288,29 @@ void unary_backward(UnaryOp op, const void* x, DType x_dtype, const void* y, DTy
   const bool use_x = grad_reads_x(op);
   const void* v = use_x ? x : y;
   const DType v_dtype = use_x ? x_dtype : y_dtype;
-  if (v == nullptr && n > 0) {  // the reference reports the missing operand
+  const std::string label = dtype_label(dy_dtype, dx_dtype);
+  const std::string why = fp8_reason(v_dtype, dy_dtype, dx_dtype);
+  if ((v == nullptr && n > 0) || !why.empty()) {
+    // The reference reports the missing operand, or refuses the fp8 dtype.
+    if (!why.empty()) log_reference(op_name, label, why);
     return ref::unary_backward(op, x, x_dtype, y, y_dtype, dy, dy_dtype, dx, dx_dtype, n);
   }
-  std::string why_not = cpu::avx512_unavailable_reason();
-  if (why_not.empty() && (v_dtype != dy_dtype || !cpu::avx512_dtype_pair(dy_dtype, dx_dtype))) {
-    why_not = "avx512: dtype combination not vectorised";
-  }
-  cpu::log_impl(op_name, cpu::dtype_label(dy_dtype, dx_dtype), why_not.empty(), why_not);
-  if (!why_not.empty()) {
-    return ref::unary_backward(op, x, x_dtype, y, y_dtype, dy, dy_dtype, dx, dx_dtype, n);
-  }
-  cpu::parallel_chunks(n, kChunk, [&](std::int64_t begin, std::int64_t len) {
-    avx512::unary_backward(static_cast<VUnary>(op), cpu::at(v, v_dtype, begin),
-                           cpu::at(dy, dy_dtype, begin), code(dy_dtype),
-                           cpu::at(dx, dx_dtype, begin), code(dx_dtype), len);
+  log_simd(op_name, label);
+  parallel_chunks(n, kChunk, [&](std::int64_t begin, std::int64_t len) {
+    unary_backward_row(op, at(v, v_dtype, begin), v_dtype, at(dy, dy_dtype, begin), dy_dtype,
+                       at(dx, dx_dtype, begin), dx_dtype, len);
   });
 }
 
 void fill(void* out, DType dtype, std::int64_t n, float value) {
   MIXPREC_CHECK(n >= 0, ShapeError, "fill", "negative element count " << n);
-  require_compute_dtype("fill", dtype);  // the vector kernel knows dtype codes 0-2 only
-  const std::string why_not = cpu::avx512_unavailable_reason();
-  cpu::log_impl("fill", name(dtype), why_not.empty(), why_not);
-  if (!why_not.empty()) return ref::fill(out, dtype, n, value);
-  cpu::parallel_chunks(n, kChunk, [&](std::int64_t begin, std::int64_t len) {
-    avx512::fill(cpu::at(out, dtype, begin), code(dtype), len, value);
+  if (const std::string why = fp8_reason(dtype, dtype, dtype); !why.empty()) {
+    log_reference("fill", name(dtype), why);
+    return ref::fill(out, dtype, n, value);
+  }
+  log_simd("fill", name(dtype));
+  parallel_chunks(n, kChunk, [&](std::int64_t begin, std::int64_t len) {
+    fill_row(at(out, dtype, begin), dtype, len, value);
   });
 }
 }  // namespace cpu

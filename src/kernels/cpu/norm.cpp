@@ -1,134 +1,132 @@
-// Dispatching batch norm / layer norm. Batch norm runs channel by channel: a channel's values
-// (n rows of s contiguous values) are read once from memory for the mean, then again from L2
-// for the variance and the output (or, in backward, for the gradient sums and dx), so the
-// two-pass variance costs little more than one pass. Channels are split across OpenMP threads
-// (each channel entirely on one thread, so results do not depend on the thread count). The rows
-// go to the AVX-512 row kernels when allowed, else to the scalar row loops below; row sums are
-// widened to double before being added across rows. Short rows (s < 16, e.g. [N, C] inputs)
-// and dtype combinations the vector rows do not cover use the reference.
-#include "kernels/norm.h"
-
-#include <cmath>
-#include <string>
+// Dispatching batch norm / layer norm onto the Highway runs of norm_simd.cpp (one source, every
+// target). Two layouts of the work:
+//  - rows: batch norm with planes of at least kMinRow values runs channel by channel; a
+//    channel's n planes are summed run by run (mean), then again from L2 (variance, output, or
+//    in backward the gradient sums and dx), so the two-pass variance costs little more than one
+//    pass. Layer norm runs row by row the same way.
+//  - columns: batch norm with short planes ([N, C] inputs, s < kMinRow) and layer norm's
+//    dweight/dbias reduce down columns: each sample row adds into per-column f32 accumulators,
+//    which are widened to double every kRowBlock rows.
+// f32 sums never cover more than kRun values (or kRowBlock rows) before being added in double,
+// so the statistics stay within a few f32 roundings of the double-accumulating reference.
+// Threads: channels, rows or fixed (row block x column chunk) tiles, each reduced by one thread
+// in a fixed order and combined in a fixed order, so results do not depend on the thread count.
+#include <algorithm>
+#include <cstdint>
 #include <vector>
 
 #include "kernels/cpu/dispatch_util.h"
-#include "kernels/cpu/norm_avx512.h"
+#include "kernels/cpu/norm_simd.h"
+#include "kernels/norm.h"
 
 namespace mixprec::kernels {
 namespace {
 
-static_assert(static_cast<int>(DType::f32) == 0 && static_cast<int>(DType::bf16) == 1 &&
-              static_cast<int>(DType::f16) == 2);
-int code(DType t) { return static_cast<int>(t); }
+namespace simd = cpu::norm_simd;
 
-/// Rows shorter than this go to the reference: a call per row would cost more than the row.
+/// Planes shorter than this take the per-column path: a call per plane would cost more than it.
 constexpr std::int64_t kMinRow = 16;
+/// Longest run summed in f32 before the sum is widened to double.
+constexpr std::int64_t kRun = 4096;
+/// Rows a per-column f32 accumulator takes before it is widened to double.
+constexpr std::int64_t kRowBlock = 64;
+/// Rows and columns of one task of a per-column reduction (fixed, so results are too).
+constexpr std::int64_t kTaskRows = 256;
+constexpr std::int64_t kColChunk = 1024;
 
-template <class T>
-const T* tp(const void* p) { return static_cast<const T*>(p); }
-
-/// The row operations of one implementation: AVX-512 rows, or portable scalar loops.
-/// in: dtype of x (and dy); out: dtype of y / dx.
-struct RowOps {
-  bool vec;
-  DType in, out;
-
-  double sum(const void* x, std::int64_t len) const {
-    if (vec) return avx512::norm_row_sum(x, code(in), len);
-    return dispatch(in, [&](auto t) {
-      double s = 0.0;
-      for (std::int64_t i = 0; i < len; ++i) s += static_cast<float>(tp<decltype(t)>(x)[i]);
-      return s;
-    });
-  }
-  double sq_dev_sum(const void* x, std::int64_t len, float mean) const {
-    if (vec) return avx512::norm_row_sq_dev_sum(x, code(in), len, mean);
-    return dispatch(in, [&](auto t) {
-      double s = 0.0;
-      for (std::int64_t i = 0; i < len; ++i) {
-        const double dev = static_cast<double>(static_cast<float>(tp<decltype(t)>(x)[i])) - mean;
-        s += dev * dev;
-      }
-      return s;
-    });
-  }
-  void apply(const void* x, std::int64_t len, float mean, float scale, float shift,
-             void* y) const {
-    if (vec) {
-      avx512::norm_row_apply(x, code(in), len, mean, scale, shift, y, code(out));
-      return;
-    }
-    dispatch(in, [&](auto ti) {
-      dispatch(out, [&](auto to) {
-        using TO = decltype(to);
-        const auto* xs = tp<decltype(ti)>(x);
-        for (std::int64_t i = 0; i < len; ++i) {
-          static_cast<TO*>(y)[i] = TO((static_cast<float>(xs[i]) - mean) * scale + shift);
-        }
-      });
-    });
-  }
-  void backward_sums(const void* x, const void* dy, std::int64_t len, float mean,
-                     double* sum_dy, double* sum_dy_xmu) const {
-    if (vec) {
-      float a = 0.0f, b = 0.0f;
-      avx512::norm_row_backward_sums(x, dy, code(in), len, mean, &a, &b);
-      *sum_dy += a;
-      *sum_dy_xmu += b;
-      return;
-    }
-    dispatch(in, [&](auto t) {
-      using T = decltype(t);
-      for (std::int64_t i = 0; i < len; ++i) {
-        const double g = static_cast<float>(tp<T>(dy)[i]);
-        *sum_dy += g;
-        *sum_dy_xmu += g * (static_cast<double>(static_cast<float>(tp<T>(x)[i])) - mean);
-      }
-    });
-  }
-  void backward_dx(const void* x, const void* dy, std::int64_t len, float mean, float k1,
-                   float k2, float k3, void* dx) const {
-    if (vec) {
-      avx512::norm_row_backward_dx(x, dy, code(in), len, mean, k1, k2, k3, dx, code(out));
-      return;
-    }
-    dispatch(in, [&](auto ti) {
-      dispatch(out, [&](auto to) {
-        using TI = decltype(ti);
-        using TO = decltype(to);
-        for (std::int64_t i = 0; i < len; ++i) {
-          const float xmu = static_cast<float>(tp<TI>(x)[i]) - mean;
-          static_cast<TO*>(dx)[i] = TO(static_cast<float>(tp<TI>(dy)[i]) * k1 + (xmu * k2 + k3));
-        }
-      });
-    });
-  }
-};
-
-/// Picks the implementation and logs it: "avx512", "scalar" (portable row loops) or
-/// "reference". Returns false when the reference must run.
-bool choose(const char* op, DType in, DType out, bool rows_ok, bool pair_ok, RowOps* ops) {
-  // Refuse fp8 here, on the calling thread: the row loops dispatch inside parallel regions.
-  require_compute_dtype(op, in);
-  require_compute_dtype(op, out);
-  std::string why_not = cpu::avx512_unavailable_reason();
-  if (why_not.empty() && !pair_ok) why_not = "avx512: dtype combination not vectorised";
-  const bool use_rows = rows_ok;
-  if (!rows_ok) {
-    why_not += std::string(why_not.empty() ? "" : "; ") + "rows of fewer than " +
-               std::to_string(kMinRow) + " values";
-  }
-  const bool vec = use_rows && why_not.empty();
-  if (verbose_enabled()) {
-    verbose_log(op, cpu::dtype_label(in, out), vec ? "avx512" : use_rows ? "scalar" : "reference",
-                why_not);
-  }
-  *ops = RowOps{vec, in, out};
-  return use_rows;
+bool parallel_over(std::int64_t work, std::int64_t count) {
+  return work >= cpu::kParallelMinWork && count > 1;
 }
 
-bool vec_pair(DType in, DType out) { return out == in || out == DType::f32; }
+/// Asks for a row that will be read next: a channel's rows are short runs (e.g. 784 values) a
+/// whole sample apart, which the hardware prefetcher follows badly.
+void prefetch_row(const void* p, DType t, std::int64_t len) {
+  const char* c = static_cast<const char*>(p);
+  const std::int64_t bytes = len * static_cast<std::int64_t>(size_of(t));
+  for (std::int64_t off = 0; off < bytes; off += 64) __builtin_prefetch(c + off);
+}
+
+double run_sum(const void* x, DType t, std::int64_t len) {
+  double s = 0.0;
+  for (std::int64_t i = 0; i < len; i += kRun) {
+    s += simd::row_sum(cpu::at(x, t, i), t, std::min(kRun, len - i));
+  }
+  return s;
+}
+
+double run_sq_dev_sum(const void* x, DType t, std::int64_t len, float mean) {
+  double s = 0.0;
+  for (std::int64_t i = 0; i < len; i += kRun) {
+    s += simd::row_sq_dev_sum(cpu::at(x, t, i), t, std::min(kRun, len - i), mean);
+  }
+  return s;
+}
+
+void run_backward_sums(const void* x, DType tx, const void* dy, DType tdy, std::int64_t len,
+                       float mean, double* sum_dy, double* sum_dy_xmu) {
+  for (std::int64_t i = 0; i < len; i += kRun) {
+    float a = 0.0f, b = 0.0f;
+    simd::row_backward_sums(cpu::at(x, tx, i), tx, cpu::at(dy, tdy, i), tdy,
+                            std::min(kRun, len - i), mean, &a, &b);
+    *sum_dy += a;
+    *sum_dy_xmu += b;
+  }
+}
+
+/// Column sums of a [rows, cols] reduction into out0 (and out1 if not null), in double.
+/// add_row(r, j0, len, acc0, acc1) adds row r's columns [j0, j0 + len) into f32 accumulators.
+/// Tiles of kTaskRows x kColChunk run in parallel; their partial sums are added in tile order.
+template <class AddRow>
+void column_sums(std::int64_t rows, std::int64_t cols, double* out0, double* out1,
+                 const AddRow& add_row) {
+  const std::int64_t row_tasks = std::max<std::int64_t>(1, (rows + kTaskRows - 1) / kTaskRows);
+  const std::int64_t col_tasks = (cols + kColChunk - 1) / kColChunk;
+  const auto part_size = static_cast<std::size_t>(row_tasks * cols);
+  std::vector<double> part0(part_size, 0.0), part1(out1 != nullptr ? part_size : 0, 0.0);
+  cpu::parallel_for(row_tasks * col_tasks, parallel_over(rows * cols, row_tasks * col_tasks),
+                    [&](std::int64_t task) {
+    const std::int64_t rt = task / col_tasks, j0 = (task % col_tasks) * kColChunk;
+    const std::int64_t len = std::min(kColChunk, cols - j0);
+    const std::int64_t r_end = std::min(rows, (rt + 1) * kTaskRows);
+    std::vector<float> a0(static_cast<std::size_t>(len)), a1(static_cast<std::size_t>(len));
+    double* p0 = part0.data() + rt * cols + j0;
+    double* p1 = out1 != nullptr ? part1.data() + rt * cols + j0 : nullptr;
+    for (std::int64_t r0 = rt * kTaskRows; r0 < r_end; r0 += kRowBlock) {
+      std::fill(a0.begin(), a0.end(), 0.0f);
+      std::fill(a1.begin(), a1.end(), 0.0f);
+      for (std::int64_t r = r0; r < std::min(r_end, r0 + kRowBlock); ++r) {
+        add_row(r, j0, len, a0.data(), a1.data());
+      }
+      for (std::int64_t j = 0; j < len; ++j) {
+        p0[j] += a0[static_cast<std::size_t>(j)];
+        if (p1 != nullptr) p1[j] += a1[static_cast<std::size_t>(j)];
+      }
+    }
+  });
+  for (std::int64_t j = 0; j < cols; ++j) {
+    double s0 = 0.0, s1 = 0.0;
+    for (std::int64_t rt = 0; rt < row_tasks; ++rt) {
+      s0 += part0[static_cast<std::size_t>(rt * cols + j)];
+      if (out1 != nullptr) s1 += part1[static_cast<std::size_t>(rt * cols + j)];
+    }
+    out0[j] = s0;
+    if (out1 != nullptr) out1[j] = s1;
+  }
+}
+
+/// Per-channel totals of per-column sums (column j belongs to channel j / s).
+std::vector<double> channel_totals(const std::vector<double>& col, BatchNormDims d) {
+  std::vector<double> t(static_cast<std::size_t>(d.c), 0.0);
+  for (std::int64_t j = 0; j < d.c * d.s; ++j) t[static_cast<std::size_t>(j / d.s)] += col[static_cast<std::size_t>(j)];
+  return t;
+}
+
+/// Per-channel values repeated over each channel's s columns.
+std::vector<float> expand(const float* per_channel, BatchNormDims d) {
+  std::vector<float> v(static_cast<std::size_t>(d.c * d.s));
+  for (std::int64_t j = 0; j < d.c * d.s; ++j) v[static_cast<std::size_t>(j)] = per_channel[j / d.s];
+  return v;
+}
 
 const void* row_at(const void* p, DType t, BatchNormDims d, std::int64_t n, std::int64_t c) {
   return cpu::at(p, t, (n * d.c + c) * d.s);
@@ -137,16 +135,80 @@ void* row_at(void* p, DType t, BatchNormDims d, std::int64_t n, std::int64_t c) 
   return cpu::at(p, t, (n * d.c + c) * d.s);
 }
 
-/// Asks for the next row of a channel while the current one is summed: a channel's rows are
-/// short runs (e.g. 784 values) a whole sample apart, which the hardware prefetcher follows badly.
-void prefetch_row(const void* p, DType t, std::int64_t len) {
-  const char* c = static_cast<const char*>(p);
-  const std::int64_t bytes = len * static_cast<std::int64_t>(size_of(t));
-  for (std::int64_t off = 0; off < bytes; off += 64) __builtin_prefetch(c + off);
+void check_dtypes(const char* op, std::initializer_list<DType> types) {
+  // fp8 is refused here, on the calling thread (the runs dispatch inside parallel regions).
+  for (DType t : types) require_compute_dtype(op, t);
 }
 
-bool parallel_over(std::int64_t work, std::int64_t count) {
-  return work >= cpu::kParallelMinWork && count > 1;
+// ---- batch norm, per-column path ([N, C] and planes shorter than kMinRow) ----
+
+void batch_norm_forward_cols(const void* x, DType tx, BatchNormDims d, const float* weight,
+                             const float* bias, float eps, bool training, float* mean,
+                             float* var, void* y, DType ty) {
+  const std::int64_t cols = d.c * d.s;
+  const double count = static_cast<double>(d.n * d.s);
+  if (training) {
+    std::vector<double> col(static_cast<std::size_t>(cols));
+    column_sums(d.n, cols, col.data(), nullptr,
+                [&](std::int64_t r, std::int64_t j0, std::int64_t len, float* a0, float*) {
+                  simd::cols_acc(cpu::at(x, tx, r * cols + j0), tx, len, nullptr, a0);
+                });
+    const std::vector<double> sum = channel_totals(col, d);
+    for (std::int64_t c = 0; c < d.c; ++c) mean[c] = static_cast<float>(sum[static_cast<std::size_t>(c)] / count);
+    const std::vector<float> mean_col = expand(mean, d);
+    column_sums(d.n, cols, col.data(), nullptr,
+                [&](std::int64_t r, std::int64_t j0, std::int64_t len, float* a0, float*) {
+                  simd::cols_acc(cpu::at(x, tx, r * cols + j0), tx, len, mean_col.data() + j0, a0);
+                });
+    const std::vector<double> sq = channel_totals(col, d);
+    for (std::int64_t c = 0; c < d.c; ++c) var[c] = static_cast<float>(sq[static_cast<std::size_t>(c)] / count);
+  }
+  std::vector<float> scale(static_cast<std::size_t>(d.c)), shift(static_cast<std::size_t>(d.c));
+  for (std::int64_t c = 0; c < d.c; ++c) {
+    scale[static_cast<std::size_t>(c)] = norm_invstd(var[c], eps) * (weight != nullptr ? weight[c] : 1.0f);
+    shift[static_cast<std::size_t>(c)] = bias != nullptr ? bias[c] : 0.0f;
+  }
+  const std::vector<float> mean_col = expand(mean, d), scale_col = expand(scale.data(), d),
+                           shift_col = expand(shift.data(), d);
+  cpu::parallel_for(d.n, parallel_over(d.n * cols, d.n), [&](std::int64_t n) {
+    simd::cols_affine(cpu::at(x, tx, n * cols), tx, cols, mean_col.data(), scale_col.data(),
+                      shift_col.data(), cpu::at(y, ty, n * cols), ty);
+  });
+}
+
+void batch_norm_backward_cols(const void* x, DType tx, const void* dy, DType tdy,
+                              BatchNormDims d, const float* mean, const float* var, float eps,
+                              const float* weight, bool training, void* dx, DType tdx,
+                              float* dweight, float* dbias) {
+  const std::int64_t cols = d.c * d.s;
+  const double count = static_cast<double>(d.n * d.s);
+  const std::vector<float> mean_col = expand(mean, d);
+  std::vector<double> col_dy(static_cast<std::size_t>(cols)), col_dy_xmu(col_dy.size());
+  column_sums(d.n, cols, col_dy.data(), col_dy_xmu.data(),
+              [&](std::int64_t r, std::int64_t j0, std::int64_t len, float* a0, float* a1) {
+                simd::cols_backward_acc(cpu::at(x, tx, r * cols + j0), tx,
+                                        cpu::at(dy, tdy, r * cols + j0), tdy, len,
+                                        mean_col.data() + j0, a0, a1);
+              });
+  const std::vector<double> sum_dy = channel_totals(col_dy, d), sum_dy_xmu = channel_totals(col_dy_xmu, d);
+  std::vector<float> k1(static_cast<std::size_t>(d.c)), k2(k1.size()), k3(k1.size());
+  for (std::int64_t c = 0; c < d.c; ++c) {
+    const auto i = static_cast<std::size_t>(c);
+    const float invstd = norm_invstd(var[c], eps);
+    if (dweight != nullptr) dweight[c] = static_cast<float>(sum_dy_xmu[i]) * invstd;
+    if (dbias != nullptr) dbias[c] = static_cast<float>(sum_dy[i]);
+    k1[i] = invstd * (weight != nullptr ? weight[c] : 1.0f);
+    k2[i] = training ? -k1[i] * invstd * invstd * static_cast<float>(sum_dy_xmu[i] / count) : 0.0f;
+    k3[i] = training ? -k1[i] * static_cast<float>(sum_dy[i] / count) : 0.0f;
+  }
+  if (dx == nullptr) return;
+  const std::vector<float> k1c = expand(k1.data(), d), k2c = expand(k2.data(), d),
+                           k3c = expand(k3.data(), d);
+  cpu::parallel_for(d.n, parallel_over(d.n * cols, d.n), [&](std::int64_t n) {
+    simd::cols_backward_dx(cpu::at(x, tx, n * cols), tx, cpu::at(dy, tdy, n * cols), tdy, cols,
+                           mean_col.data(), k1c.data(), k2c.data(), k3c.data(),
+                           cpu::at(dx, tdx, n * cols), tdx);
+  });
 }
 
 }  // namespace
@@ -157,33 +219,33 @@ void batch_norm_forward(const void* x, DType x_dtype, BatchNormDims d, const flo
                         void* y, DType y_dtype) {
   const char* op = "batch_norm";
   detail::check_batch_norm_args(op, d, eps, training);
-  RowOps ops{};
-  if (!choose(op, x_dtype, y_dtype, d.s >= kMinRow, vec_pair(x_dtype, y_dtype), &ops)) {
-    return ref::batch_norm_forward(x, x_dtype, d, weight, bias, eps, training, mean, var, y,
+  check_dtypes(op, {x_dtype, y_dtype});
+  log_simd(op, dtype_label(x_dtype, y_dtype));
+  if (d.s < kMinRow) {
+    return batch_norm_forward_cols(x, x_dtype, d, weight, bias, eps, training, mean, var, y,
                                    y_dtype);
   }
   const double count = static_cast<double>(d.n * d.s);
-  cpu::parallel_for(d.c, parallel_over(d.n * d.c * d.s, d.c), [&](std::int64_t c) {
+  parallel_for(d.c, parallel_over(d.n * d.c * d.s, d.c), [&](std::int64_t c) {
     if (training) {
       double sum = 0.0;
       for (std::int64_t n = 0; n < d.n; ++n) {
         if (n + 1 < d.n) prefetch_row(row_at(x, x_dtype, d, n + 1, c), x_dtype, d.s);
-        sum += ops.sum(row_at(x, x_dtype, d, n, c), d.s);
+        sum += run_sum(row_at(x, x_dtype, d, n, c), x_dtype, d.s);
       }
       const float m = static_cast<float>(sum / count);
       double sq = 0.0;
       for (std::int64_t n = 0; n < d.n; ++n) {
-        sq += ops.sq_dev_sum(row_at(x, x_dtype, d, n, c), d.s, m);
+        sq += run_sq_dev_sum(row_at(x, x_dtype, d, n, c), x_dtype, d.s, m);
       }
       mean[c] = m;
       var[c] = static_cast<float>(sq / count);
     }
-    const float invstd = norm_invstd(var[c], eps);
-    const float scale = invstd * (weight != nullptr ? weight[c] : 1.0f);
+    const float scale = norm_invstd(var[c], eps) * (weight != nullptr ? weight[c] : 1.0f);
     const float shift = bias != nullptr ? bias[c] : 0.0f;
     for (std::int64_t n = 0; n < d.n; ++n) {
-      ops.apply(row_at(x, x_dtype, d, n, c), d.s, mean[c], scale, shift,
-                row_at(y, y_dtype, d, n, c));
+      simd::row_affine(row_at(x, x_dtype, d, n, c), x_dtype, d.s, mean[c], scale, shift,
+                       row_at(y, y_dtype, d, n, c), y_dtype);
     }
   });
 }
@@ -194,15 +256,14 @@ void batch_norm_backward(const void* x, DType x_dtype, const void* dy, DType dy_
                          float* dweight, float* dbias) {
   const char* op = "batch_norm_backward";
   detail::check_batch_norm_args(op, d, eps, training);
-  RowOps ops{};
-  const bool pair_ok = dy_dtype == x_dtype && vec_pair(x_dtype, dx_dtype);
-  // The scalar rows read x and dy through one dtype too, so mixed x/dy goes to the reference.
-  if (!choose(op, x_dtype, dx_dtype, d.s >= kMinRow && dy_dtype == x_dtype, pair_ok, &ops)) {
-    return ref::batch_norm_backward(x, x_dtype, dy, dy_dtype, d, mean, var, eps, weight,
+  check_dtypes(op, {x_dtype, dy_dtype, dx_dtype});
+  log_simd(op, dtype_label(x_dtype, dx_dtype));
+  if (d.s < kMinRow) {
+    return batch_norm_backward_cols(x, x_dtype, dy, dy_dtype, d, mean, var, eps, weight,
                                     training, dx, dx_dtype, dweight, dbias);
   }
   const double count = static_cast<double>(d.n * d.s);
-  cpu::parallel_for(d.c, parallel_over(d.n * d.c * d.s, d.c), [&](std::int64_t c) {
+  parallel_for(d.c, parallel_over(d.n * d.c * d.s, d.c), [&](std::int64_t c) {
     const float m = mean[c];
     double sum_dy = 0.0, sum_dy_xmu = 0.0;
     for (std::int64_t n = 0; n < d.n; ++n) {
@@ -210,8 +271,8 @@ void batch_norm_backward(const void* x, DType x_dtype, const void* dy, DType dy_
         prefetch_row(row_at(x, x_dtype, d, n + 1, c), x_dtype, d.s);
         prefetch_row(row_at(dy, dy_dtype, d, n + 1, c), dy_dtype, d.s);
       }
-      ops.backward_sums(row_at(x, x_dtype, d, n, c), row_at(dy, dy_dtype, d, n, c), d.s, m,
-                        &sum_dy, &sum_dy_xmu);
+      run_backward_sums(row_at(x, x_dtype, d, n, c), x_dtype, row_at(dy, dy_dtype, d, n, c),
+                        dy_dtype, d.s, m, &sum_dy, &sum_dy_xmu);
     }
     const float invstd = norm_invstd(var[c], eps);
     if (dweight != nullptr) dweight[c] = static_cast<float>(sum_dy_xmu) * invstd;
@@ -222,8 +283,8 @@ void batch_norm_backward(const void* x, DType x_dtype, const void* dy, DType dy_
         training ? -k1 * invstd * invstd * static_cast<float>(sum_dy_xmu / count) : 0.0f;
     const float k3 = training ? -k1 * static_cast<float>(sum_dy / count) : 0.0f;
     for (std::int64_t n = 0; n < d.n; ++n) {
-      ops.backward_dx(row_at(x, x_dtype, d, n, c), row_at(dy, dy_dtype, d, n, c), d.s, m, k1,
-                      k2, k3, row_at(dx, dx_dtype, d, n, c));
+      simd::row_backward_dx(row_at(x, x_dtype, d, n, c), x_dtype, row_at(dy, dy_dtype, d, n, c),
+                            dy_dtype, d.s, m, k1, k2, k3, row_at(dx, dx_dtype, d, n, c), dx_dtype);
     }
   });
 }
@@ -233,31 +294,28 @@ void layer_norm_forward(const void* x, DType x_dtype, std::int64_t rows, std::in
                         DType y_dtype, float* mean, float* rstd) {
   const char* op = "layer_norm";
   detail::check_layer_norm_args(op, rows, cols, eps);
-  RowOps ops{};
-  if (!choose(op, x_dtype, y_dtype, cols >= kMinRow, vec_pair(x_dtype, y_dtype), &ops)) {
-    return ref::layer_norm_forward(x, x_dtype, rows, cols, weight, bias, eps, y, y_dtype, mean,
-                                   rstd);
-  }
-  dispatch(y_dtype, [&](auto ty) {
-    using TY = decltype(ty);
-    cpu::parallel_for(rows, parallel_over(rows * cols, rows), [&](std::int64_t r) {
-      const void* xr = cpu::at(x, x_dtype, r * cols);
-      const float m = static_cast<float>(ops.sum(xr, cols) / static_cast<double>(cols));
-      const float rs = norm_invstd(
-          static_cast<float>(ops.sq_dev_sum(xr, cols, m) / static_cast<double>(cols)), eps);
-      mean[r] = m;
-      rstd[r] = rs;
-      if (weight == nullptr && bias == nullptr) {
-        ops.apply(xr, cols, m, rs, 0.0f, cpu::at(y, y_dtype, r * cols));
-        return;
-      }
-      TY* yr = static_cast<TY*>(y) + r * cols;
-      for (std::int64_t j = 0; j < cols; ++j) {
-        const float xhat = (cpu::load_f32(xr, x_dtype, j) - m) * rs;
-        yr[j] = TY(xhat * (weight != nullptr ? weight[j] : 1.0f) +
-                   (bias != nullptr ? bias[j] : 0.0f));
-      }
-    });
+  check_dtypes(op, {x_dtype, y_dtype});
+  log_simd(op, dtype_label(x_dtype, y_dtype));
+  // A missing weight or bias (but not both) is read as ones / zeros.
+  std::vector<float> ones, zeros;
+  const bool affine = weight != nullptr || bias != nullptr;
+  if (affine && weight == nullptr) ones.assign(static_cast<std::size_t>(cols), 1.0f), weight = ones.data();
+  if (affine && bias == nullptr) zeros.assign(static_cast<std::size_t>(cols), 0.0f), bias = zeros.data();
+  parallel_for(rows, parallel_over(rows * cols, rows), [&](std::int64_t r) {
+    const void* xr = at(x, x_dtype, r * cols);
+    float m = 0.0f, v = 0.0f;  // the reference's statistics of an empty row
+    if (cols > 0) {
+      m = static_cast<float>(run_sum(xr, x_dtype, cols) / static_cast<double>(cols));
+      v = static_cast<float>(run_sq_dev_sum(xr, x_dtype, cols, m) / static_cast<double>(cols));
+    }
+    const float rs = norm_invstd(v, eps);
+    mean[r] = m;
+    rstd[r] = rs;
+    if (affine) {
+      simd::ln_row_affine(xr, x_dtype, cols, m, rs, weight, bias, at(y, y_dtype, r * cols), y_dtype);
+    } else {
+      simd::row_affine(xr, x_dtype, cols, m, rs, 0.0f, at(y, y_dtype, r * cols), y_dtype);
+    }
   });
 }
 
@@ -267,61 +325,40 @@ void layer_norm_backward(const void* x, DType x_dtype, const void* dy, DType dy_
                          float* dweight, float* dbias) {
   const char* op = "layer_norm_backward";
   detail::check_layer_norm_args(op, rows, cols, 0.0f);
-  // Portable loops (no AVX-512 rows: the per-column weight makes them a different kernel);
-  // rows in parallel for dx, column blocks in parallel for dweight/dbias, each output computed
-  // by one thread in a fixed order, so results do not depend on the thread count.
-  if (verbose_enabled()) verbose_log(op, cpu::dtype_label(x_dtype, dx_dtype), "scalar", {});
-  const bool parallel = rows * cols >= cpu::kParallelMinWork;
-  dispatch(x_dtype, [&](auto tx) {
-    using TX = decltype(tx);
-    dispatch(dy_dtype, [&](auto tdy) {
-      using TDY = decltype(tdy);
-      const TX* xs = tp<TX>(x);
-      const TDY* dys = tp<TDY>(dy);
-      if (dx != nullptr) {
-        dispatch(dx_dtype, [&](auto tdx) {
-          using TDX = decltype(tdx);
-          cpu::parallel_for(rows, parallel && rows > 1, [&](std::int64_t r) {
-            const std::int64_t base = r * cols;
-            const float m = mean[r], rs = rstd[r];
-            double sum_g = 0.0, sum_g_xhat = 0.0;
-            for (std::int64_t j = 0; j < cols; ++j) {
-              const float g = static_cast<float>(dys[base + j]) * (weight ? weight[j] : 1.0f);
-              sum_g += g;
-              sum_g_xhat += static_cast<double>(g) * ((static_cast<float>(xs[base + j]) - m) * rs);
-            }
-            const float a = static_cast<float>(sum_g / static_cast<double>(cols));
-            const float b = static_cast<float>(sum_g_xhat / static_cast<double>(cols));
-            TDX* out = static_cast<TDX*>(dx) + base;
-            for (std::int64_t j = 0; j < cols; ++j) {
-              const float g = static_cast<float>(dys[base + j]) * (weight ? weight[j] : 1.0f);
-              const float xhat = (static_cast<float>(xs[base + j]) - m) * rs;
-              out[j] = TDX(rs * (g - a - xhat * b));
-            }
-          });
-        });
+  check_dtypes(op, {x_dtype, dy_dtype, dx_dtype});
+  log_simd(op, dtype_label(x_dtype, dx_dtype));
+  std::vector<float> ones;
+  if (weight == nullptr) ones.assign(static_cast<std::size_t>(cols), 1.0f), weight = ones.data();
+  if (dx != nullptr) {
+    parallel_for(rows, parallel_over(rows * cols, rows), [&](std::int64_t r) {
+      const void* xr = at(x, x_dtype, r * cols);
+      const void* dyr = at(dy, dy_dtype, r * cols);
+      double sum_g = 0.0, sum_g_xhat = 0.0;
+      for (std::int64_t i = 0; i < cols; i += kRun) {
+        float a = 0.0f, b = 0.0f;
+        simd::ln_row_backward_sums(at(xr, x_dtype, i), x_dtype, at(dyr, dy_dtype, i), dy_dtype,
+                                   weight + i, std::min(kRun, cols - i), mean[r], rstd[r], &a, &b);
+        sum_g += a;
+        sum_g_xhat += b;
       }
-      if (dweight == nullptr && dbias == nullptr) return;
-      constexpr std::int64_t kBlock = 64;
-      const std::int64_t blocks = (cols + kBlock - 1) / kBlock;
-      cpu::parallel_for(blocks, parallel && blocks > 1, [&](std::int64_t blk) {
-        const std::int64_t j0 = blk * kBlock, j1 = std::min(cols, j0 + kBlock);
-        double sw[kBlock] = {}, sb[kBlock] = {};
-        for (std::int64_t r = 0; r < rows; ++r) {
-          const float m = mean[r], rs = rstd[r];
-          for (std::int64_t j = j0; j < j1; ++j) {
-            const float g = static_cast<float>(dys[r * cols + j]);
-            sb[j - j0] += g;
-            sw[j - j0] += static_cast<double>(g) * ((static_cast<float>(xs[r * cols + j]) - m) * rs);
-          }
-        }
-        for (std::int64_t j = j0; j < j1; ++j) {
-          if (dweight != nullptr) dweight[j] = static_cast<float>(sw[j - j0]);
-          if (dbias != nullptr) dbias[j] = static_cast<float>(sb[j - j0]);
-        }
-      });
+      const float a = static_cast<float>(sum_g / static_cast<double>(cols));
+      const float b = static_cast<float>(sum_g_xhat / static_cast<double>(cols));
+      simd::ln_row_backward_dx(xr, x_dtype, dyr, dy_dtype, weight, cols, mean[r], rstd[r], a, b,
+                               at(dx, dx_dtype, r * cols), dx_dtype);
     });
-  });
+  }
+  if (dweight == nullptr && dbias == nullptr) return;
+  std::vector<double> sw(static_cast<std::size_t>(cols)), sb(sw.size());
+  column_sums(rows, cols, sw.data(), sb.data(),
+              [&](std::int64_t r, std::int64_t j0, std::int64_t len, float* a0, float* a1) {
+                simd::ln_cols_acc(at(x, x_dtype, r * cols + j0), x_dtype,
+                                  at(dy, dy_dtype, r * cols + j0), dy_dtype, len, mean[r],
+                                  rstd[r], a0, a1);
+              });
+  for (std::int64_t j = 0; j < cols; ++j) {
+    if (dweight != nullptr) dweight[j] = static_cast<float>(sw[static_cast<std::size_t>(j)]);
+    if (dbias != nullptr) dbias[j] = static_cast<float>(sb[static_cast<std::size_t>(j)]);
+  }
 }
 }  // namespace cpu
 

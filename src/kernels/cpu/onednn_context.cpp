@@ -5,6 +5,7 @@
 #include <new>
 #include <string>
 
+#include "mixprec/core/cpu_features.h"
 #include "mixprec/core/error.h"
 
 namespace mixprec::kernels::cpu {
@@ -18,6 +19,30 @@ namespace {
 struct AlignedFree {
   void operator()(std::byte* p) const noexcept { ::operator delete[](p, std::align_val_t{64}); }
 };
+
+/// MIXPREC_ISA caps oneDNN too, so that `MIXPREC_ISA=avx2` on an AVX-512 machine runs the
+/// GEMMs and convolutions an AVX2 machine runs. oneDNN takes the cap only before its first
+/// primitive, so it is applied when the library loads and a later set_max_isa() does not reach it (the Highway kernels follow at once).
+void cap_onednn_isa() {
+#if defined(__x86_64__)
+  if (max_isa() == supported_isas().back()) return;  // not capped
+  dnnl::cpu_isa isa = dnnl::cpu_isa::avx512_core;
+  switch (max_isa()) {
+    case Isa::scalar:
+    case Isa::sse4: isa = dnnl::cpu_isa::sse41; break;
+    case Isa::avx2: isa = dnnl::cpu_isa::avx2; break;
+    default: break;
+  }
+  try {
+    dnnl::set_max_cpu_isa(isa);
+  } catch (const dnnl::error&) {
+    // Already fixed by an earlier primitive (or ONEDNN_MAX_CPU_ISA): oneDNN keeps its choice.
+  }
+#endif
+}
+
+// At load, before anything (mixprec env's oneDNN description included) can fix oneDNN's ISA.
+[[maybe_unused]] const bool kOnednnCapped = (cap_onednn_isa(), true);
 
 }  // namespace
 

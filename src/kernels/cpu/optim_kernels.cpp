@@ -1,19 +1,20 @@
-// Dispatch of the fused optimizer updates: picks the AVX-512 kernel when allowed, splits large
-// tensors into chunks run by OpenMP, and feeds stochastic rounding its counter-based random bits.
-// Every element's result depends only on its own inputs and random_bits(stream, index), so the
-// chunking and the thread count cannot change any result.
+// Dispatch of the fused optimizer updates: checks the arrays, splits large tensors into fixed
+// chunks run on all OpenMP threads, feeds stochastic rounding its counter-based random bits, and
+// runs the Highway kernel (optim_simd.cpp) of the best target allowed. Every element's result
+// depends only on its own inputs and random_bits(stream, index), so neither the chunking, the
+// thread count nor the target can change any result.
 #include "kernels/cpu/optim_kernels.h"
 
 #include <algorithm>
 #include <cstdint>
 #include <string>
 
-#include "mixprec/core/cpu_features.h"
+#include "kernels/cpu/dispatch_util.h"
 #include "mixprec/core/dtype.h"
+#include "mixprec/core/error.h"
 #include "mixprec/core/random.h"
-#include "mixprec/core/verbose.h"
 
-namespace mixprec::kernels {
+namespace mixprec::kernels::cpu {
 
 static_assert(kOptimF32 == static_cast<int>(DType::f32));
 static_assert(kOptimBF16 == static_cast<int>(DType::bf16));
@@ -21,9 +22,8 @@ static_assert(kOptimF16 == static_cast<int>(DType::f16));
 
 namespace {
 
-// Chunks are independent; below the threshold a call stays on the calling thread.
-constexpr std::size_t kChunk = 16384;
-constexpr std::size_t kParallelThreshold = 32768;
+// Chunks are independent; below kParallelMinWork (32K) a call stays on the calling thread.
+constexpr std::int64_t kChunk = 16384;
 // Random bits are generated per block into a stack buffer that stays in L1 (8 KiB); a multiple of
 // 4 keeps every block on a Philox block boundary, where the vectorised generator starts.
 constexpr std::size_t kRandomBlock = 2048;
@@ -53,29 +53,27 @@ std::string describe(const OptimArrays& a) {
   return s + ")";
 }
 
+/// The combinations the kernels (and the optimizers) use; anything else is a caller bug.
+void check(const OptimArrays& a, bool needs_state0, bool needs_state1) {
+  const auto valid = [](int dtype) { return dtype >= kOptimF32 && dtype <= kOptimF16; };
+  MIXPREC_ASSERT(valid(a.param_dtype) && valid(a.grad_dtype));
+  MIXPREC_ASSERT((a.param_dtype == kOptimF32) == (a.write == kWriteInPlace));
+  MIXPREC_ASSERT(a.write != kWriteMaster || a.master != nullptr);
+  MIXPREC_ASSERT(!needs_state0 || a.state0 != nullptr);
+  MIXPREC_ASSERT(!needs_state1 || a.state1 != nullptr);
+}
+
 template <class Scalars>
 using Kernel = void (*)(const OptimArrays&, const Scalars&, std::size_t);
 
 template <class Scalars>
 void run(const char* op, const OptimArrays& a, const Scalars& s, std::size_t n,
-         std::uint64_t stream, Kernel<Scalars> ref, Kernel<Scalars> avx512) {
-  const bool f16_stochastic = a.write == kWriteStochastic && a.param_dtype == kOptimF16;
-  const bool vector = isa_allowed(Isa::avx512) && !f16_stochastic;
-  const Kernel<Scalars> kernel = vector ? avx512 : ref;
-  if (verbose_enabled()) {
-    std::string skipped;
-    if (f16_stochastic) {
-      skipped = "avx512: no vector kernel for f16 stochastic rounding";
-    } else if (!vector) {
-      skipped = cpu_features().avx512f && cpu_features().avx512bw
-                    ? std::string("avx512: capped at ") + name(max_isa()) +
-                          " by MIXPREC_ISA or set_max_isa()"
-                    : std::string("avx512: CPU lacks avx512f/avx512bw");
-    }
-    verbose_log(op, describe(a), vector ? "avx512" : "ref", skipped);
-  }
+         std::uint64_t stream, Kernel<Scalars> kernel) {
+  if (verbose_enabled()) log_simd(op, describe(a));
   const bool stochastic = a.write == kWriteStochastic;
-  auto run_chunk = [&](std::size_t begin, std::size_t count) {
+  parallel_chunks(static_cast<std::int64_t>(n), kChunk, [&](std::int64_t first, std::int64_t len) {
+    const auto begin = static_cast<std::size_t>(first);
+    const auto count = static_cast<std::size_t>(len);
     if (!stochastic) {
       kernel(advance(a, begin), s, count);
       return;
@@ -88,30 +86,20 @@ void run(const char* op, const OptimArrays& a, const Scalars& s, std::size_t n,
       part.random = random;
       kernel(part, s, block);
     }
-  };
-  if (n < kParallelThreshold) {
-    run_chunk(0, n);
-    return;
-  }
-  const auto chunks = static_cast<std::int64_t>((n + kChunk - 1) / kChunk);
-#pragma omp parallel for schedule(static)
-  for (std::int64_t c = 0; c < chunks; ++c) {
-    const std::size_t begin = static_cast<std::size_t>(c) * kChunk;
-    run_chunk(begin, std::min(kChunk, n - begin));
-  }
+  });
 }
 
 }  // namespace
 
-namespace cpu {
 void sgd_update(const OptimArrays& a, const SgdScalars& s, std::size_t n, std::uint64_t rng_stream) {
-  run<SgdScalars>("sgd_update", a, s, n, rng_stream, &sgd_update_ref, &sgd_update_avx512);
+  check(a, s.momentum != 0.0f, false);
+  run<SgdScalars>("sgd", a, s, n, rng_stream, &sgd_update_simd);
 }
 
 void adam_update(const OptimArrays& a, const AdamScalars& s, std::size_t n,
                  std::uint64_t rng_stream) {
-  run<AdamScalars>("adam_update", a, s, n, rng_stream, &adam_update_ref, &adam_update_avx512);
+  check(a, true, true);
+  run<AdamScalars>("adam", a, s, n, rng_stream, &adam_update_simd);
 }
-}  // namespace cpu
 
-}  // namespace mixprec::kernels
+}  // namespace mixprec::kernels::cpu

@@ -1,23 +1,21 @@
-// Dispatching reductions. inner == 1 (the last axis, or the whole tensor): each row is cut into
-// fixed 64K-element chunks whose partial results are combined in chunk order, so one long row
-// still uses every thread and the result does not depend on the thread count. inner > 1 (e.g.
-// a bias gradient summed over the batch): 16 columns per vector, tasks over column blocks.
+// Dispatching reductions; the vector kernels are in reduce_simd.cpp (Highway, every target).
+// inner == 1 (the last axis, or the whole tensor): each row is cut into fixed 64K-element
+// chunks whose partial accumulators are combined in chunk order, so one long row (the
+// whole-tensor gradient norm of clip_grad_norm) runs on every thread and the result does not
+// depend on the thread count. inner > 1 (e.g. a bias gradient summed over the batch): tiles of
+// up to 256 columns by 64K/width reduced rows, the partials of a column combined in k order.
+#include <algorithm>
 #include <cmath>
 #include <string>
 #include <vector>
 
 #include "kernels/cpu/dispatch_util.h"
-#include "kernels/cpu/reduce_avx512.h"
+#include "kernels/cpu/reduce_simd.h"
 #include "kernels/reduce.h"
+#include "kernels/ref/nan_minmax.h"
 
 namespace mixprec::kernels {
 namespace {
-
-using avx512::VReduce;
-
-static_assert(static_cast<int>(ReduceOp::sum) == static_cast<int>(VReduce::sum) &&
-              static_cast<int>(ReduceOp::amax) == static_cast<int>(VReduce::amax) &&
-              static_cast<int>(ReduceOp::norm2) == static_cast<int>(VReduce::norm2));
 
 constexpr std::int64_t kRowChunk = 65536;   // elements per partial result of a long row
 constexpr std::int64_t kColumnBlock = 256;  // columns per task in the column case
@@ -26,13 +24,12 @@ bool is_max_like(ReduceOp op) {
   return op == ReduceOp::max || op == ReduceOp::min || op == ReduceOp::amax;
 }
 
-/// Merges two partial accumulators (NaN-propagating for max/min/amax, like the reference).
+/// Merges the partial accumulators of two consecutive chunks, a before b: NaN-propagating for
+/// max/min/amax with the reference's choices (a NaN a, then a NaN b, b on a tie), so chunking
+/// gives the reference's bits.
 float combine(ReduceOp op, float a, float b) {
   if (!is_max_like(op)) return a + b;
-  if (a != a) return a;
-  if (b != b) return b;
-  if (op == ReduceOp::min) return a < b ? a : b;
-  return a > b ? a : b;
+  return op == ReduceOp::min ? ref::nan_min(a, b) : ref::nan_max(a, b);
 }
 
 /// The reference's finishing step: mean divides by n, norm2 takes the square root.
@@ -71,29 +68,30 @@ void reduce(ReduceOp op, const void* in, DType in_dtype, std::int64_t outer, std
                 "negative extent (outer " << outer << ", n " << n << ", inner " << inner << ")");
   MIXPREC_CHECK(n >= 1 || !is_max_like(op), ValueError, name(op),
                 "cannot reduce an empty axis (it has no identity)");
-  require_compute_dtype(name(op), in_dtype);  // the vector kernels know dtype codes 0-2 only
-  require_compute_dtype(name(op), out_dtype);
-  const std::string why_not = cpu::avx512_unavailable_reason();
-  cpu::log_impl(name(op), cpu::dtype_label(in_dtype, out_dtype), why_not.empty(), why_not);
-  if (!why_not.empty()) return ref::reduce(op, in, in_dtype, outer, n, inner, out, out_dtype);
-  const VReduce vop = static_cast<VReduce>(op);
-  const int dt = static_cast<int>(in_dtype);
-  const bool parallel = outer * n * inner >= cpu::kParallelMinWork;
+  const std::string label = dtype_label(in_dtype, out_dtype);
+  if (is_storage_only(in_dtype) || is_storage_only(out_dtype)) {
+    // Nothing computes in fp8, the reference included: say so, then refuse with the op's name.
+    log_reference(name(op), label, "fp8 dtypes are storage-only");
+    require_compute_dtype(name(op), in_dtype);
+    require_compute_dtype(name(op), out_dtype);
+  }
+  log_simd(name(op), label);
+  const bool parallel = outer * n * inner >= kParallelMinWork;
 
   if (inner == 1) {
-    const std::int64_t chunks = n <= kRowChunk ? 1 : (n + kRowChunk - 1) / kRowChunk;
+    const std::int64_t chunks = std::max<std::int64_t>(1, (n + kRowChunk - 1) / kRowChunk);
     if (chunks == 1) {
-      cpu::parallel_for(outer, parallel, [&](std::int64_t o) {
-        const float acc = avx512::reduce_contiguous(vop, cpu::at(in, in_dtype, o * n), dt, n);
+      parallel_for(outer, parallel, [&](std::int64_t o) {
+        const float acc = simd_reduce_row(op, in_dtype, at(in, in_dtype, o * n), n);
         store(out, out_dtype, o, finish(op, acc, n));
       });
       return;
     }
     std::vector<float> partial(static_cast<std::size_t>(outer * chunks));
-    cpu::parallel_for(outer * chunks, true, [&](std::int64_t t) {
+    parallel_for(outer * chunks, true, [&](std::int64_t t) {
       const std::int64_t o = t / chunks, begin = (t % chunks) * kRowChunk;
-      partial[t] = avx512::reduce_contiguous(vop, cpu::at(in, in_dtype, o * n + begin), dt,
-                                             std::min(kRowChunk, n - begin));
+      partial[t] = simd_reduce_row(op, in_dtype, at(in, in_dtype, o * n + begin),
+                                   std::min(kRowChunk, n - begin));
     });
     for (std::int64_t o = 0; o < outer; ++o) {
       float acc = partial[o * chunks];
@@ -103,14 +101,35 @@ void reduce(ReduceOp op, const void* in, DType in_dtype, std::int64_t outer, std
     return;
   }
 
+  if (outer == 0 || inner == 0) return;
   const std::int64_t blocks = (inner + kColumnBlock - 1) / kColumnBlock;
-  cpu::parallel_for(outer * blocks, parallel, [&](std::int64_t t) {
+  const std::int64_t krows = std::max<std::int64_t>(1, kRowChunk / std::min(inner, kColumnBlock));
+  const std::int64_t kchunks = std::max<std::int64_t>(1, (n + krows - 1) / krows);
+  // One k chunk: accumulate straight into a task-local array; several: into partial[o][c][j].
+  std::vector<float> partial(kchunks > 1 ? static_cast<std::size_t>(outer * kchunks * inner) : 0);
+  parallel_for(outer * blocks * kchunks, parallel, [&](std::int64_t t) {
+    const std::int64_t o = t / (blocks * kchunks), b = (t / kchunks) % blocks, c = t % kchunks;
+    const std::int64_t j0 = b * kColumnBlock, j1 = std::min(inner, j0 + kColumnBlock);
+    const std::int64_t k0 = c * krows, k1 = std::min(n, k0 + krows);
+    const void* slab = at(in, in_dtype, o * n * inner);
+    if (kchunks > 1) {
+      simd_reduce_columns(op, in_dtype, slab, k0, k1, inner, j0, j1,
+                          partial.data() + (o * kchunks + c) * inner + j0);
+      return;
+    }
+    float acc[kColumnBlock];
+    simd_reduce_columns(op, in_dtype, slab, k0, k1, inner, j0, j1, acc);
+    for (std::int64_t j = j0; j < j1; ++j) store(out, out_dtype, o * inner + j, finish(op, acc[j - j0], n));
+  });
+  if (kchunks == 1) return;
+  parallel_for(outer * blocks, parallel, [&](std::int64_t t) {
     const std::int64_t o = t / blocks, j0 = (t % blocks) * kColumnBlock;
     const std::int64_t j1 = std::min(inner, j0 + kColumnBlock);
-    float acc[kColumnBlock];
-    avx512::reduce_columns(vop, cpu::at(in, in_dtype, o * n * inner), dt, n, inner, j0, j1, acc);
+    const float* p = partial.data() + o * kchunks * inner;
     for (std::int64_t j = j0; j < j1; ++j) {
-      store(out, out_dtype, o * inner + j, finish(op, acc[j - j0], n));
+      float acc = p[j];
+      for (std::int64_t c = 1; c < kchunks; ++c) acc = combine(op, acc, p[c * inner + j]);
+      store(out, out_dtype, o * inner + j, finish(op, acc, n));
     }
   });
 }

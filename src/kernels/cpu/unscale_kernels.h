@@ -1,14 +1,21 @@
 #pragma once
-/// Hand-written AVX-512 unscale kernel (being replaced by the Highway version).
+/// The Highway kernels of the fused gradient unscale (unscale_simd.cpp), called by the dispatcher
+/// (unscale_kernels.cpp) once per chunk on one thread. Private to src/kernels/cpu.
+#include <cstddef>
+#include <cstdint>
+
 #include "kernels/unscale.h"
 
-namespace mixprec::kernels {
-// --- AVX-512F/DQ, bit-identical to unscale_f32_ref (same single correctly rounded multiply and
-// the same verdict). Call only when max_isa() >= Isa::avx512 and inv is finite and non-zero. ---
+namespace mixprec::kernels::cpu {
 
-/// out[i] = in[i] * inv over n f32 elements, 16 lanes (masked tail); true if any Inf/NaN; amax
-/// exactly as the reference (a max is exact, so it is bit-identical too).
-bool unscale_f32_avx512(const float* in, float* out, std::size_t n, float inv,
-                        float* amax = nullptr) noexcept;
+// Bit-identical to unscale_f32_ref / unscale_16bit_ref (outputs, verdict and amax) on every
+// Highway target (the best one allowed by max_isa() runs), for a finite non-zero inv and an amax
+// that is null or points to a non-negative number. `in` may equal `out`.
 
-}  // namespace mixprec::kernels
+/// out[i] = in[i] * inv over n f32 elements; true if any is Inf/NaN; raises *amax.
+bool unscale_f32_simd(const float* in, float* out, std::size_t n, float inv, float* amax);
+/// The same for n bf16 (kUnscaleBF16) or f16 (kUnscaleF16) bit patterns.
+bool unscale_16bit_simd(const std::uint16_t* in, std::uint16_t* out, std::size_t n, float inv,
+                        int dtype, float* amax);
+
+}  // namespace mixprec::kernels::cpu

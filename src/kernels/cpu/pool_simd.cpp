@@ -1,0 +1,445 @@
+// The vector loops of max / average / global-average pooling, written once over Highway and
+// compiled for every target (SSE4/AVX2/AVX3 on x86, NEON/SVE on arm64, 1-lane HWY_SCALAR).
+// Lanes run across the outputs of one output row, so every output still visits its window in
+// the reference's row-major order with the reference's f32 operations: max pooling picks the
+// same element (first maximum, first NaN, padding never wins) and copies that element's own
+// bits, and average pooling adds the same values in the same order; results are bit-identical
+// to kernels::ref on every target. Only global average pooling sums a plane across lanes (a
+// different f32 order: within a few f32 roundings of the reference, not bit-identical).
+//
+// Windows that neither overlap nor pad (2x2 stride 2, the CNN's case) read the two input rows
+// directly and split them into even and odd columns; every other shape first widens each input
+// row into a padded f32 row (padding -Inf for max, 0 for average) and reads it at stride s
+// (contiguous loads when s == 1, gathers otherwise).
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "kernels/cpu/pool_simd.cpp"
+#include "hwy/foreach_target.h"  // IWYU pragma: keep
+#include "hwy/highway.h"
+// Plain headers: compiled once (include guards), outside the per-target namespace.
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <cstring>
+#include <type_traits>
+#include <vector>
+
+#include "kernels/conv.h"
+#include "kernels/cpu/convert-inl.h"
+#include "kernels/cpu/pool_simd.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace mixprec::kernels::cpu {
+namespace HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+
+/// The storage type named by a WithDType tag.
+template <class Tag>
+using Elem = Storage<Tag::value>;
+
+using DF = hn::ScalableTag<float>;
+using DU = hn::RebindToUnsigned<DF>;
+using DI = hn::RebindToSigned<DF>;
+
+// Valid input range [begin, end) of the window of output `out` along one axis (as the reference).
+struct Span {
+  std::int64_t begin, end;
+};
+inline Span window(std::int64_t out, const Pool2dDesc& d, std::int64_t extent) {
+  const std::int64_t start = out * d.stride - d.padding;
+  return {std::max<std::int64_t>(start, 0), std::min(start + d.kernel, extent)};
+}
+
+// The reference's update rule on lanes: take v where the best so far is not NaN and v is
+// strictly greater or NaN (so the first maximum and the first NaN win). The winner's storage
+// bits and plane index follow it. (Vectors are passed by reference, never kept in structs or
+// arrays: SVE vectors are sizeless.)
+HWY_INLINE void Take(hn::Vec<DF> v, hn::Vec<DU> v_bits, hn::Vec<DI> v_index, hn::Vec<DF>& best,
+                     hn::Vec<DU>& bits, hn::Vec<DI>& index) {
+  const DU du;
+  const DI di;
+  const auto t = hn::And(hn::Not(hn::IsNaN(best)), hn::Or(hn::Gt(v, best), hn::IsNaN(v)));
+  best = hn::IfThenElse(t, v, best);
+  bits = hn::IfThenElse(hn::RebindMask(du, t), v_bits, bits);
+  index = hn::IfThenElse(hn::RebindMask(di, t), v_index, index);
+}
+
+// Stores the first k lanes of the winners' bits (as elements of T) and indices (if wanted).
+template <class T>
+void StoreBest(hn::Vec<DU> bits, hn::Vec<DI> index, T* y, std::int32_t* argmax, std::size_t k) {
+  const DU du;
+  const DI di;
+  if (k == hn::Lanes(du)) {
+    StoreBits(du, bits, y);
+    if (argmax != nullptr) hn::StoreU(index, di, argmax);
+    return;
+  }
+  T ybuf[kMaxF32Lanes];
+  std::int32_t ibuf[kMaxF32Lanes];
+  StoreBits(du, bits, ybuf);
+  hn::StoreU(index, di, ibuf);
+  std::memcpy(static_cast<void*>(y), ybuf, k * sizeof(T));
+  if (argmax != nullptr) std::memcpy(argmax, ibuf, k * sizeof(std::int32_t));
+}
+
+// 2N consecutive elements split into even and odd columns: storage bits of each.
+template <class T>
+void load_even_odd(const T* p, hn::Vec<DU>& even, hn::Vec<DU>& odd) {
+  const DU du;
+  const std::size_t N = hn::Lanes(du);
+  const auto a = LoadBits(du, p), b = LoadBits(du, p + N);
+#if HWY_TARGET == HWY_SCALAR
+  even = a;  // one lane: element 0 and element 1
+  odd = b;
+#else
+  even = hn::ConcatEven(du, b, a);
+  odd = hn::ConcatOdd(du, b, a);
+#endif
+}
+
+// ---- 2x2 stride 2, no padding ----
+
+template <class T>
+void MaxPool2x2T(const Pool2dDesc& d, const T* x, T* y, std::int32_t* argmax, std::int64_t planes) {
+  const DF df;
+  const DI di;
+  const std::size_t N = hn::Lanes(df);
+  const std::int64_t ho = d.out_h(), wo = d.out_w(), w = d.w;
+  const auto lane2 = hn::ShiftLeft<1>(hn::Iota(di, 0));
+  const auto w_i = hn::Set(di, static_cast<std::int32_t>(w));
+  const auto one = hn::Set(di, 1);
+  T tail0[2 * kMaxF32Lanes], tail1[2 * kMaxF32Lanes];
+  for (std::int64_t q = 0; q < planes; ++q, x += d.h * w, y += ho * wo) {
+    std::int32_t* am = argmax != nullptr ? argmax + q * ho * wo : nullptr;
+    for (std::int64_t oy = 0; oy < ho; ++oy) {
+      const T* row0 = x + 2 * oy * w;
+      const T* row1 = row0 + w;
+      for (std::int64_t ox = 0; ox < wo; ox += static_cast<std::int64_t>(N)) {
+        const auto k = static_cast<std::size_t>(std::min<std::int64_t>(static_cast<std::int64_t>(N), wo - ox));
+        const T* p0 = row0 + 2 * ox;
+        const T* p1 = row1 + 2 * ox;
+        if (k < N) {  // the tail: 2k elements of each row through zeroed buffers
+          std::fill(tail0, tail0 + 2 * N, T{});
+          std::fill(tail1, tail1 + 2 * N, T{});
+          std::memcpy(static_cast<void*>(tail0), p0, 2 * k * sizeof(T));
+          std::memcpy(static_cast<void*>(tail1), p1, 2 * k * sizeof(T));
+          p0 = tail0;
+          p1 = tail1;
+        }
+        hn::Vec<DU> e0, o0, e1, o1;
+        load_even_odd(p0, e0, o0);
+        load_even_odd(p1, e1, o1);
+        // Plane index of each window's top-left element: 2 * oy * w + 2 * (ox + lane).
+        const auto i00 = hn::Add(hn::Set(di, static_cast<std::int32_t>(2 * oy * w + 2 * ox)), lane2);
+        auto best = WidenBits(df, e0, p0);
+        auto bits = e0;
+        auto index = i00;
+        Take(WidenBits(df, o0, p0), o0, hn::Add(i00, one), best, bits, index);
+        Take(WidenBits(df, e1, p1), e1, hn::Add(i00, w_i), best, bits, index);
+        Take(WidenBits(df, o1, p1), o1, hn::Add(hn::Add(i00, w_i), one), best, bits, index);
+        StoreBest(bits, index, y + oy * wo + ox, am != nullptr ? am + oy * wo + ox : nullptr, k);
+      }
+    }
+  }
+}
+
+void MaxPool2x2(const Pool2dDesc& d, const void* x, void* y, std::int32_t* argmax,
+                std::int64_t planes) {
+  WithDType(static_cast<int>(d.dtype), [&](auto t) {
+    using T = Elem<decltype(t)>;
+    MaxPool2x2T(d, static_cast<const T*>(x), static_cast<T*>(y), argmax, planes);
+  });
+}
+
+// ---- any window: padded f32 rows ----
+
+// Padded rows of one input row: f32 values and storage bits at [padding, padding + w); the
+// rest keeps its fill. Long enough for full vectors past the last output.
+struct PaddedRow {
+  std::vector<float> value;
+  std::vector<std::uint32_t> bits;
+  PaddedRow(const Pool2dDesc& d, float fill) {
+    const auto n = static_cast<std::size_t>(d.w + 2 * d.padding +
+                                            (d.out_w() + 2 * static_cast<std::int64_t>(kMaxF32Lanes)) * d.stride + d.kernel);
+    value.assign(n, fill);
+    bits.assign(n, 0u);
+  }
+  template <class T>
+  void load(const T* src, std::int64_t w, std::int64_t padding, bool with_bits) {
+    const DF df;
+    const DU du;
+    const std::size_t N = hn::Lanes(df);
+    float* v = value.data() + padding;
+    std::uint32_t* b = bits.data() + padding;
+    std::int64_t i = 0;
+    for (; i + static_cast<std::int64_t>(N) <= w; i += static_cast<std::int64_t>(N)) {
+      const auto raw = LoadBits(du, src + i);
+      hn::StoreU(WidenBits(df, raw, src), df, v + i);
+      if (with_bits) hn::StoreU(raw, du, b + i);
+    }
+    for (; i < w; ++i) {
+      v[i] = static_cast<float>(src[i]);
+      std::uint32_t r = 0;
+      std::memcpy(&r, src + i, sizeof(T));
+      b[i] = r;
+    }
+  }
+};
+
+// Lane values of row[(ox + lane) * s + kx]: contiguous when s == 1, else a gather.
+inline hn::Vec<DF> strided(const float* row, std::int64_t s, hn::Vec<DI> offsets) {
+  const DF df;
+  if (s == 1) return hn::LoadU(df, row);
+  return hn::GatherIndex(df, row, offsets);
+}
+inline hn::Vec<DU> strided(const std::uint32_t* row, std::int64_t s, hn::Vec<DI> offsets) {
+  const DU du;
+  if (s == 1) return hn::LoadU(du, row);
+  return hn::GatherIndex(du, row, offsets);
+}
+
+template <class T>
+void MaxPoolRowsT(const Pool2dDesc& d, const T* x, T* y, std::int32_t* argmax,
+                  std::int64_t planes) {
+  const DF df;
+  const DU du;
+  const DI di;
+  const std::size_t N = hn::Lanes(df);
+  const std::int64_t ho = d.out_h(), wo = d.out_w(), s = d.stride, p = d.padding, w = d.w;
+  // Padding is -Inf: never strictly greater than the best so far, never NaN, so never wins.
+  PaddedRow row(d, -INFINITY);
+  std::uint32_t neg_inf_bits = 0;
+  {
+    const T neg_inf(-INFINITY);
+    std::memcpy(&neg_inf_bits, &neg_inf, sizeof(T));
+  }
+  const auto lanes_s = hn::Mul(hn::Iota(di, 0), hn::Set(di, static_cast<std::int32_t>(s)));
+  const std::size_t vecs = static_cast<std::size_t>((wo + static_cast<std::int64_t>(N) - 1) / static_cast<std::int64_t>(N));
+  // The running winners of one output row, a vector of outputs at a time.
+  std::vector<float> best(vecs * N);
+  std::vector<std::uint32_t> bits(vecs * N);
+  std::vector<std::int32_t> index(vecs * N);
+  for (std::int64_t q = 0; q < planes; ++q, x += d.h * w, y += ho * wo) {
+    std::int32_t* am = argmax != nullptr ? argmax + q * ho * wo : nullptr;
+    for (std::int64_t oy = 0; oy < ho; ++oy) {
+      const Span ry = window(oy, d, d.h);
+      // Start from -Inf with the index of each window's first real element: if nothing beats
+      // -Inf, every element of the window is -Inf and the first one is the reference's winner.
+      for (std::size_t v = 0; v < vecs; ++v) {
+        const auto ox_s = hn::Set(di, static_cast<std::int32_t>(v * N * s));
+        const auto first_col = hn::Max(hn::Sub(hn::Add(ox_s, lanes_s), hn::Set(di, static_cast<std::int32_t>(p))),
+                                       hn::Zero(di));
+        hn::StoreU(hn::Set(df, -INFINITY), df, best.data() + v * N);
+        hn::StoreU(hn::Set(du, neg_inf_bits), du, bits.data() + v * N);
+        hn::StoreU(hn::Add(first_col, hn::Set(di, static_cast<std::int32_t>(ry.begin * w))), di,
+                   index.data() + v * N);
+      }
+      for (std::int64_t iy = ry.begin; iy < ry.end; ++iy) {
+        row.load(x + iy * w, w, p, true);
+        for (std::int64_t kx = 0; kx < d.kernel; ++kx) {
+          // Plane index of padded column c is iy * w + c - p.
+          const auto base = hn::Set(di, static_cast<std::int32_t>(iy * w + kx - p));
+          for (std::size_t v = 0; v < vecs; ++v) {
+            const std::int64_t c0 = static_cast<std::int64_t>(v * N) * s + kx;
+            const auto idx = hn::Add(hn::Add(base, hn::Set(di, static_cast<std::int32_t>(v * N * s))), lanes_s);
+            auto b = hn::LoadU(df, best.data() + v * N);
+            auto bb = hn::LoadU(du, bits.data() + v * N);
+            auto bi = hn::LoadU(di, index.data() + v * N);
+            Take(strided(row.value.data() + c0, s, lanes_s), strided(row.bits.data() + c0, s, lanes_s), idx,
+                 b, bb, bi);
+            hn::StoreU(b, df, best.data() + v * N);
+            hn::StoreU(bb, du, bits.data() + v * N);
+            hn::StoreU(bi, di, index.data() + v * N);
+          }
+        }
+      }
+      for (std::size_t v = 0; v < vecs; ++v) {
+        const std::int64_t ox = static_cast<std::int64_t>(v * N);
+        const auto k = static_cast<std::size_t>(std::min<std::int64_t>(static_cast<std::int64_t>(N), wo - ox));
+        StoreBest(hn::LoadU(du, bits.data() + v * N), hn::LoadU(di, index.data() + v * N), y + ox + oy * wo,
+                  am != nullptr ? am + oy * wo + ox : nullptr, k);
+      }
+    }
+  }
+}
+
+void MaxPoolRows(const Pool2dDesc& d, const void* x, void* y, std::int32_t* argmax,
+                 std::int64_t planes) {
+  WithDType(static_cast<int>(d.dtype), [&](auto t) {
+    using T = Elem<decltype(t)>;
+    MaxPoolRowsT(d, static_cast<const T*>(x), static_cast<T*>(y), argmax, planes);
+  });
+}
+
+// Window sizes (non-padding elements) of output row oy, per output column, as f32.
+void window_counts(const Pool2dDesc& d, Span ry, float* count) {
+  for (std::int64_t ox = 0; ox < d.out_w(); ++ox) {
+    const Span rx = window(ox, d, d.w);
+    count[ox] = static_cast<float>((ry.end - ry.begin) * (rx.end - rx.begin));
+  }
+}
+
+// Average pooling: each output adds its window's real elements in row-major order like the
+// reference; the zero padding adds +0.0, which cannot change an f32 sum that started at +0.0
+// (it is never -0.0), so the bits match.
+template <class T>
+void AvgPoolRowsT(const Pool2dDesc& d, const T* x, T* y, std::int64_t planes) {
+  const DF df;
+  const DI di;
+  const std::size_t N = hn::Lanes(df);
+  const std::int64_t ho = d.out_h(), wo = d.out_w(), s = d.stride, w = d.w;
+  PaddedRow row(d, 0.0f);
+  const auto lanes_s = hn::Mul(hn::Iota(di, 0), hn::Set(di, static_cast<std::int32_t>(s)));
+  const std::size_t vecs = static_cast<std::size_t>((wo + static_cast<std::int64_t>(N) - 1) / static_cast<std::int64_t>(N));
+  std::vector<float> acc(vecs * N), count(vecs * N, 1.0f);
+  for (std::int64_t q = 0; q < planes; ++q, x += d.h * w, y += ho * wo) {
+    for (std::int64_t oy = 0; oy < ho; ++oy) {
+      const Span ry = window(oy, d, d.h);
+      std::fill(acc.begin(), acc.end(), 0.0f);
+      for (std::int64_t iy = ry.begin; iy < ry.end; ++iy) {
+        row.load(x + iy * w, w, d.padding, false);
+        for (std::int64_t kx = 0; kx < d.kernel; ++kx) {
+          for (std::size_t v = 0; v < vecs; ++v) {
+            float* a = acc.data() + v * N;
+            const float* src = row.value.data() + static_cast<std::int64_t>(v * N) * s + kx;
+            hn::StoreU(hn::Add(hn::LoadU(df, a), strided(src, s, lanes_s)), df, a);
+          }
+        }
+      }
+      window_counts(d, ry, count.data());
+      for (std::size_t v = 0; v < vecs; ++v) {
+        const std::int64_t ox = static_cast<std::int64_t>(v * N);
+        const auto k = static_cast<std::size_t>(std::min<std::int64_t>(static_cast<std::int64_t>(N), wo - ox));
+        StoreF32N(df, hn::Div(hn::LoadU(df, acc.data() + v * N), hn::LoadU(df, count.data() + v * N)),
+               y + oy * wo + ox, k);
+      }
+    }
+  }
+}
+
+void AvgPoolRows(const Pool2dDesc& d, const void* x, void* y, std::int64_t planes) {
+  WithDType(static_cast<int>(d.dtype), [&](auto t) {
+    using T = Elem<decltype(t)>;
+    AvgPoolRowsT(d, static_cast<const T*>(x), static_cast<T*>(y), planes);
+  });
+}
+
+// Average pooling backward into an f32 plane with padded rows. For each input element the
+// contributions arrive window by window in row-major order, as in the reference: oy ascends in
+// the outer loop and, within a row, kx descends so that ox ascends for a fixed input column.
+// Lanes of one vector hold different windows (ox), so they never hit the same element.
+template <class T>
+void AvgPoolBackwardRowsT(const Pool2dDesc& d, const T* dy, T* dx, std::int64_t planes) {
+  const DF df;
+  const DI di;
+  const std::size_t N = hn::Lanes(df);
+  const std::int64_t ho = d.out_h(), wo = d.out_w(), s = d.stride, p = d.padding, w = d.w;
+  const std::size_t vecs = static_cast<std::size_t>((wo + static_cast<std::int64_t>(N) - 1) / static_cast<std::int64_t>(N));
+  const std::int64_t pitch = w + 2 * p + static_cast<std::int64_t>(vecs * N + 1) * s + d.kernel;
+  const auto lanes_s = hn::Mul(hn::Iota(di, 0), hn::Set(di, static_cast<std::int32_t>(s)));
+  std::vector<float> acc(static_cast<std::size_t>(d.h * pitch));
+  std::vector<float> g(vecs * N, 0.0f), count(vecs * N, 1.0f);  // lanes past wo add +0
+  for (std::int64_t q = 0; q < planes; ++q, dy += ho * wo, dx += d.h * w) {
+    std::fill(acc.begin(), acc.end(), 0.0f);
+    for (std::int64_t oy = 0; oy < ho; ++oy) {
+      const Span ry = window(oy, d, d.h);
+      window_counts(d, ry, count.data());
+      for (std::size_t v = 0; v < vecs; ++v) {
+        const std::int64_t ox = static_cast<std::int64_t>(v * N);
+        const auto k = static_cast<std::size_t>(std::min<std::int64_t>(static_cast<std::int64_t>(N), wo - ox));
+        const auto gv = hn::Div(LoadF32N(df, dy + oy * wo + ox, k), hn::LoadU(df, count.data() + v * N));
+        hn::StoreU(hn::IfThenElseZero(hn::FirstN(df, k), gv), df, g.data() + v * N);
+      }
+      for (std::int64_t iy = ry.begin; iy < ry.end; ++iy) {
+        float* row = acc.data() + iy * pitch;
+        for (std::int64_t kx = d.kernel - 1; kx >= 0; --kx) {
+          for (std::size_t v = 0; v < vecs; ++v) {
+            float* dst = row + static_cast<std::int64_t>(v * N) * s + kx;
+            const auto gv = hn::LoadU(df, g.data() + v * N);
+            if (s == 1) {
+              hn::StoreU(hn::Add(hn::LoadU(df, dst), gv), df, dst);
+            } else {
+              hn::ScatterIndex(hn::Add(hn::GatherIndex(df, dst, lanes_s), gv), df, dst, lanes_s);
+            }
+          }
+        }
+      }
+    }
+    for (std::int64_t iy = 0; iy < d.h; ++iy) {
+      const float* src = acc.data() + iy * pitch + p;
+      for (std::int64_t ix = 0; ix < w; ix += static_cast<std::int64_t>(N)) {
+        const auto k = static_cast<std::size_t>(std::min<std::int64_t>(static_cast<std::int64_t>(N), w - ix));
+        StoreF32N(df, hn::LoadU(df, src + ix), dx + iy * w + ix, k);
+      }
+    }
+  }
+}
+
+void AvgPoolBackwardRows(const Pool2dDesc& d, const void* dy, void* dx, std::int64_t planes) {
+  WithDType(static_cast<int>(d.dtype), [&](auto t) {
+    using T = Elem<decltype(t)>;
+    AvgPoolBackwardRowsT(d, static_cast<const T*>(dy), static_cast<T*>(dx), planes);
+  });
+}
+
+// ---- global average pooling: a plane summed across lanes ----
+
+template <class T>
+void PlaneMeansT(const T* x, std::int64_t planes, std::int64_t hw, T* y) {
+  const DF df;
+  const std::size_t N = hn::Lanes(df);
+  const auto len = static_cast<std::size_t>(hw);
+  for (std::int64_t q = 0; q < planes; ++q, x += hw) {
+    auto a0 = hn::Zero(df), a1 = a0, a2 = a0, a3 = a0;
+    std::size_t i = 0;
+    for (; i + 4 * N <= len; i += 4 * N) {
+      a0 = hn::Add(a0, LoadF32(df, x + i));
+      a1 = hn::Add(a1, LoadF32(df, x + i + N));
+      a2 = hn::Add(a2, LoadF32(df, x + i + 2 * N));
+      a3 = hn::Add(a3, LoadF32(df, x + i + 3 * N));
+    }
+    for (; i < len; i += N) a0 = hn::Add(a0, LoadF32N(df, x + i, std::min(N, len - i)));  // tail lanes 0
+    const float sum = hn::GetLane(hn::SumOfLanes(df, hn::Add(hn::Add(a0, a1), hn::Add(a2, a3))));
+    y[q] = T(sum / static_cast<float>(hw));  // 0/0 = NaN for empty planes, as the reference
+  }
+}
+
+void PlaneMeans(int t, const void* x, std::int64_t planes, std::int64_t hw, void* y) {
+  WithDType(t, [&](auto tag) {
+    using T = Elem<decltype(tag)>;
+    PlaneMeansT(static_cast<const T*>(x), planes, hw, static_cast<T*>(y));
+  });
+}
+
+}  // namespace HWY_NAMESPACE
+}  // namespace mixprec::kernels::cpu
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace mixprec::kernels::cpu {
+HWY_EXPORT(MaxPool2x2);
+HWY_EXPORT(MaxPoolRows);
+HWY_EXPORT(AvgPoolRows);
+HWY_EXPORT(AvgPoolBackwardRows);
+HWY_EXPORT(PlaneMeans);
+
+namespace pool_simd {
+void max_pool_2x2(const Pool2dDesc& d, const void* x, void* y, std::int32_t* argmax,
+                  std::int64_t planes) {
+  HWY_DYNAMIC_DISPATCH(MaxPool2x2)(d, x, y, argmax, planes);
+}
+void max_pool_rows(const Pool2dDesc& d, const void* x, void* y, std::int32_t* argmax,
+                   std::int64_t planes) {
+  HWY_DYNAMIC_DISPATCH(MaxPoolRows)(d, x, y, argmax, planes);
+}
+void avg_pool_rows(const Pool2dDesc& d, const void* x, void* y, std::int64_t planes) {
+  HWY_DYNAMIC_DISPATCH(AvgPoolRows)(d, x, y, planes);
+}
+void avg_pool_backward_rows(const Pool2dDesc& d, const void* dy, void* dx, std::int64_t planes) {
+  HWY_DYNAMIC_DISPATCH(AvgPoolBackwardRows)(d, dy, dx, planes);
+}
+void plane_means(const void* x, DType t, std::int64_t planes, std::int64_t hw, void* y) {
+  HWY_DYNAMIC_DISPATCH(PlaneMeans)(static_cast<int>(t), x, planes, hw, y);
+}
+}  // namespace pool_simd
+}  // namespace mixprec::kernels::cpu
+#endif  // HWY_ONCE

@@ -1,0 +1,65 @@
+// Scalar reference of the bulk conversions: element by element through the scalar functions of
+// half.h, float8.h and convert.h, with the random bits of random.h. This is the specification
+// the cpu backend matches bit for bit; single-threaded, and it never calls the public
+// mixprec::convert* (which forward to a backend, possibly this one).
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+
+#include "kernels/convert.h"
+#include "mixprec/core/convert.h"
+#include "mixprec/core/float8.h"
+#include "mixprec/core/half.h"
+#include "mixprec/core/random.h"
+
+namespace mixprec::kernels::ref {
+namespace {
+
+/// Calls f with a value of the scalar type of dtype t (float, bfloat16, float16, float8_e4m3,
+/// float8_e5m2), so the element loop below is compiled once per pair with no per-element switch.
+template <class F>
+void with_type(DType t, F&& f) {
+  switch (t) {
+    case DType::f32: return f(float{});
+    case DType::bf16: return f(bfloat16{});
+    case DType::f16: return f(float16{});
+    case DType::f8e4m3: return f(float8_e4m3{});
+    case DType::f8e5m2: return f(float8_e5m2{});
+  }
+}
+
+/// dst[i] = src[i] widened to f32 (exact for every type), then rounded to D (nearest even).
+template <typename S, typename D>
+void convert_loop(const S* src, D* dst, std::size_t n) {
+  for (std::size_t i = 0; i < n; ++i) dst[i] = D(static_cast<float>(src[i]));
+}
+
+}  // namespace
+
+void convert(const void* src, DType src_dtype, void* dst, DType dst_dtype, std::size_t n) {
+  if (n == 0) return;
+  if (src_dtype == dst_dtype) {
+    std::memmove(dst, src, n * size_of(src_dtype));
+    return;
+  }
+  // Widening is exact and every value of a narrower format fits the wider ones, so each pair
+  // (16-bit to 16-bit and fp8 pairs included) rounds exactly once.
+  with_type(src_dtype, [&](auto s) {
+    with_type(dst_dtype, [&](auto d) {
+      convert_loop(static_cast<const decltype(s)*>(src), static_cast<decltype(d)*>(dst), n);
+    });
+  });
+}
+
+void convert_stochastic(const float* src, void* dst, DType dst_dtype, std::size_t n,
+                        std::uint64_t seed, std::uint64_t offset) {
+  auto* out = static_cast<std::uint16_t*>(dst);
+  const bool bf16 = dst_dtype == DType::bf16;
+  for (std::size_t i = 0; i < n; ++i) {
+    const std::uint32_t random = random_bits(seed, offset + i);
+    out[i] = bf16 ? f32_to_bf16_bits_stochastic(src[i], random)
+                  : f32_to_f16_bits_stochastic(src[i], random);
+  }
+}
+
+}  // namespace mixprec::kernels::ref
