@@ -54,13 +54,40 @@ struct Arrays {
     a.write = write;
     return a;
   }
+  // Bit for bit, except the sign of a NaN: IEEE 754 leaves it unspecified, and on AArch64 an
+  // fma whose negated operand the compiler chose differently (FMSUB vs FNMSUB) flips it. The
+  // payload must still match.
   bool operator==(const Arrays& o) const {
-    const auto same = [](const std::vector<float>& x, const std::vector<float>& y) {
-      return x.size() == y.size() &&
-             (x.empty() || std::memcmp(x.data(), y.data(), x.size() * sizeof(float)) == 0);
+    const auto same_f32 = [](const std::vector<float>& x, const std::vector<float>& y) {
+      if (x.size() != y.size()) return false;
+      for (std::size_t i = 0; i < x.size(); ++i) {
+        std::uint32_t a = 0, b = 0;
+        std::memcpy(&a, &x[i], 4);
+        std::memcpy(&b, &y[i], 4);
+        if (!same_bits(a, b, 0x80000000u, 0x7f800000u)) return false;
+      }
+      return true;
     };
-    return param == o.param && same(master, o.master) && same(state0, o.state0) &&
-           same(state1, o.state1);
+    if (param.size() != o.param.size()) return false;
+    const std::size_t size = param_dtype == kOptimF32 ? 4 : 2;
+    const std::uint32_t sign = size == 4 ? 0x80000000u : 0x8000u;
+    const std::uint32_t inf = size == 4                    ? 0x7f800000u
+                              : param_dtype == kOptimBF16 ? 0x7f80u
+                                                           : 0x7c00u;
+    for (std::size_t i = 0; i < param.size(); i += size) {
+      std::uint32_t a = 0, b = 0;
+      std::memcpy(&a, param.data() + i, size);
+      std::memcpy(&b, o.param.data() + i, size);
+      if (!same_bits(a, b, sign, inf)) return false;
+    }
+    return same_f32(master, o.master) && same_f32(state0, o.state0) &&
+           same_f32(state1, o.state1);
+  }
+  /// Equal bits, or two NaNs (exponent all ones, mantissa non-zero) that differ in sign only.
+  static bool same_bits(std::uint32_t a, std::uint32_t b, std::uint32_t sign, std::uint32_t inf) {
+    if (a == b) return true;
+    const bool a_nan = (a & ~sign) > inf, b_nan = (b & ~sign) > inf;
+    return a_nan && b_nan && (a & ~sign) == (b & ~sign);
   }
 };
 
