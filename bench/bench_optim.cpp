@@ -65,14 +65,8 @@ void bm_adamw_step(benchmark::State& state, Variant v, const std::string& backen
 int main(int argc, char** argv) {
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
-  benchmark::AddCustomContext("cpu_flags", mixprec::cpu_features().to_string());
-  const auto copy_bytes = static_cast<std::int64_t>(kParams) * 4;
-  g_copy_bytes_per_s = mixprec::bench::copy_bandwidth(static_cast<std::size_t>(copy_bytes));
-  benchmark::AddCustomContext("copy_GB_per_s", std::to_string(g_copy_bytes_per_s * 1e-9));
-  benchmark::RegisterBenchmark("copy_21M_f32", mixprec::bench::bm_copy)
-      ->Arg(copy_bytes)
-      ->UseRealTime()
-      ->Unit(benchmark::kMillisecond);
+  g_copy_bytes_per_s = mixprec::bench::register_copy_floor(
+      "copy_21M_f32", static_cast<std::int64_t>(kParams) * 4);
   for (const Variant& v : kVariants) {
     for (const char* backend : {"cpu", "ref"}) {
       const std::string name = std::string("adamw_step_21M/") + v.name + "/" + backend;

@@ -53,14 +53,8 @@ void bm_unscale(benchmark::State& state, DType dtype, const std::string& backend
 int main(int argc, char** argv) {
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
-  benchmark::AddCustomContext("cpu_flags", mixprec::cpu_features().to_string());
-  const auto copy_bytes = static_cast<std::int64_t>(kGrads) * 4;
-  g_copy_bytes_per_s = mixprec::bench::copy_bandwidth(static_cast<std::size_t>(copy_bytes));
-  benchmark::AddCustomContext("copy_GB_per_s", std::to_string(g_copy_bytes_per_s * 1e-9));
-  benchmark::RegisterBenchmark("copy_21M_f32", mixprec::bench::bm_copy)
-      ->Arg(copy_bytes)
-      ->UseRealTime()
-      ->Unit(benchmark::kMillisecond);
+  g_copy_bytes_per_s = mixprec::bench::register_copy_floor(
+      "copy_21M_f32", static_cast<std::int64_t>(kGrads) * 4);
   for (const DType dtype : {DType::f32, DType::bf16, DType::f16}) {
     for (const char* backend : {"cpu", "ref"}) {
       const std::string name = std::string("unscale_21M/") + mixprec::name(dtype) + "/" + backend;

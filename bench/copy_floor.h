@@ -8,8 +8,11 @@
 #include <chrono>
 #include <cstdint>
 #include <cstring>
+#include <string>
 #include <thread>
 #include <vector>
+
+#include "mixprec/core/cpu_features.h"
 
 namespace mixprec::bench {
 
@@ -61,6 +64,16 @@ inline void set_floor_counters(benchmark::State& state, double bytes, double cop
   state.counters["floor_ms"] = floor_s * 1e3;
   const auto iterations = static_cast<double>(state.iterations());
   state.counters["x_floor"] = iterations > 0 ? seconds / iterations / floor_s : 0.0;
+}
+
+/// Measures the copy bandwidth over `bytes`, records it (and the CPU flags) in the benchmark
+/// context, registers the copy itself as benchmark `name`, and returns the bandwidth in bytes/s.
+inline double register_copy_floor(const char* name, std::int64_t bytes) {
+  benchmark::AddCustomContext("cpu_flags", mixprec::cpu_features().to_string());
+  const double bytes_per_s = copy_bandwidth(static_cast<std::size_t>(bytes));
+  benchmark::AddCustomContext("copy_GB_per_s", std::to_string(bytes_per_s * 1e-9));
+  benchmark::RegisterBenchmark(name, bm_copy)->Arg(bytes)->UseRealTime()->Unit(benchmark::kMillisecond);
+  return bytes_per_s;
 }
 
 }  // namespace mixprec::bench

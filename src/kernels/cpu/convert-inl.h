@@ -263,6 +263,9 @@ constexpr std::size_t ElemBytes(int dt) { return dt == kF32 ? 4 : 2; }
 /// The storage type of a dtype code.
 template <int DT>
 using Storage = std::conditional_t<DT == kF32, float, std::conditional_t<DT == kBF16, bfloat16, float16>>;
+/// The storage type named by a WithDType tag.
+template <class Tag>
+using Elem = Storage<Tag::value>;
 
 /// Calls f(std::integral_constant<int, dt>{}) for a run-time dtype code, so kernels are
 /// instantiated per dtype and chosen once per call.

@@ -27,10 +27,6 @@ namespace mixprec::kernels::cpu {
 namespace HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 
-/// The storage type named by a WithDType tag.
-template <class Tag>
-using Elem = Storage<Tag::value>;
-
 // ---- row reductions ----
 
 template <class T>

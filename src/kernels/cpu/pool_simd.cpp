@@ -32,10 +32,6 @@ namespace mixprec::kernels::cpu {
 namespace HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 
-/// The storage type named by a WithDType tag.
-template <class Tag>
-using Elem = Storage<Tag::value>;
-
 using DF = hn::ScalableTag<float>;
 using DU = hn::RebindToUnsigned<DF>;
 using DI = hn::RebindToSigned<DF>;
