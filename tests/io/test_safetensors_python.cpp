@@ -48,6 +48,10 @@ std::string spec_json(const Named& tensors, const std::map<std::string, std::str
   return os.str();
 }
 
+// The checker's path comes from CMake: __FILE__ is relative when ccache rewrites paths
+// (CCACHE_BASEDIR), so it cannot locate the source tree.
+std::string checker_script() { return std::string(MIXPREC_TESTS_SOURCE_DIR) + "/python/check_safetensors.py"; }
+
 // Runs the checker on (tensors, metadata); returns its exit status.
 int check_with_python(const char* python, const test::TempDir& dir, const std::string& stem,
                       const Named& tensors, const std::map<std::string, std::string>& metadata) {
@@ -55,8 +59,7 @@ int check_with_python(const char* python, const test::TempDir& dir, const std::s
   const std::string spec = dir / (stem + ".json");
   save_safetensors(file, tensors, metadata);
   write_file_atomically(spec, spec_json(tensors, metadata));
-  const std::string script =
-      (std::filesystem::path(__FILE__).parent_path().parent_path() / "python" / "check_safetensors.py").string();
+  const std::string script = checker_script();
   const std::string cmd = std::string("'") + python + "' '" + script + "' '" + file + "' '" + spec + "'";
   const int status = std::system(cmd.c_str());
   return WIFEXITED(status) ? WEXITSTATUS(status) : 128;
@@ -86,8 +89,7 @@ TEST(IoSafetensorsPython, LoadsInRealPackage) {
   EXPECT_EQ(check_with_python(python, dir, "bf16", mixed, {}), 0);
   // The checker must be able to fail: a wrong expectation gives a non-zero status.
   write_file_atomically(dir / "wrong.json", R"({"tensors": {"x": {"dtype": "F32", "shape": [1], "bits": [0]}}})");
-  const std::string script =
-      (std::filesystem::path(__FILE__).parent_path().parent_path() / "python" / "check_safetensors.py").string();
+  const std::string script = checker_script();
   const int status = std::system((std::string("'") + python + "' '" + script + "' '" + (dir / "plain.safetensors") +
                                   "' '" + (dir / "wrong.json") + "' 2>/dev/null").c_str());
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 1);
