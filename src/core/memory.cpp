@@ -1,5 +1,7 @@
 #include "mixprec/core/memory.h"
 
+#include <sys/resource.h>
+
 #include <algorithm>
 #include <mutex>
 
@@ -54,6 +56,12 @@ void empty_cache() { detail::BlockCache::instance().empty(); }
 
 std::size_t set_cache_limit(std::size_t bytes) {
   return detail::BlockCache::instance().set_limit(bytes);
+}
+
+std::size_t peak_resident_bytes() {
+  rusage usage{};
+  if (::getrusage(RUSAGE_SELF, &usage) != 0) return 0;
+  return static_cast<std::size_t>(usage.ru_maxrss) * 1024;  // Linux reports KiB
 }
 
 void reset_peak_memory() {

@@ -24,6 +24,7 @@
 #include "mixprec/models/zoo.h"
 #include "mixprec/ops/nn_functional.h"
 #include "mixprec/optim/adam.h"
+#include "mixprec/train/train_step.h"
 
 namespace mixprec::diagnostics {
 namespace {
@@ -120,16 +121,18 @@ InspectReport inspect_training(nn::Module& model,
   MIXPREC_CHECK(th.overflow >= 0 && th.overflow < 1 && th.underflow >= 0 && th.underflow < 1 &&
                     th.lost_updates >= 0 && th.lost_updates < 1,
                 ValueError, kOp, "verdict thresholds must be fractions in [0, 1)");
-  amp::PrecisionMode mode = amp::parse_precision_mode(config.precision);
-  if (mode == amp::PrecisionMode::automatic) mode = amp::choose_precision(cpu_features()).mode;
-  const amp::PrecisionPolicy policy = amp::PrecisionPolicy::for_mode(mode);
-  const bool autocast = policy.dtypes.compute != DType::f32;
-  const DType compute = autocast ? policy.dtypes.compute : DType::bf16;
+  // The training step is the Trainer's own (Adam, no clipping, no schedule); the probes only
+  // watch it.
+  train::TrainStep train_step(model, train::StepConfig{.precision = config.precision, .optimizer = "adam",
+                                                 .lr = config.lr, .scheduler = "none",
+                                                 .seed = config.seed});
+  const bool autocast = train_step.autocast();
+  const DType compute = train_step.compute_dtype();
 
   InspectReport report;
   report.model = "custom";
   report.data = "custom";
-  report.precision = amp::name(mode);
+  report.precision = train_step.precision_name();
   report.steps = config.steps;
   report.seed = config.seed;
   report.threads = num_threads();
@@ -138,14 +141,8 @@ InspectReport inspect_training(nn::Module& model,
   report.parameter_count = model.parameter_count();
   report.memory = memory_model();
 
-  amp::apply_parameter_dtypes(model, policy);
-  optim::OptimizerOptions common;
-  common.seed = config.seed;
-  if (mode == amp::PrecisionMode::pure_bf16_sr) {
-    common.master_weights = optim::MasterWeights::none_stochastic_rounding;
-  }
-  optim::Adam opt(model.parameters(), optim::AdamOptions{.lr = config.lr}, common);
-  amp::GradScaler scaler(amp::GradScalerOptions{.enabled = mode == amp::PrecisionMode::fp16});
+  optim::Optimizer& opt = train_step.optimizer();
+  amp::GradScaler& scaler = train_step.scaler();
 
   // Which leaf module owns each of the optimizer's parameters.
   std::vector<const nn::Module*> leaves;
@@ -171,15 +168,10 @@ InspectReport inspect_training(nn::Module& model,
 
     const std::size_t activations_before = memory_stats().current_of(MemoryCategory::activation);
     reset_peak_memory();
-    Tensor loss;
-    {
+    report.losses.push_back(train_step.accumulate([&] {
       nn::ForwardObserverScope observe(&rec);
-      amp::Autocast region(autocast, compute);
-      loss = cross_entropy(model(batch.inputs), batch.targets);
-    }
-    report.losses.push_back(loss.item());
-    scaler.scale(loss).backward();
-    loss = Tensor();
+      return cross_entropy(model(batch.inputs), batch.targets);
+    }));
     const MemoryStats mem = memory_stats();
     const std::size_t act_peak = mem.peak_of(MemoryCategory::activation);
     report.measured.activation_peak = std::max(
@@ -192,7 +184,7 @@ InspectReport inspect_training(nn::Module& model,
           static_cast<double>(report.parameter_count);
     }
 
-    scaler.unscale(opt);
+    train_step.unscale_and_clip();
     std::vector<LayerReport*> owner_layer(params.size(), nullptr);
     std::vector<std::vector<float>> before(params.size());
     for (std::size_t i = 0; i < params.size(); ++i) {
@@ -209,8 +201,7 @@ InspectReport inspect_training(nn::Module& model,
       }
       before[i] = master_values(opt, i);
     }
-    const bool stepped = scaler.step(opt);
-    scaler.update();
+    const bool stepped = train_step.apply();
     if (!stepped) {
       ++report.skipped_steps;
     } else {
@@ -227,7 +218,6 @@ InspectReport inspect_training(nn::Module& model,
         owner_layer[i]->lost_updates.add(before[i], dw);
       }
     }
-    opt.zero_grad();
   }
   report.loss_scaling = scaler.is_enabled();
 

@@ -60,7 +60,8 @@ std::string format_bytes(double b) {
 
 }  // namespace
 
-MachinePeaks measure_machine_peaks(std::int64_t gemm_n, std::int64_t copy_mib, int repeats) {
+MachinePeaks measure_machine_peaks(std::int64_t gemm_n, std::int64_t copy_mib, int repeats,
+                                   DType gemm_dtype) {
   MIXPREC_CHECK(gemm_n >= 16 && gemm_n <= 8192, ValueError, kOp,
                 "the peak GEMM size must be in [16, 8192], got " << gemm_n);
   MIXPREC_CHECK(copy_mib >= 1 && copy_mib <= 4096, ValueError, kOp,
@@ -70,7 +71,9 @@ MachinePeaks measure_machine_peaks(std::int64_t gemm_n, std::int64_t copy_mib, i
   autograd::NoGradGuard no_grad;
   MachinePeaks p;
   p.gemm_n = gemm_n;
-  const Tensor a = Tensor::randn({gemm_n, gemm_n}, 1), b = Tensor::randn({gemm_n, gemm_n}, 2);
+  p.gemm_dtype = gemm_dtype;
+  const Tensor a = Tensor::randn({gemm_n, gemm_n}, 1, gemm_dtype);
+  const Tensor b = Tensor::randn({gemm_n, gemm_n}, 2, gemm_dtype);
   matmul(a, b);  // creates the oneDNN primitive
   double best = 0;
   for (int r = 0; r < repeats; ++r) best = std::max(best, 1.0 / seconds_of([&] { matmul(a, b); }));

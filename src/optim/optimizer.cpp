@@ -126,11 +126,8 @@ void Optimizer::step() {
   for (std::size_t i = 0; i < params_.size(); ++i) {
     if (!grads[i].defined()) continue;
     update(i, grads[i], ++param_steps_[i]);
-    if (prof.active()) {  // read the gradient; read and write the parameter, master and state
-      double bytes = static_cast<double>(2 * params_[i].nbytes() + grads[i].nbytes() +
-                                         (masters_[i].defined() ? 2 * masters_[i].nbytes() : 0));
-      for (const auto& entry : buffers_[i]) bytes += 2.0 * static_cast<double>(entry.second.nbytes());
-      diagnostics::detail::add_work(static_cast<double>(numel(i)), bytes);
+    if (prof.active()) {
+      diagnostics::detail::add_work(static_cast<double>(numel(i)), static_cast<double>(update_bytes(i)));
     }
     params_[i].bump_version();
     if (masters_[i].defined()) masters_[i].bump_version();
@@ -138,6 +135,23 @@ void Optimizer::step() {
   }
   if (any) ++steps_;
   prof.done_work(DType::f32);  // the update math and the state are f32
+}
+
+std::size_t Optimizer::update_bytes(std::size_t i) const {
+  const Tensor g = params_.at(i).grad();
+  // A parameter with an fp32 master is only written (the master is read); without one it is
+  // read and written. Every state buffer is read and written.
+  std::size_t bytes = (g.defined() ? g.nbytes() : params_[i].nbytes()) +
+                      (masters_[i].defined() ? 2 * masters_[i].nbytes() + params_[i].nbytes()
+                                             : 2 * params_[i].nbytes());
+  for (const auto& entry : buffers_[i]) bytes += 2 * entry.second.nbytes();
+  return bytes;
+}
+
+std::size_t Optimizer::step_bytes() const {
+  std::size_t total = 0;
+  for (std::size_t i = 0; i < params_.size(); ++i) total += update_bytes(i);
+  return total;
 }
 
 Tensor Optimizer::add_state(std::size_t i, const std::string& buffer) {

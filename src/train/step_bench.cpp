@@ -18,18 +18,21 @@
 #include "mixprec/autograd/node.h"
 #include "mixprec/core/error.h"
 #include "mixprec/core/runtime.h"
+#include "mixprec/diagnostics/step_profile.h"
 #include "mixprec/models/zoo.h"
 #include "mixprec/nn/conv_layers.h"
 #include "mixprec/nn/layers.h"
 #include "mixprec/nn/residual.h"
 #include "mixprec/ops/nn_functional.h"
-#include "mixprec/optim/adam.h"
-#include "mixprec/optim/clip_grad.h"
 
 namespace mixprec::train {
 namespace {
 
 constexpr const char* kOp = "bench";
+// The machine peaks of the hardware floor: a GEMM large enough to reach the rate a big training
+// GEMM gets on a few cores, and a copy far larger than the caches.
+constexpr std::int64_t kPeakGemmN = 2048, kPeakCopyMiB = 64;
+constexpr int kPeakRepeats = 3;
 
 // Runs module m on x (a batch of one), recording every Linear/Conv2d met on the way.
 Tensor walk(nn::Module& m, const std::string& path, const Tensor& x, std::vector<LayerCost>& out) {
@@ -170,6 +173,12 @@ std::vector<LayerCost> count_layer_flops(nn::Module& model, const Shape& input_s
   return layers;
 }
 
+double step_gemm_flops(const std::vector<LayerCost>& layers) {
+  double total = 0;
+  for (std::size_t i = 0; i < layers.size(); ++i) total += (i == 0 ? 2.0 : 3.0) * layers[i].forward_flops;
+  return total;
+}
+
 double training_step_flops(const std::vector<LayerCost>& layers) {
   double forward = 0;
   for (const LayerCost& l : layers) forward += l.forward_flops;
@@ -206,77 +215,47 @@ std::string speedup_limit_reason(const CpuFeatures& cpu) {
 
 struct StepBenchmark::State {
   models::ModelSpec spec;
-  std::string precision;
-  amp::PrecisionMode mode = amp::PrecisionMode::fp32;
-  bool autocast = false;
-  DType compute = DType::bf16;   // autocast's lower dtype (when autocast)
   DType gemm_dtype = DType::f32;
   std::int64_t batch = 0;
   std::uint64_t seed = 0;
   std::shared_ptr<nn::Module> model;
-  std::unique_ptr<optim::Optimizer> optimizer;
-  std::unique_ptr<amp::GradScaler> scaler;
+  std::unique_ptr<TrainStep> train_step;
   std::vector<LayerCost> layers;
   Tensor inputs;
   std::vector<std::int64_t> labels;
 
-  // forward + loss under autocast, scaled backward; returns the loss as the Trainer reads it.
-  double forward_backward() {
-    Tensor loss;
-    {
-      amp::Autocast region(autocast, compute);
-      loss = cross_entropy((*model)(inputs), labels);
-    }
-    const double value = loss.item();
-    scaler->scale(loss).backward();
-    return value;
-  }
-  void step() {
-    forward_backward();
-    scaler->unscale(*optimizer);
-    optim::clip_grad_norm(optimizer->params(), std::numeric_limits<float>::infinity());
-    scaler->step(*optimizer);
-    scaler->update();
-    optimizer->zero_grad();
-  }
+  Tensor forward_loss() { return cross_entropy((*model)(inputs), labels); }
+  void step() { train_step->run([this] { return forward_loss(); }); }
 };
 
 StepBenchmark::StepBenchmark(std::string model, std::string precision, std::int64_t batch_size,
                              std::uint64_t seed, std::int64_t width)
+    : StepBenchmark(std::move(model),
+                    StepConfig{.precision = std::move(precision), .optimizer = "adam", .lr = 1e-3f,
+                               .scheduler = "none", .seed = seed},
+                    batch_size, width) {}
+
+StepBenchmark::StepBenchmark(std::string model, const StepConfig& step, std::int64_t batch_size,
+                             std::int64_t width)
     : s_(std::make_unique<State>()) {
   State& s = *s_;
   s.spec = models::model_spec(model);
-  s.mode = amp::parse_precision_mode(precision);
-  if (s.mode == amp::PrecisionMode::automatic) s.mode = amp::choose_precision(cpu_features()).mode;
-  s.precision = amp::name(s.mode);
+  step.validate(kOp);
   MIXPREC_CHECK(batch_size >= 0 && batch_size <= 65536, ValueError, kOp,
                 "--batch-size must be in [1, 65536] (0 = the model's default), got " << batch_size);
   s.batch = batch_size > 0 ? batch_size : default_batch_size(s.spec.name);
-  s.seed = seed;
-
-  const amp::PrecisionPolicy policy = amp::PrecisionPolicy::for_mode(s.mode);
-  s.autocast = policy.dtypes.compute != DType::f32;
-  s.compute = s.autocast ? policy.dtypes.compute : DType::bf16;
-  s.gemm_dtype = policy.dtypes.compute;
+  s.seed = step.seed;
   MIXPREC_CHECK(width == 0 || s.spec.name == "seed-mlp", ValueError, kOp,
                 "--width applies to seed-mlp only (its hidden width), not to " << s.spec.name);
-  s.model = width > 0 ? models::make_seed_mlp(width, seed) : models::make_model(s.spec.name, seed);
+  s.model = width > 0 ? models::make_seed_mlp(width, s.seed) : models::make_model(s.spec.name, s.seed);
   const Shape input_shape = batch_shape(s.batch, s.spec.sample_shape);
   s.layers = count_layer_flops(*s.model, input_shape);  // while the model is still f32
-  amp::apply_parameter_dtypes(*s.model, policy);
+  s.train_step = std::make_unique<TrainStep>(*s.model, step);
+  s.gemm_dtype = s.train_step->policy().dtypes.compute;
 
-  optim::OptimizerOptions common;
-  common.seed = seed;
-  if (s.mode == amp::PrecisionMode::pure_bf16_sr) {
-    common.master_weights = optim::MasterWeights::none_stochastic_rounding;
-  }
-  s.optimizer = std::make_unique<optim::Adam>(s.model->parameters(), optim::AdamOptions{.lr = 1e-3f}, common);
-  s.scaler = std::make_unique<amp::GradScaler>(
-      amp::GradScalerOptions{.enabled = s.mode == amp::PrecisionMode::fp16});
-
-  s.inputs = Tensor::randn(input_shape, seed);
+  s.inputs = Tensor::randn(input_shape, s.seed);
   const std::vector<float> u =
-      Tensor::uniform({s.batch}, seed + 1, 0.0f, static_cast<float>(s.spec.num_classes)).to_vector();
+      Tensor::uniform({s.batch}, s.seed + 1, 0.0f, static_cast<float>(s.spec.num_classes)).to_vector();
   s.labels.reserve(u.size());
   for (float v : u) {
     s.labels.push_back(std::clamp<std::int64_t>(static_cast<std::int64_t>(v), 0, s.spec.num_classes - 1));
@@ -289,7 +268,7 @@ StepBenchmark::~StepBenchmark() = default;
 void StepBenchmark::step() { s_->step(); }
 
 std::int64_t StepBenchmark::batch_size() const { return s_->batch; }
-const std::string& StepBenchmark::precision() const { return s_->precision; }
+const std::string& StepBenchmark::precision() const { return s_->train_step->precision_name(); }
 
 StepBenchResult StepBenchmark::run(int steps, int warmup) {
   State& s = *s_;
@@ -299,7 +278,7 @@ StepBenchResult StepBenchmark::run(int steps, int warmup) {
                 "--warmup must be in [0, 100000], got " << warmup);
   StepBenchResult r;
   r.model = s.spec.name;
-  r.precision = s.precision;
+  r.precision = s.train_step->precision_name();
   r.batch_size = s.batch;
   r.threads = num_threads();
   r.steps = steps;
@@ -312,6 +291,7 @@ StepBenchResult StepBenchmark::run(int steps, int warmup) {
   const MemoryStats before = memory_stats();
   r.step_ms = summarize_times(time_each(steps, [&] { s.step(); }));
   r.memory = memory_stats();
+  r.max_rss_bytes = peak_resident_bytes();
   r.allocations_per_step = static_cast<double>(r.memory.system_allocations -
                                                before.system_allocations) / steps;
   r.tensor_allocations_per_step =
@@ -322,16 +302,17 @@ StepBenchResult StepBenchmark::run(int steps, int warmup) {
   // The optimizer alone, re-run on one step's (unscaled) gradients; with fp16, gradients that
   // overflowed are dropped (and the scale backed off) until a finite set comes, as scaler.step
   // would never apply them.
+  TrainStep& ts = *s.train_step;
   for (int attempt = 0;; ++attempt) {
-    s.forward_backward();
-    s.scaler->unscale(*s.optimizer);
-    if (attempt == 8 || !s.scaler->found_inf(*s.optimizer).value_or(false)) break;
-    s.scaler->update();
-    s.optimizer->zero_grad();
+    for (int i = 0; i < ts.config().accum; ++i) ts.accumulate([&] { return s.forward_loss(); });
+    ts.scaler().unscale(ts.optimizer());
+    if (attempt == 8 || !ts.scaler().found_inf(ts.optimizer()).value_or(false)) break;
+    ts.scaler().update();
+    ts.optimizer().zero_grad();
   }
-  r.optimizer_ms = summarize_times(time_each(steps, [&] { s.optimizer->step(); })).median;
-  s.scaler->update();
-  s.optimizer->zero_grad();
+  r.optimizer_ms = summarize_times(time_each(steps, [&] { ts.optimizer().step(); })).median;
+  ts.scaler().update();
+  ts.optimizer().zero_grad();
 
   // The GEMMs alone: the same shapes, dtype and kernel as the step's linear layers.
   r.gemm_dtype = name(s.gemm_dtype);
@@ -340,7 +321,7 @@ StepBenchResult StepBenchmark::run(int steps, int warmup) {
   if (linear_only && !s.layers.empty()) {
     const bool fpmath = s.gemm_dtype == DType::f32 &&
                         amp::matmul_precision() == amp::MatmulPrecision::medium;
-    const DType dw_dtype = s.autocast ? DType::f32 : s.gemm_dtype;
+    const DType dw_dtype = ts.autocast() ? DType::f32 : s.gemm_dtype;
     const std::vector<GemmCall> calls =
         make_gemm_calls(s.layers, s.gemm_dtype, dw_dtype, fpmath, s.seed + 7);
     auto pass = [&] { for (const GemmCall& c : calls) c.run(); };
@@ -352,10 +333,21 @@ StepBenchResult StepBenchmark::run(int steps, int warmup) {
                   "convolution algorithm, so there is no GEMM-only floor to compare against";
   }
 
+  // The machine's own floor, measured now, in the same run as the steps.
+  const diagnostics::MachinePeaks peaks =
+      diagnostics::measure_machine_peaks(kPeakGemmN, kPeakCopyMiB, kPeakRepeats, s.gemm_dtype);
+  r.gemm_peak_gflops = peaks.gflops;
+  r.copy_gbps = peaks.gbytes_per_s;
+  r.gemm_flops_per_step = step_gemm_flops(s.layers);
+  r.optimizer_bytes = static_cast<double>(ts.optimizer().step_bytes());
+  r.hw_floor_ms = r.gemm_flops_per_step / (peaks.gflops * 1e9) * 1e3 +
+                  r.optimizer_bytes / (peaks.gbytes_per_s * 1e9) * 1e3;
+  r.hw_floor_ratio = r.step_ms.median / r.hw_floor_ms;
+
   r.cpu_flags = cpu_features().to_string();
   r.max_isa = name(max_isa());
   r.onednn = onednn_description();
-  r.warnings = amp::precision_warnings(s.mode, s.scaler->is_enabled(), cpu_features());
+  r.warnings = amp::precision_warnings(ts.mode(), ts.scaler().is_enabled(), cpu_features());
   return r;
 }
 
@@ -386,6 +378,13 @@ std::string to_json(const StepBenchResult& r, int indent) {
          {"gemm_note", r.gemm_note.empty() ? json(nullptr) : json(r.gemm_note)},
          {"optimizer_ms", r.optimizer_ms},
          {"floor_ratio", r.floor_ratio ? json(*r.floor_ratio) : json(nullptr)},
+         {"hw_floor_ms", r.hw_floor_ms},
+         {"hw_floor_ratio", r.hw_floor_ratio},
+         {"gemm_peak_gflops", r.gemm_peak_gflops},
+         {"copy_gbps", r.copy_gbps},
+         {"gemm_flops_per_step", r.gemm_flops_per_step},
+         {"optimizer_bytes", r.optimizer_bytes},
+         {"max_rss_bytes", r.max_rss_bytes},
          {"peak_bytes", peak},
          {"allocations_per_step", r.allocations_per_step},
          {"tensor_allocations_per_step", r.tensor_allocations_per_step},

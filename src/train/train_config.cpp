@@ -11,28 +11,11 @@ namespace mixprec::train {
 void TrainConfig::validate() const {
   constexpr const char* op = "train";
   models::model_spec(model);  // ValueError listing the models
-  amp::parse_precision_mode(precision);
   MIXPREC_CHECK(epochs >= 1 && epochs <= 10000, ValueError, op,
                 "--epochs must be in [1, 10000], got " << epochs);
   MIXPREC_CHECK(batch_size >= 1 && batch_size <= (1 << 20), ValueError, op,
                 "--batch-size must be in [1, 1048576], got " << batch_size);
-  MIXPREC_CHECK(std::isfinite(lr) && lr > 0.0f && lr <= 100.0f, ValueError, op,
-                "--lr must be a positive number <= 100, got " << lr);
-  MIXPREC_CHECK(optimizer == "sgd" || optimizer == "adam" || optimizer == "adamw", ValueError, op,
-                "unknown --optimizer '" << optimizer << "'; choose sgd, adam or adamw");
-  MIXPREC_CHECK(std::isfinite(weight_decay) && weight_decay >= 0.0f, ValueError, op,
-                "--weight-decay must be >= 0, got " << weight_decay);
-  MIXPREC_CHECK(std::isfinite(clip) && clip >= 0.0f, ValueError, op,
-                "--clip must be >= 0 (0 disables clipping), got " << clip);
-  MIXPREC_CHECK(accum >= 1 && accum <= 4096, ValueError, op,
-                "--accum must be in [1, 4096], got " << accum);
-  MIXPREC_CHECK(scheduler == "none" || scheduler == "cosine", ValueError, op,
-                "unknown --scheduler '" << scheduler << "'; choose none or cosine");
-  MIXPREC_CHECK(loss_scaling == "dynamic" || loss_scaling == "predictive", ValueError, op,
-                "unknown --loss-scaling '" << loss_scaling << "'; choose dynamic or predictive");
-  MIXPREC_CHECK(scaler_growth_interval >= 1 && scaler_growth_interval <= 1000000000, ValueError, op,
-                "--scaler-growth-interval must be in [1, 1000000000] steps, got "
-                    << scaler_growth_interval);
+  step_config(1).validate(op);
   MIXPREC_CHECK(threads >= 0 && threads <= 1024, ValueError, op,
                 "--threads must be in [1, 1024] (0 = default), got " << threads);
   MIXPREC_CHECK(limit_train == -1 || limit_train >= 1, ValueError, op,
@@ -41,6 +24,20 @@ void TrainConfig::validate() const {
                 "--limit-test must be >= 1, got " << limit_test);
   MIXPREC_CHECK(keep_checkpoints >= 0, ValueError, op,
                 "--keep-checkpoints must be >= 0 (0 keeps all), got " << keep_checkpoints);
+}
+
+StepConfig TrainConfig::step_config(std::int64_t scheduler_steps) const {
+  return StepConfig{.precision = precision,
+                    .optimizer = optimizer,
+                    .lr = lr,
+                    .weight_decay = weight_decay,
+                    .clip = clip,
+                    .accum = accum,
+                    .scheduler = scheduler,
+                    .scheduler_steps = scheduler_steps,
+                    .loss_scaling = loss_scaling,
+                    .scaler_growth_interval = scaler_growth_interval,
+                    .seed = seed};
 }
 
 namespace detail {

@@ -80,24 +80,17 @@ Shape batch_shape(std::int64_t n, const std::vector<std::int64_t>& sample_shape)
 struct Trainer::State {
   TrainConfig config;
   models::ModelSpec spec;
-  amp::PrecisionMode mode = amp::PrecisionMode::fp32;
-  std::string precision_name;
-  amp::PrecisionPolicy policy;
-  bool autocast = false;
-  DType compute = DType::bf16;
   data::Dataset train, test;
   std::shared_ptr<nn::Module> model;
-  std::unique_ptr<optim::Optimizer> optimizer;
-  std::unique_ptr<amp::GradScaler> scaler;
-  std::unique_ptr<optim::LRScheduler> scheduler;
   std::unique_ptr<data::DataLoader> loader;
+  std::unique_ptr<TrainStep> step;  // precision, optimizer, scaler, schedule: the one step
   std::vector<EpochMetrics> history;
   int next_epoch = 1;
   std::string resumed_from;
   json log_header;
 
   detail::TrainingObjects objects() {
-    return {model.get(), optimizer.get(), scaler.get(), scheduler.get()};
+    return {model.get(), &step->optimizer(), &step->scaler(), step->scheduler()};
   }
   std::int64_t steps_per_epoch() const {
     return (loader->batches_per_epoch() + config.accum - 1) / config.accum;
@@ -112,54 +105,18 @@ Trainer::Trainer(TrainConfig config) : s_(std::make_unique<State>()) {
   if (c.threads > 0) set_num_threads(c.threads);
   s.spec = models::model_spec(c.model);
 
-  s.mode = amp::parse_precision_mode(c.precision);
-  if (s.mode == amp::PrecisionMode::automatic) {
-    const amp::PrecisionChoice choice = amp::choose_precision(cpu_features());
-    s.mode = choice.mode;
-    s.log_header["auto_precision_reason"] = choice.reason;
-  }
-  s.precision_name = amp::name(s.mode);
-  s.policy = amp::PrecisionPolicy::for_mode(s.mode);
-  s.autocast = s.policy.dtypes.compute != DType::f32;
-  s.compute = s.autocast ? s.policy.dtypes.compute : DType::bf16;
-
   std::tie(s.train, s.test) = load_data(s.spec, c);
   data::check_labels(s.train, s.spec.num_classes, "training labels");
   data::check_labels(s.test, s.spec.num_classes, "test labels");
 
   s.model = models::make_model(c.model, c.seed);
-  amp::apply_parameter_dtypes(*s.model, s.policy);
-  optim::OptimizerOptions common;
-  common.seed = c.seed;
-  if (s.mode == amp::PrecisionMode::pure_bf16_sr) {
-    common.master_weights = optim::MasterWeights::none_stochastic_rounding;
-  }
-  if (c.optimizer == "sgd") {
-    s.optimizer = std::make_unique<optim::SGD>(
-        s.model->parameters(),
-        optim::SgdOptions{.lr = c.lr, .momentum = 0.9f, .weight_decay = c.weight_decay}, common);
-  } else if (c.optimizer == "adam") {
-    s.optimizer = std::make_unique<optim::Adam>(
-        s.model->parameters(), optim::AdamOptions{.lr = c.lr, .weight_decay = c.weight_decay},
-        common);
-  } else {
-    s.optimizer = std::make_unique<optim::AdamW>(
-        s.model->parameters(), optim::AdamWOptions{.lr = c.lr, .weight_decay = c.weight_decay},
-        common);
-  }
-  s.scaler = std::make_unique<amp::GradScaler>(
-      amp::GradScalerOptions{.growth_interval = c.scaler_growth_interval,
-                             .enabled = s.mode == amp::PrecisionMode::fp16,
-                             .mode = amp::parse_scaling_mode(c.loss_scaling)});
-
   data::DataLoaderOptions lo;
   lo.batch_size = c.batch_size;
   lo.seed = c.seed;
   s.loader = std::make_unique<data::DataLoader>(s.train, lo, s.spec.sample_shape);
-  if (c.scheduler == "cosine") {
-    s.scheduler = std::make_unique<optim::CosineAnnealingLR>(
-        *s.optimizer, std::max<std::int64_t>(1, s.steps_per_epoch() * c.epochs));
-  }
+  s.step = std::make_unique<TrainStep>(
+      *s.model, c.step_config(std::max<std::int64_t>(1, s.steps_per_epoch() * c.epochs)));
+  if (!s.step->auto_reason().empty()) s.log_header["auto_precision_reason"] = s.step->auto_reason();
 
   if (!c.resume.empty()) {
     const std::string path = io::resolve_checkpoint(c.resume);
@@ -182,8 +139,8 @@ Trainer::Trainer(TrainConfig config) : s_(std::make_unique<State>()) {
   json& hdr = s.log_header;
   hdr["type"] = "header";
   hdr["config"] = detail::config_to_json(c);
-  hdr["precision_resolved"] = s.precision_name;
-  hdr["policy"] = s.policy.to_string();
+  hdr["precision_resolved"] = s.step->precision_name();
+  hdr["policy"] = s.step->policy().to_string();
   hdr["model"] = {{"name", s.spec.name}, {"description", s.spec.description},
                   {"parameters", s.model->parameter_count()}};
   hdr["data"] = {{"train_samples", s.train.labels.size()}, {"test_samples", s.test.labels.size()},
@@ -197,7 +154,7 @@ Trainer::Trainer(TrainConfig config) : s_(std::make_unique<State>()) {
 Trainer::~Trainer() = default;
 
 const TrainConfig& Trainer::config() const { return s_->config; }
-const std::string& Trainer::resolved_precision() const { return s_->precision_name; }
+const std::string& Trainer::resolved_precision() const { return s_->step->precision_name(); }
 nn::Module& Trainer::model() { return *s_->model; }
 int Trainer::next_epoch() const { return s_->next_epoch; }
 
@@ -205,7 +162,7 @@ ConfusionMatrix Trainer::evaluate(double* mean_loss) {
   State& s = *s_;
   autograd::NoGradGuard no_grad;
   s.model->eval();
-  amp::Autocast region(s.autocast, s.compute);
+  amp::Autocast region(s.step->autocast(), s.step->compute_dtype());
   ConfusionMatrix cm(s.spec.num_classes);
   const auto n = static_cast<std::int64_t>(s.test.labels.size());
   double loss_sum = 0;
@@ -230,18 +187,18 @@ std::vector<EpochMetrics> Trainer::run() {
       on_message("auto precision: " + s.log_header["auto_precision_reason"].get<std::string>());
     }
     const std::string warnings =
-        amp::precision_warnings(s.mode, s.scaler->is_enabled(), cpu_features());
+        amp::precision_warnings(s.step->mode(), s.step->scaler().is_enabled(), cpu_features());
     if (!warnings.empty()) on_message(warnings);
   }
-  const std::vector<Tensor>& params = s.optimizer->params();
-  const float clip = c.clip > 0 ? c.clip : std::numeric_limits<float>::infinity();
   autograd::DetectAnomaly anomaly(c.detect_anomaly);
+  amp::GradScaler& scaler = s.step->scaler();
+  optim::Optimizer& optimizer = s.step->optimizer();
   s.model->train();
   for (int epoch = s.next_epoch; epoch <= c.epochs; ++epoch) {
     reset_peak_memory();
     EpochMetrics m;
     m.epoch = epoch;
-    const std::int64_t skipped_before = s.scaler->stats().skipped_steps;
+    const std::int64_t skipped_before = scaler.stats().skipped_steps;
     s.loader->start_epoch(epoch - 1);
     detail::ProgressBar bar(c.progress, "epoch " + std::to_string(epoch) + "/" + std::to_string(c.epochs),
                             s.loader->batches_per_epoch());
@@ -251,40 +208,30 @@ std::vector<EpochMetrics> Trainer::run() {
     data::Batch batch;
     bool more = s.loader->next(batch);
     while (more) {
-      // One optimizer step over up to `accum` micro-batches.
+      // One optimizer step over up to `accum` micro-batches (the epoch's last step may have fewer).
       int in_step = 0;
-      autograd::set_anomaly_step(s.optimizer->steps());
+      autograd::set_anomaly_step(optimizer.steps());
       while (more && in_step < c.accum) {
-        Tensor loss;
-        {
-          amp::Autocast region(s.autocast, s.compute);
-          loss = cross_entropy((*s.model)(batch.inputs), batch.targets);
-        }
-        const double value = loss.item();
-        MIXPREC_CHECK(std::isfinite(value) || s.scaler->is_enabled(), ValueError, kOp,
+        const double value = s.step->accumulate(
+            [&] { return cross_entropy((*s.model)(batch.inputs), batch.targets); });
+        MIXPREC_CHECK(std::isfinite(value) || scaler.is_enabled(), ValueError, kOp,
                       "the loss became " << value << " at epoch " << epoch << ", batch "
-                                         << batch.index << " (" << s.precision_name
+                                         << batch.index << " (" << s.step->precision_name()
                                          << "); training diverged: lower --lr, set --clip, or "
                                             "resume from the last checkpoint");
         loss_sum += value;
         samples += static_cast<std::int64_t>(batch.targets.size());
         ++micro;
         ++in_step;
-        Tensor scaled = s.scaler->scale(c.accum > 1 ? loss * (1.0f / static_cast<float>(c.accum)) : loss);
-        scaled.backward();
         more = s.loader->next(batch);
       }
-      s.scaler->unscale(*s.optimizer);
-      const float norm = optim::clip_grad_norm(params, clip);
+      const float norm = s.step->unscale_and_clip();
       if (std::isfinite(norm)) {
         norm_sum += norm;
         ++norms;
         m.grad_norm_max = std::max(m.grad_norm_max, static_cast<double>(norm));
       }
-      s.scaler->step(*s.optimizer);
-      s.scaler->update();
-      if (s.scheduler) s.scheduler->step();
-      s.optimizer->zero_grad();
+      s.step->apply();
       char status[96];
       std::snprintf(status, sizeof status, "loss %.4f", loss_sum / static_cast<double>(micro));
       bar.update(micro, status);
@@ -294,10 +241,10 @@ std::vector<EpochMetrics> Trainer::run() {
     m.train_loss = micro > 0 ? loss_sum / static_cast<double>(micro) : 0.0;
     m.samples_per_second = static_cast<double>(samples) / m.train_seconds;
     m.grad_norm_mean = norms > 0 ? norm_sum / static_cast<double>(norms) : 0.0;
-    m.skipped_steps = s.scaler->stats().skipped_steps - skipped_before;
-    m.loss_scale = s.scaler->get_scale();
-    m.lr = s.optimizer->lr();
-    m.optimizer_steps = s.optimizer->steps();
+    m.skipped_steps = scaler.stats().skipped_steps - skipped_before;
+    m.loss_scale = scaler.get_scale();
+    m.lr = optimizer.lr();
+    m.optimizer_steps = optimizer.steps();
     const auto t_eval = std::chrono::steady_clock::now();
     const ConfusionMatrix cm = evaluate(&m.test_loss);
     m.eval_seconds = seconds_since(t_eval);
@@ -311,7 +258,7 @@ std::vector<EpochMetrics> Trainer::run() {
       char name[32];
       std::snprintf(name, sizeof name, "epoch-%04d", epoch);
       io::save_checkpoint(c.checkpoint_dir, name,
-                          detail::encode_checkpoint(s.objects(), c, s.precision_name, s.history, epoch));
+                          detail::encode_checkpoint(s.objects(), c, s.step->precision_name(), s.history, epoch));
       if (c.keep_checkpoints > 0) {
         io::prune_checkpoints(c.checkpoint_dir, static_cast<std::size_t>(c.keep_checkpoints));
       }

@@ -94,6 +94,35 @@ TEST(StepBenchRun, MlpResultIsCompleteAndConsistent) {
   EXPECT_EQ(j["model"], "mlp");
   EXPECT_EQ(j["precision"], "fp32");
   EXPECT_TRUE(j["gemm_ms"].is_number());
+
+  // The machine floor: the GEMMs autograd really runs (no input gradient for the first layer)
+  // at the measured GEMM peak, plus Adam's traffic (gradient read; parameter, m and v read and
+  // written: 28 bytes per f32 parameter) at the measured copy rate.
+  const double params = static_cast<double>(models::make_model("mlp", 0)->parameter_count());
+  const double forward = 2.0 * 8 * (784.0 * 256 + 256.0 * 128 + 128.0 * 10);
+  EXPECT_DOUBLE_EQ(r.gemm_flops_per_step, 3.0 * forward - 2.0 * 8 * 784.0 * 256);
+  EXPECT_DOUBLE_EQ(r.optimizer_bytes, 28.0 * params);
+  EXPECT_GT(r.gemm_peak_gflops, 0.0);
+  EXPECT_GT(r.copy_gbps, 0.0);
+  EXPECT_NEAR(r.hw_floor_ms,
+              r.gemm_flops_per_step / r.gemm_peak_gflops / 1e6 + r.optimizer_bytes / r.copy_gbps / 1e6,
+              1e-9 * r.hw_floor_ms);
+  EXPECT_DOUBLE_EQ(r.hw_floor_ratio, r.step_ms.median / r.hw_floor_ms);
+  EXPECT_GT(r.max_rss_bytes, 0u);
+  for (const char* key : {"hw_floor_ms", "hw_floor_ratio", "gemm_peak_gflops", "copy_gbps", "max_rss_bytes"}) {
+    EXPECT_TRUE(j[key].is_number()) << key;
+  }
+}
+
+// The benchmark's steps are TrainStep's: a config given to it changes what the step does (here
+// SGD instead of Adam: no moment buffers, so no optimizer state at all).
+TEST(StepBenchRun, TheStepConfigReachesTheStep) {
+  StepBenchmark sgd("mlp", StepConfig{.precision = "fp32", .optimizer = "sgd", .lr = 0.1f}, 8);
+  const StepBenchResult r = sgd.run(1, 0);
+  const double params = static_cast<double>(models::make_model("mlp", 0)->parameter_count());
+  // SGD with momentum: gradient read, parameter and momentum buffer read and written.
+  EXPECT_DOUBLE_EQ(r.optimizer_bytes, 20.0 * params);
+  EXPECT_THROW(StepBenchmark("mlp", StepConfig{.loss_scaling = "static"}, 8), ValueError);
 }
 
 // With the caching allocator on, steps after the first reuse the blocks the first one freed:

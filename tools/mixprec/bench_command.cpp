@@ -33,6 +33,7 @@ struct BenchFlags {
   std::uint64_t seed = 0;
   std::int64_t width = 0;
   bool json = false;
+  train::StepConfig step{.precision = "fp32", .scheduler = "none"};  // precision/seed set below
 };
 
 std::vector<std::string> split_list(const std::string& text) {
@@ -49,6 +50,9 @@ std::vector<std::string> split_list(const std::string& text) {
 // Checks every flag before any model is built, naming the flag at fault.
 void validate(const BenchFlags& f, bool precision_given) {
   validate_step_flags(kOp, f.model, f.steps, f.warmup, f.batch_size, f.threads);
+  train::StepConfig step = f.step;
+  step.precision = "fp32";  // checked on its own below
+  step.validate(kOp);
   MIXPREC_CHECK(f.width == 0 || (f.model == "seed-mlp" && f.width >= 1 && f.width <= 16384),
                 ValueError, kOp,
                 "--width applies to seed-mlp only and must be in [1, 16384], got " << f.width
@@ -82,16 +86,22 @@ void print_result(const train::StepBenchResult& r) {
               r.flops_per_step / 1e9, r.gflops);
   std::printf("GEMMs alone   %s (%s)%s%s\n", fmt_ms(r.gemm_ms).c_str(), r.gemm_dtype.c_str(),
               r.gemm_note.empty() ? "" : ": ", r.gemm_note.c_str());
-  std::printf("optimizer     %.2f ms (Adam step alone)\n", r.optimizer_ms);
+  std::printf("optimizer     %.2f ms (the optimizer step alone)\n", r.optimizer_ms);
   if (r.floor_ratio) {
     std::printf("floor ratio   %.2f (step / (GEMMs + optimizer); 1.0 = nothing but the floor)\n",
                 *r.floor_ratio);
   }
+  std::printf("machine floor %.2f ms: %.2f GFLOP of GEMMs at %.1f GFLOP/s (%s peak measured now) + "
+              "%s of optimizer traffic at %.1f GB/s -> step / floor %.2f\n",
+              r.hw_floor_ms, r.gemm_flops_per_step / 1e9, r.gemm_peak_gflops, r.gemm_dtype.c_str(),
+              format_mib(static_cast<std::size_t>(r.optimizer_bytes)).c_str(), r.copy_gbps,
+              r.hw_floor_ratio);
   std::printf("peak memory   total %s:", format_mib(r.memory.total_peak).c_str());
   for (std::size_t c = 0; c < kMemoryCategoryCount; ++c) {
     std::printf(" %s %s%s", name(static_cast<MemoryCategory>(c)), format_mib(r.memory.peak[c]).c_str(),
                 c + 1 < kMemoryCategoryCount ? "," : "\n");
   }
+  std::printf("process RSS   %s at its peak (getrusage)\n", format_mib(r.max_rss_bytes).c_str());
   std::printf("allocations   %.1f per step from the system (%.1f tensors per step, served by the "
               "cache; %s cached)\n",
               r.allocations_per_step, r.tensor_allocations_per_step,
@@ -108,7 +118,9 @@ void run_compare(const BenchFlags& f) {
       std::printf("[%s] running %d warm-up + %d timed steps...\n", mode.c_str(), f.warmup, f.steps);
       std::fflush(stdout);
     }
-    train::StepBenchmark bench(f.model, mode, f.batch_size, f.seed, f.width);
+    train::StepConfig step = f.step;
+    step.precision = mode;
+    train::StepBenchmark bench(f.model, step, f.batch_size, f.width);
     results.push_back(bench.run(f.steps, f.warmup));
   }
   const train::StepBenchResult& ref = results.front();
@@ -184,22 +196,28 @@ void add_bench_command(CLI::App& app) {
   cmd->add_option("--width", f->width,
                   "seed-mlp only: hidden width W (1024-W-W-10) instead of 4096, for scaling runs");
   cmd->add_flag("--json", f->json, "Print JSON instead of text");
-  cmd->footer("Examples:\n"
+  add_step_config_flags(cmd, f->step);
+  cmd->footer("Each step is the training step of `mixprec train` (train/train_step.h) with the\n"
+              "step flags above; inputs are synthetic.\n"
+              "Examples:\n"
               "  mixprec bench --model seed-mlp --precision bf16 --steps 10 --json\n"
+              "  mixprec bench --model seed-mlp --precision fp16 --loss-scaling predictive --clip 1\n"
               "  mixprec bench --model cnn --compare fp32,bf16,fp16 --steps 10");
   cmd->callback([f, batch, threads, precision_opt, batch_opt, threads_opt] {
     BenchFlags flags = *f;
     models::model_spec(flags.model);  // unknown model: ValueError before anything else
     flags.batch_size = batch_opt->count() > 0 ? *batch : train::default_batch_size(flags.model);
     flags.threads = threads_opt->count() > 0 ? *threads : num_threads();
+    flags.step.seed = flags.seed;
     validate(flags, precision_opt->count() > 0);
     if (threads_opt->count() > 0) set_num_threads(flags.threads);
     if (!flags.compare.empty()) {
       run_compare(flags);
       return;
     }
-    train::StepBenchmark bench(flags.model, flags.precision, flags.batch_size, flags.seed,
-                               flags.width);
+    train::StepConfig step = flags.step;
+    step.precision = flags.precision;
+    train::StepBenchmark bench(flags.model, step, flags.batch_size, flags.width);
     const train::StepBenchResult r = bench.run(flags.steps, flags.warmup);
     if (flags.json) {
       std::printf("%s\n", train::to_json(r).c_str());

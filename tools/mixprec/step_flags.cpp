@@ -18,4 +18,22 @@ void validate_step_flags(const char* op, const std::string& model, int steps, in
                 "--threads must be in [1, 1024], got " << threads);
 }
 
+void add_step_config_flags(CLI::App* cmd, train::StepConfig& step) {
+  cmd->add_option("--optimizer", step.optimizer, "sgd (momentum 0.9), adam or adamw")->capture_default_str();
+  cmd->add_option("--lr", step.lr, "Learning rate")->capture_default_str();
+  cmd->add_option("--weight-decay", step.weight_decay, "Weight decay (decoupled for adamw)")
+      ->capture_default_str();
+  cmd->add_option("--clip", step.clip, "Clip the gradient norm to this (after unscaling); 0 = off")
+      ->capture_default_str();
+  cmd->add_option("--accum", step.accum, "Micro-batches accumulated per optimizer step")
+      ->capture_default_str();
+  cmd->add_option("--loss-scaling", step.loss_scaling,
+                  "fp16 loss scaling: dynamic (grow/back off by trial) or predictive (from the "
+                  "gradient amax)")
+      ->capture_default_str();
+  cmd->add_option("--scaler-growth-interval", step.scaler_growth_interval,
+                  "fp16: clean steps before the loss scale grows")
+      ->capture_default_str();
+}
+
 }  // namespace mixprec::tools

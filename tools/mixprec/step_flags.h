@@ -4,6 +4,10 @@
 #include <cstdint>
 #include <string>
 
+#include <CLI/CLI.hpp>
+
+#include "mixprec/train/train_step.h"
+
 namespace mixprec::tools {
 
 /// Throws ValueError prefixed with op, naming the flag at fault: unknown --model, --steps
@@ -11,5 +15,10 @@ namespace mixprec::tools {
 /// --threads outside [1, 1024].
 void validate_step_flags(const char* op, const std::string& model, int steps, int warmup,
                          std::int64_t batch_size, int threads);
+
+/// Adds the flags of one optimizer step that `mixprec train` also has (--optimizer, --lr,
+/// --weight-decay, --clip, --accum, --loss-scaling, --scaler-growth-interval), bound to step, so
+/// that `mixprec bench` and `mixprec profile` time the step training would run.
+void add_step_config_flags(CLI::App* cmd, train::StepConfig& step);
 
 }  // namespace mixprec::tools

@@ -36,6 +36,9 @@ struct MemoryStats {
 MemoryStats memory_stats();
 /// Resets every peak to the current value (per category and total).
 void reset_peak_memory();
+/// The process's peak resident set size so far (getrusage ru_maxrss), in bytes: everything the
+/// process touched, not only tensors; what peak-memory comparisons with other frameworks use.
+std::size_t peak_resident_bytes();
 /// Returns every cached free block to the system (like torch.cuda.empty_cache()).
 void empty_cache();
 /// Sets the most bytes the cache keeps in free blocks and returns the previous limit; 0 turns

@@ -4,13 +4,15 @@
 #include <cstdint>
 #include <string>
 
+#include "mixprec/core/dtype.h"
 #include "mixprec/diagnostics/profiler.h"
 
 namespace mixprec::diagnostics {
 
 /// This machine's measured ceilings, the two lines of its roofline.
 struct MachinePeaks {
-  double gflops = 0;            ///< best f32 GEMM rate through mixprec::matmul, GFLOP/s
+  double gflops = 0;            ///< best GEMM rate through mixprec::matmul in gemm_dtype, GFLOP/s
+  DType gemm_dtype = DType::f32;
   double gbytes_per_s = 0;      ///< best large-copy rate (bytes read + written), GB/s
   std::int64_t gemm_n = 0;      ///< the GEMM measured was gemm_n x gemm_n x gemm_n
   std::int64_t copy_bytes = 0;  ///< size of the buffer copied
@@ -19,12 +21,13 @@ struct MachinePeaks {
   double ridge() const { return gbytes_per_s > 0 ? gflops / gbytes_per_s : 0.0; }
 };
 
-/// Measures the peaks on the current threads: the best of `repeats` f32 GEMMs of size gemm_n
+/// Measures the peaks on the current threads: the best of `repeats` GEMMs in gemm_dtype (both
+/// operands and the result; f32 accumulation) of size gemm_n
 /// (after one untimed call that creates the oneDNN primitive) and the best of `repeats` parallel
 /// copies of copy_mib MiB. Takes well under a second at the defaults. ValueError unless
 /// gemm_n in [16, 8192], copy_mib in [1, 4096] and repeats in [1, 100].
 MachinePeaks measure_machine_peaks(std::int64_t gemm_n = 1024, std::int64_t copy_mib = 64,
-                                   int repeats = 5);
+                                   int repeats = 5, DType gemm_dtype = DType::f32);
 
 /// "compute-bound" when flops / bytes >= peaks.ridge(), "memory-bound" below it, "n/a" when the
 /// op moved no bytes or did no arithmetic (a pure copy is "memory-bound" only if it did FLOPs).

@@ -60,6 +60,13 @@ class Optimizer {
   const std::vector<Tensor>& params() const noexcept { return params_; }
   /// Number of step() calls that updated at least one parameter.
   std::int64_t steps() const noexcept { return steps_; }
+  /// The bytes one step must move for parameter i at least: its gradient read (the parameter's
+  /// size when it has none yet), its fp32 master and state buffers read and written, the
+  /// parameter written (and read too when it has no master). What the profiler charges the
+  /// update with, and the optimizer's share of a step's memory-bandwidth floor.
+  std::size_t update_bytes(std::size_t i) const;
+  /// update_bytes summed over every parameter.
+  std::size_t step_bytes() const;
   /// Name used in error messages: "SGD", "Adam", "AdamW".
   const std::string& name() const noexcept { return name_; }
   /// Options given at construction.

@@ -13,6 +13,7 @@
 #include "mixprec/core/memory.h"
 #include "mixprec/core/tensor.h"
 #include "mixprec/nn/module.h"
+#include "mixprec/train/train_step.h"
 
 namespace mixprec::train {
 
@@ -36,6 +37,10 @@ struct LayerCost {
 /// to apply them in order, except BasicBlock whose "shortcut" child reads the block's input.
 /// ValueError if input_shape is empty or has a dimension < 1; ShapeError if the model rejects it.
 std::vector<LayerCost> count_layer_flops(nn::Module& model, const Shape& input_shape);
+
+/// FLOPs of the GEMMs (and convolutions) one training step really runs: the forward, the
+/// weight gradient, and the input gradient of every layer but the first (autograd skips it).
+double step_gemm_flops(const std::vector<LayerCost>& layers);
 
 /// FLOPs of one training step: 3x the forward FLOPs of the layers (forward, plus the gradients
 /// with respect to inputs and to weights, each costing one forward). The first layer's input
@@ -68,6 +73,21 @@ struct StepBenchResult {
   double optimizer_ms = 0;         ///< median time of optimizer.step() alone
   /// step_ms.median / (gemm_ms + optimizer_ms): how far the step is above its compute floor.
   std::optional<double> floor_ratio;
+  /// The machine's own floor: this machine's peaks measured in the same run (the best GEMM of
+  /// 2048^3 in gemm_dtype through mixprec::matmul, and a parallel copy of 64 MiB counting bytes
+  /// read + written) ...
+  double gemm_peak_gflops = 0;
+  double copy_gbps = 0;
+  double gemm_flops_per_step = 0;  ///< step_gemm_flops of the layers
+  double optimizer_bytes = 0;      ///< optim::Optimizer::step_bytes()
+  /// ... and the step at them: gemm_flops_per_step at gemm_peak_gflops plus optimizer_bytes at
+  /// copy_gbps, in ms. Everything else the step does (activations, loss, casts, the gradient
+  /// norm) counts as overhead above it.
+  double hw_floor_ms = 0;
+  double hw_floor_ratio = 0;       ///< step_ms.median / hw_floor_ms
+  /// Peak resident memory of the whole process at the end of the timed steps (before the
+  /// floors are measured), from getrusage: what compares with another framework's process.
+  std::size_t max_rss_bytes = 0;
   MemoryStats memory;              ///< peaks over the timed steps (reset after warm-up)
   /// Storage blocks taken from the system allocator per timed step (caching-allocator misses);
   /// 0 in steady state. Host-side objects (autograd nodes, shapes) are not counted.
@@ -85,21 +105,24 @@ struct StepBenchResult {
 /// step_ms{median,min,max}, gemm_ms (null if not measured), optimizer_ms, gflops,
 /// peak_bytes{parameter,gradient,optimizer_state,activation,workspace,total},
 /// allocations_per_step, cpu_flags, and more (samples_per_second, floor_ratio,
-/// tensor_allocations_per_step, cached_bytes, ...).
+/// tensor_allocations_per_step, cached_bytes, hw_floor_ms, hw_floor_ratio, gemm_peak_gflops,
+/// copy_gbps, max_rss_bytes, ...).
 std::string to_json(const StepBenchResult& result, int indent = 2);
 
-/// Times training steps of one built-in model in one precision mode. Each step, as in
-/// Trainer::run: forward and cross-entropy under autocast, loss.item(), scaler.scale(loss)
-/// .backward(), scaler.unscale, gradient norm (clip_grad_norm with an infinite bound),
-/// scaler.step, scaler.update, zero_grad; with Adam (lr 1e-3), a GradScaler enabled for fp16
-/// only, and no LR scheduler. Inputs are Tensor::randn of the model's sample shape and labels
-/// fixed pseudo-random classes, both from the seed: no dataset is read.
+/// Times training steps of one built-in model: each step is a TrainStep::run (train_step.h),
+/// the very step the Trainer runs, with the StepConfig given (precision, optimizer, clipping,
+/// accumulation, loss scaling, schedule). Inputs are Tensor::randn of the model's sample shape
+/// and labels fixed pseudo-random classes, both from the config's seed: no dataset is read.
 class StepBenchmark {
  public:
-  /// precision: fp32, bf16, fp16, pure-bf16, pure-bf16-sr or auto; batch_size 0 = the model's
-  /// default (default_batch_size). ValueError on an unknown model/precision or a batch size
-  /// outside [0, 65536].
-  /// width > 0 sets seed-mlp's hidden width (models::make_seed_mlp); ValueError for other models.
+  /// step: as StepConfig::validate accepts; batch_size 0 = the model's default
+  /// (default_batch_size). ValueError on an unknown model, an invalid config or a batch size
+  /// outside [0, 65536]. width > 0 sets seed-mlp's hidden width (models::make_seed_mlp);
+  /// ValueError for other models.
+  StepBenchmark(std::string model, const StepConfig& step, std::int64_t batch_size = 0,
+                std::int64_t width = 0);
+  /// The benchmark's default step: Adam (lr 1e-3), no schedule, no clipping, accum 1, dynamic
+  /// loss scaling for fp16; precision: fp32, bf16, fp16, pure-bf16, pure-bf16-sr or auto.
   StepBenchmark(std::string model, std::string precision, std::int64_t batch_size = 0,
                 std::uint64_t seed = 0, std::int64_t width = 0);
   ~StepBenchmark();

@@ -16,6 +16,7 @@
 #include "mixprec/core/memory.h"
 #include "mixprec/nn/module.h"
 #include "mixprec/train/metrics.h"
+#include "mixprec/train/train_step.h"
 
 namespace mixprec::train {
 
@@ -52,6 +53,8 @@ struct TrainConfig {
 
   /// ValueError with an actionable message for any out-of-range or unknown value.
   void validate() const;
+  /// The fields that shape one optimizer step, with the schedule lasting scheduler_steps.
+  StepConfig step_config(std::int64_t scheduler_steps) const;
 };
 
 /// What one epoch produced. Memory figures are peaks during the epoch, by category.
