@@ -316,11 +316,18 @@ else:
           " mixprec is faster; ours16/32 (torch16/32): that side's 16-bit step over its fp32"
           " step; ours/hw: our step over mixprec's hardware floor for it (n/a: not reported).")
     print()
-    print("peak resident memory of the whole process, same run (ours vs torch):")
+    print("peak resident memory of the whole process, same run (ours vs torch; in brackets the"
+          " peak up to process exit, measured by maxrss.py: ours' includes its floor runs, both"
+          " the interpreter's or program's shutdown):")
     for r in rows:
-        print("  %-9s %-5s ours %8s MiB, torch %8s MiB, ours/torch %s" % (
+        exit_peak = [number(load(os.path.join(out, "%s-%s-%s.rss" % (side, r["workload"],
+                                                                     r["precision"]))),
+                            "max_rss_bytes") for side in ("ours", "theirs")]
+        print("  %-9s %-5s ours %6s MiB, torch %6s MiB, ours/torch %6s  [%s / %s MiB]" % (
             r["workload"], r["precision"], fmt(r["orss"] and r["orss"] / MIB, "%.0f"),
-            fmt(r["trss"] and r["trss"] / MIB, "%.0f"), fmt(ratio(r["orss"], r["trss"]), "%.2fx")))
+            fmt(r["trss"] and r["trss"] / MIB, "%.0f"), fmt(ratio(r["orss"], r["trss"]), "%.2fx"),
+            fmt(exit_peak[0] and exit_peak[0] / MIB, "%.0f"),
+            fmt(exit_peak[1] and exit_peak[1] / MIB, "%.0f")))
     print()
     print("min..max and floors:")
     for r in rows:
