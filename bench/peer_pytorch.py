@@ -1,23 +1,46 @@
 #!/usr/bin/env python3
-"""PyTorch (CPU) peer of `mixprec bench`: the same workloads, batch sizes and optimizer, timed the
-same way (per-step wall-clock after a warm-up), so bench/compare.sh can print ours/theirs ratios.
+"""PyTorch (CPU) peer of `mixprec bench`: the same workloads, batch sizes, optimizer and step
+structure, timed the same way (per-step wall-clock after a warm-up), so bench/compare.sh can print
+ours/theirs ratios.
 
-Workloads:
-  seed-mlp  Linear 1024-4096, ReLU, 4096-4096, ReLU, 4096-10; batch 256; Adam lr 1e-3;
-            cross-entropy on random data.
-  cnn       The Fashion-MNIST CNN (conv3x3-BN-ReLU-maxpool x2, 32/64 channels, Linear 3136-128-10);
-            batch 128; Adam lr 1e-3; also reports seconds per epoch (469 steps), extrapolated
-            from the step time, or measured on the real data set with --real-epoch.
-Precisions: fp32, and bf16 = fp32 weights with torch.autocast("cpu", dtype=torch.bfloat16)
-around the forward pass and the loss (PyTorch's standard CPU mixed precision; no loss scaling).
+Usage: peer_pytorch.py [--workload seed-mlp|cnn|all] [--precision fp32|bf16|fp16|all]
+                       [--steps N] [--warmup W] [--threads T] [--real-epoch] [--json]
+Typical use: build-peer/bin/python bench/peer_pytorch.py --workload cnn --precision fp16 --json
+(build-peer/ is the venv bench/setup-peer.sh makes: torch 2.x from PyPI).
 
-Runs in Debian's python3 with python3-torch 1.13 and in any python with torch 2.x; the torch
-version is part of every result. Typical use: /usr/bin/python3 bench/peer_pytorch.py --json
+Workloads (the models of src/models/zoo.cpp):
+  seed-mlp  Linear 1024-4096, ReLU, 4096-4096, ReLU, 4096-10; batch 256; random data.
+  cnn       The Fashion-MNIST CNN (conv3x3-BN-ReLU-maxpool x2, 32/64 channels, no conv bias,
+            Linear 3136-128, ReLU, 128-10); batch 128; also reports seconds per epoch (469
+            steps), extrapolated from the step time, or measured on the real data set with
+            --real-epoch.
+Every step is the one `mixprec bench` times: forward + cross-entropy under the precision's
+autocast, (scaled) backward, unscale, the total gradient norm (computed every step, nothing
+clipped), Adam (lr 1e-3) step through the scaler, scaler update, gradients dropped.
+Precisions (weights and Adam state stay fp32 in all three):
+  fp32  no autocast; the scaler is disabled (a pass-through, as ours is).
+  bf16  torch.autocast("cpu", dtype=torch.bfloat16) around forward + loss; no loss scaling.
+  fp16  torch.autocast("cpu", dtype=torch.float16) around forward + loss, with the dynamic loss
+        scaler torch.amp.GradScaler("cpu") (init scale 2^16, growth interval 2000: ours' too).
+
+A precision whose first step is slower than --slow-step-s (16-bit autocast on CPUs without
+AVX512_BF16/AVX512_FP16 can be ~100x slower than fp32) is not skipped but shortened: at most one
+warm-up step and fewer timed steps (at least 2) so the run fits in about --budget-s seconds; the
+JSON's "shortened" then says why (false otherwise). --real-epoch stops after --epoch-budget-s and
+extrapolates the epoch from the batches done, also noted in "shortened".
+
+Each JSON result also has the torch version, the threads, torch's BLAS/oneDNN build, and
+max_rss_bytes: the peak resident memory of this whole process up to the end of that run (runs
+in one process accumulate; bench/compare.sh starts one process per run).
 """
 import argparse
+import collections
 import gzip
 import json
+import math
 import os
+import re
+import resource
 import statistics
 import sys
 import time
@@ -26,9 +49,9 @@ torch = nn = None  # imported in main(), after the thread environment is set
 
 
 FASHION_DIR = "/usr/share/datasets/fashion-mnist"
-CNN_STEPS_PER_EPOCH = 469  # ceil(60000 / 128), as the real epoch runs (last batch partial)
 CPU_FLAG_PREFIXES = ("avx512", "amx")
 CPU_FLAGS_EXACT = ("avx2", "f16c", "fma")
+PRECISIONS = ("fp32", "bf16", "fp16")
 BLAS = "unknown"  # set in main()
 
 
@@ -47,7 +70,7 @@ def cpu_flags():
 
 
 def import_torch(threads):
-    """Imports torch with every thread pool it may use (OpenMP, and OpenBLAS, which Debian's
+    """Imports torch with every thread pool it may use (OpenMP, MKL, and OpenBLAS, which a
     generic-BLAS torch calls for fp32 GEMMs and which ignores torch.set_num_threads) capped at
     `threads`; an explicit environment setting wins."""
     global torch, nn
@@ -57,19 +80,17 @@ def import_torch(threads):
         import torch as torch_module
         import torch.nn as nn_module
     except ImportError:
-        sys.exit("peer_pytorch.py: torch is not importable from %s; run it with /usr/bin/python3 "
-                 "after `apt-get install -y python3-torch`, or with a python that has torch 2.x"
-                 % sys.executable)
+        sys.exit("peer_pytorch.py: torch is not importable from %s; make the peer venv with "
+                 "bench/setup-peer.sh and run this with its bin/python" % sys.executable)
     torch, nn = torch_module, nn_module
     torch.set_num_threads(threads)
 
 
 def blas_library():
-    """Which BLAS library torch's fp32 GEMMs use: "mkl" when torch was built with MKL, else the
-    file name of the libblas/openblas/blis this process mapped after one matmul. Debian's torch
-    is built against the generic libblas.so.3, which is netlib's unoptimized reference BLAS
-    (~100x slower) unless an optimized alternative (apt-get install libopenblas0-pthread) is
-    installed."""
+    """Which BLAS library torch's fp32 GEMMs use: "mkl" when torch was built with MKL (PyPI's
+    x86 wheels are), else the file name of the libblas/openblas/blis this process mapped after
+    one matmul. Debian's torch is built against the generic libblas.so.3, which is netlib's
+    unoptimized reference BLAS (~100x slower) unless an optimized alternative is installed."""
     torch.ones(64, 64) @ torch.ones(64, 64)
     if "BLAS_INFO=mkl" in torch.__config__.show():
         return "mkl"
@@ -94,6 +115,37 @@ def reference_blas(blas):
     return any(p.endswith("/blas/libblas.so.3") for p in blas.split(","))
 
 
+def torch_build():
+    """The parts of torch.__config__.show() that decide CPU speed: BLAS, MKL and oneDNN versions,
+    the CPU code path torch dispatches to, and the parallel backend."""
+    text = torch.__config__.show()
+
+    def find(pattern):
+        m = re.search(pattern, text)
+        return m.group(1).strip() if m else None
+
+    capability = None
+    try:
+        capability = torch.backends.cpu.get_cpu_capability()
+    except AttributeError:  # torch < 2.1
+        capability = find(r"CPU capability usage: (\S+)")
+    return {
+        "blas_info": find(r"BLAS_INFO=([^,\s]+)"),
+        "mkl": find(r"Math Kernel Library Version ([0-9.]+)"),
+        "onednn": find(r"MKL-DNN (v[0-9.]+)"),
+        "cpu_capability": capability,
+        "openmp": "USE_OPENMP=ON" in text,
+    }
+
+
+# --- workloads -----------------------------------------------------------------------------------
+# A workload: its model factory, batch size, a maker of one synthetic batch (inputs, targets), and
+# the steps of one real epoch (None: no data set). The loss is cross-entropy over the last axis of
+# the output, so a future "gpt" workload (token ids in, [batch, seq, vocab] logits out, targets
+# [batch, seq]) needs only an entry here with its factory and batch maker.
+Workload = collections.namedtuple("Workload", "build batch_size make_batch steps_per_epoch")
+
+
 def seed_mlp():
     return nn.Sequential(nn.Linear(1024, 4096), nn.ReLU(), nn.Linear(4096, 4096), nn.ReLU(),
                          nn.Linear(4096, 10))
@@ -106,48 +158,131 @@ def fashion_cnn():
         nn.Flatten(), nn.Linear(3136, 128), nn.ReLU(), nn.Linear(128, 10))
 
 
+def classification_batch(sample_shape, classes=10):
+    """Standard-normal inputs and uniform labels, as `mixprec bench` makes them."""
+    def make(batch):
+        return torch.randn(batch, *sample_shape), torch.randint(0, classes, (batch,))
+    return make
+
+
 WORKLOADS = {
-    # name: (model factory, batch size, input shape without the batch)
-    "seed-mlp": (seed_mlp, 256, (1024,)),
-    "cnn": (fashion_cnn, 128, (1, 28, 28)),
+    "seed-mlp": Workload(seed_mlp, 256, classification_batch((1024,)), None),
+    # 469 = ceil(60000 / 128): the real epoch's batches (the last one partial)
+    "cnn": Workload(fashion_cnn, 128, classification_batch((1, 28, 28)), 469),
 }
 
 
+# --- the training step ---------------------------------------------------------------------------
+def total_grad_norm(params):
+    """The total 2-norm of the gradients, computed the way ours is every step (nothing clipped).
+    torch >= 2.6 has get_total_norm, which computes the norm only, as ours does. Older torch
+    only has clip_grad_norm_, which with max_norm=inf still multiplies every gradient by 1.0 (an
+    extra read+write pass ours skips when nothing is clipped)."""
+    grads = [p.grad for p in params if p.grad is not None]
+    if hasattr(nn.utils, "get_total_norm"):
+        return nn.utils.get_total_norm(grads)
+    return nn.utils.clip_grad_norm_(params, math.inf)
+
+
+def grad_norm_method():
+    return ("torch.nn.utils.get_total_norm" if hasattr(nn.utils, "get_total_norm")
+            else "torch.nn.utils.clip_grad_norm_(max_norm=inf)")
+
+
 class Step:
-    """One training step (zero_grad, forward+loss under the precision's autocast, backward, Adam)."""
+    """One training step in the order `mixprec bench` (and its Trainer) runs it: forward + loss
+    under the precision's autocast, scaled backward, unscale, total gradient norm, optimizer step
+    through the scaler, scaler update, zero_grad."""
+
+    LOWER = {"bf16": "bfloat16", "fp16": "float16"}
 
     def __init__(self, model, precision):
         self.model = model
-        self.opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+        self.params = [p for p in model.parameters() if p.requires_grad]
+        self.opt = torch.optim.Adam(self.params, lr=1e-3)
         self.loss_fn = nn.CrossEntropyLoss()
-        self.bf16 = precision == "bf16"
+        self.lower = getattr(torch, self.LOWER[precision]) if precision in self.LOWER else None
+        self.scaler = None  # fp32 and bf16: none, as ours' disabled scaler passes everything through
+        if precision == "fp16":
+            if not hasattr(torch, "amp") or not hasattr(torch.amp, "GradScaler"):
+                sys.exit("peer_pytorch.py: fp16 needs torch.amp.GradScaler (torch >= 2.3); this "
+                         "is torch %s (make the peer venv with bench/setup-peer.sh)"
+                         % torch.__version__)
+            self.scaler = torch.amp.GradScaler("cpu")  # init 2^16, x2 per 2000 clean, x0.5
+        self.checked = False
+
+    def loss(self, out, y):
+        """Cross-entropy over the output's last axis (a classifier's [batch, classes], or a
+        language model's [batch, seq, vocab] against [batch, seq] targets)."""
+        return self.loss_fn(out.reshape(-1, out.shape[-1]), y.reshape(-1))
+
+    def forward_loss(self, x, y):
+        if self.lower is None:
+            return self.loss(self.model(x), y)
+        with torch.autocast("cpu", dtype=self.lower):
+            out = self.model(x)
+            # A torch without CPU autocast for this dtype warns and runs fp32: refuse that.
+            if not self.checked and out.dtype != self.lower:
+                sys.exit("peer_pytorch.py: torch %s did not autocast the model to %s on the CPU "
+                         "(its output is %s), so its numbers would be fp32's"
+                         % (torch.__version__, self.lower, out.dtype))
+            self.checked = True
+            return self.loss(out, y)
 
     def __call__(self, x, y):
-        self.opt.zero_grad(set_to_none=True)
-        if self.bf16:
-            with torch.autocast("cpu", dtype=torch.bfloat16):
-                loss = self.loss_fn(self.model(x), y)
+        loss = self.forward_loss(x, y)
+        value = loss.item()  # ours reads the loss here too (CPU execution is synchronous)
+        if self.scaler is None:
+            loss.backward()
+            total_grad_norm(self.params)
+            self.opt.step()
         else:
-            loss = self.loss_fn(self.model(x), y)
-        loss.backward()
-        self.opt.step()
-        return loss
+            self.scaler.scale(loss).backward()
+            self.scaler.unscale_(self.opt)
+            total_grad_norm(self.params)  # of the unscaled gradients, as ours
+            self.scaler.step(self.opt)  # skipped when a gradient is inf/NaN
+            self.scaler.update()
+        # set_to_none=True (torch's default): the gradients are dropped and backward allocates
+        # them anew, which is what ours' Optimizer::zero_grad does (it resets every grad to an
+        # empty tensor); zeroing in place would add a memset pass ours does not have.
+        self.opt.zero_grad(set_to_none=True)
+        return value
 
 
-def time_steps(step, x, y, warmup, steps):
-    """Per-step wall-clock milliseconds of `steps` steps after `warmup` untimed ones, and the
-    process CPU milliseconds of each (all threads): on a shared machine, cpu well below
-    threads * wall means the step waited for a core."""
-    for _ in range(warmup):
+def time_one(step, x, y):
+    """(wall ms, process CPU ms over all threads) of one step."""
+    c0, t0 = time.process_time(), time.perf_counter()
+    step(x, y)
+    return (time.perf_counter() - t0) * 1e3, (time.process_time() - c0) * 1e3
+
+
+def time_steps(step, x, y, warmup, steps, args):
+    """Per-step wall-clock and process-CPU milliseconds of the timed steps, the warm-up and timed
+    step counts actually run, and the reason they were shortened (False if not). The first step
+    (a warm-up one, or the first timed one when warmup is 0) is timed: when it is slower than
+    --slow-step-s and the planned run would exceed --budget-s, warm-up drops to at most the one
+    step done and the timed steps to what fits the budget (at least 2, at most as asked)."""
+    first = time_one(step, x, y)
+    times, cpu = ([], []) if warmup > 0 else ([first[0]], [first[1]])
+    first_s = first[0] / 1e3
+    shortened = False
+    planned_s = first_s * (warmup + steps)
+    if first_s > args.slow_step_s and planned_s > args.budget_s:
+        new_warmup = min(warmup, 1)
+        fits = int(args.budget_s / first_s) - new_warmup
+        new_steps = min(steps, max(2, fits))
+        shortened = ("the first step took %.1f s (> %g s; %d+%d steps would take ~%.0f s): ran "
+                     "%d warm-up + %d timed steps to stay within ~%g s"
+                     % (first_s, args.slow_step_s, warmup, steps, planned_s, new_warmup,
+                        new_steps, args.budget_s))
+        warmup, steps = new_warmup, new_steps
+    for _ in range(warmup - 1):  # the first warm-up step is done
         step(x, y)
-    times, cpu = [], []
-    for _ in range(steps):
-        c0, t0 = time.process_time(), time.perf_counter()
-        loss = step(x, y)
-        loss.item()  # CPU execution is synchronous; item() just makes the step's end explicit
-        times.append((time.perf_counter() - t0) * 1e3)
-        cpu.append((time.process_time() - c0) * 1e3)
-    return times, cpu
+    while len(times) < steps:
+        wall, c = time_one(step, x, y)
+        times.append(wall)
+        cpu.append(c)
+    return times, cpu, warmup, steps, shortened
 
 
 def read_idx(path):
@@ -160,68 +295,101 @@ def read_idx(path):
     return np.frombuffer(data, dtype=np.uint8, offset=4 + 4 * ndim).reshape(dims)
 
 
-def real_epoch_seconds(step, batch_size):
-    """Wall-clock seconds of one shuffled epoch over the Fashion-MNIST training set."""
+def real_epoch(step, batch_size, budget_s):
+    """(seconds, batches run, batches in the epoch) of one shuffled epoch over the Fashion-MNIST
+    training set, stopped once `budget_s` seconds have passed."""
     images = read_idx(os.path.join(FASHION_DIR, "train-images-idx3-ubyte.gz"))
     labels = read_idx(os.path.join(FASHION_DIR, "train-labels-idx1-ubyte.gz"))
     x_all = torch.from_numpy(images.astype("float32") / 255.0).unsqueeze(1)
     x_all = (x_all - 0.2860) / 0.3530  # the data set's mean / std, as the dataloader normalizes
     y_all = torch.from_numpy(labels.astype("int64"))
     perm = torch.randperm(x_all.shape[0])
+    total = math.ceil(x_all.shape[0] / batch_size)
+    done = 0
     t0 = time.perf_counter()
     for i in range(0, x_all.shape[0], batch_size):
         idx = perm[i:i + batch_size]
-        step(x_all[idx], y_all[idx]).item()
-    return time.perf_counter() - t0
+        step(x_all[idx], y_all[idx])
+        done += 1
+        if time.perf_counter() - t0 > budget_s:
+            break
+    return time.perf_counter() - t0, done, total
 
 
 def run(workload, precision, args):
     torch.manual_seed(0)
-    factory, batch, shape = WORKLOADS[workload]
-    model = factory()
+    wl = WORKLOADS[workload]
+    model = wl.build()
     model.train()
     step = Step(model, precision)
-    x = torch.randn(batch, *shape)
-    y = torch.randint(0, 10, (batch,))
-    times, cpu = time_steps(step, x, y, args.warmup, args.steps)
+    x, y = wl.make_batch(wl.batch_size)
+    times, cpu, warmup, steps, shortened = time_steps(step, x, y, args.warmup, args.steps, args)
     result = {
         "framework": "pytorch",
         "version": torch.__version__,
         "workload": workload,
         "precision": precision,
-        "batch_size": batch,
+        "batch_size": wl.batch_size,
         "threads": torch.get_num_threads(),
-        "steps": args.steps,
-        "warmup": args.warmup,
+        "steps": steps,
+        "warmup": warmup,
+        "shortened": shortened,
         "step_ms": {"median": statistics.median(times), "min": min(times), "max": max(times)},
         "step_cpu_ms": {"median": statistics.median(cpu)},
+        "grad_norm": grad_norm_method(),
         "blas": BLAS,
+        "torch_build": torch_build(),
         "cpu_flags": cpu_flags(),
         "load_average": list(os.getloadavg()),
     }
-    if workload == "cnn":
-        result["epoch_seconds"] = result["step_ms"]["median"] * CNN_STEPS_PER_EPOCH / 1e3
+    if wl.steps_per_epoch:
+        result["epoch_seconds"] = result["step_ms"]["median"] * wl.steps_per_epoch / 1e3
         result["epoch_seconds_source"] = "extrapolated"
         if args.real_epoch:
-            result["epoch_seconds"] = real_epoch_seconds(step, batch)
+            seconds, done, total = real_epoch(step, wl.batch_size, args.epoch_budget_s)
+            result["epoch_seconds"] = seconds * total / done
+            result["epoch_batches"] = done
             result["epoch_seconds_source"] = "measured"
+            if done < total:
+                result["epoch_seconds_source"] = "extrapolated from %d of %d real batches" % (
+                    done, total)
+                note = ("the real epoch stopped after %d of %d batches (%.0f s > --epoch-budget-s "
+                        "%g)" % (done, total, seconds, args.epoch_budget_s))
+                result["shortened"] = "; ".join(s for s in (shortened, note) if s)
+    # ru_maxrss is in KiB on Linux: the whole process's peak so far (python, torch, data).
+    result["max_rss_bytes"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
     return result
 
 
+class Parser(argparse.ArgumentParser):
+    def error(self, message):
+        """Bad usage: one line on stderr and exit status 2 (argparse would print the usage too)."""
+        self.exit(2, "%s: %s (see --help)\n" % (self.prog, message))
+
+
 def main():
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+    p = Parser(description=__doc__.split("\n\n")[0],
+                                epilog=__doc__.split("\n\n", 1)[1],
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--workload", choices=["seed-mlp", "cnn", "all"], default="all")
-    p.add_argument("--precision", choices=["fp32", "bf16", "all"], default="all")
+    p.add_argument("--workload", choices=list(WORKLOADS) + ["all"], default="all")
+    p.add_argument("--precision", choices=list(PRECISIONS) + ["all"], default="all")
     p.add_argument("--steps", type=int, default=20, help="timed steps (default 20)")
     p.add_argument("--warmup", type=int, default=3, help="untimed warm-up steps (default 3)")
     p.add_argument("--threads", type=int, default=2, help="torch.set_num_threads (default 2)")
     p.add_argument("--real-epoch", action="store_true",
                    help="cnn: also time one real epoch on Fashion-MNIST from " + FASHION_DIR)
+    p.add_argument("--slow-step-s", type=float, default=2.0,
+                   help="a first step slower than this may shorten the run (default 2)")
+    p.add_argument("--budget-s", type=float, default=120.0,
+                   help="wall-clock seconds a slow run is shortened to fit (default 120)")
+    p.add_argument("--epoch-budget-s", type=float, default=600.0,
+                   help="--real-epoch stops after this many seconds and extrapolates (default 600)")
     p.add_argument("--json", action="store_true", help="print a JSON list instead of a table")
     args = p.parse_args()
     if args.steps < 1 or args.warmup < 0 or args.threads < 1:
         p.error("--steps and --threads must be >= 1 and --warmup >= 0")
+    if args.slow_step_s <= 0 or args.budget_s <= 0 or args.epoch_budget_s <= 0:
+        p.error("--slow-step-s, --budget-s and --epoch-budget-s must be > 0")
     if args.real_epoch and not os.path.isdir(FASHION_DIR):
         p.error("--real-epoch needs the Fashion-MNIST files in " + FASHION_DIR)
 
@@ -230,26 +398,33 @@ def main():
     BLAS = blas_library()
     if reference_blas(BLAS):
         print("peer_pytorch.py: WARNING: torch's fp32 GEMMs use the reference BLAS %s (slow, "
-              "not a fair peer); apt-get install -y libopenblas0-pthread" % BLAS, file=sys.stderr)
+              "not a fair peer); use torch from PyPI (bench/setup-peer.sh)" % BLAS,
+              file=sys.stderr)
     workloads = list(WORKLOADS) if args.workload == "all" else [args.workload]
-    precisions = ["fp32", "bf16"] if args.precision == "all" else [args.precision]
+    precisions = list(PRECISIONS) if args.precision == "all" else [args.precision]
     results = [run(w, pr, args) for w in workloads for pr in precisions]
 
     if args.json:
         json.dump(results, sys.stdout, indent=2)
         print()
         return
-    print("pytorch %s (python %s), threads %d, blas %s\ncpu flags: %s"
-          % (torch.__version__, sys.version.split()[0], args.threads, BLAS,
-             " ".join(cpu_flags())))
-    print("%-9s %-5s %6s %10s %10s %10s %10s %8s" % ("workload", "prec", "batch", "median_ms",
-                                                      "min_ms", "max_ms", "cpu_ms", "epoch_s"))
+    build = torch_build()
+    print("pytorch %s (python %s), threads %d, blas %s, mkl %s, onednn %s, cpu path %s\n"
+          "cpu flags: %s" % (torch.__version__, sys.version.split()[0], args.threads, BLAS,
+                             build["mkl"], build["onednn"], build["cpu_capability"],
+                             " ".join(cpu_flags())))
+    print("%-9s %-5s %6s %10s %10s %10s %10s %8s %9s" % (
+        "workload", "prec", "batch", "median_ms", "min_ms", "max_ms", "cpu_ms", "epoch_s",
+        "rss_MiB"))
     for r in results:
         ms = r["step_ms"]
         epoch = "%.1f" % r["epoch_seconds"] if "epoch_seconds" in r else "-"
-        print("%-9s %-5s %6d %10.2f %10.2f %10.2f %10.2f %8s" % (
+        print("%-9s %-5s %6d %10.2f %10.2f %10.2f %10.2f %8s %9.0f" % (
             r["workload"], r["precision"], r["batch_size"], ms["median"], ms["min"], ms["max"],
-            r["step_cpu_ms"]["median"], epoch))
+            r["step_cpu_ms"]["median"], epoch, r["max_rss_bytes"] / 2**20))
+    for r in results:
+        if r["shortened"]:
+            print("note: %s %s shortened: %s" % (r["workload"], r["precision"], r["shortened"]))
     print("load average: %.2f %.2f %.2f" % os.getloadavg())
 
 
