@@ -5,6 +5,7 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdlib>
+#include <cstring>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -15,6 +16,7 @@
 #include "mixprec/core/cpu_features.h"
 #include "mixprec/core/error.h"
 #include "mixprec/core/verbose.h"
+#include "core/parallel_chunks.h"
 
 namespace mixprec::kernels {
 namespace {
@@ -98,25 +100,64 @@ struct Plan {
   const void* bias;
   void* c;
   bool c_in_workspace = false;
+  std::int64_t ldb = 0;  // B's row stride in elements when padded; 0 = dense
 };
 
+// oneDNN 2.6's f32 GEMM reads a row-major (non-transposed) B whose rows are a multiple of 4 KiB
+// apart about twice as slowly as one with any other stride (measured on Zen 2, AVX2: the seed
+// MLP's dX = dY W with W [4096, 4096] ran at 90 GFLOP/s, and at 188 with the rows 64 bytes
+// further apart; cache-set conflicts between the rows it streams). Such a B is copied with 64
+// bytes of padding per row when the copy (2 bytes moved per element and byte of B) is small
+// beside the GEMM: m >= 64 rows of A share every element of B.
+constexpr std::int64_t kConflictStrideBytes = 4096;
+constexpr std::int64_t kRowPadBytes = 64;
+constexpr std::int64_t kMinRowsForPadding = 64, kMinBElementsForPadding = 1 << 18;
+
+bool pad_b_rows(const MatmulDesc& d, std::size_t element_bytes) {
+  const auto row_bytes = d.n * static_cast<std::int64_t>(element_bytes);
+  return !d.trans_b && row_bytes % kConflictStrideBytes == 0 && d.m >= kMinRowsForPadding &&
+         d.k * d.n >= kMinBElementsForPadding;
+}
+
 // Rewrites the operands for oneDNN: f16 inputs (and bf16 ones when widen_inputs) become f32
-// copies, a bias oneDNN cannot take becomes f32, and a C it cannot write becomes an f32
-// workspace (pre-loaded when accumulating) that is rounded into C once, after the GEMM.
+// copies, a conflict-prone B gets padded rows (pad_b_rows), a bias oneDNN cannot take becomes
+// f32, and a C it cannot write becomes an f32 workspace (pre-loaded when accumulating) that is
+// rounded into C once, after the GEMM.
 Plan prepare(const MatmulDesc& desc, const void* a, const void* b, const void* bias, void* c,
              bool widen_inputs, Workspace& ws) {
   Plan p{desc, a, b, bias, c};
   const auto m = static_cast<std::size_t>(desc.m);
   const auto n = static_cast<std::size_t>(desc.n);
   const auto k = static_cast<std::size_t>(desc.k);
-  if (desc.dtype == DType::f16 || (widen_inputs && desc.dtype == DType::bf16)) {
+  const bool widen_ab = desc.dtype == DType::f16 || (widen_inputs && desc.dtype == DType::bf16);
+  if (widen_ab) {
     float* a32 = ws.a.get(m * k);
-    float* b32 = ws.b.get(k * n);
     widen(a, desc.dtype, a32, m * k);
-    widen(b, desc.dtype, b32, k * n);
     p.a = a32;
-    p.b = b32;
     p.d.dtype = DType::f32;
+  }
+  const std::size_t b_bytes = size_of(p.d.dtype);
+  if (pad_b_rows(p.d, b_bytes)) {
+    // Row r of B goes to r * ldb, widened on the way when needed: one pass either way.
+    p.ldb = desc.n + kRowPadBytes / static_cast<std::int64_t>(b_bytes);
+    const auto ldb = static_cast<std::size_t>(p.ldb);
+    std::byte* padded = reinterpret_cast<std::byte*>(ws.b.get((k * ldb * b_bytes + 3) / 4));
+    const std::size_t src_row = n * size_of(desc.dtype);
+    parallel_for(desc.k, true, [&](std::int64_t r) {
+      const auto row = static_cast<std::size_t>(r);
+      const std::byte* from = static_cast<const std::byte*>(b) + row * src_row;
+      std::byte* to = padded + row * ldb * b_bytes;
+      if (widen_ab) {
+        widen(from, desc.dtype, reinterpret_cast<float*>(to), n);
+      } else {
+        std::memcpy(to, from, src_row);
+      }
+    });
+    p.b = padded;
+  } else if (widen_ab) {
+    float* b32 = ws.b.get(k * n);
+    widen(b, desc.dtype, b32, k * n);
+    p.b = b32;
   }
   if (desc.has_bias && desc.bias_dtype != DType::f32 && desc.bias_dtype != p.d.dtype) {
     float* bias32 = ws.bias.get(n);
@@ -157,14 +198,14 @@ void run_onednn(const MatmulDesc& requested, const void* a, const void* b, const
   Plan p{};
   if (desc.dtype != DType::bf16 || try_native_bf16) {
     p = prepare(desc, a, b, bias, c, /*widen_inputs=*/false, ws);
-    ran = cpu::onednn_matmul(p.d, p.a, p.b, p.bias, p.c, want);
+    ran = cpu::onednn_matmul(p.d, p.a, p.b, p.bias, p.c, want, p.ldb);
   }
   if (!ran && desc.dtype == DType::bf16) {
     // bf16 -> f32 is exact and bf16 products are exact in f32, so the f32 GEMM computes the
     // same thing; only the f32 summation order may differ.
     if (verbose) skipped = "onednn bf16 primitive: " + bf16_skip_reason(try_native_bf16, info);
     p = prepare(desc, a, b, bias, c, /*widen_inputs=*/true, ws);
-    ran = cpu::onednn_matmul(p.d, p.a, p.b, p.bias, p.c, want);
+    ran = cpu::onednn_matmul(p.d, p.a, p.b, p.bias, p.c, want, p.ldb);
   }
   MIXPREC_CHECK(ran, BackendError, "matmul",
                 "oneDNN has no implementation for a " << name(desc.dtype) << " " << desc.m << "x"
@@ -179,6 +220,7 @@ void run_onednn(const MatmulDesc& requested, const void* a, const void* b, const
     if (p.d.dtype != desc.dtype) impl += std::string(name(desc.dtype)) + "->f32 + ";
     impl += info.impl;
     if (info.cached) impl += " (cached)";
+    if (p.ldb != 0) impl += " (B rows padded)";
     if (p.c_in_workspace) impl += std::string(" + round to ") + name(desc.c_dtype);
     if (desc.dtype == DType::f16) {
       skipped = "native f16 GEMM: none on CPU (emulating Tensor Cores: f32 accumulation)";

@@ -35,12 +35,14 @@ struct Key {
   MatmulPostOp post_op;
   bool accumulate;
   bool bf16_fpmath;
+  std::int64_t ldb;  // B's row stride (non-transposed B), 0 = n
 
-  explicit Key(const MatmulDesc& d)
+  Key(const MatmulDesc& d, std::int64_t b_stride)
       : m(d.m), n(d.n), k(d.k), trans_a(d.trans_a), trans_b(d.trans_b), dtype(d.dtype),
         c_dtype(d.c_dtype), has_bias(d.has_bias),
         bias_dtype(d.has_bias ? d.bias_dtype : DType::f32),  // irrelevant without a bias
-        post_op(d.post_op), accumulate(d.accumulate), bf16_fpmath(d.bf16_fpmath) {}
+        post_op(d.post_op), accumulate(d.accumulate), bf16_fpmath(d.bf16_fpmath),
+        ldb(d.trans_b ? 0 : b_stride) {}
   bool operator==(const Key&) const = default;
 };
 
@@ -57,6 +59,7 @@ struct KeyHash {
         static_cast<std::uint64_t>(key.c_dtype) << 12 |
         static_cast<std::uint64_t>(key.bias_dtype) << 16 |
         static_cast<std::uint64_t>(key.bf16_fpmath) << 20);
+    mix(static_cast<std::uint64_t>(key.ldb));
     return h;
   }
 };
@@ -138,7 +141,7 @@ std::shared_ptr<const Entry> create(const Key& key) {
   entry->a_md = memory::desc({m, k}, to_dnnl(key.dtype),
                              key.trans_a ? memory::dims{1, m} : memory::dims{k, 1});
   entry->b_md = memory::desc({k, n}, to_dnnl(key.dtype),
-                             key.trans_b ? memory::dims{1, k} : memory::dims{n, 1});
+                             key.trans_b ? memory::dims{1, k} : memory::dims{key.ldb > 0 ? key.ldb : n, 1});
   entry->c_md = memory::desc({m, n}, to_dnnl(key.c_dtype), memory::dims{n, 1});
   if (key.has_bias) entry->bias_md = memory::desc({1, n}, to_dnnl(key.bias_dtype), {n, 1});
 
@@ -194,8 +197,9 @@ dnnl_exec_arg_t arg(int index, const memory& mem) { return {index, mem.get()}; }
 }  // namespace
 
 bool onednn_matmul(const MatmulDesc& desc, const void* a, const void* b, const void* bias,
-                   void* c, OnednnInfo* info) {
-  const Key key(desc);
+                   void* c, OnednnInfo* info, std::int64_t ldb) {
+  MIXPREC_ASSERT(ldb == 0 || (!desc.trans_b && ldb >= desc.n));
+  const Key key(desc, ldb);
   std::shared_ptr<const Entry> entry = cache().find(key);
   const bool cached = entry != nullptr;
   if (!cached) entry = cache().insert(key, create(key));
