@@ -2,13 +2,15 @@
 
 #include <unordered_map>
 
+#include "amp/weight_copies.h"
+#include "ops/op_util.h"
 #include "mixprec/ops/elementwise.h"
 
 namespace mixprec::amp {
 namespace {
 
 struct CachedCast {
-  std::weak_ptr<detail::TensorImpl> source;  // detects reuse of a freed address
+  std::weak_ptr<mixprec::detail::TensorImpl> source;  // detects reuse of a freed address
   std::uint64_t version = 0;
   DType dtype = DType::f32;
   Tensor value;
@@ -18,7 +20,7 @@ struct State {
   bool enabled = false;
   DType dtype = DType::bf16;
   int depth = 0;  // nesting of Autocast objects, enabled or not
-  std::unordered_map<const detail::TensorImpl*, CachedCast> cache;
+  std::unordered_map<const mixprec::detail::TensorImpl*, CachedCast> cache;
   CastStats stats;
 };
 
@@ -39,8 +41,18 @@ Tensor cast_for_autocast(const Tensor& t, DType to) {
       }
     }
   }
-  ++tls.stats.casts;
-  Tensor out = cast(t, to);
+  // A copy kept from the previous step (written by the optimizer, or cast then and unchanged).
+  // The kept copy is stored detached (it must not hold the graph, or the parameter, alive);
+  // each use links it to the parameter with a fresh cast node.
+  Tensor out;
+  if (const Tensor kept = cacheable ? detail::current_weight_copy(t, to) : Tensor(); kept.defined()) {
+    ++tls.stats.cache_hits;
+    out = ops::detail::reuse_cast(t, kept);
+  } else {
+    ++tls.stats.casts;
+    out = cast(t, to);
+    if (cacheable) detail::publish_weight_copy(t, out.detach());
+  }
   if (cacheable) tls.cache[t.impl_ptr().get()] = CachedCast{t.impl_ptr(), t.version(), to, out};
   return out;
 }

@@ -35,6 +35,10 @@ struct OptimArrays {
   int param_dtype;               ///< OptimDType
   int grad_dtype;                ///< OptimDType
   int write;                     ///< OptimWrite
+  /// kWriteInPlace only: also store the new value rounded to nearest even in copy_dtype here
+  /// (the 16-bit copy of the weight autocast reads next step, written in the same pass), or null.
+  void* copy;
+  int copy_dtype;                ///< OptimDType, kOptimBF16 or kOptimF16 (with copy)
 };
 
 /// SGD scalars, already rounded to f32 by the caller (PyTorch computes them in double too).

@@ -214,4 +214,12 @@ Tensor cast(const Tensor& x, DType dtype) {
 
 Tensor Tensor::to(DType dtype) const { return cast(*this, dtype); }
 
+namespace ops::detail {
+Tensor reuse_cast(const Tensor& x, const Tensor& copy) {
+  Tensor y = copy.detach();
+  record<CastNode>(y, {&x}, x.dtype());
+  return y;
+}
+}  // namespace ops::detail
+
 }  // namespace mixprec

@@ -31,6 +31,11 @@ kernels::StridedInput strided(const Tensor& t);
 /// A fresh contiguous copy of t in dtype, filed under category.
 Tensor materialize(const Tensor& t, DType dtype, MemoryCategory category);
 
+/// x cast to copy.dtype() once more without converting: copy (detached, made from x at its
+/// current version) is shared, with a fresh cast node linking it to x for the backward pass.
+/// How autocast reuses a weight's 16-bit copy across steps (amp/weight_copies.h).
+Tensor reuse_cast(const Tensor& x, const Tensor& copy);
+
 /// dst += src in place (same shape; dst contiguous); bumps dst's version.
 void add_into(Tensor& dst, const Tensor& src);
 

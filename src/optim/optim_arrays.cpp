@@ -12,6 +12,11 @@ kernels::OptimArrays optim_arrays(const Optimizer& opt, std::size_t i, const Ten
   a.grad_dtype = static_cast<int>(grad.dtype());
   if (p.dtype() == DType::f32) {
     a.write = kernels::kWriteInPlace;
+    if (opt.pending_copy_.defined()) {
+      a.copy = opt.pending_copy_.data_ptr();
+      a.copy_dtype = static_cast<int>(opt.pending_copy_.dtype());
+      opt.pending_copy_taken_ = true;
+    }
   } else if (master.defined()) {
     a.write = kernels::kWriteMaster;
     a.master = static_cast<float*>(master.data_ptr());

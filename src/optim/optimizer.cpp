@@ -1,5 +1,7 @@
 #include "mixprec/optim/optimizer.h"
 
+#include "amp/weight_copies.h"
+
 #include <cmath>
 #include <cstring>
 #include <map>
@@ -125,11 +127,17 @@ void Optimizer::step() {
   bool any = false;
   for (std::size_t i = 0; i < params_.size(); ++i) {
     if (!grads[i].defined()) continue;
+    // An f32 weight whose 16-bit copy autocast keeps gets that copy rewritten in the same pass.
+    pending_copy_ = masters_[i].defined() ? Tensor() : amp::detail::writable_weight_copy(params_[i]);
+    pending_copy_taken_ = false;
     update(i, grads[i], ++param_steps_[i]);
+    const bool copy_written = pending_copy_taken_ && pending_copy_.defined();
+    pending_copy_ = Tensor();
     if (prof.active()) {
       diagnostics::detail::add_work(static_cast<double>(numel(i)), static_cast<double>(update_bytes(i)));
     }
     params_[i].bump_version();
+    if (copy_written) amp::detail::mark_weight_copy_current(params_[i]);
     if (masters_[i].defined()) masters_[i].bump_version();
     any = true;
   }

@@ -399,8 +399,10 @@ Outs run_convert_stochastic(const Backend& b, DType to, std::uint64_t offset) {
 // ---- optimizers and the scaler ----
 
 /// Runs one SGD or Adam update on n parameters of dtype t with write mode `write` and returns
-/// the parameter, master and state afterwards (all bit-exact by the spec).
-Outs run_optim(const Backend& b, DType t, bool adam, int write, DType grad_dtype) {
+/// the parameter, master and state afterwards (all bit-exact by the spec); copy_dtype bf16/f16
+/// (f32 parameters only) also writes the 16-bit weight copy, f32 none.
+Outs run_optim(const Backend& b, DType t, bool adam, int write, DType grad_dtype,
+               DType copy_dtype = DType::f32) {
   const std::int64_t n = 40007;
   Buffer param = random_buffer(t, n, -1.0f, 1.0f, 45);
   Buffer master = random_buffer(DType::f32, n, -1.0f, 1.0f, 46);
@@ -419,6 +421,11 @@ Outs run_optim(const Backend& b, DType t, bool adam, int write, DType grad_dtype
   a.param_dtype = static_cast<int>(t);
   a.grad_dtype = static_cast<int>(grad_dtype);
   a.write = write;
+  Buffer copy = random_buffer(copy_dtype, n, -1.0f, 1.0f, 50);
+  if (copy_dtype != DType::f32) {
+    a.copy = copy.data();
+    a.copy_dtype = static_cast<int>(copy_dtype);
+  }
   if (adam) {
     AdamScalars s{};
     s.beta1 = 0.9f, s.one_minus_beta1 = 0.1f, s.beta2 = 0.999f, s.one_minus_beta2 = 0.001f;
@@ -434,6 +441,7 @@ Outs run_optim(const Backend& b, DType t, bool adam, int write, DType grad_dtype
   Outs o{exact("param", std::move(param)), exact("state0", std::move(s0))};
   if (adam) o.push_back(exact("state1", std::move(s1)));
   if (write == kWriteMaster) o.push_back(exact("master", std::move(master)));
+  if (copy_dtype != DType::f32) o.push_back(exact("copy", std::move(copy)));
   return o;
 }
 
@@ -591,6 +599,11 @@ std::vector<Case> cases() {
                    for (int w : writes) {
                      for (DType g : {DType::f32, t}) {
                        for (Out& x : run_optim(b, t, adam, w, g)) o.push_back(std::move(x));
+                     }
+                   }
+                   if (t == DType::f32) {  // the 16-bit weight copy written in the same pass
+                     for (DType copy : {DType::bf16, DType::f16}) {
+                       for (Out& x : run_optim(b, t, adam, kWriteInPlace, t, copy)) o.push_back(std::move(x));
                      }
                    }
                    return o;

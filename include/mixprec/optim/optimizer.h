@@ -9,7 +9,15 @@
 
 #include "mixprec/core/tensor.h"
 
+namespace mixprec::kernels {
+struct OptimArrays;
+}  // namespace mixprec::kernels
+
 namespace mixprec::optim {
+class Optimizer;
+namespace detail {
+kernels::OptimArrays optim_arrays(const Optimizer& opt, std::size_t i, const Tensor& grad);
+}  // namespace detail
 
 /// How 16-bit (bf16/f16) parameters are updated; f32 parameters are always updated in place.
 enum class MasterWeights {
@@ -117,6 +125,12 @@ class Optimizer {
   std::vector<std::vector<std::pair<std::string, Tensor>>> buffers_;     ///< per param
   std::vector<std::int64_t> param_steps_;                                ///< per param
   std::int64_t steps_ = 0;
+  // The 16-bit weight copy (amp's, see src/amp/weight_copies.h) that the update running now may
+  // write in its pass, and whether the update took it (optim_arrays sets it); step() then marks
+  // the copy current at the parameter's new version.
+  Tensor pending_copy_;
+  mutable bool pending_copy_taken_ = false;
+  friend kernels::OptimArrays detail::optim_arrays(const Optimizer&, std::size_t, const Tensor&);
 };
 
 }  // namespace mixprec::optim

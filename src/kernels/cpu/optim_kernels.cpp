@@ -37,6 +37,7 @@ OptimArrays advance(const OptimArrays& a, std::size_t offset) {
   r.param = static_cast<char*>(a.param) + offset * param_size;
   r.grad = static_cast<const char*>(a.grad) + offset * grad_size;
   if (a.master != nullptr) r.master = a.master + offset;
+  if (a.copy != nullptr) r.copy = static_cast<std::uint16_t*>(a.copy) + offset;
   if (a.state0 != nullptr) r.state0 = a.state0 + offset;
   if (a.state1 != nullptr) r.state1 = a.state1 + offset;
   r.random = nullptr;
@@ -50,6 +51,7 @@ std::string describe(const OptimArrays& a) {
   s += name(static_cast<DType>(a.grad_dtype));
   if (a.write == kWriteMaster) s += ", fp32 master";
   if (a.write == kWriteStochastic) s += ", stochastic rounding";
+  if (a.copy != nullptr) s += std::string(", writes the ") + name(static_cast<DType>(a.copy_dtype)) + " copy";
   return s + ")";
 }
 
@@ -59,6 +61,8 @@ void check(const OptimArrays& a, bool needs_state0, bool needs_state1) {
   MIXPREC_ASSERT(valid(a.param_dtype) && valid(a.grad_dtype));
   MIXPREC_ASSERT((a.param_dtype == kOptimF32) == (a.write == kWriteInPlace));
   MIXPREC_ASSERT(a.write != kWriteMaster || a.master != nullptr);
+  MIXPREC_ASSERT(a.copy == nullptr ||
+                 (a.write == kWriteInPlace && (a.copy_dtype == kOptimBF16 || a.copy_dtype == kOptimF16)));
   MIXPREC_ASSERT(!needs_state0 || a.state0 != nullptr);
   MIXPREC_ASSERT(!needs_state1 || a.state1 != nullptr);
 }

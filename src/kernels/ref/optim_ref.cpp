@@ -39,6 +39,10 @@ float read_param(const OptimArrays& a, std::size_t i) {
 void write_param(const OptimArrays& a, std::size_t i, float value) {
   if (a.param_dtype == kOptimF32) {
     static_cast<float*>(a.param)[i] = value;
+    if (a.copy != nullptr) {
+      static_cast<std::uint16_t*>(a.copy)[i] =
+          a.copy_dtype == kOptimBF16 ? f32_to_bf16_bits(value) : f32_to_f16_bits(value);
+    }
     return;
   }
   auto* bits = static_cast<std::uint16_t*>(a.param);
