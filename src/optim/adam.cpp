@@ -46,7 +46,7 @@ void Adam::update(std::size_t i, const Tensor& grad, std::int64_t param_step) {
   a.state0 = static_cast<float*>(exp_avg_[i].data_ptr());
   a.state1 = static_cast<float*>(exp_avg_sq_[i].data_ptr());
   // Scalars in double, rounded once to f32, as PyTorch does with its Python-float arithmetic.
-  const double lr = static_cast<double>(this->lr());
+  const double lr = param_lr(i);
   const double beta1 = hyper_.beta1;
   const double beta2 = hyper_.beta2;
   const double t = static_cast<double>(param_step);
@@ -58,8 +58,9 @@ void Adam::update(std::size_t i, const Tensor& grad, std::int64_t param_step) {
   s.beta2 = hyper_.beta2;
   s.one_minus_beta2 = static_cast<float>(1.0 - beta2);
   s.eps = hyper_.eps;
-  const double wd = hyper_.weight_decay;
-  s.l2_weight_decay = hyper_.decoupled_weight_decay ? 0.0f : hyper_.weight_decay;
+  const float weight_decay = param_weight_decay(i, hyper_.weight_decay);
+  const double wd = weight_decay;
+  s.l2_weight_decay = hyper_.decoupled_weight_decay ? 0.0f : weight_decay;
   s.decay = hyper_.decoupled_weight_decay ? static_cast<float>(1.0 - lr * wd) : 1.0f;
   s.step_size = static_cast<float>(lr / bias_correction1);
   s.inv_sqrt_bias_correction2 = static_cast<float>(1.0 / std::sqrt(bias_correction2));

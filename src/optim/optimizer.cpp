@@ -79,6 +79,7 @@ Optimizer::Optimizer(std::string name, std::vector<Tensor> params, float lr,
                                 << " share storage; pass each parameter once");
   }
   set_lr(lr);
+  param_group_.assign(params_.size(), 0);
   masters_.resize(params_.size());
   buffers_.resize(params_.size());
   param_steps_.assign(params_.size(), 0);
@@ -93,6 +94,53 @@ Optimizer::Optimizer(std::string name, std::vector<Tensor> params, float lr,
 }
 
 Optimizer::~Optimizer() = default;
+
+void Optimizer::set_param_groups(const std::vector<ParamGroup>& groups) {
+  const char* op = name_.c_str();
+  MIXPREC_CHECK(!groups.empty(), ValueError, op, "set_param_groups: give at least one group");
+  std::map<const Storage*, std::size_t> index;
+  for (std::size_t i = 0; i < params_.size(); ++i) index.emplace(params_[i].impl().storage.get(), i);
+  std::vector<std::size_t> assigned(params_.size(), groups.size());
+  std::vector<double> scales, decays;
+  for (std::size_t g = 0; g < groups.size(); ++g) {
+    const ParamGroup& group = groups[g];
+    MIXPREC_CHECK(std::isfinite(group.lr_scale) && group.lr_scale > 0.0f, ValueError, op,
+                  "group '" << group.name << "': lr_scale must be finite and > 0, got " << group.lr_scale);
+    MIXPREC_CHECK(!group.weight_decay || (std::isfinite(*group.weight_decay) && *group.weight_decay >= 0.0f),
+                  ValueError, op,
+                  "group '" << group.name << "': weight_decay must be finite and >= 0, got "
+                            << *group.weight_decay);
+    for (const Tensor& p : group.params) {
+      auto it = p.defined() ? index.find(p.impl().storage.get()) : index.end();
+      MIXPREC_CHECK(it != index.end(), ValueError, op,
+                    "group '" << group.name << "' names a tensor that is not one of this optimizer's "
+                              "parameters; build the groups from the same parameters");
+      MIXPREC_CHECK(assigned[it->second] == groups.size(), ValueError, op,
+                    "parameter " << it->second << " is in two groups ('"
+                                 << groups[assigned[it->second]].name << "' and '" << group.name
+                                 << "'); put each parameter in one group");
+      assigned[it->second] = g;
+    }
+    scales.push_back(group.lr_scale);
+    decays.push_back(group.weight_decay ? static_cast<double>(*group.weight_decay) : -1.0);
+  }
+  for (std::size_t i = 0; i < params_.size(); ++i) {
+    MIXPREC_CHECK(assigned[i] < groups.size(), ValueError, op,
+                  "parameter " << i << " is in no group; every parameter must be in one");
+  }
+  param_group_ = std::move(assigned);
+  group_lr_scale_ = std::move(scales);
+  group_weight_decay_ = std::move(decays);
+}
+
+double Optimizer::param_lr(std::size_t i) const {
+  return static_cast<double>(lr_) * group_lr_scale_[param_group_.at(i)];
+}
+
+float Optimizer::param_weight_decay(std::size_t i, float fallback) const {
+  const double wd = group_weight_decay_[param_group_.at(i)];
+  return wd < 0.0 ? fallback : static_cast<float>(wd);
+}
 
 const Tensor& Optimizer::master(std::size_t i) const {
   MIXPREC_CHECK(i < masters_.size(), ValueError, name_.c_str(),
@@ -192,6 +240,15 @@ std::vector<std::pair<std::string, double>> Optimizer::state_scalars() const {
   for (std::size_t i = 0; i < params_.size(); ++i) {
     out.emplace_back(param_key(i, "step"), static_cast<double>(param_steps_[i]));
   }
+  if (group_count() > 1) {  // one default group: nothing to save (and older states load)
+    for (std::size_t g = 0; g < group_count(); ++g) {
+      out.emplace_back("group." + std::to_string(g) + ".lr_scale", group_lr_scale_[g]);
+      out.emplace_back("group." + std::to_string(g) + ".weight_decay", group_weight_decay_[g]);
+    }
+    for (std::size_t i = 0; i < params_.size(); ++i) {
+      out.emplace_back(param_key(i, "group"), static_cast<double>(param_group_[i]));
+    }
+  }
   return out;
 }
 
@@ -215,11 +272,15 @@ void Optimizer::load_state(const OptimizerState& state) {
   }
   for (const auto& [key, unused] : my_scalars) {
     const double v = *scalars.at(key);
-    const bool ok = key == "lr" ? (v >= 0.0 && std::isfinite(v))
-                                : (v >= 0.0 && v <= 9.0e15 && v == std::floor(v));
+    const bool is_rate = key == "lr" || key.ends_with(".lr_scale");
+    const bool ok = is_rate                        ? (v >= 0.0 && std::isfinite(v))
+                    : key.ends_with(".weight_decay") ? (v >= -1.0 && std::isfinite(v))
+                    : key.ends_with(".group")        ? (v >= 0.0 && v < static_cast<double>(group_count()) &&
+                                                        v == std::floor(v))
+                                                     : (v >= 0.0 && v <= 9.0e15 && v == std::floor(v));
     MIXPREC_CHECK(ok, StateError, op,
                   "load_state: scalar '" << key << "' = " << v << " is not valid (a step count "
-                      << "must be a whole number >= 0, lr finite and >= 0)");
+                      << "must be a whole number >= 0, lr finite and >= 0, a group index in range)");
   }
   for (std::size_t k = 0; k < mine.size(); ++k) {
     const Tensor& dst = mine[k].second;
@@ -230,6 +291,15 @@ void Optimizer::load_state(const OptimizerState& state) {
   }
   steps_ = static_cast<std::int64_t>(*scalars.at("steps"));
   lr_ = static_cast<float>(*scalars.at("lr"));
+  if (group_count() > 1) {
+    for (std::size_t g = 0; g < group_count(); ++g) {
+      group_lr_scale_[g] = *scalars.at("group." + std::to_string(g) + ".lr_scale");
+      group_weight_decay_[g] = *scalars.at("group." + std::to_string(g) + ".weight_decay");
+    }
+    for (std::size_t i = 0; i < params_.size(); ++i) {
+      param_group_[i] = static_cast<std::size_t>(*scalars.at(param_key(i, "group")));
+    }
+  }
   for (std::size_t i = 0; i < params_.size(); ++i) {
     param_steps_[i] = static_cast<std::int64_t>(*scalars.at(param_key(i, "step")));
     if (!masters_[i].defined()) continue;

@@ -37,10 +37,10 @@ void SGD::update(std::size_t i, const Tensor& grad, std::int64_t param_step) {
   kernels::OptimArrays a = detail::optim_arrays(*this, i, grad);
   if (momentum_[i].defined()) a.state0 = static_cast<float*>(momentum_[i].data_ptr());
   kernels::SgdScalars s{};
-  s.lr = lr();
+  s.lr = static_cast<float>(param_lr(i));
   s.momentum = hyper_.momentum;
   s.one_minus_dampening = static_cast<float>(1.0 - static_cast<double>(hyper_.dampening));
-  s.weight_decay = hyper_.weight_decay;
+  s.weight_decay = param_weight_decay(i, hyper_.weight_decay);
   s.nesterov = hyper_.nesterov ? 1 : 0;
   // PyTorch keeps the buffer as None until a parameter's first update, then clones g into it.
   s.first_step = param_step == 1 ? 1 : 0;

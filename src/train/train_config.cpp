@@ -31,6 +31,7 @@ StepConfig TrainConfig::step_config(std::int64_t scheduler_steps) const {
                     .optimizer = optimizer,
                     .lr = lr,
                     .weight_decay = weight_decay,
+                    .no_decay = no_decay,
                     .clip = clip,
                     .accum = accum,
                     .scheduler = scheduler,
@@ -52,6 +53,7 @@ json config_to_json(const TrainConfig& c) {
               {"lr", c.lr},
               {"optimizer", c.optimizer},
               {"weight_decay", c.weight_decay},
+              {"no_decay", c.no_decay},
               {"clip", c.clip},
               {"accum", c.accum},
               {"scheduler", c.scheduler},
@@ -104,6 +106,7 @@ TrainConfig config_from_json(const json& j, const std::string& what) {
   c.detect_anomaly = j.value("detect_anomaly", false);
   // Checkpoints written before these existed used the defaults.
   c.loss_scaling = j.value("loss_scaling", std::string("dynamic"));
+  c.no_decay = j.value("no_decay", std::string());
   c.scaler_growth_interval = j.value("scaler_growth_interval", std::int64_t{2000});
   return c;
 }
@@ -167,6 +170,7 @@ std::string first_incompatibility(const TrainConfig& saved, const TrainConfig& r
         differ("batch_size", saved.batch_size, requested.batch_size),
         differ("accum", saved.accum, requested.accum), differ("lr", saved.lr, requested.lr),
         differ("weight_decay", saved.weight_decay, requested.weight_decay),
+        differ("no_decay", saved.no_decay, requested.no_decay),
         differ("clip", saved.clip, requested.clip),
         differ("scheduler", saved.scheduler, requested.scheduler),
         differ("loss_scaling", saved.loss_scaling, requested.loss_scaling),

@@ -10,6 +10,7 @@
 #include "mixprec/ops/elementwise.h"
 #include "mixprec/optim/adam.h"
 #include "mixprec/optim/clip_grad.h"
+#include "mixprec/optim/param_groups.h"
 #include "mixprec/optim/sgd.h"
 
 namespace mixprec::train {
@@ -22,6 +23,7 @@ void StepConfig::validate(const char* op) const {
                 "unknown --optimizer '" << optimizer << "'; choose sgd, adam or adamw");
   MIXPREC_CHECK(std::isfinite(weight_decay) && weight_decay >= 0.0f, ValueError, op,
                 "--weight-decay must be >= 0, got " << weight_decay);
+  optim::DecayExclusions::parse(no_decay);
   MIXPREC_CHECK(std::isfinite(clip) && clip >= 0.0f, ValueError, op,
                 "--clip must be >= 0 (0 disables clipping), got " << clip);
   MIXPREC_CHECK(accum >= 1 && accum <= 4096, ValueError, op,
@@ -80,6 +82,9 @@ TrainStep::TrainStep(nn::Module& model, const StepConfig& config) : s_(std::make
   } else {
     s.optimizer = std::make_unique<optim::AdamW>(
         model.parameters(), optim::AdamWOptions{.lr = config.lr, .weight_decay = config.weight_decay}, common);
+  }
+  if (const auto exclude = optim::DecayExclusions::parse(config.no_decay); exclude.any()) {
+    s.optimizer->set_param_groups(optim::weight_decay_groups(model, config.weight_decay, exclude));
   }
   s.scaler = std::make_unique<amp::GradScaler>(
       amp::GradScalerOptions{.growth_interval = config.scaler_growth_interval,

@@ -23,6 +23,9 @@ void add_step_config_flags(CLI::App* cmd, train::StepConfig& step) {
   cmd->add_option("--lr", step.lr, "Learning rate")->capture_default_str();
   cmd->add_option("--weight-decay", step.weight_decay, "Weight decay (decoupled for adamw)")
       ->capture_default_str();
+  cmd->add_option("--no-decay", step.no_decay,
+                  "Keep these out of weight decay: a comma-separated list of bias, norm, embedding "
+                  "(the GPT recipe: bias,norm,embedding)");
   cmd->add_option("--clip", step.clip, "Clip the gradient norm to this (after unscaling); 0 = off")
       ->capture_default_str();
   cmd->add_option("--accum", step.accum, "Micro-batches accumulated per optimizer step")

@@ -31,6 +31,10 @@ TrainOptions::TrainOptions(CLI::App* cmd, bool with_run_flags) {
   bind(cmd->add_option("--weight-decay", g.weight_decay, "Weight decay (decoupled for adamw)")
            ->capture_default_str(),
        MIXPREC_FIELD(weight_decay));
+  bind(cmd->add_option("--no-decay", g.no_decay,
+                       "Keep these out of weight decay: a comma-separated list of bias, norm, "
+                       "embedding (the GPT recipe: bias,norm,embedding)"),
+       MIXPREC_FIELD(no_decay));
   bind(cmd->add_option("--clip", g.clip, "Clip the gradient norm to this (after unscaling); 0 = off")
            ->capture_default_str(),
        MIXPREC_FIELD(clip));

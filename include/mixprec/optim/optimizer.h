@@ -3,6 +3,7 @@
 /// 16-bit parameters, the fp32 optimizer state, and a symmetric save/load of all of it.
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -38,6 +39,16 @@ struct OptimizerOptions {
   std::uint64_t seed = 0;
 };
 
+/// A parameter group (PyTorch's param_groups): some of an optimizer's parameters with their own
+/// hyper-parameters. lr_scale multiplies the optimizer's learning rate (so a schedule, which sets
+/// that rate, moves every group alike); weight_decay replaces the optimizer's when given.
+struct ParamGroup {
+  std::string name;                   ///< e.g. "decay", "no_decay" (for logs and errors)
+  std::vector<Tensor> params;         ///< each one of the optimizer's parameters
+  float lr_scale = 1.0f;              ///< > 0 and finite
+  std::optional<float> weight_decay;  ///< >= 0 and finite; nullopt: the optimizer's own
+};
+
 /// Named state for checkpoints. Tensors are handles to the live f32 state ("param.3.exp_avg",
 /// "param.3.master"); scalars are exact in a double ("steps", "lr", "param.3.step").
 struct OptimizerState {
@@ -60,8 +71,22 @@ class Optimizer {
   /// Clears every gradient (sets it undefined), so the next backward starts from nothing.
   void zero_grad();
 
-  /// Learning rate used by the next step().
+  /// Learning rate used by the next step() (times each group's lr_scale).
   float lr() const noexcept { return lr_; }
+  /// Puts the parameters into groups: every parameter in exactly one group (ValueError naming
+  /// the first that is missing, repeated or not this optimizer's, or a bad lr_scale/weight_decay).
+  /// Replaces any earlier grouping; the default is one group with the optimizer's options.
+  /// The groups' hyper-parameters are part of the state (state_scalars: "group.<g>.lr_scale",
+  /// "group.<g>.weight_decay", "param.<i>.group"), so a checkpoint restores them.
+  void set_param_groups(const std::vector<ParamGroup>& groups);
+  /// Number of groups (1 unless set_param_groups made more).
+  std::size_t group_count() const noexcept { return group_lr_scale_.size(); }
+  /// The group of parameter i.
+  std::size_t group_of(std::size_t i) const { return param_group_.at(i); }
+  /// Learning rate of parameter i in the next step: lr() times its group's lr_scale, in double.
+  double param_lr(std::size_t i) const;
+  /// Weight decay of parameter i: its group's, or `fallback` (the optimizer's own) if it has none.
+  float param_weight_decay(std::size_t i, float fallback) const;
   /// Sets the learning rate (e.g. from a schedule); throws ValueError unless lr >= 0.
   void set_lr(float lr);
   /// The parameters, in the order given at construction (handles to the same tensors).
@@ -125,6 +150,9 @@ class Optimizer {
   std::vector<std::vector<std::pair<std::string, Tensor>>> buffers_;     ///< per param
   std::vector<std::int64_t> param_steps_;                                ///< per param
   std::int64_t steps_ = 0;
+  std::vector<std::size_t> param_group_;    ///< per param: its group
+  std::vector<double> group_lr_scale_{1.0};  ///< per group
+  std::vector<double> group_weight_decay_{-1.0};  ///< per group; < 0: the optimizer's own
   // The 16-bit weight copy (amp's, see src/amp/weight_copies.h) that the update running now may
   // write in its pass, and whether the update took it (optim_arrays sets it); step() then marks
   // the copy current at the parameter's new version.

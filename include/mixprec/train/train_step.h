@@ -32,6 +32,9 @@ struct StepConfig {
   std::string optimizer = "adam";   ///< sgd (momentum 0.9), adam, adamw
   float lr = 1e-3f;                 ///< > 0 (the peak of the cosine schedule)
   float weight_decay = 0.0f;        ///< >= 0 (L2 for sgd/adam, decoupled for adamw)
+  /// Parameters kept out of weight decay (optim::DecayExclusions::parse): e.g. "bias,norm,embedding",
+  /// the GPT recipe; "" decays every parameter. Two parameter groups when non-empty.
+  std::string no_decay = "";
   float clip = 0.0f;                ///< max global gradient norm; 0 = measure it, do not clip
   int accum = 1;                    ///< micro-batches per optimizer step, >= 1
   std::string scheduler = "none";   ///< none, cosine (over scheduler_steps optimizer steps)

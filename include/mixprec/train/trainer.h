@@ -30,6 +30,7 @@ struct TrainConfig {
   float lr = 1e-3f;                 ///< > 0
   std::string optimizer = "adam";   ///< sgd (momentum 0.9), adam, adamw
   float weight_decay = 0.0f;        ///< >= 0 (L2 for sgd/adam, decoupled for adamw)
+  std::string no_decay;             ///< kept out of weight decay: StepConfig::no_decay
   float clip = 0.0f;                ///< max gradient norm; 0 = no clipping
   int accum = 1;                    ///< micro-batches per optimizer step, >= 1
   std::string scheduler = "cosine"; ///< none, cosine (over all optimizer steps of the run)
