@@ -37,3 +37,4 @@
 #include "mixprec/optim/lr_scheduler.h"
 #include "mixprec/optim/optimizer.h"
 #include "mixprec/optim/sgd.h"
+#include "mixprec/ops/attention.h"

@@ -1,5 +1,6 @@
 #include "mixprec/amp/op_policy.h"
 
+#include <algorithm>
 #include <sstream>
 
 namespace mixprec::amp {
@@ -11,7 +12,7 @@ constexpr CastPolicy P = CastPolicy::promote;
 constexpr CastPolicy T = CastPolicy::pass_through;
 }  // namespace
 
-const std::array<OpPolicy, 42> kOpPolicyTable{{
+const std::array<OpPolicy, 43> kOpPolicyTable{{
     {OpKind::matmul, "matmul", L, "GEMM: 16-bit products, fp32 accumulation"},
     {OpKind::bmm, "bmm", L, "batched GEMM"},
     {OpKind::linear, "linear", L, "GEMM plus bias"},
@@ -54,6 +55,8 @@ const std::array<OpPolicy, 42> kOpPolicyTable{{
     {OpKind::batch_norm, "batch_norm", T, "statistics in fp32 inside; output follows its input"},
     {OpKind::max_pool2d, "max_pool2d", T, "selects values: exact in any dtype"},
     {OpKind::avg_pool2d, "avg_pool2d", T, "sums in fp32 inside; output follows its input"},
+    {OpKind::scaled_dot_product_attention, "scaled_dot_product_attention", L,
+     "two GEMMs in 16 bits; scores and softmax stay fp32 inside"},
 }};
 
 const OpPolicy& policy_row(OpKind op) {
@@ -87,7 +90,7 @@ std::string format_policy_table() {
   os << "op             policy           why\n";
   for (const OpPolicy& row : kOpPolicyTable) {
     std::string n = row.name, p = name(row.policy);
-    n.resize(15, ' ');
+    n.resize(std::max<std::size_t>(n.size() + 1, 15), ' ');  // long names keep a space
     p.resize(17, ' ');
     os << n << p << row.why << '\n';
   }

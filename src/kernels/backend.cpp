@@ -185,5 +185,16 @@ void adam_update(const OptimArrays& a, const AdamScalars& s, std::size_t n,
 bool unscale_inplace(void* data, int dtype, std::size_t n, float inv, float* amax) {
   return call(&Backend::unscale_inplace, "unscale_inplace", data, dtype, n, inv, amax);
 }
+// attention.h
+void attention_forward(const AttentionDesc& desc, const void* q, const void* k, const void* v,
+                       void* out, float* lse) {
+  call(&Backend::attention_forward, "attention_forward", desc, q, k, v, out, lse);
+}
+void attention_backward(const AttentionDesc& desc, const void* q, const void* k, const void* v,
+                        const void* out, const float* lse, const void* dout, void* dq, void* dk,
+                        void* dv) {
+  call(&Backend::attention_backward, "attention_backward", desc, q, k, v, out, lse, dout, dq,
+       dk, dv);
+}
 
 }  // namespace mixprec::kernels

@@ -13,6 +13,7 @@
 #include <span>
 #include <string>
 
+#include "kernels/attention.h"
 #include "kernels/conv.h"
 #include "kernels/convert.h"
 #include "kernels/copy.h"
@@ -69,6 +70,9 @@ struct Backend {
   decltype(&ref::adam_update) adam_update;
   // unscale.h
   decltype(&ref::unscale_inplace) unscale_inplace;
+  // attention.h: scaled dot-product attention
+  decltype(&ref::attention_forward) attention_forward;
+  decltype(&ref::attention_backward) attention_backward;
 };
 
 /// The backend kernels run on now: MIXPREC_BACKEND (cpu|ref; default cpu) or set_backend().

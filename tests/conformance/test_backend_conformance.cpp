@@ -460,6 +460,51 @@ Outs run_unscale(const Backend& b, DType t, bool with_non_finite) {
 
 // ---- the table ----
 
+// ---- attention ----
+
+/// Attention with a partial query block, a partial key block, the causal cut, an additive
+/// [tq, tk] mask broadcast over batch-heads (some keys blocked) and, optionally, dropout. The
+/// backward runs on the reference forward's out and lse, so it is compared alone.
+Outs run_attention(const Backend& b, DType t, bool backward, float dropout_p) {
+  AttentionDesc d;
+  d.bh = 3; d.tq = 67; d.tk = 75; d.d = 24; d.dv = 20;
+  d.dtype = t;
+  d.scale = 0.2f;
+  d.causal = true;
+  d.dropout_p = dropout_p;
+  d.seed = 31;
+  const Buffer q = random_buffer(t, d.bh * d.tq * d.d, -2.0f, 2.0f, 60);
+  const Buffer k = random_buffer(t, d.bh * d.tk * d.d, -2.0f, 2.0f, 61);
+  const Buffer v = random_buffer(t, d.bh * d.tk * d.dv, -1.0f, 1.0f, 62);
+  const Buffer m = random_buffer(DType::f32, d.tq * d.tk, -1.0f, 1.0f, 63);
+  std::vector<float> mask(static_cast<std::size_t>(d.tq * d.tk));
+  for (std::size_t i = 0; i < mask.size(); ++i) {
+    mask[i] = i % 11 == 4 ? -INFINITY : m.get(static_cast<std::int64_t>(i));
+  }
+  const std::vector<std::int64_t> offsets(static_cast<std::size_t>(d.bh), 0);
+  d.mask = mask.data();
+  d.mask_offsets = offsets.data();
+  d.mask_stride_q = d.tk;
+  d.mask_stride_k = 1;
+  Buffer out(t, d.bh * d.tq * d.dv), lse(DType::f32, d.bh * d.tq);
+  // Reordered f32 sums (d or tk terms) relative to values of order 1, plus one rounding.
+  const double atol = 2e-5;
+  if (!backward) {
+    b.attention_forward(d, q.data(), k.data(), v.data(), out.data(), static_cast<float*>(lse.data()));
+    return {close("out", std::move(out), atol, kTranscendental),
+            close("lse", std::move(lse), atol, kTranscendental)};
+  }
+  ref::attention_forward(d, q.data(), k.data(), v.data(), out.data(), static_cast<float*>(lse.data()));
+  const Buffer dout = random_buffer(t, d.bh * d.tq * d.dv, -1.0f, 1.0f, 64);
+  Buffer dq(t, d.bh * d.tq * d.d), dk(t, d.bh * d.tk * d.d), dv(t, d.bh * d.tk * d.dv);
+  b.attention_backward(d, q.data(), k.data(), v.data(), out.data(),
+                       static_cast<const float*>(lse.data()), dout.data(), dq.data(), dk.data(),
+                       dv.data());
+  return {close("dq", std::move(dq), 4 * atol, kTranscendental),
+          close("dk", std::move(dk), 4 * atol, kTranscendental),
+          close("dv", std::move(dv), 4 * atol, kTranscendental)};
+}
+
 std::vector<Case> cases() {
   std::vector<Case> c;
   const auto F = all_float();
@@ -614,6 +659,14 @@ std::vector<Case> cases() {
                  for (Out& x : run_unscale(b, t, true)) o.push_back(std::move(x));
                  return o;
                }});
+  // attention.h
+  for (bool bwd : {false, true}) {
+    c.push_back({bwd ? "attention_backward" : "attention_forward", F, [bwd](const Backend& b, DType t) {
+                   Outs o = run_attention(b, t, bwd, 0.0f);
+                   for (Out& x : run_attention(b, t, bwd, 0.25f)) o.push_back(std::move(x));
+                   return o;
+                 }});
+  }
   return c;
 }
 

@@ -37,6 +37,9 @@ const Backend& cpu_backend() {
     &cpu::sgd_update,
     &cpu::adam_update,
     &cpu::unscale_inplace,
+    // attention.h
+    &cpu::attention_forward,
+    &cpu::attention_backward,
   };
   return b;
 }

@@ -36,6 +36,9 @@ const Backend& ref_backend() {
     &ref::sgd_update,
     &ref::adam_update,
     &ref::unscale_inplace,
+    // attention.h
+    &ref::attention_forward,
+    &ref::attention_backward,
   };
   return b;
 }

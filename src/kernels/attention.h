@@ -1,0 +1,77 @@
+#pragma once
+/// Scaled dot-product attention on raw buffers, forward and backward, with the softmax in f32
+/// whatever the storage dtype.
+///
+/// Layout: q [bh, tq, d], k [bh, tk, d], v [bh, tk, dv], out and dout [bh, tq, dv], all
+/// contiguous row-major in desc.dtype (f32, bf16 or f16); dq, dk, dv have the shapes of q, k, v
+/// and the same dtype. bh is batch * heads flattened (the op folds every leading dimension).
+/// lse [bh, tq] is f32: the log-sum-exp of each row of scores, the forward's only saved
+/// statistic (O(T)); the backward recomputes the probabilities from it. Score of (row i, key j):
+///   s = scale * (q_i . k_j) + mask(b, i, j), and -inf where causal and j > i,
+/// p = softmax_j(s); with dropout, p_ij is multiplied by z_ij = keep ? 1/(1-p) : 0, where
+/// keep = uniform(seed, (b*tq + i)*tk + j) >= dropout_p (the counter-based RNG of
+/// mixprec/core/random.h: the backward regenerates the mask, nothing is stored).
+/// out_i = sum_j p_ij z_ij v_j.
+///
+/// A row whose every score is -inf (all keys masked) has no distribution: its output is 0, its
+/// lse is stored as +inf (so exp(s - lse) = 0 in the backward without a branch) and every
+/// gradient through it is 0 (PyTorch's math path gives NaN there; 0 keeps padded rows from
+/// poisoning a whole batch).
+///
+/// The mask, when given, is f32 with element (b, i, j) at
+/// mask[mask_offsets[b] + i * mask_stride_q + j * mask_stride_k] (stride 0 broadcasts a
+/// dimension; the per-bh offsets let any broadcast of the leading dimensions through).
+/// kernels::ref:: is the spec (one row of scores at a time); kernels::cpu:: computes in blocks,
+/// flash-attention style, and never holds more than a block of scores (see attention.cpp).
+#include <cstdint>
+
+#include "mixprec/core/dtype.h"
+
+namespace mixprec::kernels {
+
+/// Everything but the data pointers of one attention call.
+struct AttentionDesc {
+  std::int64_t bh = 0, tq = 0, tk = 0, d = 0, dv = 0;
+  DType dtype = DType::f32;
+  float scale = 1.0f;
+  bool causal = false;
+  const float* mask = nullptr;               ///< optional additive f32 mask (see above)
+  const std::int64_t* mask_offsets = nullptr;  ///< [bh] element offsets; required with mask
+  std::int64_t mask_stride_q = 0, mask_stride_k = 0;
+  float dropout_p = 0.0f;  ///< in [0, 1)
+  std::uint64_t seed = 0;
+};
+
+/// out [bh, tq, dv] and lse [bh, tq] (f32) from q, k, v.
+void attention_forward(const AttentionDesc& desc, const void* q, const void* k, const void* v,
+                       void* out, float* lse);
+/// dq, dk, dv from the forward's inputs, its out and lse, and dout [bh, tq, dv] (desc.dtype).
+/// Flash-attention-2 style: D_i = sum(dout_i * out_i); dp_ij = z_ij (dout_i . v_j);
+/// ds_ij = p_ij (dp_ij - D_i); dq_i = scale sum_j ds_ij k_j, dk_j = scale sum_i ds_ij q_i,
+/// dv_j = sum_i p_ij z_ij dout_i.
+void attention_backward(const AttentionDesc& desc, const void* q, const void* k, const void* v,
+                        const void* out, const float* lse, const void* dout, void* dq, void* dk,
+                        void* dv);
+
+namespace detail {
+/// Throws ShapeError / DTypeError / ValueError (naming op) for a desc the kernels reject.
+void check_attention_desc(const char* op, const AttentionDesc& desc);
+}  // namespace detail
+
+namespace ref {
+void attention_forward(const AttentionDesc& desc, const void* q, const void* k, const void* v,
+                       void* out, float* lse);
+void attention_backward(const AttentionDesc& desc, const void* q, const void* k, const void* v,
+                        const void* out, const float* lse, const void* dout, void* dq, void* dk,
+                        void* dv);
+}  // namespace ref
+
+namespace cpu {
+void attention_forward(const AttentionDesc& desc, const void* q, const void* k, const void* v,
+                       void* out, float* lse);
+void attention_backward(const AttentionDesc& desc, const void* q, const void* k, const void* v,
+                        const void* out, const float* lse, const void* dout, void* dq, void* dk,
+                        void* dv);
+}  // namespace cpu
+
+}  // namespace mixprec::kernels

@@ -1,0 +1,133 @@
+// Reference scaled dot-product attention: the spec of kernels/attention.h in plain scalar f32
+// loops. It materialises one row of scores at a time (O(tk)), never the whole matrix; the
+// backward accumulates dk and dv of one batch-head in f32 buffers of [tk, d] and [tk, dv].
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "kernels/attention.h"
+#include "kernels/ref/attention_rules.h"
+#include "mixprec/core/error.h"
+
+namespace mixprec::kernels {
+
+void detail::check_attention_desc(const char* op, const AttentionDesc& d) {
+  MIXPREC_CHECK(d.bh >= 0 && d.tq >= 0 && d.tk >= 0 && d.d >= 0 && d.dv >= 0, ShapeError, op,
+                "negative extent (bh " << d.bh << ", tq " << d.tq << ", tk " << d.tk << ", d "
+                                       << d.d << ", dv " << d.dv << ")");
+  require_compute_dtype(op, d.dtype);
+  MIXPREC_CHECK(d.dropout_p >= 0.0f && d.dropout_p < 1.0f, ValueError, op,
+                "dropout_p must be in [0, 1), got " << d.dropout_p);
+  MIXPREC_CHECK(d.mask == nullptr || d.mask_offsets != nullptr, ValueError, op,
+                "a mask needs its per-batch-head offsets");
+}
+
+namespace ref {
+namespace {
+
+/// Element i of a dtype buffer as f32.
+float load(const void* p, DType t, std::int64_t i) {
+  return dispatch(t, [&](auto tag) {
+    return static_cast<float>(static_cast<const decltype(tag)*>(p)[i]);
+  });
+}
+
+void store(void* p, DType t, std::int64_t i, float v) {
+  dispatch(t, [&](auto tag) {
+    using T = decltype(tag);
+    static_cast<T*>(p)[i] = T(v);
+  });
+}
+
+/// s_ij for every j of row i of batch-head b, masked (O(tk) floats).
+void score_row(const AttentionDesc& d, const void* q, const void* k, std::int64_t b,
+               std::int64_t i, std::vector<float>& s) {
+  const std::int64_t qo = (b * d.tq + i) * d.d;
+  for (std::int64_t j = 0; j < d.tk; ++j) {
+    const std::int64_t ko = (b * d.tk + j) * d.d;
+    float dot = 0.0f;
+    for (std::int64_t c = 0; c < d.d; ++c) dot += load(q, d.dtype, qo + c) * load(k, d.dtype, ko + c);
+    s[j] = detail::masked_score(d, b, i, j, d.scale * dot);
+  }
+}
+
+}  // namespace
+
+void attention_forward(const AttentionDesc& d, const void* q, const void* k, const void* v,
+                       void* out, float* lse) {
+  detail::check_attention_desc("attention_forward", d);
+  std::vector<float> s(static_cast<std::size_t>(d.tk)), acc(static_cast<std::size_t>(d.dv));
+  for (std::int64_t b = 0; b < d.bh; ++b) {
+    for (std::int64_t i = 0; i < d.tq; ++i) {
+      score_row(d, q, k, b, i, s);
+      float m = -INFINITY;
+      for (float x : s) m = x > m ? x : m;
+      const std::int64_t oo = (b * d.tq + i) * d.dv;
+      if (m == -INFINITY) {  // every key masked: output 0, lse +inf (see attention.h)
+        for (std::int64_t c = 0; c < d.dv; ++c) store(out, d.dtype, oo + c, 0.0f);
+        lse[b * d.tq + i] = INFINITY;
+        continue;
+      }
+      float sum = 0.0f;
+      for (float x : s) sum += std::exp(x - m);
+      const float inv = 1.0f / sum;
+      std::fill(acc.begin(), acc.end(), 0.0f);
+      for (std::int64_t j = 0; j < d.tk; ++j) {
+        const float p = std::exp(s[j] - m) * inv * detail::dropout_factor(d, b, i, j);
+        for (std::int64_t c = 0; c < d.dv; ++c) acc[c] += p * load(v, d.dtype, (b * d.tk + j) * d.dv + c);
+      }
+      for (std::int64_t c = 0; c < d.dv; ++c) store(out, d.dtype, oo + c, acc[c]);
+      lse[b * d.tq + i] = m + std::log(sum);
+    }
+  }
+}
+
+void attention_backward(const AttentionDesc& d, const void* q, const void* k, const void* v,
+                        const void* out, const float* lse, const void* dout, void* dq, void* dk,
+                        void* dv) {
+  detail::check_attention_desc("attention_backward", d);
+  std::vector<float> s(static_cast<std::size_t>(d.tk)), dq_acc(static_cast<std::size_t>(d.d));
+  std::vector<float> dk_acc(static_cast<std::size_t>(d.tk * d.d));
+  std::vector<float> dv_acc(static_cast<std::size_t>(d.tk * d.dv));
+  for (std::int64_t b = 0; b < d.bh; ++b) {
+    std::fill(dk_acc.begin(), dk_acc.end(), 0.0f);
+    std::fill(dv_acc.begin(), dv_acc.end(), 0.0f);
+    for (std::int64_t i = 0; i < d.tq; ++i) {
+      const std::int64_t qo = (b * d.tq + i) * d.d, oo = (b * d.tq + i) * d.dv;
+      std::fill(dq_acc.begin(), dq_acc.end(), 0.0f);
+      score_row(d, q, k, b, i, s);
+      float di = 0.0f;  // D_i = dout_i . out_i = sum_j p_ij dp_ij
+      for (std::int64_t c = 0; c < d.dv; ++c) di += load(dout, d.dtype, oo + c) * load(out, d.dtype, oo + c);
+      const float l = lse[b * d.tq + i];
+      for (std::int64_t j = 0; j < d.tk; ++j) {
+        const float p = std::exp(s[j] - l);  // 0 for masked keys and for fully masked rows
+        if (p == 0.0f) continue;
+        const float z = detail::dropout_factor(d, b, i, j);
+        const std::int64_t ko = (b * d.tk + j) * d.d, vo = (b * d.tk + j) * d.dv;
+        float dp = 0.0f;
+        for (std::int64_t c = 0; c < d.dv; ++c) {
+          const float g = load(dout, d.dtype, oo + c);
+          dp += g * load(v, d.dtype, vo + c);
+          dv_acc[j * d.dv + c] += p * z * g;
+        }
+        const float ds = p * (dp * z - di);
+        for (std::int64_t c = 0; c < d.d; ++c) {
+          dq_acc[c] += ds * load(k, d.dtype, ko + c);
+          dk_acc[j * d.d + c] += ds * load(q, d.dtype, qo + c);
+        }
+      }
+      for (std::int64_t c = 0; c < d.d; ++c) store(dq, d.dtype, qo + c, d.scale * dq_acc[c]);
+    }
+    for (std::int64_t j = 0; j < d.tk; ++j) {
+      for (std::int64_t c = 0; c < d.d; ++c) {
+        store(dk, d.dtype, (b * d.tk + j) * d.d + c, d.scale * dk_acc[j * d.d + c]);
+      }
+      for (std::int64_t c = 0; c < d.dv; ++c) {
+        store(dv, d.dtype, (b * d.tk + j) * d.dv + c, dv_acc[j * d.dv + c]);
+      }
+    }
+  }
+}
+
+}  // namespace ref
+}  // namespace mixprec::kernels

@@ -1,0 +1,181 @@
+// scaled_dot_product_attention with autograd: argument checks, folding the leading dimensions
+// into one batch-head axis, the mask's broadcast as per-batch-head offsets, and the node that
+// calls the blocked backward kernel with the saved output and log-sum-exp.
+#include <cmath>
+#include <string>
+
+#include "kernels/attention.h"
+#include "mixprec/amp/autocast.h"
+#include "mixprec/ops/attention.h"
+#include "diagnostics/op_scope.h"
+#include "ops/op_util.h"
+
+namespace mixprec {
+namespace {
+
+constexpr const char* kOp = "scaled_dot_product_attention";
+
+/// The f32 mask and where each batch-head's [Tq, Tk] plane starts in it; the data pointers
+/// of desc point into this object, which lives as long as the node that holds it.
+struct MaskView {
+  Tensor mask;  // f32 contiguous, at the user's shape (never expanded)
+  std::vector<std::int64_t> offsets;
+  std::int64_t stride_q = 0, stride_k = 0;
+};
+
+MaskView make_mask_view(const Tensor& attn_mask, const Shape& scores_shape, std::int64_t bh) {
+  MaskView m;
+  m.mask = attn_mask.detach().to(DType::f32).contiguous();
+  const Shape strides = ops::detail::broadcast_strides(m.mask, scores_shape);
+  const std::size_t nd = scores_shape.size();
+  m.stride_q = strides[nd - 2];
+  m.stride_k = strides[nd - 1];
+  m.offsets.resize(static_cast<std::size_t>(bh));
+  for (std::int64_t b = 0; b < bh; ++b) {  // b as a multi-index over the leading dimensions
+    std::int64_t rest = b, off = 0;
+    for (std::size_t dim = nd - 2; dim-- > 0;) {
+      off += (rest % scores_shape[dim]) * strides[dim];
+      rest /= scores_shape[dim];
+    }
+    m.offsets[static_cast<std::size_t>(b)] = off;
+  }
+  return m;
+}
+
+kernels::AttentionDesc describe(const MaskView* m) {
+  kernels::AttentionDesc d;
+  if (m != nullptr && m->mask.defined()) {
+    d.mask = static_cast<const float*>(m->mask.data_ptr());
+    d.mask_offsets = m->offsets.data();
+    d.mask_stride_q = m->stride_q;
+    d.mask_stride_k = m->stride_k;
+  }
+  return d;
+}
+
+class AttentionNode final : public autograd::Node {
+ public:
+  AttentionNode(Tensor q, Tensor k, Tensor v, Tensor out, Tensor lse, MaskView mask,
+                kernels::AttentionDesc desc)
+      : q_(std::move(q)), k_(std::move(k)), v_(std::move(v)), out_(std::move(out)),
+        lse_(std::move(lse)), mask_(std::move(mask)), desc_(desc) {}
+  const char* name() const override { return kOp; }
+  void release_saved() override {
+    q_ = k_ = v_ = out_ = lse_ = Tensor();
+    mask_ = MaskView();
+  }
+  std::vector<Tensor> backward(const Tensor& dy_in) override {
+    const Tensor dy = dy_in.contiguous().to(q_.dtype());
+    Tensor dq = Tensor::empty(q_.shape(), q_.dtype());
+    Tensor dk = Tensor::empty(k_.shape(), k_.dtype());
+    Tensor dv = Tensor::empty(v_.shape(), v_.dtype());
+    kernels::AttentionDesc d = describe(&mask_);  // pointers into this node's mask
+    d.bh = desc_.bh; d.tq = desc_.tq; d.tk = desc_.tk; d.d = desc_.d; d.dv = desc_.dv;
+    d.dtype = desc_.dtype; d.scale = desc_.scale; d.causal = desc_.causal;
+    d.dropout_p = desc_.dropout_p; d.seed = desc_.seed;
+    kernels::attention_backward(d, q_.data_ptr(), k_.data_ptr(), v_.data_ptr(),
+                                out_.data_ptr(), static_cast<const float*>(lse_.data_ptr()),
+                                dy.data_ptr(), dq.data_ptr(), dk.data_ptr(), dv.data_ptr());
+    return {dq, dk, dv};
+  }
+
+ private:
+  Tensor q_, k_, v_, out_, lse_;
+  MaskView mask_;
+  kernels::AttentionDesc desc_;
+};
+
+void check_inputs(const Tensor& q, const Tensor& k, const Tensor& v) {
+  for (auto [t, arg] : {std::pair{&q, "q"}, std::pair{&k, "k"}, std::pair{&v, "v"}}) {
+    MIXPREC_CHECK(t->dim() >= 2, ShapeError, kOp,
+                  arg << " must have at least 2 dimensions [..., T, D], got "
+                      << to_string(t->shape()));
+  }
+  MIXPREC_CHECK(q.dtype() == k.dtype() && k.dtype() == v.dtype(), DTypeError, kOp,
+                "q, k and v must share one dtype, got " << name(q.dtype()) << ", "
+                    << name(k.dtype()) << " and " << name(v.dtype())
+                    << "; cast them, or run under amp::Autocast which casts all three");
+  require_compute_dtype(kOp, q.dtype());
+  const Shape lead(q.shape().begin(), q.shape().end() - 2);
+  MIXPREC_CHECK(k.dim() == q.dim() && v.dim() == q.dim() &&
+                    Shape(k.shape().begin(), k.shape().end() - 2) == lead &&
+                    Shape(v.shape().begin(), v.shape().end() - 2) == lead,
+                ShapeError, kOp,
+                "q, k and v must have the same leading (batch, head) dimensions, got q "
+                    << to_string(q.shape()) << ", k " << to_string(k.shape()) << ", v "
+                    << to_string(v.shape()));
+  MIXPREC_CHECK(k.size(-1) == q.size(-1), ShapeError, kOp,
+                "q and k must have the same last dimension D, got q " << to_string(q.shape())
+                    << " and k " << to_string(k.shape()));
+  MIXPREC_CHECK(v.size(-2) == k.size(-2), ShapeError, kOp,
+                "k and v must have the same number of keys Tk, got k " << to_string(k.shape())
+                    << " and v " << to_string(v.shape()));
+}
+
+}  // namespace
+
+Tensor scaled_dot_product_attention(const Tensor& q_arg, const Tensor& k_arg, const Tensor& v_arg,
+                                    const Tensor& attn_mask, float dropout_p, bool is_causal,
+                                    std::optional<float> scale, std::uint64_t seed) {
+  diagnostics::detail::OpScope prof(amp::OpKind::scaled_dot_product_attention);
+  ops::detail::require_defined(kOp, q_arg, "q");
+  ops::detail::require_defined(kOp, k_arg, "k");
+  ops::detail::require_defined(kOp, v_arg, "v");
+  // The mask is not cast: it is read in f32 whatever its dtype.
+  const std::vector<Tensor> cast_in =
+      amp::autocast_inputs(amp::OpKind::scaled_dot_product_attention, {&q_arg, &k_arg, &v_arg});
+  const Tensor& q = cast_in[0];
+  const Tensor& k = cast_in[1];
+  const Tensor& v = cast_in[2];
+  check_inputs(q, k, v);
+  MIXPREC_CHECK(dropout_p >= 0.0f && dropout_p < 1.0f, ValueError, kOp,
+                "dropout_p must be in [0, 1), got " << dropout_p);
+  const std::int64_t tq = q.size(-2), tk = k.size(-2), d = q.size(-1), dv = v.size(-1);
+  Shape scores_shape(q.shape().begin(), q.shape().end() - 2);
+  const std::int64_t bh = numel(scores_shape);
+  scores_shape.push_back(tq);
+  scores_shape.push_back(tk);
+  MaskView mask;
+  if (attn_mask.defined()) {
+    require_compute_dtype(kOp, attn_mask.dtype());
+    const bool fits = attn_mask.dim() <= static_cast<std::int64_t>(scores_shape.size()) &&
+                      [&] {
+                        for (std::int64_t i = 1; i <= attn_mask.dim(); ++i) {
+                          const std::int64_t m = attn_mask.size(-i);
+                          if (m != 1 && m != scores_shape[scores_shape.size() - static_cast<std::size_t>(i)]) return false;
+                        }
+                        return true;
+                      }();
+    MIXPREC_CHECK(fits, ShapeError, kOp,
+                  "attn_mask " << to_string(attn_mask.shape())
+                               << " does not broadcast to the scores' shape "
+                               << to_string(scores_shape));
+    mask = make_mask_view(attn_mask, scores_shape, bh);
+  }
+  kernels::AttentionDesc desc = describe(&mask);
+  desc.bh = bh; desc.tq = tq; desc.tk = tk; desc.d = d; desc.dv = dv;
+  desc.dtype = q.dtype();
+  desc.scale = scale.has_value() ? *scale : 1.0f / std::sqrt(static_cast<float>(d));
+  desc.causal = is_causal;
+  desc.dropout_p = dropout_p;
+  desc.seed = seed;
+
+  const Tensor qc = q.detach().contiguous(), kc = k.detach().contiguous(),
+               vc = v.detach().contiguous();
+  Shape out_shape = q.shape();
+  out_shape.back() = dv;
+  Tensor out = Tensor::empty(out_shape, q.dtype());
+  Tensor lse = Tensor::empty({bh, tq}, DType::f32);  // the only saved statistic: O(T)
+  kernels::attention_forward(desc, qc.data_ptr(), kc.data_ptr(), vc.data_ptr(), out.data_ptr(),
+                             static_cast<float*>(lse.data_ptr()));
+  // 2 GEMM-like products of bh * tq * tk * (d or dv) multiply-adds each.
+  diagnostics::detail::add_work(
+      2.0 * static_cast<double>(bh * tq * tk) * static_cast<double>(d + dv),
+      static_cast<double>(qc.nbytes() + kc.nbytes() + vc.nbytes() + out.nbytes()));
+  ops::detail::record<AttentionNode>(out, {&q, &k, &v}, qc, kc, vc, out.detach(), lse,
+                                     std::move(mask), desc);
+  prof.done(out, {&q, &k, &v});
+  return out;
+}
+
+}  // namespace mixprec
