@@ -18,6 +18,7 @@
 #include "mixprec/nn/layers.h"
 #include "mixprec/nn/norm_layers.h"
 #include "mixprec/nn/residual.h"
+#include "mixprec/nn/transformer.h"
 #include "mixprec/nn/module.h"
 #include "mixprec/amp/autocast.h"
 #include "mixprec/amp/grad_scaler.h"

@@ -111,6 +111,28 @@ Tensor Module::operator()(const Tensor& x) {
   return call_forward(x);
 }
 
+Tensor Module::forward_inputs(const std::vector<Tensor>& inputs) {
+  MIXPREC_CHECK(inputs.size() == 1, ValueError, type_name().c_str(),
+                "takes one input, got " << inputs.size()
+                                        << "; pass a single tensor (modules with several inputs, "
+                                           "such as MultiHeadAttention, say so in their docs)");
+  return forward(inputs[0]);
+}
+
+Tensor Module::operator()(const std::vector<Tensor>& inputs) {
+  if (inputs.size() == 1) return (*this)(inputs[0]);
+  std::optional<autograd::anomaly_detail::ModuleScope> anomaly_scope;
+  if (autograd::anomaly_enabled()) [[unlikely]] anomaly_scope.emplace(*this);
+  if (!has_compute_override_) return forward_inputs(inputs);
+  const bool lower = compute_override_ != DType::f32;
+  amp::Autocast region(lower, lower ? compute_override_ : amp::autocast_dtype());
+  std::vector<Tensor> widened = inputs;
+  for (Tensor& x : widened) {
+    if (!lower && x.defined() && x.dtype() != DType::f32) x = x.to(DType::f32);
+  }
+  return forward_inputs(widened);
+}
+
 Tensor Module::call_forward(const Tensor& x) {
   if (!has_compute_override_) return forward(x);
   const bool lower = compute_override_ != DType::f32;

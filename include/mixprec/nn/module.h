@@ -53,6 +53,14 @@ class Module {
   /// forward(), inside this module's compute-dtype override if it has one; a leaf module's
   /// output then goes through this thread's ForwardObserver, if one is installed.
   Tensor operator()(const Tensor& x);
+  /// The computation of a module with several inputs (attention: query, key, value, mask).
+  /// Modules that take several override it; the default takes exactly one input and runs
+  /// forward(inputs[0]), and refuses any other count with a ValueError naming the module.
+  virtual Tensor forward_inputs(const std::vector<Tensor>& inputs);
+  /// forward_inputs() under the compute-dtype override, as operator()(x) runs forward(); one
+  /// input goes through operator()(x) itself (observers included). Observers see single-input
+  /// calls only.
+  Tensor operator()(const std::vector<Tensor>& inputs);
   /// Makes this module compute in `dtype` whatever the surrounding autocast region says:
   /// f32 turns autocast off inside it, bf16/f16 turn it on with that dtype. Used by precision
   /// policies to keep e.g. normalisation layers in f32.

@@ -1,0 +1,64 @@
+#pragma once
+/// Transformer layers: multi-head attention over scaled_dot_product_attention (scores and
+/// softmax in fp32 whatever the compute dtype; blocked, so no T x T matrix is kept) and the
+/// pre-LayerNorm block of GPT-2.
+#include <cstdint>
+#include <memory>
+
+#include "mixprec/nn/layers.h"
+#include "mixprec/nn/module.h"
+#include "mixprec/nn/norm_layers.h"
+
+namespace mixprec::nn {
+
+/// Multi-head attention (PyTorch's nn.MultiheadAttention with batch_first). Inputs are
+/// [B, T, d_model]; heads split d_model into n_heads slices of d_model / n_heads.
+/// forward_inputs({query, key, value}) or ({query, key, value, mask}) with an additive f32 mask
+/// broadcastable to [B, n_heads, Tq, Tk]; forward(x) is self-attention, forward_inputs({x, x, x}).
+/// causal: query i sees keys j <= i. dropout: on the attention probabilities in training, its
+/// mask drawn from (seed, call count), so a re-run with the same count (activation
+/// checkpointing) redraws the same mask.
+class MultiHeadAttention : public Module {
+ public:
+  /// ValueError unless d_model and n_heads are >= 1, n_heads divides d_model, and dropout is
+  /// in [0, 1).
+  MultiHeadAttention(std::int64_t d_model, std::int64_t n_heads, bool causal = false,
+                     float dropout = 0.0f, bool bias = true, std::uint64_t seed = 0);
+  Tensor forward(const Tensor& x) override;
+  Tensor forward_inputs(const std::vector<Tensor>& inputs) override;
+  std::string type_name() const override { return "MultiHeadAttention"; }
+  std::int64_t heads() const { return heads_; }
+  /// Number of forward calls in training mode so far (the dropout masks' counter).
+  std::uint64_t calls() const { return calls_; }
+  void set_calls(std::uint64_t calls) { calls_ = calls; }
+
+ private:
+  // [B, T, d_model] -> [B, heads, T, head_dim], contiguous.
+  Tensor split_heads(const Tensor& x) const;
+  std::int64_t d_model_, heads_;
+  bool causal_;
+  float dropout_;
+  std::uint64_t seed_;
+  std::uint64_t calls_ = 0;
+  std::shared_ptr<Linear> q_, k_, v_, out_;
+};
+
+/// GPT-2's block, pre-LayerNorm: x + dropout(attn(ln1(x))), then h + dropout(mlp(ln2(h))) with
+/// mlp = Linear(d, 4d), GELU (tanh approximation if the op has it, else exact), Linear(4d, d).
+/// Input and output [B, T, d_model].
+class TransformerBlock : public Module {
+ public:
+  TransformerBlock(std::int64_t d_model, std::int64_t n_heads, bool causal = true,
+                   float dropout = 0.0f, std::uint64_t seed = 0);
+  Tensor forward(const Tensor& x) override;
+  std::string type_name() const override { return "TransformerBlock"; }
+
+ private:
+  std::shared_ptr<LayerNorm> ln1_, ln2_;
+  std::shared_ptr<MultiHeadAttention> attn_;
+  std::shared_ptr<Linear> fc_, proj_;
+  std::shared_ptr<GELU> act_;
+  std::shared_ptr<Dropout> drop_attn_, drop_mlp_;
+};
+
+}  // namespace mixprec::nn

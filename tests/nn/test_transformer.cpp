@@ -1,0 +1,161 @@
+// Modules with several inputs, MultiHeadAttention and the pre-LN TransformerBlock: against the
+// computation written out with primitive ops, causality, masks, dropout replay, gradients to
+// every parameter, autocast.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+
+#include "mixprec/amp/autocast.h"
+#include "mixprec/core/error.h"
+#include "mixprec/nn/transformer.h"
+#include "mixprec/ops/elementwise.h"
+#include "mixprec/ops/nn_functional.h"
+#include "mixprec/ops/reduce.h"
+
+namespace mixprec::nn {
+namespace {
+
+const Tensor& param(const Module& m, const std::string& path) {
+  static NamedTensors keep;
+  keep = m.named_parameters();
+  for (const auto& [name, t] : keep) {
+    if (name == path) return t;
+  }
+  ADD_FAILURE() << "no parameter " << path;
+  return keep.front().second;
+}
+
+// Self-attention written out: projections, per-head softmax(q k^T / sqrt(dh) + causal), output.
+std::vector<float> by_hand(const MultiHeadAttention& mha, const Tensor& x, bool causal) {
+  const std::int64_t b = x.size(0), t = x.size(1), d = x.size(2), h = mha.heads(), dh = d / h;
+  auto proj = [&](const std::string& name) {
+    return linear(x, param(mha, name + ".weight"), param(mha, name + ".bias")).to_vector();
+  };
+  const std::vector<float> q = proj("q_proj"), k = proj("k_proj"), v = proj("v_proj");
+  std::vector<float> att(static_cast<std::size_t>(b * t * d));
+  for (std::int64_t bi = 0; bi < b; ++bi)
+    for (std::int64_t hi = 0; hi < h; ++hi)
+      for (std::int64_t i = 0; i < t; ++i) {
+        std::vector<double> s(static_cast<std::size_t>(t));
+        double mx = -std::numeric_limits<double>::infinity();
+        for (std::int64_t j = 0; j < t; ++j) {
+          double dot = 0;
+          for (std::int64_t c = 0; c < dh; ++c) {
+            dot += static_cast<double>(q[static_cast<std::size_t>((bi * t + i) * d + hi * dh + c)]) *
+                   static_cast<double>(k[static_cast<std::size_t>((bi * t + j) * d + hi * dh + c)]);
+          }
+          s[static_cast<std::size_t>(j)] = causal && j > i ? -INFINITY : dot / std::sqrt(static_cast<double>(dh));
+          mx = std::max(mx, s[static_cast<std::size_t>(j)]);
+        }
+        double sum = 0;
+        for (double& e : s) sum += (e = std::exp(e - mx));
+        for (std::int64_t c = 0; c < dh; ++c) {
+          double acc = 0;
+          for (std::int64_t j = 0; j < t; ++j) {
+            acc += s[static_cast<std::size_t>(j)] / sum *
+                   static_cast<double>(v[static_cast<std::size_t>((bi * t + j) * d + hi * dh + c)]);
+          }
+          att[static_cast<std::size_t>((bi * t + i) * d + hi * dh + c)] = static_cast<float>(acc);
+        }
+      }
+  Tensor a = Tensor::empty({b, t, d});
+  std::copy(att.begin(), att.end(), static_cast<float*>(a.data_ptr()));
+  return linear(a, param(mha, "out_proj.weight"), param(mha, "out_proj.bias")).to_vector();
+}
+
+void expect_near(const std::vector<float>& got, const std::vector<float>& want, double tol) {
+  ASSERT_EQ(got.size(), want.size());
+  for (std::size_t i = 0; i < got.size(); ++i) ASSERT_NEAR(got[i], want[i], tol) << i;
+}
+
+TEST(MultiHeadAttention, MatchesTheComputationWrittenOut) {
+  for (bool causal : {false, true}) {
+    MultiHeadAttention mha(12, 3, causal, 0.0f, true, 5);
+    const Tensor x = Tensor::randn({2, 7, 12}, 1);
+    expect_near(mha(x).to_vector(), by_hand(mha, x, causal), 2e-5);
+  }
+}
+
+TEST(MultiHeadAttention, CausalOutputsIgnoreLaterPositions) {
+  MultiHeadAttention mha(8, 2, true, 0.0f, true, 1);
+  Tensor x = Tensor::randn({1, 6, 8}, 2);
+  const std::vector<float> before = mha(x).to_vector();
+  Tensor changed = Tensor::randn({1, 6, 8}, 2);
+  static_cast<float*>(changed.data_ptr())[5 * 8 + 3] += 10.0f;  // the last position only
+  const std::vector<float> after = mha(changed).to_vector();
+  for (std::size_t i = 0; i < 5 * 8; ++i) EXPECT_EQ(after[i], before[i]) << i;
+  bool last_changed = false;
+  for (std::size_t i = 5 * 8; i < 6 * 8; ++i) last_changed |= after[i] != before[i];
+  EXPECT_TRUE(last_changed);
+}
+
+TEST(MultiHeadAttention, CrossAttentionWithAMaskAndBadInputs) {
+  MultiHeadAttention mha(8, 2, false, 0.0f, true, 3);
+  const Tensor q = Tensor::randn({2, 3, 8}, 4), kv = Tensor::randn({2, 5, 8}, 5);
+  EXPECT_EQ(mha({q, kv, kv}).shape(), (Shape{2, 3, 8}));
+  // A mask hiding keys 3 and 4 equals attending to keys 0-2 only.
+  Tensor mask = Tensor::zeros({1, 1, 1, 5});
+  static_cast<float*>(mask.data_ptr())[3] = -INFINITY;
+  static_cast<float*>(mask.data_ptr())[4] = -INFINITY;
+  const Tensor first3 = kv.slice(1, 0, 3).contiguous();
+  expect_near(mha({q, kv, kv, mask}).to_vector(), mha({q, first3, first3}).to_vector(), 1e-6);
+  EXPECT_THROW(mha({q, kv}), ValueError);
+  EXPECT_THROW(mha({q, kv, Tensor::randn({2, 5, 6}, 6)}), ShapeError);
+  EXPECT_THROW(MultiHeadAttention(10, 3), ValueError);
+  // A single-input module refuses several inputs with its name.
+  Linear lin(8, 8);
+  try {
+    lin({q, q});
+    FAIL() << "expected ValueError";
+  } catch (const ValueError& e) {
+    EXPECT_NE(std::string(e.what()).find("Linear"), std::string::npos) << e.what();
+  }
+}
+
+TEST(TransformerBlock, GradientsReachEveryParameterAndAutocastAgrees) {
+  TransformerBlock block(16, 4, true, 0.0f, 7);
+  const Tensor x = Tensor::randn({2, 5, 16}, 8);
+  const Tensor y = block(x);
+  EXPECT_EQ(y.shape(), (Shape{2, 5, 16}));
+  sum(mul(y, y)).backward();
+  for (const auto& [name, p] : block.named_parameters()) {
+    ASSERT_TRUE(p.grad().defined()) << name;
+    double norm = 0;
+    for (float g : p.grad().to(DType::f32).to_vector()) norm += static_cast<double>(g) * g;
+    EXPECT_TRUE(std::isfinite(norm) && norm > 0) << name;
+  }
+  // Under bf16 autocast: the same function to bf16 precision (attention keeps fp32 softmax).
+  Tensor low;
+  {
+    amp::Autocast region(true, DType::bf16);
+    low = block(x);
+  }
+  EXPECT_EQ(low.dtype(), DType::f32);  // the residual stream adds in the widest dtype
+  const std::vector<float> a = y.to_vector(), b = low.to_vector();
+  double err = 0, mag = 0;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    err = std::max(err, std::fabs(static_cast<double>(a[i]) - b[i]));
+    mag = std::max(mag, std::fabs(static_cast<double>(a[i])));
+  }
+  EXPECT_LT(err, 0.05 * mag);
+}
+
+TEST(MultiHeadAttention, DropoutMasksReplayFromTheCallCounter) {
+  MultiHeadAttention mha(8, 2, true, 0.3f, true, 9);
+  const Tensor x = Tensor::randn({1, 6, 8}, 10);
+  mha.train();
+  const std::vector<float> first = mha(x).to_vector();
+  const std::vector<float> second = mha(x).to_vector();
+  EXPECT_NE(first, second);  // a new mask per call
+  mha.set_calls(0);
+  EXPECT_EQ(mha(x).to_vector(), first);  // the same count, the same mask
+  mha.eval();
+  EXPECT_EQ(mha.calls(), 1u);
+  const std::vector<float> eval1 = mha(x).to_vector();
+  EXPECT_EQ(mha(x).to_vector(), eval1);  // no dropout in evaluation
+  EXPECT_EQ(mha.calls(), 1u);
+}
+
+}  // namespace
+}  // namespace mixprec::nn
