@@ -114,7 +114,9 @@ Outs run_unary_backward(const Backend& b, DType t, UnaryOp op, float lo, float h
   // gelu' = Phi(x) + x phi(x) cancels near x = -0.75 (both terms ~0.23, the sum ~0): there the
   // few-ulp errors of each term (in both implementations) are absolute, not relative to the
   // result; |dy| <= 1 and Phi, |x| phi <= 1.2, so 8 f32 ulps of 1 bound them.
-  const double atol = op == UnaryOp::gelu ? 8 * 1.1920928955078125e-07 : 1e-30;
+  // gelu_tanh' = s (1 + x w' e s) cancels at the same place, with terms of the same size.
+  const double atol =
+      op == UnaryOp::gelu || op == UnaryOp::gelu_tanh ? 8 * 1.1920928955078125e-07 : 1e-30;
   return {close("dx", std::move(dx), atol, kTranscendental)};
 }
 
@@ -462,7 +464,8 @@ std::vector<Case> cases() {
       {UnaryOp::sqrt, "sqrt", 0, 100},     {UnaryOp::rsqrt, "rsqrt", 0.01f, 100},
       {UnaryOp::reciprocal, "reciprocal", 0.1f, 10}, {UnaryOp::square, "square", -5, 5},
       {UnaryOp::relu, "relu", -5, 5},      {UnaryOp::gelu, "gelu", -6, 6},
-      {UnaryOp::tanh, "tanh", -6, 6},      {UnaryOp::sigmoid, "sigmoid", -12, 12}};
+      {UnaryOp::tanh, "tanh", -6, 6},      {UnaryOp::sigmoid, "sigmoid", -12, 12},
+      {UnaryOp::gelu_tanh, "gelu_tanh", -12, 12}};
   for (const U& u : unary_ops) {
     c.push_back({std::string("unary_") + u.name, F, [u](const Backend& b, DType t) {
                    return run_unary(b, t, u.op, u.lo, u.hi, 70001);
