@@ -27,6 +27,7 @@
 #include "mixprec/ops/combine.h"
 #include "mixprec/ops/conv.h"
 #include "mixprec/ops/elementwise.h"
+#include "mixprec/ops/embedding.h"
 #include "mixprec/ops/fp8.h"
 #include "mixprec/ops/nn_functional.h"
 #include "mixprec/ops/normalization.h"

@@ -186,4 +186,16 @@ bool unscale_inplace(void* data, int dtype, std::size_t n, float inv, float* ama
   return call(&Backend::unscale_inplace, "unscale_inplace", data, dtype, n, inv, amax);
 }
 
+// embedding.h (transformer ops: embedding lookup)
+void embedding(const void* weight, DType dtype, std::int64_t rows, std::int64_t cols,
+               const std::int64_t* indices, std::int64_t n, void* out) {
+  call(&Backend::embedding, "embedding", weight, dtype, rows, cols, indices, n, out);
+}
+void embedding_backward(const void* dy, DType dy_dtype, const std::int64_t* indices,
+                        std::int64_t n, std::int64_t rows, std::int64_t cols,
+                        std::int64_t padding_idx, void* dweight, DType dweight_dtype) {
+  call(&Backend::embedding_backward, "embedding_backward", dy, dy_dtype, indices, n, rows, cols,
+       padding_idx, dweight, dweight_dtype);
+}
+
 }  // namespace mixprec::kernels

@@ -17,6 +17,7 @@
 #include "kernels/convert.h"
 #include "kernels/copy.h"
 #include "kernels/elementwise.h"
+#include "kernels/embedding.h"
 #include "kernels/matmul.h"
 #include "kernels/norm.h"
 #include "kernels/optim.h"
@@ -69,6 +70,9 @@ struct Backend {
   decltype(&ref::adam_update) adam_update;
   // unscale.h
   decltype(&ref::unscale_inplace) unscale_inplace;
+  // embedding.h (transformer ops: embedding lookup)
+  decltype(&ref::embedding) embedding;
+  decltype(&ref::embedding_backward) embedding_backward;
 };
 
 /// The backend kernels run on now: MIXPREC_BACKEND (cpu|ref; default cpu) or set_backend().

@@ -452,6 +452,27 @@ Outs run_unscale(const Backend& b, DType t, bool with_non_finite) {
   return {exact("grad", std::move(g)), exact("found_inf, amax", std::move(verdict))};
 }
 
+// ---- transformer ops: embedding lookup ----
+
+Outs run_embedding(const Backend& b, DType t, bool backward) {
+  // Many indices into a small table: every row gets hundreds of contributions (threads split
+  // the destination rows); row 3 is the padding row.
+  const std::int64_t rows = 41, cols = 257, n = 4099;
+  std::vector<std::int64_t> idx(static_cast<std::size_t>(n));
+  for (std::int64_t i = 0; i < n; ++i) idx[static_cast<std::size_t>(i)] = (i * 7919) % rows;
+  if (!backward) {
+    const Buffer w = random_buffer(t, rows * cols, -3.0f, 3.0f, 61);
+    Buffer y(t, n * cols);
+    b.embedding(w.data(), t, rows, cols, idx.data(), n, y.data());
+    return {exact("y", std::move(y))};
+  }
+  const Buffer dy = random_buffer(t, n * cols, -1.0f, 1.0f, 62);
+  Buffer dw(t, rows * cols), dw32(DType::f32, rows * cols);
+  b.embedding_backward(dy.data(), t, idx.data(), n, rows, cols, 3, dw.data(), t);
+  b.embedding_backward(dy.data(), t, idx.data(), n, rows, cols, -1, dw32.data(), DType::f32);
+  return {exact("dweight", std::move(dw)), exact("dweight_f32", std::move(dw32))};
+}
+
 // ---- the table ----
 
 std::vector<Case> cases() {
@@ -604,6 +625,12 @@ std::vector<Case> cases() {
                  for (Out& x : run_unscale(b, t, true)) o.push_back(std::move(x));
                  return o;
                }});
+  // transformer ops: embedding lookup
+  for (bool bwd : {false, true}) {
+    c.push_back({bwd ? "embedding_backward" : "embedding", F, [bwd](const Backend& b, DType t) {
+                   return run_embedding(b, t, bwd);
+                 }});
+  }
   return c;
 }
 

@@ -37,6 +37,9 @@ const Backend& cpu_backend() {
     &cpu::sgd_update,
     &cpu::adam_update,
     &cpu::unscale_inplace,
+    // embedding.h (transformer ops: embedding lookup)
+    &cpu::embedding,
+    &cpu::embedding_backward,
   };
   return b;
 }

@@ -36,6 +36,9 @@ const Backend& ref_backend() {
     &ref::sgd_update,
     &ref::adam_update,
     &ref::unscale_inplace,
+    // embedding.h (transformer ops: embedding lookup)
+    &ref::embedding,
+    &ref::embedding_backward,
   };
   return b;
 }
