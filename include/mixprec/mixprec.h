@@ -29,6 +29,7 @@
 #include "mixprec/ops/elementwise.h"
 #include "mixprec/ops/embedding.h"
 #include "mixprec/ops/fp8.h"
+#include "mixprec/ops/masking.h"
 #include "mixprec/ops/nn_functional.h"
 #include "mixprec/ops/normalization.h"
 #include "mixprec/ops/reduce.h"

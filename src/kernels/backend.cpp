@@ -197,5 +197,10 @@ void embedding_backward(const void* dy, DType dy_dtype, const std::int64_t* indi
   call(&Backend::embedding_backward, "embedding_backward", dy, dy_dtype, indices, n, rows, cols,
        padding_idx, dweight, dweight_dtype);
 }
+// masked_fill.h (transformer ops: attention masks)
+void masked_fill(std::span<const std::int64_t> shape, const void* x, DType dtype,
+                 const StridedInput& mask, float value, void* out) {
+  call(&Backend::masked_fill, "masked_fill", shape, x, dtype, mask, value, out);
+}
 
 }  // namespace mixprec::kernels

@@ -63,6 +63,7 @@ std::map<OpKind, Fn> op_runners() {
       {OpKind::max_pool2d, [](const Tensor& x) { return max_pool2d(x.reshape({2, 1, 4, 4}), 2); }},
       {OpKind::avg_pool2d, [](const Tensor& x) { return avg_pool2d(x.reshape({2, 1, 4, 4}), 2); }},
       {OpKind::embedding, [](const Tensor& x) { return embedding(x, {3, 0, 3}); }},
+      {OpKind::masked_fill, [](const Tensor& x) { return masked_fill(x, causal_mask(8).slice(0, 0, 1), -1.0f); }},
   };
 }
 

@@ -473,6 +473,29 @@ Outs run_embedding(const Backend& b, DType t, bool backward) {
   return {exact("dweight", std::move(dw)), exact("dweight_f32", std::move(dw32))};
 }
 
+// ---- transformer ops: attention masks ----
+
+Outs run_masked_fill(const Backend& b, DType t) {
+  // Scores [B, H, T, T] with a causal [T, T] mask (bf16) broadcast over B and H, and a flat
+  // contiguous f32 mask above the parallel threshold.
+  const std::int64_t B = 3, H = 4, T = 67;
+  const Buffer x = random_buffer(t, B * H * T * T, -4.0f, 4.0f, 63);
+  Buffer causal(DType::bf16, T * T);
+  for (std::int64_t i = 0; i < T; ++i) {
+    for (std::int64_t j = 0; j < T; ++j) causal.set(i * T + j, j > i ? 1.0f : 0.0f);
+  }
+  const std::vector<std::int64_t> shape{B, H, T, T}, strides{0, 0, T, 1};
+  Buffer y(t, B * H * T * T);
+  b.masked_fill(shape, x.data(), t, {causal.data(), DType::bf16, strides}, -1e4f, y.data());
+  const std::int64_t n = 70001;
+  const Buffer x2 = random_buffer(t, n, -4.0f, 4.0f, 64);
+  const Buffer m2 = random_buffer(DType::f32, n, -1.0f, 1.0f, 65);  // ~all nonzero but a few
+  const std::vector<std::int64_t> flat{n}, one{1};
+  Buffer y2(t, n);
+  b.masked_fill(flat, x2.data(), t, {m2.data(), DType::f32, one}, 0.5f, y2.data());
+  return {exact("y_causal", std::move(y)), exact("y_flat", std::move(y2))};
+}
+
 // ---- the table ----
 
 std::vector<Case> cases() {
@@ -631,6 +654,8 @@ std::vector<Case> cases() {
                    return run_embedding(b, t, bwd);
                  }});
   }
+  // transformer ops: attention masks
+  c.push_back({"masked_fill", F, [](const Backend& b, DType t) { return run_masked_fill(b, t); }});
   return c;
 }
 

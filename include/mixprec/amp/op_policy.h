@@ -21,7 +21,7 @@ enum class OpKind : std::uint8_t {
   // pass-through: run in whatever dtype the input has
   neg, abs, sqrt, square, relu, gelu, tanh, sigmoid, affine, amax, dropout, batch_norm, max_pool2d, avg_pool2d,
   // transformer ops (pass-through): embedding lookup and masking
-  embedding,
+  embedding, masked_fill,
 };
 
 /// What autocast does with an op's floating-point inputs.
@@ -41,7 +41,7 @@ struct OpPolicy {
 };
 
 /// The table, indexed by static_cast<size_t>(OpKind).
-extern const std::array<OpPolicy, 43> kOpPolicyTable;
+extern const std::array<OpPolicy, 44> kOpPolicyTable;
 
 /// The row of an op.
 const OpPolicy& policy_row(OpKind op);

@@ -40,6 +40,8 @@ const Backend& cpu_backend() {
     // embedding.h (transformer ops: embedding lookup)
     &cpu::embedding,
     &cpu::embedding_backward,
+    // masked_fill.h (transformer ops: attention masks)
+    &cpu::masked_fill,
   };
   return b;
 }

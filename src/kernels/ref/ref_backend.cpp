@@ -39,6 +39,8 @@ const Backend& ref_backend() {
     // embedding.h (transformer ops: embedding lookup)
     &ref::embedding,
     &ref::embedding_backward,
+    // masked_fill.h (transformer ops: attention masks)
+    &ref::masked_fill,
   };
   return b;
 }
