@@ -12,7 +12,7 @@ constexpr CastPolicy P = CastPolicy::promote;
 constexpr CastPolicy T = CastPolicy::pass_through;
 }  // namespace
 
-const std::array<OpPolicy, 43> kOpPolicyTable{{
+const std::array<OpPolicy, 45> kOpPolicyTable{{
     {OpKind::matmul, "matmul", L, "GEMM: 16-bit products, fp32 accumulation"},
     {OpKind::bmm, "bmm", L, "batched GEMM"},
     {OpKind::linear, "linear", L, "GEMM plus bias"},
@@ -57,6 +57,9 @@ const std::array<OpPolicy, 43> kOpPolicyTable{{
     {OpKind::avg_pool2d, "avg_pool2d", T, "sums in fp32 inside; output follows its input"},
     {OpKind::scaled_dot_product_attention, "scaled_dot_product_attention", L,
      "two GEMMs in 16 bits; scores and softmax stay fp32 inside"},
+    // transformer ops: embedding lookup and masking
+    {OpKind::embedding, "embedding", T, "a row gather: output follows the table"},
+    {OpKind::masked_fill, "masked_fill", T, "selects values: exact in any dtype"},
 }};
 
 const OpPolicy& policy_row(OpKind op) {

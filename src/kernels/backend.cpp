@@ -197,4 +197,21 @@ void attention_backward(const AttentionDesc& desc, const void* q, const void* k,
        dk, dv);
 }
 
+// embedding.h (transformer ops: embedding lookup)
+void embedding(const void* weight, DType dtype, std::int64_t rows, std::int64_t cols,
+               const std::int64_t* indices, std::int64_t n, void* out) {
+  call(&Backend::embedding, "embedding", weight, dtype, rows, cols, indices, n, out);
+}
+void embedding_backward(const void* dy, DType dy_dtype, const std::int64_t* indices,
+                        std::int64_t n, std::int64_t rows, std::int64_t cols,
+                        std::int64_t padding_idx, void* dweight, DType dweight_dtype) {
+  call(&Backend::embedding_backward, "embedding_backward", dy, dy_dtype, indices, n, rows, cols,
+       padding_idx, dweight, dweight_dtype);
+}
+// masked_fill.h (transformer ops: attention masks)
+void masked_fill(std::span<const std::int64_t> shape, const void* x, DType dtype,
+                 const StridedInput& mask, float value, void* out) {
+  call(&Backend::masked_fill, "masked_fill", shape, x, dtype, mask, value, out);
+}
+
 }  // namespace mixprec::kernels

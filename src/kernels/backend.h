@@ -18,6 +18,8 @@
 #include "kernels/convert.h"
 #include "kernels/copy.h"
 #include "kernels/elementwise.h"
+#include "kernels/embedding.h"
+#include "kernels/masked_fill.h"
 #include "kernels/matmul.h"
 #include "kernels/norm.h"
 #include "kernels/optim.h"
@@ -73,6 +75,11 @@ struct Backend {
   // attention.h: scaled dot-product attention
   decltype(&ref::attention_forward) attention_forward;
   decltype(&ref::attention_backward) attention_backward;
+  // embedding.h (transformer ops: embedding lookup)
+  decltype(&ref::embedding) embedding;
+  decltype(&ref::embedding_backward) embedding_backward;
+  // masked_fill.h (transformer ops: attention masks)
+  decltype(&ref::masked_fill) masked_fill;
 };
 
 /// The backend kernels run on now: MIXPREC_BACKEND (cpu|ref; default cpu) or set_backend().

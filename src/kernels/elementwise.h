@@ -8,7 +8,7 @@
 ///  - Bit-identical on every SIMD target: neg, abs, sqrt, rsqrt (a true 1/sqrt), reciprocal,
 ///    square, relu, add, sub, mul, div, maximum, minimum (NaN propagation and +-0 ties exactly
 ///    as ref/nan_minmax.h), affine (alpha*x, then + beta: two roundings, no FMA, like the
-///    reference), fill, every backward formula except gelu's, and every f32<->bf16/f16
+///    reference), fill, every backward formula except gelu's and gelu_tanh's, and every f32<->bf16/f16
 ///    conversion. NaN/Inf/-0 results match the reference's; only which NaN survives when BOTH
 ///    operands of a binary op are NaN is left open (IEEE 754 does not fix it).
 ///  - Transcendental ops: max error in f32 ulps of the exact result (ulps of subnormal results
@@ -24,10 +24,21 @@
 ///      sigmoid  [-88.7, FLT_MAX]     2.5    2.04 / 2.04 / 2.04   (below -88.72 all give 0,
 ///                                                                  abs error < 2^-127)
 ///      gelu     [-30, FLT_MAX]       5.0    4.35 / 4.30 / 4.01   (ref's worst: subnormal tail)
-///    (the reference is held to 1.0 / 1.0 / 2.5 / 2.5 / 4.5). Against the reference, an f32
-///    result is therefore within (simd + ref bound) * eps * |ref|; a bf16/f16 result within one
-///    ulp of the dtype. gelu's backward, Phi(x) + x phi(x), cancels near x = -0.75: its error is
-///    bounded relative to |dy| (Phi + |x| phi), not to the result.
+///      gelu_tanh [-10, FLT_MAX]      2.5    1.97 / 1.97 / 1.97   (below -10.07 e^-w overflows
+///                                                                  and all give -0, abs
+///                                                                  error < 2^-124)
+///    (the reference is held to 1.0 / 1.0 / 2.5 / 2.5 / 4.5 / 2.5). gelu_tanh is measured
+///    against x / (1 + e^-w) in double with w = x (c1 + c2 x^2) rounded to f32 as the kernels
+///    compute it (three IEEE operations, no FMA: the same bits in every implementation); the
+///    rounding of w itself moves the result by up to |w| (1 - sigmoid(w)) * 2 ulps (relative),
+///    as the rounding of -x/sqrt2 does for gelu. Against the reference, an f32 result is
+///    therefore within (simd + ref bound) * eps * |ref|; a bf16/f16 result within one ulp of
+///    the dtype. gelu's backward, Phi(x) + x phi(x), cancels near x = -0.75: its error is
+///    bounded relative to |dy| (Phi + |x| phi), not to the result. gelu_tanh's backward,
+///    s (1 + x w' e s) with e = e^-w, s = 1 / (1 + e), w' = c1 + 3 c2 x^2, cancels likewise
+///    (near x = -0.75): bounded relative to |dy| (s + |x w'| e s^2). It is 1 for x > 10 and 0 for
+///    x < -10 (exactly 1 in f32 there; |true value| < 3e-36 below -10), which keeps e = Inf and
+///    x^2 = Inf out of the formula.
 #include <cstdint>
 #include <span>
 
@@ -36,8 +47,12 @@
 namespace mixprec::kernels {
 
 /// Unary elementwise ops. gelu is the exact erf form: x * 0.5 * (1 + erf(x / sqrt(2))).
+/// gelu_tanh is the tanh approximation (PyTorch's approximate='tanh'),
+/// x * 0.5 * (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))), evaluated as x / (1 + e^-w) with
+/// w = x (c1 + c2 x^2), c1 = 2 sqrt(2/pi), c2 = 0.044715 c1 (the same function: 1 + tanh(u) =
+/// 2 / (1 + e^-2u)), which avoids the cancellation of 1 + tanh for negative x.
 enum class UnaryOp : std::uint8_t {
-  neg, abs, exp, log, sqrt, rsqrt, reciprocal, square, relu, gelu, tanh, sigmoid
+  neg, abs, exp, log, sqrt, rsqrt, reciprocal, square, relu, gelu, tanh, sigmoid, gelu_tanh
 };
 /// Binary elementwise ops.
 enum class BinaryOp : std::uint8_t { add, sub, mul, div, maximum, minimum };

@@ -21,7 +21,7 @@ Linear::Linear(std::int64_t in_features, std::int64_t out_features, bool bias, s
 Tensor Linear::forward(const Tensor& x) { return linear(x, weight_, bias_); }
 
 Tensor ReLU::forward(const Tensor& x) { return relu(x); }
-Tensor GELU::forward(const Tensor& x) { return gelu(x); }
+Tensor GELU::forward(const Tensor& x) { return gelu(x, approximate_); }
 
 Tensor Flatten::forward(const Tensor& x) {
   MIXPREC_CHECK(x.dim() >= 1, ShapeError, "Flatten", "needs at least a batch dimension");

@@ -59,7 +59,7 @@ TransformerBlock::TransformerBlock(std::int64_t d_model, std::int64_t n_heads, b
   drop_attn_ = register_module("drop_attn", std::make_shared<Dropout>(dropout, seed * 4 + 2));
   ln2_ = register_module("ln2", std::make_shared<LayerNorm>(d_model));
   fc_ = register_module("fc", std::make_shared<Linear>(d_model, 4 * d_model, true, seed * 4 + 3));
-  act_ = register_module("act", std::make_shared<GELU>());
+  act_ = register_module("act", std::make_shared<GELU>(GeluApproximation::tanh));
   proj_ = register_module("proj", std::make_shared<Linear>(4 * d_model, d_model, true, seed * 4 + 4));
   drop_mlp_ = register_module("drop_mlp", std::make_shared<Dropout>(dropout, seed * 4 + 5));
 }

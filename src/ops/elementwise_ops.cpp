@@ -180,6 +180,10 @@ Tensor reciprocal(const Tensor& x) { return unary_op(amp::OpKind::reciprocal, Un
 Tensor square(const Tensor& x) { return unary_op(amp::OpKind::square, UnaryOp::square, x); }
 Tensor relu(const Tensor& x) { return unary_op(amp::OpKind::relu, UnaryOp::relu, x); }
 Tensor gelu(const Tensor& x) { return unary_op(amp::OpKind::gelu, UnaryOp::gelu, x); }
+Tensor gelu(const Tensor& x, GeluApproximation approximate) {
+  return unary_op(amp::OpKind::gelu,
+                  approximate == GeluApproximation::tanh ? UnaryOp::gelu_tanh : UnaryOp::gelu, x);
+}
 Tensor tanh(const Tensor& x) { return unary_op(amp::OpKind::tanh, UnaryOp::tanh, x); }
 Tensor sigmoid(const Tensor& x) { return unary_op(amp::OpKind::sigmoid, UnaryOp::sigmoid, x); }
 

@@ -1,5 +1,6 @@
 // Every differentiable op's gradient against double-precision finite differences.
 #include <cmath>
+#include <utility>
 
 #include "gradcheck.h"
 
@@ -34,6 +35,20 @@ TEST(Gradcheck, UnaryOps) {
   check_unary(gelu, [](double x) { return 0.5 * x * (1.0 + std::erf(x / std::sqrt(2.0))); });
   check_unary(tanh, [](double x) { return std::tanh(x); });
   check_unary(sigmoid, [](double x) { return 1.0 / (1.0 + std::exp(-x)); });
+}
+
+// The tanh GELU in PyTorch's own formula (not the kernels' x / (1 + e^-w) rewrite), over a
+// range that crosses the gradient's zero near -0.75 and its large-|x| tails.
+TEST(Gradcheck, GeluTanh) {
+  const auto ref = [](double x) {
+    const double k = std::sqrt(2.0 / 3.14159265358979323846);
+    return 0.5 * x * (1.0 + std::tanh(k * (x + 0.044715 * x * x * x)));
+  };
+  for (auto [lo, hi] : {std::pair{-2.0f, 2.0f}, std::pair{-6.0f, 6.0f}}) {
+    gradcheck([](const Ts& x) { return gelu(x[0], GeluApproximation::tanh); },
+              [ref](const Vs& x) { return map1(x[0], +ref); },
+              {{{3, 7}, random_values(21, 9, lo, hi)}});
+  }
 }
 
 // Binary ops with broadcasting: a [4, 5] op b [5] (row broadcast) and a [4, 1] op b [1, 5].

@@ -114,7 +114,9 @@ Outs run_unary_backward(const Backend& b, DType t, UnaryOp op, float lo, float h
   // gelu' = Phi(x) + x phi(x) cancels near x = -0.75 (both terms ~0.23, the sum ~0): there the
   // few-ulp errors of each term (in both implementations) are absolute, not relative to the
   // result; |dy| <= 1 and Phi, |x| phi <= 1.2, so 8 f32 ulps of 1 bound them.
-  const double atol = op == UnaryOp::gelu ? 8 * 1.1920928955078125e-07 : 1e-30;
+  // gelu_tanh' = s (1 + x w' e s) cancels at the same place, with terms of the same size.
+  const double atol =
+      op == UnaryOp::gelu || op == UnaryOp::gelu_tanh ? 8 * 1.1920928955078125e-07 : 1e-30;
   return {close("dx", std::move(dx), atol, kTranscendental)};
 }
 
@@ -458,6 +460,50 @@ Outs run_unscale(const Backend& b, DType t, bool with_non_finite) {
   return {exact("grad", std::move(g)), exact("found_inf, amax", std::move(verdict))};
 }
 
+// ---- transformer ops: embedding lookup ----
+
+Outs run_embedding(const Backend& b, DType t, bool backward) {
+  // Many indices into a small table: every row gets hundreds of contributions (threads split
+  // the destination rows); row 3 is the padding row.
+  const std::int64_t rows = 41, cols = 257, n = 4099;
+  std::vector<std::int64_t> idx(static_cast<std::size_t>(n));
+  for (std::int64_t i = 0; i < n; ++i) idx[static_cast<std::size_t>(i)] = (i * 7919) % rows;
+  if (!backward) {
+    const Buffer w = random_buffer(t, rows * cols, -3.0f, 3.0f, 61);
+    Buffer y(t, n * cols);
+    b.embedding(w.data(), t, rows, cols, idx.data(), n, y.data());
+    return {exact("y", std::move(y))};
+  }
+  const Buffer dy = random_buffer(t, n * cols, -1.0f, 1.0f, 62);
+  Buffer dw(t, rows * cols), dw32(DType::f32, rows * cols);
+  b.embedding_backward(dy.data(), t, idx.data(), n, rows, cols, 3, dw.data(), t);
+  b.embedding_backward(dy.data(), t, idx.data(), n, rows, cols, -1, dw32.data(), DType::f32);
+  return {exact("dweight", std::move(dw)), exact("dweight_f32", std::move(dw32))};
+}
+
+// ---- transformer ops: attention masks ----
+
+Outs run_masked_fill(const Backend& b, DType t) {
+  // Scores [B, H, T, T] with a causal [T, T] mask (bf16) broadcast over B and H, and a flat
+  // contiguous f32 mask above the parallel threshold.
+  const std::int64_t B = 3, H = 4, T = 67;
+  const Buffer x = random_buffer(t, B * H * T * T, -4.0f, 4.0f, 63);
+  Buffer causal(DType::bf16, T * T);
+  for (std::int64_t i = 0; i < T; ++i) {
+    for (std::int64_t j = 0; j < T; ++j) causal.set(i * T + j, j > i ? 1.0f : 0.0f);
+  }
+  const std::vector<std::int64_t> shape{B, H, T, T}, strides{0, 0, T, 1};
+  Buffer y(t, B * H * T * T);
+  b.masked_fill(shape, x.data(), t, {causal.data(), DType::bf16, strides}, -1e4f, y.data());
+  const std::int64_t n = 70001;
+  const Buffer x2 = random_buffer(t, n, -4.0f, 4.0f, 64);
+  const Buffer m2 = random_buffer(DType::f32, n, -1.0f, 1.0f, 65);  // ~all nonzero but a few
+  const std::vector<std::int64_t> flat{n}, one{1};
+  Buffer y2(t, n);
+  b.masked_fill(flat, x2.data(), t, {m2.data(), DType::f32, one}, 0.5f, y2.data());
+  return {exact("y_causal", std::move(y)), exact("y_flat", std::move(y2))};
+}
+
 // ---- the table ----
 
 // ---- attention ----
@@ -515,7 +561,8 @@ std::vector<Case> cases() {
       {UnaryOp::sqrt, "sqrt", 0, 100},     {UnaryOp::rsqrt, "rsqrt", 0.01f, 100},
       {UnaryOp::reciprocal, "reciprocal", 0.1f, 10}, {UnaryOp::square, "square", -5, 5},
       {UnaryOp::relu, "relu", -5, 5},      {UnaryOp::gelu, "gelu", -6, 6},
-      {UnaryOp::tanh, "tanh", -6, 6},      {UnaryOp::sigmoid, "sigmoid", -12, 12}};
+      {UnaryOp::tanh, "tanh", -6, 6},      {UnaryOp::sigmoid, "sigmoid", -12, 12},
+      {UnaryOp::gelu_tanh, "gelu_tanh", -12, 12}};
   for (const U& u : unary_ops) {
     c.push_back({std::string("unary_") + u.name, F, [u](const Backend& b, DType t) {
                    return run_unary(b, t, u.op, u.lo, u.hi, 70001);
@@ -667,6 +714,14 @@ std::vector<Case> cases() {
                    return o;
                  }});
   }
+  // transformer ops: embedding lookup
+  for (bool bwd : {false, true}) {
+    c.push_back({bwd ? "embedding_backward" : "embedding", F, [bwd](const Backend& b, DType t) {
+                   return run_embedding(b, t, bwd);
+                 }});
+  }
+  // transformer ops: attention masks
+  c.push_back({"masked_fill", F, [](const Backend& b, DType t) { return run_masked_fill(b, t); }});
   return c;
 }
 

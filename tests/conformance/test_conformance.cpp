@@ -75,6 +75,9 @@ std::vector<OpCase> cases() {
   unary("gelu", gelu, UnaryOp::gelu, -6, 6);
   unary("tanh", tanh, UnaryOp::tanh, -6, 6);
   unary("sigmoid", sigmoid, UnaryOp::sigmoid, -12, 12);
+  c.push_back({"gelu_tanh", {{37, 129}}, -12, 12,
+               [](const Ts& x) { return gelu(x[0], GeluApproximation::tanh); },
+               [](const Ts& x) { return ref_unary(UnaryOp::gelu_tanh, x[0]); }});
   auto binary = [&](const char* n, Tensor (*f)(const Tensor&, const Tensor&), BinaryOp op,
                     float lo, float hi, Shape b_shape) {
     c.push_back({n, {{33, 65}, b_shape}, lo, hi,

@@ -38,7 +38,8 @@ constexpr std::int64_t kLongRow = 40000;
 constexpr UnaryOp kUnaryOps[] = {UnaryOp::neg,  UnaryOp::abs,        UnaryOp::exp,
                                  UnaryOp::log,  UnaryOp::sqrt,       UnaryOp::rsqrt,
                                  UnaryOp::reciprocal, UnaryOp::square, UnaryOp::relu,
-                                 UnaryOp::gelu, UnaryOp::tanh,       UnaryOp::sigmoid};
+                                 UnaryOp::gelu, UnaryOp::tanh,       UnaryOp::sigmoid,
+                                 UnaryOp::gelu_tanh};
 constexpr BinaryOp kBinaryOps[] = {BinaryOp::add, BinaryOp::sub, BinaryOp::mul,
                                    BinaryOp::div, BinaryOp::maximum, BinaryOp::minimum};
 constexpr DType kDT[] = {DType::f32, DType::bf16, DType::f16};
@@ -61,6 +62,7 @@ struct UlpBound {
 constexpr UlpBound kUlpBounds[] = {
     {UnaryOp::exp, 1.5, 1.0},     {UnaryOp::log, 1.5, 1.0},  {UnaryOp::tanh, 3.0, 2.5},
     {UnaryOp::sigmoid, 2.5, 2.5}, {UnaryOp::gelu, 5.0, 4.5},
+    {UnaryOp::gelu_tanh, 2.5, 2.5},
 };
 const UlpBound* ulp_bound(UnaryOp op) {
   for (const UlpBound& b : kUlpBounds) {
@@ -76,6 +78,7 @@ std::pair<float, float> domain(UnaryOp op) {
     case UnaryOp::log: case UnaryOp::sqrt: case UnaryOp::rsqrt: return {0.01f, 100.0f};
     case UnaryOp::exp: return {-20.0f, 20.0f};
     case UnaryOp::gelu: return {-16.0f, 16.0f};
+    case UnaryOp::gelu_tanh: return {-12.0f, 12.0f};  // both edges of the gradient's selects
     default: return {-10.0f, 10.0f};
   }
 }
@@ -556,22 +559,35 @@ TEST(ElementwiseUnary, WideningEverySixteenBitPatternIsExact) {
 /// Whether the backward formula of op reads x (else y).
 bool reads_x(UnaryOp op) {
   return op == UnaryOp::abs || op == UnaryOp::log || op == UnaryOp::square ||
-         op == UnaryOp::relu || op == UnaryOp::gelu;
+         op == UnaryOp::relu || op == UnaryOp::gelu || op == UnaryOp::gelu_tanh;
 }
 
 /// gelu'(x) dy = (Phi + x phi) dy with the vector erfc/exp: Phi + x phi cancels near
 /// x = -0.75, so the bound scales with |dy| (Phi + |x| phi) (each term within the gelu bound of
 /// both implementations), not with the result; subnormal results (x < -13) get 16 units.
-void expect_gelu_grad_close(const Buffer& v, const Buffer& dy, const Buffer& got,
+/// gelu_tanh'(x) dy = s (1 + x w' e s) dy cancels likewise; the two implementations share every
+/// operation but exp (w, w', x w' are the same bits), so they differ by the exp error carried
+/// through s and e s: a few ulps of each term, s and |x w'| e s^2 (k = 8 covers it).
+void expect_gelu_grad_close(UnaryOp op, const Buffer& v, const Buffer& dy, const Buffer& got,
                             const Buffer& want, const std::string& what) {
   const DType out = want.dtype();
-  const double k = ulp_bound(UnaryOp::gelu)->simd + ulp_bound(UnaryOp::gelu)->ref + 1.0;
+  const double k = op == UnaryOp::gelu
+                       ? ulp_bound(UnaryOp::gelu)->simd + ulp_bound(UnaryOp::gelu)->ref + 1.0
+                       : 8.0;
   const double e = ktest::eps(out), e32 = ktest::eps(DType::f32);
   ktest::expect_close(got, want, [&](std::int64_t i) {
     const double xi = v.get(i);
-    const double cdf = 0.5 * std::erfc(-xi / std::sqrt(2.0));
-    const double pdf = std::exp(-0.5 * xi * xi) / std::sqrt(2.0 * std::numbers::pi);
-    return std::fabs(dy.get(i)) * (cdf + std::fabs(xi) * pdf) * k * e32 +
+    double terms;
+    if (op == UnaryOp::gelu) {
+      const double cdf = 0.5 * std::erfc(-xi / std::sqrt(2.0));
+      const double pdf = std::exp(-0.5 * xi * xi) / std::sqrt(2.0 * std::numbers::pi);
+      terms = cdf + std::fabs(xi) * pdf;
+    } else {
+      const double c1 = 2.0 * std::sqrt(2.0 / std::numbers::pi), c2 = 0.044715 * c1;
+      const double w = xi * (c1 + c2 * xi * xi), ex = std::exp(-w), sg = 1.0 / (1.0 + ex);
+      terms = sg + std::fabs(xi * (c1 + 3.0 * c2 * xi * xi)) * ex * sg * sg;
+    }
+    return std::fabs(dy.get(i)) * terms * k * e32 +
            std::fabs(want.get(i)) * (out == DType::f32 ? 0.0 : e) +
            traits(out).min_subnormal * 16;
   }, what);
@@ -600,10 +616,10 @@ TEST(ElementwiseUnaryBackward, MatchesReferenceAndReadsOnlyItsOperand) {
           ref::unary_backward(op, x, v_dt, y, v_dt, dy.data(), g_dt, want.data(), out_dt, n);
           const std::string what = label(name(op), v_dt, out_dt, n, isa) + " dy " +
                                    name(g_dt) + " backward";
-          if (op != UnaryOp::gelu) {
+          if (op != UnaryOp::gelu && op != UnaryOp::gelu_tanh) {
             ktest::expect_bitwise(got, want, what);  // the reference's IEEE operations
           } else {
-            expect_gelu_grad_close(v, dy, got, want, what);
+            expect_gelu_grad_close(op, v, dy, got, want, what);
           }
         }
       }
@@ -703,6 +719,18 @@ TEST(ElementwiseVecMath, AccuracyAgainstDoublePrecision) {
       {UnaryOp::gelu, -30.0f, 3e38f, [](double x) {
          const float z = -static_cast<float>(x) * 0.70710678118654752f;
          return 0.5 * x * std::erfc(static_cast<double>(z));
+       }},
+      // gelu_tanh as the kernels define it: w = x (c1 + c2 x^2) in f32 operations (the same
+      // bits everywhere), then x / (1 + e^-w) exact. Below -10.07 e^-w overflows f32 and all
+      // give -0 (abs error < 2^-124).
+      {UnaryOp::gelu_tanh, -10.0f, 3.4e38f, [](double x) {
+         // volatile: each step rounded to f32, never fused (this file may build with FMA).
+         const float xf = static_cast<float>(x);
+         volatile float t = xf * xf;
+         t = 0.071354816272600249f * t;
+         t = 1.5957691216057308f + t;
+         const float w = xf * t;
+         return x / (1.0 + std::exp(-static_cast<double>(w)));
        }},
   };
   for (const Case& c : cases) {

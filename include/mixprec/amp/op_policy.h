@@ -22,6 +22,8 @@ enum class OpKind : std::uint8_t {
   neg, abs, sqrt, square, relu, gelu, tanh, sigmoid, affine, amax, dropout, batch_norm, max_pool2d, avg_pool2d,
   // appended (rows are in enum order; new ops go at the end)
   scaled_dot_product_attention,  // lower precision: two GEMMs, softmax kept in fp32 inside
+  // transformer ops (pass-through): embedding lookup and masking
+  embedding, masked_fill,
 };
 
 /// What autocast does with an op's floating-point inputs.
@@ -41,7 +43,7 @@ struct OpPolicy {
 };
 
 /// The table, indexed by static_cast<size_t>(OpKind).
-extern const std::array<OpPolicy, 43> kOpPolicyTable;
+extern const std::array<OpPolicy, 45> kOpPolicyTable;
 
 /// The row of an op.
 const OpPolicy& policy_row(OpKind op);

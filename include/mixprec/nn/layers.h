@@ -4,6 +4,7 @@
 #include <initializer_list>
 
 #include "mixprec/nn/module.h"
+#include "mixprec/ops/elementwise.h"
 
 namespace mixprec::nn {
 
@@ -34,11 +35,17 @@ class ReLU : public Module {
   std::string type_name() const override { return "ReLU"; }
 };
 
-/// Exact (erf) GELU, any shape and dtype.
+/// GELU, any shape and dtype: exact (erf) by default, or the tanh approximation (GPT-2).
 class GELU : public Module {
  public:
+  explicit GELU(GeluApproximation approximate = GeluApproximation::none)
+      : approximate_(approximate) {}
   Tensor forward(const Tensor& x) override;
   std::string type_name() const override { return "GELU"; }
+  GeluApproximation approximate() const { return approximate_; }
+
+ private:
+  GeluApproximation approximate_;
 };
 
 /// [N, d1, d2, ...] -> [N, d1*d2*...].

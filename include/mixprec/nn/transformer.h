@@ -44,7 +44,7 @@ class MultiHeadAttention : public Module {
 };
 
 /// GPT-2's block, pre-LayerNorm: x + dropout(attn(ln1(x))), then h + dropout(mlp(ln2(h))) with
-/// mlp = Linear(d, 4d), GELU (tanh approximation if the op has it, else exact), Linear(4d, d).
+/// mlp = Linear(d, 4d), GELU (tanh approximation, as GPT-2), Linear(4d, d).
 /// Input and output [B, T, d_model].
 class TransformerBlock : public Module {
  public:

@@ -2,6 +2,8 @@
 /// Differentiable elementwise ops. Unary ops keep the input dtype; binary ops broadcast (numpy
 /// rules) and compute in the wider dtype of their inputs (f32 if any is f32, or bf16 meets f16).
 /// Every op computes in f32 internally and rounds once to the output dtype.
+#include <cstdint>
+
 #include "mixprec/core/tensor.h"
 
 namespace mixprec {
@@ -17,6 +19,14 @@ Tensor square(const Tensor& x);
 Tensor relu(const Tensor& x);
 /// Exact (erf) GELU: x * Phi(x).
 Tensor gelu(const Tensor& x);
+/// Which GELU: the exact erf form, or the tanh approximation of GPT-2/BERT (PyTorch's
+/// approximate='tanh').
+enum class GeluApproximation : std::uint8_t { none, tanh };
+/// GELU with a choice of form. GeluApproximation::tanh computes
+/// 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))), as x / (1 + e^-w) with
+/// w = 2 sqrt(2/pi) (x + 0.044715 x^3) (the same function, without the cancellation of 1 + tanh
+/// for negative x); accuracy in src/kernels/elementwise.h. Same autocast row as gelu(x).
+Tensor gelu(const Tensor& x, GeluApproximation approximate);
 Tensor tanh(const Tensor& x);
 Tensor sigmoid(const Tensor& x);
 /// x ** exponent elementwise (computed in f32; NaN for negative x with a non-integer exponent).

@@ -40,6 +40,11 @@ const Backend& cpu_backend() {
     // attention.h
     &cpu::attention_forward,
     &cpu::attention_backward,
+    // embedding.h (transformer ops: embedding lookup)
+    &cpu::embedding,
+    &cpu::embedding_backward,
+    // masked_fill.h (transformer ops: attention masks)
+    &cpu::masked_fill,
   };
   return b;
 }

@@ -67,7 +67,7 @@ std::int64_t checked_numel(const char* op, std::span<const std::int64_t> shape,
 bool grad_reads_x(UnaryOp op) {
   switch (op) {
     case UnaryOp::abs: case UnaryOp::log: case UnaryOp::square: case UnaryOp::relu:
-    case UnaryOp::gelu:
+    case UnaryOp::gelu: case UnaryOp::gelu_tanh:
       return true;
     default:
       return false;
@@ -166,6 +166,7 @@ const char* name(UnaryOp op) {
     case UnaryOp::gelu: return "gelu";
     case UnaryOp::tanh: return "tanh";
     case UnaryOp::sigmoid: return "sigmoid";
+    case UnaryOp::gelu_tanh: return "gelu_tanh";
   }
   return "?";
 }

@@ -102,6 +102,7 @@ HWY_INLINE void WithUnary(UnaryOp op, Fn&& fn) {
     case UnaryOp::gelu: return fn([](DF d, VF x) { return GeluF(d, x); });
     case UnaryOp::tanh: return fn([](DF d, VF x) { return TanhF(d, x); });
     case UnaryOp::sigmoid: return fn([](DF d, VF x) { return SigmoidF(d, x); });
+    case UnaryOp::gelu_tanh: return fn([](DF d, VF x) { return GeluTanhF(d, x); });
   }
 }
 
@@ -154,6 +155,7 @@ HWY_INLINE void WithUnaryGrad(UnaryOp op, Fn&& fn) {
       return fn([](DF d, VF y, VF g) {
         return hn::Mul(g, hn::Mul(y, hn::Sub(hn::Set(d, 1.0f), y)));
       });
+    case UnaryOp::gelu_tanh: return fn([](DF d, VF x, VF g) { return GeluTanhGradF(d, x, g); });
   }
 }
 

@@ -28,7 +28,7 @@ void affine_row(const void* in, DType in_dtype, void* out, DType out_dtype, std:
                 float alpha, float beta);
 
 /// dx[i] = op'(v[i]) dy[i] in the reference's formula, v the forward input x for
-/// abs/log/square/relu/gelu and the forward output y for every other op.
+/// abs/log/square/relu/gelu/gelu_tanh and the forward output y for every other op.
 void unary_backward_row(UnaryOp op, const void* v, DType v_dtype, const void* dy, DType dy_dtype,
                         void* dx, DType dx_dtype, std::int64_t n);
 

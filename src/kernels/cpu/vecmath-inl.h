@@ -182,6 +182,42 @@ HWY_INLINE V GeluGradF(D d, V x, V dy) {
   return hn::Mul(dy, hn::Add(cdf, hn::Mul(x, pdf)));
 }
 
+/// gelu_tanh's constants, as the reference spells them: w = x (c1 + c2 x^2), w' = c1 + c3 x^2.
+inline constexpr float kGeluTanhC1 = 1.5957691216057308f;    // 2 sqrt(2/pi)
+inline constexpr float kGeluTanhC2 = 0.071354816272600249f;  // 0.044715 * c1
+inline constexpr float kGeluTanhC3 = 0.21406444881780075f;   // 3 * c2
+inline constexpr float kGeluTanhGradEdge = 10.0f;
+
+/// w = x (c1 + c2 x^2): separate multiplies and adds (no MulAdd) so that w has the reference's
+/// bits on every target; only the exp differs.
+template <class D, class V>
+HWY_INLINE V GeluTanhArg(D d, V x, V x2) {
+  return hn::Mul(x, hn::Add(hn::Set(d, kGeluTanhC1), hn::Mul(hn::Set(d, kGeluTanhC2), x2)));
+}
+
+/// Tanh-approximated GELU in the reference's operation order: x / (1 + e^-w).
+template <class D, class V>
+HWY_INLINE V GeluTanhF(D d, V x) {
+  const V w = GeluTanhArg(d, x, hn::Mul(x, x));
+  return hn::Div(x, hn::Add(hn::Set(d, 1.0f), ExpF(d, hn::Neg(w))));
+}
+
+/// gelu_tanh'(x) dy = s (1 + x w' e s) dy in the reference's operation order; 1 above x = 10,
+/// 0 below -10 (selected, so the Inf * 0 lanes computed there never reach the result).
+template <class D, class V>
+HWY_INLINE V GeluTanhGradF(D d, V x, V dy) {
+  const V one = hn::Set(d, 1.0f);
+  const V x2 = hn::Mul(x, x);
+  const V w = GeluTanhArg(d, x, x2);
+  const V wp = hn::Add(hn::Set(d, kGeluTanhC1), hn::Mul(hn::Set(d, kGeluTanhC3), x2));
+  const V e = ExpF(d, hn::Neg(w));
+  const V s = hn::Div(one, hn::Add(one, e));
+  V g = hn::Mul(s, hn::Add(one, hn::Mul(hn::Mul(x, wp), hn::Mul(e, s))));
+  g = hn::IfThenElse(hn::Gt(x, hn::Set(d, kGeluTanhGradEdge)), one, g);
+  g = hn::IfThenZeroElse(hn::Lt(x, hn::Set(d, -kGeluTanhGradEdge)), g);
+  return hn::Mul(dy, g);
+}
+
 }  // namespace HWY_NAMESPACE
 }  // namespace mixprec::kernels::cpu
 HWY_AFTER_NAMESPACE();

@@ -13,6 +13,13 @@ namespace {
 
 constexpr float kSqrt1_2 = 0.70710678118654752f;    // 1/sqrt(2)
 constexpr float kInvSqrt2Pi = 0.39894228040143268f;  // 1/sqrt(2 pi)
+// gelu_tanh: w = x (c1 + c2 x^2) = 2 sqrt(2/pi) (x + 0.044715 x^3); dw/dx = c1 + 3 c2 x^2.
+constexpr float kGeluTanhC1 = 1.5957691216057308f;    // 2 sqrt(2/pi)
+constexpr float kGeluTanhC2 = 0.071354816272600249f;  // 0.044715 * c1
+constexpr float kGeluTanhC3 = 0.21406444881780075f;   // 3 * c2
+/// Beyond |x| = 10 the gelu_tanh gradient is 1 (x > 10, exactly in f32) or 0 (x < -10, true
+/// value below 3e-36); the formula is not evaluated there, so e^-w = Inf never meets s = 0.
+constexpr float kGeluTanhGradEdge = 10.0f;
 
 /// Calls fn(f) with f the float -> float function of op, so the per-element loop has no switch.
 template <class Fn>
@@ -34,6 +41,12 @@ void with_unary(UnaryOp op, Fn&& fn) {
       return fn([](float x) { return 0.5f * x * std::erfc(-x * kSqrt1_2); });
     case UnaryOp::tanh: return fn([](float x) { return std::tanh(x); });
     case UnaryOp::sigmoid: return fn([](float x) { return 1.0f / (1.0f + std::exp(-x)); });
+    // 0.5 x (1 + tanh(w/2)) = x / (1 + e^-w): no cancellation of 1 + tanh for negative x.
+    case UnaryOp::gelu_tanh:
+      return fn([](float x) {
+        const float w = x * (kGeluTanhC1 + kGeluTanhC2 * (x * x));
+        return x / (1.0f + std::exp(-w));
+      });
   }
   MIXPREC_ASSERT(false);
 }
@@ -78,6 +91,18 @@ void with_unary_grad(UnaryOp op, Fn&& fn) {
     case UnaryOp::tanh: return fn([](float, float y, float dy) { return dy * (1.0f - y * y); });
     case UnaryOp::sigmoid:
       return fn([](float, float y, float dy) { return dy * (y * (1.0f - y)); });
+    // d/dx x s(w) = s + x s (1 - s) w' = s (1 + x w' e s), e = e^-w, s = 1 / (1 + e) (1 - s =
+    // e s without the cancellation of 1 - s).
+    case UnaryOp::gelu_tanh:
+      return fn([](float x, float, float dy) {
+        const float x2 = x * x;
+        const float w = x * (kGeluTanhC1 + kGeluTanhC2 * x2);
+        const float wp = kGeluTanhC1 + kGeluTanhC3 * x2;
+        const float e = std::exp(-w);
+        const float s = 1.0f / (1.0f + e);
+        const float g = s * (1.0f + (x * wp) * (e * s));
+        return dy * (x > kGeluTanhGradEdge ? 1.0f : x < -kGeluTanhGradEdge ? 0.0f : g);
+      });
   }
   MIXPREC_ASSERT(false);
 }
@@ -86,7 +111,7 @@ void with_unary_grad(UnaryOp op, Fn&& fn) {
 bool grad_reads_x(UnaryOp op) {
   switch (op) {
     case UnaryOp::abs: case UnaryOp::log: case UnaryOp::square: case UnaryOp::relu:
-    case UnaryOp::gelu:
+    case UnaryOp::gelu: case UnaryOp::gelu_tanh:
       return true;
     default:
       return false;

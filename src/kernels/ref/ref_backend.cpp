@@ -39,6 +39,11 @@ const Backend& ref_backend() {
     // attention.h
     &ref::attention_forward,
     &ref::attention_backward,
+    // embedding.h (transformer ops: embedding lookup)
+    &ref::embedding,
+    &ref::embedding_backward,
+    // masked_fill.h (transformer ops: attention masks)
+    &ref::masked_fill,
   };
   return b;
 }

@@ -1,0 +1,46 @@
+#pragma once
+/// GPT (GPT-2's architecture): token and learned position embeddings, n_layers pre-LN
+/// TransformerBlocks with causal attention, a final LayerNorm, and the output head tied to the
+/// token embedding (logits = h E^T, no bias).
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "mixprec/nn/embedding_layer.h"
+#include "mixprec/nn/module.h"
+#include "mixprec/nn/norm_layers.h"
+#include "mixprec/nn/transformer.h"
+
+namespace mixprec::nn {
+
+struct GptConfig {
+  std::int64_t vocab_size = 256;  ///< e.g. bytes
+  std::int64_t context = 128;     ///< longest sequence (rows of the position table)
+  std::int64_t d_model = 128;
+  std::int64_t n_heads = 4;
+  std::int64_t n_layers = 4;
+  float dropout = 0.0f;
+  std::uint64_t seed = 0;
+};
+
+class GPT : public Module {
+ public:
+  /// ValueError for sizes < 1, n_heads not dividing d_model, dropout outside [0, 1).
+  explicit GPT(const GptConfig& config);
+  /// Logits [B, T, vocab] for token ids [B, T] given row-major; ValueError if T > context or an
+  /// id is outside [0, vocab).
+  Tensor logits(const std::vector<std::int64_t>& ids, std::int64_t batch, std::int64_t t);
+  /// The Module interface: ids as a [B, T] tensor of whole numbers (see Embedding::forward).
+  Tensor forward(const Tensor& ids) override;
+  std::string type_name() const override { return "GPT"; }
+  const GptConfig& config() const { return config_; }
+
+ private:
+  GptConfig config_;
+  std::shared_ptr<Embedding> tokens_, positions_;
+  std::shared_ptr<Dropout> drop_;
+  std::vector<std::shared_ptr<TransformerBlock>> blocks_;
+  std::shared_ptr<LayerNorm> ln_f_;
+};
+
+}  // namespace mixprec::nn

@@ -1,0 +1,49 @@
+#pragma once
+/// Embedding lookup: a gather of table rows by index, and its backward, a scatter-add of
+/// gradient rows into a gradient for the table. kernels::ref:: is the spec; kernels:: dispatches.
+/// Indices are std::int64_t (as cross_entropy's targets: mixprec has no integer tensor dtype).
+#include <cstdint>
+
+#include "mixprec/core/dtype.h"
+
+namespace mixprec::kernels {
+
+/// out[i, :] = weight[indices[i], :] for i < n: rows of `cols` elements of dtype, copied bit for
+/// bit. weight is [rows, cols], out [n, cols], both contiguous. An index outside [0, rows)
+/// throws ValueError naming it, its position and rows (before anything is written).
+void embedding(const void* weight, DType dtype, std::int64_t rows, std::int64_t cols,
+               const std::int64_t* indices, std::int64_t n, void* out);
+/// dweight[r, :] = the sum, over i < n with indices[i] == r in increasing i, of dy[i, :],
+/// accumulated in f32 from +0 and rounded once to dweight_dtype. Rows no index names, and row
+/// padding_idx when padding_idx >= 0, are zero. dy is [n, cols] of dy_dtype, dweight
+/// [rows, cols], both contiguous. The order of the additions is fixed, so the result does not
+/// depend on threads: the cpu backend is bit-identical to the reference. Bad indices throw
+/// ValueError as embedding() does; padding_idx >= rows throws ValueError.
+void embedding_backward(const void* dy, DType dy_dtype, const std::int64_t* indices,
+                        std::int64_t n, std::int64_t rows, std::int64_t cols,
+                        std::int64_t padding_idx, void* dweight, DType dweight_dtype);
+
+namespace ref {
+void embedding(const void* weight, DType dtype, std::int64_t rows, std::int64_t cols,
+               const std::int64_t* indices, std::int64_t n, void* out);
+void embedding_backward(const void* dy, DType dy_dtype, const std::int64_t* indices,
+                        std::int64_t n, std::int64_t rows, std::int64_t cols,
+                        std::int64_t padding_idx, void* dweight, DType dweight_dtype);
+}  // namespace ref
+
+namespace cpu {
+void embedding(const void* weight, DType dtype, std::int64_t rows, std::int64_t cols,
+               const std::int64_t* indices, std::int64_t n, void* out);
+void embedding_backward(const void* dy, DType dy_dtype, const std::int64_t* indices,
+                        std::int64_t n, std::int64_t rows, std::int64_t cols,
+                        std::int64_t padding_idx, void* dweight, DType dweight_dtype);
+}  // namespace cpu
+
+namespace detail {
+/// The argument checks both backends share (ShapeError for negative sizes, ValueError for an
+/// index outside [0, rows) or padding_idx >= rows); op names the kernel in the message.
+void check_embedding_args(const char* op, std::int64_t rows, std::int64_t cols,
+                          const std::int64_t* indices, std::int64_t n, std::int64_t padding_idx);
+}  // namespace detail
+
+}  // namespace mixprec::kernels

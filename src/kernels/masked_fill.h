@@ -1,0 +1,31 @@
+#pragma once
+/// masked_fill: replace the elements a mask selects by one value (attention masks). A selection,
+/// not arithmetic: every element is either x's bits or the value's, so the cpu backend is
+/// bit-identical to the reference. kernels::ref:: is the spec; kernels:: dispatches.
+#include <cstdint>
+#include <span>
+
+#include "kernels/elementwise.h"
+#include "mixprec/core/dtype.h"
+
+namespace mixprec::kernels {
+
+/// out[i] = mask[i] != 0 ? value : x[i] over `shape`. x and out are contiguous row-major of
+/// dtype (f32, bf16 or f16; out may be x itself); mask is a strided view of `shape` (stride 0
+/// where it is broadcast) of any compute dtype, nonzero meaning fill (NaN counts as nonzero, as
+/// in where()). value is rounded once to dtype (e.g. -1e9 becomes -Inf in f16). x's elements
+/// are copied bit for bit (NaN payloads included).
+void masked_fill(std::span<const std::int64_t> shape, const void* x, DType dtype,
+                 const StridedInput& mask, float value, void* out);
+
+namespace ref {
+void masked_fill(std::span<const std::int64_t> shape, const void* x, DType dtype,
+                 const StridedInput& mask, float value, void* out);
+}  // namespace ref
+
+namespace cpu {
+void masked_fill(std::span<const std::int64_t> shape, const void* x, DType dtype,
+                 const StridedInput& mask, float value, void* out);
+}  // namespace cpu
+
+}  // namespace mixprec::kernels

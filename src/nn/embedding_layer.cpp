@@ -1,0 +1,48 @@
+#include "mixprec/nn/embedding_layer.h"
+
+#include <cmath>
+
+#include "mixprec/core/error.h"
+#include "mixprec/ops/embedding.h"
+
+namespace mixprec::nn {
+
+Embedding::Embedding(std::int64_t num_embeddings, std::int64_t dim, std::uint64_t seed,
+                     std::int64_t padding_idx)
+    : padding_idx_(padding_idx) {
+  MIXPREC_CHECK(num_embeddings >= 1 && dim >= 1, ValueError, "Embedding",
+                "sizes must be >= 1, got " << num_embeddings << " x " << dim);
+  MIXPREC_CHECK(padding_idx >= -1 && padding_idx < num_embeddings, ValueError, "Embedding",
+                "padding_idx must be -1 (none) or a row in [0, " << num_embeddings << "), got "
+                                                                 << padding_idx);
+  Tensor w = Tensor::randn({num_embeddings, dim}, seed);
+  auto* data = static_cast<float*>(w.data_ptr());
+  for (std::int64_t i = 0; i < w.numel(); ++i) data[i] *= 0.02f;
+  if (padding_idx >= 0) {
+    for (std::int64_t j = 0; j < dim; ++j) data[padding_idx * dim + j] = 0.0f;
+  }
+  weight_ = register_parameter("weight", w);
+}
+
+Tensor Embedding::lookup(const std::vector<std::int64_t>& indices, const Shape& index_shape) {
+  return embedding(weight_, indices, index_shape, padding_idx_);
+}
+
+Tensor Embedding::forward(const Tensor& indices) {
+  return lookup(indices_from_tensor(indices, "Embedding"), indices.shape());
+}
+
+std::vector<std::int64_t> indices_from_tensor(const Tensor& t, const char* op) {
+  const std::vector<float> values = t.to(DType::f32).to_vector();
+  std::vector<std::int64_t> out;
+  out.reserve(values.size());
+  for (std::size_t i = 0; i < values.size(); ++i) {
+    const float v = values[i];
+    MIXPREC_CHECK(std::isfinite(v) && v == std::floor(v) && std::fabs(v) < 16777216.0f, ValueError, op,
+                  "index " << i << " is " << v << ", not a whole number below 2^24; pass token ids");
+    out.push_back(static_cast<std::int64_t>(v));
+  }
+  return out;
+}
+
+}  // namespace mixprec::nn

@@ -1,0 +1,44 @@
+#include "mixprec/nn/gpt.h"
+
+#include "mixprec/core/error.h"
+#include "mixprec/ops/elementwise.h"
+#include "mixprec/ops/nn_functional.h"
+
+namespace mixprec::nn {
+
+GPT::GPT(const GptConfig& c) : config_(c) {
+  MIXPREC_CHECK(c.vocab_size >= 1 && c.context >= 1 && c.n_layers >= 1, ValueError, "GPT",
+                "vocab_size, context and n_layers must be >= 1, got " << c.vocab_size << ", "
+                                                                     << c.context << ", " << c.n_layers);
+  tokens_ = register_module("tokens", std::make_shared<Embedding>(c.vocab_size, c.d_model, c.seed * 16 + 1));
+  positions_ = register_module("positions", std::make_shared<Embedding>(c.context, c.d_model, c.seed * 16 + 2));
+  drop_ = register_module("drop", std::make_shared<Dropout>(c.dropout, c.seed * 16 + 3));
+  for (std::int64_t i = 0; i < c.n_layers; ++i) {
+    blocks_.push_back(register_module(
+        "blocks." + std::to_string(i),
+        std::make_shared<TransformerBlock>(c.d_model, c.n_heads, true, c.dropout,
+                                           c.seed * 16 + 4 + static_cast<std::uint64_t>(i))));
+  }
+  ln_f_ = register_module("ln_f", std::make_shared<LayerNorm>(c.d_model));
+}
+
+Tensor GPT::logits(const std::vector<std::int64_t>& ids, std::int64_t batch, std::int64_t t) {
+  MIXPREC_CHECK(batch >= 1 && t >= 1 && t <= config_.context, ValueError, "GPT",
+                "sequences must have 1 to " << config_.context << " tokens (the context), got "
+                                            << t << " (batch " << batch << ")");
+  std::vector<std::int64_t> pos(static_cast<std::size_t>(t));
+  for (std::int64_t i = 0; i < t; ++i) pos[static_cast<std::size_t>(i)] = i;
+  Tensor h = tokens_->lookup(ids, {batch, t}) + positions_->lookup(pos, {t});
+  h = (*drop_)(h);
+  for (const auto& block : blocks_) h = (*block)(h);
+  // The head is the token table itself (weight tying): logits = h E^T.
+  return linear((*ln_f_)(h), tokens_->weight());
+}
+
+Tensor GPT::forward(const Tensor& ids) {
+  MIXPREC_CHECK(ids.defined() && ids.dim() == 2, ShapeError, "GPT",
+                "takes token ids [B, T], got " << (ids.defined() ? to_string(ids.shape()) : "undefined"));
+  return logits(indices_from_tensor(ids, "GPT"), ids.size(0), ids.size(1));
+}
+
+}  // namespace mixprec::nn

@@ -1,0 +1,75 @@
+// embedding: a row gather with its autograd node (a scatter-add into a table gradient).
+#include "mixprec/ops/embedding.h"
+
+#include "kernels/embedding.h"
+#include "mixprec/amp/autocast.h"
+#include "diagnostics/op_scope.h"
+#include "ops/op_util.h"
+
+namespace mixprec {
+namespace {
+
+using ops::detail::record;
+
+// Keeps the indices (not a tensor) and the table's shape and dtype; never the table itself.
+class EmbeddingNode final : public autograd::Node {
+ public:
+  EmbeddingNode(std::vector<std::int64_t> indices, std::int64_t rows, std::int64_t cols,
+                DType dtype, std::int64_t padding_idx)
+      : indices_(std::move(indices)), rows_(rows), cols_(cols), dtype_(dtype),
+        padding_idx_(padding_idx) {}
+  const char* name() const override { return "embedding"; }
+  bool saves_tensors() const override { return false; }
+  std::vector<Tensor> backward(const Tensor& dy_in) override {
+    const Tensor dy = dy_in.contiguous();
+    Tensor dweight = Tensor::empty({rows_, cols_}, dtype_);
+    kernels::embedding_backward(dy.data_ptr(), dy.dtype(), indices_.data(),
+                                static_cast<std::int64_t>(indices_.size()), rows_, cols_,
+                                padding_idx_, dweight.data_ptr(), dtype_);
+    return {dweight};
+  }
+
+ private:
+  std::vector<std::int64_t> indices_;
+  std::int64_t rows_, cols_;
+  DType dtype_;
+  std::int64_t padding_idx_;
+};
+
+}  // namespace
+
+Tensor embedding(const Tensor& weight_arg, const std::vector<std::int64_t>& indices,
+                 const Shape& index_shape, std::int64_t padding_idx) {
+  const char* op = "embedding";
+  diagnostics::detail::OpScope prof(amp::OpKind::embedding);
+  ops::detail::require_defined(op, weight_arg, "weight");
+  const Tensor weight = amp::autocast_inputs(amp::OpKind::embedding, {&weight_arg})[0];
+  MIXPREC_CHECK(weight.dim() == 2, ShapeError, op,
+                "weight must be the table [V, D], got " << to_string(weight.shape()));
+  std::int64_t count = 1;
+  for (std::int64_t d : index_shape) {
+    MIXPREC_CHECK(d >= 0, ShapeError, op, "negative dimension in index_shape " << to_string(index_shape));
+    count *= d;
+  }
+  MIXPREC_CHECK(count == static_cast<std::int64_t>(indices.size()), ShapeError, op,
+                indices.size() << " indices for index_shape " << to_string(index_shape) << " ("
+                               << count << " elements)");
+  const Tensor table = weight.contiguous();
+  const std::int64_t rows = table.size(0), cols = table.size(1);
+  Shape out_shape = index_shape;
+  out_shape.push_back(cols);
+  Tensor out = Tensor::empty(out_shape, table.dtype());
+  // Checks every index (ValueError naming it and V) and padding_idx before writing anything.
+  kernels::detail::check_embedding_args(op, rows, cols, indices.data(), count, padding_idx);
+  kernels::embedding(table.data_ptr(), table.dtype(), rows, cols, indices.data(), count,
+                     out.data_ptr());
+  record<EmbeddingNode>(out, {&weight}, indices, rows, cols, weight.dtype(), padding_idx);
+  prof.done(out, {&weight}, 0.0);  // a copy: no arithmetic
+  return out;
+}
+
+Tensor embedding(const Tensor& weight, const std::vector<std::int64_t>& indices) {
+  return embedding(weight, indices, Shape{static_cast<std::int64_t>(indices.size())});
+}
+
+}  // namespace mixprec
