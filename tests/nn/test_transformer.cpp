@@ -16,14 +16,12 @@
 namespace mixprec::nn {
 namespace {
 
-const Tensor& param(const Module& m, const std::string& path) {
-  static NamedTensors keep;
-  keep = m.named_parameters();
-  for (const auto& [name, t] : keep) {
+Tensor param(const Module& m, const std::string& path) {
+  for (const auto& [name, t] : m.named_parameters()) {
     if (name == path) return t;
   }
   ADD_FAILURE() << "no parameter " << path;
-  return keep.front().second;
+  return Tensor();
 }
 
 // Self-attention written out: projections, per-head softmax(q k^T / sqrt(dh) + causal), output.
