@@ -270,7 +270,7 @@ void StepBenchmark::step() { s_->step(); }
 std::int64_t StepBenchmark::batch_size() const { return s_->batch; }
 const std::string& StepBenchmark::precision() const { return s_->train_step->precision_name(); }
 
-StepBenchResult StepBenchmark::run(int steps, int warmup) {
+StepBenchResult StepBenchmark::run(int steps, int warmup, bool machine_floor) {
   State& s = *s_;
   MIXPREC_CHECK(steps >= 1 && steps <= 100000, ValueError, kOp,
                 "--steps must be in [1, 100000], got " << steps);
@@ -334,15 +334,17 @@ StepBenchResult StepBenchmark::run(int steps, int warmup) {
   }
 
   // The machine's own floor, measured now, in the same run as the steps.
-  const diagnostics::MachinePeaks peaks =
-      diagnostics::measure_machine_peaks(kPeakGemmN, kPeakCopyMiB, kPeakRepeats, s.gemm_dtype);
-  r.gemm_peak_gflops = peaks.gflops;
-  r.copy_gbps = peaks.gbytes_per_s;
   r.gemm_flops_per_step = step_gemm_flops(s.layers);
   r.optimizer_bytes = static_cast<double>(ts.optimizer().step_bytes());
-  r.hw_floor_ms = r.gemm_flops_per_step / (peaks.gflops * 1e9) * 1e3 +
-                  r.optimizer_bytes / (peaks.gbytes_per_s * 1e9) * 1e3;
-  r.hw_floor_ratio = r.step_ms.median / r.hw_floor_ms;
+  if (machine_floor) {
+    const diagnostics::MachinePeaks peaks =
+        diagnostics::measure_machine_peaks(kPeakGemmN, kPeakCopyMiB, kPeakRepeats, s.gemm_dtype);
+    r.gemm_peak_gflops = peaks.gflops;
+    r.copy_gbps = peaks.gbytes_per_s;
+    r.hw_floor_ms = r.gemm_flops_per_step / (peaks.gflops * 1e9) * 1e3 +
+                    r.optimizer_bytes / (peaks.gbytes_per_s * 1e9) * 1e3;
+    r.hw_floor_ratio = r.step_ms.median / r.hw_floor_ms;
+  }
 
   r.cpu_flags = cpu_features().to_string();
   r.max_isa = name(max_isa());
@@ -378,10 +380,10 @@ std::string to_json(const StepBenchResult& r, int indent) {
          {"gemm_note", r.gemm_note.empty() ? json(nullptr) : json(r.gemm_note)},
          {"optimizer_ms", r.optimizer_ms},
          {"floor_ratio", r.floor_ratio ? json(*r.floor_ratio) : json(nullptr)},
-         {"hw_floor_ms", r.hw_floor_ms},
-         {"hw_floor_ratio", r.hw_floor_ratio},
-         {"gemm_peak_gflops", r.gemm_peak_gflops},
-         {"copy_gbps", r.copy_gbps},
+         {"hw_floor_ms", r.hw_floor_ms > 0 ? json(r.hw_floor_ms) : json(nullptr)},
+         {"hw_floor_ratio", r.hw_floor_ms > 0 ? json(r.hw_floor_ratio) : json(nullptr)},
+         {"gemm_peak_gflops", r.gemm_peak_gflops > 0 ? json(r.gemm_peak_gflops) : json(nullptr)},
+         {"copy_gbps", r.copy_gbps > 0 ? json(r.copy_gbps) : json(nullptr)},
          {"gemm_flops_per_step", r.gemm_flops_per_step},
          {"optimizer_bytes", r.optimizer_bytes},
          {"max_rss_bytes", r.max_rss_bytes},

@@ -118,10 +118,13 @@ TEST(StepBenchRun, MlpResultIsCompleteAndConsistent) {
 // SGD instead of Adam: no moment buffers, so no optimizer state at all).
 TEST(StepBenchRun, TheStepConfigReachesTheStep) {
   StepBenchmark sgd("mlp", StepConfig{.precision = "fp32", .optimizer = "sgd", .lr = 0.1f}, 8);
-  const StepBenchResult r = sgd.run(1, 0);
+  const StepBenchResult r = sgd.run(1, 0, false);
   const double params = static_cast<double>(models::make_model("mlp", 0)->parameter_count());
   // SGD with momentum: gradient read, parameter and momentum buffer read and written.
   EXPECT_DOUBLE_EQ(r.optimizer_bytes, 20.0 * params);
+  // Without the machine floor (run(..., false)), its fields are null in the JSON.
+  EXPECT_EQ(r.hw_floor_ms, 0.0);
+  EXPECT_TRUE(nlohmann::json::parse(to_json(r))["hw_floor_ms"].is_null());
   EXPECT_THROW(StepBenchmark("mlp", StepConfig{.loss_scaling = "static"}, 8), ValueError);
 }
 
@@ -132,7 +135,7 @@ TEST(StepBenchRun, SteadyStateStepsMakeNoSystemAllocations) {
   for (const char* precision : {"fp32", "bf16", "fp16", "pure-bf16-sr"}) {
     for (const char* model : {"mlp", "cnn"}) {
       StepBenchmark bench(model, precision, 8);
-      const StepBenchResult r = bench.run(3, 2);
+      const StepBenchResult r = bench.run(3, 2, false);
       EXPECT_EQ(r.allocations_per_step, 0.0) << model << " " << precision;
       EXPECT_GT(r.tensor_allocations_per_step, 0.0) << model << " " << precision;
     }
@@ -142,7 +145,7 @@ TEST(StepBenchRun, SteadyStateStepsMakeNoSystemAllocations) {
 
 TEST(StepBenchRun, SeedMlpWidthSetsTheHiddenWidth) {
   StepBenchmark bench("seed-mlp", "fp32", 4, 0, 64);
-  const StepBenchResult r = bench.run(1, 0);
+  const StepBenchResult r = bench.run(1, 0, false);
   ASSERT_EQ(r.layers.size(), 3u);
   EXPECT_EQ(r.layers[0].output_shape, (Shape{4, 64}));
   EXPECT_EQ(r.layers[1].input_shape, (Shape{4, 64}));
@@ -151,7 +154,7 @@ TEST(StepBenchRun, SeedMlpWidthSetsTheHiddenWidth) {
 
 TEST(StepBenchRun, ConvModelHasNoGemmFloorAndSaysWhy) {
   StepBenchmark bench("cnn", "bf16", 2);
-  const StepBenchResult r = bench.run(1, 0);
+  const StepBenchResult r = bench.run(1, 0, false);
   EXPECT_FALSE(r.gemm_ms.has_value());
   EXPECT_FALSE(r.gemm_note.empty());
   const nlohmann::json j = nlohmann::json::parse(to_json(r));
@@ -161,7 +164,7 @@ TEST(StepBenchRun, ConvModelHasNoGemmFloorAndSaysWhy) {
 
 TEST(StepBenchRun, Fp16RunsWithTheScalerAndF16Gemms) {
   StepBenchmark bench("mlp", "fp16", 4);
-  const StepBenchResult r = bench.run(2, 1);
+  const StepBenchResult r = bench.run(2, 1, false);
   EXPECT_EQ(r.precision, "fp16");
   EXPECT_EQ(r.gemm_dtype, "f16");
   EXPECT_GT(r.tensor_allocations_per_step, 0.0);

@@ -132,7 +132,10 @@ class StepBenchmark {
   /// Runs warmup untimed steps, then steps timed steps, then the optimizer alone and the GEMMs
   /// alone steps times each. ValueError unless steps in [1, 100000] and warmup in [0, 100000].
   /// The model keeps training across calls.
-  StepBenchResult run(int steps, int warmup = 3);
+  /// machine_floor: also measure this machine's GEMM peak and copy bandwidth for hw_floor_ms
+  /// (about a second natively, minutes under an emulator); false leaves gemm_peak_gflops,
+  /// copy_gbps, hw_floor_ms and hw_floor_ratio at 0 (null in the JSON).
+  StepBenchResult run(int steps, int warmup = 3, bool machine_floor = true);
   /// Runs one training step exactly as run() times it (for warm-up and the profiler).
   void step();
 
