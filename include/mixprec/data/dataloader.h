@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "mixprec/core/tensor.h"
+#include "mixprec/data/batch_source.h"
 #include "mixprec/data/idx.h"
 
 namespace mixprec::data {
@@ -32,17 +33,6 @@ struct DataLoaderOptions {
   bool prefetch = true;
 };
 
-/// One mini-batch. Its tensor is freshly allocated (MemoryCategory::workspace) and owned by
-/// the Batch: it stays valid for as long as the caller keeps it, whatever the loader does next.
-struct Batch {
-  /// [B, sample_shape...] f32, contiguous: the samples' inputs in batch order.
-  Tensor inputs;
-  /// B class ids, targets[i] belonging to row i of inputs.
-  std::vector<std::int64_t> targets;
-  /// Position of this batch within its epoch (0-based; counts the skipped first_batch ones).
-  std::int64_t index = 0;
-};
-
 /// Iterates a Dataset in mini-batches, epoch by epoch. Holds its own handle to the data (the
 /// caller's Dataset may go away). Used from one thread at a time; not copyable or movable.
 ///
@@ -52,7 +42,7 @@ struct Batch {
 /// are checked per row as it is copied (cheap: the row is in cache) because a NaN input
 /// otherwise surfaces only as an "overflow" that makes a GradScaler skip every step; run
 /// check_finite (dataset.h) before training to find them all up front.
-class DataLoader {
+class DataLoader : public BatchSource {
  public:
   /// data.images: [N, ...] of any float dtype (converted to f32 once here if needed), N >= 1,
   /// with N labels >= 0. sample_shape: the shape of one sample in Batch::inputs, e.g.
@@ -62,12 +52,12 @@ class DataLoader {
   /// has a dimension < 1 or a number of elements other than the data's per-sample count.
   DataLoader(const Dataset& data, DataLoaderOptions opts, std::vector<std::int64_t> sample_shape = {});
   /// Stops and joins the prefetch thread, dropping any batch it had ready.
-  ~DataLoader();
+  ~DataLoader() override;
   DataLoader(const DataLoader&) = delete;
   DataLoader& operator=(const DataLoader&) = delete;
 
   /// Batches in one epoch: ceil(N / batch_size), or floor(N / batch_size) with drop_last.
-  std::int64_t batches_per_epoch() const;
+  std::int64_t batches_per_epoch() const override;
   /// Number of samples N in the data set.
   std::int64_t size() const;
   /// The options in effect.
@@ -79,12 +69,12 @@ class DataLoader {
   /// depend on thread timing, on prefetch or on where the epoch was started. May be called at
   /// any time, also mid-epoch: the prefetch thread of the previous epoch is stopped first.
   /// ValueError on a negative epoch or an out-of-range first_batch.
-  void start_epoch(std::int64_t epoch, std::int64_t first_batch = 0);
+  void start_epoch(std::int64_t epoch, std::int64_t first_batch = 0) override;
 
   /// Replaces out with the next batch of the epoch and returns true, or returns false (out
   /// untouched) when the epoch is over. StateError before the first start_epoch; rethrows an
   /// error met while assembling the batch (see the class comment).
-  bool next(Batch& out);
+  bool next(Batch& out) override;
 
  private:
   struct State;
