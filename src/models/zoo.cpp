@@ -1,7 +1,10 @@
 #include "mixprec/models/zoo.h"
 
+#include <mutex>
+
 #include "mixprec/core/error.h"
 #include "mixprec/nn/conv_layers.h"
+#include "mixprec/nn/gpt.h"
 #include "mixprec/nn/layers.h"
 #include "mixprec/nn/norm_layers.h"
 #include "mixprec/nn/residual.h"
@@ -76,18 +79,90 @@ std::shared_ptr<nn::Module> resnet(std::uint64_t seed) {
   return std::make_shared<TwoStage>("ResNet", features, classifier);
 }
 
+
+std::shared_ptr<nn::Module> gpt(const ModelOptions& o, std::int64_t vocab) {
+  nn::GptConfig c;
+  c.vocab_size = vocab;
+  c.context = o.context;
+  c.d_model = o.width;
+  c.n_heads = o.heads;
+  c.n_layers = o.layers;
+  c.dropout = o.dropout;
+  c.seed = o.seed;
+  c.checkpoint_activations = o.checkpoint_activations;
+  return std::make_shared<nn::GPT>(c);
+}
+
+std::vector<ModelSpec> builtin_models() {
+  auto classifier = [](std::string name, std::string description, std::vector<std::int64_t> shape,
+                       bool synthetic, std::function<std::shared_ptr<nn::Module>(std::uint64_t)> make) {
+    ModelSpec s;
+    s.name = std::move(name);
+    s.description = std::move(description);
+    s.sample_shape = std::move(shape);
+    s.synthetic_data = synthetic;
+    s.factory = [make = std::move(make)](const ModelOptions& o) { return make(o.seed); };
+    return s;
+  };
+  std::vector<ModelSpec> specs{
+      classifier("mlp", "MLP 784-256-128-10 with ReLU (Fashion-MNIST)", {784}, false,
+                 [](std::uint64_t seed) { return mlp(784, 256, 128, 10, seed, "MLP"); }),
+      classifier("cnn", "2x [conv3x3-BN-ReLU-maxpool] (32, 64 channels), FC 128, FC 10 (Fashion-MNIST)",
+                 {1, 28, 28}, false, cnn),
+      classifier("resnet", "ResNet: stem + 3 BasicBlocks (16, 32, 64 channels), global pool, FC 10 "
+                           "(Fashion-MNIST)",
+                 {1, 28, 28}, false, resnet),
+      classifier("seed-mlp", "the seeds' MLP 1024-4096-4096-10 with ReLU (synthetic data)", {1024}, true,
+                 [](std::uint64_t seed) { return make_seed_mlp(4096, seed); }),
+  };
+  ModelSpec g;
+  g.name = "gpt-mini";
+  g.description = "byte-level GPT: 4 pre-LN blocks, 4 heads, width 128, context 128, tied head (text)";
+  g.task = TaskKind::language_model;
+  g.num_classes = 256;
+  g.defaults.context = 128;
+  g.defaults.layers = 4;
+  g.defaults.heads = 4;
+  g.defaults.width = 128;
+  g.sample_shape = {g.defaults.context};
+  g.factory = [](const ModelOptions& o) { return gpt(o, 256); };
+  specs.push_back(std::move(g));
+  return specs;
+}
+
+struct Registry {
+  std::mutex mutex;
+  std::vector<ModelSpec> specs = builtin_models();
+};
+Registry& registry() {
+  static Registry r;
+  return r;
+}
+
 }  // namespace
 
-const std::vector<ModelSpec>& model_specs() {
-  static const std::vector<ModelSpec> specs{
-      {"mlp", "MLP 784-256-128-10 with ReLU (Fashion-MNIST)", {784}, 10, false},
-      {"cnn", "2x [conv3x3-BN-ReLU-maxpool] (32, 64 channels), FC 128, FC 10 (Fashion-MNIST)",
-       {1, 28, 28}, 10, false},
-      {"resnet", "ResNet: stem + 3 BasicBlocks (16, 32, 64 channels), global pool, FC 10 "
-                 "(Fashion-MNIST)", {1, 28, 28}, 10, false},
-      {"seed-mlp", "the seeds' MLP 1024-4096-4096-10 with ReLU (synthetic data)", {1024}, 10, true},
-  };
-  return specs;
+const char* name(TaskKind task) {
+  return task == TaskKind::classification ? "classification" : "language-model";
+}
+
+void register_model(ModelSpec spec) {
+  MIXPREC_CHECK(!spec.name.empty() && spec.factory, ValueError, "register_model",
+                "a model needs a name and a factory");
+  MIXPREC_CHECK(spec.num_classes >= 1, ValueError, "register_model",
+                "model '" << spec.name << "' needs num_classes >= 1, got " << spec.num_classes);
+  Registry& r = registry();
+  const std::lock_guard lock(r.mutex);
+  for (const ModelSpec& s : r.specs) {
+    MIXPREC_CHECK(s.name != spec.name, ValueError, "register_model",
+                  "a model named '" << spec.name << "' is already registered");
+  }
+  r.specs.push_back(std::move(spec));
+}
+
+std::vector<ModelSpec> model_specs() {
+  Registry& r = registry();
+  const std::lock_guard lock(r.mutex);
+  return r.specs;
 }
 
 std::string model_names() {
@@ -96,20 +171,52 @@ std::string model_names() {
   return names;
 }
 
-const ModelSpec& model_spec(std::string_view name) {
-  for (const ModelSpec& s : model_specs()) {
-    if (s.name == name) return s;
+ModelSpec model_spec(std::string_view name) {
+  for (ModelSpec& s : model_specs()) {
+    if (s.name == name) return std::move(s);
   }
   detail::throw_error<ValueError>(
       "model", "unknown model '" + std::string(name) + "'; choose one of " + model_names());
 }
 
+ModelOptions resolve_options(const ModelSpec& spec, ModelOptions o) {
+  const ModelOptions& d = spec.defaults;
+  if (o.context == 0) o.context = d.context;
+  if (o.layers == 0) o.layers = d.layers;
+  if (o.heads == 0) o.heads = d.heads;
+  if (o.width == 0) o.width = d.width;
+  if (spec.task != TaskKind::language_model) return o;
+  constexpr const char* op = "model";
+  auto check = [&](std::int64_t v, const char* flag, std::int64_t max) {
+    MIXPREC_CHECK(v >= 1 && v <= max, ValueError, op,
+                  flag << " must be in [1, " << max << "] for " << spec.name << ", got " << v);
+  };
+  check(o.context, "--context", 1 << 16);
+  check(o.layers, "--layers", 256);
+  check(o.heads, "--heads", 1024);
+  check(o.width, "--width", 1 << 16);
+  MIXPREC_CHECK(o.width % o.heads == 0, ValueError, op,
+                "--heads " << o.heads << " does not divide --width " << o.width
+                           << "; each head takes width / heads channels");
+  MIXPREC_CHECK(o.dropout >= 0.0f && o.dropout < 1.0f, ValueError, op,
+                "--dropout must be in [0, 1), got " << o.dropout);
+  return o;
+}
+
+std::vector<std::int64_t> input_shape(const ModelSpec& spec, const ModelOptions& resolved) {
+  if (spec.task == TaskKind::language_model) return {resolved.context};
+  return spec.sample_shape;
+}
+
+std::shared_ptr<nn::Module> make_model(std::string_view name, const ModelOptions& options) {
+  const ModelSpec spec = model_spec(name);
+  return spec.factory(resolve_options(spec, options));
+}
+
 std::shared_ptr<nn::Module> make_model(std::string_view name, std::uint64_t seed) {
-  const ModelSpec& spec = model_spec(name);
-  if (spec.name == "mlp") return mlp(784, 256, 128, 10, seed, "MLP");
-  if (spec.name == "cnn") return cnn(seed);
-  if (spec.name == "resnet") return resnet(seed);
-  return make_seed_mlp(4096, seed);
+  ModelOptions o;
+  o.seed = seed;
+  return make_model(name, o);
 }
 
 std::shared_ptr<nn::Module> make_seed_mlp(std::int64_t width, std::uint64_t seed) {

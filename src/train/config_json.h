@@ -10,7 +10,7 @@ nlohmann::json config_to_json(const TrainConfig& config);
 /// ValueError naming `what` on missing keys or wrong types.
 TrainConfig config_from_json(const nlohmann::json& j, const std::string& what);
 
-nlohmann::json metrics_to_json(const EpochMetrics& m);
+nlohmann::json metrics_to_json(const EpochMetrics& m, models::TaskKind task);
 EpochMetrics metrics_from_json(const nlohmann::json& j, const std::string& what);
 
 /// The first field that differs in a way that changes the computation ("" if none), with both

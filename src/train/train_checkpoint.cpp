@@ -55,7 +55,7 @@ std::map<std::string, Tensor> to_map(std::vector<std::pair<std::string, Tensor>>
 }  // namespace
 
 io::CheckpointFiles encode_checkpoint(const TrainingObjects& o, const TrainConfig& config,
-                                      const std::string& resolved_precision,
+                                      const std::string& resolved_precision, models::TaskKind task,
                                       const std::vector<EpochMetrics>& history, int epoch) {
   const std::vector<std::string> paths = parameter_paths(*o.model);
   const std::vector<Tensor>& params = o.optimizer->params();
@@ -81,7 +81,7 @@ io::CheckpointFiles encode_checkpoint(const TrainingObjects& o, const TrainConfi
   json state{{"format", kFormat}, {"version", kVersion}, {"epoch", epoch},
              {"precision_resolved", resolved_precision}, {"config", config_to_json(config)}};
   state["history"] = json::array();
-  for (const EpochMetrics& m : history) state["history"].push_back(metrics_to_json(m));
+  for (const EpochMetrics& m : history) state["history"].push_back(metrics_to_json(m, task));
   json scalars = json::object();
   for (const auto& [name, v] : o.optimizer->state_scalars()) scalars[name] = v;
   state["optimizer"] = {{"name", o.optimizer->name()}, {"scalars", scalars}};

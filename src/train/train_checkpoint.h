@@ -29,8 +29,9 @@ struct TrainingObjects {
 };
 
 /// Serialises the objects after `epoch` (1-based) into checkpoint files.
+/// `epoch` counts completed epochs; the last history entry may be a partial one (max_steps).
 io::CheckpointFiles encode_checkpoint(const TrainingObjects& objects, const TrainConfig& config,
-                                      const std::string& resolved_precision,
+                                      const std::string& resolved_precision, models::TaskKind task,
                                       const std::vector<EpochMetrics>& history, int epoch);
 
 /// The parts of state.json the Trainer needs before building anything.

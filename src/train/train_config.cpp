@@ -10,7 +10,7 @@ namespace mixprec::train {
 
 void TrainConfig::validate() const {
   constexpr const char* op = "train";
-  models::model_spec(model);  // ValueError listing the models
+  MIXPREC_CHECK(!model.empty(), ValueError, op, "--model is empty; choose one of " << models::model_names());
   MIXPREC_CHECK(epochs >= 1 && epochs <= 10000, ValueError, op,
                 "--epochs must be in [1, 10000], got " << epochs);
   MIXPREC_CHECK(batch_size >= 1 && batch_size <= (1 << 20), ValueError, op,
@@ -24,6 +24,26 @@ void TrainConfig::validate() const {
                 "--limit-test must be >= 1, got " << limit_test);
   MIXPREC_CHECK(keep_checkpoints >= 0, ValueError, op,
                 "--keep-checkpoints must be >= 0 (0 keeps all), got " << keep_checkpoints);
+  MIXPREC_CHECK(max_steps == -1 || max_steps >= 1, ValueError, op,
+                "--max-steps must be >= 1 (or -1 for no limit), got " << max_steps);
+  MIXPREC_CHECK(val_fraction > 0.0 && val_fraction < 1.0, ValueError, op,
+                "--val-fraction must be in (0, 1), got " << val_fraction);
+  MIXPREC_CHECK(context >= 0 && layers >= 0 && heads >= 0 && width >= 0, ValueError, op,
+                "--context, --layers, --heads and --width must be >= 1 (0 = the model's default)");
+  MIXPREC_CHECK(dropout >= 0.0f && dropout < 1.0f, ValueError, op,
+                "--dropout must be in [0, 1), got " << dropout);
+}
+
+models::ModelOptions TrainConfig::model_options() const {
+  models::ModelOptions o;
+  o.seed = seed;
+  o.context = context;
+  o.layers = layers;
+  o.heads = heads;
+  o.width = width;
+  o.dropout = dropout;
+  o.checkpoint_activations = checkpoint_activations;
+  return o;
 }
 
 StepConfig TrainConfig::step_config(std::int64_t scheduler_steps) const {
@@ -47,6 +67,15 @@ using nlohmann::json;
 
 json config_to_json(const TrainConfig& c) {
   return json{{"model", c.model},
+              {"data", c.data},
+              {"context", c.context},
+              {"layers", c.layers},
+              {"heads", c.heads},
+              {"width", c.width},
+              {"dropout", c.dropout},
+              {"checkpoint_activations", c.checkpoint_activations},
+              {"max_steps", c.max_steps},
+              {"val_fraction", c.val_fraction},
               {"precision", c.precision},
               {"epochs", c.epochs},
               {"batch_size", c.batch_size},
@@ -108,30 +137,49 @@ TrainConfig config_from_json(const json& j, const std::string& what) {
   c.loss_scaling = j.value("loss_scaling", std::string("dynamic"));
   c.no_decay = j.value("no_decay", std::string());
   c.scaler_growth_interval = j.value("scaler_growth_interval", std::int64_t{2000});
+  c.data = j.value("data", std::string());
+  c.context = j.value("context", std::int64_t{0});
+  c.layers = j.value("layers", std::int64_t{0});
+  c.heads = j.value("heads", std::int64_t{0});
+  c.width = j.value("width", std::int64_t{0});
+  c.dropout = j.value("dropout", 0.0f);
+  c.checkpoint_activations = j.value("checkpoint_activations", false);
+  c.max_steps = j.value("max_steps", std::int64_t{-1});
+  c.val_fraction = j.value("val_fraction", 0.1);
   return c;
 }
 
-json metrics_to_json(const EpochMetrics& m) {
+json metrics_to_json(const EpochMetrics& m, models::TaskKind task) {
   json peak = json::object();
   for (std::size_t i = 0; i < kMemoryCategoryCount; ++i) {
     peak[name(static_cast<MemoryCategory>(i))] = m.memory.peak[i];
   }
   peak["total"] = m.memory.total_peak;
-  return json{{"epoch", m.epoch},
-              {"optimizer_steps", m.optimizer_steps},
-              {"train_loss", m.train_loss},
-              {"test_loss", m.test_loss},
-              {"test_accuracy", m.test_accuracy},
-              {"macro_f1", m.macro_f1},
-              {"samples_per_second", m.samples_per_second},
-              {"train_seconds", m.train_seconds},
-              {"eval_seconds", m.eval_seconds},
-              {"loss_scale", m.loss_scale},
-              {"skipped_steps", m.skipped_steps},
-              {"grad_norm_mean", m.grad_norm_mean},
-              {"grad_norm_max", m.grad_norm_max},
-              {"lr", m.lr},
-              {"peak_memory_bytes", peak}};
+  json j{{"epoch", m.epoch},
+         {"complete", m.complete},
+         {"epoch_batches", m.epoch_batches},
+         {"train_samples", m.train_samples},
+         {"optimizer_steps", m.optimizer_steps},
+         {"train_loss", m.train_loss},
+         {"samples_per_second", m.samples_per_second},
+         {"train_seconds", m.train_seconds},
+         {"eval_seconds", m.eval_seconds},
+         {"loss_scale", m.loss_scale},
+         {"skipped_steps", m.skipped_steps},
+         {"grad_norm_mean", m.grad_norm_mean},
+         {"grad_norm_max", m.grad_norm_max},
+         {"lr", m.lr},
+         {"peak_memory_bytes", peak}};
+  if (task == models::TaskKind::language_model) {
+    j["val_loss"] = m.test_loss;
+    j["perplexity"] = m.perplexity;
+    j["bits_per_byte"] = m.bits_per_byte;
+  } else {
+    j["test_loss"] = m.test_loss;
+    j["test_accuracy"] = m.test_accuracy;
+    j["macro_f1"] = m.macro_f1;
+  }
+  return j;
 }
 
 EpochMetrics metrics_from_json(const json& j, const std::string& what) {
@@ -139,9 +187,18 @@ EpochMetrics metrics_from_json(const json& j, const std::string& what) {
   get(j, "epoch", m.epoch, what);
   get(j, "optimizer_steps", m.optimizer_steps, what);
   get(j, "train_loss", m.train_loss, what);
-  get(j, "test_loss", m.test_loss, what);
-  get(j, "test_accuracy", m.test_accuracy, what);
-  get(j, "macro_f1", m.macro_f1, what);
+  if (j.contains("val_loss")) {
+    get(j, "val_loss", m.test_loss, what);
+    get(j, "perplexity", m.perplexity, what);
+    get(j, "bits_per_byte", m.bits_per_byte, what);
+  } else {
+    get(j, "test_loss", m.test_loss, what);
+    get(j, "test_accuracy", m.test_accuracy, what);
+    get(j, "macro_f1", m.macro_f1, what);
+  }
+  m.complete = j.value("complete", true);
+  m.epoch_batches = j.value("epoch_batches", std::int64_t{0});
+  m.train_samples = j.value("train_samples", std::int64_t{0});
   get(j, "samples_per_second", m.samples_per_second, what);
   get(j, "train_seconds", m.train_seconds, what);
   get(j, "eval_seconds", m.eval_seconds, what);
@@ -177,6 +234,13 @@ std::string first_incompatibility(const TrainConfig& saved, const TrainConfig& r
         differ("scaler_growth_interval", saved.scaler_growth_interval,
                requested.scaler_growth_interval),
         differ("seed", saved.seed, requested.seed),
+        differ("data", saved.data, requested.data),
+        differ("context", saved.context, requested.context),
+        differ("layers", saved.layers, requested.layers),
+        differ("heads", saved.heads, requested.heads),
+        differ("width", saved.width, requested.width),
+        differ("dropout", saved.dropout, requested.dropout),
+        differ("val_fraction", saved.val_fraction, requested.val_fraction),
         differ("limit_train", saved.limit_train, requested.limit_train)}) {
     if (!d.empty()) return d;
   }

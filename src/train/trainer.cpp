@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <ctime>
 #include <limits>
+#include <optional>
 
 #include "mixprec/amp/autocast.h"
 #include "mixprec/amp/grad_scaler.h"
@@ -14,10 +15,6 @@
 #include "mixprec/core/cpu_features.h"
 #include "mixprec/core/error.h"
 #include "mixprec/core/runtime.h"
-#include "mixprec/data/dataloader.h"
-#include "mixprec/data/dataset.h"
-#include "mixprec/data/idx.h"
-#include "mixprec/data/synthetic.h"
 #include "mixprec/io/atomic_file.h"
 #include "mixprec/io/checkpoint.h"
 #include "mixprec/models/zoo.h"
@@ -28,6 +25,7 @@
 #include "mixprec/optim/sgd.h"
 #include "train/config_json.h"
 #include "train/progress.h"
+#include "train/run_data.h"
 #include "train/train_checkpoint.h"
 
 namespace mixprec::train {
@@ -35,8 +33,6 @@ namespace {
 
 using nlohmann::json;
 constexpr const char* kOp = "train";
-constexpr std::int64_t kEvalBatch = 1000;
-constexpr std::int64_t kSyntheticTrain = 8192, kSyntheticTest = 2048;
 
 double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -51,41 +47,21 @@ std::string utc_now() {
   return buf;
 }
 
-// Train and test data for a model: Fashion-MNIST, or the synthetic set of the seeds' MLP.
-std::pair<data::Dataset, data::Dataset> load_data(const models::ModelSpec& spec,
-                                                   const TrainConfig& c) {
-  if (spec.synthetic_data) {
-    const std::int64_t features = spec.sample_shape[0];
-    return {data::make_synthetic(c.limit_train > 0 ? c.limit_train : kSyntheticTrain, features,
-                                 spec.num_classes, c.seed, 0),
-            data::make_synthetic(c.limit_test > 0 ? c.limit_test : kSyntheticTest, features,
-                                 spec.num_classes, c.seed, 1)};
-  }
-  const std::string dir = c.data_dir.empty() ? data::kFashionMnistDefaultDir : c.data_dir;
-  data::Dataset train = data::load_fashion_mnist(dir, true, c.limit_train);
-  data::Dataset test = data::load_fashion_mnist(dir, false, c.limit_test);
-  data::check_finite(train, "training data in " + dir);
-  data::check_finite(test, "test data in " + dir);
-  return {std::move(train), std::move(test)};
-}
-
-Shape batch_shape(std::int64_t n, const std::vector<std::int64_t>& sample_shape) {
-  Shape s{n};
-  s.insert(s.end(), sample_shape.begin(), sample_shape.end());
-  return s;
-}
-
 }  // namespace
 
 struct Trainer::State {
   TrainConfig config;
-  models::ModelSpec spec;
-  data::Dataset train, test;
+  std::string model_description;
   std::shared_ptr<nn::Module> model;
-  std::unique_ptr<data::DataLoader> loader;
+  std::shared_ptr<data::BatchSource> train, eval;
+  std::shared_ptr<Task> task;
   std::unique_ptr<TrainStep> step;  // precision, optimizer, scaler, schedule: the one step
   std::vector<EpochMetrics> history;
   int next_epoch = 1;
+  // A checkpoint written inside an epoch (a max_steps stop): the batches of next_epoch already
+  // trained, and that epoch's partial metrics to continue from.
+  std::int64_t first_batch = 0;
+  std::optional<EpochMetrics> partial;
   std::string resumed_from;
   json log_header;
 
@@ -93,30 +69,24 @@ struct Trainer::State {
     return {model.get(), &step->optimizer(), &step->scaler(), step->scheduler()};
   }
   std::int64_t steps_per_epoch() const {
-    return (loader->batches_per_epoch() + config.accum - 1) / config.accum;
+    return (train->batches_per_epoch() + config.accum - 1) / config.accum;
   }
+  // Optimizer steps taken, including the ones the scaler skipped: what max_steps counts.
+  std::int64_t steps_taken() {
+    return step->optimizer().steps() + step->scaler().stats().skipped_steps;
+  }
+
+  void set_up(json data_description);
+  // One evaluation pass in eval mode; the model is left in training mode.
+  std::unique_ptr<Evaluation> evaluate();
 };
 
-Trainer::Trainer(TrainConfig config) : s_(std::make_unique<State>()) {
-  State& s = *s_;
-  config.validate();
-  s.config = std::move(config);
-  const TrainConfig& c = s.config;
-  if (c.threads > 0) set_num_threads(c.threads);
-  s.spec = models::model_spec(c.model);
-
-  std::tie(s.train, s.test) = load_data(s.spec, c);
-  data::check_labels(s.train, s.spec.num_classes, "training labels");
-  data::check_labels(s.test, s.spec.num_classes, "test labels");
-
-  s.model = models::make_model(c.model, c.seed);
-  data::DataLoaderOptions lo;
-  lo.batch_size = c.batch_size;
-  lo.seed = c.seed;
-  s.loader = std::make_unique<data::DataLoader>(s.train, lo, s.spec.sample_shape);
-  s.step = std::make_unique<TrainStep>(
-      *s.model, c.step_config(std::max<std::int64_t>(1, s.steps_per_epoch() * c.epochs)));
-  if (!s.step->auto_reason().empty()) s.log_header["auto_precision_reason"] = s.step->auto_reason();
+void Trainer::State::set_up(json data_description) {
+  const TrainConfig& c = config;
+  std::int64_t schedule = std::max<std::int64_t>(1, steps_per_epoch() * c.epochs);
+  if (c.max_steps > 0) schedule = std::min(schedule, c.max_steps);
+  step = std::make_unique<TrainStep>(*model, c.step_config(schedule));
+  if (!step->auto_reason().empty()) log_header["auto_precision_reason"] = step->auto_reason();
 
   if (!c.resume.empty()) {
     const std::string path = io::resolve_checkpoint(c.resume);
@@ -126,29 +96,80 @@ Trainer::Trainer(TrainConfig config) : s_(std::make_unique<State>()) {
     MIXPREC_CHECK(diff.empty(), ValueError, kOp,
                   "cannot resume from '" << path << "': it was written by a different run ("
                                          << diff << ")");
-    MIXPREC_CHECK(h.epoch < c.epochs, ValueError, kOp,
+    const bool inside = !h.history.empty() && !h.history.back().complete;
+    MIXPREC_CHECK(h.epoch < c.epochs || (inside && h.epoch == c.epochs), ValueError, kOp,
                   "checkpoint '" << path << "' already completed epoch " << h.epoch
                                  << " of a run asked to stop after " << c.epochs
                                  << "; pass a larger --epochs to train further");
-    detail::restore_checkpoint(files, path, s.objects());
-    s.history = std::move(h.history);
-    s.next_epoch = h.epoch + 1;
-    s.resumed_from = path;
+    detail::restore_checkpoint(files, path, objects());
+    history = std::move(h.history);
+    next_epoch = h.epoch + 1;
+    if (inside) {
+      partial = history.back();
+      history.pop_back();
+      next_epoch = partial->epoch;
+      first_batch = partial->epoch_batches;
+    }
+    resumed_from = path;
+    MIXPREC_CHECK(c.max_steps < 0 || steps_taken() < c.max_steps, ValueError, kOp,
+                  "checkpoint '" << path << "' already took " << steps_taken()
+                                 << " optimizer steps; pass a --max-steps above that to train further");
   }
 
-  json& hdr = s.log_header;
+  json& hdr = log_header;
   hdr["type"] = "header";
   hdr["config"] = detail::config_to_json(c);
-  hdr["precision_resolved"] = s.step->precision_name();
-  hdr["policy"] = s.step->policy().to_string();
-  hdr["model"] = {{"name", s.spec.name}, {"description", s.spec.description},
-                  {"parameters", s.model->parameter_count()}};
-  hdr["data"] = {{"train_samples", s.train.labels.size()}, {"test_samples", s.test.labels.size()},
-                 {"source", s.spec.synthetic_data ? "synthetic" : "fashion-mnist"}};
+  hdr["precision_resolved"] = step->precision_name();
+  hdr["policy"] = step->policy().to_string();
+  hdr["task"] = models::name(task->kind());
+  hdr["model"] = {{"name", c.model}, {"description", model_description},
+                  {"parameters", model->parameter_count()}};
+  hdr["data"] = std::move(data_description);
   hdr["hardware"] = {{"cpu", cpu_features().to_string()}, {"max_isa", name(max_isa())},
                      {"onednn", onednn_description()}, {"threads", num_threads()}};
   hdr["started"] = utc_now();
-  hdr["resumed_from"] = s.resumed_from.empty() ? json(nullptr) : json(s.resumed_from);
+  hdr["resumed_from"] = resumed_from.empty() ? json(nullptr) : json(resumed_from);
+}
+
+Trainer::Trainer(TrainConfig config) : s_(std::make_unique<State>()) {
+  State& s = *s_;
+  config.validate();
+  const models::ModelSpec spec = models::model_spec(config.model);
+  const models::ModelOptions options = models::resolve_options(spec, config.model_options());
+  if (spec.task == models::TaskKind::language_model) {
+    // Stored resolved, so a checkpoint says exactly which model it holds.
+    config.context = options.context;
+    config.layers = options.layers;
+    config.heads = options.heads;
+    config.width = options.width;
+  }
+  s.config = std::move(config);
+  if (s.config.threads > 0) set_num_threads(s.config.threads);
+  s.model_description = spec.description;
+  detail::RunData d = detail::load_run_data(spec, options, s.config);
+  s.train = std::move(d.train);
+  s.eval = std::move(d.eval);
+  s.task = make_task(spec);
+  s.model = spec.factory(options);
+  s.set_up(std::move(d.description));
+}
+
+Trainer::Trainer(TrainConfig config, std::shared_ptr<nn::Module> model,
+                 std::shared_ptr<data::BatchSource> train_data,
+                 std::shared_ptr<data::BatchSource> eval_data, std::shared_ptr<Task> task)
+    : s_(std::make_unique<State>()) {
+  State& s = *s_;
+  MIXPREC_CHECK(model && train_data && eval_data && task, ValueError, kOp,
+                "a Trainer needs a model, training data, evaluation data and a task (one was null)");
+  config.validate();
+  s.config = std::move(config);
+  if (s.config.threads > 0) set_num_threads(s.config.threads);
+  s.model_description = model->type_name() + " (user model)";
+  s.model = std::move(model);
+  s.train = std::move(train_data);
+  s.eval = std::move(eval_data);
+  s.task = std::move(task);
+  s.set_up(json{{"source", "user"}, {"train_batches_per_epoch", s.train->batches_per_epoch()}});
 }
 
 Trainer::~Trainer() = default;
@@ -157,26 +178,38 @@ const TrainConfig& Trainer::config() const { return s_->config; }
 const std::string& Trainer::resolved_precision() const { return s_->step->precision_name(); }
 nn::Module& Trainer::model() { return *s_->model; }
 int Trainer::next_epoch() const { return s_->next_epoch; }
+const Task& Trainer::task() const { return *s_->task; }
+
+EpochMetrics Trainer::evaluate_metrics(ConfusionMatrix* confusion) {
+  EpochMetrics m;
+  const std::unique_ptr<Evaluation> e = s_->evaluate();
+  e->write(m);
+  if (confusion != nullptr && e->confusion() != nullptr) *confusion = *e->confusion();
+  return m;
+}
 
 ConfusionMatrix Trainer::evaluate(double* mean_loss) {
-  State& s = *s_;
-  autograd::NoGradGuard no_grad;
-  s.model->eval();
-  amp::Autocast region(s.step->autocast(), s.step->compute_dtype());
-  ConfusionMatrix cm(s.spec.num_classes);
-  const auto n = static_cast<std::int64_t>(s.test.labels.size());
-  double loss_sum = 0;
-  for (std::int64_t begin = 0; begin < n; begin += kEvalBatch) {
-    const std::int64_t end = std::min(n, begin + kEvalBatch);
-    const Tensor x = s.test.images.slice(0, begin, end).reshape(batch_shape(end - begin, s.spec.sample_shape));
-    const std::vector<std::int64_t> y(s.test.labels.begin() + begin, s.test.labels.begin() + end);
-    const Tensor logits = (*s.model)(x);
-    loss_sum += static_cast<double>(cross_entropy(logits, y).item()) * static_cast<double>(end - begin);
-    cm.add_logits(logits, y);
+  const std::unique_ptr<Evaluation> e = s_->evaluate();
+  MIXPREC_CHECK(e->confusion() != nullptr, ValueError, kOp,
+                "a confusion matrix needs a classification task; this run is a "
+                    << models::name(s_->task->kind()));
+  if (mean_loss != nullptr) {
+    EpochMetrics m;
+    e->write(m);
+    *mean_loss = m.test_loss;
   }
-  s.model->train();
-  if (mean_loss != nullptr) *mean_loss = loss_sum / static_cast<double>(n);
-  return cm;
+  return *e->confusion();
+}
+
+std::unique_ptr<Evaluation> Trainer::State::evaluate() {
+  autograd::NoGradGuard no_grad;
+  model->eval();
+  amp::Autocast region(step->autocast(), step->compute_dtype());
+  std::unique_ptr<Evaluation> e = task->evaluation();
+  eval->start_epoch(0);
+  for (data::Batch batch; eval->next(batch);) e->add((*model)(batch.inputs), batch);
+  model->train();
+  return e;
 }
 
 std::vector<EpochMetrics> Trainer::run() {
@@ -194,26 +227,39 @@ std::vector<EpochMetrics> Trainer::run() {
   amp::GradScaler& scaler = s.step->scaler();
   optim::Optimizer& optimizer = s.step->optimizer();
   s.model->train();
-  for (int epoch = s.next_epoch; epoch <= c.epochs; ++epoch) {
+  bool stop = false;
+  for (int epoch = s.next_epoch; epoch <= c.epochs && !stop; ++epoch) {
     reset_peak_memory();
     EpochMetrics m;
     m.epoch = epoch;
-    const std::int64_t skipped_before = scaler.stats().skipped_steps;
-    s.loader->start_epoch(epoch - 1);
+    // A resumed partial epoch continues its sums (means times counts).
+    double loss_sum = 0, norm_sum = 0, seconds_before = 0;
+    std::int64_t micro = 0, norms = 0, samples = 0, skipped_before = scaler.stats().skipped_steps;
+    const std::int64_t first_batch = s.partial ? s.first_batch : 0;
+    if (s.partial) {
+      micro = s.partial->epoch_batches;
+      loss_sum = s.partial->train_loss * static_cast<double>(micro);
+      norms = (micro + c.accum - 1) / c.accum - s.partial->skipped_steps;
+      norm_sum = s.partial->grad_norm_mean * static_cast<double>(norms);
+      m.grad_norm_max = s.partial->grad_norm_max;
+      seconds_before = s.partial->train_seconds;
+      samples = s.partial->train_samples;
+      skipped_before -= s.partial->skipped_steps;
+      s.partial.reset();
+    }
+    s.train->start_epoch(epoch - 1, first_batch);
     detail::ProgressBar bar(c.progress, "epoch " + std::to_string(epoch) + "/" + std::to_string(c.epochs),
-                            s.loader->batches_per_epoch());
+                            s.train->batches_per_epoch());
     const auto t0 = std::chrono::steady_clock::now();
-    double loss_sum = 0, norm_sum = 0;
-    std::int64_t micro = 0, norms = 0, samples = 0;
     data::Batch batch;
-    bool more = s.loader->next(batch);
-    while (more) {
+    bool more = s.train->next(batch);
+    while (more && !stop) {
       // One optimizer step over up to `accum` micro-batches (the epoch's last step may have fewer).
       int in_step = 0;
       autograd::set_anomaly_step(optimizer.steps());
       while (more && in_step < c.accum) {
         const double value = s.step->accumulate(
-            [&] { return cross_entropy((*s.model)(batch.inputs), batch.targets); });
+            [&] { return s.task->loss((*s.model)(batch.inputs), batch); });
         MIXPREC_CHECK(std::isfinite(value) || scaler.is_enabled(), ValueError, kOp,
                       "the loss became " << value << " at epoch " << epoch << ", batch "
                                          << batch.index << " (" << s.step->precision_name()
@@ -223,7 +269,7 @@ std::vector<EpochMetrics> Trainer::run() {
         samples += static_cast<std::int64_t>(batch.targets.size());
         ++micro;
         ++in_step;
-        more = s.loader->next(batch);
+        more = s.train->next(batch);
       }
       const float norm = s.step->unscale_and_clip();
       if (std::isfinite(norm)) {
@@ -232,12 +278,16 @@ std::vector<EpochMetrics> Trainer::run() {
         m.grad_norm_max = std::max(m.grad_norm_max, static_cast<double>(norm));
       }
       s.step->apply();
+      if (c.max_steps > 0 && s.steps_taken() >= c.max_steps) stop = true;
       char status[96];
       std::snprintf(status, sizeof status, "loss %.4f", loss_sum / static_cast<double>(micro));
-      bar.update(micro, status);
+      bar.update(micro - first_batch, status);
     }
     bar.finish();
-    m.train_seconds = seconds_since(t0);
+    m.complete = !more;
+    m.epoch_batches = micro;
+    m.train_samples = samples;
+    m.train_seconds = seconds_before + seconds_since(t0);
     m.train_loss = micro > 0 ? loss_sum / static_cast<double>(micro) : 0.0;
     m.samples_per_second = static_cast<double>(samples) / m.train_seconds;
     m.grad_norm_mean = norms > 0 ? norm_sum / static_cast<double>(norms) : 0.0;
@@ -246,19 +296,24 @@ std::vector<EpochMetrics> Trainer::run() {
     m.lr = optimizer.lr();
     m.optimizer_steps = optimizer.steps();
     const auto t_eval = std::chrono::steady_clock::now();
-    const ConfusionMatrix cm = evaluate(&m.test_loss);
+    s.evaluate()->write(m);
     m.eval_seconds = seconds_since(t_eval);
-    m.test_accuracy = cm.accuracy();
-    m.macro_f1 = cm.macro_f1();
     m.memory = memory_stats();
     s.history.push_back(m);
-    s.next_epoch = epoch + 1;
+    s.next_epoch = m.complete ? epoch + 1 : epoch;
 
     if (!c.checkpoint_dir.empty()) {
-      char name[32];
-      std::snprintf(name, sizeof name, "epoch-%04d", epoch);
+      // Named by completed epochs (and the step inside the next one), so names sort by age.
+      char name[48];
+      if (m.complete) {
+        std::snprintf(name, sizeof name, "epoch-%04d", epoch);
+      } else {
+        std::snprintf(name, sizeof name, "epoch-%04d-step-%08lld", epoch - 1,
+                      static_cast<long long>(s.steps_taken()));
+      }
       io::save_checkpoint(c.checkpoint_dir, name,
-                          detail::encode_checkpoint(s.objects(), c, s.step->precision_name(), s.history, epoch));
+                          detail::encode_checkpoint(s.objects(), c, s.step->precision_name(), s.task->kind(), s.history,
+                                                    m.complete ? epoch : epoch - 1));
       if (c.keep_checkpoints > 0) {
         io::prune_checkpoints(c.checkpoint_dir, static_cast<std::size_t>(c.keep_checkpoints));
       }
@@ -267,7 +322,7 @@ std::vector<EpochMetrics> Trainer::run() {
       // The whole log is rewritten atomically: a crash never leaves a torn line behind.
       std::string text = s.log_header.dump() + "\n";
       for (const EpochMetrics& h : s.history) {
-        json line = detail::metrics_to_json(h);
+        json line = detail::metrics_to_json(h, s.task->kind());
         line["type"] = "epoch";
         text += line.dump() + "\n";
       }
@@ -299,8 +354,11 @@ CheckpointEvaluation evaluate_checkpoint(const std::string& path, const std::str
   if (!data_dir.empty()) c.data_dir = data_dir;
   if (limit_test > 0) c.limit_test = limit_test;
   c.limit_train = h.config.limit_train;
+  c.max_steps = -1;
   Trainer trainer(c);
-  out.confusion = trainer.evaluate(&out.test_loss);
+  out.task = trainer.task().kind();
+  out.metrics = trainer.evaluate_metrics(&out.confusion);
+  out.test_loss = out.metrics.test_loss;
   return out;
 }
 

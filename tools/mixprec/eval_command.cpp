@@ -10,7 +10,9 @@ namespace mixprec::tools {
 
 void add_eval_command(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand(
-      "eval", "Evaluate a checkpoint on the test set: accuracy, macro-F1 and a per-class table");
+      "eval",
+      "Evaluate a checkpoint on the test set: accuracy, macro-F1 and a per-class table (a "
+      "language model: validation loss, perplexity and bits per byte)");
   struct Args {
     std::string checkpoint, data_dir;
     std::int64_t limit_test = -1;
@@ -26,6 +28,22 @@ void add_eval_command(CLI::App& app) {
   cmd->add_flag("--json", a->json, "Print JSON instead of text");
   cmd->callback([a] {
     const train::CheckpointEvaluation e = train::evaluate_checkpoint(a->checkpoint, a->data_dir, a->limit_test);
+    if (e.task == models::TaskKind::language_model) {
+      const train::EpochMetrics& m = e.metrics;
+      if (a->json) {
+        nlohmann::json j{{"checkpoint", e.path}, {"model", e.config.model},
+                         {"precision", e.config.precision}, {"epoch", e.epoch},
+                         {"val_loss", m.test_loss}, {"perplexity", m.perplexity},
+                         {"bits_per_byte", m.bits_per_byte}};
+        std::printf("%s\n", j.dump(2).c_str());
+      } else {
+        std::printf("checkpoint %s: model %s, precision %s, after epoch %d\n", e.path.c_str(),
+                    e.config.model.c_str(), e.config.precision.c_str(), e.epoch);
+        std::printf("validation loss %.4f  perplexity %.3f  %.4f bits/byte\n", m.test_loss,
+                    m.perplexity, m.bits_per_byte);
+      }
+      return;
+    }
     const train::ConfusionMatrix& cm = e.confusion;
     const bool fashion = e.config.model != "seed-mlp";
     if (a->json) {

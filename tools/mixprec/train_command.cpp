@@ -11,23 +11,36 @@ namespace mixprec::tools {
 void add_train_command(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand(
       "train",
-      "Train a model (Fashion-MNIST, or synthetic data for seed-mlp) in a precision mode, with "
-      "evaluation, checkpoints and a JSONL log after every epoch");
+      "Train a model (Fashion-MNIST, synthetic data for seed-mlp, text for gpt-mini) in a "
+      "precision mode, with evaluation, checkpoints and a JSONL log after every epoch");
   auto options = std::make_shared<TrainOptions>(cmd, /*with_run_flags=*/true);
   cmd->footer(
       "Examples:\n"
       "  mixprec train --model cnn --precision bf16 --epochs 3\n"
       "  mixprec train --model mlp --precision fp16 --checkpoint-dir ckpt --log run.jsonl\n"
-      "  mixprec train --resume ckpt --epochs 5      # continue the newest checkpoint in ckpt/");
+      "  mixprec train --resume ckpt --epochs 5      # continue the newest checkpoint in ckpt/\n"
+      "  mixprec train --model gpt-mini --precision bf16 --max-steps 300 --checkpoint-dir gpt\n"
+      "  mixprec train --model gpt-mini --data text:book.txt --context 256 --layers 6 --width 192");
   cmd->callback([options] {
     const train::TrainConfig config = options->resolve();
     train::Trainer trainer(config);
     trainer.on_message = [](const std::string& text) { std::printf("%s\n", text.c_str()); };
+    const bool lm = trainer.task().kind() == models::TaskKind::language_model;
     trainer.on_epoch = [&](const train::EpochMetrics& m) {
-      std::printf("epoch %d/%d  loss %.4f  test acc %.4f  macro-F1 %.4f  %.0f samples/s  "
+      char eval[128];
+      if (lm) {
+        std::snprintf(eval, sizeof eval, "val loss %.4f  ppl %.3f  %.4f bits/byte  %.0f tokens/s",
+                      m.test_loss, m.perplexity, m.bits_per_byte,
+                      m.samples_per_second * static_cast<double>(trainer.config().context));
+      } else {
+        std::snprintf(eval, sizeof eval, "test acc %.4f  macro-F1 %.4f  %.0f samples/s", m.test_accuracy,
+                      m.macro_f1, m.samples_per_second);
+      }
+      std::printf("epoch %d/%d%s  step %lld  loss %.4f  %s  "
                   "%.1f s  peak %s (activations %s)  scale %g  skipped %lld  |g| %.3g  lr %.3g\n",
-                  m.epoch, config.epochs, m.train_loss, m.test_accuracy, m.macro_f1,
-                  m.samples_per_second, m.train_seconds, format_mib(m.memory.total_peak).c_str(),
+                  m.epoch, config.epochs, m.complete ? "" : " (stopped at --max-steps)",
+                  static_cast<long long>(m.optimizer_steps), m.train_loss, eval,
+                  m.train_seconds, format_mib(m.memory.total_peak).c_str(),
                   format_mib(m.memory.peak_of(MemoryCategory::activation)).c_str(), m.loss_scale,
                   static_cast<long long>(m.skipped_steps), m.grad_norm_mean, m.lr);
       std::fflush(stdout);

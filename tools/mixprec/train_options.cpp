@@ -12,6 +12,33 @@ TrainOptions::TrainOptions(CLI::App* cmd, bool with_run_flags) {
   train::TrainConfig& g = *given_;
   bind(cmd->add_option("--model", g.model, "Model: " + models::model_names())->capture_default_str(),
        MIXPREC_FIELD(model));
+  bind(cmd->add_option("--data", g.data,
+                       "Training data: fashion-mnist, synthetic, or text:PATH[,PATH...] (text files or "
+                       "directories, for language models; default /usr/share/games/fortunes from the "
+                       "Debian package fortunes). Default: the model's own"),
+       MIXPREC_FIELD(data));
+  bind(cmd->add_option("--context", g.context, "Transformer: tokens per window (0 = the model's default)"),
+       MIXPREC_FIELD(context));
+  bind(cmd->add_option("--layers", g.layers, "Transformer: blocks (0 = the model's default)"),
+       MIXPREC_FIELD(layers));
+  bind(cmd->add_option("--heads", g.heads, "Transformer: attention heads, dividing --width (0 = default)"),
+       MIXPREC_FIELD(heads));
+  bind(cmd->add_option("--width", g.width, "Transformer: model width d_model (0 = the model's default)"),
+       MIXPREC_FIELD(width));
+  bind(cmd->add_option("--dropout", g.dropout, "Transformer: dropout probability")->capture_default_str(),
+       MIXPREC_FIELD(dropout));
+  bind(cmd->add_flag("--checkpoint-activations", given_->checkpoint_activations,
+                     "Transformer: keep no activations inside a block; recompute them in backward "
+                     "(less memory, about one more forward pass)"),
+       MIXPREC_FIELD(checkpoint_activations));
+  bind(cmd->add_option("--max-steps", g.max_steps,
+                       "Stop after this many optimizer steps (any model; -1 = run all --epochs)")
+           ->capture_default_str(),
+       MIXPREC_FIELD(max_steps));
+  bind(cmd->add_option("--val-fraction", g.val_fraction,
+                       "Text: the last fraction of the corpus held out for validation")
+           ->capture_default_str(),
+       MIXPREC_FIELD(val_fraction));
   if (with_run_flags) {
     bind(cmd->add_option("--precision", g.precision,
                          "fp32, bf16, fp16, pure-bf16, pure-bf16-sr or auto (bf16 only where the "

@@ -1,6 +1,9 @@
 #pragma once
-/// The built-in models, by name: what `mixprec train --model NAME` builds.
+/// The model registry: what `mixprec train --model NAME` builds. The built-in models are
+/// registered instances of the same API a user's model can use (register_model), so the
+/// Trainer, `mixprec bench` and the checkpoint code treat them all alike.
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -10,29 +13,70 @@
 
 namespace mixprec::models {
 
-/// What a model expects and where its data comes from.
-struct ModelSpec {
-  std::string name;         ///< "mlp", "cnn", "resnet", "seed-mlp"
-  std::string description;  ///< one line for --help and logs
-  std::vector<std::int64_t> sample_shape;  ///< one input sample, e.g. {1, 28, 28} or {784}
-  std::int64_t num_classes = 10;
-  bool synthetic_data = false;  ///< true: trained on data::make_synthetic, not Fashion-MNIST
+/// What a model is trained for; it picks the loss, the metrics and the kind of data.
+enum class TaskKind {
+  classification,  ///< one class per sample: cross-entropy, accuracy, macro-F1
+  language_model,  ///< next-token prediction on token ids [B, T]: loss, perplexity, bits/byte
+};
+const char* name(TaskKind task);
+
+/// Sizes of the models that have them (transformers) and the seed of every model. 0 means
+/// "the model's default" (ModelSpec::defaults); classifiers ignore all but seed.
+struct ModelOptions {
+  std::uint64_t seed = 0;
+  std::int64_t context = 0;  ///< longest sequence (--context)
+  std::int64_t layers = 0;   ///< transformer blocks (--layers)
+  std::int64_t heads = 0;    ///< attention heads; must divide width (--heads)
+  std::int64_t width = 0;    ///< d_model (--width)
+  float dropout = 0.0f;      ///< on embeddings, attention probabilities and residual branches
+  bool checkpoint_activations = false;  ///< recompute each block in backward (nn/checkpoint.h)
 };
 
-/// Every built-in model, in the order --help lists them.
-const std::vector<ModelSpec>& model_specs();
+/// What a model expects, where its data comes from, and how to build it.
+struct ModelSpec {
+  std::string name;         ///< "mlp", "cnn", "resnet", "seed-mlp", "gpt-mini", ...
+  std::string description;  ///< one line for --help and logs
+  /// One input sample, e.g. {1, 28, 28} or {784}; a language model's is {context} (from the
+  /// resolved options, see input_shape).
+  std::vector<std::int64_t> sample_shape;
+  std::int64_t num_classes = 10;  ///< classes, or a language model's vocabulary size
+  bool synthetic_data = false;    ///< true: trained on data::make_synthetic, not Fashion-MNIST
+  TaskKind task = TaskKind::classification;
+  ModelOptions defaults;          ///< what 0 in ModelOptions stands for
+  /// Builds a freshly initialised f32 model from resolved options (no zero sizes); the same
+  /// options give the same weights.
+  std::function<std::shared_ptr<nn::Module>(const ModelOptions&)> factory;
+};
+
+/// Adds a model to the registry, after the built-ins. ValueError if the name is empty or taken
+/// or the factory is missing. Thread-safe.
+void register_model(ModelSpec spec);
+
+/// Every registered model, built-ins first, in the order --help lists them.
+std::vector<ModelSpec> model_specs();
 /// The spec of a model; ValueError listing the known names otherwise.
-const ModelSpec& model_spec(std::string_view name);
-/// "mlp, cnn, resnet, seed-mlp".
+ModelSpec model_spec(std::string_view name);
+/// "mlp, cnn, resnet, seed-mlp, gpt-mini".
 std::string model_names();
 
-/// A freshly initialised f32 model; the same seed gives the same weights.
+/// options with every 0 size replaced by the spec's default, validated: ValueError naming the
+/// flag (--context, --layers, --heads, --width, --dropout) for a size < 1, heads that do not
+/// divide width, or dropout outside [0, 1).
+ModelOptions resolve_options(const ModelSpec& spec, ModelOptions options);
+/// The shape of one input sample under resolved options ({context} for a language model).
+std::vector<std::int64_t> input_shape(const ModelSpec& spec, const ModelOptions& resolved);
+
+/// A freshly initialised f32 model from (unresolved) options.
+std::shared_ptr<nn::Module> make_model(std::string_view name, const ModelOptions& options);
+/// A freshly initialised f32 model with default sizes; the same seed gives the same weights.
 ///  - mlp: Linear 784-256, ReLU, Linear 256-128, ReLU, Linear 128-10 (paths "layers.0" ...).
 ///  - cnn: features = two blocks of conv3x3(pad 1)-BatchNorm-ReLU-maxpool2 (1->32->64 channels),
 ///    classifier = Flatten, Linear 3136-128, ReLU, Linear 128-10.
 ///  - resnet: stem conv3x3(16)-BN-ReLU, three BasicBlocks (16, 32 stride 2, 64 stride 2), global
 ///    average pool, Linear 64-10.
 ///  - seed-mlp: the seeds' Linear 1024-4096, ReLU, Linear 4096-4096, ReLU, Linear 4096-10.
+///  - gpt-mini: a byte-level GPT (nn/gpt.h), vocabulary 256, context 128, 4 layers, 4 heads,
+///    width 128, trained on text (default: Debian's fortunes).
 std::shared_ptr<nn::Module> make_model(std::string_view name, std::uint64_t seed);
 
 /// The seed MLP with hidden width `width` instead of 4096: Linear 1024-width, ReLU, Linear

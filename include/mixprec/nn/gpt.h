@@ -21,6 +21,9 @@ struct GptConfig {
   std::int64_t n_layers = 4;
   float dropout = 0.0f;
   std::uint64_t seed = 0;
+  /// Wrap every block in nn::Checkpoint: its activations are recomputed in backward instead of
+  /// kept (less memory, one more forward per block).
+  bool checkpoint_activations = false;
 };
 
 class GPT : public Module {

@@ -1,7 +1,9 @@
 #pragma once
-/// The Trainer: the seeds' training loop done right for every precision mode, on a built-in
-/// model (models/zoo.h) and its data (Fashion-MNIST or synthetic), with evaluation, metrics,
-/// a JSONL log and atomic checkpoints that resume bit-identically.
+/// The Trainer: the seeds' training loop done right for every precision mode, on any Module,
+/// any BatchSource and any Task (train/task.h), with evaluation, metrics, a JSONL log and
+/// atomic checkpoints that resume bit-identically. A registered model (models/zoo.h: the
+/// built-ins, or a user's register_model) is built with its data and task from the config
+/// alone; a user's own model, data and task go through the second constructor.
 ///
 /// One optimizer step: for each of `accum` micro-batches, forward and loss under autocast only,
 /// loss / accum scaled by the GradScaler (fp16) and backward; then unscale, gradient norm (and
@@ -14,8 +16,11 @@
 #include <vector>
 
 #include "mixprec/core/memory.h"
+#include "mixprec/data/batch_source.h"
+#include "mixprec/models/zoo.h"
 #include "mixprec/nn/module.h"
 #include "mixprec/train/metrics.h"
+#include "mixprec/train/task.h"
 #include "mixprec/train/train_step.h"
 
 namespace mixprec::train {
@@ -23,7 +28,19 @@ namespace mixprec::train {
 /// Everything that defines a run. Checkpoints store it; a resumed run must agree with it on
 /// every field that shapes the computation (see Trainer).
 struct TrainConfig {
-  std::string model = "mlp";        ///< models::model_names()
+  std::string model = "mlp";        ///< models::model_names(), or a label for a user's model
+  /// Where the data comes from: "" = the model's own (Fashion-MNIST, synthetic, or Debian's
+  /// fortunes for a language model); "fashion-mnist"; "synthetic"; "text:PATH[,PATH...]" (files
+  /// or directories of text, for language models).
+  std::string data;
+  std::int64_t context = 0;         ///< transformer sizes (models::ModelOptions); 0 = default
+  std::int64_t layers = 0;
+  std::int64_t heads = 0;
+  std::int64_t width = 0;
+  float dropout = 0.0f;             ///< transformer dropout, in [0, 1)
+  bool checkpoint_activations = false;  ///< recompute transformer blocks in backward
+  std::int64_t max_steps = -1;      ///< stop after this many optimizer steps (-1 = no limit)
+  double val_fraction = 0.1;        ///< text: the last fraction of the corpus held out
   std::string precision = "bf16";   ///< fp32, bf16, fp16, pure-bf16, pure-bf16-sr, auto
   int epochs = 1;                   ///< >= 1
   std::int64_t batch_size = 128;    ///< micro-batch size, >= 1
@@ -54,6 +71,8 @@ struct TrainConfig {
 
   /// ValueError with an actionable message for any out-of-range or unknown value.
   void validate() const;
+  /// The model options these fields give (seed and transformer sizes, unresolved).
+  models::ModelOptions model_options() const;
   /// The fields that shape one optimizer step, with the schedule lasting scheduler_steps.
   StepConfig step_config(std::int64_t scheduler_steps) const;
 };
@@ -63,9 +82,14 @@ struct EpochMetrics {
   int epoch = 0;                    ///< 1-based
   std::int64_t optimizer_steps = 0; ///< optimizer steps applied since the run began
   double train_loss = 0;            ///< mean over the epoch's micro-batches
-  double test_loss = 0;
-  double test_accuracy = 0;
-  double macro_f1 = 0;
+  double test_loss = 0;             ///< mean evaluation loss (validation loss of a language model)
+  double test_accuracy = 0;         ///< classification
+  double macro_f1 = 0;              ///< classification
+  double perplexity = 0;            ///< language model: exp(test_loss)
+  double bits_per_byte = 0;         ///< language model over bytes: test_loss / ln 2
+  std::int64_t epoch_batches = 0;   ///< batches trained in this epoch (fewer if max_steps hit)
+  std::int64_t train_samples = 0;   ///< training samples (tokens' windows) seen in this epoch
+  bool complete = true;             ///< false: the run stopped inside this epoch (max_steps)
   double samples_per_second = 0;    ///< training samples / training seconds
   double train_seconds = 0, eval_seconds = 0;
   double loss_scale = 1;            ///< GradScaler scale at the end of the epoch (1 if disabled)
@@ -84,22 +108,38 @@ class Trainer {
   /// decay, clipping, scheduler and seed (ValueError naming the first difference); `epochs` may
   /// grow. Training then continues after the checkpoint's epoch.
   explicit Trainer(TrainConfig config);
+  /// A user's model, data and task: config.model is only a label (checkpoints store it and a
+  /// resume must match it); config.data, the transformer sizes and limit_* are not used. The
+  /// model must be freshly built in f32 (the Trainer casts it to the precision's storage).
+  /// ValueError for a null argument.
+  Trainer(TrainConfig config, std::shared_ptr<nn::Module> model,
+          std::shared_ptr<data::BatchSource> train_data, std::shared_ptr<data::BatchSource> eval_data,
+          std::shared_ptr<Task> task);
   ~Trainer();
   Trainer(const Trainer&) = delete;
   Trainer& operator=(const Trainer&) = delete;
 
-  /// Trains the remaining epochs; calls on_epoch after each (after its checkpoint is written).
-  /// Returns every epoch's metrics, including those restored from a checkpoint.
+  /// Trains the remaining epochs, or until config.max_steps optimizer steps (counting skipped
+  /// ones) were taken; calls on_epoch after each epoch (after its checkpoint is written), also
+  /// after the partial epoch a max_steps stop ends. Returns every epoch's metrics, including
+  /// those restored from a checkpoint.
   std::vector<EpochMetrics> run();
-  /// Test-set confusion matrix and mean loss under the run's autocast policy, in eval mode.
+  /// One pass over the evaluation data under the run's autocast policy, in eval mode: the
+  /// evaluation fields of EpochMetrics (test_loss and the task's metrics) filled in, and the
+  /// confusion matrix written to `confusion` when given and the task is a classification.
+  EpochMetrics evaluate_metrics(ConfusionMatrix* confusion = nullptr);
+  /// Test-set confusion matrix and mean loss (classification only; ValueError otherwise).
   ConfusionMatrix evaluate(double* mean_loss = nullptr);
 
   const TrainConfig& config() const;
   /// The precision mode actually used ("auto" resolved), e.g. "bf16".
   const std::string& resolved_precision() const;
   nn::Module& model();
-  /// The first epoch run() will train (1 + the resumed checkpoint's epoch).
+  /// The first epoch run() will train (1 + the resumed checkpoint's epoch, or that epoch
+  /// itself when the checkpoint was written inside it).
   int next_epoch() const;
+  /// What the model is trained for.
+  const Task& task() const;
 
   std::function<void(const EpochMetrics&)> on_epoch;
   /// Lines of explanation printed before training (auto precision reasoning, warnings).
@@ -115,7 +155,9 @@ struct CheckpointEvaluation {
   TrainConfig config;   ///< as stored in the checkpoint
   std::string path;     ///< the checkpoint directory actually read
   int epoch = 0;
-  ConfusionMatrix confusion{10};
+  models::TaskKind task = models::TaskKind::classification;
+  EpochMetrics metrics;          ///< the evaluation fields: test_loss and the task's metrics
+  ConfusionMatrix confusion{2};  ///< classification only (2 empty classes otherwise)
   double test_loss = 0;
 };
 /// Loads a checkpoint (or the newest in a directory), rebuilds its model under its precision and

@@ -1,0 +1,71 @@
+#pragma once
+/// Task: what turns a model's output on a batch into a training loss, and a whole evaluation
+/// pass into metrics. The Trainer runs any Module on any BatchSource through one of these.
+///  - ClassificationTask: logits [B, C] against one class per sample: cross-entropy; accuracy,
+///    macro-F1 and a confusion matrix.
+///  - LanguageModelTask: logits [B, T, V] against the B*T next tokens: mean cross-entropy per
+///    token; perplexity exp(loss) and bits per byte loss / ln 2 (tokens are bytes).
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "mixprec/core/tensor.h"
+#include "mixprec/data/batch_source.h"
+#include "mixprec/models/zoo.h"
+#include "mixprec/train/metrics.h"
+
+namespace mixprec::train {
+
+struct EpochMetrics;
+
+/// Accumulates one evaluation pass, batch by batch.
+class Evaluation {
+ public:
+  virtual ~Evaluation() = default;
+  /// Adds the model's output on one batch (any float dtype; reduced in f64).
+  virtual void add(const Tensor& output, const data::Batch& batch) = 0;
+  /// Writes the mean loss (EpochMetrics::test_loss) and the task's metric fields into m.
+  virtual void write(EpochMetrics& m) const = 0;
+  /// The confusion matrix of a classification pass; nullptr for other tasks.
+  virtual const ConfusionMatrix* confusion() const { return nullptr; }
+};
+
+class Task {
+ public:
+  virtual ~Task() = default;
+  virtual models::TaskKind kind() const = 0;
+  /// The scalar training loss (with its autograd graph) of `output` on `batch`. ShapeError if
+  /// the output does not fit the batch's targets.
+  virtual Tensor loss(const Tensor& output, const data::Batch& batch) const = 0;
+  /// A fresh, empty evaluation.
+  virtual std::unique_ptr<Evaluation> evaluation() const = 0;
+};
+
+class ClassificationTask : public Task {
+ public:
+  /// ValueError unless num_classes >= 2.
+  explicit ClassificationTask(std::int64_t num_classes);
+  models::TaskKind kind() const override { return models::TaskKind::classification; }
+  Tensor loss(const Tensor& logits, const data::Batch& batch) const override;
+  std::unique_ptr<Evaluation> evaluation() const override;
+
+ private:
+  std::int64_t classes_;
+};
+
+class LanguageModelTask : public Task {
+ public:
+  /// ValueError unless vocab_size >= 2.
+  explicit LanguageModelTask(std::int64_t vocab_size);
+  models::TaskKind kind() const override { return models::TaskKind::language_model; }
+  Tensor loss(const Tensor& logits, const data::Batch& batch) const override;
+  std::unique_ptr<Evaluation> evaluation() const override;
+
+ private:
+  std::int64_t vocab_;
+};
+
+/// The task of a registered model (its TaskKind with its classes or vocabulary).
+std::shared_ptr<Task> make_task(const models::ModelSpec& spec);
+
+}  // namespace mixprec::train
