@@ -44,6 +44,15 @@ TEST(Philox, StreamLayout) {
   EXPECT_NE(random_bits(1, 0), random_bits(2, 0));
 }
 
+// splitmix64 as a generator with state 1234567 (state += golden ratio, output = finaliser of
+// the new state): the first outputs of Vigna's reference splitmix64.c.
+TEST(SplitMix64, MatchesReferenceGenerator) {
+  static_assert(splitmix64(0) == 0xE220A8397B1DCDAFull);
+  constexpr std::uint64_t kGolden = 0x9E3779B97F4A7C15ull;
+  const std::uint64_t expected[] = {6457827717110365317ull, 3203168211198807973ull, 9817491932198370423ull};
+  for (std::uint64_t k = 0; k < 3; ++k) EXPECT_EQ(splitmix64(1234567 + k * kGolden), expected[k]) << k;
+}
+
 TEST(Philox, UniformIsInUnitIntervalWithMeanOneHalf) {
   double sum = 0;
   constexpr int kN = 100000;

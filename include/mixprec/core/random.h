@@ -48,6 +48,17 @@ constexpr float uniform(std::uint64_t seed, std::uint64_t index) noexcept {
   return static_cast<float>(random_bits(seed, index) >> 8) * 0x1p-24f;
 }
 
+/// The splitmix64 finaliser (Steele, Lea and Flood, OOPSLA'14; the seeding function of the
+/// xoshiro generators): a bijection on 64-bit words whose outputs for consecutive inputs look
+/// independent. Chosen where a stream must be replayed by a few lines of Python (a PyTorch peer),
+/// which Philox would make long. splitmix64(0) == 0xE220A8397B1DCDAF.
+constexpr std::uint64_t splitmix64(std::uint64_t x) noexcept {
+  std::uint64_t z = x + 0x9E3779B97F4A7C15ull;
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
 /// out[i] = random_bits(seed, offset + i) for i < n; vectorised and threaded for large n,
 /// bit-identical to the scalar definition whatever the ISA or thread count.
 void fill_random_bits(std::uint64_t seed, std::uint64_t offset, std::uint32_t* out, std::size_t n);
