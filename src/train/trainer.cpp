@@ -266,7 +266,7 @@ std::vector<EpochMetrics> Trainer::run() {
                                          << "); training diverged: lower --lr, set --clip, or "
                                             "resume from the last checkpoint");
         loss_sum += value;
-        samples += static_cast<std::int64_t>(batch.targets.size());
+        samples += batch.inputs.size(0);
         ++micro;
         ++in_step;
         more = s.train->next(batch);

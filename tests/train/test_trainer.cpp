@@ -135,7 +135,11 @@ TEST(TrainTrainer, RejectsAbsurdConfigurations) {
   expect_invalid([](train::TrainConfig& c) { c.lr = -1e-3f; });
   expect_invalid([](train::TrainConfig& c) { c.lr = NAN; });
   expect_invalid([](train::TrainConfig& c) { c.epochs = 0; });
-  expect_invalid([](train::TrainConfig& c) { c.model = "transformer"; });
+  expect_invalid([](train::TrainConfig& c) { c.model = ""; });
+  expect_invalid([](train::TrainConfig& c) { c.max_steps = 0; });
+  expect_invalid([](train::TrainConfig& c) { c.val_fraction = 1.0; });
+  expect_invalid([](train::TrainConfig& c) { c.dropout = 1.0f; });
+  expect_invalid([](train::TrainConfig& c) { c.width = -1; });
   expect_invalid([](train::TrainConfig& c) { c.precision = "fp8"; });
   expect_invalid([](train::TrainConfig& c) { c.optimizer = "lion"; });
   expect_invalid([](train::TrainConfig& c) { c.accum = 0; });
