@@ -24,6 +24,7 @@
 #include "mixprec/nn/layers.h"
 #include "mixprec/nn/residual.h"
 #include "mixprec/ops/nn_functional.h"
+#include "mixprec/train/task.h"
 
 namespace mixprec::train {
 namespace {
@@ -34,44 +35,29 @@ constexpr const char* kOp = "bench";
 constexpr std::int64_t kPeakGemmN = 2048, kPeakCopyMiB = 64;
 constexpr int kPeakRepeats = 3;
 
-// Runs module m on x (a batch of one), recording every Linear/Conv2d met on the way.
-Tensor walk(nn::Module& m, const std::string& path, const Tensor& x, std::vector<LayerCost>& out) {
-  if (auto* linear = dynamic_cast<nn::Linear*>(&m)) {
-    Tensor y = m(x);
-    const double rows = static_cast<double>(x.numel() / linear->in_features());
-    out.push_back({path, "Linear", x.shape(), y.shape(), linear->bias().defined(),
-                   2.0 * rows * static_cast<double>(linear->in_features()) *
-                       static_cast<double>(linear->out_features())});
-    return y;
-  }
-  if (auto* conv = dynamic_cast<nn::Conv2d*>(&m)) {
-    Tensor y = m(x);
-    const double k = static_cast<double>(conv->kernel_size());
-    // 2 * N * O * C * kh * kw * Ho * Wo; y is [N, O, Ho, Wo].
-    out.push_back({path, "Conv2d", x.shape(), y.shape(), conv->bias().defined(),
-                   2.0 * static_cast<double>(y.numel()) * static_cast<double>(conv->in_channels()) * k * k});
-    return y;
-  }
-  if (m.children().empty()) return m(x);
-  const bool block = dynamic_cast<nn::BasicBlock*>(&m) != nullptr;
-  Tensor h = x;
-  for (const auto& [name, child] : m.children()) {
-    const std::string child_path = path.empty() ? name : path + "." + name;
-    if (block && name == "shortcut") {
-      walk(*child, child_path, x, out);
-    } else {
-      h = walk(*child, child_path, h, out);
+// Records every Linear/Conv2d leaf a forward pass runs, with its shapes and FLOPs, whatever
+// the model's data flow (residual branches, attention, several inputs).
+class LayerRecorder : public nn::ForwardObserver {
+ public:
+  explicit LayerRecorder(std::vector<LayerCost>& out) : out_(out) {}
+  Tensor on_leaf_forward(nn::Module& m, const Tensor& x, const Tensor& y) override {
+    if (auto* linear = dynamic_cast<nn::Linear*>(&m)) {
+      const double rows = static_cast<double>(x.numel() / linear->in_features());
+      out_.push_back({m.path(), "Linear", x.shape(), y.shape(), linear->bias().defined(),
+                      2.0 * rows * static_cast<double>(linear->in_features()) *
+                          static_cast<double>(linear->out_features())});
+    } else if (auto* conv = dynamic_cast<nn::Conv2d*>(&m)) {
+      const double k = static_cast<double>(conv->kernel_size());
+      // 2 * N * O * C * kh * kw * Ho * Wo; y is [N, O, Ho, Wo].
+      out_.push_back({m.path(), "Conv2d", x.shape(), y.shape(), conv->bias().defined(),
+                      2.0 * static_cast<double>(y.numel()) * static_cast<double>(conv->in_channels()) * k * k});
     }
+    return y;
   }
-  // The module's own forward is the truth about its output; the chain above only has to see
-  // the same layers with the same inputs, which holds when children run in order.
-  Tensor y = m(x);
-  MIXPREC_CHECK(block || y.shape() == h.shape(), ValueError, "count_layer_flops",
-                "cannot follow the data flow of module '" << path << "' (" << m.type_name()
-                    << "): applying its children in order gives " << to_string(h.shape())
-                    << " but it returns " << to_string(y.shape()));
-  return y;
-}
+
+ private:
+  std::vector<LayerCost>& out_;
+};
 
 // The GEMMs of one Linear layer's training step, with their own buffers.
 struct GemmCall {
@@ -157,7 +143,9 @@ std::vector<LayerCost> count_layer_flops(nn::Module& model, const Shape& input_s
     autograd::NoGradGuard no_grad;
     model.eval();
     try {
-      walk(model, "", Tensor::zeros(one), layers);
+      LayerRecorder recorder(layers);
+      nn::ForwardObserverScope scope(&recorder);
+      model(Tensor::zeros(one));
     } catch (...) {
       model.train(was_training);
       throw;
@@ -195,6 +183,7 @@ TimingStats summarize_times(std::vector<double> times_ms) {
 
 std::int64_t default_batch_size(const std::string& model) {
   const models::ModelSpec& spec = models::model_spec(model);
+  if (spec.task == models::TaskKind::language_model) return 16;  // windows of `context` tokens
   return spec.name == "cnn" || spec.name == "resnet" ? 128 : 256;
 }
 
@@ -221,10 +210,11 @@ struct StepBenchmark::State {
   std::shared_ptr<nn::Module> model;
   std::unique_ptr<TrainStep> train_step;
   std::vector<LayerCost> layers;
-  Tensor inputs;
-  std::vector<std::int64_t> labels;
+  std::shared_ptr<Task> task;
+  data::Batch batch_data;
+  std::int64_t tokens_per_sample = 0;
 
-  Tensor forward_loss() { return cross_entropy((*model)(inputs), labels); }
+  Tensor forward_loss() { return task->loss((*model)(batch_data.inputs), batch_data); }
   void step() { train_step->run([this] { return forward_loss(); }); }
 };
 
@@ -237,6 +227,14 @@ StepBenchmark::StepBenchmark(std::string model, std::string precision, std::int6
 
 StepBenchmark::StepBenchmark(std::string model, const StepConfig& step, std::int64_t batch_size,
                              std::int64_t width)
+    : StepBenchmark(std::move(model), step, batch_size, [&] {
+        models::ModelOptions o;
+        o.width = width;
+        return o;
+      }()) {}
+
+StepBenchmark::StepBenchmark(std::string model, const StepConfig& step, std::int64_t batch_size,
+                             const models::ModelOptions& options)
     : s_(std::make_unique<State>()) {
   State& s = *s_;
   s.spec = models::model_spec(model);
@@ -245,21 +243,39 @@ StepBenchmark::StepBenchmark(std::string model, const StepConfig& step, std::int
                 "--batch-size must be in [1, 65536] (0 = the model's default), got " << batch_size);
   s.batch = batch_size > 0 ? batch_size : default_batch_size(s.spec.name);
   s.seed = step.seed;
-  MIXPREC_CHECK(width == 0 || s.spec.name == "seed-mlp", ValueError, kOp,
-                "--width applies to seed-mlp only (its hidden width), not to " << s.spec.name);
-  s.model = width > 0 ? models::make_seed_mlp(width, s.seed) : models::make_model(s.spec.name, s.seed);
-  const Shape input_shape = batch_shape(s.batch, s.spec.sample_shape);
+  const bool lm = s.spec.task == models::TaskKind::language_model;
+  const std::int64_t width = options.width;
+  MIXPREC_CHECK(width == 0 || s.spec.name == "seed-mlp" || lm, ValueError, kOp,
+                "--width applies to seed-mlp (its hidden width) and transformers, not to " << s.spec.name);
+  models::ModelOptions o = options;
+  o.seed = s.seed;
+  o = models::resolve_options(s.spec, o);
+  s.model = width > 0 && !lm ? models::make_seed_mlp(width, s.seed) : s.spec.factory(o);
+  const Shape input_shape = batch_shape(s.batch, models::input_shape(s.spec, o));
   s.layers = count_layer_flops(*s.model, input_shape);  // while the model is still f32
   s.train_step = std::make_unique<TrainStep>(*s.model, step);
   s.gemm_dtype = s.train_step->policy().dtypes.compute;
+  s.task = make_task(s.spec);
 
-  s.inputs = Tensor::randn(input_shape, s.seed);
-  const std::vector<float> u =
-      Tensor::uniform({s.batch}, s.seed + 1, 0.0f, static_cast<float>(s.spec.num_classes)).to_vector();
-  s.labels.reserve(u.size());
-  for (float v : u) {
-    s.labels.push_back(std::clamp<std::int64_t>(static_cast<std::int64_t>(v), 0, s.spec.num_classes - 1));
+  // Random inputs (token ids for a language model) and random targets: one per sample, or one
+  // per position of a language model.
+  const std::int64_t targets = lm ? s.batch * o.context : s.batch;
+  auto random_ids = [&](std::int64_t n, std::uint64_t seed) {
+    std::vector<std::int64_t> ids;
+    ids.reserve(static_cast<std::size_t>(n));
+    for (float v : Tensor::uniform({n}, seed, 0.0f, static_cast<float>(s.spec.num_classes)).to_vector()) {
+      ids.push_back(std::clamp<std::int64_t>(static_cast<std::int64_t>(v), 0, s.spec.num_classes - 1));
+    }
+    return ids;
+  };
+  if (lm) {
+    s.tokens_per_sample = o.context;
+    const std::vector<std::int64_t> ids = random_ids(s.batch * o.context, s.seed + 2);
+    s.batch_data.inputs = Tensor::from_vector(std::vector<float>(ids.begin(), ids.end()), input_shape);
+  } else {
+    s.batch_data.inputs = Tensor::randn(input_shape, s.seed);
   }
+  s.batch_data.targets = random_ids(targets, s.seed + 1);
   s.model->train();
 }
 
@@ -297,6 +313,8 @@ StepBenchResult StepBenchmark::run(int steps, int warmup, bool machine_floor) {
   r.tensor_allocations_per_step =
       static_cast<double>(r.memory.allocations - before.allocations) / steps;
   r.samples_per_second = static_cast<double>(s.batch) / (r.step_ms.median / 1e3);
+  r.tokens_per_sample = s.tokens_per_sample;
+  r.tokens_per_second = r.samples_per_second * static_cast<double>(s.tokens_per_sample);
   r.gflops = r.flops_per_step / (r.step_ms.median / 1e3) / 1e9;
 
   // The optimizer alone, re-run on one step's (unscaled) gradients; with fp16, gradients that
@@ -373,6 +391,7 @@ std::string to_json(const StepBenchResult& r, int indent) {
          {"warmup", r.warmup},
          {"step_ms", {{"median", r.step_ms.median}, {"min", r.step_ms.min}, {"max", r.step_ms.max}}},
          {"samples_per_second", r.samples_per_second},
+         {"tokens_per_second", r.tokens_per_second},
          {"flops_per_step", r.flops_per_step},
          {"gflops", r.gflops},
          {"gemm_ms", r.gemm_ms ? json(*r.gemm_ms) : json(nullptr)},

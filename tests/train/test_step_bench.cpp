@@ -222,5 +222,30 @@ TEST(StepBenchErrors, BadArgumentsAreValueErrors) {
   EXPECT_EQ(bench.batch_size(), 2);
 }
 
+TEST(StepBenchRun, LanguageModelTimesTokensAndCountsItsLinears) {
+  models::ModelOptions o;
+  o.context = 16;
+  o.layers = 2;
+  o.heads = 2;
+  o.width = 16;
+  StepBenchmark bench("gpt-mini", StepConfig{.precision = "bf16", .scheduler = "none"}, 2, o);
+  const StepBenchResult r = bench.run(2, 1, /*machine_floor=*/false);
+  EXPECT_EQ(r.tokens_per_sample, 16);
+  EXPECT_DOUBLE_EQ(r.tokens_per_second, r.samples_per_second * 16);
+  // Per block: q, k, v, out projections and the MLP's two Linears, each on 2 x 16 tokens.
+  ASSERT_EQ(r.layers.size(), 12u);
+  const auto layer = [&](const std::string& path) {
+    for (const LayerCost& l : r.layers) {
+      if (l.path == path) return l;
+    }
+    ADD_FAILURE() << "no layer " << path;
+    return LayerCost{};
+  };
+  EXPECT_EQ(layer("blocks.0.attn.q_proj").input_shape, (Shape{2, 16, 16}));
+  const LayerCost fc = layer("blocks.1.fc");  // width -> 4 width
+  EXPECT_EQ(fc.output_shape, (Shape{2, 16, 64}));
+  EXPECT_DOUBLE_EQ(fc.forward_flops, 2.0 * 32 * 16 * 64);
+}
+
 }  // namespace
 }  // namespace mixprec::train

@@ -32,6 +32,7 @@ struct BenchFlags {
   int threads = 0;
   std::uint64_t seed = 0;
   std::int64_t width = 0;
+  models::ModelOptions sizes;  ///< transformers: --context, --layers, --heads, --checkpoint-activations
   bool json = false;
   train::StepConfig step{.precision = "fp32", .scheduler = "none"};  // precision/seed set below
 };
@@ -53,10 +54,16 @@ void validate(const BenchFlags& f, bool precision_given) {
   train::StepConfig step = f.step;
   step.precision = "fp32";  // checked on its own below
   step.validate(kOp);
-  MIXPREC_CHECK(f.width == 0 || (f.model == "seed-mlp" && f.width >= 1 && f.width <= 16384),
+  const bool lm = models::model_spec(f.model).task == models::TaskKind::language_model;
+  MIXPREC_CHECK(f.width == 0 || lm || (f.model == "seed-mlp" && f.width >= 1 && f.width <= 16384),
                 ValueError, kOp,
-                "--width applies to seed-mlp only and must be in [1, 16384], got " << f.width
+                "--width applies to seed-mlp (in [1, 16384]) and transformers, got " << f.width
                     << " for " << f.model);
+  MIXPREC_CHECK(lm || (f.sizes.context == 0 && f.sizes.layers == 0 && f.sizes.heads == 0 &&
+                       !f.sizes.checkpoint_activations),
+                ValueError, kOp,
+                "--context, --layers, --heads and --checkpoint-activations apply to transformers "
+                "(gpt-mini), not to " << f.model);
   MIXPREC_CHECK(f.compare.empty() || !precision_given, ValueError, kOp,
                 "give either --precision (one run) or --compare (several), not both");
   if (f.compare.empty()) {
@@ -67,6 +74,12 @@ void validate(const BenchFlags& f, bool precision_given) {
                   "--compare needs at least two precisions, e.g. fp32,bf16; got '" << f.compare << "'");
     for (const std::string& m : modes) amp::parse_precision_mode(m);
   }
+}
+
+models::ModelOptions model_options(const BenchFlags& f) {
+  models::ModelOptions o = f.sizes;
+  o.width = f.width;
+  return o;
 }
 
 std::string fmt_ms(const std::optional<double>& ms) {
@@ -80,8 +93,13 @@ void print_result(const train::StepBenchResult& r) {
   std::printf("bench: %s, precision %s, batch %lld, %d threads, %d timed steps after %d warm-up\n",
               r.model.c_str(), r.precision.c_str(), static_cast<long long>(r.batch_size), r.threads,
               r.steps, r.warmup);
-  std::printf("step time     median %.2f ms (min %.2f, max %.2f)   %.0f samples/s\n",
+  std::printf("step time     median %.2f ms (min %.2f, max %.2f)   %.0f samples/s",
               r.step_ms.median, r.step_ms.min, r.step_ms.max, r.samples_per_second);
+  if (r.tokens_per_sample > 0) {
+    std::printf("   %.0f tokens/s (context %lld)", r.tokens_per_second,
+                static_cast<long long>(r.tokens_per_sample));
+  }
+  std::printf("\n");
   std::printf("compute       %.3f GFLOP/step (3x forward of Linear/Conv2d) -> %.1f GFLOP/s\n",
               r.flops_per_step / 1e9, r.gflops);
   std::printf("GEMMs alone   %s (%s)%s%s\n", fmt_ms(r.gemm_ms).c_str(), r.gemm_dtype.c_str(),
@@ -120,7 +138,7 @@ void run_compare(const BenchFlags& f) {
     }
     train::StepConfig step = f.step;
     step.precision = mode;
-    train::StepBenchmark bench(f.model, step, f.batch_size, f.width);
+    train::StepBenchmark bench(f.model, step, f.batch_size, model_options(f));
     results.push_back(bench.run(f.steps, f.warmup));
   }
   const train::StepBenchResult& ref = results.front();
@@ -189,12 +207,19 @@ void add_bench_command(CLI::App& app) {
   cmd->add_option("--steps", f->steps, "Timed training steps")->capture_default_str();
   cmd->add_option("--warmup", f->warmup, "Untimed warm-up steps before them")->capture_default_str();
   CLI::Option* batch_opt = cmd->add_option(
-      "--batch-size", *batch, "Batch size (default 256 for mlp and seed-mlp, 128 for cnn and resnet)");
+      "--batch-size", *batch,
+      "Batch size (default 256 for mlp and seed-mlp, 128 for cnn and resnet, 16 windows for gpt-mini)");
   CLI::Option* threads_opt =
       cmd->add_option("--threads", *threads, "Compute threads (default: the process default)");
   cmd->add_option("--seed", f->seed, "Seed of the weights and synthetic inputs")->capture_default_str();
   cmd->add_option("--width", f->width,
-                  "seed-mlp only: hidden width W (1024-W-W-10) instead of 4096, for scaling runs");
+                  "seed-mlp: hidden width W (1024-W-W-10) instead of 4096, for scaling runs; "
+                  "transformers: the model width");
+  cmd->add_option("--context", f->sizes.context, "Transformers: tokens per window (0 = default)");
+  cmd->add_option("--layers", f->sizes.layers, "Transformers: blocks (0 = default)");
+  cmd->add_option("--heads", f->sizes.heads, "Transformers: attention heads (0 = default)");
+  cmd->add_flag("--checkpoint-activations", f->sizes.checkpoint_activations,
+                "Transformers: recompute each block in backward instead of keeping its activations");
   cmd->add_flag("--json", f->json, "Print JSON instead of text");
   add_step_config_flags(cmd, f->step);
   cmd->footer("Each step is the training step of `mixprec train` (train/train_step.h) with the\n"
@@ -202,7 +227,8 @@ void add_bench_command(CLI::App& app) {
               "Examples:\n"
               "  mixprec bench --model seed-mlp --precision bf16 --steps 10 --json\n"
               "  mixprec bench --model seed-mlp --precision fp16 --loss-scaling predictive --clip 1\n"
-              "  mixprec bench --model cnn --compare fp32,bf16,fp16 --steps 10");
+              "  mixprec bench --model cnn --compare fp32,bf16,fp16 --steps 10\n"
+              "  mixprec bench --model gpt-mini --context 512 --checkpoint-activations");
   cmd->callback([f, batch, threads, precision_opt, batch_opt, threads_opt] {
     BenchFlags flags = *f;
     models::model_spec(flags.model);  // unknown model: ValueError before anything else
@@ -217,7 +243,7 @@ void add_bench_command(CLI::App& app) {
     }
     train::StepConfig step = flags.step;
     step.precision = flags.precision;
-    train::StepBenchmark bench(flags.model, step, flags.batch_size, flags.width);
+    train::StepBenchmark bench(flags.model, step, flags.batch_size, model_options(flags));
     const train::StepBenchResult r = bench.run(flags.steps, flags.warmup);
     if (flags.json) {
       std::printf("%s\n", train::to_json(r).c_str());

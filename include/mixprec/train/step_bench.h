@@ -12,6 +12,7 @@
 #include "mixprec/core/cpu_features.h"
 #include "mixprec/core/memory.h"
 #include "mixprec/core/tensor.h"
+#include "mixprec/models/zoo.h"
 #include "mixprec/nn/module.h"
 #include "mixprec/train/train_step.h"
 
@@ -31,11 +32,12 @@ struct LayerCost {
 };
 
 /// The Linear and Conv2d layers of an f32 model fed an input of input_shape (dim 0 the batch),
-/// in execution order. Shapes come from running the model's modules one by one on a batch of
-/// one in eval mode without autograd (so the model is not changed), then scaling dim 0 back to
-/// the batch: every built-in layer treats dim 0 as the batch. Modules with children are taken
-/// to apply them in order, except BasicBlock whose "shortcut" child reads the block's input.
-/// ValueError if input_shape is empty or has a dimension < 1; ShapeError if the model rejects it.
+/// in execution order. Shapes come from one forward pass on a batch of one (zeros: token id 0
+/// for a language model) in eval mode without autograd (so the model is not changed), watched
+/// by a ForwardObserver, then scaling dim 0 back to the batch: every built-in layer treats dim
+/// 0 as the batch. GEMMs outside Linear modules (attention scores, a tied output head) are not
+/// layers and are not counted. ValueError if input_shape is empty or has a dimension < 1;
+/// ShapeError if the model rejects it.
 std::vector<LayerCost> count_layer_flops(nn::Module& model, const Shape& input_shape);
 
 /// FLOPs of the GEMMs (and convolutions) one training step really runs: the forward, the
@@ -64,6 +66,8 @@ struct StepBenchResult {
   int steps = 0, warmup = 0;
   TimingStats step_ms;         ///< whole training steps
   double samples_per_second = 0;   ///< batch_size / median step time
+  std::int64_t tokens_per_sample = 0;  ///< a language model's context (0 for other models)
+  double tokens_per_second = 0;    ///< samples_per_second x tokens_per_sample
   double flops_per_step = 0;       ///< training_step_flops of the model's layers
   double gflops = 0;               ///< flops_per_step / median step time, in GFLOP/s
   /// Median time of the step's GEMMs alone (Linear-only models), else nullopt and gemm_note says why.
@@ -119,6 +123,10 @@ class StepBenchmark {
   /// (default_batch_size). ValueError on an unknown model, an invalid config or a batch size
   /// outside [0, 65536]. width > 0 sets seed-mlp's hidden width (models::make_seed_mlp);
   /// ValueError for other models.
+  /// options: the model's sizes (transformers: --context, --layers, --heads, --width, and
+  /// checkpoint_activations; seed-mlp: width = its hidden width); 0 = the model's default.
+  StepBenchmark(std::string model, const StepConfig& step, std::int64_t batch_size,
+                const models::ModelOptions& options);
   StepBenchmark(std::string model, const StepConfig& step, std::int64_t batch_size = 0,
                 std::int64_t width = 0);
   /// The benchmark's default step: Adam (lr 1e-3), no schedule, no clipping, accum 1, dynamic
