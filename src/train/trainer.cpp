@@ -17,6 +17,7 @@
 #include "mixprec/core/runtime.h"
 #include "mixprec/io/atomic_file.h"
 #include "mixprec/io/checkpoint.h"
+#include "mixprec/io/safetensors.h"
 #include "mixprec/models/zoo.h"
 #include "mixprec/ops/elementwise.h"
 #include "mixprec/ops/nn_functional.h"
@@ -83,6 +84,13 @@ struct Trainer::State {
 
 void Trainer::State::set_up(json data_description) {
   const TrainConfig& c = config;
+  if (!c.save_initial_weights.empty()) {
+    MIXPREC_CHECK(c.resume.empty(), ValueError, kOp,
+                  "--save-initial-weights writes a fresh model's weights; it cannot be combined with --resume");
+    std::vector<std::pair<std::string, Tensor>> tensors;
+    for (const auto& [path, t] : model->state_dict()) tensors.emplace_back(path, t.to(DType::f32));
+    io::save_safetensors(c.save_initial_weights, tensors, {{"mixprec.model", c.model}});
+  }
   std::int64_t schedule = std::max<std::int64_t>(1, steps_per_epoch() * c.epochs);
   if (c.max_steps > 0) schedule = std::min(schedule, c.max_steps);
   step = std::make_unique<TrainStep>(*model, c.step_config(schedule));

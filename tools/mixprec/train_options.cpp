@@ -111,6 +111,10 @@ TrainOptions::TrainOptions(CLI::App* cmd, bool with_run_flags) {
                          "Continue from a checkpoint, or from the newest complete one in a "
                          "directory; flags not given are taken from it"),
          MIXPREC_FIELD(resume));
+    bind(cmd->add_option("--save-initial-weights", g.save_initial_weights,
+                         "Write the freshly initialised weights to this safetensors file before "
+                         "training (e.g. to start a PyTorch peer from the same point)"),
+         MIXPREC_FIELD(save_initial_weights));
   }
   bind(cmd->add_flag("--detect-anomaly", given_->detect_anomaly,
                      "Stop at the first NaN/Inf an op produces in forward or backward, naming the "

@@ -66,6 +66,9 @@ struct TrainConfig {
   std::string checkpoint_dir;       ///< checkpoint every epoch into this directory; "" = none
   int keep_checkpoints = 3;         ///< newest checkpoints kept in checkpoint_dir; 0 = all
   std::string resume;               ///< a checkpoint, or a directory of them (newest complete)
+  /// Write the freshly initialised f32 weights (state dict) to this safetensors file before
+  /// training, e.g. for a peer framework to start from the same point; "" = none. Not with resume.
+  std::string save_initial_weights;
   bool progress = true;             ///< progress bar with ETA when stderr is a terminal
   bool detect_anomaly = false;      ///< stop at the first NaN/Inf an op makes (autograd/anomaly.h)
 
