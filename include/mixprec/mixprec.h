@@ -1,5 +1,6 @@
 #pragma once
 /// The umbrella header: everything a user of mixprec needs.
+#include "mixprec/autograd/function.h"
 #include "mixprec/autograd/node.h"
 #include "mixprec/core/convert.h"
 #include "mixprec/core/convert_fp8.h"
