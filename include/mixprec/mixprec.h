@@ -22,6 +22,7 @@
 #include "mixprec/nn/transformer.h"
 #include "mixprec/nn/embedding_layer.h"
 #include "mixprec/nn/gpt.h"
+#include "mixprec/nn/gpt_sampling.h"
 #include "mixprec/nn/module.h"
 #include "mixprec/amp/autocast.h"
 #include "mixprec/amp/grad_scaler.h"
