@@ -46,10 +46,8 @@ void FunctionContext::save_scalar(const std::string& key, double value) { scalar
 double FunctionContext::scalar(const std::string& key) const {
   const auto it = scalars_.find(key);
   MIXPREC_CHECK(it != scalars_.end(), ValueError, name_.c_str(),
-                "no scalar '" << key << "' was saved; call ctx.save_scalar(\"" << key
-                              << "\", value) in forward" << (released_ ? " (or the graph was freed by an "
-                                                                         "earlier backward)"
-                                                                       : ""));
+                "no scalar '" << key << "' was saved; call ctx.save_scalar(\"" << key << "\", value) in forward"
+                              << (released_ ? " (or the graph was freed by an earlier backward)" : ""));
   return it->second;
 }
 
@@ -90,19 +88,20 @@ class CustomNode final : public Node {
     }
     const char* op = name_.c_str();
     MIXPREC_CHECK(grads.size() == inputs_.size(), ValueError, op,
-                  "the custom function's backward returned " << grads.size() << " gradient(s) but it has "
-                                                                  << inputs_.size() << " input(s); return one per input, in order, with an undefined "
-                                          "Tensor() where no gradient flows");
+                  "the custom function's backward returned "
+                      << grads.size() << " gradient(s) but it has " << inputs_.size()
+                      << " input(s); return one per input, in order, with an undefined "
+                         "Tensor() where no gradient flows");
     for (std::size_t i = 0; i < grads.size(); ++i) {
       Tensor& g = grads[i];
       if (!g.defined()) continue;
       const InputInfo& in = inputs_[i];
       MIXPREC_CHECK(in.defined, ValueError, op,
-                    "the custom function's backward returned a gradient for input " << i << ", which was an undefined tensor; "
-                                                                 "return an undefined Tensor() for it");
+                    "the custom function's backward returned a gradient for input "
+                        << i << ", which was an undefined tensor; return an undefined Tensor() for it");
       MIXPREC_CHECK(g.shape() == in.shape, ShapeError, op,
-                    "the custom function's backward returned a gradient of shape " << to_string(g.shape()) << " for input " << i
-                        << " of shape " << to_string(in.shape)
+                    "the custom function's backward returned a gradient of shape "
+                        << to_string(g.shape()) << " for input " << i << " of shape " << to_string(in.shape)
                         << "; a gradient has its input's shape (sum it over broadcast dimensions)");
       if (!next[i].fn) {
         g = Tensor();  // nobody receives it
@@ -150,7 +149,8 @@ Tensor run(const CustomFunction& fn, const std::vector<Tensor>& inputs) {
     ptrs[i] = &inputs[i];
     if (inputs[i].defined()) info[i] = InputInfo{true, inputs[i].shape(), inputs[i].dtype()};
   }
-  attach_all(out, std::make_shared<CustomNode>(fn, std::move(ctx), std::move(info), autocast_enabled, autocast_dtype), ptrs);
+  attach_all(out, std::make_shared<CustomNode>(fn, std::move(ctx), std::move(info), autocast_enabled, autocast_dtype),
+             ptrs);
   return out;
 }
 

@@ -105,9 +105,9 @@ class Loader {
 }  // namespace
 
 TextCorpus load_text_corpus(const std::vector<std::string>& paths) {
-  MIXPREC_CHECK(!paths.empty(), ValueError, kOp,
-                "no path given; pass at least one text file or directory (the default corpus is "
-                    << kFortunesDefaultDir << ")");
+  MIXPREC_CHECK(
+      !paths.empty(), ValueError, kOp,
+      "no path given; pass at least one text file or directory (the default corpus is " << kFortunesDefaultDir << ")");
   Loader loader;
   for (const std::string& path : paths) loader.add_path(path);
   MIXPREC_CHECK(!loader.corpus.bytes.empty(), ValueError, kOp,
@@ -119,7 +119,7 @@ TextCorpus load_text_corpus(const std::vector<std::string>& paths) {
 TextSplit split_text(const TextCorpus& corpus, double validation_fraction) {
   MIXPREC_CHECK(validation_fraction > 0.0 && validation_fraction < 1.0, ValueError, "split_text",
                 "validation_fraction must be in (0, 1), got " << validation_fraction
-                                                               << "; e.g. 0.1 keeps the last 10% for validation");
+                                                              << "; e.g. 0.1 keeps the last 10% for validation");
   const std::size_t n = corpus.bytes.size();
   const auto n_val = static_cast<std::size_t>(std::floor(static_cast<double>(n) * validation_fraction));
   const auto cut = corpus.bytes.begin() + static_cast<std::ptrdiff_t>(n - n_val);

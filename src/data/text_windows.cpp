@@ -19,8 +19,7 @@ std::int64_t text_window_start(std::uint64_t seed, std::int64_t epoch, std::int6
                                std::int64_t batch_size, std::int64_t batches_per_epoch, std::int64_t n,
                                std::int64_t context) {
   MIXPREC_CHECK(n > context && context >= 1, ValueError, "text_window_start",
-                "a window of context " << context << " needs at least " << context + 1 << " bytes of text, got "
-                                       << n);
+                "a window of context " << context << " needs at least " << context + 1 << " bytes of text, got " << n);
   // Unsigned throughout: the formula is defined modulo 2^64, like the Python reference.
   const auto c = (static_cast<std::uint64_t>(epoch) * static_cast<std::uint64_t>(batches_per_epoch) +
                   static_cast<std::uint64_t>(batch)) *
@@ -33,7 +32,7 @@ struct TextWindows::State {
   std::vector<std::uint8_t> text;
   TextWindowsOptions opts;
   std::int64_t n = 0, batches = 0, windows = 0;  // windows: eval mode, in the whole epoch
-  std::int64_t epoch = -1;                        // -1: start_epoch not called yet
+  std::int64_t epoch = -1;                       // -1: start_epoch not called yet
   std::int64_t cursor = 0;
 
   std::int64_t start_of(std::int64_t b, std::int64_t r) const {
@@ -60,8 +59,7 @@ struct TextWindows::State {
   }
 };
 
-TextWindows::TextWindows(std::vector<std::uint8_t> text, TextWindowsOptions opts)
-    : state_(std::make_unique<State>()) {
+TextWindows::TextWindows(std::vector<std::uint8_t> text, TextWindowsOptions opts) : state_(std::make_unique<State>()) {
   State& s = *state_;
   MIXPREC_CHECK(opts.context >= 1, ValueError, kOp, "context must be at least 1, got " << opts.context);
   MIXPREC_CHECK(opts.batch_size >= 1, ValueError, kOp, "batch_size must be at least 1, got " << opts.batch_size);
@@ -109,15 +107,16 @@ void TextWindows::start_epoch(std::int64_t epoch, std::int64_t first_batch) {
   State& s = *state_;
   MIXPREC_CHECK(epoch >= 0, ValueError, "TextWindows::start_epoch", "epoch must be >= 0, got " << epoch);
   MIXPREC_CHECK(first_batch >= 0 && first_batch <= s.batches, ValueError, "TextWindows::start_epoch",
-                "first_batch " << first_batch << " is outside [0, " << s.batches << "] (the epoch has "
-                               << s.batches << " batches)");
+                "first_batch " << first_batch << " is outside [0, " << s.batches << "] (the epoch has " << s.batches
+                               << " batches)");
   s.epoch = epoch;
   s.cursor = first_batch;
 }
 
 bool TextWindows::next(Batch& out) {
   State& s = *state_;
-  MIXPREC_CHECK(s.epoch >= 0, StateError, "TextWindows::next", "no epoch started; call start_epoch(epoch) before next()");
+  MIXPREC_CHECK(s.epoch >= 0, StateError, "TextWindows::next",
+                "no epoch started; call start_epoch(epoch) before next()");
   if (s.cursor >= s.batches) return false;
   out = s.assemble(s.cursor);
   ++s.cursor;

@@ -77,9 +77,9 @@ std::vector<std::int64_t> sample(GPT& model, const std::vector<std::int64_t>& pr
   MIXPREC_CHECK(!prompt.empty(), ValueError, kOp,
                 "the prompt is empty; give at least one token to continue (e.g. a newline)");
   for (std::size_t i = 0; i < prompt.size(); ++i) {
-    MIXPREC_CHECK(prompt[i] >= 0 && prompt[i] < vocab, ValueError, kOp,
-                  "prompt token " << i << " is " << prompt[i] << ", outside the model's vocabulary [0, " << vocab
-                                  << ")");
+    MIXPREC_CHECK(
+        prompt[i] >= 0 && prompt[i] < vocab, ValueError, kOp,
+        "prompt token " << i << " is " << prompt[i] << ", outside the model's vocabulary [0, " << vocab << ")");
   }
   MIXPREC_CHECK(opts.tokens >= 0, ValueError, kOp, "tokens must be >= 0, got " << opts.tokens);
   MIXPREC_CHECK(opts.temperature >= 0.0f, ValueError, kOp,

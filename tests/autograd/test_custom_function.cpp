@@ -83,13 +83,16 @@ TEST(CustomFunction, GradientsMatchFiniteDifferences) {
               return y;
             },
             {{{3, 5}, random_values(15, 1, -4, 4)}});
-  gradcheck([](const Ts& x) { return apply(scaled_square(0.75), {x[0], x[1]}); },
-            [](const std::vector<VecD>& x) {
-              VecD y(x[0].size());
-              for (std::size_t i = 0; i < y.size(); ++i) y[i] = 0.75 * x[0][i] * x[0][i] * x[1][i];
-              return y;
-            },
-            {{{2, 4}, random_values(8, 2)}, {{2, 4}, random_values(8, 3)}});
+  gradcheck(
+      [](const Ts& x) {
+        return apply(scaled_square(0.75), {x[0], x[1]});
+      },
+      [](const std::vector<VecD>& x) {
+        VecD y(x[0].size());
+        for (std::size_t i = 0; i < y.size(); ++i) y[i] = 0.75 * x[0][i] * x[0][i] * x[1][i];
+        return y;
+      },
+      {{{2, 4}, random_values(8, 2)}, {{2, 4}, random_values(8, 3)}});
 }
 
 // custom_bwd: Tensor::backward() usually runs after the Autocast region has ended, yet the
@@ -169,7 +172,9 @@ TEST(CustomFunction, CastInputsRunsTheForwardInOnePrecision) {
 TEST(CustomFunction, BackwardResultsAreChecked) {
   Tensor x = leaf({1, 2, 3}, {3}, DType::bf16);
   expect_error<ValueError>(
-      [&] { sum(apply(identity_with([](FunctionContext&, const Tensor& dy) -> Ts { return {dy, dy}; }), {x})).backward(); },
+      [&] {
+        sum(apply(identity_with([](FunctionContext&, const Tensor& dy) -> Ts { return {dy, dy}; }), {x})).backward();
+      },
       {"my_identity", "2 gradient(s)", "1 input(s)"});
   expect_error<ShapeError>(
       [&] {
@@ -187,19 +192,28 @@ TEST(CustomFunction, BackwardResultsAreChecked) {
   EXPECT_FALSE(z.grad().defined());
 
   // A gradient for an input given as an undefined tensor.
-  const CustomFunction optional_bias{"biased",
-                                     [](FunctionContext&, const Ts& in) { return in[0] * 1.0f; },
-                                     [](FunctionContext&, const Tensor& dy) -> Ts { return {dy, dy}; }};
-  expect_error<ValueError>([&] { sum(apply(optional_bias, {x, Tensor()})).backward(); },
-                           {"biased", "input 1", "undefined"});
+  const CustomFunction optional_bias{"biased", [](FunctionContext&, const Ts& in) { return in[0] * 1.0f; },
+                                     [](FunctionContext&, const Tensor& dy) -> Ts {
+                                       return {dy, dy};
+                                     }};
+  expect_error<ValueError>(
+      [&] {
+        sum(apply(optional_bias, {x, Tensor()})).backward();
+      },
+      {"biased", "input 1", "undefined"});
 
   // Definitions that cannot work, caught at the call.
-  expect_error<ValueError>([&] { apply(CustomFunction{"", swish().forward, swish().backward, {}}, {x}); },
-                           {"no name"});
-  expect_error<ValueError>([&] { apply(CustomFunction{"half_done", swish().forward, nullptr, {}}, {x}); },
-                           {"half_done", "no backward"});
+  expect_error<ValueError>([&] { apply(CustomFunction{"", swish().forward, swish().backward, {}}, {x}); }, {"no name"});
   expect_error<ValueError>(
-      [&] { apply(CustomFunction{"void_op", [](FunctionContext&, const Ts&) { return Tensor(); }, swish().backward, {}}, {x}); },
+      [&] {
+        apply(CustomFunction{"half_done", swish().forward, nullptr, {}}, {x});
+      },
+      {"half_done", "no backward"});
+  expect_error<ValueError>(
+      [&] {
+        apply(CustomFunction{"void_op", [](FunctionContext&, const Ts&) { return Tensor(); }, swish().backward, {}},
+              {x});
+      },
       {"void_op", "undefined tensor"});
 }
 
@@ -208,6 +222,11 @@ TEST(CustomFunction, SavedTensorsAreGuarded) {
   Tensor y = apply(swish(), {x});
   x.bump_version();  // what an optimizer step does to a parameter
   expect_error<StateError>([&] { sum(y).backward(); }, {"swish", "saved tensor 0", "modified in place"});
+
+  FunctionContext ctx("lookup", {});
+  ctx.save_scalar("alpha", 0.5);
+  EXPECT_EQ(ctx.scalar("alpha"), 0.5);
+  expect_error<ValueError>([&] { ctx.scalar("beta"); }, {"lookup", "'beta'", "save_scalar"});
 
   Tensor x2 = leaf({0.5f, -1.0f}, {2});
   const Tensor loss = sum(apply(scaled_square(2.0), {x2, x2}));
@@ -223,7 +242,9 @@ TEST(CustomFunction, RecordsANodeOnlyWhenAGradientIsNeeded) {
                            EXPECT_FALSE(grad_enabled()) << "forward must not be taped";
                            return in[0];
                          },
-                         [](FunctionContext&, const Tensor& dy) -> Ts { return {dy, Tensor()}; }};
+                         [](FunctionContext&, const Tensor& dy) -> Ts {
+                           return {dy, Tensor()};
+                         }};
   Tensor x = leaf({1, 2}, {2});
   const Tensor c = Tensor::from_vector({3, 4}, {2});
   const Tensor y = apply(f, {x, c});

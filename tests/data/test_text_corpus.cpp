@@ -287,8 +287,8 @@ TEST(TextWindowsRandom, StartsMatchPythonReference) {
   os << "python3 '" << script << "'";
   std::vector<std::int64_t> ours;
   for (const Case& c : cases) {
-    os << ' ' << c.seed << ' ' << c.epoch << ' ' << c.batch << ' ' << c.batch_size << ' ' << c.bpe << ' ' << c.n
-       << ' ' << c.context;
+    os << ' ' << c.seed << ' ' << c.epoch << ' ' << c.batch << ' ' << c.batch_size << ' ' << c.bpe << ' ' << c.n << ' '
+       << c.context;
     for (std::int64_t r = 0; r < c.batch_size; ++r) {
       ours.push_back(text_window_start(c.seed, c.epoch, c.batch, r, c.batch_size, c.bpe, c.n, c.context));
     }
@@ -311,7 +311,8 @@ TEST(TextWindowsRandom, StartsMatchPythonReference) {
   const std::vector<float> row0 = b.inputs.to_vector();
   const std::vector<std::uint8_t> text = pseudo_text(77);
   const std::int64_t s0 = text_window_start(o.seed, 1'000'000, 12345, 0, 3, o.batches_per_epoch, 77, 5);
-  for (std::int64_t j = 0; j < 5; ++j) EXPECT_EQ(row0[static_cast<std::size_t>(j)], text[static_cast<std::size_t>(s0 + j)]);
+  for (std::int64_t j = 0; j < 5; ++j)
+    EXPECT_EQ(row0[static_cast<std::size_t>(j)], text[static_cast<std::size_t>(s0 + j)]);
 }
 
 }  // namespace

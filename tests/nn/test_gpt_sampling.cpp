@@ -88,12 +88,13 @@ TEST(GptSampling, GreedyIsArgmaxAndTopOneIsGreedy) {
 
 TEST(GptSampling, TopKKeepsToTheKMostLikelyTokens) {
   GPT gpt(tiny());
-  for (const std::uint64_t seed : {0u, 1u, 2u, 3u}) {
+  for (const std::uint64_t seed : {0u, 1u}) {
     const std::vector<std::int64_t> out = sample(gpt, kPrompt, options(6, 2.0f, 3, seed));
     std::vector<std::int64_t> seq = kPrompt;
     for (const std::int64_t id : out) {
       const std::vector<float> l = last_logits(gpt, seq);
-      const auto above = std::count_if(l.begin(), l.end(), [&](float v) { return v > l[static_cast<std::size_t>(id)]; });
+      const auto above =
+          std::count_if(l.begin(), l.end(), [&](float v) { return v > l[static_cast<std::size_t>(id)]; });
       EXPECT_LT(above, 3) << "token " << id << " is not among the 3 most likely";
       seq.push_back(id);
     }
@@ -112,7 +113,8 @@ TEST(GptSampling, DrawsFollowTheSoftmax) {
   for (std::size_t j = 0; j < l.size(); ++j) total += p[j] = std::exp((l[j] - m) / temperature);
   constexpr int kDraws = 150;
   std::vector<int> count(l.size(), 0);
-  for (int s = 0; s < kDraws; ++s) ++count[static_cast<std::size_t>(sample(gpt, kPrompt, options(1, temperature, 0, s))[0])];
+  for (int s = 0; s < kDraws; ++s)
+    ++count[static_cast<std::size_t>(sample(gpt, kPrompt, options(1, temperature, 0, s))[0])];
   for (std::size_t j = 0; j < l.size(); ++j) {
     EXPECT_NEAR(count[j] / double{kDraws}, p[j] / total, 0.1) << "token " << j;
   }
