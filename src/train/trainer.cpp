@@ -151,6 +151,15 @@ Trainer::Trainer(TrainConfig config) : s_(std::make_unique<State>()) {
     config.heads = options.heads;
     config.width = options.width;
   }
+  if (!config.resume.empty()) {
+    // Before any data is read: a checkpoint of another model or size fails on that, not on
+    // the data it would need.
+    const std::string path = io::resolve_checkpoint(config.resume);
+    const std::string diff = detail::first_incompatibility(
+        detail::read_checkpoint_header(io::load_checkpoint(path), path).config, config);
+    MIXPREC_CHECK(diff.empty(), ValueError, kOp,
+                  "cannot resume from '" << path << "': it was written by a different run (" << diff << ")");
+  }
   s.config = std::move(config);
   if (s.config.threads > 0) set_num_threads(s.config.threads);
   s.model_description = spec.description;

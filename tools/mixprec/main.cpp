@@ -9,8 +9,12 @@
 int main(int argc, char** argv) {
   CLI::App app{"mixprec: mixed-precision neural-network training (bf16/f16 with fp32 master weights)"};
   app.require_subcommand(1);
+  // A flag given twice takes its last value (as in most tools: later arguments override earlier
+  // ones, e.g. a script's defaults followed by the user's).
+  app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
   mixprec::tools::add_train_command(app);
   mixprec::tools::add_eval_command(app);
+  mixprec::tools::add_generate_command(app);
   mixprec::tools::add_parity_command(app);
   mixprec::tools::add_bench_command(app);
   mixprec::tools::add_profile_command(app);
