@@ -163,6 +163,12 @@ Trainer::Trainer(TrainConfig config) : s_(std::make_unique<State>()) {
   s.config = std::move(config);
   if (s.config.threads > 0) set_num_threads(s.config.threads);
   s.model_description = spec.description;
+  if (spec.task == models::TaskKind::language_model) {
+    s.model_description = spec.name + ": " + std::to_string(options.layers) + " blocks, " +
+                          std::to_string(options.heads) + " heads, width " + std::to_string(options.width) +
+                          ", context " + std::to_string(options.context) + ", vocabulary " +
+                          std::to_string(spec.num_classes);
+  }
   detail::RunData d = detail::load_run_data(spec, options, s.config);
   s.train = std::move(d.train);
   s.eval = std::move(d.eval);
