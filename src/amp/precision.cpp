@@ -125,7 +125,7 @@ void apply(nn::Module& module, const std::string& path, const PrecisionPolicy& p
   for (const auto& [local, t] : module.local_parameters()) retype(t, d.param);
   if (d.compute != policy.dtypes.compute) module.set_compute_dtype(d.compute);
   for (const auto& [child_name, child] : module.children()) {
-    apply(*child, path.empty() ? child_name : path + "." + child_name, policy);
+    apply(*child, nn::join_path(path, child_name), policy);
   }
 }
 

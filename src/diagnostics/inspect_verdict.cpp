@@ -71,7 +71,7 @@ void walk_alignment(const nn::Module& m, const std::string& path, bool bf16,
     check_dimension(out, path, m.type_name(), "out_channels", conv->out_channels(), bf16);
   }
   for (const auto& [name, child] : m.children()) {
-    walk_alignment(*child, path.empty() ? name : path + "." + name, bf16, out);
+    walk_alignment(*child, nn::join_path(path, name), bf16, out);
   }
 }
 

@@ -24,9 +24,16 @@ Tensor& Module::register_buffer(const std::string& name, Tensor t) {
   return buffers_.back().second;
 }
 
+std::string join_path(const std::string& parent, const std::string& name) {
+  if (name.empty()) return parent;
+  return parent.empty() ? name : parent + "." + name;
+}
+
 void Module::collect(const std::string& prefix, bool params, NamedTensors& out) const {
   for (const auto& [name, t] : params ? params_ : buffers_) out.emplace_back(prefix + name, t);
-  for (const auto& [name, child] : children_) child->collect(prefix + name + ".", params, out);
+  for (const auto& [name, child] : children_) {
+    child->collect(name.empty() ? prefix : prefix + name + ".", params, out);
+  }
 }
 
 NamedTensors Module::named_parameters() const {
@@ -83,8 +90,38 @@ void Module::load_state_dict(const std::map<std::string, Tensor>& state, bool st
 
 std::string Module::path() const {
   if (parent_ == nullptr) return "";
-  const std::string up = parent_->path();
-  return up.empty() ? name_in_parent_ : up + "." + name_in_parent_;
+  return join_path(parent_->path(), name_in_parent_);
+}
+
+void Module::collect_random_state(std::vector<std::uint64_t>& out) const {
+  for (std::uint64_t c : own_random_state()) out.push_back(c);
+  for (const auto& [name, child] : children_) child->collect_random_state(out);
+}
+
+void Module::restore_random_state(const std::vector<std::uint64_t>& state, std::size_t& pos) {
+  const std::size_t n = own_random_state().size();
+  if (n != 0) {
+    MIXPREC_ASSERT(pos + n <= state.size());  // set_random_state checked the total
+    set_own_random_state(std::span<const std::uint64_t>(state.data() + pos, n));
+    pos += n;
+  }
+  for (const auto& [name, child] : children_) child->restore_random_state(state, pos);
+}
+
+std::vector<std::uint64_t> Module::random_state() const {
+  std::vector<std::uint64_t> out;
+  collect_random_state(out);
+  return out;
+}
+
+void Module::set_random_state(const std::vector<std::uint64_t>& state) {
+  // Checked before anything changes, so a mismatched state leaves every counter as it was.
+  const std::size_t expected = random_state().size();
+  MIXPREC_CHECK(state.size() == expected, ValueError, "set_random_state",
+                "the state has " << state.size() << " counters but this module tree has "
+                                 << expected << "; it comes from a different model");
+  std::size_t pos = 0;
+  restore_random_state(state, pos);
 }
 
 namespace {

@@ -19,7 +19,7 @@ constexpr int kVersion = 1;
 void walk(nn::Module& m, const std::string& path, std::vector<std::pair<std::string, nn::Module*>>& out) {
   out.emplace_back(path, &m);
   for (const auto& [name, child] : m.children()) {
-    walk(*child, path.empty() ? name : path + "." + name, out);
+    walk(*child, nn::join_path(path, name), out);
   }
 }
 

@@ -66,6 +66,11 @@ class Dropout : public Module {
   std::uint64_t calls() const { return calls_; }
   void set_calls(std::uint64_t calls) { calls_ = calls; }
 
+ protected:
+  /// The call counter: Module::random_state() saves it so a forward can be replayed.
+  std::vector<std::uint64_t> own_random_state() const override { return {calls_}; }
+  void set_own_random_state(std::span<const std::uint64_t> state) override { calls_ = state[0]; }
+
  private:
   float p_;
   std::uint64_t seed_;

@@ -2,8 +2,10 @@
 /// Module: the base of layers and models. It owns named parameters (trainable leaves, filed as
 /// MemoryCategory::parameter), named buffers (state that is saved but not trained, e.g. running
 /// statistics) and named child modules, and switches between training and evaluation mode.
+#include <cstdint>
 #include <map>
 #include <memory>
+#include <span>
 #include <string>
 #include <utility>
 #include <vector>
@@ -15,6 +17,11 @@ namespace mixprec::nn {
 using NamedTensors = std::vector<std::pair<std::string, Tensor>>;
 
 class Module;
+
+/// The dotted path of a child named `name` under a module at `parent` ("" for the root): what
+/// state_dict keys and diagnostics use. An empty name is transparent (the child shares its
+/// parent's path), which is how wrappers such as Checkpoint keep the wrapped module's paths.
+std::string join_path(const std::string& parent, const std::string& name);
 
 /// Watches leaf modules (modules without children) run, for diagnostics such as `mixprec
 /// inspect`, without changing any layer. Installed per thread by ForwardObserverScope; with
@@ -68,7 +75,8 @@ class Module {
   /// Short type name, e.g. "Linear".
   virtual std::string type_name() const = 0;
   /// Dotted path from the root module, e.g. "features.3" ("" for the root); used by anomaly
-  /// reports and diagnostics. Follows the parent that registered this module last.
+  /// reports and diagnostics. Follows the parent that registered this module last; a child
+  /// registered under "" has its parent's path.
   std::string path() const;
 
   /// Parameters of this module and its children, with dotted paths ("0.weight", "2.bias").
@@ -95,12 +103,26 @@ class Module {
   /// Number of scalar parameters.
   std::int64_t parameter_count() const;
 
+  /// The counters that seed the random draws of this module and its descendants (one per
+  /// Dropout and per MultiHeadAttention: the number of masks drawn), depth first in
+  /// registration order. Restoring it with set_random_state makes the next forward draw the
+  /// same masks again: activation checkpointing replays a forward this way.
+  std::vector<std::uint64_t> random_state() const;
+  /// Restores what random_state() returned on this module tree. ValueError if the number of
+  /// counters differs (the state comes from a different tree).
+  void set_random_state(const std::vector<std::uint64_t>& state);
+
  protected:
   /// Registers t as a trainable parameter (sets requires_grad, files it as a parameter).
   Tensor& register_parameter(const std::string& name, Tensor t);
   /// Registers t as a buffer (not trained, saved in the state dict).
   Tensor& register_buffer(const std::string& name, Tensor t);
-  /// Registers a child module under name.
+  /// This module's own random counters, not its children's; none by default. Modules that draw
+  /// random numbers from a counter override both this and set_own_random_state.
+  virtual std::vector<std::uint64_t> own_random_state() const { return {}; }
+  /// Takes back exactly own_random_state().size() counters.
+  virtual void set_own_random_state(std::span<const std::uint64_t> state) { (void)state; }
+  /// Registers a child module under name ("" makes it transparent in paths: see join_path).
   template <class M>
   std::shared_ptr<M> register_module(const std::string& name, std::shared_ptr<M> child) {
     children_.emplace_back(name, child);
@@ -111,6 +133,8 @@ class Module {
 
  private:
   void collect(const std::string& prefix, bool params, NamedTensors& out) const;
+  void collect_random_state(std::vector<std::uint64_t>& out) const;
+  void restore_random_state(const std::vector<std::uint64_t>& state, std::size_t& pos);
   Tensor call_forward(const Tensor& x);
 
   NamedTensors params_;
