@@ -3,6 +3,7 @@
 #include <unordered_map>
 
 #include "amp/weight_copies.h"
+#include "mixprec/autograd/node.h"
 #include "ops/op_util.h"
 #include "mixprec/ops/elementwise.h"
 
@@ -35,7 +36,11 @@ Tensor cast_for_autocast(const Tensor& t, DType to) {
     auto it = tls.cache.find(t.impl_ptr().get());
     if (it != tls.cache.end()) {
       const CachedCast& c = it->second;
-      if (c.dtype == to && c.version == t.version() && c.source.lock() == t.impl_ptr()) {
+      // A cast made under NoGradGuard has no node: serving it while grad mode is on would cut
+      // the parameter off from its gradient (a checkpointed forward runs without grad, then
+      // its recomputation, possibly in the same region, with grad). Cast afresh instead.
+      const bool linked = !autograd::grad_enabled() || c.value.requires_grad();
+      if (c.dtype == to && c.version == t.version() && c.source.lock() == t.impl_ptr() && linked) {
         ++tls.stats.cache_hits;
         return c.value;
       }

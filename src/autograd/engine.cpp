@@ -13,6 +13,9 @@ namespace {
 
 // The loss-scale factor of the root of the backward pass running on this thread.
 thread_local double tls_backward_loss_scale = 1.0;
+// Number of backward passes running on this thread: more than one while a node's backward runs
+// a backward of its own (nn::Checkpoint, on the sub-graph it recomputed).
+thread_local int tls_backward_depth = 0;
 
 // True if t can become a leaf's .grad as it is: nothing else refers to it or to its storage
 // (the engine's own handle aside), it is contiguous and already has the leaf's dtype. Adopting
@@ -152,11 +155,19 @@ void backward(const Tensor& root, const Tensor& gradient, bool retain_graph) {
 
   NoGradGuard no_grad;  // backward formulas are not themselves recorded
   diagnostics::detail::PhaseScope profile_phase(diagnostics::Phase::backward);
-  struct ScaleScope {     // restores the thread's loss scale even if backward throws
+  struct ScaleScope {     // restores the thread's loss scale and depth even if backward throws
     double saved = tls_backward_loss_scale;
-    ~ScaleScope() { tls_backward_loss_scale = saved; }
+    ScaleScope() { ++tls_backward_depth; }
+    ~ScaleScope() {
+      tls_backward_loss_scale = saved;
+      --tls_backward_depth;
+    }
   } scale_scope;
-  tls_backward_loss_scale = root.impl().loss_scale;
+  // A backward started inside a node's backward (a checkpoint's recomputed block) is part of the
+  // outer pass: the gradient it is seeded with carries the outer root's loss scale, so the leaves
+  // it reaches must be tagged with that scale, not with the 1 of its unscaled root.
+  const bool nested = tls_backward_depth > 1;
+  if (!nested || root.impl().loss_scale != 1.0) tls_backward_loss_scale = root.impl().loss_scale;
   std::unordered_map<Node*, Tensor> grads;
   grads[root_fn.get()] = seed;
   std::vector<std::shared_ptr<Node>> ready{root_fn};

@@ -78,6 +78,8 @@ void attach(Tensor& output, std::shared_ptr<Node> node, std::initializer_list<co
 void attach_all(Tensor& output, std::shared_ptr<Node> node, const std::vector<const Tensor*>& inputs);
 
 /// Back-propagates gradient (default: 1 for a one-element root) from root through the graph.
+/// Re-entrant: a node's backward may run a backward of its own (nn::Checkpoint does, over the
+/// sub-graph it recomputes); that inner pass inherits the outer root's loss scale.
 void backward(const Tensor& root, const Tensor& gradient = Tensor(), bool retain_graph = false);
 
 }  // namespace mixprec::autograd
