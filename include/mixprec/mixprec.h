@@ -16,6 +16,7 @@
 #include "mixprec/diagnostics/profiler.h"
 #include "mixprec/diagnostics/step_profile.h"
 #include "mixprec/nn/conv_layers.h"
+#include "mixprec/nn/checkpoint.h"
 #include "mixprec/nn/layers.h"
 #include "mixprec/nn/norm_layers.h"
 #include "mixprec/nn/residual.h"

@@ -1,6 +1,7 @@
 #include "mixprec/nn/gpt.h"
 
 #include "mixprec/core/error.h"
+#include "mixprec/nn/checkpoint.h"
 #include "mixprec/ops/elementwise.h"
 #include "mixprec/ops/nn_functional.h"
 
@@ -14,10 +15,11 @@ GPT::GPT(const GptConfig& c) : config_(c) {
   positions_ = register_module("positions", std::make_shared<Embedding>(c.context, c.d_model, c.seed * 16 + 2));
   drop_ = register_module("drop", std::make_shared<Dropout>(c.dropout, c.seed * 16 + 3));
   for (std::int64_t i = 0; i < c.n_layers; ++i) {
-    blocks_.push_back(register_module(
-        "blocks." + std::to_string(i),
-        std::make_shared<TransformerBlock>(c.d_model, c.n_heads, true, c.dropout,
-                                           c.seed * 16 + 4 + static_cast<std::uint64_t>(i))));
+    std::shared_ptr<Module> block = std::make_shared<TransformerBlock>(
+        c.d_model, c.n_heads, true, c.dropout, c.seed * 16 + 4 + static_cast<std::uint64_t>(i));
+    // The Checkpoint is transparent in paths: "blocks.0.ln1.weight" either way.
+    if (c.checkpoint_activations) block = checkpoint(std::move(block));
+    blocks_.push_back(register_module("blocks." + std::to_string(i), std::move(block)));
   }
   ln_f_ = register_module("ln_f", std::make_shared<LayerNorm>(c.d_model));
 }

@@ -21,8 +21,9 @@ struct GptConfig {
   std::int64_t n_layers = 4;
   float dropout = 0.0f;
   std::uint64_t seed = 0;
-  /// Wrap every block in nn::Checkpoint: its activations are recomputed in backward instead of
-  /// kept (less memory, one more forward per block).
+  /// Wraps each TransformerBlock in an nn::Checkpoint: training keeps only each block's input
+  /// and recomputes the block in backward (about one more forward of compute for a fraction
+  /// of the activation memory). Same parameter paths, gradients and outputs either way.
   bool checkpoint_activations = false;
 };
 
@@ -42,7 +43,7 @@ class GPT : public Module {
   GptConfig config_;
   std::shared_ptr<Embedding> tokens_, positions_;
   std::shared_ptr<Dropout> drop_;
-  std::vector<std::shared_ptr<TransformerBlock>> blocks_;
+  std::vector<std::shared_ptr<Module>> blocks_;  // TransformerBlocks, or Checkpoints of them
   std::shared_ptr<LayerNorm> ln_f_;
 };
 
