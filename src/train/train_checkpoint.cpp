@@ -93,13 +93,8 @@ io::CheckpointFiles encode_checkpoint(const TrainingObjects& o, const TrainConfi
                           {"last_optimizer_steps", s.last_optimizer_steps},
                           {"base_lr", s.base_lr}};
   }
-  json dropout = json::object();
-  std::vector<std::pair<std::string, nn::Module*>> modules;
-  walk(*o.model, "", modules);
-  for (const auto& [path, m] : modules) {
-    if (const auto* d = dynamic_cast<const nn::Dropout*>(m)) dropout[path] = d->calls();
-  }
-  state["dropout_calls"] = dropout;
+  // Every counter that seeds a random mask (Dropout, attention dropout), in module order.
+  state["random_state"] = o.model->random_state();
 
   io::CheckpointFiles files;
   files.files["model.safetensors"] = io::encode_safetensors(model_tensors, meta);
@@ -170,11 +165,16 @@ void restore_checkpoint(const io::CheckpointFiles& files, const std::string& pat
     ls.base_lr = s.at("base_lr").get<float>();
     o.scheduler->load_state(ls);
   }
-  std::vector<std::pair<std::string, nn::Module*>> modules;
-  walk(*o.model, "", modules);
-  for (const auto& [mpath, m] : modules) {
-    if (auto* d = dynamic_cast<nn::Dropout*>(m)) {
-      d->set_calls(state.at("dropout_calls").at(mpath).get<std::uint64_t>());
+  if (state.contains("random_state")) {
+    o.model->set_random_state(state.at("random_state").get<std::vector<std::uint64_t>>());
+  } else {
+    // Checkpoints written before random_state: the Dropout counters by module path.
+    std::vector<std::pair<std::string, nn::Module*>> modules;
+    walk(*o.model, "", modules);
+    for (const auto& [mpath, m] : modules) {
+      if (auto* d = dynamic_cast<nn::Dropout*>(m)) {
+        d->set_calls(state.at("dropout_calls").at(mpath).get<std::uint64_t>());
+      }
     }
   }
 }
