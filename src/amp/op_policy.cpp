@@ -89,11 +89,16 @@ DType documented_output_dtype(OpKind op, DType in, DType lower) {
 }
 
 std::string format_policy_table() {
+  // The op column is as wide as the longest name plus two spaces, so every row lines up.
+  std::size_t width = 2;
+  for (const OpPolicy& row : kOpPolicyTable) width = std::max(width, std::string(row.name).size() + 2);
   std::ostringstream os;
-  os << "op             policy           why\n";
+  std::string head = "op";
+  head.resize(width, ' ');
+  os << head << "policy           why\n";
   for (const OpPolicy& row : kOpPolicyTable) {
     std::string n = row.name, p = name(row.policy);
-    n.resize(std::max<std::size_t>(n.size() + 1, 15), ' ');  // long names keep a space
+    n.resize(width, ' ');
     p.resize(17, ' ');
     os << n << p << row.why << '\n';
   }
