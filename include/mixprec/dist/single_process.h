@@ -1,0 +1,27 @@
+#pragma once
+/// The communicator of a job with one rank: every collective is the identity, so code written
+/// for N ranks runs unchanged (and at no cost) in one process.
+#include "mixprec/dist/communicator.h"
+
+namespace mixprec::dist {
+
+/// A group of one: rank 0 of size 1; allreduce_sum and broadcast leave the data as it is.
+class SingleProcess final : public Communicator {
+ public:
+  /// Always 0.
+  int rank() const override { return 0; }
+  /// Always 1.
+  int size() const override { return 1; }
+  /// The sum over one rank is the data itself: nothing to do.
+  void allreduce_sum(float* data, std::size_t n) const override;
+  /// The maximum over one rank is the value itself (NaN stays NaN).
+  double allreduce_max(double value) const override { return value; }
+  /// root must be 0 (ValueError otherwise); value is unchanged.
+  void broadcast(std::string& value, int root) const override;
+  /// Nothing to wait for.
+  void barrier() const override {}
+  /// "single-process".
+  std::string name() const override { return "single-process"; }
+};
+
+}  // namespace mixprec::dist

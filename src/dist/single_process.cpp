@@ -1,0 +1,18 @@
+// SingleProcess: the collectives of a group of one.
+#include "mixprec/dist/single_process.h"
+
+#include "mixprec/core/error.h"
+
+namespace mixprec::dist {
+
+void SingleProcess::allreduce_sum(float* data, std::size_t n) const {
+  MIXPREC_CHECK(data != nullptr || n == 0, ValueError, "dist.allreduce_sum",
+                "data is null but n = " << n << "; pass a buffer of n floats (or n = 0)");
+}
+
+void SingleProcess::broadcast(std::string&, int root) const {
+  MIXPREC_CHECK(root == 0, ValueError, "dist.broadcast",
+                "root " << root << " is not a rank of a single-process group; use root 0");
+}
+
+}  // namespace mixprec::dist

@@ -1,0 +1,175 @@
+// mixprec_dist_check: the MPI communicator's checks, run by tests/dist/*.sh under
+// `mpirun -np N`. Every rank runs every check; the job fails if any rank saw a failure.
+//   mixprec_dist_check check N   all collectives on N ranks (exit 0 when all pass)
+//   mixprec_dist_check die-exit  the last rank calls std::exit(3) while the others wait in
+//                                allreduce_sum: mpirun must end the job, not hang
+//   mixprec_dist_check die-kill  the same, with SIGKILL
+#include <mpi.h>
+
+#include <cmath>
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "dist/mpi_communicator.h"
+#include "mixprec/core/error.h"
+#include "mixprec/dist/agreement.h"
+#include "mixprec/dist/world.h"
+
+namespace {
+
+using mixprec::dist::Communicator;
+
+int failures = 0;
+
+void expect(bool ok, const Communicator& comm, const std::string& what) {
+  if (ok) return;
+  ++failures;
+  std::fprintf(stderr, "FAIL [%s] %s\n", comm.name().c_str(), what.c_str());
+}
+
+// Rank r's input for element i: one rank holds 1e8 and the others small values, so the f32 sum
+// depends on the order of addition once there are three or more ranks.
+float input(int r, std::size_t i, int p) {
+  if (static_cast<std::size_t>(r) == i % static_cast<std::size_t>(p)) return 1e8f;
+  return static_cast<float>(1 + (i * 31 + static_cast<std::size_t>(r) * 17) % 13) * 0.75f;
+}
+
+void check_allreduce_sum(const Communicator& comm, std::size_t n, const char* label) {
+  const int p = comm.size();
+  std::vector<float> data(n), forward(n), backward(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    data[i] = input(comm.rank(), i, p);
+    float f = input(0, i, p);
+    for (int r = 1; r < p; ++r) f += input(r, i, p);
+    float b = input(p - 1, i, p);
+    for (int r = p - 2; r >= 0; --r) b += input(r, i, p);
+    forward[i] = f;
+    backward[i] = b;
+  }
+  comm.allreduce_sum(data.data(), n);
+  const std::string tag = std::string(label) + " n=" + std::to_string(n);
+  expect(std::memcmp(data.data(), forward.data(), n * sizeof(float)) == 0, comm,
+         tag + ": allreduce_sum differs from the rank-ordered sum");
+  // Bit-identical everywhere: compare the bytes with rank 0's.
+  std::string bytes(reinterpret_cast<const char*>(data.data()), n * sizeof(float));
+  std::string reference = bytes;
+  comm.broadcast(reference, 0);
+  expect(reference == bytes, comm, tag + ": result differs from rank 0's");
+  if (p >= 3 && n >= 100) {
+    std::size_t order_sensitive = 0;
+    for (std::size_t i = 0; i < n; ++i) order_sensitive += forward[i] != backward[i];
+    expect(order_sensitive > 0, comm, tag + ": the inputs do not depend on the summation order");
+  }
+}
+
+void check_all(const Communicator& comm, int expected_size) {
+  const int p = comm.size();
+  const int r = comm.rank();
+  expect(p == expected_size, comm, "size " + std::to_string(p) + ", expected " + std::to_string(expected_size));
+  expect(comm.name() == "mpi rank " + std::to_string(r) + " of " + std::to_string(p), comm,
+         "name is '" + comm.name() + "'");
+
+  for (std::size_t n : {std::size_t{0}, std::size_t{1}, std::size_t{2}, std::size_t{7},
+                        std::size_t{1001}, std::size_t{100003}})
+    check_allreduce_sum(comm, n, "world");
+  // Rounds of 7 elements: the segmentation must not change a bit.
+  {
+    mixprec::dist::MpiCommunicator small(MPI_COMM_WORLD, 7);
+    check_allreduce_sum(small, 1001, "segment=7");
+    check_allreduce_sum(small, 5, "segment=7");
+  }
+
+  expect(comm.allreduce_max(1.5 * r) == 1.5 * (p - 1), comm, "allreduce_max of 1.5 * rank");
+  expect(comm.allreduce_max(r == 0 ? -std::numeric_limits<double>::infinity() : -1.0) == -1.0,
+         comm, "allreduce_max with -inf on rank 0");
+  expect(std::isnan(comm.allreduce_max(r == p - 1 ? std::nan("") : 1.0 * r)), comm,
+         "allreduce_max with NaN on the last rank is not NaN");
+  expect(comm.allreduce_max(r == 1 ? std::numeric_limits<double>::infinity() : 0.0) ==
+             std::numeric_limits<double>::infinity(),
+         comm, "allreduce_max with +inf on rank 1 (found-inf agreement)");
+
+  std::string root_value = std::string("config from the last rank\0with a NUL", 37) + std::string(5000, 'x');
+  std::string s = r == p - 1 ? root_value : "rank " + std::to_string(r);
+  comm.broadcast(s, p - 1);
+  expect(s == root_value, comm, "broadcast from the last rank");
+  std::string empty = r == 0 ? "" : "not empty";
+  comm.broadcast(empty, 0);
+  expect(empty.empty(), comm, "broadcast of an empty string");
+  bool refused = false;
+  try {
+    std::string x;
+    comm.broadcast(x, p);
+  } catch (const mixprec::ValueError&) {
+    refused = true;
+  }
+  expect(refused, comm, "broadcast with root == size is not refused");
+
+  bool threw = false;
+  try {
+    mixprec::dist::check_same_everywhere(comm, "config hash", "abc123");
+  } catch (const mixprec::Error& e) {
+    threw = true;
+    std::fprintf(stderr, "[%s] unexpected: %s\n", comm.name().c_str(), e.what());
+  }
+  expect(!threw, comm, "check_same_everywhere refused equal values");
+  // The last rank (and, with 3+ ranks, also rank 1) was started differently: every rank must
+  // throw, naming the first differing rank.
+  const int first_bad = p >= 3 ? 1 : p - 1;
+  const bool bad = r == p - 1 || (p >= 3 && r == 1);
+  std::string message;
+  try {
+    mixprec::dist::check_same_everywhere(comm, "build id", bad ? "build-B" : "build-A");
+  } catch (const mixprec::ValueError& e) {
+    message = e.what();
+  }
+  expect(message.find("build id differs between ranks") != std::string::npos &&
+             message.find("rank " + std::to_string(first_bad) + " has 'build-B'") != std::string::npos &&
+             message.find("rank 0 has 'build-A'") != std::string::npos,
+         comm, "check_same_everywhere message: '" + message + "'");
+  if (r == 0) std::printf("rank 0: %s\n", message.c_str());
+
+  comm.barrier();
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const std::string mode = argc > 1 ? argv[1] : "check";
+  try {
+    const Communicator& comm = mixprec::dist::world();
+    if (mode == "check") {
+      const int expected = argc > 2 ? std::atoi(argv[2]) : comm.size();
+      check_all(comm, expected);
+      // Every rank exits with the same status.
+      const double worst = comm.allreduce_max(failures);
+      if (comm.rank() == 0)
+        std::printf("dist_check: %s on %d ranks (%s)\n", worst == 0 ? "all passed" : "FAILED",
+                    comm.size(), mixprec::dist::mpi_library_version().c_str());
+      return worst == 0 ? 0 : 1;
+    }
+    if (mode == "die-exit" || mode == "die-kill") {
+      comm.barrier();
+      const int victim = comm.size() - 1;
+      if (comm.rank() == victim) {
+        std::fprintf(stderr, "rank %d: dying (%s)\n", victim, mode.c_str());
+        std::fflush(stderr);
+        if (mode == "die-exit") std::exit(3);
+        std::raise(SIGKILL);
+      }
+      // The survivors wait in a collective the victim never joins.
+      std::vector<float> data(1000, 1.0f);
+      for (;;) comm.allreduce_sum(data.data(), data.size());
+    }
+    std::fprintf(stderr, "mixprec_dist_check: unknown mode '%s' (check|die-exit|die-kill)\n",
+                 mode.c_str());
+    return 2;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "mixprec_dist_check: %s\n", e.what());
+    mixprec::dist::abort_job(4);
+  }
+}

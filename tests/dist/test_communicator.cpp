@@ -1,0 +1,108 @@
+// SingleProcess, dist::world() outside a launcher, check_same_everywhere on one rank, and the
+// chunking of the deterministic all-reduce. Multi-rank behaviour: tests/dist/dist_check.cpp.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "dist/chunks.h"
+#include "mixprec/core/error.h"
+#include "mixprec/dist/agreement.h"
+#include "mixprec/dist/single_process.h"
+#include "mixprec/dist/world.h"
+
+namespace mixprec::dist {
+namespace {
+
+TEST(SingleProcess, IsRankZeroOfOne) {
+  SingleProcess comm;
+  EXPECT_EQ(comm.rank(), 0);
+  EXPECT_EQ(comm.size(), 1);
+  EXPECT_EQ(comm.name(), "single-process");
+  comm.barrier();
+}
+
+TEST(SingleProcess, AllreduceSumLeavesDataBitForBit) {
+  SingleProcess comm;
+  std::vector<float> data = {1e8f, 1.0f, -0.0f, std::numeric_limits<float>::infinity(),
+                             std::numeric_limits<float>::quiet_NaN()};
+  const std::vector<float> before = data;
+  comm.allreduce_sum(data.data(), data.size());
+  ASSERT_EQ(data.size(), before.size());
+  EXPECT_EQ(std::memcmp(data.data(), before.data(), data.size() * sizeof(float)), 0);
+  comm.allreduce_sum(nullptr, 0);
+  EXPECT_THROW(comm.allreduce_sum(nullptr, 3), ValueError);
+}
+
+TEST(SingleProcess, AllreduceMaxIsTheValue) {
+  SingleProcess comm;
+  EXPECT_EQ(comm.allreduce_max(2.5), 2.5);
+  EXPECT_EQ(comm.allreduce_max(-std::numeric_limits<double>::infinity()),
+            -std::numeric_limits<double>::infinity());
+  EXPECT_TRUE(std::isnan(comm.allreduce_max(std::nan(""))));
+}
+
+TEST(SingleProcess, BroadcastFromRootZeroOnly) {
+  SingleProcess comm;
+  std::string s("a\0b", 3);
+  comm.broadcast(s, 0);
+  EXPECT_EQ(s, std::string("a\0b", 3));
+  try {
+    comm.broadcast(s, 1);
+    FAIL() << "root 1 accepted";
+  } catch (const ValueError& e) {
+    EXPECT_NE(std::string(e.what()).find("root 1 is not a rank"), std::string::npos) << e.what();
+  }
+}
+
+TEST(World, IsSingleProcessWithoutALauncher) {
+  // ctest does not run this binary under mpirun, so no launcher variables are set.
+  ASSERT_EQ(std::getenv("OMPI_COMM_WORLD_SIZE"), nullptr);
+  const Communicator& comm = world();
+  EXPECT_EQ(&comm, &world());
+  EXPECT_EQ(comm.size(), 1);
+  EXPECT_EQ(comm.rank(), 0);
+  EXPECT_EQ(comm.name(), "single-process");
+}
+
+TEST(World, ReportsMpiSupport) {
+  const std::string version = mpi_library_version();
+  if (mpi_built_in()) {
+    EXPECT_FALSE(version.empty());
+    EXPECT_EQ(version.find('\n'), std::string::npos) << version;
+  } else {
+    EXPECT_TRUE(version.empty()) << version;
+  }
+}
+
+TEST(CheckSameEverywhere, OneRankAgreesWithItself) {
+  SingleProcess comm;
+  EXPECT_NO_THROW(check_same_everywhere(comm, "config hash", "abc"));
+  EXPECT_NO_THROW(check_same_everywhere(comm, "empty", ""));
+}
+
+TEST(AllreduceChunks, TileTheBufferInRankOrder) {
+  for (std::size_t n : {0u, 1u, 2u, 3u, 7u, 1000u, 1001u}) {
+    for (int p : {1, 2, 3, 4, 7}) {
+      std::size_t next = 0;
+      std::size_t smallest = n, largest = 0;
+      for (int k = 0; k < p; ++k) {
+        const detail::Chunk c = detail::chunk_of(n, p, k);
+        EXPECT_EQ(c.begin, next) << "n=" << n << " p=" << p << " k=" << k;
+        next = c.begin + c.count;
+        smallest = std::min(smallest, c.count);
+        largest = std::max(largest, c.count);
+      }
+      EXPECT_EQ(next, n) << "n=" << n << " p=" << p;
+      EXPECT_LE(largest - smallest, 1u) << "n=" << n << " p=" << p;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace mixprec::dist
