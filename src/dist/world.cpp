@@ -146,7 +146,7 @@ std::string mpi_library_version() {
   std::string s(text, static_cast<std::size_t>(len));
   const std::size_t eol = s.find_first_of("\r\n");
   if (eol != std::string::npos) s.resize(eol);
-  while (!s.empty() && (s.back() == ' ' || s.back() == ',')) s.pop_back();
+  while (!s.empty() && (s.back() == '\0' || s.back() == ' ' || s.back() == ',')) s.pop_back();
   return s;
 #else
   return "";

@@ -75,6 +75,7 @@ TEST(World, ReportsMpiSupport) {
   if (mpi_built_in()) {
     EXPECT_FALSE(version.empty());
     EXPECT_EQ(version.find('\n'), std::string::npos) << version;
+    EXPECT_EQ(version.find(std::string(1, 0)), std::string::npos) << version;
   } else {
     EXPECT_TRUE(version.empty()) << version;
   }

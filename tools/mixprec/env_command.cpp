@@ -1,6 +1,6 @@
 // `mixprec env`: what this machine offers for mixed precision (CPU, the features that matter,
-// threads, oneDNN, mixprec's ISA) and which precision to train in here, with the reasoning per
-// format, following the seeds' format decision table.
+// threads, oneDNN, mixprec's ISA, MPI support) and which precision to train in here, with the
+// reasoning per format, following the seeds' format decision table.
 #include <cstdio>
 #include <fstream>
 #include <memory>
@@ -14,6 +14,7 @@
 #include "mixprec/amp/precision.h"
 #include "mixprec/core/cpu_features.h"
 #include "mixprec/core/runtime.h"
+#include "mixprec/dist/world.h"
 
 namespace mixprec::tools {
 namespace {
@@ -124,6 +125,8 @@ void add_env_command(CLI::App& app) {
       out["max_isa"] = name(max_isa());
       out["simd_target"] = simd_target();
       out["backend"] = kernel_backend();
+      out["mpi"] = {{"built_in", dist::mpi_built_in()}};
+      if (dist::mpi_built_in()) out["mpi"]["library"] = dist::mpi_library_version();
       const std::string w = isa_env_warning();
       if (!w.empty()) out["isa_warning"] = w;
       out["recommended"] = {{"precision", amp::name(choice.mode)}, {"reason", choice.reason}};
@@ -142,6 +145,11 @@ void add_env_command(CLI::App& app) {
                 name(max_isa()));
     std::printf("simd:      %s (the Highway target mixprec's vector kernels run)\n", simd_target());
     std::printf("backend:   %s (MIXPREC_BACKEND=cpu|ref)\n", kernel_backend().c_str());
+    if (dist::mpi_built_in())
+      std::printf("mpi:       built in (%s); run N ranks with mpirun -np N\n",
+                  dist::mpi_library_version().c_str());
+    else
+      std::printf("mpi:       not built in (configure with -DMIXPREC_MPI=ON; needs libopenmpi-dev)\n");
     std::printf("\nrecommended precision: %s\n  %s\n\nper format:\n", amp::name(choice.mode),
                 choice.reason.c_str());
     for (const FormatAdvice& a : formats) std::printf("  %s\n", a.reason.c_str());
