@@ -15,6 +15,9 @@
 #include "mixprec/core/cpu_features.h"
 #include "mixprec/core/error.h"
 #include "mixprec/core/runtime.h"
+#include "mixprec/dist/agreement.h"
+#include "mixprec/dist/data_parallel.h"
+#include "mixprec/dist/world.h"
 #include "mixprec/io/atomic_file.h"
 #include "mixprec/io/checkpoint.h"
 #include "mixprec/io/safetensors.h"
@@ -65,6 +68,9 @@ struct Trainer::State {
   std::optional<EpochMetrics> partial;
   std::string resumed_from;
   json log_header;
+  // The ranks of a data-parallel run (one process: SingleProcess); rank 0 writes files.
+  const dist::Communicator* comm = &dist::world();
+  bool writer() const { return comm->rank() == 0; }
 
   detail::TrainingObjects objects() {
     return {model.get(), &step->optimizer(), &step->scaler(), step->scheduler()};
@@ -84,7 +90,23 @@ struct Trainer::State {
 
 void Trainer::State::set_up(json data_description) {
   const TrainConfig& c = config;
-  if (!c.save_initial_weights.empty()) {
+  if (comm->size() > 1) {
+    // Every rank must run the same job: the same flags and the same build, or none starts.
+    dist::check_same_everywhere(*comm, "the training configuration (flags)",
+                                detail::config_to_json(c).dump());
+    dist::check_same_everywhere(*comm, "the mixprec build", std::string(__DATE__ " " __TIME__));
+    MIXPREC_CHECK(c.batch_size % comm->size() == 0, ValueError, kOp,
+                  "--batch-size " << c.batch_size << " does not divide among " << comm->size()
+                                  << " ranks; --batch-size is the global batch, so give a multiple of "
+                                  << comm->size());
+    const amp::PrecisionMode mode = amp::parse_precision_mode(c.precision);
+    MIXPREC_CHECK(mode != amp::PrecisionMode::pure_bf16 && mode != amp::PrecisionMode::pure_bf16_sr,
+                  ValueError, kOp,
+                  "--precision " << c.precision << " keeps 16-bit gradients, which data-parallel runs "
+                                 << "do not average yet; use fp32, bf16 or fp16 with several ranks");
+    train = std::make_shared<dist::ShardedBatches>(train, comm->rank(), comm->size());
+  }
+  if (!c.save_initial_weights.empty() && writer()) {
     MIXPREC_CHECK(c.resume.empty(), ValueError, kOp,
                   "--save-initial-weights writes a fresh model's weights; it cannot be combined with --resume");
     std::vector<std::pair<std::string, Tensor>> tensors;
@@ -136,6 +158,7 @@ void Trainer::State::set_up(json data_description) {
   hdr["hardware"] = {{"cpu", cpu_features().to_string()}, {"max_isa", name(max_isa())},
                      {"onednn", onednn_description()}, {"threads", num_threads()}};
   hdr["started"] = utc_now();
+  hdr["ranks"] = comm->size();
   hdr["resumed_from"] = resumed_from.empty() ? json(nullptr) : json(resumed_from);
 }
 
@@ -266,7 +289,7 @@ std::vector<EpochMetrics> Trainer::run() {
       norm_sum = s.partial->grad_norm_mean * static_cast<double>(norms);
       m.grad_norm_max = s.partial->grad_norm_max;
       seconds_before = s.partial->train_seconds;
-      samples = s.partial->train_samples;
+      samples = s.partial->train_samples / s.comm->size();
       skipped_before -= s.partial->skipped_steps;
       s.partial.reset();
     }
@@ -294,6 +317,9 @@ std::vector<EpochMetrics> Trainer::run() {
         ++in_step;
         more = s.train->next(batch);
       }
+      // Data parallel: the mean gradient of the global batch on every rank, before unscaling, so
+      // every rank sees the same Inf/NaN, skips the same steps and keeps the same scale.
+      dist::average_gradients(*s.comm, optimizer.params());
       const float norm = s.step->unscale_and_clip();
       if (std::isfinite(norm)) {
         norm_sum += norm;
@@ -309,10 +335,10 @@ std::vector<EpochMetrics> Trainer::run() {
     bar.finish();
     m.complete = !more;
     m.epoch_batches = micro;
-    m.train_samples = samples;
     m.train_seconds = seconds_before + seconds_since(t0);
-    m.train_loss = micro > 0 ? loss_sum / static_cast<double>(micro) : 0.0;
-    m.samples_per_second = static_cast<double>(samples) / m.train_seconds;
+    m.train_loss = dist::mean_over_ranks(*s.comm, micro > 0 ? loss_sum / static_cast<double>(micro) : 0.0);
+    m.train_samples = samples * s.comm->size();
+    m.samples_per_second = static_cast<double>(m.train_samples) / m.train_seconds;
     m.grad_norm_mean = norms > 0 ? norm_sum / static_cast<double>(norms) : 0.0;
     m.skipped_steps = scaler.stats().skipped_steps - skipped_before;
     m.loss_scale = scaler.get_scale();
@@ -325,7 +351,7 @@ std::vector<EpochMetrics> Trainer::run() {
     s.history.push_back(m);
     s.next_epoch = m.complete ? epoch + 1 : epoch;
 
-    if (!c.checkpoint_dir.empty()) {
+    if (!c.checkpoint_dir.empty() && s.writer()) {
       // Named by completed epochs (and the step inside the next one), so names sort by age.
       char name[48];
       if (m.complete) {
@@ -341,7 +367,7 @@ std::vector<EpochMetrics> Trainer::run() {
         io::prune_checkpoints(c.checkpoint_dir, static_cast<std::size_t>(c.keep_checkpoints));
       }
     }
-    if (!c.log_path.empty()) {
+    if (!c.log_path.empty() && s.writer()) {
       // The whole log is rewritten atomically: a crash never leaves a torn line behind.
       std::string text = s.log_header.dump() + "\n";
       for (const EpochMetrics& h : s.history) {
@@ -353,6 +379,9 @@ std::vector<EpochMetrics> Trainer::run() {
     }
     if (on_epoch) on_epoch(m);
   }
+  // Ranks leave together: rank 0 may still be writing its checkpoint (dist/world.h: ranks that
+  // reach exit far apart are ended as failed).
+  s.comm->barrier();
   return s.history;
 }
 

@@ -3,6 +3,7 @@
 
 #include "commands.h"
 #include "mixprec/core/memory.h"
+#include "mixprec/dist/world.h"
 #include "mixprec/models/zoo.h"
 #include "train_options.h"
 
@@ -24,6 +25,11 @@ void add_train_command(CLI::App& app) {
   cmd->callback([options] {
     const train::TrainConfig config = options->resolve();
     train::Trainer trainer(config);
+    // Under mpirun every rank trains; rank 0 speaks for the job.
+    if (dist::world().rank() != 0) {
+      trainer.run();
+      return;
+    }
     trainer.on_message = [](const std::string& text) { std::printf("%s\n", text.c_str()); };
     const bool lm = trainer.task().kind() == models::TaskKind::language_model;
     trainer.on_epoch = [&](const train::EpochMetrics& m) {
