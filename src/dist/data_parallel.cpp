@@ -1,5 +1,6 @@
 #include "mixprec/dist/data_parallel.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "mixprec/core/error.h"
@@ -35,11 +36,12 @@ bool ShardedBatches::next(data::Batch& out) {
   return true;
 }
 
-void average_gradients(const Communicator& comm, const std::vector<Tensor>& params) {
+void average_gradients(const Communicator& comm, const std::vector<Tensor>& params,
+                       std::vector<float>& bucket) {
   if (comm.size() == 1) return;
   std::size_t total = 0;
   for (const Tensor& p : params) total += static_cast<std::size_t>(p.numel());
-  std::vector<float> bucket(total, 0.0f);
+  bucket.resize(total);  // no allocation after the first step
   std::size_t offset = 0;
   for (const Tensor& p : params) {
     const Tensor g = p.grad();
@@ -51,6 +53,8 @@ void average_gradients(const Communicator& comm, const std::vector<Tensor>& para
                            "with several ranks yet");
       const Tensor c = g.contiguous();
       std::memcpy(bucket.data() + offset, c.data_ptr(), n * sizeof(float));
+    } else {
+      std::fill_n(bucket.data() + offset, n, 0.0f);
     }
     offset += n;
   }

@@ -67,10 +67,14 @@ struct Trainer::State {
   std::int64_t first_batch = 0;
   std::optional<EpochMetrics> partial;
   std::string resumed_from;
+  // The checkpoint files read (and verified) for the early compatibility check, kept so that
+  // set_up does not read and hash them a second time.
+  std::optional<io::CheckpointFiles> resume_files;
   json log_header;
   // The ranks of a data-parallel run (one process: SingleProcess); rank 0 writes files.
   const dist::Communicator* comm = &dist::world();
   bool writer() const { return comm->rank() == 0; }
+  std::vector<float> gradient_bucket;  // average_gradients' workspace, reused every step
 
   detail::TrainingObjects objects() {
     return {model.get(), &step->optimizer(), &step->scaler(), step->scheduler()};
@@ -120,7 +124,8 @@ void Trainer::State::set_up(json data_description) {
 
   if (!c.resume.empty()) {
     const std::string path = io::resolve_checkpoint(c.resume);
-    const io::CheckpointFiles files = io::load_checkpoint(path);
+    const io::CheckpointFiles files = resume_files ? std::move(*resume_files) : io::load_checkpoint(path);
+    resume_files.reset();
     detail::CheckpointHeader h = detail::read_checkpoint_header(files, path);
     const std::string diff = detail::first_incompatibility(h.config, c);
     MIXPREC_CHECK(diff.empty(), ValueError, kOp,
@@ -178,8 +183,9 @@ Trainer::Trainer(TrainConfig config) : s_(std::make_unique<State>()) {
     // Before any data is read: a checkpoint of another model or size fails on that, not on
     // the data it would need.
     const std::string path = io::resolve_checkpoint(config.resume);
+    s.resume_files = io::load_checkpoint(path);
     const std::string diff = detail::first_incompatibility(
-        detail::read_checkpoint_header(io::load_checkpoint(path), path).config, config);
+        detail::read_checkpoint_header(*s.resume_files, path).config, config);
     MIXPREC_CHECK(diff.empty(), ValueError, kOp,
                   "cannot resume from '" << path << "': it was written by a different run (" << diff << ")");
   }
@@ -319,7 +325,7 @@ std::vector<EpochMetrics> Trainer::run() {
       }
       // Data parallel: the mean gradient of the global batch on every rank, before unscaling, so
       // every rank sees the same Inf/NaN, skips the same steps and keeps the same scale.
-      dist::average_gradients(*s.comm, optimizer.params());
+      dist::average_gradients(*s.comm, optimizer.params(), s.gradient_bucket);
       const float norm = s.step->unscale_and_clip();
       if (std::isfinite(norm)) {
         norm_sum += norm;

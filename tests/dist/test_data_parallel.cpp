@@ -75,7 +75,8 @@ TEST(DataParallel, OneRankLeavesGradientsAndValuesAlone) {
   Tensor p = Tensor::randn({3, 2}, 1);
   p.set_requires_grad(true);
   p.set_grad(Tensor::full({3, 2}, 0.25f));
-  dist::average_gradients(one, {p});
+  std::vector<float> bucket;
+  dist::average_gradients(one, {p}, bucket);
   EXPECT_EQ(p.grad().to_vector(), std::vector<float>(6, 0.25f));
   EXPECT_EQ(dist::mean_over_ranks(one, 1.2345678901234), 1.2345678901234);
 }

@@ -31,8 +31,10 @@ class ShardedBatches : public data::BatchSource {
 /// gradients in parameter order (one bucket), summed in rank order (Communicator::allreduce_sum,
 /// deterministic) and divided by size. Parameters without a gradient contribute zeros and stay
 /// without one. ValueError for a gradient that is not f32 (16-bit parameters: pure-bf16 modes).
-/// A no-op for one rank.
-void average_gradients(const Communicator& comm, const std::vector<Tensor>& params);
+/// A no-op for one rank. `bucket` is the caller's workspace, kept across steps so that a step
+/// allocates nothing (a model's gradients can be hundreds of MB).
+void average_gradients(const Communicator& comm, const std::vector<Tensor>& params,
+                       std::vector<float>& bucket);
 
 /// The mean of a per-rank value over the ranks (e.g. a shard's loss), identical on every rank.
 double mean_over_ranks(const Communicator& comm, double value);
