@@ -204,6 +204,18 @@ void GradScaler::unscale(optim::Optimizer& optimizer) {
   entry.amax = amax;
 }
 
+void GradScaler::combine_across_processes(
+    const optim::Optimizer& optimizer, const std::function<std::pair<bool, float>(bool, float)>& combine) {
+  if (!options_.enabled) return;
+  const auto it = per_optimizer_.find(&optimizer);
+  MIXPREC_CHECK(it != per_optimizer_.end() && it->second.phase == Phase::unscaled, StateError, kOp,
+                "combine_across_processes() needs an optimizer unscaled and not yet stepped in "
+                "this iteration; call it between unscale() and step()");
+  const auto [found, amax] = combine(it->second.found_inf, it->second.amax);
+  it->second.found_inf = found;
+  it->second.amax = amax;
+}
+
 bool GradScaler::step(optim::Optimizer& optimizer) {
   if (!options_.enabled) {
     optimizer.step();

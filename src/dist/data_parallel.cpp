@@ -3,7 +3,9 @@
 #include <algorithm>
 #include <cstring>
 
+#include "mixprec/autograd/node.h"
 #include "mixprec/core/error.h"
+#include "mixprec/dist/sharded_parameters.h"
 
 namespace mixprec::dist {
 
@@ -36,14 +38,17 @@ bool ShardedBatches::next(data::Batch& out) {
   return true;
 }
 
-void average_gradients(const Communicator& comm, const std::vector<Tensor>& params,
-                       std::vector<float>& bucket) {
-  if (comm.size() == 1) return;
+GradientSync::GradientSync(const Communicator& comm, std::vector<Tensor> params, WireDType wire,
+                           const ShardedParameters* shards)
+    : comm_(&comm), params_(std::move(params)), wire_(wire), shards_(shards) {}
+
+void GradientSync::average() {
+  if (comm_->size() == 1) return;
   std::size_t total = 0;
-  for (const Tensor& p : params) total += static_cast<std::size_t>(p.numel());
-  bucket.resize(total);  // no allocation after the first step
+  for (const Tensor& p : params_) total += static_cast<std::size_t>(p.numel());
+  bucket_.resize(total);  // no allocation after the first step
   std::size_t offset = 0;
-  for (const Tensor& p : params) {
+  for (const Tensor& p : params_) {
     const Tensor g = p.grad();
     const auto n = static_cast<std::size_t>(p.numel());
     if (g.defined()) {
@@ -52,24 +57,51 @@ void average_gradients(const Communicator& comm, const std::vector<Tensor>& para
                         << " gradient (16-bit parameters: --precision pure-bf16) is not supported "
                            "with several ranks yet");
       const Tensor c = g.contiguous();
-      std::memcpy(bucket.data() + offset, c.data_ptr(), n * sizeof(float));
+      std::memcpy(bucket_.data() + offset, c.data_ptr(), n * sizeof(float));
     } else {
-      std::fill_n(bucket.data() + offset, n, 0.0f);
+      std::fill_n(bucket_.data() + offset, n, 0.0f);
     }
     offset += n;
   }
-  comm.allreduce_sum(bucket.data(), bucket.size());
-  const float inv = 1.0f / static_cast<float>(comm.size());
-  for (float& x : bucket) x *= inv;
-  offset = 0;
-  for (const Tensor& p : params) {
-    const Tensor g = p.grad();
-    const auto n = static_cast<std::size_t>(p.numel());
-    if (g.defined()) {
-      MIXPREC_ASSERT(g.is_contiguous());
-      std::memcpy(g.data_ptr(), bucket.data() + offset, n * sizeof(float));
+  // The same rounding as a division of the sum by N for N a power of two; for other N one
+  // rounding either way, and identical on every rank.
+  const float inv = 1.0f / static_cast<float>(comm_->size());
+  if (shards_ == nullptr) {
+    comm_->allreduce_sum(bucket_.data(), bucket_.size(), wire_);
+    offset = 0;
+    for (const Tensor& p : params_) {
+      const Tensor g = p.grad();
+      const auto n = static_cast<std::size_t>(p.numel());
+      if (g.defined()) {
+        MIXPREC_ASSERT(g.is_contiguous());
+        float* out = static_cast<float*>(g.data_ptr());
+        const float* in = bucket_.data() + offset;
+        for (std::size_t j = 0; j < n; ++j) out[j] = in[j] * inv;
+        g.bump_version();
+      }
+      offset += n;
     }
-    offset += n;
+    return;
+  }
+  MIXPREC_ASSERT(shards_->total() == total);
+  comm_->reduce_scatter_sum(bucket_.data(), bucket_.size(), wire_);
+  autograd::NoGradGuard no_grad;
+  for (const ParameterPiece& piece : shards_->pieces()) {
+    const Tensor& p = params_[piece.param];
+    const Tensor g = p.grad();
+    if (!g.defined()) {
+      piece.view.set_grad(Tensor());
+      continue;
+    }
+    MIXPREC_ASSERT(g.is_contiguous());
+    float* out = static_cast<float*>(g.data_ptr()) + piece.begin;
+    const float* in = bucket_.data() + piece.flat;
+    for (std::size_t j = 0; j < piece.count; ++j) out[j] = in[j] * inv;
+    g.bump_version();
+    const Tensor part = g.detach().reshape({g.numel()}).slice(
+        0, static_cast<std::int64_t>(piece.begin), static_cast<std::int64_t>(piece.begin + piece.count));
+    piece.view.set_grad(part);
+    piece.view.set_grad_scale(p.grad_scale());
   }
 }
 

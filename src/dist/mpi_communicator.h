@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <string>
+#include <vector>
 
 #include "mixprec/dist/communicator.h"
 
@@ -15,8 +16,8 @@ namespace mixprec::dist {
 /// rank and the operation instead of aborting inside MPI. MPI must be initialised.
 class MpiCommunicator final : public Communicator {
  public:
-  /// Elements per all-reduce round: bounds the scratch buffer (p * n / p floats) and keeps MPI's
-  /// int counts far from overflow. 2^24 floats = 64 MiB.
+  /// Elements moved per reduce-scatter or all-gather round, over all ranks' shares together:
+  /// bounds the scratch buffers and keeps MPI's int counts far from overflow. 2^24 = 64 MiB of f32.
   static constexpr std::size_t kDefaultMaxSegment = std::size_t{1} << 24;
 
   /// Duplicates comm; max_segment (>= 1) is the number of elements reduced per round (smaller
@@ -29,9 +30,14 @@ class MpiCommunicator final : public Communicator {
 
   int rank() const override { return rank_; }
   int size() const override { return size_; }
-  /// Reduce-scatter by MPI_Alltoallv, each chunk summed by its owner in rank order, then
-  /// MPI_Allgatherv: bit-identical on every rank and independent of timing.
-  void allreduce_sum(float* data, std::size_t n) const override;
+  /// MPI_Alltoallv, then each share summed by its owner in rank order: bit-identical on every
+  /// rank and independent of timing.
+  void reduce_scatter_sum(float* data, std::size_t n, WireDType wire = WireDType::f32) const override;
+  /// MPI_Allgatherv (in place for f32).
+  void allgather(float* data, std::size_t n, WireDType wire = WireDType::f32) const override;
+  using Communicator::allreduce_sum;
+  /// MPI_Allgather of the values, then their sum in rank order.
+  double allreduce_sum(double value) const override;
   /// MPI_Allgather of the values, then the max in rank order with NaN propagating (MPI_MAX's
   /// handling of NaN is unspecified).
   double allreduce_max(double value) const override;
@@ -42,6 +48,10 @@ class MpiCommunicator final : public Communicator {
  private:
   // Throws BackendError("dist.<op>", ...) when rc is not MPI_SUCCESS.
   void check(int rc, const char* op, const char* call) const;
+  // Every rank's value, in rank order (MPI_Allgather).
+  std::vector<double> gather_values(double value, const char* op) const;
+  // Elements of each rank's share moved per round: at least 1.
+  std::size_t piece() const;
 
   MPI_Comm comm_ = MPI_COMM_NULL;
   int rank_ = 0;

@@ -5,8 +5,13 @@
 
 namespace mixprec::dist {
 
-void SingleProcess::allreduce_sum(float* data, std::size_t n) const {
-  MIXPREC_CHECK(data != nullptr || n == 0, ValueError, "dist.allreduce_sum",
+void SingleProcess::reduce_scatter_sum(float* data, std::size_t n, WireDType) const {
+  MIXPREC_CHECK(data != nullptr || n == 0, ValueError, "dist.reduce_scatter_sum",
+                "data is null but n = " << n << "; pass a buffer of n floats (or n = 0)");
+}
+
+void SingleProcess::allgather(float* data, std::size_t n, WireDType) const {
+  MIXPREC_CHECK(data != nullptr || n == 0, ValueError, "dist.allgather",
                 "data is null but n = " << n << "; pass a buffer of n floats (or n = 0)");
 }
 

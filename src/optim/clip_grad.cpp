@@ -71,7 +71,7 @@ float reduce_all(kernels::ReduceOp op, const Tensor& g) {
 }  // namespace
 
 float clip_grad_norm(const std::vector<Tensor>& params, float max_norm, float norm_type,
-                     bool error_if_nonfinite) {
+                     bool error_if_nonfinite, const std::function<double(double)>& combine) {
   constexpr const char* op = "clip_grad_norm";
   const bool inf_norm = std::isinf(norm_type) && norm_type > 0.0f;
   MIXPREC_CHECK(inf_norm || norm_type == 2.0f, ValueError, op,
@@ -103,6 +103,7 @@ float clip_grad_norm(const std::vector<Tensor>& params, float max_norm, float no
       total += n * n;
     }
   }
+  if (combine) total = combine(total);
   if (!inf_norm) total = std::sqrt(total);
   const float total_f = static_cast<float>(total);
 

@@ -58,12 +58,15 @@ io::CheckpointFiles encode_checkpoint(const TrainingObjects& o, const TrainConfi
                                       const std::string& resolved_precision, models::TaskKind task,
                                       const std::vector<EpochMetrics>& history, int epoch) {
   const std::vector<std::string> paths = parameter_paths(*o.model);
-  const std::vector<Tensor>& params = o.optimizer->params();
-  MIXPREC_ASSERT(paths.size() == params.size());
+  const std::vector<Tensor> params = o.model->parameters();
+  MIXPREC_ASSERT(paths.size() == params.size() && o.optimizer_state != nullptr);
+  const optim::Optimizer& optimizer = o.step->optimizer();
+  // A sharded optimizer keeps no masters (it shards f32 parameters only).
+  const bool masters = o.step->shards() == nullptr;
 
   std::vector<std::pair<std::string, Tensor>> model_tensors;
   for (std::size_t i = 0; i < params.size(); ++i) {
-    const Tensor& master = o.optimizer->master(i);
+    const Tensor master = masters ? optimizer.master(i) : Tensor();
     model_tensors.emplace_back(paths[i], master.defined() ? master : params[i].to(DType::f32));
   }
   for (const auto& [path, buffer] : o.model->named_buffers()) {
@@ -73,7 +76,7 @@ io::CheckpointFiles encode_checkpoint(const TrainingObjects& o, const TrainConfi
                                                 {"mixprec.precision", resolved_precision},
                                                 {"mixprec.epoch", std::to_string(epoch)}};
   std::vector<std::pair<std::string, Tensor>> optimizer_tensors;
-  for (const auto& [name, t] : o.optimizer->state_tensors()) {
+  for (const auto& [name, t] : o.optimizer_state->tensors) {
     const auto [i, buffer] = split_state_name(name);
     if (buffer != "master") optimizer_tensors.emplace_back(paths[i] + "." + buffer, t);
   }
@@ -83,12 +86,12 @@ io::CheckpointFiles encode_checkpoint(const TrainingObjects& o, const TrainConfi
   state["history"] = json::array();
   for (const EpochMetrics& m : history) state["history"].push_back(metrics_to_json(m, task));
   json scalars = json::object();
-  for (const auto& [name, v] : o.optimizer->state_scalars()) scalars[name] = v;
-  state["optimizer"] = {{"name", o.optimizer->name()}, {"scalars", scalars}};
-  state["grad_scaler"] = json::parse(o.scaler->to_json());
-  if (o.scheduler != nullptr) {
-    const optim::LRSchedulerState s = o.scheduler->state();
-    state["scheduler"] = {{"name", o.scheduler->name()},
+  for (const auto& [name, v] : o.optimizer_state->scalars) scalars[name] = v;
+  state["optimizer"] = {{"name", optimizer.name()}, {"scalars", scalars}};
+  state["grad_scaler"] = json::parse(o.step->scaler().to_json());
+  if (const optim::LRScheduler* scheduler = o.step->scheduler()) {
+    const optim::LRSchedulerState s = scheduler->state();
+    state["scheduler"] = {{"name", scheduler->name()},
                           {"step_count", s.step_count},
                           {"last_optimizer_steps", s.last_optimizer_steps},
                           {"base_lr", s.base_lr}};
@@ -133,7 +136,7 @@ void restore_checkpoint(const io::CheckpointFiles& files, const std::string& pat
 
   // Optimizer state first, named the way this optimizer expects; masters come from the model file.
   optim::OptimizerState opt_state;
-  for (const auto& [name, live] : o.optimizer->state_tensors()) {
+  for (const std::string& name : o.step->full_optimizer_tensor_names()) {
     const auto [i, buffer] = split_state_name(name);
     const std::string key = buffer == "master" ? paths[i] : paths[i] + "." + buffer;
     const auto& source = buffer == "master" ? model_tensors : opt_tensors;
@@ -153,9 +156,9 @@ void restore_checkpoint(const io::CheckpointFiles& files, const std::string& pat
     MIXPREC_CHECK(false, ValueError, kOp, "'" << path << "' state.json is malformed: " << e.what());
   }
   o.model->load_state_dict(model_tensors, /*strict=*/true);
-  o.optimizer->load_state(opt_state);
-  o.scaler->load_state(amp::GradScaler::from_json(state.at("grad_scaler").dump()));
-  if (o.scheduler != nullptr) {
+  o.step->load_full_optimizer_state(opt_state);
+  o.step->scaler().load_state(amp::GradScaler::from_json(state.at("grad_scaler").dump()));
+  if (optim::LRScheduler* scheduler = o.step->scheduler()) {
     MIXPREC_CHECK(state.contains("scheduler"), ValueError, kOp,
                   "'" << path << "' has no scheduler state but this run uses a scheduler");
     const json& s = state.at("scheduler");
@@ -163,7 +166,7 @@ void restore_checkpoint(const io::CheckpointFiles& files, const std::string& pat
     ls.step_count = s.at("step_count").get<std::int64_t>();
     ls.last_optimizer_steps = s.at("last_optimizer_steps").get<std::int64_t>();
     ls.base_lr = s.at("base_lr").get<float>();
-    o.scheduler->load_state(ls);
+    scheduler->load_state(ls);
   }
   if (state.contains("random_state")) {
     o.model->set_random_state(state.at("random_state").get<std::vector<std::uint64_t>>());

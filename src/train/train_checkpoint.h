@@ -16,16 +16,19 @@
 #include "mixprec/io/checkpoint.h"
 #include "mixprec/optim/lr_scheduler.h"
 #include "mixprec/optim/optimizer.h"
+#include "mixprec/train/train_step.h"
 #include "mixprec/train/trainer.h"
 
 namespace mixprec::train::detail {
 
-/// The pieces of a run that a checkpoint captures (non-owning).
+/// The pieces of a run that a checkpoint captures (non-owning): the model, and the step's
+/// optimizer, GradScaler and schedule.
 struct TrainingObjects {
   nn::Module* model = nullptr;
-  optim::Optimizer* optimizer = nullptr;
-  amp::GradScaler* scaler = nullptr;
-  optim::LRScheduler* scheduler = nullptr;  ///< may be null
+  TrainStep* step = nullptr;
+  /// encode_checkpoint: the step's full optimizer state (TrainStep::full_optimizer_state, which
+  /// a sharded optimizer gathers from every rank before rank 0 encodes).
+  const optim::OptimizerState* optimizer_state = nullptr;
 };
 
 /// Serialises the objects after `epoch` (1-based) into checkpoint files.

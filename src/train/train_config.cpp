@@ -58,7 +58,10 @@ StepConfig TrainConfig::step_config(std::int64_t scheduler_steps) const {
                     .scheduler_steps = scheduler_steps,
                     .loss_scaling = loss_scaling,
                     .scaler_growth_interval = scaler_growth_interval,
-                    .seed = seed};
+                    .seed = seed,
+                    .shard_optimizer = shard_optimizer,
+                    .wire_dtype = wire_dtype,
+                    .inject_overflow = inject_overflow};
 }
 
 namespace detail {
@@ -96,7 +99,10 @@ json config_to_json(const TrainConfig& c) {
               {"log_path", c.log_path},
               {"checkpoint_dir", c.checkpoint_dir},
               {"keep_checkpoints", c.keep_checkpoints},
-              {"detect_anomaly", c.detect_anomaly}};
+              {"detect_anomaly", c.detect_anomaly},
+              {"shard_optimizer", c.shard_optimizer},
+              {"wire_dtype", c.wire_dtype},
+              {"inject_overflow", c.inject_overflow}};
 }
 
 namespace {
@@ -146,6 +152,8 @@ TrainConfig config_from_json(const json& j, const std::string& what) {
   c.checkpoint_activations = j.value("checkpoint_activations", false);
   c.max_steps = j.value("max_steps", std::int64_t{-1});
   c.val_fraction = j.value("val_fraction", 0.1);
+  // shard_optimizer, wire_dtype and inject_overflow are deliberately not read back: they describe the job's
+  // layout over ranks, and a resume chooses its own (TrainConfig).
   return c;
 }
 

@@ -1,12 +1,14 @@
 // TrainStep: precision setup and the one training step that every command runs.
 #include "mixprec/train/train_step.h"
 
+#include <charconv>
 #include <cmath>
 #include <limits>
 
 #include "mixprec/amp/autocast.h"
 #include "mixprec/core/cpu_features.h"
 #include "mixprec/core/error.h"
+#include "mixprec/dist/data_parallel.h"
 #include "mixprec/ops/elementwise.h"
 #include "mixprec/optim/adam.h"
 #include "mixprec/optim/clip_grad.h"
@@ -37,6 +39,29 @@ void StepConfig::validate(const char* op) const {
   MIXPREC_CHECK(scaler_growth_interval >= 1 && scaler_growth_interval <= 1000000000, ValueError, op,
                 "--scaler-growth-interval must be in [1, 1000000000] steps, got "
                     << scaler_growth_interval);
+  dist::parse_wire_dtype(wire_dtype);
+  parse_overflow_injection(inject_overflow);
+  MIXPREC_CHECK(inject_overflow.empty() || amp::parse_precision_mode(precision) == amp::PrecisionMode::fp16,
+                ValueError, op,
+                "--inject-overflow tests the fp16 GradScaler's step skipping; use it with --precision fp16");
+}
+
+OverflowInjection parse_overflow_injection(const std::string& text) {
+  OverflowInjection out;
+  if (text.empty()) return out;
+  const std::size_t at = text.find('@');
+  const std::string every = text.substr(0, at), rank = at == std::string::npos ? "" : text.substr(at + 1);
+  const auto number = [](const std::string& t, std::int64_t& v) {
+    const auto [end, ec] = std::from_chars(t.data(), t.data() + t.size(), v);
+    return !t.empty() && ec == std::errc() && end == t.data() + t.size();
+  };
+  std::int64_t r = -1;
+  MIXPREC_CHECK(number(every, out.every) && out.every >= 1 && (rank.empty() || (number(rank, r) && r >= 0)),
+                ValueError, "--inject-overflow",
+                "expects N or N@RANK (an Inf in the gradients every Nth step, N >= 1, on every rank or "
+                "on rank RANK only), got '" << text << "'");
+  out.rank = static_cast<int>(r);
+  return out;
 }
 
 struct TrainStep::State {
@@ -49,9 +74,18 @@ struct TrainStep::State {
   std::unique_ptr<optim::Optimizer> optimizer;
   std::unique_ptr<amp::GradScaler> scaler;
   std::unique_ptr<optim::LRScheduler> scheduler;
+  // Data parallel (comm with several ranks): the gradient exchange, and ZeRO-1's layout.
+  const dist::Communicator* comm = nullptr;
+  std::vector<Tensor> model_params;
+  std::unique_ptr<dist::ShardedParameters> shards;
+  std::unique_ptr<dist::GradientSync> sync;
+  bool sharded() const { return shards != nullptr; }
+  OverflowInjection inject;
+  std::int64_t unscales = 0;  // calls of unscale_and_clip, for the injection's period
 };
 
-TrainStep::TrainStep(nn::Module& model, const StepConfig& config) : s_(std::make_unique<State>()) {
+TrainStep::TrainStep(nn::Module& model, const StepConfig& config, const dist::Communicator* comm)
+    : s_(std::make_unique<State>()) {
   State& s = *s_;
   config.validate("TrainStep");
   s.config = config;
@@ -66,7 +100,30 @@ TrainStep::TrainStep(nn::Module& model, const StepConfig& config) : s_(std::make
   s.autocast = s.policy.dtypes.compute != DType::f32;
   s.compute = s.autocast ? s.policy.dtypes.compute : DType::bf16;
 
+  const bool parallel = comm != nullptr && comm->size() > 1;
+  MIXPREC_CHECK(!config.shard_optimizer || parallel, ValueError, "TrainStep",
+                "--shard-optimizer splits the optimizer state among the ranks of an MPI job, but "
+                "this process runs alone; start it with `mpirun -np N mixprec train ...` (N >= 2, "
+                "mixprec built with MPI: see `mixprec env`) or drop the flag");
+  MIXPREC_CHECK(!parallel || (s.mode != amp::PrecisionMode::pure_bf16 &&
+                              s.mode != amp::PrecisionMode::pure_bf16_sr),
+                ValueError, "TrainStep",
+                "--precision " << s.precision_name << " keeps 16-bit gradients, which data-parallel "
+                               << "runs do not average yet; use fp32, bf16 or fp16 with several ranks");
+
   amp::apply_parameter_dtypes(model, s.policy);
+  s.model_params = model.parameters();
+  s.inject = parse_overflow_injection(config.inject_overflow);
+  std::vector<Tensor> updated = s.model_params;
+  if (parallel) {
+    s.comm = comm;
+    if (config.shard_optimizer) {
+      s.shards = std::make_unique<dist::ShardedParameters>(*comm, s.model_params);
+      updated = s.shards->views();
+    }
+    s.sync = std::make_unique<dist::GradientSync>(*comm, s.model_params,
+                                                  dist::parse_wire_dtype(config.wire_dtype), s.shards.get());
+  }
   optim::OptimizerOptions common;
   common.seed = config.seed;
   if (s.mode == amp::PrecisionMode::pure_bf16_sr) {
@@ -74,17 +131,18 @@ TrainStep::TrainStep(nn::Module& model, const StepConfig& config) : s_(std::make
   }
   if (config.optimizer == "sgd") {
     s.optimizer = std::make_unique<optim::SGD>(
-        model.parameters(),
+        updated,
         optim::SgdOptions{.lr = config.lr, .momentum = 0.9f, .weight_decay = config.weight_decay}, common);
   } else if (config.optimizer == "adam") {
     s.optimizer = std::make_unique<optim::Adam>(
-        model.parameters(), optim::AdamOptions{.lr = config.lr, .weight_decay = config.weight_decay}, common);
+        updated, optim::AdamOptions{.lr = config.lr, .weight_decay = config.weight_decay}, common);
   } else {
     s.optimizer = std::make_unique<optim::AdamW>(
-        model.parameters(), optim::AdamWOptions{.lr = config.lr, .weight_decay = config.weight_decay}, common);
+        updated, optim::AdamWOptions{.lr = config.lr, .weight_decay = config.weight_decay}, common);
   }
   if (const auto exclude = optim::DecayExclusions::parse(config.no_decay); exclude.any()) {
-    s.optimizer->set_param_groups(optim::weight_decay_groups(model, config.weight_decay, exclude));
+    std::vector<optim::ParamGroup> groups = optim::weight_decay_groups(model, config.weight_decay, exclude);
+    s.optimizer->set_param_groups(s.sharded() ? s.shards->local_groups(groups) : groups);
   }
   s.scaler = std::make_unique<amp::GradScaler>(
       amp::GradScalerOptions{.growth_interval = config.scaler_growth_interval,
@@ -112,17 +170,46 @@ double TrainStep::accumulate(const std::function<Tensor()>& forward_loss) {
 
 float TrainStep::unscale_and_clip() {
   State& s = *s_;
+  // Averaged before unscaling: every rank then holds the same scaled gradients (or, sharded,
+  // its share of them), so the Inf/NaN check below agrees across ranks.
+  ++s.unscales;
+  if (s.inject.every > 0 && s.unscales % s.inject.every == 0 &&
+      (s.inject.rank < 0 || s.inject.rank == (s.comm ? s.comm->rank() : 0))) {
+    for (const Tensor& p : s.model_params) {
+      const Tensor g = p.grad();
+      if (!g.defined() || g.numel() == 0) continue;
+      MIXPREC_ASSERT(g.dtype() == DType::f32 && g.is_contiguous());
+      static_cast<float*>(g.data_ptr())[0] = std::numeric_limits<float>::infinity();
+      g.bump_version();
+      break;
+    }
+  }
+  if (s.sync) s.sync->average();
   s.scaler->unscale(*s.optimizer);
   const float bound = s.config.clip > 0 ? s.config.clip : std::numeric_limits<float>::infinity();
-  return optim::clip_grad_norm(s.optimizer->params(), bound);
+  if (!s.sharded()) return optim::clip_grad_norm(s.optimizer->params(), bound);
+  // Sharded: each rank checked and measures only its share; the job's verdict and norm are
+  // the maximum and the sum over the ranks.
+  const dist::Communicator& comm = *s.comm;
+  s.scaler->combine_across_processes(*s.optimizer, [&](bool found, float amax) {
+    const double any = comm.allreduce_max(found ? 1.0 : 0.0);
+    return std::make_pair(any != 0.0, static_cast<float>(comm.allreduce_max(amax)));
+  });
+  return optim::clip_grad_norm(s.optimizer->params(), bound, 2.0f, false,
+                               [&](double squares) { return comm.allreduce_sum(squares); });
 }
 
 bool TrainStep::apply() {
   State& s = *s_;
   const bool applied = s.scaler->step(*s.optimizer);
+  // Every rank made the same decision (agreed found-inf), so all or none gather.
+  if (s.sharded() && applied) s.shards->gather_parameters(s.sync->bucket());
   s.scaler->update();
   if (s.scheduler) s.scheduler->step();
   s.optimizer->zero_grad();
+  if (s.sharded()) {
+    for (const Tensor& p : s.model_params) p.set_grad(Tensor());
+  }
   return applied;
 }
 
@@ -144,6 +231,26 @@ const amp::PrecisionPolicy& TrainStep::policy() const { return s_->policy; }
 bool TrainStep::autocast() const { return s_->autocast; }
 DType TrainStep::compute_dtype() const { return s_->compute; }
 optim::Optimizer& TrainStep::optimizer() { return *s_->optimizer; }
+const dist::ShardedParameters* TrainStep::shards() const { return s_->shards.get(); }
+
+optim::OptimizerState TrainStep::full_optimizer_state() const {
+  return s_->sharded() ? s_->shards->gather_state(*s_->optimizer) : s_->optimizer->state();
+}
+
+std::vector<std::string> TrainStep::full_optimizer_tensor_names() const {
+  if (s_->sharded()) return s_->shards->full_tensor_names(*s_->optimizer);
+  std::vector<std::string> names;
+  for (const auto& [name, t] : s_->optimizer->state_tensors()) names.push_back(name);
+  return names;
+}
+
+void TrainStep::load_full_optimizer_state(const optim::OptimizerState& state) {
+  if (s_->sharded()) {
+    s_->shards->load_state(*s_->optimizer, state);
+  } else {
+    s_->optimizer->load_state(state);
+  }
+}
 amp::GradScaler& TrainStep::scaler() { return *s_->scaler; }
 optim::LRScheduler* TrainStep::scheduler() { return s_->scheduler.get(); }
 

@@ -74,10 +74,9 @@ struct Trainer::State {
   // The ranks of a data-parallel run (one process: SingleProcess); rank 0 writes files.
   const dist::Communicator* comm = &dist::world();
   bool writer() const { return comm->rank() == 0; }
-  std::vector<float> gradient_bucket;  // average_gradients' workspace, reused every step
 
-  detail::TrainingObjects objects() {
-    return {model.get(), &step->optimizer(), &step->scaler(), step->scheduler()};
+  detail::TrainingObjects objects(const optim::OptimizerState* optimizer_state = nullptr) {
+    return {model.get(), step.get(), optimizer_state};
   }
   std::int64_t steps_per_epoch() const {
     return (train->batches_per_epoch() + config.accum - 1) / config.accum;
@@ -103,11 +102,6 @@ void Trainer::State::set_up(json data_description) {
                   "--batch-size " << c.batch_size << " does not divide among " << comm->size()
                                   << " ranks; --batch-size is the global batch, so give a multiple of "
                                   << comm->size());
-    const amp::PrecisionMode mode = amp::parse_precision_mode(c.precision);
-    MIXPREC_CHECK(mode != amp::PrecisionMode::pure_bf16 && mode != amp::PrecisionMode::pure_bf16_sr,
-                  ValueError, kOp,
-                  "--precision " << c.precision << " keeps 16-bit gradients, which data-parallel runs "
-                                 << "do not average yet; use fp32, bf16 or fp16 with several ranks");
     train = std::make_shared<dist::ShardedBatches>(train, comm->rank(), comm->size());
   }
   if (!c.save_initial_weights.empty() && writer()) {
@@ -119,7 +113,7 @@ void Trainer::State::set_up(json data_description) {
   }
   std::int64_t schedule = std::max<std::int64_t>(1, steps_per_epoch() * c.epochs);
   if (c.max_steps > 0) schedule = std::min(schedule, c.max_steps);
-  step = std::make_unique<TrainStep>(*model, c.step_config(schedule));
+  step = std::make_unique<TrainStep>(*model, c.step_config(schedule), comm);
   if (!step->auto_reason().empty()) log_header["auto_precision_reason"] = step->auto_reason();
 
   if (!c.resume.empty()) {
@@ -323,9 +317,7 @@ std::vector<EpochMetrics> Trainer::run() {
         ++in_step;
         more = s.train->next(batch);
       }
-      // Data parallel: the mean gradient of the global batch on every rank, before unscaling, so
-      // every rank sees the same Inf/NaN, skips the same steps and keeps the same scale.
-      dist::average_gradients(*s.comm, optimizer.params(), s.gradient_bucket);
+      // Data parallel: the step averages the gradients over the ranks before unscaling.
       const float norm = s.step->unscale_and_clip();
       if (std::isfinite(norm)) {
         norm_sum += norm;
@@ -357,6 +349,9 @@ std::vector<EpochMetrics> Trainer::run() {
     s.history.push_back(m);
     s.next_epoch = m.complete ? epoch + 1 : epoch;
 
+    // A sharded optimizer's full state is gathered from every rank before rank 0 writes it.
+    const optim::OptimizerState full_state =
+        c.checkpoint_dir.empty() ? optim::OptimizerState{} : s.step->full_optimizer_state();
     if (!c.checkpoint_dir.empty() && s.writer()) {
       // Named by completed epochs (and the step inside the next one), so names sort by age.
       char name[48];
@@ -367,7 +362,7 @@ std::vector<EpochMetrics> Trainer::run() {
                       static_cast<long long>(s.steps_taken()));
       }
       io::save_checkpoint(c.checkpoint_dir, name,
-                          detail::encode_checkpoint(s.objects(), c, s.step->precision_name(), s.task->kind(), s.history,
+                          detail::encode_checkpoint(s.objects(&full_state), c, s.step->precision_name(), s.task->kind(), s.history,
                                                     m.complete ? epoch : epoch - 1));
       if (c.keep_checkpoints > 0) {
         io::prune_checkpoints(c.checkpoint_dir, static_cast<std::size_t>(c.keep_checkpoints));

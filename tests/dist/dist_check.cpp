@@ -17,6 +17,7 @@
 
 #include "dist/mpi_communicator.h"
 #include "mixprec/core/error.h"
+#include "mixprec/core/tensor.h"
 #include "mixprec/dist/agreement.h"
 #include "mixprec/dist/world.h"
 
@@ -68,6 +69,53 @@ void check_allreduce_sum(const Communicator& comm, std::size_t n, const char* la
   }
 }
 
+// reduce_scatter_sum alone: this rank's share holds the rank-ordered sum (the rest is not
+// looked at); allgather alone: every share arrives everywhere; a 16-bit wire: every term rounded
+// to the wire's format before the f32 sum, and the gathered sums rounded too, identical on all.
+void check_halves_and_wires(const Communicator& comm, std::size_t n, const char* label) {
+  using mixprec::DType;
+  using mixprec::dist::WireDType;
+  const int p = comm.size();
+  const std::string tag = std::string(label) + " n=" + std::to_string(n);
+  const mixprec::dist::Shard mine = comm.my_shard(n);
+  std::vector<float> data(n);
+  for (std::size_t i = 0; i < n; ++i) data[i] = input(comm.rank(), i, p);
+  comm.reduce_scatter_sum(data.data(), n);
+  bool ok = true;
+  for (std::size_t i = mine.begin; i < mine.end(); ++i) {
+    float f = input(0, i, p);
+    for (int r = 1; r < p; ++r) f += input(r, i, p);
+    ok = ok && std::memcmp(&f, &data[i], sizeof f) == 0;
+  }
+  expect(ok, comm, tag + ": reduce_scatter_sum's share differs from the rank-ordered sum");
+
+  std::vector<float> owned(n, -1.0f);
+  for (std::size_t i = mine.begin; i < mine.end(); ++i) owned[i] = static_cast<float>(i) + 0.5f;
+  comm.allgather(owned.data(), n);
+  ok = true;
+  for (std::size_t i = 0; i < n; ++i) ok = ok && owned[i] == static_cast<float>(i) + 0.5f;
+  expect(ok, comm, tag + ": allgather did not deliver every rank's share");
+
+  for (const auto& [wire, dtype] : {std::pair{WireDType::bf16, DType::bf16}, std::pair{WireDType::f16, DType::f16}}) {
+    const auto round = [dtype = dtype](float x) { return mixprec::Tensor::full({1}, x).to(dtype).to(DType::f32).to_vector()[0]; };
+    std::vector<float> w(n), want(n);
+    for (std::size_t i = 0; i < n; ++i) {
+      // Small values (f16 would overflow at 1e8): k/3 is exact in neither 16-bit format.
+      const auto term = [&](int r) { return static_cast<float>(1 + (i * 7 + static_cast<std::size_t>(r) * 5) % 11) / 3.0f; };
+      w[i] = term(comm.rank());
+      float f = round(term(0));
+      for (int r = 1; r < p; ++r) f += round(term(r));
+      want[i] = round(f);
+    }
+    comm.allreduce_sum(w.data(), n, wire);
+    expect(n == 0 || std::memcmp(w.data(), want.data(), n * sizeof(float)) == 0, comm,
+           tag + " wire " + mixprec::dist::name(wire) + ": differs from the rounded rank-ordered sum");
+    std::string bytes(reinterpret_cast<const char*>(w.data()), n * sizeof(float)), reference = bytes;
+    comm.broadcast(reference, 0);
+    expect(reference == bytes, comm, tag + " wire " + mixprec::dist::name(wire) + ": differs from rank 0's");
+  }
+}
+
 void check_all(const Communicator& comm, int expected_size) {
   const int p = comm.size();
   const int r = comm.rank();
@@ -78,12 +126,16 @@ void check_all(const Communicator& comm, int expected_size) {
   for (std::size_t n : {std::size_t{0}, std::size_t{1}, std::size_t{2}, std::size_t{7},
                         std::size_t{1001}, std::size_t{100003}})
     check_allreduce_sum(comm, n, "world");
+  for (std::size_t n : {std::size_t{0}, std::size_t{2}, std::size_t{1001}}) check_halves_and_wires(comm, n, "world");
   // Rounds of 7 elements: the segmentation must not change a bit.
   {
     mixprec::dist::MpiCommunicator small(MPI_COMM_WORLD, 7);
     check_allreduce_sum(small, 1001, "segment=7");
     check_allreduce_sum(small, 5, "segment=7");
+    check_halves_and_wires(small, 1001, "segment=7");
   }
+  expect(comm.allreduce_sum(0.1 * (r + 1)) == [p] { double s = 0; for (int k = 0; k < p; ++k) s += 0.1 * (k + 1); return s; }(),
+         comm, "allreduce_sum of a double is not the rank-ordered sum");
 
   expect(comm.allreduce_max(1.5 * r) == 1.5 * (p - 1), comm, "allreduce_max of 1.5 * rank");
   expect(comm.allreduce_max(r == 0 ? -std::numeric_limits<double>::infinity() : -1.0) == -1.0,

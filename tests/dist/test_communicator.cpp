@@ -1,5 +1,5 @@
-// SingleProcess, dist::world() outside a launcher, check_same_everywhere on one rank, and the
-// chunking of the deterministic all-reduce. Multi-rank behaviour: tests/dist/dist_check.cpp.
+// SingleProcess, dist::world() outside a launcher, check_same_everywhere on one rank, the
+// shares of the deterministic reduce-scatter and all-gather, and the wire formats' names. Multi-rank behaviour: tests/dist/dist_check.cpp.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -10,7 +10,6 @@
 #include <string>
 #include <vector>
 
-#include "dist/chunks.h"
 #include "mixprec/core/error.h"
 #include "mixprec/dist/agreement.h"
 #include "mixprec/dist/single_process.h"
@@ -37,6 +36,35 @@ TEST(SingleProcess, AllreduceSumLeavesDataBitForBit) {
   EXPECT_EQ(std::memcmp(data.data(), before.data(), data.size() * sizeof(float)), 0);
   comm.allreduce_sum(nullptr, 0);
   EXPECT_THROW(comm.allreduce_sum(nullptr, 3), ValueError);
+  // One rank sends nothing, so a 16-bit wire rounds nothing either.
+  data[1] = 1.0f + 1.0f / 1024.0f;  // not a bf16 value
+  const std::vector<float> again = data;
+  comm.allreduce_sum(data.data(), data.size(), WireDType::bf16);
+  comm.reduce_scatter_sum(data.data(), data.size(), WireDType::f16);
+  comm.allgather(data.data(), data.size(), WireDType::bf16);
+  EXPECT_EQ(std::memcmp(data.data(), again.data(), data.size() * sizeof(float)), 0);
+  EXPECT_THROW(comm.reduce_scatter_sum(nullptr, 3), ValueError);
+  EXPECT_THROW(comm.allgather(nullptr, 3), ValueError);
+  EXPECT_EQ(comm.my_shard(7).begin, 0u);
+  EXPECT_EQ(comm.my_shard(7).count, 7u);
+}
+
+TEST(SingleProcess, AllreduceSumOfADoubleIsTheValue) {
+  SingleProcess comm;
+  EXPECT_EQ(comm.allreduce_sum(0.1), 0.1);
+}
+
+TEST(WireDType, NamesRoundTripAndUnknownOnesAreRefusedWithTheChoices) {
+  for (WireDType w : {WireDType::f32, WireDType::bf16, WireDType::f16}) {
+    EXPECT_EQ(parse_wire_dtype(name(w)), w);
+  }
+  try {
+    parse_wire_dtype("fp8");
+    ADD_FAILURE() << "fp8 accepted";
+  } catch (const ValueError& e) {
+    EXPECT_NE(std::string(e.what()).find("--wire-dtype"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("bf16"), std::string::npos) << e.what();
+  }
 }
 
 TEST(SingleProcess, AllreduceMaxIsTheValue) {
@@ -87,13 +115,13 @@ TEST(CheckSameEverywhere, OneRankAgreesWithItself) {
   EXPECT_NO_THROW(check_same_everywhere(comm, "empty", ""));
 }
 
-TEST(AllreduceChunks, TileTheBufferInRankOrder) {
+TEST(Shards, TileTheBufferInRankOrder) {
   for (std::size_t n : {0u, 1u, 2u, 3u, 7u, 1000u, 1001u}) {
     for (int p : {1, 2, 3, 4, 7}) {
       std::size_t next = 0;
       std::size_t smallest = n, largest = 0;
       for (int k = 0; k < p; ++k) {
-        const detail::Chunk c = detail::chunk_of(n, p, k);
+        const Shard c = shard_of(n, p, k);
         EXPECT_EQ(c.begin, next) << "n=" << n << " p=" << p << " k=" << k;
         next = c.begin + c.count;
         smallest = std::min(smallest, c.count);

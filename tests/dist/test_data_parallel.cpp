@@ -1,6 +1,6 @@
 // Data parallelism's pieces that need no second process: ShardedBatches cuts each batch into the
 // ranks' row ranges (whose union is the batch, targets following their rows, language-model
-// targets by window) and refuses a batch the ranks cannot share; average_gradients and
+// targets by window) and refuses a batch the ranks cannot share; GradientSync and
 // mean_over_ranks are the identity for one rank. The multi-rank behaviour is
 // tests/dist/data_parallel.sh (mpirun).
 #include <gtest/gtest.h>
@@ -75,8 +75,8 @@ TEST(DataParallel, OneRankLeavesGradientsAndValuesAlone) {
   Tensor p = Tensor::randn({3, 2}, 1);
   p.set_requires_grad(true);
   p.set_grad(Tensor::full({3, 2}, 0.25f));
-  std::vector<float> bucket;
-  dist::average_gradients(one, {p}, bucket);
+  dist::GradientSync sync(one, {p}, dist::WireDType::bf16);
+  sync.average();
   EXPECT_EQ(p.grad().to_vector(), std::vector<float>(6, 0.25f));
   EXPECT_EQ(dist::mean_over_ranks(one, 1.2345678901234), 1.2345678901234);
 }

@@ -120,6 +120,22 @@ TrainOptions::TrainOptions(CLI::App* cmd, bool with_run_flags) {
                      "Stop at the first NaN/Inf an op produces in forward or backward, naming the "
                      "op, module, dtype, step and input statistics"),
        MIXPREC_FIELD(detect_anomaly));
+  if (with_run_flags) {
+    bind(cmd->add_flag("--shard-optimizer", given_->shard_optimizer,
+                       "Data parallel (mpirun -np N, N >= 2): each rank keeps the optimizer state of "
+                       "1/N of the parameters (ZeRO stage 1); checkpoints hold the full state, so a "
+                       "sharded run resumes unsharded and the other way round"),
+         MIXPREC_FIELD(shard_optimizer));
+    bind(cmd->add_option("--wire-dtype", g.wire_dtype,
+                         "Data parallel: the format gradients travel in between ranks: fp32, bf16 or "
+                         "fp16 (16-bit: half the bytes; sums stay f32)")
+             ->capture_default_str(),
+         MIXPREC_FIELD(wire_dtype));
+    bind(cmd->add_option("--inject-overflow", g.inject_overflow,
+                         "Fault drill (fp16): put an Inf into the gradients every Nth step (N), or on "
+                         "rank R only (N@R); every rank must skip that step together"),
+         MIXPREC_FIELD(inject_overflow));
+  }
   bind(cmd->add_flag("--no-progress", no_progress_, "Never draw the progress bar"),
        [](train::TrainConfig& to, const train::TrainConfig&) { to.progress = false; });
 }

@@ -17,6 +17,7 @@
 /// must outlive the iteration it takes part in. Not thread-safe: use one scaler from one thread.
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <limits>
 #include <map>
 #include <optional>
@@ -164,6 +165,16 @@ class GradScaler {
   /// this optimizer before update(), after step(), or if a gradient was scaled by another scale.
   /// All gradients are checked before any is changed. Disabled: does nothing.
   void unscale(optim::Optimizer& optimizer);
+
+  /// For an optimizer whose parameters are split across processes (a sharded optimizer, ZeRO):
+  /// after unscale(optimizer), passes this process's found_inf and amax (predictive mode; 0
+  /// otherwise) for it to `combine`, which returns the whole job's (Inf/NaN found anywhere, the
+  /// largest amax), and records those, so that every process skips the same steps and chooses
+  /// the same scale (what PyTorch's ShardedGradScaler does with an all-reduce). Disabled: does
+  /// nothing and does not call combine. StateError unless the optimizer was unscaled and not yet
+  /// stepped in this iteration.
+  void combine_across_processes(const optim::Optimizer& optimizer,
+                                const std::function<std::pair<bool, float>(bool, float)>& combine);
 
   /// Unscales the optimizer's gradients if unscale() was not called this iteration, then calls
   /// optimizer.step() unless they held Inf/NaN. Returns whether the step ran. StateError if

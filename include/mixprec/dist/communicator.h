@@ -5,8 +5,32 @@
 /// dist::world(). Public headers never include mpi.h, so users of mixprec need no MPI headers.
 #include <cstddef>
 #include <string>
+#include <string_view>
 
 namespace mixprec::dist {
+
+/// A contiguous range [begin, begin + count) of a buffer: one rank's share of it.
+struct Shard {
+  std::size_t begin = 0;
+  std::size_t count = 0;
+  std::size_t end() const { return begin + count; }
+};
+
+/// Rank k's share of n elements split over p >= 1 ranks: the first n % p shares are one element
+/// longer, so the shares tile [0, n) in rank order and differ in size by at most one.
+inline Shard shard_of(std::size_t n, int p, int k) {
+  const auto parts = static_cast<std::size_t>(p), idx = static_cast<std::size_t>(k);
+  const std::size_t base = n / parts, extra = n % parts;
+  return {idx * base + (idx < extra ? idx : extra), base + (idx < extra ? 1 : 0)};
+}
+
+/// The number format f32 values travel in. 16-bit formats halve the bytes on the network; values
+/// are rounded to nearest even before sending and every sum is still accumulated in f32.
+enum class WireDType { f32, bf16, f16 };
+/// "fp32", "bf16", "fp16".
+const char* name(WireDType wire);
+/// Parses "fp32" | "bf16" | "fp16"; ValueError naming `flag` otherwise.
+WireDType parse_wire_dtype(std::string_view text, const char* flag = "--wire-dtype");
 
 /// A group of ranks that run the same program and meet in collective operations. Every rank
 /// must call the same collectives in the same order with the same sizes (as in MPI); a call
@@ -21,16 +45,39 @@ class Communicator {
   virtual int rank() const = 0;
   /// The number of ranks in the group (1 for a single process).
   virtual int size() const = 0;
+  /// Rank k's share of a buffer of n elements in reduce_scatter_sum and allgather: shard_of.
+  Shard shard(std::size_t n, int k) const { return shard_of(n, size(), k); }
+  /// This rank's share: shard(n, rank()).
+  Shard my_shard(std::size_t n) const { return shard(n, rank()); }
 
-  /// Replaces data[0..n) on every rank by the element-wise f32 sum over ranks, added in rank
-  /// order ((x0 + x1) + x2) + ..., so the result is bit-identical on every rank and from run to
-  /// run, whatever the timing (MPI_Allreduce's order is implementation-defined; see
-  /// docs/distributed.md). n must be equal on every rank; data may be null when n == 0.
-  virtual void allreduce_sum(float* data, std::size_t n) const = 0;
+  /// Reduce-scatter: afterwards data[my_shard(n)] holds the element-wise f32 sum over ranks,
+  /// added in rank order ((x0 + x1) + x2) + ..., the same expression whichever rank computes it,
+  /// so the result does not depend on timing or on MPI's algorithms (MPI_Reduce_scatter's order
+  /// is implementation-defined; see docs/distributed.md). The rest of data is left unspecified.
+  /// With a 16-bit wire every rank's values are rounded to it before they travel (the owner's
+  /// own contribution too, so that every term of the sum is treated alike). n must be equal on
+  /// every rank; data may be null when n == 0.
+  virtual void reduce_scatter_sum(float* data, std::size_t n, WireDType wire = WireDType::f32) const = 0;
+
+  /// All-gather: afterwards every rank's data[shard(n, k)] holds rank k's data[shard(n, k)], for
+  /// every k. With a 16-bit wire each owner first rounds its share in place, so all ranks end
+  /// with the same bits.
+  virtual void allgather(float* data, std::size_t n, WireDType wire = WireDType::f32) const = 0;
+
+  /// All-reduce: reduce_scatter_sum then allgather. Replaces data[0..n) on every rank by the
+  /// rank-ordered sum, bit-identical on every rank and from run to run.
+  void allreduce_sum(float* data, std::size_t n, WireDType wire = WireDType::f32) const {
+    reduce_scatter_sum(data, n, wire);
+    allgather(data, n, wire);
+  }
 
   /// The maximum of value over all ranks, identical on every rank; NaN anywhere gives NaN. Used
   /// for "found inf" agreement, so that all ranks skip a step together.
   virtual double allreduce_max(double value) const = 0;
+
+  /// The sum of value over all ranks, added in rank order in double, identical on every rank
+  /// (e.g. the squared gradient norms of a sharded optimizer's pieces).
+  virtual double allreduce_sum(double value) const = 0;
 
   /// Replaces value on every rank by root's value (any length, binary-safe); for configs and
   /// checksums. root must be in [0, size()), else ValueError.

@@ -11,6 +11,8 @@
 
 namespace mixprec::dist {
 
+class ShardedParameters;
+
 /// This rank's rows of each batch of `global`: rank r of N gets rows [r*B/N, (r+1)*B/N) and
 /// their targets (targets per row = targets / B, so language-model batches split by window).
 /// The union of the shards is the global batch, so `--batch-size` stays the global batch.
@@ -27,14 +29,37 @@ class ShardedBatches : public data::BatchSource {
   int rank_, size_;
 };
 
-/// Replaces every parameter's gradient by its mean over the ranks: one f32 buffer holding all
-/// gradients in parameter order (one bucket), summed in rank order (Communicator::allreduce_sum,
-/// deterministic) and divided by size. Parameters without a gradient contribute zeros and stay
-/// without one. ValueError for a gradient that is not f32 (16-bit parameters: pure-bf16 modes).
-/// A no-op for one rank. `bucket` is the caller's workspace, kept across steps so that a step
-/// allocates nothing (a model's gradients can be hundreds of MB).
-void average_gradients(const Communicator& comm, const std::vector<Tensor>& params,
-                       std::vector<float>& bucket);
+/// The gradient exchange of one data-parallel step. Every parameter's gradient is copied into
+/// one f32 bucket in parameter order (kept across steps, so a step allocates nothing; a model's
+/// gradients can be hundreds of MB), the ranks sum it in rank order (deterministic:
+/// Communicator::reduce_scatter_sum / allgather), and the sum is divided by the number of ranks.
+/// Parameters without a gradient contribute zeros and stay without one.
+class GradientSync {
+ public:
+  /// params: the model's parameters (f32 gradients; ValueError at average() for a 16-bit one).
+  /// wire: the format the gradients travel in (sums are f32 either way). shards (not owned,
+  /// may be null): ZeRO-1, where each rank needs the mean of its own share only.
+  GradientSync(const Communicator& comm, std::vector<Tensor> params, WireDType wire = WireDType::f32,
+               const ShardedParameters* shards = nullptr);
+
+  /// Without shards: every gradient becomes the mean over the ranks (an all-reduce).
+  /// With shards: only this rank's share of the flat gradient is reduced (a reduce-scatter, half
+  /// the traffic); each piece's view (ShardedParameters::pieces) then has as its gradient the
+  /// mean, a view of its parameter's gradient carrying the same loss scale, and the rest of
+  /// the parameters' gradients is left stale. A no-op for one rank.
+  void average();
+
+  /// The bucket, as workspace for other flat exchanges of the same size (e.g. gathering
+  /// parameters after a sharded update).
+  std::vector<float>& bucket() { return bucket_; }
+
+ private:
+  const Communicator* comm_;
+  std::vector<Tensor> params_;
+  WireDType wire_;
+  const ShardedParameters* shards_;
+  std::vector<float> bucket_;
+};
 
 /// The mean of a per-rank value over the ranks (e.g. a shard's loss), identical on every rank.
 double mean_over_ranks(const Communicator& comm, double value);

@@ -5,17 +5,23 @@
 
 namespace mixprec::dist {
 
-/// A group of one: rank 0 of size 1; allreduce_sum and broadcast leave the data as it is.
+/// A group of one: rank 0 of size 1; every collective leaves the data as it is. Nothing
+/// travels, so a 16-bit wire rounds nothing.
 class SingleProcess final : public Communicator {
  public:
   /// Always 0.
   int rank() const override { return 0; }
   /// Always 1.
   int size() const override { return 1; }
-  /// The sum over one rank is the data itself: nothing to do.
-  void allreduce_sum(float* data, std::size_t n) const override;
+  /// The sum over one rank is the data itself: nothing to do (ValueError for null data, n > 0).
+  void reduce_scatter_sum(float* data, std::size_t n, WireDType wire = WireDType::f32) const override;
+  /// One rank's share is the whole buffer: nothing to do (ValueError for null data, n > 0).
+  void allgather(float* data, std::size_t n, WireDType wire = WireDType::f32) const override;
   /// The maximum over one rank is the value itself (NaN stays NaN).
   double allreduce_max(double value) const override { return value; }
+  /// The sum over one rank is the value itself.
+  double allreduce_sum(double value) const override { return value; }
+  using Communicator::allreduce_sum;
   /// root must be 0 (ValueError otherwise); value is unchanged.
   void broadcast(std::string& value, int root) const override;
   /// Nothing to wait for.

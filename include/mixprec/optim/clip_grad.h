@@ -2,6 +2,7 @@
 /// Gradient clipping (torch.nn.utils.clip_grad_norm_ / clip_grad_value_) that refuses gradients
 /// still multiplied by a GradScaler's loss scale: clipping those compares max_norm with S times
 /// the real norm, the classic mixed-precision bug. Call scaler.unscale(optimizer) first.
+#include <functional>
 #include <vector>
 
 #include "mixprec/core/tensor.h"
@@ -19,10 +20,14 @@ namespace mixprec::optim {
 ///  - A non-finite total (NaN/Inf gradients, e.g. a step the GradScaler will skip) leaves the
 ///    gradients untouched (PyTorch would multiply them by NaN or 0) and is returned as is, or
 ///    throws ValueError when error_if_nonfinite.
+///  - combine (optional) is for gradients split across processes (a sharded optimizer, ZeRO):
+///    it receives this process's partial total (the sum of squares for norm 2, the largest |g|
+///    for infinity) and returns the whole job's, so every process clips by the global norm.
 /// Throws StateError if any gradient has grad_scale() != 1 (not unscaled yet), ValueError if
 /// max_norm is not > 0 (NaN included) or norm_type is neither 2 nor infinity.
 float clip_grad_norm(const std::vector<Tensor>& params, float max_norm, float norm_type = 2.0f,
-                     bool error_if_nonfinite = false);
+                     bool error_if_nonfinite = false,
+                     const std::function<double(double)>& combine = {});
 
 /// Clamps every element of every defined gradient of `params` to [-clip_value, clip_value] in
 /// place (a bound not representable in a 16-bit gradient's dtype is rounded to nearest even);

@@ -11,14 +11,23 @@
 ///   clip the global norm (when clip > 0; the norm is measured every step either way);
 ///   scaler.step(optimizer) (skipped on Inf/NaN), scaler.update(), scheduler.step() (which only
 ///   advances when the optimizer did), zero_grad().
+/// Data parallel (a Communicator of N > 1 ranks): before unscaling, the gradients are averaged
+/// over the ranks (dist::GradientSync), so every rank's scaler sees the same Inf/NaN and skips
+/// together, and clipping uses the global norm. With shard_optimizer (ZeRO-1) each rank's
+/// optimizer owns 1/N of the flat parameter space (dist::ShardedParameters): the gradients are
+/// reduce-scattered, found-inf and the norm are agreed by reductions, and the updated pieces
+/// are all-gathered after the step.
 #include <cstdint>
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "mixprec/amp/grad_scaler.h"
 #include "mixprec/amp/precision.h"
 #include "mixprec/core/tensor.h"
+#include "mixprec/dist/communicator.h"
+#include "mixprec/dist/sharded_parameters.h"
 #include "mixprec/nn/module.h"
 #include "mixprec/optim/lr_scheduler.h"
 #include "mixprec/optim/optimizer.h"
@@ -42,10 +51,27 @@ struct StepConfig {
   std::string loss_scaling = "dynamic";       ///< fp16: dynamic or predictive (amp::ScalingMode)
   std::int64_t scaler_growth_interval = 2000; ///< GradScalerOptions::growth_interval, >= 1
   std::uint64_t seed = 0;           ///< stochastic rounding's RNG
+  /// Data parallel only: each rank keeps the optimizer state of its share of the parameters
+  /// (ZeRO stage 1). Needs a communicator of more than one rank.
+  bool shard_optimizer = false;
+  /// Data parallel only: the format gradients travel in (fp32, bf16, fp16; dist::WireDType).
+  std::string wire_dtype = "fp32";
+  /// Fault injection for tests and drills (fp16 only): "N" writes +Inf into one gradient element
+  /// before every Nth step's unscale, on every rank; "N@R" on rank R only. The GradScaler must
+  /// then skip that step on every rank. "" = never.
+  std::string inject_overflow = "";
 
   /// ValueError naming the CLI flag at fault (e.g. "--lr must be a positive number <= 100").
   void validate(const char* op) const;
 };
+
+/// StepConfig::inject_overflow parsed: every = 0 for none; rank = -1 for every rank.
+struct OverflowInjection {
+  std::int64_t every = 0;
+  int rank = -1;
+};
+/// Parses "" | "N" | "N@R"; ValueError naming --inject-overflow otherwise.
+OverflowInjection parse_overflow_injection(const std::string& text);
 
 /// What one optimizer step did.
 struct StepOutcome {
@@ -60,7 +86,9 @@ class TrainStep {
   /// parameters to the policy's storage dtypes, and builds the optimizer over
   /// model.parameters(), the scaler (enabled for fp16 only) and the schedule.
   /// ValueError on an invalid config (config.validate).
-  TrainStep(nn::Module& model, const StepConfig& config);
+  /// comm: the ranks of a data-parallel job (not owned; null or one rank: a single process).
+  /// ValueError for shard_optimizer without several ranks, or a pure-bf16 mode with several.
+  TrainStep(nn::Module& model, const StepConfig& config, const dist::Communicator* comm = nullptr);
   ~TrainStep();
   TrainStep(const TrainStep&) = delete;
   TrainStep& operator=(const TrainStep&) = delete;
@@ -69,8 +97,9 @@ class TrainStep {
   /// (scalar) loss; then (loss / accum), scaled by the GradScaler, is back-propagated with
   /// autocast off. Returns the loss value (as loss.item() read it, before scaling).
   double accumulate(const std::function<Tensor()>& forward_loss);
-  /// After the micro-batches: unscales the gradients and measures their global norm, clipping
-  /// it when clip > 0. Returns the norm (Inf/NaN when the step will be skipped).
+  /// After the micro-batches: averages the gradients over the ranks (data parallel), unscales
+  /// them and measures their global norm, clipping it when clip > 0. Returns the norm (Inf/NaN
+  /// when the step will be skipped).
   float unscale_and_clip();
   /// Applies the update (skipped on Inf/NaN), updates the scale and the schedule, zeroes the
   /// gradients. Returns whether the update was applied.
@@ -90,7 +119,19 @@ class TrainStep {
   bool autocast() const;
   DType compute_dtype() const;
 
+  /// The optimizer that updates the parameters: over model.parameters(), or with
+  /// shard_optimizer over this rank's pieces (shards()->views()).
   optim::Optimizer& optimizer();
+  /// ZeRO-1's layout; null unless shard_optimizer.
+  const dist::ShardedParameters* shards() const;
+  /// The optimizer state as an unsharded optimizer over model.parameters() would hold it (names
+  /// "param.<i>.<buffer>"); with shard_optimizer a collective every rank must call.
+  optim::OptimizerState full_optimizer_state() const;
+  /// The names of full_optimizer_state()'s tensors, without communicating.
+  std::vector<std::string> full_optimizer_tensor_names() const;
+  /// Loads a full state (from full_optimizer_state of a run on any number of ranks, sharded or
+  /// not); StateError before anything changes if it does not fit.
+  void load_full_optimizer_state(const optim::OptimizerState& state);
   amp::GradScaler& scaler();
   optim::LRScheduler* scheduler();  ///< null for "none"
 

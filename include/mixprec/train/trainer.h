@@ -71,6 +71,14 @@ struct TrainConfig {
   std::string save_initial_weights;
   bool progress = true;             ///< progress bar with ETA when stderr is a terminal
   bool detect_anomaly = false;      ///< stop at the first NaN/Inf an op makes (autograd/anomaly.h)
+  /// Data parallel (mpirun): how the job is laid out over its ranks, not what it computes, so a
+  /// checkpoint records them but a resume does not inherit them (a sharded run resumes unsharded,
+  /// on any number of ranks). shard_optimizer: ZeRO-1 (StepConfig::shard_optimizer); wire_dtype:
+  /// the format gradients travel in (fp32, bf16, fp16).
+  bool shard_optimizer = false;
+  std::string wire_dtype = "fp32";
+  /// StepConfig::inject_overflow (fp16 fault drill; not inherited by a resume either).
+  std::string inject_overflow;
 
   /// ValueError with an actionable message for any out-of-range or unknown value.
   void validate() const;
