@@ -68,12 +68,24 @@ class AccumulateGrad final : public Node {
                            "GradScaler only after optimizer steps) or zero the gradients");
       ops::detail::add_into(existing, grad_output);
     }
+    if (leaf_->post_accumulate_grad_hook) (*leaf_->post_accumulate_grad_hook)();
     return {};
   }
 
  private:
   std::shared_ptr<detail::TensorImpl> leaf_;
 };
+
+}  // namespace
+
+void set_post_accumulate_grad_hook(const Tensor& leaf, std::function<void()> hook) {
+  MIXPREC_CHECK(leaf.defined() && leaf.is_leaf() && leaf.requires_grad(), StateError,
+                "set_post_accumulate_grad_hook", "needs a leaf tensor that requires grad");
+  leaf.impl().post_accumulate_grad_hook =
+      hook ? std::make_shared<std::function<void()>>(std::move(hook)) : nullptr;
+}
+
+namespace {
 
 std::shared_ptr<Node> accumulator_of(const Tensor& leaf) {
   detail::TensorImpl& impl = leaf.impl();

@@ -39,52 +39,138 @@ bool ShardedBatches::next(data::Batch& out) {
 }
 
 GradientSync::GradientSync(const Communicator& comm, std::vector<Tensor> params, WireDType wire,
-                           const ShardedParameters* shards)
-    : comm_(&comm), params_(std::move(params)), wire_(wire), shards_(shards) {}
+                           const ShardedParameters* shards, std::size_t bucket_bytes)
+    : comm_(&comm), params_(std::move(params)), wire_(wire), shards_(shards) {
+  for (const Tensor& p : params_) {
+    offsets_.push_back(total_);
+    total_ += static_cast<std::size_t>(p.numel());
+  }
+  MIXPREC_ASSERT(shards_ == nullptr || shards_->total() == total_);
+  if (comm_->size() == 1) return;
+  // Buckets from the last parameter backwards: contiguous ranges of the flat buffer.
+  const std::size_t limit = std::max<std::size_t>(1, bucket_bytes / sizeof(float));
+  bucket_of_.assign(params_.size(), 0);
+  for (std::size_t i = params_.size(); i-- > 0;) {
+    const auto n = static_cast<std::size_t>(params_[i].numel());
+    if (buckets_.empty() || buckets_.back().range.count >= limit) buckets_.push_back(Bucket{{offsets_[i] + n, 0}, 0, 0, nullptr});
+    Bucket& b = buckets_.back();
+    b.range = Shard{offsets_[i], b.range.count + n};
+    ++b.params;
+    bucket_of_[i] = buckets_.size() - 1;
+  }
+  MIXPREC_CHECK(buckets_.size() <= 30000, ValueError, "data parallel",
+                buckets_.size() << " gradient buckets exceed the 30000 tags available; use larger buckets");
+  copied_.assign(params_.size(), false);
+  for (std::size_t i = 0; i < params_.size(); ++i) {
+    if (params_[i].requires_grad() && params_[i].is_leaf()) {
+      autograd::set_post_accumulate_grad_hook(params_[i], [this, i] { on_gradient(i); });
+    }
+  }
+}
+
+GradientSync::~GradientSync() {
+  for (const Tensor& p : params_) {
+    if (p.requires_grad() && p.is_leaf() && p.impl().post_accumulate_grad_hook) {
+      autograd::set_post_accumulate_grad_hook(p, {});
+    }
+  }
+}
+
+void GradientSync::arm() {
+  if (comm_->size() == 1) return;
+  armed_ = true;
+  stale_ = false;
+  sent_early_ = 0;
+  flat_.resize(total_);  // no allocation after the first step
+  std::fill(copied_.begin(), copied_.end(), false);
+  for (Bucket& b : buckets_) {
+    b.waiting = b.params;
+    b.pending.reset();
+  }
+}
+
+void GradientSync::on_gradient(std::size_t param) {
+  if (!armed_) return;
+  Bucket& b = buckets_[bucket_of_[param]];
+  if (copied_[param]) {
+    // A second accumulation in one pass (a parameter used both inside a recomputed block and
+    // outside it): what was sent may be stale; average() agrees on a resend.
+    stale_ = stale_ || b.pending != nullptr;
+    copy_in(param);
+    return;
+  }
+  copy_in(param);
+  copied_[param] = true;
+  if (--b.waiting == 0) {
+    send(bucket_of_[param]);
+    ++sent_early_;
+  }
+  for (Bucket& other : buckets_) {  // let earlier buckets' transfers advance meanwhile
+    if (other.pending) other.pending->progress();
+  }
+}
+
+void GradientSync::copy_in(std::size_t param) {
+  const Tensor& p = params_[param];
+  const Tensor g = p.grad();
+  const auto n = static_cast<std::size_t>(p.numel());
+  float* out = flat_.data() + offsets_[param];
+  if (!g.defined()) {
+    std::fill_n(out, n, 0.0f);
+    return;
+  }
+  MIXPREC_CHECK(g.dtype() == DType::f32, ValueError, "data parallel",
+                "gradients are averaged in f32; a " << name(g.dtype())
+                    << " gradient (16-bit parameters: --precision pure-bf16) is not supported "
+                       "with several ranks yet");
+  const Tensor c = g.contiguous();
+  std::memcpy(out, c.data_ptr(), n * sizeof(float));
+}
+
+void GradientSync::send(std::size_t bucket) {
+  Bucket& b = buckets_[bucket];
+  b.pending = comm_->start_reduce_scatter_sum(flat_.data(), total_, b.range, static_cast<int>(bucket) + 1, wire_);
+}
 
 void GradientSync::average() {
   if (comm_->size() == 1) return;
-  std::size_t total = 0;
-  for (const Tensor& p : params_) total += static_cast<std::size_t>(p.numel());
-  bucket_.resize(total);  // no allocation after the first step
-  std::size_t offset = 0;
-  for (const Tensor& p : params_) {
-    const Tensor g = p.grad();
-    const auto n = static_cast<std::size_t>(p.numel());
-    if (g.defined()) {
-      MIXPREC_CHECK(g.dtype() == DType::f32, ValueError, "data parallel",
-                    "gradients are averaged in f32; a " << name(g.dtype())
-                        << " gradient (16-bit parameters: --precision pure-bf16) is not supported "
-                           "with several ranks yet");
-      const Tensor c = g.contiguous();
-      std::memcpy(bucket_.data() + offset, c.data_ptr(), n * sizeof(float));
-    } else {
-      std::fill_n(bucket_.data() + offset, n, 0.0f);
-    }
-    offset += n;
+  if (!armed_) arm();
+  armed_ = false;
+  // Whatever backward did not send (not armed, parameters without a gradient, a bucket still
+  // waiting): copied now, sent in bucket order, and every bucket finished in bucket order.
+  for (std::size_t i = 0; i < params_.size(); ++i) {
+    if (!copied_[i]) copy_in(i);
+  }
+  for (std::size_t k = 0; k < buckets_.size(); ++k) {
+    if (!buckets_[k].pending) send(k);
+  }
+  for (Bucket& b : buckets_) {
+    b.pending->finish();
+    b.pending.reset();
+  }
+  // A gradient that changed after its bucket left, on any rank: every rank reduces again from
+  // the final gradients (the ranks agree first, so all or none do).
+  if (comm_->allreduce_max(stale_ ? 1.0 : 0.0) != 0.0) {
+    for (std::size_t i = 0; i < params_.size(); ++i) copy_in(i);
+    comm_->reduce_scatter_sum(flat_.data(), total_, wire_);
   }
   // The same rounding as a division of the sum by N for N a power of two; for other N one
   // rounding either way, and identical on every rank.
   const float inv = 1.0f / static_cast<float>(comm_->size());
   if (shards_ == nullptr) {
-    comm_->allreduce_sum(bucket_.data(), bucket_.size(), wire_);
-    offset = 0;
-    for (const Tensor& p : params_) {
-      const Tensor g = p.grad();
-      const auto n = static_cast<std::size_t>(p.numel());
-      if (g.defined()) {
-        MIXPREC_ASSERT(g.is_contiguous());
-        float* out = static_cast<float*>(g.data_ptr());
-        const float* in = bucket_.data() + offset;
-        for (std::size_t j = 0; j < n; ++j) out[j] = in[j] * inv;
-        g.bump_version();
-      }
-      offset += n;
+    comm_->allgather(flat_.data(), total_, wire_);
+    for (std::size_t i = 0; i < params_.size(); ++i) {
+      const Tensor g = params_[i].grad();
+      if (!g.defined()) continue;
+      MIXPREC_ASSERT(g.is_contiguous());
+      float* out = static_cast<float*>(g.data_ptr());
+      const float* in = flat_.data() + offsets_[i];
+      const auto n = static_cast<std::size_t>(params_[i].numel());
+      for (std::size_t j = 0; j < n; ++j) out[j] = in[j] * inv;
+      g.bump_version();
     }
     return;
   }
-  MIXPREC_ASSERT(shards_->total() == total);
-  comm_->reduce_scatter_sum(bucket_.data(), bucket_.size(), wire_);
   autograd::NoGradGuard no_grad;
   for (const ParameterPiece& piece : shards_->pieces()) {
     const Tensor& p = params_[piece.param];
@@ -95,7 +181,7 @@ void GradientSync::average() {
     }
     MIXPREC_ASSERT(g.is_contiguous());
     float* out = static_cast<float*>(g.data_ptr()) + piece.begin;
-    const float* in = bucket_.data() + piece.flat;
+    const float* in = flat_.data() + piece.flat;
     for (std::size_t j = 0; j < piece.count; ++j) out[j] = in[j] * inv;
     g.bump_version();
     const Tensor part = g.detach().reshape({g.numel()}).slice(

@@ -12,6 +12,7 @@
 #include <climits>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <vector>
 
 #include "kernels/convert.h"
@@ -67,67 +68,147 @@ Shard round_part(const Shard& s, std::size_t r, std::size_t piece) {
 
 int as_int(std::size_t v) { return static_cast<int>(v); }
 
+constexpr int kTag = 7;
+
 }  // namespace
 
 std::size_t MpiCommunicator::piece() const {
   return std::max<std::size_t>(1, max_segment_ / static_cast<std::size_t>(size_));
 }
 
+// A reduce-scatter of one range in flight: the pairwise Isend/Irecv of its pieces (no copy to
+// self), then, in finish(), each element of this rank's piece summed in rank order.
+class MpiPendingReduction final : public PendingReduction {
+ public:
+  MpiPendingReduction(const MpiCommunicator& comm, MpiCommunicator::Scratch& scratch, float* data,
+                      std::size_t n, Shard range, int tag, WireDType wire)
+      : comm_(comm), scratch_(scratch), data_(data), wire_(wire) {
+    const int p = comm.size(), me = comm.rank();
+    const DType dt = dtype_of(wire);
+    const std::size_t width = size_of(dt);
+    const MPI_Datatype type = wire == WireDType::f32 ? MPI_FLOAT : MPI_UINT16_T;
+    mine_ = intersect(range, comm.my_shard(n));
+    scratch_.in_use = true;
+    scratch_.received.resize(static_cast<std::size_t>(p) * mine_.count * width);
+    scratch_.packed.resize(static_cast<std::size_t>(p));
+    requests_.reserve(2 * static_cast<std::size_t>(p));
+    // Receives first, then sends, in the pairwise order (rank + s, rank - s) that spreads the
+    // traffic; messages are matched by (source, tag), so the posting order does not matter.
+    for (int step = 1; step < p; ++step) {
+      const int from = (me - step + p) % p;
+      if (mine_.count == 0) break;
+      requests_.push_back(MPI_REQUEST_NULL);
+      comm.check(MPI_Irecv(slot(from), as_int(mine_.count), type, from, tag, comm.comm_, &requests_.back()),
+                 "reduce_scatter_sum", "MPI_Irecv");
+    }
+    for (int step = 1; step < p; ++step) {
+      const int to = (me + step) % p;
+      const Shard theirs = intersect(range, comm.shard(n, to));
+      if (theirs.count == 0) continue;
+      const void* send = data + theirs.begin;
+      if (wire != WireDType::f32) {
+        std::vector<unsigned char>& packed = scratch_.packed[static_cast<std::size_t>(to)];
+        packed.resize(theirs.count * width);
+        kernels::convert(data + theirs.begin, DType::f32, packed.data(), dt, theirs.count);
+        send = packed.data();
+      }
+      requests_.push_back(MPI_REQUEST_NULL);
+      comm.check(MPI_Isend(send, as_int(theirs.count), type, to, tag, comm.comm_, &requests_.back()),
+                 "reduce_scatter_sum", "MPI_Isend");
+    }
+  }
+
+  ~MpiPendingReduction() override {
+    if (!done_) {
+      // Unwinding (an exception elsewhere): MPI may still be using the buffers.
+      MPI_Waitall(static_cast<int>(requests_.size()), requests_.data(), MPI_STATUSES_IGNORE);
+    }
+    scratch_.in_use = false;
+  }
+
+  void progress() override {
+    if (done_ || requests_.empty()) return;
+    int flag = 0;
+    comm_.check(MPI_Testall(static_cast<int>(requests_.size()), requests_.data(), &flag, MPI_STATUSES_IGNORE),
+                "reduce_scatter_sum", "MPI_Testall");
+  }
+
+  void finish() override {
+    if (done_) return;
+    comm_.check(MPI_Waitall(static_cast<int>(requests_.size()), requests_.data(), MPI_STATUSES_IGNORE),
+                "reduce_scatter_sum", "MPI_Waitall");
+    done_ = true;
+    if (mine_.count == 0) return;
+    const int p = comm_.size(), me = comm_.rank();
+    const DType dt = dtype_of(wire_);
+    std::vector<const float*> terms(static_cast<std::size_t>(p));
+    // Every term as f32. With two ranks and an f32 wire this rank's own term is read in place
+    // (the sum below writes element j only after reading it); otherwise it joins the scratch,
+    // rounded like the travelling terms on a 16-bit wire.
+    float* out = data_ + mine_.begin;
+    if (wire_ != WireDType::f32) {
+      kernels::convert(out, DType::f32, slot(me), dt, mine_.count);
+      scratch_.widened.resize(static_cast<std::size_t>(p) * mine_.count);
+      kernels::convert(scratch_.received.data(), dt, scratch_.widened.data(), DType::f32, scratch_.widened.size());
+      for (int k = 0; k < p; ++k) terms[static_cast<std::size_t>(k)] = scratch_.widened.data() + static_cast<std::size_t>(k) * mine_.count;
+    } else {
+      for (int k = 0; k < p; ++k) terms[static_cast<std::size_t>(k)] = reinterpret_cast<const float*>(slot(k));
+      if (p == 2) {
+        terms[static_cast<std::size_t>(me)] = out;
+      } else {
+        std::memcpy(slot(me), out, mine_.count * sizeof(float));
+      }
+    }
+    // The fixed order: ((x_0 + x_1) + x_2) + ..., plain f32 adds (-ffp-contract=off, no
+    // reassociation), the same expression whichever rank owns the piece; one pass per term.
+    const float* t0 = terms[0];
+    const float* t1 = terms[1];
+    for (std::size_t j = 0; j < mine_.count; ++j) out[j] = t0[j] + t1[j];
+    for (int k = 2; k < p; ++k) {
+      const float* tk = terms[static_cast<std::size_t>(k)];
+      for (std::size_t j = 0; j < mine_.count; ++j) out[j] += tk[j];
+    }
+  }
+
+ private:
+  static Shard intersect(Shard a, Shard b) {
+    const std::size_t lo = std::max(a.begin, b.begin), hi = std::min(a.end(), b.end());
+    return lo < hi ? Shard{lo, hi - lo} : Shard{lo, 0};
+  }
+  unsigned char* slot(int k) {
+    return scratch_.received.data() + static_cast<std::size_t>(k) * mine_.count * size_of(dtype_of(wire_));
+  }
+
+  const MpiCommunicator& comm_;
+  MpiCommunicator::Scratch& scratch_;
+  float* data_;
+  WireDType wire_;
+  Shard mine_;
+  std::vector<MPI_Request> requests_;
+  bool done_ = false;
+};
+
+std::unique_ptr<PendingReduction> MpiCommunicator::start_reduce_scatter_sum(float* data, std::size_t n, Shard range,
+                                                                            int tag, WireDType wire) const {
+  MIXPREC_CHECK((data != nullptr || n == 0) && range.end() <= n && range.count <= static_cast<std::size_t>(INT_MAX),
+                ValueError, "dist.start_reduce_scatter_sum",
+                "needs a buffer of n = " << n << " floats and a range of at most " << INT_MAX
+                                         << " elements inside it, got [" << range.begin << ", " << range.end() << ")");
+  MIXPREC_CHECK(tag >= 0 && tag <= 30000, ValueError, "dist.start_reduce_scatter_sum",
+                "tag " << tag << " is out of range; use 0..30000");
+  std::unique_ptr<Scratch>& scratch = scratch_[tag];
+  if (!scratch) scratch = std::make_unique<Scratch>();
+  MIXPREC_CHECK(!scratch->in_use, StateError, "dist.start_reduce_scatter_sum",
+                "a reduction with tag " << tag << " is still in flight; finish it first or use another tag");
+  return std::make_unique<MpiPendingReduction>(*this, *scratch, data, n, range, tag, wire);
+}
+
 void MpiCommunicator::reduce_scatter_sum(float* data, std::size_t n, WireDType wire) const {
   MIXPREC_CHECK(data != nullptr || n == 0, ValueError, "dist.reduce_scatter_sum",
                 "data is null but n = " << n << "; pass a buffer of n floats (or n = 0)");
-  const int p = size_;
-  const std::size_t per = piece(), rounds = (shard(n, 0).count + per - 1) / per;
-  const DType dt = dtype_of(wire);
-  const std::size_t width = size_of(dt);
-  // Displacements index data directly when they fit MPI's int; otherwise (and for a 16-bit
-  // wire, which must convert anyway) each round's pieces are packed into a send buffer.
-  const bool direct = wire == WireDType::f32 && n <= static_cast<std::size_t>(INT_MAX);
-  std::vector<int> send_counts(p), send_displs(p), recv_counts(p), recv_displs(p);
-  std::vector<unsigned char> packed, received;
-  std::vector<float> widened;
-  for (std::size_t r = 0; r < rounds; ++r) {
-    const Shard mine = round_part(my_shard(n), r, per);
-    std::size_t offset = 0;
-    for (int k = 0; k < p; ++k) {
-      const Shard part = round_part(shard(n, k), r, per);
-      send_counts[k] = as_int(part.count);
-      send_displs[k] = as_int(direct ? part.begin : offset);
-      offset += part.count;
-      // Rank k's copy of my piece lands at k * mine.count: the receive buffer is rank-ordered.
-      recv_counts[k] = as_int(mine.count);
-      recv_displs[k] = as_int(static_cast<std::size_t>(k) * mine.count);
-    }
-    const void* send = data;
-    if (!direct) {
-      packed.resize(offset * width);
-      std::size_t at = 0;
-      for (int k = 0; k < p; ++k) {
-        const Shard part = round_part(shard(n, k), r, per);
-        kernels::convert(data + part.begin, DType::f32, packed.data() + at * width, dt, part.count);
-        at += part.count;
-      }
-      send = packed.data();
-    }
-    const MPI_Datatype type = wire == WireDType::f32 ? MPI_FLOAT : MPI_UINT16_T;
-    received.resize(static_cast<std::size_t>(p) * mine.count * width);
-    check(MPI_Alltoallv(send, send_counts.data(), send_displs.data(), type, received.data(),
-                        recv_counts.data(), recv_displs.data(), type, comm_),
-          "reduce_scatter_sum", "MPI_Alltoallv");
-    const float* terms = reinterpret_cast<const float*>(received.data());
-    if (wire != WireDType::f32) {
-      widened.resize(static_cast<std::size_t>(p) * mine.count);
-      kernels::convert(received.data(), dt, widened.data(), DType::f32, widened.size());
-      terms = widened.data();
-    }
-    // The fixed order: ((x_0 + x_1) + x_2) + ..., plain f32 adds (-ffp-contract=off, no
-    // reassociation), the same expression whichever rank owns the piece.
-    float* out = data + mine.begin;
-    for (std::size_t j = 0; j < mine.count; ++j) {
-      float acc = terms[j];
-      for (int k = 1; k < p; ++k) acc += terms[static_cast<std::size_t>(k) * mine.count + j];
-      out[j] = acc;
-    }
+  // Ranges of max_segment elements, one after the other: bounded scratch, int-sized counts.
+  for (std::size_t begin = 0; begin < n; begin += max_segment_) {
+    start_reduce_scatter_sum(data, n, Shard{begin, std::min(max_segment_, n - begin)}, 0, wire)->finish();
   }
 }
 
@@ -140,7 +221,6 @@ void MpiCommunicator::allgather(float* data, std::size_t n, WireDType wire) cons
   const std::size_t width = size_of(dt);
   const bool direct = wire == WireDType::f32 && n <= static_cast<std::size_t>(INT_MAX);
   std::vector<int> counts(p), displs(p);
-  std::vector<unsigned char> gathered;
   for (std::size_t r = 0; r < rounds; ++r) {
     std::size_t offset = 0;
     for (int k = 0; k < p; ++k) {
@@ -155,6 +235,7 @@ void MpiCommunicator::allgather(float* data, std::size_t n, WireDType wire) cons
             "allgather", "MPI_Allgatherv");
       continue;
     }
+    std::vector<unsigned char>& gathered = gathered_;
     gathered.resize(offset * width);
     const Shard mine = round_part(my_shard(n), r, per);
     unsigned char* my_slot = gathered.data() + static_cast<std::size_t>(displs[rank_]) * width;

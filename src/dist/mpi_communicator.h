@@ -4,6 +4,8 @@
 #include <mpi.h>
 
 #include <cstddef>
+#include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -30,9 +32,22 @@ class MpiCommunicator final : public Communicator {
 
   int rank() const override { return rank_; }
   int size() const override { return size_; }
-  /// MPI_Alltoallv, then each share summed by its owner in rank order: bit-identical on every
-  /// rank and independent of timing.
+  /// start_reduce_scatter_sum over consecutive ranges of max_segment elements, each finished
+  /// before the next starts.
   void reduce_scatter_sum(float* data, std::size_t n, WireDType wire = WireDType::f32) const override;
+  /// Pairwise MPI_Isend/MPI_Irecv of the range's pieces (no copy to self), then in finish()
+  /// each element summed by its owner in rank order: bit-identical on every rank and
+  /// independent of timing.
+  std::unique_ptr<PendingReduction> start_reduce_scatter_sum(float* data, std::size_t n, Shard range, int tag,
+                                                             WireDType wire = WireDType::f32) const override;
+
+  /// The buffers of one reduction tag, kept across calls (see below).
+  struct Scratch {
+    std::vector<unsigned char> received;             ///< one slot per rank: its copy of my piece
+    std::vector<std::vector<unsigned char>> packed;  ///< 16-bit wire: per destination
+    std::vector<float> widened;                      ///< 16-bit wire: the slots as f32
+    bool in_use = false;
+  };
   /// MPI_Allgatherv (in place for f32).
   void allgather(float* data, std::size_t n, WireDType wire = WireDType::f32) const override;
   using Communicator::allreduce_sum;
@@ -57,6 +72,12 @@ class MpiCommunicator final : public Communicator {
   int rank_ = 0;
   int size_ = 1;
   std::size_t max_segment_;
+  // Scratch of the collectives, kept across calls: a step's gradients can be hundreds of MB,
+  // and fresh buffers would be paid for in page faults every step. Only the thread that calls
+  // MPI (MPI_THREAD_FUNNELED) uses them.
+  mutable std::map<int, std::unique_ptr<Scratch>> scratch_;  // by tag
+  mutable std::vector<unsigned char> gathered_;               // allgather, 16-bit wire
+  friend class MpiPendingReduction;
 };
 
 }  // namespace mixprec::dist

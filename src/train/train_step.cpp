@@ -82,6 +82,9 @@ struct TrainStep::State {
   bool sharded() const { return shards != nullptr; }
   OverflowInjection inject;
   std::int64_t unscales = 0;  // calls of unscale_and_clip, for the injection's period
+  int micro = 0;              // micro-batches accumulated since the last unscale_and_clip
+  // Whether the step whose unscale_and_clip is the `unscale`-th gets an injected Inf (on some rank).
+  bool injects_at(std::int64_t unscale) const { return inject.every > 0 && unscale % inject.every == 0; }
 };
 
 TrainStep::TrainStep(nn::Module& model, const StepConfig& config, const dist::Communicator* comm)
@@ -164,7 +167,12 @@ double TrainStep::accumulate(const std::function<Tensor()>& forward_loss) {
   }
   const double value = loss.item();
   if (s.config.accum > 1) loss = loss * (1.0f / static_cast<float>(s.config.accum));
+  // Data parallel: the last micro-batch's gradients are final, so buckets may leave during its
+  // backward. Not on a step that injects an overflow: the Inf is written after backward and must
+  // travel with the rest.
+  if (s.sync && s.micro == s.config.accum - 1 && !s.injects_at(s.unscales + 1)) s.sync->arm();
   s.scaler->scale(loss).backward();
+  ++s.micro;
   return value;
 }
 
@@ -173,8 +181,8 @@ float TrainStep::unscale_and_clip() {
   // Averaged before unscaling: every rank then holds the same scaled gradients (or, sharded,
   // its share of them), so the Inf/NaN check below agrees across ranks.
   ++s.unscales;
-  if (s.inject.every > 0 && s.unscales % s.inject.every == 0 &&
-      (s.inject.rank < 0 || s.inject.rank == (s.comm ? s.comm->rank() : 0))) {
+  s.micro = 0;
+  if (s.injects_at(s.unscales) && (s.inject.rank < 0 || s.inject.rank == (s.comm ? s.comm->rank() : 0))) {
     for (const Tensor& p : s.model_params) {
       const Tensor g = p.grad();
       if (!g.defined() || g.numel() == 0) continue;
@@ -232,6 +240,7 @@ bool TrainStep::autocast() const { return s_->autocast; }
 DType TrainStep::compute_dtype() const { return s_->compute; }
 optim::Optimizer& TrainStep::optimizer() { return *s_->optimizer; }
 const dist::ShardedParameters* TrainStep::shards() const { return s_->shards.get(); }
+std::size_t TrainStep::gradient_buckets() const { return s_->sync ? s_->sync->bucket_count() : 0; }
 
 optim::OptimizerState TrainStep::full_optimizer_state() const {
   return s_->sharded() ? s_->shards->gather_state(*s_->optimizer) : s_->optimizer->state();

@@ -158,6 +158,11 @@ void Trainer::State::set_up(json data_description) {
                      {"onednn", onednn_description()}, {"threads", num_threads()}};
   hdr["started"] = utc_now();
   hdr["ranks"] = comm->size();
+  if (comm->size() > 1) {
+    hdr["data_parallel"] = {{"shard_optimizer", c.shard_optimizer},
+                            {"wire_dtype", c.wire_dtype},
+                            {"gradient_buckets", step->gradient_buckets()}};
+  }
   hdr["resumed_from"] = resumed_from.empty() ? json(nullptr) : json(resumed_from);
 }
 

@@ -6,6 +6,7 @@
 //   mixprec_dist_check die-kill  the same, with SIGKILL
 #include <mpi.h>
 
+#include <algorithm>
 #include <cmath>
 #include <csignal>
 #include <cstdio>
@@ -19,6 +20,10 @@
 #include "mixprec/core/error.h"
 #include "mixprec/core/tensor.h"
 #include "mixprec/dist/agreement.h"
+#include "mixprec/dist/data_parallel.h"
+#include "mixprec/dist/sharded_parameters.h"
+#include "mixprec/ops/elementwise.h"
+#include "mixprec/ops/reduce.h"
 #include "mixprec/dist/world.h"
 
 namespace {
@@ -116,6 +121,73 @@ void check_halves_and_wires(const Communicator& comm, std::size_t n, const char*
   }
 }
 
+// GradientSync over a real backward: with 4-byte buckets (one per parameter), arm() before the
+// backward makes every bucket leave during it, and the averaged gradients equal the mean of the
+// ranks' gradients bit for bit, the same as without arm() (everything sent by average()); in
+// sharded mode the pieces' gradients are those means too.
+void check_gradient_sync(const Communicator& comm) {
+  using mixprec::Tensor;
+  const int p = comm.size();
+  const auto make_params = [] {
+    std::vector<Tensor> params;
+    std::uint64_t seed = 1;
+    for (const mixprec::Shape& shape : {mixprec::Shape{4, 5}, mixprec::Shape{4}, mixprec::Shape{3, 4}, mixprec::Shape{3}}) {
+      params.push_back(Tensor::randn(shape, seed++));
+      params.back().set_requires_grad(true);
+    }
+    return params;
+  };
+  // loss = sum_i sum(p_i * p_i * c_rank): gradient 2 c_rank p_i, different on every rank.
+  const auto backward = [&](const std::vector<Tensor>& params, float c) {
+    Tensor loss;
+    for (const Tensor& t : params) {
+      const Tensor term = mixprec::sum(t * t * c);
+      loss = loss.defined() ? loss + term : term;
+    }
+    loss.backward();
+  };
+  const auto expected = [&](const Tensor& param) {
+    const std::vector<float> v = param.to_vector();
+    std::vector<float> out(v.size());
+    for (std::size_t j = 0; j < v.size(); ++j) {
+      float acc = 2.0f * 1.0f * v[j];
+      for (int k = 1; k < p; ++k) acc += 2.0f * static_cast<float>(k + 1) * v[j];
+      out[j] = acc * (1.0f / static_cast<float>(p));
+    }
+    return out;
+  };
+  const float c = static_cast<float>(comm.rank() + 1);
+  for (const bool early : {true, false}) {
+    std::vector<Tensor> params = make_params();
+    mixprec::dist::GradientSync sync(comm, params, mixprec::dist::WireDType::f32, nullptr, 4);
+    expect(sync.bucket_count() >= 3, comm, "4-byte buckets: expected one bucket per parameter");
+    if (early) sync.arm();
+    backward(params, c);
+    sync.average();
+    const std::string tag = early ? "armed" : "not armed";
+    expect(early ? sync.buckets_sent_early() == sync.bucket_count() : sync.buckets_sent_early() == 0, comm,
+           tag + ": " + std::to_string(sync.buckets_sent_early()) + " of " + std::to_string(sync.bucket_count()) +
+               " buckets sent during backward");
+    for (std::size_t i = 0; i < params.size(); ++i) {
+      expect(params[i].grad().to_vector() == expected(params[i]), comm,
+             tag + ": parameter " + std::to_string(i) + "'s gradient is not the mean over the ranks");
+    }
+  }
+  std::vector<Tensor> params = make_params();
+  const mixprec::dist::ShardedParameters shards(comm, params);
+  mixprec::dist::GradientSync sync(comm, params, mixprec::dist::WireDType::f32, &shards, 4);
+  sync.arm();
+  backward(params, c);
+  sync.average();
+  bool ok = true;
+  for (const mixprec::dist::ParameterPiece& piece : shards.pieces()) {
+    const std::vector<float> want = expected(params[piece.param]);
+    const std::vector<float> got = piece.view.grad().to_vector();
+    ok = ok && std::equal(got.begin(), got.end(), want.begin() + static_cast<std::ptrdiff_t>(piece.begin));
+  }
+  expect(ok && !shards.pieces().empty(), comm, "sharded: a piece's gradient is not the mean over the ranks");
+}
+
 void check_all(const Communicator& comm, int expected_size) {
   const int p = comm.size();
   const int r = comm.rank();
@@ -137,6 +209,7 @@ void check_all(const Communicator& comm, int expected_size) {
   expect(comm.allreduce_sum(0.1 * (r + 1)) == [p] { double s = 0; for (int k = 0; k < p; ++k) s += 0.1 * (k + 1); return s; }(),
          comm, "allreduce_sum of a double is not the rank-ordered sum");
 
+  check_gradient_sync(comm);
   expect(comm.allreduce_max(1.5 * r) == 1.5 * (p - 1), comm, "allreduce_max of 1.5 * rank");
   expect(comm.allreduce_max(r == 0 ? -std::numeric_limits<double>::infinity() : -1.0) == -1.0,
          comm, "allreduce_max with -inf on rank 0");

@@ -2,6 +2,7 @@
 /// The autograd tape: every differentiable op records a Node that knows how to turn the gradient
 /// of its output into gradients of its inputs. Nodes link to the nodes of their inputs (edges),
 /// and backward() walks them in reverse topological order.
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -76,6 +77,13 @@ bool needs_grad(std::initializer_list<const Tensor*> inputs);
 void attach(Tensor& output, std::shared_ptr<Node> node, std::initializer_list<const Tensor*> inputs);
 /// attach() for a variable number of inputs.
 void attach_all(Tensor& output, std::shared_ptr<Node> node, const std::vector<const Tensor*>& inputs);
+
+/// Calls hook each time a backward pass has accumulated a gradient into the leaf's .grad (after
+/// the addition, so .grad holds it): once per pass that reaches the leaf, since the engine sums
+/// a node's incoming gradients before running it (PyTorch's register_post_accumulate_grad_hook).
+/// Data parallelism uses it to send gradients while backward is still running. One hook per
+/// leaf; an empty function removes it. StateError unless leaf is a leaf that requires grad.
+void set_post_accumulate_grad_hook(const Tensor& leaf, std::function<void()> hook);
 
 /// Back-propagates gradient (default: 1 for a one-element root) from root through the graph.
 /// Re-entrant: a node's backward may run a backward of its own (nn::Checkpoint does, over the

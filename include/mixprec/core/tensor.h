@@ -2,6 +2,7 @@
 /// Tensor: a shared handle to a strided view of a Storage, with dtype and autograd state.
 /// Copying a Tensor copies the handle (both refer to the same data), like torch.Tensor.
 #include <cstdint>
+#include <functional>
 #include <initializer_list>
 #include <memory>
 #include <string>
@@ -47,6 +48,9 @@ struct TensorImpl {
   /// On a leaf: the factor its .grad is still multiplied by (1 once unscaled). Lets
   /// clip_grad_norm refuse gradients that were never unscaled.
   double grad_scale = 1.0;
+  /// On a leaf: called each time a backward pass has accumulated into its .grad
+  /// (autograd::set_post_accumulate_grad_hook); null when none (the common case).
+  std::shared_ptr<std::function<void()>> post_accumulate_grad_hook;
 };
 }  // namespace detail
 

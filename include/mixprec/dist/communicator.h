@@ -4,6 +4,7 @@
 /// SingleProcess (always) and an MPI one (when mixprec is built with MIXPREC_MPI), obtained from
 /// dist::world(). Public headers never include mpi.h, so users of mixprec need no MPI headers.
 #include <cstddef>
+#include <memory>
 #include <string>
 #include <string_view>
 
@@ -32,6 +33,18 @@ const char* name(WireDType wire);
 /// Parses "fp32" | "bf16" | "fp16"; ValueError naming `flag` otherwise.
 WireDType parse_wire_dtype(std::string_view text, const char* flag = "--wire-dtype");
 
+/// A reduce-scatter in flight (Communicator::start_reduce_scatter_sum). Destroying one that was
+/// not finished waits for its transfers first (buffers in use by MPI must outlive them).
+class PendingReduction {
+ public:
+  virtual ~PendingReduction() = default;
+  /// Lets the transfers advance without waiting: some transports move data only inside MPI
+  /// calls, so a caller busy with other work (backward) calls this now and then. Cheap.
+  virtual void progress() = 0;
+  /// Waits for the transfers and writes this rank's sums (rank order, as reduce_scatter_sum).
+  virtual void finish() = 0;
+};
+
 /// A group of ranks that run the same program and meet in collective operations. Every rank
 /// must call the same collectives in the same order with the same sizes (as in MPI); a call
 /// that fails (a peer died, the network broke) throws BackendError naming the rank and the
@@ -58,6 +71,16 @@ class Communicator {
   /// own contribution too, so that every term of the sum is treated alike). n must be equal on
   /// every rank; data may be null when n == 0.
   virtual void reduce_scatter_sum(float* data, std::size_t n, WireDType wire = WireDType::f32) const = 0;
+
+  /// Starts a reduce-scatter of data[range] only (range within [0, n)): each element travels to
+  /// the rank whose share of n (shard(n, k)) holds it, and once finish() returns,
+  /// data[range ∩ my_shard(n)] holds the rank-ordered sums, exactly as reduce_scatter_sum would
+  /// leave them. Lets a caller reduce a buffer piece by piece as the pieces become ready (data
+  /// parallelism's gradient buckets, during backward). data[range] must stay alive and unchanged
+  /// until finish(); `tag` (0..30000) tells apart reductions in flight together and must be the
+  /// same on every rank; every rank must start the same ranges (in any order).
+  virtual std::unique_ptr<PendingReduction> start_reduce_scatter_sum(float* data, std::size_t n, Shard range,
+                                                                     int tag, WireDType wire = WireDType::f32) const = 0;
 
   /// All-gather: afterwards every rank's data[shard(n, k)] holds rank k's data[shard(n, k)], for
   /// every k. With a 16-bit wire each owner first rounds its share in place, so all ranks end

@@ -15,6 +15,9 @@ class SingleProcess final : public Communicator {
   int size() const override { return 1; }
   /// The sum over one rank is the data itself: nothing to do (ValueError for null data, n > 0).
   void reduce_scatter_sum(float* data, std::size_t n, WireDType wire = WireDType::f32) const override;
+  /// Nothing travels: a pending reduction with nothing to do.
+  std::unique_ptr<PendingReduction> start_reduce_scatter_sum(float* data, std::size_t n, Shard range, int tag,
+                                                             WireDType wire = WireDType::f32) const override;
   /// One rank's share is the whole buffer: nothing to do (ValueError for null data, n > 0).
   void allgather(float* data, std::size_t n, WireDType wire = WireDType::f32) const override;
   /// The maximum over one rank is the value itself (NaN stays NaN).

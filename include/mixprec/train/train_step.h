@@ -122,6 +122,8 @@ class TrainStep {
   /// The optimizer that updates the parameters: over model.parameters(), or with
   /// shard_optimizer over this rank's pieces (shards()->views()).
   optim::Optimizer& optimizer();
+  /// Data parallel: the number of gradient buckets (0 for one process).
+  std::size_t gradient_buckets() const;
   /// ZeRO-1's layout; null unless shard_optimizer.
   const dist::ShardedParameters* shards() const;
   /// The optimizer state as an unsharded optimizer over model.parameters() would hold it (names
