@@ -2,6 +2,7 @@
 // SingleProcess otherwise; MPI is initialised on first use and finalised at exit.
 #include "mixprec/dist/world.h"
 
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -20,6 +21,9 @@
 
 namespace mixprec::dist {
 namespace {
+
+// The size of world() once it exists (0 before), for abort_job_if_distributed.
+std::atomic<int> world_size{0};
 
 // The number of ranks a launcher announced in the environment, 0 when no launcher is seen, -1
 // when one is seen but does not say how many (PMIx sets a rank only).
@@ -125,7 +129,11 @@ std::unique_ptr<Communicator> make_world() {
 }  // namespace
 
 const Communicator& world() {
-  static const std::unique_ptr<Communicator> comm = make_world();
+  static const std::unique_ptr<Communicator> comm = [] {
+    std::unique_ptr<Communicator> c = make_world();
+    world_size = c->size();
+    return c;
+  }();
   return *comm;
 }
 
@@ -162,6 +170,10 @@ void abort_job(int exit_code) {
   if (initialized && !finalized) MPI_Abort(MPI_COMM_WORLD, exit_code);
 #endif
   std::exit(exit_code);
+}
+
+void abort_job_if_distributed(int exit_code) {
+  if (world_size.load() > 1) abort_job(exit_code);
 }
 
 }  // namespace mixprec::dist

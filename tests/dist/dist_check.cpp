@@ -13,6 +13,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <limits>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -188,6 +189,73 @@ void check_gradient_sync(const Communicator& comm) {
   expect(ok && !shards.pieces().empty(), comm, "sharded: a piece's gradient is not the mean over the ranks");
 }
 
+// agree_or_throw / agree: no failure passes on every rank; failures on some ranks make every rank
+// throw the same AgreedError naming the lowest failing rank, its message and how many others failed.
+void check_agreement(const Communicator& comm) {
+  const int p = comm.size();
+  const int r = comm.rank();
+  using mixprec::dist::AgreedError;
+  // The message every rank caught, and whether it equals rank 0's.
+  const auto same_as_rank0 = [&](const std::string& m) {
+    std::string reference = m;
+    comm.broadcast(reference, 0);
+    return reference == m;
+  };
+
+  bool threw = false;
+  try {
+    mixprec::dist::agree_or_throw(comm, "nothing", "");
+    mixprec::dist::agree(comm, "nothing either", [] {});
+  } catch (const std::exception& e) {
+    threw = true;
+    std::fprintf(stderr, "[%s] unexpected: %s\n", comm.name().c_str(), e.what());
+  }
+  expect(!threw, comm, "agree_or_throw/agree refused when no rank failed");
+
+  // The last rank fails (and, with 3+ ranks, rank 1 too): every rank names rank 1 (or the last).
+  const int first = p >= 3 ? 1 : p - 1;
+  const bool fails = r == p - 1 || (p >= 3 && r == 1);
+  std::string message;
+  int failed_rank = -1;
+  try {
+    mixprec::dist::agree_or_throw(comm, "loading a file",
+                                  fails ? "file of rank " + std::to_string(r) + " missing" : "");
+  } catch (const AgreedError& e) {
+    message = e.what();
+    failed_rank = e.failed_rank();
+  }
+  const std::string others = p >= 3 ? " (and on 1 other rank)" : "";
+  const std::string want = "dist.agree: loading a file failed on rank " + std::to_string(first) + " of " +
+                           std::to_string(p) + others + ": file of rank " + std::to_string(first) + " missing";
+  expect(message == want && failed_rank == first, comm,
+         "agree_or_throw message '" + message + "', wanted '" + want + "'");
+  expect(same_as_rank0(message), comm, "agree_or_throw: ranks threw different messages");
+
+  // agree: an exception thrown on the last rank only reaches every rank as an AgreedError.
+  message.clear();
+  try {
+    mixprec::dist::agree(comm, "reading a checkpoint",
+                         [&] { MIXPREC_CHECK(r != p - 1, mixprec::StateError, "load", "damaged on this node"); });
+  } catch (const AgreedError& e) {
+    message = e.what();
+  }
+  expect(message == "dist.agree: reading a checkpoint failed on rank " + std::to_string(p - 1) + " of " +
+                        std::to_string(p) + ": load: damaged on this node",
+         comm, "agree message '" + message + "'");
+
+  // Every rank fails: rank 0's message, "and on every other rank".
+  message.clear();
+  try {
+    mixprec::dist::agree(comm, "setting up", [&] { throw std::runtime_error("no " + std::to_string(r)); });
+  } catch (const AgreedError& e) {
+    message = e.what();
+  }
+  expect(
+      message == "dist.agree: setting up failed on rank 0 of " + std::to_string(p) + " (and on every other rank): no 0",
+      comm, "agree message when every rank fails: '" + message + "'");
+  if (r == 0) std::printf("rank 0: %s\n", want.c_str());
+}
+
 void check_all(const Communicator& comm, int expected_size) {
   const int p = comm.size();
   const int r = comm.rank();
@@ -259,6 +327,7 @@ void check_all(const Communicator& comm, int expected_size) {
          comm, "check_same_everywhere message: '" + message + "'");
   if (r == 0) std::printf("rank 0: %s\n", message.c_str());
 
+  check_agreement(comm);
   comm.barrier();
 }
 

@@ -115,6 +115,30 @@ TEST(CheckSameEverywhere, OneRankAgreesWithItself) {
   EXPECT_NO_THROW(check_same_everywhere(comm, "empty", ""));
 }
 
+TEST(Agreement, OneRankPassesItsOwnErrorsThrough) {
+  SingleProcess comm;
+  EXPECT_NO_THROW(agree_or_throw(comm, "loading", ""));
+  // agree runs the function unguarded: the exception keeps its type and message.
+  int runs = 0;
+  agree(comm, "nothing", [&] { ++runs; });
+  EXPECT_EQ(runs, 1);
+  EXPECT_THROW(agree(comm, "loading", [] { MIXPREC_CHECK(false, StateError, "load", "damaged"); }), StateError);
+  // agree_or_throw with a local error names rank 0 of 1.
+  try {
+    agree_or_throw(comm, "loading the data", "read_idx: missing");
+    FAIL() << "agree_or_throw did not throw";
+  } catch (const AgreedError& e) {
+    EXPECT_STREQ(e.what(), "dist.agree: loading the data failed on rank 0 of 1: read_idx: missing");
+    EXPECT_EQ(e.failed_rank(), 0);
+  }
+}
+
+TEST(World, AbortIfDistributedReturnsInOneProcess) {
+  ASSERT_EQ(world().size(), 1);
+  abort_job_if_distributed(3);  // must return: one process has nobody waiting for it
+  SUCCEED();
+}
+
 TEST(Shards, TileTheBufferInRankOrder) {
   for (std::size_t n : {0u, 1u, 2u, 3u, 7u, 1000u, 1001u}) {
     for (int p : {1, 2, 3, 4, 7}) {

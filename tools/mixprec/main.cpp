@@ -5,6 +5,8 @@
 #include <exception>
 
 #include "commands.h"
+#include "mixprec/dist/agreement.h"
+#include "mixprec/dist/world.h"
 
 int main(int argc, char** argv) {
   CLI::App app{"mixprec: mixed-precision neural-network training (bf16/f16 with fp32 master weights)"};
@@ -26,8 +28,16 @@ int main(int argc, char** argv) {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
+  } catch (const mixprec::dist::AgreedError& e) {
+    // Every rank of an mpirun job threw this together: they leave (and finalise MPI) together.
+    std::fprintf(stderr, "mixprec: %s\n", e.what());
+    return 1;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "mixprec: %s\n", e.what());
+    std::fflush(stderr);
+    // Under mpirun this rank may have failed alone while the others wait for it in a
+    // collective: end the job now rather than after the exit timeout.
+    mixprec::dist::abort_job_if_distributed(1);
     return 1;
   }
   return 0;

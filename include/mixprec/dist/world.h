@@ -28,4 +28,13 @@ std::string mpi_library_version();
 /// this rank. Never returns.
 [[noreturn]] void abort_job(int exit_code);
 
+/// For a program's top-level handler of an error that this rank may have seen alone (anything
+/// but AgreedError, which every rank throws together): if world() is a communicator of several
+/// ranks, prints nothing and ends the whole job at once through abort_job(exit_code), because
+/// the other ranks may be waiting for this one in a collective and would otherwise wait until
+/// the exit timeout (MIXPREC_DIST_EXIT_TIMEOUT) lets the launcher end the job. Returns, doing
+/// nothing, in a single process and before world() was first called (MPI not initialised: the
+/// launcher ends the job when this process exits with a non-zero status).
+void abort_job_if_distributed(int exit_code);
+
 }  // namespace mixprec::dist
