@@ -298,6 +298,7 @@ CheckpointFiles load_checkpoint(const std::string& path) {
     }
     out.files.emplace(entry.name, std::move(bytes));
   }
+  out.manifest = std::move(manifest_text);
   return out;
 }
 

@@ -1,5 +1,6 @@
 #include "mixprec/train/trainer.h"
 
+#include <charconv>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -21,6 +22,7 @@
 #include "mixprec/io/atomic_file.h"
 #include "mixprec/io/checkpoint.h"
 #include "mixprec/io/safetensors.h"
+#include "mixprec/io/sha256.h"
 #include "mixprec/models/zoo.h"
 #include "mixprec/ops/elementwise.h"
 #include "mixprec/ops/nn_functional.h"
@@ -49,6 +51,52 @@ std::string utc_now() {
   char buf[32];
   std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
   return buf;
+}
+
+// A configuration value for a message: floats (stored as double) in their shortest form, so
+// that --lr 0.002 reads 0.002.
+std::string config_value(const json& v) {
+  if (!v.is_number_float()) return v.dump();
+  const double d = v.get<double>();
+  const auto f = static_cast<float>(d);
+  char buf[64];
+  const auto end = static_cast<double>(f) == d ? std::to_chars(buf, buf + sizeof buf, f).ptr
+                                               : std::to_chars(buf, buf + sizeof buf, d).ptr;
+  return std::string(buf, end);
+}
+
+// Data parallel: every rank must run the same job, so the ranks compare their flags (naming the
+// first field that differs from rank 0's) and their builds before anything whose collectives
+// depend on the flags. The rank count is not part of the flags: a checkpoint resumes on any.
+void agree_on_the_job(const dist::Communicator& comm, const TrainConfig& c) {
+  if (comm.size() == 1) return;
+  const json mine = detail::config_to_json(c);
+  std::string reference = mine.dump();
+  comm.broadcast(reference, 0);
+  // Flags not given are read from --resume's checkpoint, so a stale copy shows up here too.
+  const std::string hint = c.resume.empty() ? "; start every rank with the same flags"
+                                            : "; start every rank with the same flags and the same --resume checkpoint";
+  std::string difference;
+  if (reference != mine.dump()) {
+    const json theirs = json::parse(reference);
+    for (const auto& [key, value] : mine.items()) {
+      const json other = theirs.contains(key) ? theirs.at(key) : json(nullptr);
+      if (other != value) {
+        difference = "its configuration has " + key + " = " + config_value(value) + " where rank 0 has " +
+                     config_value(other) + hint;
+        break;
+      }
+    }
+    if (difference.empty()) difference = "its configuration differs from rank 0's" + hint;
+  }
+  dist::agree_or_throw(comm, "comparing the training flags with rank 0's", difference);
+  dist::check_same_everywhere(comm, "the mixprec build", std::string(__DATE__ " " __TIME__));
+}
+
+// What identifies a checkpoint's contents on every rank: its directory and its manifest (which
+// holds every file's SHA-256), so that ranks reading node-local copies resume the same state.
+std::string checkpoint_identity(const std::string& path, const io::CheckpointFiles& files) {
+  return path + " (manifest sha256 " + io::sha256_hex(files.manifest).substr(0, 16) + ")";
 }
 
 }  // namespace
@@ -86,18 +134,24 @@ struct Trainer::State {
     return step->optimizer().steps() + step->scaler().stats().skipped_steps;
   }
 
+  // Collective (data parallel): what both constructors share after the job is agreed. Runs its
+  // local part on every rank, then the ranks agree on how it went (one failing rank stops all).
   void set_up(json data_description);
+  void set_up_locally(json data_description);
   // One evaluation pass in eval mode; the model is left in training mode.
   std::unique_ptr<Evaluation> evaluate();
 };
 
 void Trainer::State::set_up(json data_description) {
+  // No collective inside: a rank that failed before it would leave the others waiting.
+  dist::agree(*comm, "setting up training", [&] { set_up_locally(std::move(data_description)); });
+  // "--precision auto" resolves from each node's CPU: every rank must train the same precision.
+  if (comm->size() > 1) dist::check_same_everywhere(*comm, "the resolved precision", step->precision_name());
+}
+
+void Trainer::State::set_up_locally(json data_description) {
   const TrainConfig& c = config;
   if (comm->size() > 1) {
-    // Every rank must run the same job: the same flags and the same build, or none starts.
-    dist::check_same_everywhere(*comm, "the training configuration (flags)",
-                                detail::config_to_json(c).dump());
-    dist::check_same_everywhere(*comm, "the mixprec build", std::string(__DATE__ " " __TIME__));
     MIXPREC_CHECK(c.batch_size % comm->size() == 0, ValueError, kOp,
                   "--batch-size " << c.batch_size << " does not divide among " << comm->size()
                                   << " ranks; --batch-size is the global batch, so give a multiple of "
@@ -168,25 +222,40 @@ void Trainer::State::set_up(json data_description) {
 
 Trainer::Trainer(TrainConfig config) : s_(std::make_unique<State>()) {
   State& s = *s_;
-  config.validate();
-  const models::ModelSpec spec = models::model_spec(config.model);
-  const models::ModelOptions options = models::resolve_options(spec, config.model_options());
-  if (spec.task == models::TaskKind::language_model) {
-    // Stored resolved, so a checkpoint says exactly which model it holds.
-    config.context = options.context;
-    config.layers = options.layers;
-    config.heads = options.heads;
-    config.width = options.width;
-  }
+  const dist::Communicator& comm = *s.comm;
+  // Data parallel: each step that may fail on some ranks only (flags, checkpoint and data files
+  // read on every node) ends in an agreement, so that either every rank goes on or every rank
+  // throws the same AgreedError naming the first rank that failed and why.
+  models::ModelSpec spec;
+  models::ModelOptions options;
+  dist::agree(comm, "checking the training flags", [&] {
+    config.validate();
+    spec = models::model_spec(config.model);
+    options = models::resolve_options(spec, config.model_options());
+    if (spec.task == models::TaskKind::language_model) {
+      // Stored resolved, so a checkpoint says exactly which model it holds.
+      config.context = options.context;
+      config.layers = options.layers;
+      config.heads = options.heads;
+      config.width = options.width;
+    }
+  });
+  agree_on_the_job(comm, config);
   if (!config.resume.empty()) {
     // Before any data is read: a checkpoint of another model or size fails on that, not on
     // the data it would need.
-    const std::string path = io::resolve_checkpoint(config.resume);
-    s.resume_files = io::load_checkpoint(path);
-    const std::string diff = detail::first_incompatibility(
-        detail::read_checkpoint_header(*s.resume_files, path).config, config);
-    MIXPREC_CHECK(diff.empty(), ValueError, kOp,
-                  "cannot resume from '" << path << "': it was written by a different run (" << diff << ")");
+    std::string path;
+    dist::agree(comm, "reading the checkpoint to resume from", [&] {
+      path = io::resolve_checkpoint(config.resume);
+      s.resume_files = io::load_checkpoint(path);
+      const std::string diff =
+          detail::first_incompatibility(detail::read_checkpoint_header(*s.resume_files, path).config, config);
+      MIXPREC_CHECK(diff.empty(), ValueError, kOp,
+                    "cannot resume from '" << path << "': it was written by a different run (" << diff << ")");
+    });
+    if (comm.size() > 1) {
+      dist::check_same_everywhere(comm, "the checkpoint to resume from", checkpoint_identity(path, *s.resume_files));
+    }
   }
   s.config = std::move(config);
   if (s.config.threads > 0) set_num_threads(s.config.threads);
@@ -197,11 +266,19 @@ Trainer::Trainer(TrainConfig config) : s_(std::make_unique<State>()) {
                           ", context " + std::to_string(options.context) + ", vocabulary " +
                           std::to_string(spec.num_classes);
   }
-  detail::RunData d = detail::load_run_data(spec, options, s.config);
+  detail::RunData d;
+  dist::agree(comm, "loading the data and building the model", [&] {
+    d = detail::load_run_data(spec, options, s.config);
+    s.task = make_task(spec);
+    s.model = spec.factory(options);
+  });
+  if (comm.size() > 1) {
+    // Ranks reading files of different lengths would run different numbers of batches, and so
+    // different sequences of collectives (a hang): compare what each rank loaded.
+    dist::check_same_everywhere(comm, "the data loaded (source and sizes)", d.description.dump());
+  }
   s.train = std::move(d.train);
   s.eval = std::move(d.eval);
-  s.task = make_task(spec);
-  s.model = spec.factory(options);
   s.set_up(std::move(d.description));
 }
 
@@ -210,9 +287,12 @@ Trainer::Trainer(TrainConfig config, std::shared_ptr<nn::Module> model,
                  std::shared_ptr<data::BatchSource> eval_data, std::shared_ptr<Task> task)
     : s_(std::make_unique<State>()) {
   State& s = *s_;
-  MIXPREC_CHECK(model && train_data && eval_data && task, ValueError, kOp,
-                "a Trainer needs a model, training data, evaluation data and a task (one was null)");
-  config.validate();
+  dist::agree(*s.comm, "checking the training flags", [&] {
+    MIXPREC_CHECK(model && train_data && eval_data && task, ValueError, kOp,
+                  "a Trainer needs a model, training data, evaluation data and a task (one was null)");
+    config.validate();
+  });
+  agree_on_the_job(*s.comm, config);
   s.config = std::move(config);
   if (s.config.threads > 0) set_num_threads(s.config.threads);
   s.model_description = model->type_name() + " (user model)";

@@ -3,6 +3,7 @@
 
 #include "commands.h"
 #include "mixprec/core/memory.h"
+#include "mixprec/dist/agreement.h"
 #include "mixprec/dist/world.h"
 #include "mixprec/models/zoo.h"
 #include "train_options.h"
@@ -23,7 +24,12 @@ void add_train_command(CLI::App& app) {
       "  mixprec train --model gpt-mini --precision bf16 --max-steps 300 --checkpoint-dir gpt\n"
       "  mixprec train --model gpt-mini --data text:book.txt --context 256 --layers 6 --width 192");
   cmd->callback([options] {
-    const train::TrainConfig config = options->resolve();
+    // Under mpirun every rank resolves the flags, reading --resume's checkpoint for the flags not
+    // given; if that fails on any rank (the checkpoint is missing or damaged on one node), every
+    // rank stops with the same message naming the first rank that failed.
+    train::TrainConfig config;
+    dist::agree(dist::world(), "reading the flags and the --resume checkpoint's configuration",
+                [&] { config = options->resolve(); });
     train::Trainer trainer(config);
     // Under mpirun every rank trains; rank 0 speaks for the job.
     if (dist::world().rank() != 0) {

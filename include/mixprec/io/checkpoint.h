@@ -37,6 +37,9 @@ inline constexpr int kCheckpointVersion = 1;
 /// The files of a checkpoint: file name -> contents.
 struct CheckpointFiles {
   std::map<std::string, std::string> files;
+  /// load_checkpoint: the text of the MANIFEST.json the files were verified against (it holds
+  /// every file's SHA-256, so it identifies the checkpoint's contents); ignored by save_checkpoint.
+  std::string manifest;
 };
 
 /// Writes files as checkpoint <checkpoint_dir>/<name> (creating checkpoint_dir if needed,

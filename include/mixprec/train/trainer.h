@@ -118,6 +118,14 @@ class Trainer {
   /// the same model, precision, optimizer, batch size, accumulation, learning rate, weight
   /// decay, clipping, scheduler and seed (ValueError naming the first difference); `epochs` may
   /// grow. Training then continues after the checkpoint's epoch.
+  ///
+  /// Data parallel (dist::world() has several ranks): construction is collective. The ranks
+  /// agree after each step that may fail on some of them only (checking the flags, reading the
+  /// checkpoint, loading the data, setting up), compare their flags (naming the first field that
+  /// differs from rank 0's), their builds, the checkpoint they read (its manifest), the data they
+  /// loaded (source and sizes) and the resolved precision; on any failure or difference every
+  /// rank throws the same dist::AgreedError naming the first rank concerned. A checkpoint
+  /// resumes on any number of ranks (it holds no per-rank state).
   explicit Trainer(TrainConfig config);
   /// A user's model, data and task: config.model is only a label (checkpoints store it and a
   /// resume must match it); config.data, the transformer sizes and limit_* are not used. The
