@@ -132,6 +132,22 @@ void batch_norm_backward(const void* x, DType x_dtype, const void* dy, DType dy_
   call(&Backend::batch_norm_backward, "batch_norm_backward", x, x_dtype, dy, dy_dtype, d, mean, var, eps, weight, training, dx,
                                 dx_dtype, dweight, dbias);
 }
+void batch_norm_stats(const void* x, DType x_dtype, BatchNormDims d, double* mean, double* m2) {
+  call(&Backend::batch_norm_stats, "batch_norm_stats", x, x_dtype, d, mean, m2);
+}
+void batch_norm_backward_reduce(const void* x, DType x_dtype, const void* dy, DType dy_dtype,
+                                BatchNormDims d, const float* mean, double* sum_dy,
+                                double* sum_dy_xmu) {
+  call(&Backend::batch_norm_backward_reduce, "batch_norm_backward_reduce", x, x_dtype, dy, dy_dtype, d, mean, sum_dy,
+       sum_dy_xmu);
+}
+void batch_norm_backward_elemt(const void* x, DType x_dtype, const void* dy, DType dy_dtype,
+                               BatchNormDims d, const float* mean, const float* var, float eps,
+                               const float* weight, const double* sum_dy,
+                               const double* sum_dy_xmu, double count, void* dx, DType dx_dtype) {
+  call(&Backend::batch_norm_backward_elemt, "batch_norm_backward_elemt", x, x_dtype, dy, dy_dtype, d, mean, var, eps,
+       weight, sum_dy, sum_dy_xmu, count, dx, dx_dtype);
+}
 void layer_norm_forward(const void* x, DType x_dtype, std::int64_t rows, std::int64_t cols,
                         const float* weight, const float* bias, float eps, void* y,
                         DType y_dtype, float* mean, float* rstd) {

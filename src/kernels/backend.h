@@ -80,6 +80,10 @@ struct Backend {
   decltype(&ref::embedding_backward) embedding_backward;
   // masked_fill.h (transformer ops: attention masks)
   decltype(&ref::masked_fill) masked_fill;
+  // norm.h (batch norm split into reductions and element-wise passes: dist::sync_batch_norm)
+  decltype(&ref::batch_norm_stats) batch_norm_stats;
+  decltype(&ref::batch_norm_backward_reduce) batch_norm_backward_reduce;
+  decltype(&ref::batch_norm_backward_elemt) batch_norm_backward_elemt;
 };
 
 /// The backend kernels run on now: MIXPREC_BACKEND (cpu|ref; default cpu) or set_backend().

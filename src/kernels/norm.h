@@ -38,6 +38,33 @@ void batch_norm_backward(const void* x, DType x_dtype, const void* dy, DType dy_
                          const float* weight, bool training, void* dx, DType dx_dtype,
                          float* dweight, float* dbias);
 
+// ---- batch norm split into reductions and element-wise passes (dist::sync_batch_norm) ----
+// The kernels above reduce and apply in one call. A batch split over ranks needs the
+// per-channel reductions alone, a combination of every rank's reductions, and then the
+// element-wise pass with the combined values: forward, batch_norm_stats then batch_norm_forward
+// with training = false and the combined mean and variance; backward,
+// batch_norm_backward_reduce then batch_norm_backward_elemt with the combined sums.
+
+/// Per-channel moments of x in double, to be combined across ranks (Chan et al.'s parallel
+/// formula): mean[c] = sum / M and m2[c] = sum over the M = n*s values of (x - mean[c])^2. M may be
+/// 0 or 1 (then mean 0 / the value, m2 0). NaN or Inf in a channel make its moments NaN/Inf.
+void batch_norm_stats(const void* x, DType x_dtype, BatchNormDims d, double* mean, double* m2);
+
+/// Per-channel gradient sums over the n*s values, in double: sum_dy[c] = sum dy and
+/// sum_dy_xmu[c] = sum dy * (x - mean[c]); the reduction batch_norm_backward does.
+void batch_norm_backward_reduce(const void* x, DType x_dtype, const void* dy, DType dy_dtype,
+                                BatchNormDims d, const float* mean, double* sum_dy,
+                                double* sum_dy_xmu);
+
+/// dx of training-mode batch norm from gradient sums over `count` values (every rank's):
+/// dx = dy * k1 + ((x - mean) * k2 + k3) with k1 = w*invstd, k2 = -k1 * invstd^2 *
+/// f32(sum_dy_xmu / count), k3 = -k1 * f32(sum_dy / count): batch_norm_backward's formula, so
+/// with this batch's own sums and count = n*s the result is batch_norm_backward's dx bit for bit.
+void batch_norm_backward_elemt(const void* x, DType x_dtype, const void* dy, DType dy_dtype,
+                               BatchNormDims d, const float* mean, const float* var, float eps,
+                               const float* weight, const double* sum_dy,
+                               const double* sum_dy_xmu, double count, void* dx, DType dx_dtype);
+
 /// Layer norm over rows of `cols` values: y = (x - mean[r]) * rstd[r] * weight[j] + bias[j],
 /// rstd = 1 / sqrt(biased var + eps). Writes mean/rstd [rows] (f32, saved for backward);
 /// weight/bias are f32 [cols] or null.
@@ -52,6 +79,15 @@ void layer_norm_backward(const void* x, DType x_dtype, const void* dy, DType dy_
                          std::int64_t rows, std::int64_t cols, const float* mean,
                          const float* rstd, const float* weight, void* dx, DType dx_dtype,
                          float* dweight, float* dbias);
+
+/// The per-channel coefficients of the training-mode batch-norm backward, dx = dy * k1 +
+/// ((x - mean) * k2 + k3), from the gradient sums over `count` values; one formula for every
+/// implementation (fused or split), so they agree on it exactly.
+struct BatchNormGradCoefs {
+  float k1, k2, k3;
+};
+BatchNormGradCoefs batch_norm_grad_coefs(float var, float eps, float weight, double sum_dy,
+                                         double sum_dy_xmu, double count, bool training);
 
 /// 1 / sqrt(var + eps) in f32: the one formula every implementation uses, so the reference and
 /// the CPU kernels agree on it exactly.
@@ -72,6 +108,14 @@ void layer_norm_backward(const void* x, DType x_dtype, const void* dy, DType dy_
                          std::int64_t rows, std::int64_t cols, const float* mean,
                          const float* rstd, const float* weight, void* dx, DType dx_dtype,
                          float* dweight, float* dbias);
+void batch_norm_stats(const void* x, DType x_dtype, BatchNormDims d, double* mean, double* m2);
+void batch_norm_backward_reduce(const void* x, DType x_dtype, const void* dy, DType dy_dtype,
+                                BatchNormDims d, const float* mean, double* sum_dy,
+                                double* sum_dy_xmu);
+void batch_norm_backward_elemt(const void* x, DType x_dtype, const void* dy, DType dy_dtype,
+                               BatchNormDims d, const float* mean, const float* var, float eps,
+                               const float* weight, const double* sum_dy,
+                               const double* sum_dy_xmu, double count, void* dx, DType dx_dtype);
 }  // namespace ref
 
 namespace cpu {
@@ -89,6 +133,14 @@ void layer_norm_backward(const void* x, DType x_dtype, const void* dy, DType dy_
                          std::int64_t rows, std::int64_t cols, const float* mean,
                          const float* rstd, const float* weight, void* dx, DType dx_dtype,
                          float* dweight, float* dbias);
+void batch_norm_stats(const void* x, DType x_dtype, BatchNormDims d, double* mean, double* m2);
+void batch_norm_backward_reduce(const void* x, DType x_dtype, const void* dy, DType dy_dtype,
+                                BatchNormDims d, const float* mean, double* sum_dy,
+                                double* sum_dy_xmu);
+void batch_norm_backward_elemt(const void* x, DType x_dtype, const void* dy, DType dy_dtype,
+                               BatchNormDims d, const float* mean, const float* var, float eps,
+                               const float* weight, const double* sum_dy,
+                               const double* sum_dy_xmu, double count, void* dx, DType dx_dtype);
 }  // namespace cpu
 
 namespace detail {

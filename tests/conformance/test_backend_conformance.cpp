@@ -222,6 +222,45 @@ Outs run_batch_norm(const Backend& b, DType t, bool training, bool backward) {
           close("dbias", std::move(db), 1e-4, 8.0)};
 }
 
+/// Per-channel doubles (statistics, gradient sums) as an f32 buffer for comparison.
+Buffer f32_buffer(const std::vector<double>& v) {
+  Buffer b(DType::f32, static_cast<std::int64_t>(v.size()));
+  for (std::size_t i = 0; i < v.size(); ++i) b.set(static_cast<std::int64_t>(i), static_cast<float>(v[i]));
+  return b;
+}
+
+// The split batch norm of dist::sync_batch_norm: 0 = stats, 1 = backward_reduce, 2 = backward_elemt
+// (with sums and a count from "other ranks", not this batch's).
+Outs run_batch_norm_split(const Backend& b, DType t, int pass) {
+  const BatchNormDims d{5, 6, 49};
+  const std::int64_t n = d.n * d.c * d.s;
+  const auto c = static_cast<std::size_t>(d.c);
+  const Buffer x = random_buffer(t, n, -3.0f, 5.0f, 20);
+  const Buffer dy = random_buffer(t, n, -1.0f, 1.0f, 25);
+  const Buffer mean = random_buffer(DType::f32, d.c, 0.0f, 1.0f, 23);
+  const Buffer var = random_buffer(DType::f32, d.c, 0.5f, 2.0f, 24);
+  const Buffer w = random_buffer(DType::f32, d.c, 0.5f, 1.5f, 21);
+  const auto* mp = static_cast<const float*>(mean.data());
+  std::vector<double> a(c), s(c);
+  if (pass == 0) {
+    b.batch_norm_stats(x.data(), t, d, a.data(), s.data());
+    return {close("mean", f32_buffer(a), 1e-6, 8.0), close("m2", f32_buffer(s), 1e-4, 8.0)};
+  }
+  if (pass == 1) {
+    b.batch_norm_backward_reduce(x.data(), t, dy.data(), t, d, mp, a.data(), s.data());
+    return {close("sum_dy", f32_buffer(a), 1e-4, 8.0), close("sum_dy_xmu", f32_buffer(s), 1e-4, 8.0)};
+  }
+  for (std::size_t i = 0; i < c; ++i) {
+    a[i] = 5.0 * static_cast<double>(i) - 12.0;
+    s[i] = 3.5 - static_cast<double>(i);
+  }
+  Buffer dx(t, n);
+  b.batch_norm_backward_elemt(x.data(), t, dy.data(), t, d, mp, static_cast<const float*>(var.data()),
+                              1e-5f, static_cast<const float*>(w.data()), a.data(), s.data(),
+                              4.0 * static_cast<double>(d.n * d.s), dx.data(), t);
+  return {close("dx", std::move(dx), 1e-4, 8.0)};
+}
+
 Outs run_layer_norm(const Backend& b, DType t, bool backward) {
   const std::int64_t rows = 9, cols = 515;
   const Buffer x = random_buffer(t, rows * cols, -3.0f, 5.0f, 26);
@@ -722,6 +761,13 @@ std::vector<Case> cases() {
   }
   // transformer ops: attention masks
   c.push_back({"masked_fill", F, [](const Backend& b, DType t) { return run_masked_fill(b, t); }});
+  // batch norm split into reductions and element-wise passes (dist::sync_batch_norm)
+  const char* split_names[] = {"batch_norm_stats", "batch_norm_backward_reduce",
+                               "batch_norm_backward_elemt"};
+  for (int pass = 0; pass < 3; ++pass) {
+    c.push_back({split_names[pass], F,
+                 [pass](const Backend& b, DType t) { return run_batch_norm_split(b, t, pass); }});
+  }
   return c;
 }
 

@@ -45,6 +45,10 @@ const Backend& cpu_backend() {
     &cpu::embedding_backward,
     // masked_fill.h (transformer ops: attention masks)
     &cpu::masked_fill,
+    // norm.h (batch norm split into reductions and element-wise passes)
+    &cpu::batch_norm_stats,
+    &cpu::batch_norm_backward_reduce,
+    &cpu::batch_norm_backward_elemt,
   };
   return b;
 }

@@ -176,12 +176,23 @@ void batch_norm_forward_cols(const void* x, DType tx, BatchNormDims d, const flo
   });
 }
 
-void batch_norm_backward_cols(const void* x, DType tx, const void* dy, DType tdy,
-                              BatchNormDims d, const float* mean, const float* var, float eps,
-                              const float* weight, bool training, void* dx, DType tdx,
-                              float* dweight, float* dbias) {
+/// Channel c's sums of dy and of dy * (x - m), added run by run into *sum_dy, *sum_dy_xmu.
+void channel_backward_sums(const void* x, DType tx, const void* dy, DType tdy, BatchNormDims d,
+                           std::int64_t c, float m, double* sum_dy, double* sum_dy_xmu) {
+  for (std::int64_t n = 0; n < d.n; ++n) {
+    if (n + 1 < d.n) {
+      prefetch_row(row_at(x, tx, d, n + 1, c), tx, d.s);
+      prefetch_row(row_at(dy, tdy, d, n + 1, c), tdy, d.s);
+    }
+    run_backward_sums(row_at(x, tx, d, n, c), tx, row_at(dy, tdy, d, n, c), tdy, d.s, m, sum_dy,
+                      sum_dy_xmu);
+  }
+}
+
+/// Per-channel sums of dy and dy * (x - mean) on the per-column path (tiles of column sums).
+void backward_sums_cols(const void* x, DType tx, const void* dy, DType tdy, BatchNormDims d,
+                        const float* mean, double* sum_dy, double* sum_dy_xmu) {
   const std::int64_t cols = d.c * d.s;
-  const double count = static_cast<double>(d.n * d.s);
   const std::vector<float> mean_col = expand(mean, d);
   std::vector<double> col_dy(static_cast<std::size_t>(cols)), col_dy_xmu(col_dy.size());
   column_sums(d.n, cols, col_dy.data(), col_dy_xmu.data(),
@@ -190,16 +201,31 @@ void batch_norm_backward_cols(const void* x, DType tx, const void* dy, DType tdy
                                         cpu::at(dy, tdy, r * cols + j0), tdy, len,
                                         mean_col.data() + j0, a0, a1);
               });
-  const std::vector<double> sum_dy = channel_totals(col_dy, d), sum_dy_xmu = channel_totals(col_dy_xmu, d);
+  const std::vector<double> a = channel_totals(col_dy, d), b = channel_totals(col_dy_xmu, d);
+  std::copy(a.begin(), a.end(), sum_dy);
+  std::copy(b.begin(), b.end(), sum_dy_xmu);
+}
+
+void batch_norm_backward_cols(const void* x, DType tx, const void* dy, DType tdy,
+                              BatchNormDims d, const float* mean, const float* var, float eps,
+                              const float* weight, bool training, void* dx, DType tdx,
+                              float* dweight, float* dbias) {
+  const std::int64_t cols = d.c * d.s;
+  const double count = static_cast<double>(d.n * d.s);
+  const std::vector<float> mean_col = expand(mean, d);
+  std::vector<double> sum_dy(static_cast<std::size_t>(d.c)), sum_dy_xmu(sum_dy.size());
+  backward_sums_cols(x, tx, dy, tdy, d, mean, sum_dy.data(), sum_dy_xmu.data());
   std::vector<float> k1(static_cast<std::size_t>(d.c)), k2(k1.size()), k3(k1.size());
   for (std::int64_t c = 0; c < d.c; ++c) {
     const auto i = static_cast<std::size_t>(c);
     const float invstd = norm_invstd(var[c], eps);
     if (dweight != nullptr) dweight[c] = static_cast<float>(sum_dy_xmu[i]) * invstd;
     if (dbias != nullptr) dbias[c] = static_cast<float>(sum_dy[i]);
-    k1[i] = invstd * (weight != nullptr ? weight[c] : 1.0f);
-    k2[i] = training ? -k1[i] * invstd * invstd * static_cast<float>(sum_dy_xmu[i] / count) : 0.0f;
-    k3[i] = training ? -k1[i] * static_cast<float>(sum_dy[i] / count) : 0.0f;
+    const BatchNormGradCoefs k = batch_norm_grad_coefs(
+        var[c], eps, weight != nullptr ? weight[c] : 1.0f, sum_dy[i], sum_dy_xmu[i], count, training);
+    k1[i] = k.k1;
+    k2[i] = k.k2;
+    k3[i] = k.k3;
   }
   if (dx == nullptr) return;
   const std::vector<float> k1c = expand(k1.data(), d), k2c = expand(k2.data(), d),
@@ -214,6 +240,122 @@ void batch_norm_backward_cols(const void* x, DType tx, const void* dy, DType tdy
 }  // namespace
 
 namespace cpu {
+void batch_norm_stats(const void* x, DType x_dtype, BatchNormDims d, double* mean, double* m2) {
+  const char* op = "batch_norm_stats";
+  detail::check_batch_norm_args(op, d, 0.0f, false);
+  check_dtypes(op, {x_dtype});
+  log_simd(op, dtype_label(x_dtype, x_dtype));
+  const double count = static_cast<double>(d.n * d.s);
+  // Sums in double (f32 runs), then squared deviations from the f32-rounded mean m as the fused
+  // forward computes them, corrected to the double mean: sum (x - mean)^2 = sum (x - m)^2 -
+  // count * (mean - m)^2 exactly.
+  auto finish = [&](std::int64_t c, double sum, double sq, float m) {
+    const double md = sum / count;
+    const double v = sq - count * (md - m) * (md - m);
+    mean[c] = md;
+    m2[c] = v < 0.0 ? 0.0 : v;  // rounding may dip below 0; NaN stays NaN
+  };
+  if (count == 0) {
+    std::fill_n(mean, d.c, 0.0);
+    std::fill_n(m2, d.c, 0.0);
+    return;
+  }
+  if (d.s < kMinRow) {
+    const std::int64_t cols = d.c * d.s;
+    std::vector<double> col(static_cast<std::size_t>(cols));
+    column_sums(d.n, cols, col.data(), nullptr,
+                [&](std::int64_t r, std::int64_t j0, std::int64_t len, float* a0, float*) {
+                  simd::cols_acc(at(x, x_dtype, r * cols + j0), x_dtype, len, nullptr, a0);
+                });
+    const std::vector<double> sum = channel_totals(col, d);
+    std::vector<float> m(static_cast<std::size_t>(d.c));
+    for (std::int64_t c = 0; c < d.c; ++c) {
+      m[static_cast<std::size_t>(c)] = static_cast<float>(sum[static_cast<std::size_t>(c)] / count);
+    }
+    const std::vector<float> mean_col = expand(m.data(), d);
+    column_sums(d.n, cols, col.data(), nullptr,
+                [&](std::int64_t r, std::int64_t j0, std::int64_t len, float* a0, float*) {
+                  simd::cols_acc(at(x, x_dtype, r * cols + j0), x_dtype, len, mean_col.data() + j0, a0);
+                });
+    const std::vector<double> sq = channel_totals(col, d);
+    for (std::int64_t c = 0; c < d.c; ++c) {
+      const auto i = static_cast<std::size_t>(c);
+      finish(c, sum[i], sq[i], m[i]);
+    }
+    return;
+  }
+  parallel_for(d.c, parallel_over(d.n * d.c * d.s, d.c), [&](std::int64_t c) {
+    double sum = 0.0;
+    for (std::int64_t n = 0; n < d.n; ++n) {
+      if (n + 1 < d.n) prefetch_row(row_at(x, x_dtype, d, n + 1, c), x_dtype, d.s);
+      sum += run_sum(row_at(x, x_dtype, d, n, c), x_dtype, d.s);
+    }
+    const float m = static_cast<float>(sum / count);
+    double sq = 0.0;
+    for (std::int64_t n = 0; n < d.n; ++n) {
+      sq += run_sq_dev_sum(row_at(x, x_dtype, d, n, c), x_dtype, d.s, m);
+    }
+    finish(c, sum, sq, m);
+  });
+}
+
+void batch_norm_backward_reduce(const void* x, DType x_dtype, const void* dy, DType dy_dtype,
+                                BatchNormDims d, const float* mean, double* sum_dy,
+                                double* sum_dy_xmu) {
+  const char* op = "batch_norm_backward_reduce";
+  detail::check_batch_norm_args(op, d, 0.0f, false);
+  check_dtypes(op, {x_dtype, dy_dtype});
+  log_simd(op, dtype_label(x_dtype, dy_dtype));
+  if (d.s < kMinRow) return backward_sums_cols(x, x_dtype, dy, dy_dtype, d, mean, sum_dy, sum_dy_xmu);
+  parallel_for(d.c, parallel_over(d.n * d.c * d.s, d.c), [&](std::int64_t c) {
+    double a = 0.0, b = 0.0;
+    channel_backward_sums(x, x_dtype, dy, dy_dtype, d, c, mean[c], &a, &b);
+    sum_dy[c] = a;
+    sum_dy_xmu[c] = b;
+  });
+}
+
+void batch_norm_backward_elemt(const void* x, DType x_dtype, const void* dy, DType dy_dtype,
+                               BatchNormDims d, const float* mean, const float* var, float eps,
+                               const float* weight, const double* sum_dy,
+                               const double* sum_dy_xmu, double count, void* dx, DType dx_dtype) {
+  const char* op = "batch_norm_backward_elemt";
+  detail::check_batch_norm_args(op, d, eps, false);
+  check_dtypes(op, {x_dtype, dy_dtype, dx_dtype});
+  log_simd(op, dtype_label(x_dtype, dx_dtype));
+  auto coefs = [&](std::int64_t c) {
+    return batch_norm_grad_coefs(var[c], eps, weight != nullptr ? weight[c] : 1.0f, sum_dy[c],
+                                 sum_dy_xmu[c], count, true);
+  };
+  if (d.s < kMinRow) {
+    const std::int64_t cols = d.c * d.s;
+    std::vector<float> k1(static_cast<std::size_t>(d.c)), k2(k1.size()), k3(k1.size());
+    for (std::int64_t c = 0; c < d.c; ++c) {
+      const BatchNormGradCoefs k = coefs(c);
+      const auto i = static_cast<std::size_t>(c);
+      k1[i] = k.k1;
+      k2[i] = k.k2;
+      k3[i] = k.k3;
+    }
+    const std::vector<float> mean_col = expand(mean, d), k1c = expand(k1.data(), d),
+                             k2c = expand(k2.data(), d), k3c = expand(k3.data(), d);
+    parallel_for(d.n, parallel_over(d.n * cols, d.n), [&](std::int64_t n) {
+      simd::cols_backward_dx(at(x, x_dtype, n * cols), x_dtype, at(dy, dy_dtype, n * cols),
+                             dy_dtype, cols, mean_col.data(), k1c.data(), k2c.data(), k3c.data(),
+                             at(dx, dx_dtype, n * cols), dx_dtype);
+    });
+    return;
+  }
+  parallel_for(d.c, parallel_over(d.n * d.c * d.s, d.c), [&](std::int64_t c) {
+    const auto [k1, k2, k3] = coefs(c);
+    for (std::int64_t n = 0; n < d.n; ++n) {
+      simd::row_backward_dx(row_at(x, x_dtype, d, n, c), x_dtype, row_at(dy, dy_dtype, d, n, c),
+                            dy_dtype, d.s, mean[c], k1, k2, k3, row_at(dx, dx_dtype, d, n, c),
+                            dx_dtype);
+    }
+  });
+}
+
 void batch_norm_forward(const void* x, DType x_dtype, BatchNormDims d, const float* weight,
                         const float* bias, float eps, bool training, float* mean, float* var,
                         void* y, DType y_dtype) {
@@ -266,22 +408,13 @@ void batch_norm_backward(const void* x, DType x_dtype, const void* dy, DType dy_
   parallel_for(d.c, parallel_over(d.n * d.c * d.s, d.c), [&](std::int64_t c) {
     const float m = mean[c];
     double sum_dy = 0.0, sum_dy_xmu = 0.0;
-    for (std::int64_t n = 0; n < d.n; ++n) {
-      if (n + 1 < d.n) {
-        prefetch_row(row_at(x, x_dtype, d, n + 1, c), x_dtype, d.s);
-        prefetch_row(row_at(dy, dy_dtype, d, n + 1, c), dy_dtype, d.s);
-      }
-      run_backward_sums(row_at(x, x_dtype, d, n, c), x_dtype, row_at(dy, dy_dtype, d, n, c),
-                        dy_dtype, d.s, m, &sum_dy, &sum_dy_xmu);
-    }
+    channel_backward_sums(x, x_dtype, dy, dy_dtype, d, c, m, &sum_dy, &sum_dy_xmu);
     const float invstd = norm_invstd(var[c], eps);
     if (dweight != nullptr) dweight[c] = static_cast<float>(sum_dy_xmu) * invstd;
     if (dbias != nullptr) dbias[c] = static_cast<float>(sum_dy);
     if (dx == nullptr) return;
-    const float k1 = invstd * (weight != nullptr ? weight[c] : 1.0f);
-    const float k2 =
-        training ? -k1 * invstd * invstd * static_cast<float>(sum_dy_xmu / count) : 0.0f;
-    const float k3 = training ? -k1 * static_cast<float>(sum_dy / count) : 0.0f;
+    const auto [k1, k2, k3] = batch_norm_grad_coefs(
+        var[c], eps, weight != nullptr ? weight[c] : 1.0f, sum_dy, sum_dy_xmu, count, training);
     for (std::int64_t n = 0; n < d.n; ++n) {
       simd::row_backward_dx(row_at(x, x_dtype, d, n, c), x_dtype, row_at(dy, dy_dtype, d, n, c),
                             dy_dtype, d.s, m, k1, k2, k3, row_at(dx, dx_dtype, d, n, c), dx_dtype);

@@ -9,6 +9,15 @@ namespace mixprec::kernels {
 
 float norm_invstd(float var, float eps) { return 1.0f / std::sqrt(var + eps); }
 
+BatchNormGradCoefs batch_norm_grad_coefs(float var, float eps, float weight, double sum_dy,
+                                         double sum_dy_xmu, double count, bool training) {
+  const float invstd = norm_invstd(var, eps);
+  const float k1 = weight * invstd;
+  if (!training) return {k1, 0.0f, 0.0f};
+  return {k1, -k1 * invstd * invstd * static_cast<float>(sum_dy_xmu / count),
+          -k1 * static_cast<float>(sum_dy / count)};
+}
+
 void detail::check_batch_norm_args(const char* op, BatchNormDims d, float eps, bool training) {
   MIXPREC_CHECK(d.n >= 0 && d.c >= 0 && d.s >= 0, ShapeError, op,
                 "negative extent (n " << d.n << ", c " << d.c << ", s " << d.s << ")");
@@ -99,16 +108,88 @@ void batch_norm_backward(const void* x, DType x_dtype, const void* dy, DType dy_
           if (dweight != nullptr) dweight[c] = static_cast<float>(sum_dy_xmu) * invstd;
           if (dbias != nullptr) dbias[c] = static_cast<float>(sum_dy);
           if (dx == nullptr) continue;
-          const float w = weight != nullptr ? weight[c] : 1.0f;
-          const float k1 = w * invstd;
-          const float k2 = training ? -k1 * invstd * invstd *
-                                          static_cast<float>(sum_dy_xmu / count)
-                                    : 0.0f;
-          const float k3 = training ? -k1 * static_cast<float>(sum_dy / count) : 0.0f;
+          const auto [k1, k2, k3] =
+              batch_norm_grad_coefs(var[c], eps, weight != nullptr ? weight[c] : 1.0f, sum_dy,
+                                    sum_dy_xmu, count, training);
           for (std::int64_t n = 0; n < d.n; ++n)
             for (std::int64_t s = 0; s < d.s; ++s) {
               const float g = at<TDY>(dy, idx(n, s));
               const float xmu = at<TX>(x, idx(n, s)) - m;
+              static_cast<TDX*>(dx)[idx(n, s)] = TDX(g * k1 + xmu * k2 + k3);
+            }
+        }
+      });
+    });
+  });
+}
+
+void batch_norm_stats(const void* x, DType x_dtype, BatchNormDims d, double* mean, double* m2) {
+  detail::check_batch_norm_args("batch_norm_stats", d, 0.0f, false);
+  const double count = static_cast<double>(d.n * d.s);
+  dispatch(x_dtype, [&](auto tx) {
+    using TX = decltype(tx);
+    for (std::int64_t c = 0; c < d.c; ++c) {
+      auto idx = [&](std::int64_t n, std::int64_t s) { return (n * d.c + c) * d.s + s; };
+      double sum = 0.0;
+      for (std::int64_t n = 0; n < d.n; ++n)
+        for (std::int64_t s = 0; s < d.s; ++s) sum += at<TX>(x, idx(n, s));
+      const double m = count > 0 ? sum / count : 0.0;
+      double sq = 0.0;
+      for (std::int64_t n = 0; n < d.n; ++n)
+        for (std::int64_t s = 0; s < d.s; ++s) {
+          const double dev = static_cast<double>(at<TX>(x, idx(n, s))) - m;
+          sq += dev * dev;
+        }
+      mean[c] = m;
+      m2[c] = sq;
+    }
+  });
+}
+
+void batch_norm_backward_reduce(const void* x, DType x_dtype, const void* dy, DType dy_dtype,
+                                BatchNormDims d, const float* mean, double* sum_dy,
+                                double* sum_dy_xmu) {
+  detail::check_batch_norm_args("batch_norm_backward_reduce", d, 0.0f, false);
+  dispatch(x_dtype, [&](auto tx) {
+    using TX = decltype(tx);
+    dispatch(dy_dtype, [&](auto tdy) {
+      using TDY = decltype(tdy);
+      for (std::int64_t c = 0; c < d.c; ++c) {
+        auto idx = [&](std::int64_t n, std::int64_t s) { return (n * d.c + c) * d.s + s; };
+        double a = 0.0, b = 0.0;
+        for (std::int64_t n = 0; n < d.n; ++n)
+          for (std::int64_t s = 0; s < d.s; ++s) {
+            const double g = at<TDY>(dy, idx(n, s));
+            a += g;
+            b += g * (static_cast<double>(at<TX>(x, idx(n, s))) - mean[c]);
+          }
+        sum_dy[c] = a;
+        sum_dy_xmu[c] = b;
+      }
+    });
+  });
+}
+
+void batch_norm_backward_elemt(const void* x, DType x_dtype, const void* dy, DType dy_dtype,
+                               BatchNormDims d, const float* mean, const float* var, float eps,
+                               const float* weight, const double* sum_dy,
+                               const double* sum_dy_xmu, double count, void* dx, DType dx_dtype) {
+  detail::check_batch_norm_args("batch_norm_backward_elemt", d, eps, false);
+  dispatch(x_dtype, [&](auto tx) {
+    using TX = decltype(tx);
+    dispatch(dy_dtype, [&](auto tdy) {
+      using TDY = decltype(tdy);
+      dispatch(dx_dtype, [&](auto tdx) {
+        using TDX = decltype(tdx);
+        for (std::int64_t c = 0; c < d.c; ++c) {
+          auto idx = [&](std::int64_t n, std::int64_t s) { return (n * d.c + c) * d.s + s; };
+          const auto [k1, k2, k3] =
+              batch_norm_grad_coefs(var[c], eps, weight != nullptr ? weight[c] : 1.0f,
+                                    sum_dy[c], sum_dy_xmu[c], count, true);
+          for (std::int64_t n = 0; n < d.n; ++n)
+            for (std::int64_t s = 0; s < d.s; ++s) {
+              const float g = at<TDY>(dy, idx(n, s));
+              const float xmu = at<TX>(x, idx(n, s)) - mean[c];
               static_cast<TDX*>(dx)[idx(n, s)] = TDX(g * k1 + xmu * k2 + k3);
             }
         }

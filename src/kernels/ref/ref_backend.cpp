@@ -44,6 +44,10 @@ const Backend& ref_backend() {
     &ref::embedding_backward,
     // masked_fill.h (transformer ops: attention masks)
     &ref::masked_fill,
+    // norm.h (batch norm split into reductions and element-wise passes)
+    &ref::batch_norm_stats,
+    &ref::batch_norm_backward_reduce,
+    &ref::batch_norm_backward_elemt,
   };
   return b;
 }
