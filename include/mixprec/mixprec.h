@@ -17,6 +17,7 @@
 #include "mixprec/dist/agreement.h"
 #include "mixprec/dist/communicator.h"
 #include "mixprec/dist/single_process.h"
+#include "mixprec/dist/sync_batchnorm.h"
 #include "mixprec/dist/world.h"
 #include "mixprec/diagnostics/step_profile.h"
 #include "mixprec/nn/conv_layers.h"

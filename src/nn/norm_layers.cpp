@@ -1,5 +1,6 @@
 #include "mixprec/nn/norm_layers.h"
 
+#include "mixprec/dist/sync_batchnorm.h"
 #include "mixprec/ops/normalization.h"
 
 namespace mixprec::nn {
@@ -26,8 +27,22 @@ Tensor BatchNormBase::forward(const Tensor& x) {
   MIXPREC_CHECK(x.size(1) == features_, ShapeError, type_name().c_str(),
                 "expected " << features_ << " channels in dimension 1, got input "
                             << to_string(x.shape()));
+  if (sync_ != nullptr && is_training()) {
+    return dist::sync_batch_norm(*sync_, x, running_mean_, running_var_, weight_, bias_,
+                                 momentum_, eps_);
+  }
   return batch_norm(x, running_mean_, running_var_, weight_, bias_, is_training(), momentum_,
                     eps_);
+}
+
+std::int64_t set_sync_batchnorm(Module& root, const dist::Communicator* comm) {
+  std::int64_t count = 0;
+  if (auto* bn = dynamic_cast<BatchNormBase*>(&root)) {
+    bn->set_sync(comm);
+    ++count;
+  }
+  for (const auto& [name, child] : root.children()) count += set_sync_batchnorm(*child, comm);
+  return count;
 }
 
 void BatchNorm2d::check_input(const Tensor& x) const {

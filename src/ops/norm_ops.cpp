@@ -8,33 +8,17 @@
 #include "mixprec/amp/autocast.h"
 #include "mixprec/ops/normalization.h"
 #include "diagnostics/op_scope.h"
+#include "ops/norm_util.h"
 #include "ops/op_util.h"
 
 namespace mixprec {
 namespace {
 
+using ops::detail::data_or_null;
+using ops::detail::f32_values;
+using ops::detail::param_grad;
+using ops::detail::ParamInfo;
 using ops::detail::record;
-
-/// Values of an optional parameter widened to f32 (empty when undefined).
-std::vector<float> f32_values(const Tensor& t) {
-  return t.defined() ? t.detach().to_vector() : std::vector<float>();
-}
-const float* data_or_null(const std::vector<float>& v) { return v.empty() ? nullptr : v.data(); }
-float* data_or_null(std::vector<float>& v) { return v.empty() ? nullptr : v.data(); }
-
-/// A gradient of a parameter, in the parameter's dtype and shape.
-Tensor param_grad(const std::vector<float>& g, const Shape& shape, DType dtype) {
-  return Tensor::from_vector(g, shape, dtype);
-}
-
-struct ParamInfo {
-  bool defined = false;
-  Shape shape;
-  DType dtype = DType::f32;
-  static ParamInfo of(const Tensor& t) {
-    return t.defined() ? ParamInfo{true, t.shape(), t.dtype()} : ParamInfo{};
-  }
-};
 
 class BatchNormNode final : public autograd::Node {
  public:
@@ -103,6 +87,18 @@ void check_param(const char* op, const Tensor& t, const Shape& shape, const char
                      << to_string(t.shape()));
 }
 
+}  // namespace
+
+namespace ops::detail {
+
+std::vector<float> f32_values(const Tensor& t) {
+  return t.defined() ? t.detach().to_vector() : std::vector<float>();
+}
+
+Tensor param_grad(const std::vector<float>& g, const Shape& shape, DType dtype) {
+  return Tensor::from_vector(g, shape, dtype);
+}
+
 void check_running(const char* op, const Tensor& t, std::int64_t c, const char* what) {
   if (!t.defined()) return;
   MIXPREC_CHECK(t.dtype() == DType::f32, DTypeError, op,
@@ -113,30 +109,11 @@ void check_running(const char* op, const Tensor& t, std::int64_t c, const char* 
   MIXPREC_CHECK(t.is_contiguous(), ValueError, op, what << " must be contiguous");
 }
 
-/// running = (1 - momentum) * running + momentum * batch, in double, in place.
-void update_running(Tensor& running, const std::vector<float>& batch, double factor,
-                    float momentum) {
-  float* r = running.data<float>();
-  for (std::size_t c = 0; c < batch.size(); ++c) {
-    r[c] = static_cast<float>((1.0 - momentum) * static_cast<double>(r[c]) +
-                              static_cast<double>(momentum) * batch[c] * factor);
-  }
-  running.bump_version();
-}
-
-}  // namespace
-
-Tensor batch_norm(const Tensor& x_arg, Tensor& running_mean, Tensor& running_var,
-                  const Tensor& weight_arg, const Tensor& bias_arg, bool training, float momentum,
-                  float eps) {
-  const char* op = "batch_norm";
-  diagnostics::detail::OpScope prof(amp::OpKind::batch_norm);
-  ops::detail::require_defined(op, x_arg, "x");
-  const std::vector<Tensor> in =
-      amp::autocast_inputs(amp::OpKind::batch_norm, {&x_arg, &weight_arg, &bias_arg});
-  const Tensor& x = in[0];
-  const Tensor& weight = in[1];
-  const Tensor& bias = in[2];
+kernels::BatchNormDims check_batch_norm_args(const char* op, const Tensor& x,
+                                             const Tensor& running_mean,
+                                             const Tensor& running_var, const Tensor& weight,
+                                             const Tensor& bias, bool training, float momentum,
+                                             float eps) {
   MIXPREC_CHECK(x.dim() >= 2, ShapeError, op,
                 "input must be [N, C] or [N, C, H, W], got " << to_string(x.shape()));
   kernels::BatchNormDims d;
@@ -156,6 +133,34 @@ Tensor batch_norm(const Tensor& x_arg, Tensor& running_mean, Tensor& running_var
                 "momentum must be in [0, 1], got " << momentum);
   MIXPREC_CHECK(std::isfinite(eps) && eps >= 0.0f, ValueError, op,
                 "eps must be finite and >= 0, got " << eps);
+  return d;
+}
+
+void update_running(Tensor& running, const std::vector<float>& batch, double factor,
+                    float momentum) {
+  float* r = running.data<float>();
+  for (std::size_t c = 0; c < batch.size(); ++c) {
+    r[c] = static_cast<float>((1.0 - momentum) * static_cast<double>(r[c]) +
+                              static_cast<double>(momentum) * batch[c] * factor);
+  }
+  running.bump_version();
+}
+
+}  // namespace ops::detail
+
+Tensor batch_norm(const Tensor& x_arg, Tensor& running_mean, Tensor& running_var,
+                  const Tensor& weight_arg, const Tensor& bias_arg, bool training, float momentum,
+                  float eps) {
+  const char* op = "batch_norm";
+  diagnostics::detail::OpScope prof(amp::OpKind::batch_norm);
+  ops::detail::require_defined(op, x_arg, "x");
+  const std::vector<Tensor> in =
+      amp::autocast_inputs(amp::OpKind::batch_norm, {&x_arg, &weight_arg, &bias_arg});
+  const Tensor& x = in[0];
+  const Tensor& weight = in[1];
+  const Tensor& bias = in[2];
+  const kernels::BatchNormDims d = ops::detail::check_batch_norm_args(
+      op, x, running_mean, running_var, weight, bias, training, momentum, eps);
   MIXPREC_CHECK(!training || d.n * d.s > 1, ValueError, op,
                 "Expected more than 1 value per channel when training, got input size "
                     << to_string(x.shape()) << "; use a batch of at least 2 or eval mode");
@@ -173,8 +178,8 @@ Tensor batch_norm(const Tensor& x_arg, Tensor& running_mean, Tensor& running_var
                               training, mean.data(), var.data(), y.data_ptr(), y.dtype());
   if (training && running_mean.defined()) {
     const double count = static_cast<double>(d.n * d.s);
-    update_running(running_mean, mean, 1.0, momentum);
-    update_running(running_var, var, count / (count - 1.0), momentum);
+    ops::detail::update_running(running_mean, mean, 1.0, momentum);
+    ops::detail::update_running(running_var, var, count / (count - 1.0), momentum);
   }
   record<BatchNormNode>(y, {&x, &weight, &bias}, xc, d, std::move(mean), std::move(var), w,
                         ParamInfo::of(weight), ParamInfo::of(bias), eps, training);

@@ -1,0 +1,49 @@
+#pragma once
+// Private helpers of batch_norm (ops/norm_ops.cpp) shared with the synchronised batch norm
+// (dist/sync_batchnorm.cpp): argument checks, f32 copies of per-channel parameters, the running
+// statistics update. One copy of each, so the two ops cannot drift apart.
+#include <cstdint>
+#include <vector>
+
+#include "kernels/norm.h"
+#include "mixprec/core/tensor.h"
+
+namespace mixprec::ops::detail {
+
+/// Values of an optional parameter widened to f32 (empty when undefined).
+std::vector<float> f32_values(const Tensor& t);
+inline const float* data_or_null(const std::vector<float>& v) { return v.empty() ? nullptr : v.data(); }
+inline float* data_or_null(std::vector<float>& v) { return v.empty() ? nullptr : v.data(); }
+
+/// A gradient of a parameter, in the parameter's dtype and shape.
+Tensor param_grad(const std::vector<float>& g, const Shape& shape, DType dtype);
+
+/// What backward needs to know of an optional parameter once its values are copied.
+struct ParamInfo {
+  bool defined = false;
+  Shape shape;
+  DType dtype = DType::f32;
+  static ParamInfo of(const Tensor& t) {
+    return t.defined() ? ParamInfo{true, t.shape(), t.dtype()} : ParamInfo{};
+  }
+};
+
+/// A running-statistics buffer, if defined, must be f32 [c] and contiguous (DTypeError,
+/// ShapeError, ValueError naming op and `what`).
+void check_running(const char* op, const Tensor& t, std::int64_t c, const char* what);
+
+/// Every argument check of batch_norm except "more than one value per channel" (which the
+/// synchronised op applies to the global batch): x [N, C, ...], weight/bias [C] when defined,
+/// the running statistics, momentum and eps. Returns x's [n, c, s] view.
+kernels::BatchNormDims check_batch_norm_args(const char* op, const Tensor& x,
+                                             const Tensor& running_mean,
+                                             const Tensor& running_var, const Tensor& weight,
+                                             const Tensor& bias, bool training, float momentum,
+                                             float eps);
+
+/// running = (1 - momentum) * running + momentum * batch * factor, in double, in place; bumps
+/// the version. factor n / (n - 1) turns a biased batch variance into the unbiased one.
+void update_running(Tensor& running, const std::vector<float>& batch, double factor,
+                    float momentum);
+
+}  // namespace mixprec::ops::detail
