@@ -102,7 +102,8 @@ json config_to_json(const TrainConfig& c) {
               {"detect_anomaly", c.detect_anomaly},
               {"shard_optimizer", c.shard_optimizer},
               {"wire_dtype", c.wire_dtype},
-              {"inject_overflow", c.inject_overflow}};
+              {"inject_overflow", c.inject_overflow},
+              {"sync_batchnorm", c.sync_batchnorm}};
 }
 
 namespace {
@@ -150,6 +151,7 @@ TrainConfig config_from_json(const json& j, const std::string& what) {
   c.width = j.value("width", std::int64_t{0});
   c.dropout = j.value("dropout", 0.0f);
   c.checkpoint_activations = j.value("checkpoint_activations", false);
+  c.sync_batchnorm = j.value("sync_batchnorm", false);
   c.max_steps = j.value("max_steps", std::int64_t{-1});
   c.val_fraction = j.value("val_fraction", 0.1);
   // shard_optimizer, wire_dtype and inject_overflow are deliberately not read back: they describe the job's
@@ -223,6 +225,13 @@ EpochMetrics metrics_from_json(const json& j, const std::string& what) {
   return m;
 }
 
+// Not compared: the fields that do not shape the computation (threads, paths, epochs,
+// max_steps, limit_test, detect_anomaly, checkpoint_activations: bit-identical gradients), and
+// sync_batchnorm. Like the number of ranks (which a resume may change too), sync_batchnorm only
+// says how a data-parallel run computes the global batch's BatchNorm statistics; the state it
+// leaves (weights, running statistics, optimizer) means the same either way. Switching it on is
+// how a run trained in one process continues on several ranks with the same statistics, and the
+// flag is taken from the checkpoint when not given, so a plain resume keeps it.
 std::string first_incompatibility(const TrainConfig& saved, const TrainConfig& requested) {
   auto differ = [](const char* field, const auto& a, const auto& b) -> std::string {
     if (a == b) return "";

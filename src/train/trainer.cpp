@@ -24,6 +24,7 @@
 #include "mixprec/io/safetensors.h"
 #include "mixprec/io/sha256.h"
 #include "mixprec/models/zoo.h"
+#include "mixprec/nn/norm_layers.h"
 #include "mixprec/ops/elementwise.h"
 #include "mixprec/ops/nn_functional.h"
 #include "mixprec/optim/adam.h"
@@ -157,6 +158,10 @@ void Trainer::State::set_up_locally(json data_description) {
                                   << " ranks; --batch-size is the global batch, so give a multiple of "
                                   << comm->size());
     train = std::make_shared<dist::ShardedBatches>(train, comm->rank(), comm->size());
+    if (c.sync_batchnorm) {
+      // With one process there is nothing to synchronise: the flag is a no-op there.
+      log_header["sync_batchnorm_layers"] = nn::set_sync_batchnorm(*model, comm);
+    }
   }
   if (!c.save_initial_weights.empty() && writer()) {
     MIXPREC_CHECK(c.resume.empty(), ValueError, kOp,

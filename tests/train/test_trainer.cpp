@@ -10,6 +10,7 @@
 
 #include "mixprec/core/error.h"
 #include "mixprec/train/trainer.h"
+#include "train/config_json.h"
 
 using namespace mixprec;
 namespace fs = std::filesystem;
@@ -123,6 +124,20 @@ TEST(TrainTrainer, RefusesACheckpointOfAnotherRun) {
   other.epochs = 2;
   train::Trainer ok(other);  // same run, more epochs: fine
   EXPECT_EQ(ok.next_epoch(), 2);
+}
+
+TEST(TrainTrainer, SyncBatchnormIsSavedAndDoesNotBlockAResume) {
+  train::TrainConfig c = small_config("fp32");
+  c.sync_batchnorm = true;
+  nlohmann::json j = train::detail::config_to_json(c);
+  EXPECT_TRUE(train::detail::config_from_json(j, "test").sync_batchnorm);
+  j.erase("sync_batchnorm");  // a checkpoint from before the flag: per-rank statistics
+  const train::TrainConfig old = train::detail::config_from_json(j, "test");
+  EXPECT_FALSE(old.sync_batchnorm);
+  // Like the rank count, it only says how a data-parallel run computes BatchNorm statistics:
+  // switching it on continues a one-process run with the same statistics on several ranks.
+  EXPECT_EQ(train::detail::first_incompatibility(old, c), "");
+  EXPECT_EQ(train::detail::first_incompatibility(c, old), "");
 }
 
 TEST(TrainTrainer, RejectsAbsurdConfigurations) {

@@ -135,6 +135,12 @@ TrainOptions::TrainOptions(CLI::App* cmd, bool with_run_flags) {
                          "Fault drill (fp16): put an Inf into the gradients every Nth step (N), or on "
                          "rank R only (N@R); every rank must skip that step together"),
          MIXPREC_FIELD(inject_overflow));
+    bind(cmd->add_flag("--sync-batchnorm", given_->sync_batchnorm,
+                       "Data parallel (mpirun -np N): BatchNorm layers normalise with the "
+                       "statistics of the whole global batch, exchanged between the ranks in "
+                       "every training step, so N ranks train like one process (default: each "
+                       "rank's own shard). With one process it is accepted and changes nothing"),
+         MIXPREC_FIELD(sync_batchnorm));
   }
   bind(cmd->add_flag("--no-progress", no_progress_, "Never draw the progress bar"),
        [](train::TrainConfig& to, const train::TrainConfig&) { to.progress = false; });
