@@ -96,9 +96,16 @@ void ShardedParameters::gather_parameters(std::vector<float>& flat) const {
     std::memcpy(flat.data() + p.flat, p.view.data_ptr(), p.count * sizeof(float));
   }
   comm_->allgather(flat.data(), total_);
+  // Only the other ranks' elements come back: this rank's pieces were updated in place.
+  const Shard mine = share();
   for (std::size_t i = 0; i < params_.size(); ++i) {
-    std::memcpy(params_[i].data_ptr(), flat.data() + offsets_[i],
-                static_cast<std::size_t>(params_[i].numel()) * sizeof(float));
+    const std::size_t first = offsets_[i], last = first + static_cast<std::size_t>(params_[i].numel());
+    float* out = static_cast<float*>(params_[i].data_ptr());
+    const auto copy = [&](std::size_t lo, std::size_t hi) {
+      if (lo < hi) std::memcpy(out + (lo - first), flat.data() + lo, (hi - lo) * sizeof(float));
+    };
+    copy(first, std::min(last, mine.begin));            // before my share
+    copy(std::max(first, mine.end()), last);            // after it
     params_[i].bump_version();
   }
 }
