@@ -30,6 +30,8 @@ void TrainConfig::validate() const {
                 "--val-fraction must be in (0, 1), got " << val_fraction);
   MIXPREC_CHECK(context >= 0 && layers >= 0 && heads >= 0 && width >= 0, ValueError, op,
                 "--context, --layers, --heads and --width must be >= 1 (0 = the model's default)");
+  MIXPREC_CHECK(histogram_every >= 0, ValueError, op,
+                "--histogram-every must be >= 0 (0 = no histograms), got " << histogram_every);
   MIXPREC_CHECK(dropout >= 0.0f && dropout < 1.0f, ValueError, op,
                 "--dropout must be in [0, 1), got " << dropout);
 }
@@ -97,6 +99,8 @@ json config_to_json(const TrainConfig& c) {
               {"limit_test", c.limit_test},
               {"data_dir", c.data_dir},
               {"log_path", c.log_path},
+              {"tensorboard", c.tensorboard},
+              {"histogram_every", c.histogram_every},
               {"checkpoint_dir", c.checkpoint_dir},
               {"keep_checkpoints", c.keep_checkpoints},
               {"detect_anomaly", c.detect_anomaly},
@@ -154,6 +158,8 @@ TrainConfig config_from_json(const json& j, const std::string& what) {
   c.sync_batchnorm = j.value("sync_batchnorm", false);
   c.max_steps = j.value("max_steps", std::int64_t{-1});
   c.val_fraction = j.value("val_fraction", 0.1);
+  c.tensorboard = j.value("tensorboard", std::string());
+  c.histogram_every = j.value("histogram_every", std::int64_t{100});
   // shard_optimizer, wire_dtype and inject_overflow are deliberately not read back: they describe the job's
   // layout over ranks, and a resume chooses its own (TrainConfig).
   return c;

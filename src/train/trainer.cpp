@@ -33,6 +33,7 @@
 #include "train/config_json.h"
 #include "train/progress.h"
 #include "train/run_data.h"
+#include "train/tensorboard_log.h"
 #include "train/train_checkpoint.h"
 
 namespace mixprec::train {
@@ -120,6 +121,7 @@ struct Trainer::State {
   // set_up does not read and hash them a second time.
   std::optional<io::CheckpointFiles> resume_files;
   json log_header;
+  std::unique_ptr<detail::TensorBoardLog> tensorboard;  // rank 0 with --tensorboard
   // The ranks of a data-parallel run (one process: SingleProcess); rank 0 writes files.
   const dist::Communicator* comm = &dist::world();
   bool writer() const { return comm->rank() == 0; }
@@ -174,6 +176,16 @@ void Trainer::State::set_up_locally(json data_description) {
   if (c.max_steps > 0) schedule = std::min(schedule, c.max_steps);
   step = std::make_unique<TrainStep>(*model, c.step_config(schedule), comm);
   if (!step->auto_reason().empty()) log_header["auto_precision_reason"] = step->auto_reason();
+  if (!c.tensorboard.empty() && writer()) {
+    std::vector<std::string> paths;
+    std::vector<Tensor> params;
+    for (const auto& [path, t] : model->named_parameters()) {
+      paths.push_back(path);
+      params.push_back(t);
+    }
+    tensorboard = std::make_unique<detail::TensorBoardLog>(c.tensorboard, std::move(paths), std::move(params),
+                                                           c.histogram_every);
+  }
 
   if (!c.resume.empty()) {
     const std::string path = io::resolve_checkpoint(c.resume);
@@ -392,6 +404,7 @@ std::vector<EpochMetrics> Trainer::run() {
     while (more && !stop) {
       // One optimizer step over up to `accum` micro-batches (the epoch's last step may have fewer).
       int in_step = 0;
+      double step_loss = 0;
       autograd::set_anomaly_step(optimizer.steps());
       while (more && in_step < c.accum) {
         const double value = s.step->accumulate(
@@ -402,6 +415,7 @@ std::vector<EpochMetrics> Trainer::run() {
                                          << "); training diverged: lower --lr, set --clip, or "
                                             "resume from the last checkpoint");
         loss_sum += value;
+        step_loss += value;
         samples += batch.inputs.size(0);
         ++micro;
         ++in_step;
@@ -414,7 +428,16 @@ std::vector<EpochMetrics> Trainer::run() {
         ++norms;
         m.grad_norm_max = std::max(m.grad_norm_max, static_cast<double>(norm));
       }
-      s.step->apply();
+      const std::int64_t step_index = s.steps_taken();
+      const double lr_used = optimizer.lr(), scale_used = scaler.get_scale();
+      if (s.tensorboard && s.tensorboard->histograms_due(step_index)) {
+        // Sharded, rank 0 holds the averaged gradients of its own share only: weights alone.
+        s.tensorboard->histograms(step_index, scale_used, s.step->shards() == nullptr);
+      }
+      const bool applied = s.step->apply();
+      if (s.tensorboard) {
+        s.tensorboard->step(step_index, step_loss / in_step, lr_used, scale_used, norm, !applied);
+      }
       if (c.max_steps > 0 && s.steps_taken() >= c.max_steps) stop = true;
       char status[96];
       std::snprintf(status, sizeof status, "loss %.4f", loss_sum / static_cast<double>(micro));
@@ -468,6 +491,10 @@ std::vector<EpochMetrics> Trainer::run() {
       }
       io::write_file_atomically(c.log_path, text);
     }
+    if (s.tensorboard) {
+      json line = detail::metrics_to_json(m, s.task->kind());
+      s.tensorboard->epoch(epoch, line);
+    }
     if (on_epoch) on_epoch(m);
   }
   // Ranks leave together: rank 0 may still be writing its checkpoint (dist/world.h: ranks that
@@ -493,6 +520,7 @@ CheckpointEvaluation evaluate_checkpoint(const std::string& path, const std::str
   c.resume = out.path;
   c.epochs = std::max(c.epochs, h.epoch + 1);  // evaluation only: no epoch is trained
   c.log_path.clear();
+  c.tensorboard.clear();
   c.checkpoint_dir.clear();
   if (!data_dir.empty()) c.data_dir = data_dir;
   if (limit_test > 0) c.limit_test = limit_test;

@@ -100,6 +100,15 @@ TrainOptions::TrainOptions(CLI::App* cmd, bool with_run_flags) {
   if (with_run_flags) {
     bind(cmd->add_option("--log", g.log_path, "Write a JSONL log: a header object, then one per epoch"),
          MIXPREC_FIELD(log_path));
+    bind(cmd->add_option("--tensorboard", g.tensorboard,
+                         "Write TensorBoard event files into this directory: per-step loss, lr, loss "
+                         "scale, gradient norm and skips; per-epoch metrics and memory; log2 "
+                         "histograms of weights and gradients with the fp16/bf16 ranges"),
+         MIXPREC_FIELD(tensorboard));
+    bind(cmd->add_option("--histogram-every", g.histogram_every,
+                         "TensorBoard histograms every N optimizer steps (0 = none)")
+             ->capture_default_str(),
+         MIXPREC_FIELD(histogram_every));
     bind(cmd->add_option("--checkpoint-dir", g.checkpoint_dir,
                          "Write a checkpoint into this directory after every epoch"),
          MIXPREC_FIELD(checkpoint_dir));

@@ -63,6 +63,10 @@ struct TrainConfig {
   std::int64_t limit_test = -1;     ///< use only the first N test samples; -1 = all
   std::string data_dir;             ///< Fashion-MNIST directory; "" = Debian's default
   std::string log_path;             ///< JSONL log; "" = none
+  /// TensorBoard event files go into this directory ("" = none): per-step scalars, per-epoch
+  /// metrics and memory, log2 histograms of weights and gradients (train/tensorboard_log.h).
+  std::string tensorboard;
+  std::int64_t histogram_every = 100;  ///< histograms every N optimizer steps; 0 = never
   std::string checkpoint_dir;       ///< checkpoint every epoch into this directory; "" = none
   int keep_checkpoints = 3;         ///< newest checkpoints kept in checkpoint_dir; 0 = all
   std::string resume;               ///< a checkpoint, or a directory of them (newest complete)
