@@ -16,6 +16,7 @@ const char* name(PrecisionMode mode) {
     case PrecisionMode::pure_bf16: return "pure-bf16";
     case PrecisionMode::pure_bf16_sr: return "pure-bf16-sr";
     case PrecisionMode::automatic: return "auto";
+    case PrecisionMode::auto_layer: return "auto-layer";
   }
   return "?";
 }
@@ -23,12 +24,12 @@ const char* name(PrecisionMode mode) {
 PrecisionMode parse_precision_mode(std::string_view text) {
   for (PrecisionMode m : {PrecisionMode::fp32, PrecisionMode::bf16, PrecisionMode::fp16,
                           PrecisionMode::pure_bf16, PrecisionMode::pure_bf16_sr,
-                          PrecisionMode::automatic}) {
+                          PrecisionMode::automatic, PrecisionMode::auto_layer}) {
     if (text == name(m)) return m;
   }
   MIXPREC_CHECK(false, ValueError, "precision",
                 "unknown precision '" << text
-                                      << "'; use one of fp32, bf16, fp16, pure-bf16, pure-bf16-sr, auto");
+                                      << "'; use one of fp32, bf16, fp16, pure-bf16, pure-bf16-sr, auto, auto-layer");
   return PrecisionMode::fp32;
 }
 
@@ -77,6 +78,10 @@ PrecisionPolicy PrecisionPolicy::for_mode(PrecisionMode mode, bool keep_norm_fp3
       break;
     case PrecisionMode::automatic:
       return for_mode(choose_precision(cpu_features()).mode, keep_norm_fp32);
+    case PrecisionMode::auto_layer:
+      // The starting compute dtype; the autopilot sets each layer's own on top of it.
+      p.dtypes.compute = default_layer_compute(cpu_features());
+      break;
   }
   return p;
 }
@@ -153,6 +158,12 @@ PrecisionChoice choose_precision(const CpuFeatures& cpu) {
   return {PrecisionMode::fp32,
           "fp32: this CPU has no native bf16 dot products (no AVX512_BF16 or AMX-BF16), so bf16 "
           "GEMMs would be emulated through fp32 and gain no speed; fp16 would save memory only"};
+}
+
+DType default_layer_compute(const CpuFeatures& cpu) {
+  const bool native_bf16 = cpu.avx512_bf16 || cpu.amx_bf16 || cpu.arm_bf16;
+  const bool native_fp16 = cpu.avx512_fp16 || cpu.arm_fp16;
+  return native_fp16 && !native_bf16 ? DType::f16 : DType::bf16;
 }
 
 std::string precision_warnings(PrecisionMode mode, bool has_grad_scaler, const CpuFeatures& cpu) {

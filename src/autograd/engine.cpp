@@ -87,6 +87,33 @@ void set_post_accumulate_grad_hook(const Tensor& leaf, std::function<void()> hoo
 
 namespace {
 
+// Identity in backward, after showing the gradient to an observer. Saves nothing, so it costs
+// no memory.
+class GradientObserver final : public Node {
+ public:
+  explicit GradientObserver(std::function<void(const Tensor&)> observer) : observer_(std::move(observer)) {}
+  std::vector<Tensor> backward(const Tensor& grad_output) override {
+    observer_(grad_output);
+    return {grad_output};
+  }
+  const char* name() const override { return "observe_gradient"; }
+  bool saves_tensors() const override { return false; }
+
+ private:
+  std::function<void(const Tensor&)> observer_;
+};
+
+}  // namespace
+
+Tensor observe_gradient(const Tensor& t, std::function<void(const Tensor& grad)> observer) {
+  if (!grad_enabled() || !t.requires_grad()) return t;
+  Tensor alias = t.detach();
+  attach(alias, std::make_shared<GradientObserver>(std::move(observer)), {&t});
+  return alias;
+}
+
+namespace {
+
 std::shared_ptr<Node> accumulator_of(const Tensor& leaf) {
   detail::TensorImpl& impl = leaf.impl();
   if (auto existing = impl.grad_accumulator.lock()) return existing;

@@ -31,22 +31,6 @@ namespace {
 
 constexpr const char* kOp = "inspect";
 
-class Recorder;
-
-// Identity in forward; in backward, hands the gradient of a layer's output to the recorder and
-// passes it on unchanged. Saves nothing, so it costs no memory.
-class GradientProbe final : public autograd::Node {
- public:
-  GradientProbe(Recorder* recorder, std::size_t layer) : recorder_(recorder), layer_(layer) {}
-  std::vector<Tensor> backward(const Tensor& grad_output) override;
-  const char* name() const override { return "inspect_probe"; }
-  bool saves_tensors() const override { return false; }
-
- private:
-  Recorder* recorder_;
-  std::size_t layer_;
-};
-
 // Collects the per-layer statistics; one LayerReport per leaf module, in order of first run.
 class Recorder final : public nn::ForwardObserver {
  public:
@@ -67,10 +51,8 @@ class Recorder final : public nn::ForwardObserver {
     LayerReport& l = layers[it->second];
     l.output_shape = output.shape();
     l.activation.add(output);
-    if (!autograd::grad_enabled() || !output.requires_grad()) return output;
-    Tensor alias = output.detach();
-    autograd::attach(alias, std::make_shared<GradientProbe>(this, it->second), {&output});
-    return alias;
+    const std::size_t layer = it->second;
+    return autograd::observe_gradient(output, [this, layer](const Tensor& g) { record_output_grad(layer, g); });
   }
 
   void record_output_grad(std::size_t layer, const Tensor& g) {
@@ -78,11 +60,6 @@ class Recorder final : public nn::ForwardObserver {
     if (scaling) layers[layer].output_grad_scaled.add(g, 1.0);
   }
 };
-
-std::vector<Tensor> GradientProbe::backward(const Tensor& grad_output) {
-  recorder_->record_output_grad(layer_, grad_output);
-  return {grad_output};
-}
 
 // Leaf modules of m (m itself if it has no children), depth first in registration order.
 void collect_leaves(const nn::Module& m, std::vector<const nn::Module*>& out) {

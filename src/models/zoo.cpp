@@ -58,6 +58,26 @@ std::shared_ptr<nn::Module> mlp(std::int64_t in, std::int64_t hidden1, std::int6
                         make<nn::Linear>(hidden2, out, true, seed + 2)}));
 }
 
+// Images in [0, 1] turned into raw 16-bit sensor counts (0 to 65535), as a camera or a
+// microscope delivers them. A count of 65535 is already beyond fp16's largest value, 65504.
+class RawSensorCounts : public nn::Module {
+ public:
+  Tensor forward(const Tensor& x) override { return x * 65535.0f; }
+  std::string type_name() const override { return "RawSensorCounts"; }
+};
+
+// The mlp on raw sensor counts, with a LayerNorm after its first layer to take the counts'
+// scale out: it trains like the mlp in fp32 and bf16, but its first layer's inputs and
+// activations (about 1e4 to 1e5) do not fit fp16, while the rest of the model does. The case
+// the precision autopilot (--precision auto-layer) is for.
+std::shared_ptr<nn::Module> sensor_mlp(std::uint64_t seed) {
+  return std::make_shared<Stack>(
+      "SensorMLP", sequential({make<RawSensorCounts>(), make<nn::Linear>(784, 256, true, seed),
+                               make<nn::LayerNorm>(256), make<nn::ReLU>(),
+                               make<nn::Linear>(256, 128, true, seed + 1), make<nn::ReLU>(),
+                               make<nn::Linear>(128, 10, true, seed + 2)}));
+}
+
 std::shared_ptr<nn::Module> cnn(std::uint64_t seed) {
   auto features = sequential({make<nn::Conv2d>(1, 32, 3, 1, 1, false, seed),
                               make<nn::BatchNorm2d>(32), make<nn::ReLU>(), make<nn::MaxPool2d>(2),
@@ -112,6 +132,10 @@ std::vector<ModelSpec> builtin_models() {
       classifier("resnet", "ResNet: stem + 3 BasicBlocks (16, 32, 64 channels), global pool, FC 10 "
                            "(Fashion-MNIST)",
                  {1, 28, 28}, false, resnet),
+      classifier("sensor-mlp",
+                 "MLP 784-256(LayerNorm)-128-10 on raw 16-bit sensor counts (Fashion-MNIST x 65535): "
+                 "its first layer exceeds fp16's range, the rest fits",
+                 {784}, false, sensor_mlp),
       classifier("seed-mlp", "the seeds' MLP 1024-4096-4096-10 with ReLU (synthetic data)", {1024}, true,
                  [](std::uint64_t seed) { return make_seed_mlp(4096, seed); }),
   };

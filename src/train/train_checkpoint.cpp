@@ -98,6 +98,8 @@ io::CheckpointFiles encode_checkpoint(const TrainingObjects& o, const TrainConfi
   }
   // Every counter that seeds a random mask (Dropout, attention dropout), in module order.
   state["random_state"] = o.model->random_state();
+  // auto-layer: the layers' dtypes and what decides their next moves.
+  if (const PrecisionAutopilot* pilot = o.step->autopilot()) state["autopilot"] = json::parse(pilot->state());
 
   io::CheckpointFiles files;
   files.files["model.safetensors"] = io::encode_safetensors(model_tensors, meta);
@@ -167,6 +169,11 @@ void restore_checkpoint(const io::CheckpointFiles& files, const std::string& pat
     ls.last_optimizer_steps = s.at("last_optimizer_steps").get<std::int64_t>();
     ls.base_lr = s.at("base_lr").get<float>();
     scheduler->load_state(ls);
+  }
+  if (PrecisionAutopilot* pilot = o.step->autopilot()) {
+    MIXPREC_CHECK(state.contains("autopilot"), ValueError, kOp,
+                  "'" << path << "' has no precision autopilot state but this run uses --precision auto-layer");
+    pilot->load_state(state.at("autopilot").dump());
   }
   if (state.contains("random_state")) {
     o.model->set_random_state(state.at("random_state").get<std::vector<std::uint64_t>>());

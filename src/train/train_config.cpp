@@ -32,6 +32,10 @@ void TrainConfig::validate() const {
                 "--context, --layers, --heads and --width must be >= 1 (0 = the model's default)");
   MIXPREC_CHECK(histogram_every >= 0, ValueError, op,
                 "--histogram-every must be >= 0 (0 = no histograms), got " << histogram_every);
+  MIXPREC_CHECK(policy_out.empty() || amp::parse_precision_mode(precision) == amp::PrecisionMode::auto_layer,
+                ValueError, op,
+                "--policy-out writes the per-layer dtypes of --precision auto-layer; with --precision "
+                    << precision << " drop it");
   MIXPREC_CHECK(dropout >= 0.0f && dropout < 1.0f, ValueError, op,
                 "--dropout must be in [0, 1), got " << dropout);
 }
@@ -50,6 +54,8 @@ models::ModelOptions TrainConfig::model_options() const {
 
 StepConfig TrainConfig::step_config(std::int64_t scheduler_steps) const {
   return StepConfig{.precision = precision,
+                    .compute = compute,
+                    .layer_policy = layer_policy,
                     .optimizer = optimizer,
                     .lr = lr,
                     .weight_decay = weight_decay,
@@ -107,7 +113,10 @@ json config_to_json(const TrainConfig& c) {
               {"shard_optimizer", c.shard_optimizer},
               {"wire_dtype", c.wire_dtype},
               {"inject_overflow", c.inject_overflow},
-              {"sync_batchnorm", c.sync_batchnorm}};
+              {"sync_batchnorm", c.sync_batchnorm},
+              {"compute", c.compute},
+              {"layer_policy", c.layer_policy},
+              {"policy_out", c.policy_out}};
 }
 
 namespace {
@@ -156,6 +165,9 @@ TrainConfig config_from_json(const json& j, const std::string& what) {
   c.dropout = j.value("dropout", 0.0f);
   c.checkpoint_activations = j.value("checkpoint_activations", false);
   c.sync_batchnorm = j.value("sync_batchnorm", false);
+  c.compute = j.value("compute", "");
+  c.layer_policy = j.value("layer_policy", "");
+  c.policy_out = j.value("policy_out", "");
   c.max_steps = j.value("max_steps", std::int64_t{-1});
   c.val_fraction = j.value("val_fraction", 0.1);
   c.tensorboard = j.value("tensorboard", std::string());
@@ -186,6 +198,10 @@ json metrics_to_json(const EpochMetrics& m, models::TaskKind task) {
          {"grad_norm_max", m.grad_norm_max},
          {"lr", m.lr},
          {"peak_memory_bytes", peak}};
+  if (!m.layer_dtypes.empty()) {
+    j["flops_16bit"] = m.flops_16bit;
+    j["layer_dtypes"] = m.layer_dtypes;
+  }
   if (task == models::TaskKind::language_model) {
     j["val_loss"] = m.test_loss;
     j["perplexity"] = m.perplexity;
@@ -223,6 +239,8 @@ EpochMetrics metrics_from_json(const json& j, const std::string& what) {
   get(j, "grad_norm_mean", m.grad_norm_mean, what);
   get(j, "grad_norm_max", m.grad_norm_max, what);
   get(j, "lr", m.lr, what);
+  m.flops_16bit = j.value("flops_16bit", -1.0);
+  m.layer_dtypes = j.value("layer_dtypes", std::string());
   const json& peak = j.at("peak_memory_bytes");
   for (std::size_t i = 0; i < kMemoryCategoryCount; ++i) {
     get(peak, name(static_cast<MemoryCategory>(i)), m.memory.peak[i], what);
@@ -246,6 +264,7 @@ std::string first_incompatibility(const TrainConfig& saved, const TrainConfig& r
   for (const std::string& d :
        {differ("model", saved.model, requested.model),
         differ("precision", saved.precision, requested.precision),
+        differ("compute", saved.compute, requested.compute),
         differ("optimizer", saved.optimizer, requested.optimizer),
         differ("batch_size", saved.batch_size, requested.batch_size),
         differ("accum", saved.accum, requested.accum), differ("lr", saved.lr, requested.lr),

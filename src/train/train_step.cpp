@@ -4,6 +4,7 @@
 #include <charconv>
 #include <cmath>
 #include <limits>
+#include <optional>
 
 #include "mixprec/amp/autocast.h"
 #include "mixprec/core/cpu_features.h"
@@ -39,11 +40,22 @@ void StepConfig::validate(const char* op) const {
   MIXPREC_CHECK(scaler_growth_interval >= 1 && scaler_growth_interval <= 1000000000, ValueError, op,
                 "--scaler-growth-interval must be in [1, 1000000000] steps, got "
                     << scaler_growth_interval);
+  MIXPREC_CHECK(compute.empty() || compute == "fp16" || compute == "bf16", ValueError, op,
+                "unknown --compute '" << compute << "'; choose fp16 or bf16");
+  const bool layered = amp::parse_precision_mode(precision) == amp::PrecisionMode::auto_layer;
+  MIXPREC_CHECK(layered || compute.empty(), ValueError, op,
+                "--compute sets the dtype --precision auto-layer starts its layers in; with --precision "
+                    << precision << " drop it");
+  MIXPREC_CHECK(layered || layer_policy.empty(), ValueError, op,
+                "--policy replays a per-layer policy of --precision auto-layer; with --precision "
+                    << precision << " drop it");
   dist::parse_wire_dtype(wire_dtype);
   parse_overflow_injection(inject_overflow);
-  MIXPREC_CHECK(inject_overflow.empty() || amp::parse_precision_mode(precision) == amp::PrecisionMode::fp16,
+  MIXPREC_CHECK(inject_overflow.empty() || amp::parse_precision_mode(precision) == amp::PrecisionMode::fp16 ||
+                    amp::parse_precision_mode(precision) == amp::PrecisionMode::auto_layer,
                 ValueError, op,
-                "--inject-overflow tests the fp16 GradScaler's step skipping; use it with --precision fp16");
+                "--inject-overflow tests the fp16 GradScaler's step skipping; use it with --precision fp16 "
+                "or auto-layer");
 }
 
 OverflowInjection parse_overflow_injection(const std::string& text) {
@@ -74,6 +86,7 @@ struct TrainStep::State {
   std::unique_ptr<optim::Optimizer> optimizer;
   std::unique_ptr<amp::GradScaler> scaler;
   std::unique_ptr<optim::LRScheduler> scheduler;
+  std::unique_ptr<PrecisionAutopilot> autopilot;  // auto-layer
   // Data parallel (comm with several ranks): the gradient exchange, and ZeRO-1's layout.
   const dist::Communicator* comm = nullptr;
   std::vector<Tensor> model_params;
@@ -100,6 +113,9 @@ TrainStep::TrainStep(nn::Module& model, const StepConfig& config, const dist::Co
   }
   s.precision_name = amp::name(s.mode);
   s.policy = amp::PrecisionPolicy::for_mode(s.mode);
+  if (s.mode == amp::PrecisionMode::auto_layer && !config.compute.empty()) {
+    s.policy.dtypes.compute = config.compute == "fp16" ? DType::f16 : DType::bf16;
+  }
   s.autocast = s.policy.dtypes.compute != DType::f32;
   s.compute = s.autocast ? s.policy.dtypes.compute : DType::bf16;
 
@@ -114,7 +130,18 @@ TrainStep::TrainStep(nn::Module& model, const StepConfig& config, const dist::Co
                 "--precision " << s.precision_name << " keeps 16-bit gradients, which data-parallel "
                                << "runs do not average yet; use fp32, bf16 or fp16 with several ranks");
 
+  MIXPREC_CHECK(!parallel || s.mode != amp::PrecisionMode::auto_layer, ValueError, "TrainStep",
+                "--precision auto-layer decides from each process's own statistics, which data-parallel "
+                "runs do not combine yet; replay a policy it wrote (--precision auto-layer --policy FILE) "
+                "or use fp32, bf16 or fp16 with several ranks");
+
   amp::apply_parameter_dtypes(model, s.policy);
+  if (s.mode == amp::PrecisionMode::auto_layer) {
+    s.autopilot = std::make_unique<PrecisionAutopilot>(model, model.type_name(), s.policy.dtypes.compute);
+    if (!config.layer_policy.empty()) {
+      s.autopilot->replay(LayerPolicy::read(config.layer_policy), config.layer_policy);
+    }
+  }
   s.model_params = model.parameters();
   s.inject = parse_overflow_injection(config.inject_overflow);
   std::vector<Tensor> updated = s.model_params;
@@ -149,7 +176,9 @@ TrainStep::TrainStep(nn::Module& model, const StepConfig& config, const dist::Co
   }
   s.scaler = std::make_unique<amp::GradScaler>(
       amp::GradScalerOptions{.growth_interval = config.scaler_growth_interval,
-                             .enabled = s.mode == amp::PrecisionMode::fp16,
+                             // auto-layer: any layer may compute in fp16.
+                             .enabled = s.mode == amp::PrecisionMode::fp16 ||
+                                        s.mode == amp::PrecisionMode::auto_layer,
                              .mode = amp::parse_scaling_mode(config.loss_scaling)});
   if (config.scheduler == "cosine") {
     s.scheduler = std::make_unique<optim::CosineAnnealingLR>(*s.optimizer, config.scheduler_steps);
@@ -163,6 +192,8 @@ double TrainStep::accumulate(const std::function<Tensor()>& forward_loss) {
   Tensor loss;
   {
     amp::Autocast region(s.autocast, s.compute);
+    std::optional<nn::ForwardObserverScope> watch;
+    if (s.autopilot && s.autopilot->sampling()) watch.emplace(s.autopilot->observer());
     loss = forward_loss();
   }
   const double value = loss.item();
@@ -209,6 +240,10 @@ float TrainStep::unscale_and_clip() {
 
 bool TrainStep::apply() {
   State& s = *s_;
+  // The step's index counts skipped steps (what max_steps counts); the scale is the one its
+  // backward ran at.
+  const std::int64_t step = s.optimizer->steps() + s.scaler->stats().skipped_steps;
+  const double scale = s.scaler->get_scale();
   const bool applied = s.scaler->step(*s.optimizer);
   // Every rank made the same decision (agreed found-inf), so all or none gather.
   if (s.sharded() && applied) s.shards->gather_parameters(s.sync->bucket());
@@ -218,6 +253,7 @@ bool TrainStep::apply() {
   if (s.sharded()) {
     for (const Tensor& p : s.model_params) p.set_grad(Tensor());
   }
+  if (s.autopilot) s.autopilot->end_step(step, applied, scale);
   return applied;
 }
 
@@ -262,5 +298,7 @@ void TrainStep::load_full_optimizer_state(const optim::OptimizerState& state) {
 }
 amp::GradScaler& TrainStep::scaler() { return *s_->scaler; }
 optim::LRScheduler* TrainStep::scheduler() { return s_->scheduler.get(); }
+PrecisionAutopilot* TrainStep::autopilot() { return s_->autopilot.get(); }
+const PrecisionAutopilot* TrainStep::autopilot() const { return s_->autopilot.get(); }
 
 }  // namespace mixprec::train

@@ -122,6 +122,7 @@ struct Trainer::State {
   std::optional<io::CheckpointFiles> resume_files;
   json log_header;
   std::unique_ptr<detail::TensorBoardLog> tensorboard;  // rank 0 with --tensorboard
+  std::size_t moves_reported = 0;  // auto-layer: the autopilot's moves already announced
   // The ranks of a data-parallel run (one process: SingleProcess); rank 0 writes files.
   const dist::Communicator* comm = &dist::world();
   bool writer() const { return comm->rank() == 0; }
@@ -143,6 +144,36 @@ struct Trainer::State {
   void set_up_locally(json data_description);
   // One evaluation pass in eval mode; the model is left in training mode.
   std::unique_ptr<Evaluation> evaluate();
+  // auto-layer: prints the autopilot's moves not yet announced.
+  void announce_moves(const PrecisionAutopilot& pilot, const std::function<void(const std::string&)>& out) {
+    const std::vector<LayerMove>& moves = pilot.moves();
+    for (; moves_reported < moves.size(); ++moves_reported) {
+      const LayerMove& m = moves[moves_reported];
+      if (out && writer()) {
+        out("autopilot: after step " + std::to_string(m.step) + ", " + m.layer + " " + layer_dtype_name(m.from) +
+            " -> " + layer_dtype_name(m.to) + ": " + m.reason);
+      }
+    }
+  }
+  // The JSONL log: the header; auto-layer's moves so far, one line each (with their step);
+  // then one line per epoch.
+  std::string log_text() const {
+    std::string text = log_header.dump() + "\n";
+    if (const PrecisionAutopilot* pilot = step->autopilot()) {
+      for (const LayerMove& m : pilot->moves()) {
+        text += json{{"type", "precision_move"}, {"step", m.step}, {"layer", m.layer},
+                     {"from", layer_dtype_name(m.from)}, {"to", layer_dtype_name(m.to)}, {"reason", m.reason}}
+                    .dump() +
+                "\n";
+      }
+    }
+    for (const EpochMetrics& h : history) {
+      json line = detail::metrics_to_json(h, task->kind());
+      line["type"] = "epoch";
+      text += line.dump() + "\n";
+    }
+    return text;
+  }
 };
 
 void Trainer::State::set_up(json data_description) {
@@ -216,6 +247,13 @@ void Trainer::State::set_up_locally(json data_description) {
                                  << " optimizer steps; pass a --max-steps above that to train further");
   }
 
+  if (const PrecisionAutopilot* pilot = step->autopilot(); pilot && !c.policy_out.empty() && writer()) {
+    // Now, so that an unwritable path fails before training rather than after the first epoch.
+    LayerPolicy p = pilot->policy();
+    p.model = c.model;
+    p.write(c.policy_out);
+  }
+
   json& hdr = log_header;
   hdr["type"] = "header";
   hdr["config"] = detail::config_to_json(c);
@@ -235,6 +273,15 @@ void Trainer::State::set_up_locally(json data_description) {
                             {"gradient_buckets", step->gradient_buckets()}};
   }
   hdr["resumed_from"] = resumed_from.empty() ? json(nullptr) : json(resumed_from);
+  if (const PrecisionAutopilot* pilot = step->autopilot()) {
+    const LayerPolicy p = pilot->policy();
+    json layers = json::object();
+    for (const auto& [path, d] : p.layers) layers[path] = layer_dtype_name(d);
+    hdr["autopilot"] = {{"start", layer_dtype_name(p.compute)},
+                        {"replaying", c.layer_policy.empty() ? json(nullptr) : json(c.layer_policy)},
+                        {"layers", layers}};
+    moves_reported = pilot->moves().size();  // a resume announces only new moves
+  }
 }
 
 Trainer::Trainer(TrainConfig config) : s_(std::make_unique<State>()) {
@@ -435,6 +482,7 @@ std::vector<EpochMetrics> Trainer::run() {
         s.tensorboard->histograms(step_index, scale_used, s.step->shards() == nullptr);
       }
       const bool applied = s.step->apply();
+      if (const PrecisionAutopilot* pilot = s.step->autopilot()) s.announce_moves(*pilot, on_message);
       if (s.tensorboard) {
         s.tensorboard->step(step_index, step_loss / in_step, lr_used, scale_used, norm, !applied);
       }
@@ -455,6 +503,12 @@ std::vector<EpochMetrics> Trainer::run() {
     m.loss_scale = scaler.get_scale();
     m.lr = optimizer.lr();
     m.optimizer_steps = optimizer.steps();
+    if (const PrecisionAutopilot* pilot = s.step->autopilot()) {
+      m.flops_16bit = pilot->sixteen_bit_flop_share();
+      for (const auto& [path, d] : pilot->policy().layers) {
+        m.layer_dtypes += (m.layer_dtypes.empty() ? "" : ",") + path + "=" + layer_dtype_name(d);
+      }
+    }
     const auto t_eval = std::chrono::steady_clock::now();
     s.evaluate()->write(m);
     m.eval_seconds = seconds_since(t_eval);
@@ -483,13 +537,12 @@ std::vector<EpochMetrics> Trainer::run() {
     }
     if (!c.log_path.empty() && s.writer()) {
       // The whole log is rewritten atomically: a crash never leaves a torn line behind.
-      std::string text = s.log_header.dump() + "\n";
-      for (const EpochMetrics& h : s.history) {
-        json line = detail::metrics_to_json(h, s.task->kind());
-        line["type"] = "epoch";
-        text += line.dump() + "\n";
-      }
-      io::write_file_atomically(c.log_path, text);
+      io::write_file_atomically(c.log_path, s.log_text());
+    }
+    if (const PrecisionAutopilot* pilot = s.step->autopilot(); pilot && !c.policy_out.empty() && s.writer()) {
+      LayerPolicy p = pilot->policy();
+      p.model = c.model;
+      p.write(c.policy_out);
     }
     if (s.tensorboard) {
       json line = detail::metrics_to_json(m, s.task->kind());

@@ -74,7 +74,7 @@ TEST(ModelsZoo, UnknownModelListsTheKnownOnes) {
     models::make_model("vgg", 0);
     FAIL();
   } catch (const ValueError& e) {
-    EXPECT_NE(std::string(e.what()).find("mlp, cnn, resnet, seed-mlp"), std::string::npos);
+    EXPECT_NE(std::string(e.what()).find("mlp, cnn, resnet, sensor-mlp, seed-mlp"), std::string::npos);
   }
 }
 

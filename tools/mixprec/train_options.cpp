@@ -40,11 +40,25 @@ TrainOptions::TrainOptions(CLI::App* cmd, bool with_run_flags) {
            ->capture_default_str(),
        MIXPREC_FIELD(val_fraction));
   if (with_run_flags) {
-    bind(cmd->add_option("--precision", g.precision,
-                         "fp32, bf16, fp16, pure-bf16, pure-bf16-sr or auto (bf16 only where the "
-                         "CPU has native bf16)")
-             ->capture_default_str(),
-         MIXPREC_FIELD(precision));
+    precision_ = cmd->add_option("--precision", g.precision,
+                                 "fp32, bf16, fp16, pure-bf16, pure-bf16-sr, auto (bf16 only where the "
+                                 "CPU has native bf16) or auto-layer (a compute dtype per Linear/Conv2d "
+                                 "layer, moved up and down by the precision autopilot from the run's "
+                                 "own overflow, underflow and skip statistics)")
+                     ->capture_default_str();
+    bind(precision_, MIXPREC_FIELD(precision));
+    bind(cmd->add_option("--compute", g.compute,
+                         "auto-layer: the 16-bit dtype layers start in, fp16 or bf16 (default: fp16 "
+                         "where the CPU has native fp16 arithmetic but no native bf16, else bf16)"),
+         MIXPREC_FIELD(compute));
+    policy_ = cmd->add_option("--policy", g.layer_policy,
+                              "auto-layer: replay the per-layer dtypes of a policy file written by "
+                              "--policy-out, with the autopilot frozen (implies --precision auto-layer)");
+    bind(policy_, MIXPREC_FIELD(layer_policy));
+    bind(cmd->add_option("--policy-out", g.policy_out,
+                         "auto-layer: write the layers' dtypes and the autopilot's moves (with their "
+                         "steps and reasons) to this JSON policy file, after every epoch"),
+         MIXPREC_FIELD(policy_out));
   }
   bind(cmd->add_option("--epochs", g.epochs, "Epochs to train (in total, counting resumed ones)")
            ->capture_default_str(),
@@ -171,6 +185,8 @@ train::TrainConfig TrainOptions::resolve() const {
   for (const auto& [opt, copy] : bound_) {
     if (opt->count() > 0) copy(config, *given_);
   }
+  // A policy file is replayed by auto-layer: --policy alone asks for it.
+  if (policy_ != nullptr && policy_->count() > 0 && precision_->count() == 0) config.precision = "auto-layer";
   return config;
 }
 

@@ -25,6 +25,8 @@ class TrainOptions {
   void bind(CLI::Option* opt, std::function<void(train::TrainConfig&, const train::TrainConfig&)> copy);
 
   bool no_progress_ = false;
+  CLI::Option* precision_ = nullptr;  // --precision and --policy (train only)
+  CLI::Option* policy_ = nullptr;
   std::shared_ptr<train::TrainConfig> given_ = std::make_shared<train::TrainConfig>();
   std::vector<std::pair<CLI::Option*, std::function<void(train::TrainConfig&, const train::TrainConfig&)>>>
       bound_;

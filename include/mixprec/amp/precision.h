@@ -22,9 +22,13 @@ enum class PrecisionMode : std::uint8_t {
   pure_bf16,     ///< bf16 parameters, f32 master copy inside the optimizer
   pure_bf16_sr,  ///< bf16 parameters, no master copy, stochastic rounding of the update
   automatic,     ///< "auto": chosen from the CPU (see choose_precision)
+  /// "auto-layer": f32 parameters, and a compute dtype per layer (fp16, bf16 or fp32) that the
+  /// precision autopilot (train/precision_autopilot.h) moves up and down from statistics of
+  /// the run, with a GradScaler; or replays a layer policy file.
+  auto_layer,
 };
 
-/// "fp32", "bf16", "fp16", "pure-bf16", "pure-bf16-sr", "auto".
+/// "fp32", "bf16", "fp16", "pure-bf16", "pure-bf16-sr", "auto", "auto-layer".
 const char* name(PrecisionMode mode);
 /// Parses the names above; ValueError listing them otherwise.
 PrecisionMode parse_precision_mode(std::string_view text);
@@ -67,6 +71,10 @@ struct PrecisionChoice {
 /// The "auto" rule: bf16 where the CPU has native bf16 dot products (AVX512_BF16 or AMX-BF16),
 /// else fp32 (bf16 would only be emulated: slower than fp32 for compute).
 PrecisionChoice choose_precision(const CpuFeatures& cpu);
+/// The 16-bit dtype auto-layer starts its layers in when --compute is not given: f16 where the
+/// CPU has native fp16 arithmetic but no native bf16 dot products (AVX512_FP16 or Armv8.2
+/// FP16 without BF16), else bf16 (its range spares most layers the GradScaler's trial and error).
+DType default_layer_compute(const CpuFeatures& cpu);
 
 /// Checks a mode against the run's set-up and returns warnings to show the user (empty if none):
 /// fp16 without a GradScaler, fp16/bf16 on CPUs without native support for them.

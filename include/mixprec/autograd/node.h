@@ -85,6 +85,12 @@ void attach_all(Tensor& output, std::shared_ptr<Node> node, const std::vector<co
 /// leaf; an empty function removes it. StateError unless leaf is a leaf that requires grad.
 void set_post_accumulate_grad_hook(const Tensor& leaf, std::function<void()> hook);
 
+/// Returns an alias of `t` (the same storage, no copy) that backward passes through unchanged,
+/// handing the incoming gradient to `observer` first: how diagnostics and the precision
+/// autopilot watch the gradient of a layer's output without changing any op. Returns `t`
+/// itself when no node would be recorded (grad mode off, or t does not require grad).
+Tensor observe_gradient(const Tensor& t, std::function<void(const Tensor& grad)> observer);
+
 /// Back-propagates gradient (default: 1 for a one-element root) from root through the graph.
 /// Re-entrant: a node's backward may run a backward of its own (nn::Checkpoint does, over the
 /// sub-graph it recomputes); that inner pass inherits the outer root's loss scale.

@@ -31,13 +31,20 @@
 #include "mixprec/nn/module.h"
 #include "mixprec/optim/lr_scheduler.h"
 #include "mixprec/optim/optimizer.h"
+#include "mixprec/train/precision_autopilot.h"
 
 namespace mixprec::train {
 
 /// What shapes one optimizer step. The CLI flags of `mixprec train` and `mixprec bench` that
 /// carry the same names fill it.
 struct StepConfig {
-  std::string precision = "bf16";   ///< fp32, bf16, fp16, pure-bf16, pure-bf16-sr, auto
+  std::string precision = "bf16";   ///< fp32, bf16, fp16, pure-bf16, pure-bf16-sr, auto, auto-layer
+  /// auto-layer only: the 16-bit dtype layers start in, fp16 or bf16; "" = the hardware's
+  /// (amp::default_layer_compute).
+  std::string compute = "";
+  /// auto-layer only: a layer policy file (train/precision_autopilot.h) to replay with the
+  /// autopilot frozen; "" = let the autopilot move layers.
+  std::string layer_policy = "";
   std::string optimizer = "adam";   ///< sgd (momentum 0.9), adam, adamw
   float lr = 1e-3f;                 ///< > 0 (the peak of the cosine schedule)
   float weight_decay = 0.0f;        ///< >= 0 (L2 for sgd/adam, decoupled for adamw)
@@ -136,6 +143,9 @@ class TrainStep {
   void load_full_optimizer_state(const optim::OptimizerState& state);
   amp::GradScaler& scaler();
   optim::LRScheduler* scheduler();  ///< null for "none"
+  /// The per-layer precision autopilot of auto-layer (null in every other mode).
+  PrecisionAutopilot* autopilot();
+  const PrecisionAutopilot* autopilot() const;
 
  private:
   struct State;

@@ -41,7 +41,13 @@ struct TrainConfig {
   bool checkpoint_activations = false;  ///< recompute transformer blocks in backward
   std::int64_t max_steps = -1;      ///< stop after this many optimizer steps (-1 = no limit)
   double val_fraction = 0.1;        ///< text: the last fraction of the corpus held out
-  std::string precision = "bf16";   ///< fp32, bf16, fp16, pure-bf16, pure-bf16-sr, auto
+  std::string precision = "bf16";   ///< fp32, bf16, fp16, pure-bf16, pure-bf16-sr, auto, auto-layer
+  /// auto-layer (train/precision_autopilot.h): the dtype layers start in (StepConfig::compute),
+  /// a policy file to replay instead of moving layers ("" = none), and where to write the
+  /// layers' dtypes and moves after every epoch ("" = nowhere).
+  std::string compute;
+  std::string layer_policy;
+  std::string policy_out;
   int epochs = 1;                   ///< >= 1
   std::int64_t batch_size = 128;    ///< micro-batch size, >= 1
   float lr = 1e-3f;                 ///< > 0
@@ -118,6 +124,10 @@ struct EpochMetrics {
   double grad_norm_mean = 0;        ///< mean of the finite (unscaled, pre-clip) gradient norms
   double grad_norm_max = 0;
   double lr = 0;                    ///< learning rate at the end of the epoch
+  /// auto-layer: the share of the GEMM layers' FLOPs computed in 16 bits at the end of the
+  /// epoch, and every layer's dtype ("layers.1=bf16,layers.4=fp16"); -1 and "" otherwise.
+  double flops_16bit = -1;
+  std::string layer_dtypes;
   MemoryStats memory;               ///< peaks during the epoch
 };
 

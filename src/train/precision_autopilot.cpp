@@ -1,0 +1,466 @@
+// The precision autopilot: per-layer statistics on sampled steps, the move rules, and the
+// layer policy file.
+#include "mixprec/train/precision_autopilot.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <deque>
+#include <set>
+#include <unordered_map>
+
+#include <nlohmann/json.hpp>
+
+#include "mixprec/autograd/node.h"
+#include "mixprec/core/error.h"
+#include "mixprec/diagnostics/tensor_stats.h"
+#include "mixprec/io/atomic_file.h"
+#include "mixprec/nn/conv_layers.h"
+#include "mixprec/nn/layers.h"
+#include "mixprec/numerics/formats.h"
+
+namespace mixprec::train {
+namespace {
+
+using nlohmann::json;
+using diagnostics::TensorStats;
+using numerics::Format;
+constexpr const char* kOp = "precision autopilot";
+constexpr const char* kFormat = "mixprec-layer-policy";
+
+double fp16_max() { return numerics::format_info(Format::fp16).max; }
+
+std::size_t fmt(Format f) { return diagnostics::inspect_format_index(f); }
+
+DType parse_layer_dtype(const std::string& text, const std::string& where) {
+  if (text == "fp16") return DType::f16;
+  if (text == "bf16") return DType::bf16;
+  if (text == "fp32") return DType::f32;
+  MIXPREC_CHECK(false, ValueError, kOp, where << ": unknown dtype '" << text << "'; use fp16, bf16 or fp32");
+  return DType::f32;
+}
+
+// One step up the ladder fp16 -> bf16 -> fp32 (fp32 stays).
+DType up(DType d) { return d == DType::f16 ? DType::bf16 : DType::f32; }
+DType down(DType d) { return d == DType::f32 ? DType::bf16 : DType::f16; }
+int rank_of(DType d) { return d == DType::f16 ? 0 : d == DType::bf16 ? 1 : 2; }
+
+std::string number(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.3g", v);
+  return buf;
+}
+std::string percent(double f) { return number(100 * f) + "%"; }
+
+// Nonzero finite values of a stream (the base of the underflow fractions: the zeros a ReLU or
+// a mask makes say nothing about range).
+double nonzero(const TensorStats& s) {
+  return static_cast<double>(std::max<std::int64_t>(1, s.count - s.zeros - s.nan - s.inf));
+}
+// Of a stream's nonzero values, the share that format f holds as subnormals or flushes to zero.
+double low_fraction(const TensorStats& s, Format f) {
+  const diagnostics::CastCounts& c = s.cast[fmt(f)];
+  return static_cast<double>(c.subnormal + c.underflow) / nonzero(s);
+}
+
+// What one layer showed on one sampled step.
+struct Sample {
+  bool seen = false;            // the layer ran in this step
+  TensorStats activation;       // its output, in its compute dtype
+  TensorStats gradient;         // its output's gradient as backward saw it (loss-scaled)
+  bool nonfinite_from_finite = false;  // output non-finite although the input was finite
+  double flops = 0;             // forward GEMM FLOPs of this step
+};
+
+struct Layer {
+  std::string path;
+  nn::Module* module = nullptr;
+  DType dtype = DType::bf16;
+  int clean = 0;                // consecutive samples that fit the dtype below
+  int probation = 0;            // samples needed before moving down
+  bool came_down = false;       // moved down before: a new move up doubles the probation
+  double flops = 0;             // as last measured
+  Sample sample;
+};
+
+bool is_gemm_layer(const nn::Module& m) {
+  return m.children().empty() &&
+         (dynamic_cast<const nn::Linear*>(&m) != nullptr || dynamic_cast<const nn::Conv2d*>(&m) != nullptr);
+}
+
+void collect(nn::Module& m, const std::string& path, std::vector<Layer>& out) {
+  if (is_gemm_layer(m)) {
+    Layer l;
+    l.path = path;
+    l.module = &m;
+    out.push_back(std::move(l));
+    return;
+  }
+  for (const auto& [name, child] : m.children()) collect(*child, nn::join_path(path, name), out);
+}
+
+json move_to_json(const LayerMove& m) {
+  return json{{"step", m.step}, {"layer", m.layer}, {"from", layer_dtype_name(m.from)},
+              {"to", layer_dtype_name(m.to)}, {"reason", m.reason}};
+}
+
+LayerMove move_from_json(const json& j, const std::string& where) {
+  LayerMove m;
+  MIXPREC_CHECK(j.is_object() && j.contains("step") && j.contains("layer") && j.contains("from") &&
+                    j.contains("to"),
+                ValueError, kOp, where << ": a move needs step, layer, from and to");
+  m.step = j.at("step").get<std::int64_t>();
+  m.layer = j.at("layer").get<std::string>();
+  m.from = parse_layer_dtype(j.at("from").get<std::string>(), where);
+  m.to = parse_layer_dtype(j.at("to").get<std::string>(), where);
+  m.reason = j.value("reason", "");
+  return m;
+}
+
+}  // namespace
+
+const char* layer_dtype_name(DType dtype) {
+  switch (dtype) {
+    case DType::f16: return "fp16";
+    case DType::bf16: return "bf16";
+    default: return "fp32";
+  }
+}
+
+// ---- the policy file ----
+
+std::string LayerPolicy::to_json_text() const {
+  json layers_json = json::object();
+  for (const auto& [path, d] : layers) layers_json[path] = layer_dtype_name(d);
+  json moves_json = json::array();
+  for (const LayerMove& m : moves) moves_json.push_back(move_to_json(m));
+  return json{{"format", kFormat}, {"version", 1}, {"model", model}, {"compute", layer_dtype_name(compute)},
+              {"layers", layers_json}, {"moves", moves_json}}
+             .dump(2) + "\n";
+}
+
+LayerPolicy LayerPolicy::parse(const std::string& text, const std::string& source) {
+  json j;
+  try {
+    j = json::parse(text);
+  } catch (const json::exception& e) {
+    MIXPREC_CHECK(false, ValueError, kOp, "policy file '" << source << "' is not valid JSON: " << e.what());
+  }
+  const std::string where = "policy file '" + source + "'";
+  MIXPREC_CHECK(j.is_object() && j.value("format", "") == kFormat, ValueError, kOp,
+                where << " is not a layer policy (its \"format\" must be \"" << kFormat
+                      << "\"; write one with --policy-out)");
+  MIXPREC_CHECK(j.value("version", 0) == 1, ValueError, kOp, where << ": unsupported version; this mixprec reads 1");
+  LayerPolicy p;
+  try {
+    p.model = j.value("model", "");
+    p.compute = parse_layer_dtype(j.value("compute", "bf16"), where + ", \"compute\"");
+    MIXPREC_CHECK(j.contains("layers") && j.at("layers").is_object(), ValueError, kOp,
+                  where << ": \"layers\" must be an object of layer path -> fp16|bf16|fp32");
+    for (const auto& [path, value] : j.at("layers").items()) {
+      MIXPREC_CHECK(value.is_string(), ValueError, kOp,
+                    where << ", layer '" << path << "': the dtype must be a string (fp16, bf16 or fp32)");
+      p.layers.emplace_back(path, parse_layer_dtype(value.get<std::string>(), where + ", layer '" + path + "'"));
+    }
+    if (j.contains("moves")) {
+      for (const json& m : j.at("moves")) p.moves.push_back(move_from_json(m, where));
+    }
+  } catch (const json::exception& e) {
+    MIXPREC_CHECK(false, ValueError, kOp, where << ": " << e.what());
+  }
+  return p;
+}
+
+LayerPolicy LayerPolicy::read(const std::string& path) { return parse(io::read_file(path), path); }
+
+void LayerPolicy::write(const std::string& path) const { io::write_file_atomically(path, to_json_text()); }
+
+// ---- the autopilot ----
+
+struct PrecisionAutopilot::State {
+  std::string model_name;
+  DType start = DType::bf16;
+  AutopilotOptions options;
+  std::vector<Layer> layers;
+  std::unordered_map<const nn::Module*, std::size_t> index;
+  std::vector<LayerMove> moves;
+  std::deque<bool> skips;  // the last skip_window steps: true = skipped
+  bool frozen = false;
+  bool sample_next = true;  // the first step is always sampled
+  bool measured = false;    // some step was sampled
+  std::unique_ptr<nn::ForwardObserver> observer;
+
+  // Records the samples: installed around the forward passes of a sampled step.
+  class Observer final : public nn::ForwardObserver {
+   public:
+    explicit Observer(State& s) : s_(s) {}
+    Tensor on_leaf_forward(nn::Module& module, const Tensor& input, const Tensor& output) override {
+      auto it = s_.index.find(&module);
+      if (it == s_.index.end()) return output;
+      Layer& l = s_.layers[it->second];
+      Sample& smp = l.sample;
+      smp.seen = true;
+      for (const auto& [name, p] : module.local_parameters()) {
+        if (name == "weight" && p.dim() >= 2 && p.size(0) > 0) {
+          smp.flops += 2.0 * static_cast<double>(output.numel()) * static_cast<double>(p.numel() / p.size(0));
+        }
+      }
+      if (s_.frozen) return output;  // replaying a policy: the FLOPs are all it needs
+      TensorStats a;
+      a.add(output);
+      if (a.inf + a.nan > 0) {
+        TensorStats in;
+        in.add(input);
+        if (in.inf + in.nan == 0) smp.nonfinite_from_finite = true;
+      }
+      smp.activation.merge(a);
+      const std::size_t layer = it->second;
+      return autograd::observe_gradient(output, [this, layer](const Tensor& g) {
+        s_.layers[layer].sample.gradient.add(g);
+      });
+    }
+
+   private:
+    State& s_;
+  };
+
+  void set(Layer& l, DType d) {
+    l.dtype = d;
+    l.module->set_compute_dtype(d);
+  }
+  void move(std::int64_t step, Layer& l, DType to, std::string reason, std::vector<LayerMove>& made) {
+    LayerMove m{step, l.path, l.dtype, to, std::move(reason)};
+    if (rank_of(to) > rank_of(l.dtype)) {
+      // Back up after coming down: the statistics that let it down were not enough; wait longer.
+      if (l.came_down) l.probation *= 2;
+    } else {
+      l.came_down = true;
+    }
+    l.clean = 0;
+    set(l, to);
+    moves.push_back(m);
+    made.push_back(std::move(m));
+  }
+};
+
+PrecisionAutopilot::PrecisionAutopilot(nn::Module& model, std::string model_name, DType start,
+                                       AutopilotOptions options)
+    : s_(std::make_unique<State>()) {
+  State& s = *s_;
+  MIXPREC_CHECK(start == DType::f16 || start == DType::bf16, ValueError, kOp,
+                "--compute must be fp16 or bf16, got " << name(start));
+  MIXPREC_CHECK(options.sample_every >= 1 && options.probation >= 1 && options.headroom >= 1 &&
+                    options.skip_window >= 1 && options.skip_limit >= 1 && options.underflow > 0 &&
+                    options.underflow < 1,
+                ValueError, kOp, "invalid autopilot options");
+  s.model_name = std::move(model_name);
+  s.start = start;
+  s.options = options;
+  collect(model, "", s.layers);
+  MIXPREC_CHECK(!s.layers.empty(), ValueError, kOp,
+                "--precision auto-layer sets a compute dtype per Linear or Conv2d layer, and model '"
+                    << s.model_name << "' has none; use --precision fp16 or bf16");
+  for (std::size_t i = 0; i < s.layers.size(); ++i) {
+    Layer& l = s.layers[i];
+    l.probation = options.probation;
+    s.index[l.module] = i;
+    s.set(l, start);
+  }
+  s.observer = std::make_unique<State::Observer>(s);
+}
+
+PrecisionAutopilot::~PrecisionAutopilot() = default;
+
+void PrecisionAutopilot::replay(const LayerPolicy& policy, const std::string& source) {
+  State& s = *s_;
+  std::unordered_map<std::string, std::size_t> by_path;
+  std::string known;
+  for (std::size_t i = 0; i < s.layers.size(); ++i) {
+    by_path[s.layers[i].path] = i;
+    known += (i ? ", " : "") + s.layers[i].path;
+  }
+  std::set<std::string> seen;
+  for (const auto& [path, d] : policy.layers) {
+    MIXPREC_CHECK(by_path.count(path) != 0, ValueError, kOp,
+                  "policy file '" << source << "' names layer '" << path << "', which model '" << s.model_name
+                                  << "' does not have (its Linear and Conv2d layers: " << known << ")");
+    MIXPREC_CHECK(seen.insert(path).second, ValueError, kOp,
+                  "policy file '" << source << "' names layer '" << path << "' twice");
+  }
+  for (const auto& [path, d] : policy.layers) s.set(s.layers[by_path[path]], d);
+  s.frozen = true;
+  s.sample_next = true;  // once, for the FLOP share
+}
+
+bool PrecisionAutopilot::frozen() const { return s_->frozen; }
+bool PrecisionAutopilot::sampling() const { return s_->sample_next; }
+nn::ForwardObserver* PrecisionAutopilot::observer() { return s_->observer.get(); }
+const std::vector<LayerMove>& PrecisionAutopilot::moves() const { return s_->moves; }
+
+std::vector<LayerMove> PrecisionAutopilot::end_step(std::int64_t step, bool applied, double loss_scale) {
+  State& s = *s_;
+  const AutopilotOptions& o = s.options;
+  std::vector<LayerMove> made;
+  const bool sampled = s.sample_next;
+  if (!s.frozen) {
+    s.skips.push_back(!applied);
+    while (static_cast<int>(s.skips.size()) > o.skip_window) s.skips.pop_front();
+  }
+  if (sampled) {
+    bool any = false;
+    for (Layer& l : s.layers) {
+      if (l.sample.seen) {
+        l.flops = l.sample.flops;
+        any = true;
+      }
+    }
+    s.measured = s.measured || any;
+  }
+  if (sampled && !s.frozen) {
+    const double f16max = fp16_max();
+    const int scale_log2 = loss_scale > 0 ? static_cast<int>(std::lround(std::log2(loss_scale))) : 0;
+    bool raised = false;
+    for (Layer& l : s.layers) {
+      const Sample& smp = l.sample;
+      if (!smp.seen) continue;
+      const TensorStats& a = smp.activation;
+      const TensorStats& g = smp.gradient;
+      // up: overflow in forward.
+      if (l.dtype != DType::f32 && smp.nonfinite_from_finite) {
+        const std::string what = l.dtype == DType::f16 ? "beyond fp16's largest value 65504" : "beyond bf16's range";
+        s.move(step, l, up(l.dtype),
+               std::to_string(a.inf + a.nan) + " of its " + std::to_string(a.count) +
+                   " activations were Inf/NaN from finite inputs (" + what + "; largest finite |x| " +
+                   number(a.amax) + ")",
+               made);
+        raised = true;
+        continue;
+      }
+      // up: fp16 gradients running off fp16's bottom at the shared loss scale.
+      if (l.dtype == DType::f16 && !g.empty()) {
+        const double sub = static_cast<double>(g.cast[fmt(Format::fp16)].subnormal) / nonzero(g);
+        if (sub > o.underflow) {
+          s.move(step, l, DType::bf16,
+                 percent(sub) + " of its nonzero output gradients were fp16 subnormals at loss scale 2^" +
+                     std::to_string(scale_log2) + " (below 6.1e-5 precision is lost, below 6e-8 they flush to zero)",
+                 made);
+          raised = true;
+          continue;
+        }
+      }
+      // down: fits the dtype below with room to spare, for `probation` samples in a row.
+      if (rank_of(l.dtype) > rank_of(s.start)) {
+        const DType lower = down(l.dtype);
+        const bool finite = a.inf + a.nan == 0 && g.inf + g.nan == 0;
+        const Format f = lower == DType::f16 ? Format::fp16 : Format::bf16;
+        const double limit = lower == DType::f16 ? f16max / o.headroom : numerics::format_info(Format::bf16).max;
+        const double low = g.empty() ? 0.0 : low_fraction(g, f);
+        const bool fits = finite && a.amax <= limit && g.amax <= limit && low <= o.underflow / 4;
+        l.clean = fits ? l.clean + 1 : 0;
+        if (l.clean >= l.probation) {
+          s.move(step, l, lower,
+                 "over its last " + std::to_string(l.clean) + " sampled steps its largest |activation| " +
+                     number(a.amax) + " and |output gradient| " + number(g.amax) + " stayed within " +
+                     layer_dtype_name(lower) + "'s range with " + number(o.headroom) + "x to spare, and " +
+                     percent(low) + " of its gradients would be " + layer_dtype_name(lower) + " subnormals",
+                 made);
+        }
+      }
+    }
+    // up: the scaler keeps skipping although no layer overflowed in forward.
+    const auto skipped = std::count(s.skips.begin(), s.skips.end(), true);
+    if (!raised && skipped >= o.skip_limit) {
+      Layer* worst = nullptr;
+      double worst_amax = -1;
+      for (Layer& l : s.layers) {
+        if (l.dtype != DType::f16 || !l.sample.seen) continue;
+        const double amax = std::max(l.sample.activation.amax, l.sample.gradient.amax);
+        if (amax > worst_amax) {
+          worst_amax = amax;
+          worst = &l;
+        }
+      }
+      if (worst != nullptr) {
+        s.move(step, *worst, DType::bf16,
+               "the GradScaler skipped " + std::to_string(skipped) + " of the last " +
+                   std::to_string(s.skips.size()) + " steps, and of the fp16 layers this one's values came closest to 65504 (largest |x| " +
+                   number(worst_amax) + ")",
+               made);
+        s.skips.clear();
+      }
+    }
+  }
+  for (Layer& l : s.layers) l.sample = Sample{};
+  s.sample_next = !s.frozen && ((step + 1) % o.sample_every == 0 || !applied);
+  return made;
+}
+
+LayerPolicy PrecisionAutopilot::policy() const {
+  LayerPolicy p;
+  p.model = s_->model_name;
+  p.compute = s_->start;
+  for (const Layer& l : s_->layers) p.layers.emplace_back(l.path, l.dtype);
+  p.moves = s_->moves;
+  return p;
+}
+
+double PrecisionAutopilot::sixteen_bit_flop_share() const {
+  double total = 0, low = 0;
+  for (const Layer& l : s_->layers) {
+    total += l.flops;
+    if (l.dtype != DType::f32) low += l.flops;
+  }
+  return total > 0 ? low / total : 0.0;
+}
+
+std::string PrecisionAutopilot::state() const {
+  const State& s = *s_;
+  json layers = json::array();
+  for (const Layer& l : s.layers) {
+    layers.push_back({{"path", l.path}, {"dtype", layer_dtype_name(l.dtype)}, {"clean", l.clean},
+                      {"probation", l.probation}, {"came_down", l.came_down}, {"flops", l.flops}});
+  }
+  json moves = json::array();
+  for (const LayerMove& m : s.moves) moves.push_back(move_to_json(m));
+  return json{{"start", layer_dtype_name(s.start)}, {"frozen", s.frozen}, {"sample_next", s.sample_next},
+              {"measured", s.measured}, {"skips", std::vector<bool>(s.skips.begin(), s.skips.end())},
+              {"layers", layers}, {"moves", moves}}
+      .dump();
+}
+
+void PrecisionAutopilot::load_state(const std::string& text) {
+  State& s = *s_;
+  try {
+    const json j = json::parse(text);
+    const json& layers = j.at("layers");
+    MIXPREC_CHECK(layers.size() == s.layers.size(), StateError, kOp,
+                  "the checkpoint's autopilot state has " << layers.size() << " layers, the model "
+                                                          << s.layers.size());
+    MIXPREC_CHECK(parse_layer_dtype(j.at("start").get<std::string>(), "autopilot state") == s.start, StateError,
+                  kOp, "the checkpoint's autopilot started in " << j.at("start").get<std::string>()
+                                                                << ", this run in " << layer_dtype_name(s.start));
+    for (std::size_t i = 0; i < layers.size(); ++i) {
+      Layer& l = s.layers[i];
+      const json& lj = layers[i];
+      MIXPREC_CHECK(lj.at("path").get<std::string>() == l.path, StateError, kOp,
+                    "the checkpoint's autopilot state names layer " << lj.at("path") << " where the model has '"
+                                                                    << l.path << "'");
+      s.set(l, parse_layer_dtype(lj.at("dtype").get<std::string>(), "autopilot state"));
+      l.clean = lj.at("clean").get<int>();
+      l.probation = lj.at("probation").get<int>();
+      l.came_down = lj.at("came_down").get<bool>();
+      l.flops = lj.at("flops").get<double>();
+    }
+    s.frozen = j.at("frozen").get<bool>();
+    s.sample_next = j.at("sample_next").get<bool>();
+    s.measured = j.at("measured").get<bool>();
+    const auto skips = j.at("skips").get<std::vector<bool>>();
+    s.skips.assign(skips.begin(), skips.end());
+    s.moves.clear();
+    for (const json& m : j.at("moves")) s.moves.push_back(move_from_json(m, "autopilot state"));
+  } catch (const json::exception& e) {
+    MIXPREC_CHECK(false, StateError, kOp, "the checkpoint's autopilot state is malformed: " << e.what());
+  }
+}
+
+}  // namespace mixprec::train
