@@ -189,6 +189,7 @@ json metrics_to_json(const EpochMetrics& m, models::TaskKind task) {
          {"train_samples", m.train_samples},
          {"optimizer_steps", m.optimizer_steps},
          {"train_loss", m.train_loss},
+         {"nonfinite_losses", m.nonfinite_losses},
          {"samples_per_second", m.samples_per_second},
          {"train_seconds", m.train_seconds},
          {"eval_seconds", m.eval_seconds},
@@ -240,6 +241,7 @@ EpochMetrics metrics_from_json(const json& j, const std::string& what) {
   get(j, "grad_norm_max", m.grad_norm_max, what);
   get(j, "lr", m.lr, what);
   m.flops_16bit = j.value("flops_16bit", -1.0);
+  m.nonfinite_losses = j.value("nonfinite_losses", std::int64_t{0});
   m.layer_dtypes = j.value("layer_dtypes", std::string());
   const json& peak = j.at("peak_memory_bytes");
   for (std::size_t i = 0; i < kMemoryCategoryCount; ++i) {

@@ -430,10 +430,14 @@ std::vector<EpochMetrics> Trainer::run() {
     // A resumed partial epoch continues its sums (means times counts).
     double loss_sum = 0, norm_sum = 0, seconds_before = 0;
     std::int64_t micro = 0, norms = 0, samples = 0, skipped_before = scaler.stats().skipped_steps;
+    // Losses that came out Inf/NaN (a forward overflow in fp16; the scaler skips those steps)
+    // stay out of the mean, which would otherwise say nothing for the rest of the epoch.
+    std::int64_t nonfinite = 0;
     const std::int64_t first_batch = s.partial ? s.first_batch : 0;
     if (s.partial) {
       micro = s.partial->epoch_batches;
-      loss_sum = s.partial->train_loss * static_cast<double>(micro);
+      nonfinite = s.partial->nonfinite_losses;
+      loss_sum = s.partial->train_loss * static_cast<double>(micro - nonfinite);
       norms = (micro + c.accum - 1) / c.accum - s.partial->skipped_steps;
       norm_sum = s.partial->grad_norm_mean * static_cast<double>(norms);
       m.grad_norm_max = s.partial->grad_norm_max;
@@ -461,7 +465,11 @@ std::vector<EpochMetrics> Trainer::run() {
                                          << batch.index << " (" << s.step->precision_name()
                                          << "); training diverged: lower --lr, set --clip, or "
                                             "resume from the last checkpoint");
-        loss_sum += value;
+        if (std::isfinite(value)) {
+          loss_sum += value;
+        } else {
+          ++nonfinite;
+        }
         step_loss += value;
         samples += batch.inputs.size(0);
         ++micro;
@@ -488,14 +496,16 @@ std::vector<EpochMetrics> Trainer::run() {
       }
       if (c.max_steps > 0 && s.steps_taken() >= c.max_steps) stop = true;
       char status[96];
-      std::snprintf(status, sizeof status, "loss %.4f", loss_sum / static_cast<double>(micro));
+      std::snprintf(status, sizeof status, "loss %.4f", loss_sum / static_cast<double>(std::max<std::int64_t>(1, micro - nonfinite)));
       bar.update(micro - first_batch, status);
     }
     bar.finish();
     m.complete = !more;
     m.epoch_batches = micro;
     m.train_seconds = seconds_before + seconds_since(t0);
-    m.train_loss = dist::mean_over_ranks(*s.comm, micro > 0 ? loss_sum / static_cast<double>(micro) : 0.0);
+    m.nonfinite_losses = nonfinite;
+    m.train_loss = dist::mean_over_ranks(
+        *s.comm, micro > nonfinite ? loss_sum / static_cast<double>(micro - nonfinite) : 0.0);
     m.train_samples = samples * s.comm->size();
     m.samples_per_second = static_cast<double>(m.train_samples) / m.train_seconds;
     m.grad_norm_mean = norms > 0 ? norm_sum / static_cast<double>(norms) : 0.0;

@@ -52,7 +52,8 @@ std::vector<std::string> split_list(const std::string& text) {
 void validate(const BenchFlags& f, bool precision_given) {
   validate_step_flags(kOp, f.model, f.steps, f.warmup, f.batch_size, f.threads);
   train::StepConfig step = f.step;
-  step.precision = "fp32";  // checked on its own below
+  // The precision is checked on its own below; --compute and --policy with it.
+  step.precision = step.compute.empty() && step.layer_policy.empty() ? "fp32" : "auto-layer";
   step.validate(kOp);
   const bool lm = models::model_spec(f.model).task == models::TaskKind::language_model;
   MIXPREC_CHECK(f.width == 0 || lm || (f.model == "seed-mlp" && f.width >= 1 && f.width <= 16384),

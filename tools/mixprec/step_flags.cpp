@@ -37,6 +37,10 @@ void add_step_config_flags(CLI::App* cmd, train::StepConfig& step) {
   cmd->add_option("--scaler-growth-interval", step.scaler_growth_interval,
                   "fp16: clean steps before the loss scale grows")
       ->capture_default_str();
+  cmd->add_option("--compute", step.compute,
+                  "auto-layer: the 16-bit dtype layers start in, fp16 or bf16 (default: the hardware's)");
+  cmd->add_option("--policy", step.layer_policy,
+                  "auto-layer: replay this layer policy file (from train --policy-out), autopilot frozen");
 }
 
 }  // namespace mixprec::tools

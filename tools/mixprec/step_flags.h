@@ -17,7 +17,8 @@ void validate_step_flags(const char* op, const std::string& model, int steps, in
                          std::int64_t batch_size, int threads);
 
 /// Adds the flags of one optimizer step that `mixprec train` also has (--optimizer, --lr,
-/// --weight-decay, --clip, --accum, --loss-scaling, --scaler-growth-interval), bound to step, so
+/// --weight-decay, --clip, --accum, --loss-scaling, --scaler-growth-interval, --compute, --policy), bound
+/// to step, so
 /// that `mixprec bench` and `mixprec profile` time the step training would run.
 void add_step_config_flags(CLI::App* cmd, train::StepConfig& step);
 

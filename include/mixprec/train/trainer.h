@@ -108,7 +108,8 @@ struct TrainConfig {
 struct EpochMetrics {
   int epoch = 0;                    ///< 1-based
   std::int64_t optimizer_steps = 0; ///< optimizer steps applied since the run began
-  double train_loss = 0;            ///< mean over the epoch's micro-batches
+  double train_loss = 0;            ///< mean over the epoch's micro-batches with a finite loss
+  std::int64_t nonfinite_losses = 0; ///< micro-batches whose loss was Inf/NaN (left out of train_loss)
   double test_loss = 0;             ///< mean evaluation loss (validation loss of a language model)
   double test_accuracy = 0;         ///< classification
   double macro_f1 = 0;              ///< classification
