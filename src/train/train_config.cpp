@@ -183,6 +183,9 @@ json metrics_to_json(const EpochMetrics& m, models::TaskKind task) {
     peak[name(static_cast<MemoryCategory>(i))] = m.memory.peak[i];
   }
   peak["total"] = m.memory.total_peak;
+  // The block cache at the end of the epoch: flat over a long run when nothing leaks
+  // (scripts/soak.sh).
+  const json cache{{"cached_bytes", m.memory.cached_bytes}, {"system_allocations", m.memory.system_allocations}};
   json j{{"epoch", m.epoch},
          {"complete", m.complete},
          {"epoch_batches", m.epoch_batches},
@@ -198,7 +201,8 @@ json metrics_to_json(const EpochMetrics& m, models::TaskKind task) {
          {"grad_norm_mean", m.grad_norm_mean},
          {"grad_norm_max", m.grad_norm_max},
          {"lr", m.lr},
-         {"peak_memory_bytes", peak}};
+         {"peak_memory_bytes", peak},
+         {"block_cache", cache}};
   if (!m.layer_dtypes.empty()) {
     j["flops_16bit"] = m.flops_16bit;
     j["layer_dtypes"] = m.layer_dtypes;
@@ -248,6 +252,10 @@ EpochMetrics metrics_from_json(const json& j, const std::string& what) {
     get(peak, name(static_cast<MemoryCategory>(i)), m.memory.peak[i], what);
   }
   get(peak, "total", m.memory.total_peak, what);
+  if (j.contains("block_cache")) {
+    get(j.at("block_cache"), "cached_bytes", m.memory.cached_bytes, what);
+    get(j.at("block_cache"), "system_allocations", m.memory.system_allocations, what);
+  }
   return m;
 }
 
