@@ -250,7 +250,8 @@ std::string resolve_checkpoint(const std::string& path) {
   bool has_files = false;
   for (fs::directory_iterator it(path, ec), end; !ec && it != end; it.increment(ec)) {
     std::error_code fec;
-    if (it->is_regular_file(fec)) has_files = true;
+    // Dot files (the directory lock of a run writing here) are not checkpoint files.
+    if (it->is_regular_file(fec) && it->path().filename().string().front() != '.') has_files = true;
   }
   if (has_files && incomplete.empty()) {
     fail(kOp, path, "is an incomplete checkpoint (no " + std::string(kCheckpointManifest) +

@@ -21,6 +21,7 @@
 #include "mixprec/dist/world.h"
 #include "mixprec/io/atomic_file.h"
 #include "mixprec/io/checkpoint.h"
+#include "mixprec/io/directory_lock.h"
 #include "mixprec/io/safetensors.h"
 #include "mixprec/io/sha256.h"
 #include "mixprec/models/zoo.h"
@@ -123,6 +124,8 @@ struct Trainer::State {
   json log_header;
   std::unique_ptr<detail::TensorBoardLog> tensorboard;  // rank 0 with --tensorboard
   std::size_t moves_reported = 0;  // auto-layer: the autopilot's moves already announced
+  // Rank 0 with --checkpoint-dir: no other process writes checkpoints there while this one runs.
+  std::unique_ptr<io::DirectoryLock> checkpoint_lock;
   // The ranks of a data-parallel run (one process: SingleProcess); rank 0 writes files.
   const dist::Communicator* comm = &dist::world();
   bool writer() const { return comm->rank() == 0; }
@@ -195,6 +198,9 @@ void Trainer::State::set_up_locally(json data_description) {
       // With one process there is nothing to synchronise: the flag is a no-op there.
       log_header["sync_batchnorm_layers"] = nn::set_sync_batchnorm(*model, comm);
     }
+  }
+  if (!c.checkpoint_dir.empty() && writer()) {
+    checkpoint_lock = std::make_unique<io::DirectoryLock>(c.checkpoint_dir, "mixprec train");
   }
   if (!c.save_initial_weights.empty() && writer()) {
     MIXPREC_CHECK(c.resume.empty(), ValueError, kOp,

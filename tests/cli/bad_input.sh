@@ -68,4 +68,13 @@ expect_failure inspect_zero_steps "steps" "$MIXPREC" inspect --model mlp --preci
 expect_failure inspect_bad_precision "fp8" "$MIXPREC" inspect --model mlp --precision fp8 --steps 1
 expect_failure inspect_unwritable_svg "$WORK/a-file/layers.svg" "$MIXPREC" inspect --model mlp --steps 1 --svg "$WORK/a-file/layers.svg"
 expect_failure inspect_missing_dataset "dataset-fashion-mnist" "$MIXPREC" inspect --model mlp --steps 1 --data-dir "$WORK/none"
+
+# Two runs writing checkpoints into one directory: the second is refused, naming the first.
+"$MIXPREC" train --model mlp --precision fp32 --epochs 50 --limit-train 2560 --limit-test 100 --threads 1 \
+  --no-progress --checkpoint-dir "$WORK/shared" > /dev/null 2>&1 &
+first=$!
+for _ in $(seq 100); do grep -q "pid $first" "$WORK/shared/.mixprec-lock" 2> /dev/null && break; sleep 0.1; done
+expect_failure checkpoint_dir_in_use "is in use by mixprec train (pid $first on host" \
+  "$MIXPREC" train --model mlp --precision fp32 --epochs 1 --limit-train 256 --threads 1 --checkpoint-dir "$WORK/shared"
+kill "$first"; wait "$first" 2> /dev/null
 finish
