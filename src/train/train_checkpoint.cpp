@@ -1,6 +1,8 @@
 #include "train/train_checkpoint.h"
 
 #include <charconv>
+#include <cstdio>
+#include <cstdlib>
 
 #include "mixprec/core/error.h"
 #include "mixprec/io/safetensors.h"
@@ -46,6 +48,23 @@ const std::string& file(const io::CheckpointFiles& files, const std::string& nam
   return it->second;
 }
 
+// C99 hex floats ("0x1.8p+3", "inf", "nan"): exact, and Inf/NaN survive, which JSON numbers
+// (null for both) do not.
+std::string exact(double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%a", v);
+  return buf;
+}
+
+double from_exact(const json& j, const std::string& what) {
+  const std::string text = j.get<std::string>();
+  char* end = nullptr;
+  const double v = std::strtod(text.c_str(), &end);
+  MIXPREC_CHECK(!text.empty() && end == text.c_str() + text.size(), ValueError, kOp,
+                what << ": '" << text << "' is not a hex float");
+  return v;
+}
+
 std::map<std::string, Tensor> to_map(std::vector<std::pair<std::string, Tensor>> tensors) {
   std::map<std::string, Tensor> m;
   for (auto& [name, t] : tensors) m.emplace(name, std::move(t));
@@ -56,7 +75,8 @@ std::map<std::string, Tensor> to_map(std::vector<std::pair<std::string, Tensor>>
 
 io::CheckpointFiles encode_checkpoint(const TrainingObjects& o, const TrainConfig& config,
                                       const std::string& resolved_precision, models::TaskKind task,
-                                      const std::vector<EpochMetrics>& history, int epoch) {
+                                      const std::vector<EpochMetrics>& history, int epoch,
+                                      const PartialSums* partial) {
   const std::vector<std::string> paths = parameter_paths(*o.model);
   const std::vector<Tensor> params = o.model->parameters();
   MIXPREC_ASSERT(paths.size() == params.size() && o.optimizer_state != nullptr);
@@ -85,6 +105,12 @@ io::CheckpointFiles encode_checkpoint(const TrainingObjects& o, const TrainConfi
              {"precision_resolved", resolved_precision}, {"config", config_to_json(config)}};
   state["history"] = json::array();
   for (const EpochMetrics& m : history) state["history"].push_back(metrics_to_json(m, task));
+  if (partial != nullptr) {
+    MIXPREC_ASSERT(!history.empty() && !history.back().complete);
+    state["partial_sums"] = {{"loss_sum", exact(partial->loss_sum)},
+                             {"norm_sum", exact(partial->norm_sum)},
+                             {"norms", partial->norms}};
+  }
   json scalars = json::object();
   for (const auto& [name, v] : o.optimizer_state->scalars) scalars[name] = v;
   state["optimizer"] = {{"name", optimizer.name()}, {"scalars", scalars}};
@@ -120,6 +146,11 @@ CheckpointHeader read_checkpoint_header(const io::CheckpointFiles& files, const 
     h.resolved_precision = state.at("precision_resolved").get<std::string>();
     h.config = config_from_json(state.at("config"), what);
     for (const json& m : state.at("history")) h.history.push_back(metrics_from_json(m, what));
+    if (state.contains("partial_sums")) {
+      const json& p = state.at("partial_sums");
+      h.partial = PartialSums{from_exact(p.at("loss_sum"), what), from_exact(p.at("norm_sum"), what),
+                              p.at("norms").get<std::int64_t>()};
+    }
   } catch (const json::exception& e) {
     MIXPREC_CHECK(false, ValueError, kOp, what << " is malformed: " << e.what());
   }

@@ -7,6 +7,7 @@
 //   state.json             epoch, config, metrics history, optimizer scalars, GradScaler,
 //                          scheduler and dropout counters
 // plus MANIFEST.json with SHA-256 checksums (io/checkpoint.h).
+#include <cstdint>
 #include <map>
 #include <optional>
 #include <string>
@@ -31,11 +32,22 @@ struct TrainingObjects {
   const optim::OptimizerState* optimizer_state = nullptr;
 };
 
+/// The running sums of an epoch the checkpoint was written inside of, stored exactly (as C99
+/// hex floats in state.json: they may be Inf in fp16, which JSON numbers cannot hold), because
+/// the history's means times their counts do not give the sums back bit for bit.
+struct PartialSums {
+  double loss_sum = 0;       ///< sum of the micro-batch losses (data parallel: mean over ranks)
+  double norm_sum = 0;       ///< sum of the finite gradient norms
+  std::int64_t norms = 0;    ///< how many finite gradient norms norm_sum holds
+};
+
 /// Serialises the objects after `epoch` (1-based) into checkpoint files.
-/// `epoch` counts completed epochs; the last history entry may be a partial one (max_steps).
+/// `epoch` counts completed epochs; the last history entry may be a partial one (max_steps, a
+/// periodic or a stop-signal checkpoint), whose exact sums `partial` then holds.
 io::CheckpointFiles encode_checkpoint(const TrainingObjects& objects, const TrainConfig& config,
                                       const std::string& resolved_precision, models::TaskKind task,
-                                      const std::vector<EpochMetrics>& history, int epoch);
+                                      const std::vector<EpochMetrics>& history, int epoch,
+                                      const PartialSums* partial = nullptr);
 
 /// The parts of state.json the Trainer needs before building anything.
 struct CheckpointHeader {
@@ -43,6 +55,8 @@ struct CheckpointHeader {
   std::string resolved_precision;
   int epoch = 0;
   std::vector<EpochMetrics> history;
+  /// Written inside an epoch by this version: the exact sums (older checkpoints: none).
+  std::optional<PartialSums> partial;
 };
 /// Parses state.json (ValueError naming `path` if it is malformed).
 CheckpointHeader read_checkpoint_header(const io::CheckpointFiles& files, const std::string& path);

@@ -24,6 +24,11 @@ void TrainConfig::validate() const {
                 "--limit-test must be >= 1, got " << limit_test);
   MIXPREC_CHECK(keep_checkpoints >= 0, ValueError, op,
                 "--keep-checkpoints must be >= 0 (0 keeps all), got " << keep_checkpoints);
+  MIXPREC_CHECK(checkpoint_every_steps >= 0, ValueError, op,
+                "--checkpoint-every-steps must be >= 0 (0 = only after epochs), got " << checkpoint_every_steps);
+  MIXPREC_CHECK(checkpoint_every_steps == 0 || !checkpoint_dir.empty(), ValueError, op,
+                "--checkpoint-every-steps " << checkpoint_every_steps
+                                            << " needs --checkpoint-dir DIR to write the checkpoints into");
   MIXPREC_CHECK(max_steps == -1 || max_steps >= 1, ValueError, op,
                 "--max-steps must be >= 1 (or -1 for no limit), got " << max_steps);
   MIXPREC_CHECK(val_fraction > 0.0 && val_fraction < 1.0, ValueError, op,
@@ -109,6 +114,7 @@ json config_to_json(const TrainConfig& c) {
               {"histogram_every", c.histogram_every},
               {"checkpoint_dir", c.checkpoint_dir},
               {"keep_checkpoints", c.keep_checkpoints},
+              {"checkpoint_every_steps", c.checkpoint_every_steps},
               {"detect_anomaly", c.detect_anomaly},
               {"shard_optimizer", c.shard_optimizer},
               {"wire_dtype", c.wire_dtype},
@@ -172,6 +178,7 @@ TrainConfig config_from_json(const json& j, const std::string& what) {
   c.val_fraction = j.value("val_fraction", 0.1);
   c.tensorboard = j.value("tensorboard", std::string());
   c.histogram_every = j.value("histogram_every", std::int64_t{100});
+  c.checkpoint_every_steps = j.value("checkpoint_every_steps", std::int64_t{0});
   // shard_optimizer, wire_dtype and inject_overflow are deliberately not read back: they describe the job's
   // layout over ranks, and a resume chooses its own (TrainConfig).
   return c;
@@ -260,7 +267,7 @@ EpochMetrics metrics_from_json(const json& j, const std::string& what) {
 }
 
 // Not compared: the fields that do not shape the computation (threads, paths, epochs,
-// max_steps, limit_test, detect_anomaly, checkpoint_activations: bit-identical gradients), and
+// max_steps, checkpoint_every_steps, limit_test, detect_anomaly, checkpoint_activations: bit-identical gradients), and
 // sync_batchnorm. Like the number of ranks (which a resume may change too), sync_batchnorm only
 // says how a data-parallel run computes the global batch's BatchNorm statistics; the state it
 // leaves (weights, running statistics, optimizer) means the same either way. Switching it on is

@@ -34,6 +34,7 @@
 #include "train/config_json.h"
 #include "train/progress.h"
 #include "train/run_data.h"
+#include "train/stop_signal.h"
 #include "train/tensorboard_log.h"
 #include "train/train_checkpoint.h"
 
@@ -117,6 +118,8 @@ struct Trainer::State {
   // trained, and that epoch's partial metrics to continue from.
   std::int64_t first_batch = 0;
   std::optional<EpochMetrics> partial;
+  std::optional<detail::PartialSums> partial_sums;  // exact; absent in older checkpoints
+  std::optional<Interruption> interruption;         // the last run() stopped by a signal
   std::string resumed_from;
   // The checkpoint files read (and verified) for the early compatibility check, kept so that
   // set_up does not read and hash them a second time.
@@ -140,6 +143,13 @@ struct Trainer::State {
   std::int64_t steps_taken() {
     return step->optimizer().steps() + step->scaler().stats().skipped_steps;
   }
+
+  // Collective (data parallel): writes checkpoint `name` holding `hist` after `completed`
+  // epochs (inside the next one when `sums` is given) and prunes old ones; rank 0 writes, all
+  // ranks agree on how it went. Returns the checkpoint's path. A failure names what failed and
+  // the previous checkpoint, which the atomic save left intact.
+  std::string write_checkpoint(const std::string& name, const std::vector<EpochMetrics>& hist, int completed,
+                               const detail::PartialSums* sums);
 
   // Collective (data parallel): what both constructors share after the job is agreed. Runs its
   // local part on every rank, then the ranks agree on how it went (one failing rank stops all).
@@ -178,6 +188,34 @@ struct Trainer::State {
     return text;
   }
 };
+
+std::string Trainer::State::write_checkpoint(const std::string& name, const std::vector<EpochMetrics>& hist,
+                                            int completed, const detail::PartialSums* sums) {
+  const TrainConfig& c = config;
+  // A sharded optimizer's full state is gathered from every rank before rank 0 writes it.
+  const optim::OptimizerState full_state = step->full_optimizer_state();
+  std::string path;
+  dist::agree(*comm, "writing the checkpoint", [&] {
+    if (!writer()) return;
+    const std::vector<std::string> before = io::list_checkpoints(c.checkpoint_dir);
+    try {
+      path = io::save_checkpoint(c.checkpoint_dir, name,
+                                 detail::encode_checkpoint(objects(&full_state), c, step->precision_name(),
+                                                           task->kind(), hist, completed, sums));
+    } catch (const ValueError& e) {
+      // save_checkpoint builds the new one in a hidden directory and renames it into place only
+      // when complete, so whatever failed (disk full, a file in the way) left the old ones alone.
+      MIXPREC_CHECK(false, ValueError, kOp,
+                    "could not write checkpoint '" << name << "' (" << e.what() << "); "
+                        << (before.empty() ? "no earlier checkpoint exists in '" + c.checkpoint_dir + "'"
+                                           : "the previous checkpoint '" + before.back() +
+                                                 "' is intact: free space or fix the directory, then "
+                                                 "resume with --resume " + c.checkpoint_dir));
+    }
+    if (c.keep_checkpoints > 0) io::prune_checkpoints(c.checkpoint_dir, static_cast<std::size_t>(c.keep_checkpoints));
+  });
+  return path;
+}
 
 void Trainer::State::set_up(json data_description) {
   // No collective inside: a rank that failed before it would leave the others waiting.
@@ -246,6 +284,7 @@ void Trainer::State::set_up_locally(json data_description) {
       history.pop_back();
       next_epoch = partial->epoch;
       first_batch = partial->epoch_batches;
+      partial_sums = h.partial;
     }
     resumed_from = path;
     MIXPREC_CHECK(c.max_steps < 0 || steps_taken() < c.max_steps, ValueError, kOp,
@@ -379,6 +418,7 @@ const TrainConfig& Trainer::config() const { return s_->config; }
 const std::string& Trainer::resolved_precision() const { return s_->step->precision_name(); }
 nn::Module& Trainer::model() { return *s_->model; }
 int Trainer::next_epoch() const { return s_->next_epoch; }
+const std::optional<Interruption>& Trainer::interruption() const { return s_->interruption; }
 const Task& Trainer::task() const { return *s_->task; }
 
 EpochMetrics Trainer::evaluate_metrics(ConfusionMatrix* confusion) {
@@ -427,13 +467,27 @@ std::vector<EpochMetrics> Trainer::run() {
   autograd::DetectAnomaly anomaly(c.detect_anomaly);
   amp::GradScaler& scaler = s.step->scaler();
   optim::Optimizer& optimizer = s.step->optimizer();
+  s.interruption.reset();
+  const detail::StopSignals signals(handle_stop_signals);
+  // Collective under mpirun: mpirun forwards SIGTERM to every rank, but each may see it at a
+  // different step, so they take the largest flag and stop together. One process: a load.
+  auto stop_signal = [&]() -> int {
+    if (!handle_stop_signals) return 0;
+    if (s.comm->size() == 1) return signals.received();
+    return static_cast<int>(s.comm->allreduce_max(static_cast<double>(signals.received())));
+  };
+  // Named by completed epochs, then the step inside the next one, so names sort by age.
+  auto step_name = [&](int completed) {
+    char name[48];
+    std::snprintf(name, sizeof name, "epoch-%04d-step-%08lld", completed, static_cast<long long>(s.steps_taken()));
+    return std::string(name);
+  };
   s.model->train();
   bool stop = false;
   for (int epoch = s.next_epoch; epoch <= c.epochs && !stop; ++epoch) {
     reset_peak_memory();
     EpochMetrics m;
     m.epoch = epoch;
-    // A resumed partial epoch continues its sums (means times counts).
     double loss_sum = 0, norm_sum = 0, seconds_before = 0;
     std::int64_t micro = 0, norms = 0, samples = 0, skipped_before = scaler.stats().skipped_steps;
     // Losses that came out Inf/NaN (a forward overflow in fp16; the scaler skips those steps)
@@ -441,24 +495,76 @@ std::vector<EpochMetrics> Trainer::run() {
     std::int64_t nonfinite = 0;
     const std::int64_t first_batch = s.partial ? s.first_batch : 0;
     if (s.partial) {
+      // A resumed partial epoch continues its sums: exactly as stored, or (checkpoints written
+      // before the sums were) recovered as means times counts, which may differ in the last bit.
       micro = s.partial->epoch_batches;
       nonfinite = s.partial->nonfinite_losses;
-      loss_sum = s.partial->train_loss * static_cast<double>(micro - nonfinite);
-      norms = (micro + c.accum - 1) / c.accum - s.partial->skipped_steps;
-      norm_sum = s.partial->grad_norm_mean * static_cast<double>(norms);
+      if (s.partial_sums) {
+        loss_sum = s.partial_sums->loss_sum;
+        norm_sum = s.partial_sums->norm_sum;
+        norms = s.partial_sums->norms;
+      } else {
+        loss_sum = s.partial->train_loss * static_cast<double>(micro - nonfinite);
+        norms = (micro + c.accum - 1) / c.accum - s.partial->skipped_steps;
+        norm_sum = s.partial->grad_norm_mean * static_cast<double>(norms);
+      }
       m.grad_norm_max = s.partial->grad_norm_max;
       seconds_before = s.partial->train_seconds;
       samples = s.partial->train_samples / s.comm->size();
       skipped_before -= s.partial->skipped_steps;
       s.partial.reset();
+      s.partial_sums.reset();
     }
+    std::chrono::steady_clock::time_point t0;
+    // The training half of the epoch's metrics, as they stand after `more` says whether batches
+    // are left. Collective under mpirun (the mean loss over ranks).
+    auto training_metrics = [&](bool more) {
+      m.complete = !more;
+      m.epoch_batches = micro;
+      m.train_seconds = seconds_before + seconds_since(t0);
+      m.nonfinite_losses = nonfinite;
+      m.train_loss = dist::mean_over_ranks(
+          *s.comm, micro > nonfinite ? loss_sum / static_cast<double>(micro - nonfinite) : 0.0);
+      m.train_samples = samples * s.comm->size();
+      m.samples_per_second = static_cast<double>(m.train_samples) / m.train_seconds;
+      m.grad_norm_mean = norms > 0 ? norm_sum / static_cast<double>(norms) : 0.0;
+      m.skipped_steps = scaler.stats().skipped_steps - skipped_before;
+      m.loss_scale = scaler.get_scale();
+      m.lr = optimizer.lr();
+      m.optimizer_steps = optimizer.steps();
+      if (const PrecisionAutopilot* pilot = s.step->autopilot()) {
+        m.flops_16bit = pilot->sixteen_bit_flop_share();
+        m.layer_dtypes.clear();
+        for (const auto& [path, d] : pilot->policy().layers) {
+          m.layer_dtypes += (m.layer_dtypes.empty() ? "" : ",") + path + "=" + layer_dtype_name(d);
+        }
+      }
+    };
+    // Collective: the exact sums of the epoch so far (data parallel: the losses' mean over the
+    // ranks, so that a resume on any number of ranks continues from the global figure).
+    auto partial_sums = [&] {
+      const double losses = s.comm->size() == 1 ? loss_sum : s.comm->allreduce_sum(loss_sum) / s.comm->size();
+      return detail::PartialSums{losses, norm_sum, norms};
+    };
+    // A checkpoint inside this epoch with its metrics so far, without an evaluation pass (too
+    // slow to run every N steps, or within a preemption's grace period) and without a log line:
+    // the log only ever shows finished epochs and --max-steps stops.
+    auto checkpoint_inside = [&](bool more) {
+      training_metrics(more);
+      std::vector<EpochMetrics> hist = s.history;
+      hist.push_back(m);
+      hist.back().complete = false;
+      const detail::PartialSums sums = partial_sums();
+      return s.write_checkpoint(step_name(epoch - 1), hist, epoch - 1, &sums);
+    };
     s.train->start_epoch(epoch - 1, first_batch);
     detail::ProgressBar bar(c.progress, "epoch " + std::to_string(epoch) + "/" + std::to_string(c.epochs),
                             s.train->batches_per_epoch());
-    const auto t0 = std::chrono::steady_clock::now();
+    t0 = std::chrono::steady_clock::now();
+    int signal = 0;
     data::Batch batch;
     bool more = s.train->next(batch);
-    while (more && !stop) {
+    while (more && !stop && signal == 0) {
       // One optimizer step over up to `accum` micro-batches (the epoch's last step may have fewer).
       int in_step = 0;
       double step_loss = 0;
@@ -501,30 +607,25 @@ std::vector<EpochMetrics> Trainer::run() {
         s.tensorboard->step(step_index, step_loss / in_step, lr_used, scale_used, norm, !applied);
       }
       if (c.max_steps > 0 && s.steps_taken() >= c.max_steps) stop = true;
+      if (!stop) signal = stop_signal();
+      // The epoch's last step is followed by the epoch's own checkpoint.
+      if (!stop && signal == 0 && more && c.checkpoint_every_steps > 0 && s.steps_taken() % c.checkpoint_every_steps == 0) {
+        checkpoint_inside(more);
+      }
       char status[96];
       std::snprintf(status, sizeof status, "loss %.4f", loss_sum / static_cast<double>(std::max<std::int64_t>(1, micro - nonfinite)));
       bar.update(micro - first_batch, status);
     }
     bar.finish();
-    m.complete = !more;
-    m.epoch_batches = micro;
-    m.train_seconds = seconds_before + seconds_since(t0);
-    m.nonfinite_losses = nonfinite;
-    m.train_loss = dist::mean_over_ranks(
-        *s.comm, micro > nonfinite ? loss_sum / static_cast<double>(micro - nonfinite) : 0.0);
-    m.train_samples = samples * s.comm->size();
-    m.samples_per_second = static_cast<double>(m.train_samples) / m.train_seconds;
-    m.grad_norm_mean = norms > 0 ? norm_sum / static_cast<double>(norms) : 0.0;
-    m.skipped_steps = scaler.stats().skipped_steps - skipped_before;
-    m.loss_scale = scaler.get_scale();
-    m.lr = optimizer.lr();
-    m.optimizer_steps = optimizer.steps();
-    if (const PrecisionAutopilot* pilot = s.step->autopilot()) {
-      m.flops_16bit = pilot->sixteen_bit_flop_share();
-      for (const auto& [path, d] : pilot->policy().layers) {
-        m.layer_dtypes += (m.layer_dtypes.empty() ? "" : ",") + path + "=" + layer_dtype_name(d);
-      }
+    if (signal != 0 && more) {
+      // Stopped inside the epoch: its checkpoint, then out. (At the epoch's end the epoch's own
+      // checkpoint below serves.)
+      const std::string path = c.checkpoint_dir.empty() ? std::string() : checkpoint_inside(more);
+      s.interruption = Interruption{signal, epoch, s.steps_taken(), path};
+      s.next_epoch = epoch;
+      break;
     }
+    training_metrics(more);
     const auto t_eval = std::chrono::steady_clock::now();
     s.evaluate()->write(m);
     m.eval_seconds = seconds_since(t_eval);
@@ -532,23 +633,15 @@ std::vector<EpochMetrics> Trainer::run() {
     s.history.push_back(m);
     s.next_epoch = m.complete ? epoch + 1 : epoch;
 
-    // A sharded optimizer's full state is gathered from every rank before rank 0 writes it.
-    const optim::OptimizerState full_state =
-        c.checkpoint_dir.empty() ? optim::OptimizerState{} : s.step->full_optimizer_state();
-    if (!c.checkpoint_dir.empty() && s.writer()) {
-      // Named by completed epochs (and the step inside the next one), so names sort by age.
-      char name[48];
+    std::string checkpoint;
+    if (!c.checkpoint_dir.empty()) {
       if (m.complete) {
+        char name[48];
         std::snprintf(name, sizeof name, "epoch-%04d", epoch);
+        checkpoint = s.write_checkpoint(name, s.history, epoch, nullptr);
       } else {
-        std::snprintf(name, sizeof name, "epoch-%04d-step-%08lld", epoch - 1,
-                      static_cast<long long>(s.steps_taken()));
-      }
-      io::save_checkpoint(c.checkpoint_dir, name,
-                          detail::encode_checkpoint(s.objects(&full_state), c, s.step->precision_name(), s.task->kind(), s.history,
-                                                    m.complete ? epoch : epoch - 1));
-      if (c.keep_checkpoints > 0) {
-        io::prune_checkpoints(c.checkpoint_dir, static_cast<std::size_t>(c.keep_checkpoints));
+        const detail::PartialSums sums = partial_sums();
+        checkpoint = s.write_checkpoint(step_name(epoch - 1), s.history, epoch - 1, &sums);
       }
     }
     if (!c.log_path.empty() && s.writer()) {
@@ -565,6 +658,13 @@ std::vector<EpochMetrics> Trainer::run() {
       s.tensorboard->epoch(epoch, line);
     }
     if (on_epoch) on_epoch(m);
+    // A signal at the epoch's last step, or during its evaluation or checkpoint: stop here, at
+    // the checkpoint just written, unless the run is over anyway.
+    if (signal == 0 && !stop && epoch < c.epochs) signal = stop_signal();
+    if (signal != 0 && epoch < c.epochs) {
+      s.interruption = Interruption{signal, epoch, s.steps_taken(), checkpoint};
+      break;
+    }
   }
   // Ranks leave together: rank 0 may still be writing its checkpoint (dist/world.h: ranks that
   // reach exit far apart are ended as failed).
@@ -591,6 +691,7 @@ CheckpointEvaluation evaluate_checkpoint(const std::string& path, const std::str
   c.log_path.clear();
   c.tensorboard.clear();
   c.checkpoint_dir.clear();
+  c.checkpoint_every_steps = 0;
   if (!data_dir.empty()) c.data_dir = data_dir;
   if (limit_test > 0) c.limit_test = limit_test;
   c.limit_train = h.config.limit_train;

@@ -1,5 +1,7 @@
 // `mixprec train`: trains a built-in model and prints one line per epoch.
+#include <csignal>
 #include <cstdio>
+#include <optional>
 
 #include "commands.h"
 #include "mixprec/core/memory.h"
@@ -9,6 +11,38 @@
 #include "train_options.h"
 
 namespace mixprec::tools {
+
+namespace {
+
+// After a stop signal: one line saying what happened and how to go on (rank 0), then the exit
+// status a shell gives a process that signal killed, 128 + its number (SIGTERM 143, SIGINT 130),
+// so that schedulers and scripts see an interrupted run, not a finished one.
+void exit_if_interrupted(const train::Trainer& trainer) {
+  const std::optional<train::Interruption>& stop = trainer.interruption();
+  if (!stop) return;
+  if (dist::world().rank() == 0) {
+    const train::TrainConfig& c = trainer.config();
+    const char* name = stop->signal == SIGTERM ? "SIGTERM" : stop->signal == SIGINT ? "SIGINT" : "a signal";
+    const std::string where = "after optimizer step " + std::to_string(stop->steps) + " (epoch " +
+                              std::to_string(stop->epoch) + " of " + std::to_string(c.epochs) + ")";
+    if (stop->checkpoint.empty()) {
+      std::fprintf(stderr,
+                   "mixprec: %s: stopped %s; nothing was saved (no --checkpoint-dir), so training "
+                   "would start again from the beginning\n",
+                   name, where.c_str());
+    } else {
+      const std::string launcher =
+          dist::world().size() > 1 ? "mpirun -np " + std::to_string(dist::world().size()) + " " : "";
+      std::fprintf(stderr, "mixprec: %s: stopped %s and saved checkpoint '%s'; resume with: %smixprec train --resume %s\n",
+                   name, where.c_str(), stop->checkpoint.c_str(), launcher.c_str(), c.checkpoint_dir.c_str());
+    }
+    std::fflush(stderr);
+  }
+  // CLI11 ends the program with this status without printing anything.
+  throw CLI::RuntimeError(128 + stop->signal);
+}
+
+}  // namespace
 
 void add_train_command(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand(
@@ -21,6 +55,7 @@ void add_train_command(CLI::App& app) {
       "  mixprec train --model cnn --precision bf16 --epochs 3\n"
       "  mixprec train --model mlp --precision fp16 --checkpoint-dir ckpt --log run.jsonl\n"
       "  mixprec train --resume ckpt --epochs 5      # continue the newest checkpoint in ckpt/\n"
+      "  mixprec train --model cnn --checkpoint-dir ckpt --checkpoint-every-steps 200  # SIGTERM-safe\n"
       "  mixprec train --model gpt-mini --precision bf16 --max-steps 300 --checkpoint-dir gpt\n"
       "  mixprec train --model gpt-mini --data text:book.txt --context 256 --layers 6 --width 192");
   cmd->callback([options] {
@@ -31,9 +66,13 @@ void add_train_command(CLI::App& app) {
     dist::agree(dist::world(), "reading the flags and the --resume checkpoint's configuration",
                 [&] { config = options->resolve(); });
     train::Trainer trainer(config);
+    // SIGTERM (a scheduler's preemption notice) or SIGINT (Ctrl-C) stops at the next step
+    // boundary with a checkpoint; a second one exits at once.
+    trainer.handle_stop_signals = true;
     // Under mpirun every rank trains; rank 0 speaks for the job.
     if (dist::world().rank() != 0) {
       trainer.run();
+      exit_if_interrupted(trainer);
       return;
     }
     trainer.on_message = [](const std::string& text) { std::printf("%s\n", text.c_str()); };
@@ -67,6 +106,7 @@ void add_train_command(CLI::App& app) {
                     : "");
     std::fflush(stdout);
     trainer.run();
+    exit_if_interrupted(trainer);
   });
 }
 

@@ -124,8 +124,16 @@ TrainOptions::TrainOptions(CLI::App* cmd, bool with_run_flags) {
              ->capture_default_str(),
          MIXPREC_FIELD(histogram_every));
     bind(cmd->add_option("--checkpoint-dir", g.checkpoint_dir,
-                         "Write a checkpoint into this directory after every epoch"),
+                         "Write a checkpoint into this directory after every epoch (also every "
+                         "--checkpoint-every-steps steps, and where SIGTERM/SIGINT stops the run)"),
          MIXPREC_FIELD(checkpoint_dir));
+    bind(cmd->add_option("--checkpoint-every-steps", g.checkpoint_every_steps,
+                         "Also checkpoint inside epochs every N optimizer steps (skipped ones count; "
+                         "no evaluation pass), so that a preempted or killed run loses at most N "
+                         "steps; needs --checkpoint-dir; 0 = only after epochs. A resume inherits "
+                         "it unless given")
+             ->capture_default_str(),
+         MIXPREC_FIELD(checkpoint_every_steps));
     bind(cmd->add_option("--keep-checkpoints", g.keep_checkpoints,
                          "Keep only the newest N checkpoints (0 = all)")
              ->capture_default_str(),

@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -75,6 +76,10 @@ struct TrainConfig {
   std::int64_t histogram_every = 100;  ///< histograms every N optimizer steps; 0 = never
   std::string checkpoint_dir;       ///< checkpoint every epoch into this directory; "" = none
   int keep_checkpoints = 3;         ///< newest checkpoints kept in checkpoint_dir; 0 = all
+  /// Also checkpoint inside an epoch every N optimizer steps (skipped steps count, as for
+  /// max_steps), without an evaluation pass; 0 = only after epochs. Needs checkpoint_dir. Not
+  /// part of the resume check: a resume inherits it unless given, and may change it.
+  std::int64_t checkpoint_every_steps = 0;
   std::string resume;               ///< a checkpoint, or a directory of them (newest complete)
   /// Write the freshly initialised f32 weights (state dict) to this safetensors file before
   /// training, e.g. for a peer framework to start from the same point; "" = none. Not with resume.
@@ -102,6 +107,14 @@ struct TrainConfig {
   models::ModelOptions model_options() const;
   /// The fields that shape one optimizer step, with the schedule lasting scheduler_steps.
   StepConfig step_config(std::int64_t scheduler_steps) const;
+};
+
+/// Why Trainer::run returned early: a stop signal (SIGINT/SIGTERM) under handle_stop_signals.
+struct Interruption {
+  int signal = 0;              ///< SIGTERM or SIGINT
+  int epoch = 0;               ///< the epoch it stopped in (1-based), or after
+  std::int64_t steps = 0;      ///< optimizer steps taken (skipped ones included) when it stopped
+  std::string checkpoint;      ///< the checkpoint to resume from ("" without checkpoint_dir)
 };
 
 /// What one epoch produced. Memory figures are peaks during the epoch, by category.
@@ -182,6 +195,15 @@ class Trainer {
   const Task& task() const;
 
   std::function<void(const EpochMetrics&)> on_epoch;
+  /// run() takes over SIGINT and SIGTERM (sigaction, restored when it returns): the first one
+  /// finishes the current optimizer step, writes a checkpoint there (with checkpoint_dir; no
+  /// evaluation, no log line) and returns, with interruption() saying where; a second one ends
+  /// the process at once with _exit(128 + signal). Data parallel: the ranks take the largest
+  /// flag after every step (one small all-reduce), so all stop at the same step. Same on every
+  /// rank. Off by default: a library does not take signals unless asked.
+  bool handle_stop_signals = false;
+  /// Set when the last run() returned early because of a stop signal; empty otherwise.
+  const std::optional<Interruption>& interruption() const;
   /// Lines of explanation printed before training (auto precision reasoning, warnings).
   std::function<void(const std::string&)> on_message;
 
