@@ -9,7 +9,9 @@ namespace mixprec::train::detail {
 class StopSignals {
  public:
   /// install: take over SIGINT and SIGTERM with sigaction until destruction (false: do nothing,
-  /// received() stays 0). StateError if another StopSignals is installed (the flag is global).
+  /// received() stays 0), the handler running on an alternate stack of the calling thread (see
+  /// stop_signal.cpp for why), which must be the one that destroys it. StateError if another
+  /// StopSignals is installed (the flag is global).
   explicit StopSignals(bool install);
   /// Restores the dispositions found at construction.
   ~StopSignals();
