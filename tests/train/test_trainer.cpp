@@ -161,6 +161,11 @@ TEST(TrainTrainer, RejectsAbsurdConfigurations) {
   expect_invalid([](train::TrainConfig& c) { c.clip = -1; });
   expect_invalid([](train::TrainConfig& c) { c.limit_train = 0; });
   expect_invalid([](train::TrainConfig& c) { c.scheduler = "warmup"; });
+  expect_invalid([](train::TrainConfig& c) { c.checkpoint_every_steps = 10; });  // no checkpoint_dir
+  expect_invalid([](train::TrainConfig& c) {
+    c.checkpoint_dir = "ckpt";
+    c.checkpoint_every_steps = -1;
+  });
   EXPECT_NO_THROW(small_config("auto").validate());
 }
 

@@ -1,0 +1,186 @@
+// Preemption-safe training in the Trainer: periodic mid-epoch checkpoints resume bit-identically
+// (exact partial sums, not means times counts), they sort by age among the epoch checkpoints and
+// add no evaluation, and a stop signal under handle_stop_signals ends run() at a checkpoint that
+// resumes bit-identically. tests/cli/preemption.sh drives the same through real signals.
+#include <gtest/gtest.h>
+
+#include <csignal>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "mixprec/io/atomic_file.h"
+#include "mixprec/io/checkpoint.h"
+#include "mixprec/train/trainer.h"
+#include "train/config_json.h"
+
+using namespace mixprec;
+namespace fs = std::filesystem;
+
+namespace {
+
+struct TempDir {
+  fs::path path;
+  TempDir() {
+    static int counter = 0;
+    path = fs::temp_directory_path() /
+           ("mixprec_preempt_" + std::to_string(::getpid()) + "_" + std::to_string(counter++));
+    fs::create_directories(path);
+  }
+  ~TempDir() { fs::remove_all(path); }
+};
+
+// 1024 samples in micro-batches of 64, 2 per step: 8 optimizer steps per epoch.
+train::TrainConfig small_config(const std::string& precision) {
+  train::TrainConfig c;
+  c.model = "mlp";
+  c.precision = precision;
+  c.epochs = 2;
+  c.batch_size = 64;
+  c.accum = 2;
+  c.limit_train = 1024;
+  c.limit_test = 300;
+  c.seed = 5;
+  c.progress = false;
+  // fp16: a scale that grows every other clean step, so that steps overflow and are skipped.
+  c.scaler_growth_interval = 2;
+  return c;
+}
+
+void expect_same_run(train::Trainer& a_trainer, const std::vector<train::EpochMetrics>& a,
+                     train::Trainer& b_trainer, const std::vector<train::EpochMetrics>& b) {
+  ASSERT_EQ(a.size(), b.size());
+  for (std::size_t e = 0; e < a.size(); ++e) {
+    SCOPED_TRACE("epoch " + std::to_string(e + 1));
+    EXPECT_EQ(a[e].train_loss, b[e].train_loss);
+    EXPECT_EQ(a[e].test_loss, b[e].test_loss);
+    EXPECT_EQ(a[e].test_accuracy, b[e].test_accuracy);
+    EXPECT_EQ(a[e].macro_f1, b[e].macro_f1);
+    EXPECT_EQ(a[e].optimizer_steps, b[e].optimizer_steps);
+    EXPECT_EQ(a[e].grad_norm_mean, b[e].grad_norm_mean);
+    EXPECT_EQ(a[e].grad_norm_max, b[e].grad_norm_max);
+    EXPECT_EQ(a[e].loss_scale, b[e].loss_scale);
+    EXPECT_EQ(a[e].skipped_steps, b[e].skipped_steps);
+    EXPECT_EQ(a[e].epoch_batches, b[e].epoch_batches);
+    EXPECT_EQ(a[e].train_samples, b[e].train_samples);
+    EXPECT_EQ(a[e].lr, b[e].lr);
+  }
+  const auto pa = a_trainer.model().named_parameters(), pb = b_trainer.model().named_parameters();
+  ASSERT_EQ(pa.size(), pb.size());
+  for (std::size_t i = 0; i < pa.size(); ++i) {
+    EXPECT_EQ(pa[i].second.to_vector(), pb[i].second.to_vector()) << pa[i].first;
+  }
+}
+
+std::vector<std::string> names(const std::string& dir) {
+  std::vector<std::string> out;
+  for (const std::string& p : io::list_checkpoints(dir)) out.push_back(fs::path(p).filename().string());
+  return out;
+}
+
+}  // namespace
+
+class TrainPeriodicCheckpoint : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(TrainPeriodicCheckpoint, ResumesBitIdenticallyFromTheMiddleOfAnEpoch) {
+  TempDir dir;
+  train::TrainConfig c = small_config(GetParam());
+  c.checkpoint_dir = (dir.path / "straight").string();
+  c.checkpoint_every_steps = 3;
+  c.keep_checkpoints = 0;
+  train::Trainer straight(c);
+  const std::vector<train::EpochMetrics> a = straight.run();
+  // Steps 3 and 6 inside epoch 1, 9, 12 and 15 inside epoch 2; none at an epoch's end (the
+  // epoch's own checkpoint is there). Names sort by age.
+  EXPECT_EQ(names(c.checkpoint_dir),
+            (std::vector<std::string>{"epoch-0000-step-00000003", "epoch-0000-step-00000006", "epoch-0001",
+                                      "epoch-0001-step-00000009", "epoch-0001-step-00000012",
+                                      "epoch-0001-step-00000015", "epoch-0002"}));
+  if (std::string(GetParam()) == "fp16") {
+    EXPECT_GT(a[0].skipped_steps + a[1].skipped_steps, 0) << "the fp16 scaler never skipped a step";
+  }
+  // The partial epoch's sums are stored exactly, as hex floats.
+  const nlohmann::json state = nlohmann::json::parse(
+      io::load_checkpoint(c.checkpoint_dir + "/epoch-0001-step-00000012").files.at("state.json"));
+  ASSERT_TRUE(state.contains("partial_sums"));
+  EXPECT_EQ(state["partial_sums"]["loss_sum"].get<std::string>().substr(0, 2), "0x");
+  EXPECT_FALSE(state["history"].back()["complete"].get<bool>());
+
+  for (const char* from : {"epoch-0000-step-00000003", "epoch-0001-step-00000012"}) {
+    SCOPED_TRACE(from);
+    train::TrainConfig resumed = c;
+    resumed.checkpoint_dir = (dir.path / (std::string("resumed-") + from)).string();
+    resumed.resume = c.checkpoint_dir + "/" + from;
+    train::Trainer again(resumed);
+    const std::vector<train::EpochMetrics> b = again.run();
+    expect_same_run(straight, a, again, b);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Precisions, TrainPeriodicCheckpoint, ::testing::Values("fp32", "bf16", "fp16"));
+
+TEST(TrainStopSignal, StopsAtTheCheckpointAfterTheEpochAndResumesBitIdentically) {
+  TempDir dir;
+  train::TrainConfig c = small_config("fp16");
+  c.epochs = 3;
+  train::Trainer straight(c);
+  const std::vector<train::EpochMetrics> a = straight.run();
+
+  c.checkpoint_dir = dir.path.string();
+  c.log_path = (dir.path / "run.jsonl").string();
+  {
+    train::Trainer stopped(c);
+    stopped.handle_stop_signals = true;
+    // SIGTERM during the epoch's end (its evaluation, checkpoint and log): it stops right there.
+    stopped.on_epoch = [](const train::EpochMetrics& m) {
+      if (m.epoch == 1) std::raise(SIGTERM);
+    };
+    const std::vector<train::EpochMetrics> h = stopped.run();
+    ASSERT_TRUE(stopped.interruption().has_value());
+    EXPECT_EQ(stopped.interruption()->signal, SIGTERM);
+    EXPECT_EQ(stopped.interruption()->epoch, 1);
+    EXPECT_EQ(stopped.interruption()->steps, 8);
+    EXPECT_EQ(stopped.interruption()->checkpoint, c.checkpoint_dir + "/epoch-0001");
+    EXPECT_EQ(h.size(), 1u);
+  }
+  // The previous disposition (the default, which would end this test) is back.
+  struct sigaction now {};
+  ::sigaction(SIGTERM, nullptr, &now);
+  EXPECT_EQ(now.sa_handler, SIG_DFL);
+
+  train::TrainConfig resumed = c;
+  resumed.resume = c.checkpoint_dir;
+  train::Trainer again(resumed);
+  again.handle_stop_signals = true;
+  const std::vector<train::EpochMetrics> b = again.run();
+  EXPECT_FALSE(again.interruption().has_value());
+  expect_same_run(straight, a, again, b);
+}
+
+TEST(TrainStopSignal, WithoutACheckpointDirectoryNothingIsSaved) {
+  train::TrainConfig c = small_config("bf16");
+  train::Trainer t(c);
+  t.handle_stop_signals = true;
+  t.on_epoch = [](const train::EpochMetrics&) { std::raise(SIGINT); };
+  t.run();
+  ASSERT_TRUE(t.interruption().has_value());
+  EXPECT_EQ(t.interruption()->signal, SIGINT);
+  EXPECT_EQ(t.interruption()->checkpoint, "");
+}
+
+TEST(TrainStopSignal, ConfigJsonKeepsTheCheckpointInterval) {
+  train::TrainConfig c = small_config("fp32");
+  c.checkpoint_dir = "ckpt";
+  c.checkpoint_every_steps = 250;
+  const train::TrainConfig back = train::detail::config_from_json(train::detail::config_to_json(c), "test");
+  EXPECT_EQ(back.checkpoint_every_steps, 250);
+  // A resume may change it: it does not shape the computation.
+  train::TrainConfig other = c;
+  other.checkpoint_every_steps = 0;
+  EXPECT_EQ(train::detail::first_incompatibility(c, other), "");
+  // Checkpoints written before the field existed read as 0 (only after epochs).
+  nlohmann::json old = train::detail::config_to_json(c);
+  old.erase("checkpoint_every_steps");
+  EXPECT_EQ(train::detail::config_from_json(old, "test").checkpoint_every_steps, 0);
+}
