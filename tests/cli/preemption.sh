@@ -114,8 +114,8 @@ for gap in 0.003 0.01 0.001 0.02 0.005; do
   "$MIXPREC" train "${RUN[@]}" --precision fp16 --scaler-growth-interval 5 --checkpoint-every-steps 1 \
     --checkpoint-dir "$D" --log "$D.jsonl" > /dev/null 2> "$D.err" &
   pid=$!
-  wait_for "$D/epoch-0000-step-00000050/MANIFEST.json" "$pid" || { fail "second SIGTERM: no first checkpoint"; wait "$pid"; break; }
-  random_pause
+  wait_for "$D/epoch-0000-step-00000010/MANIFEST.json" "$pid" || { fail "second SIGTERM: no first checkpoint"; wait "$pid"; break; }
+  sleep "$(awk -v r="$RANDOM" 'BEGIN { printf "%.2f", (r % 30) / 100 }')"
   kill -TERM "$pid"; sleep "$gap"; kill -TERM "$pid" 2>/dev/null
   wait "$pid"
   status=$?
