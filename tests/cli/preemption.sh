@@ -34,7 +34,7 @@ compare() {
   local name="$1"
   python3 - "$3" "$5" <<'PY' || { fail "$name: the metrics differ"; return; }
 import json, sys
-SKIP = {"samples_per_second", "train_seconds", "eval_seconds", "peak_memory_bytes"}
+SKIP = {"samples_per_second", "train_seconds", "eval_seconds", "peak_memory_bytes", "block_cache"}
 def epochs(path):
     rows = [json.loads(l) for l in open(path)]
     assert rows[0]["type"] == "header", path
