@@ -144,8 +144,9 @@ expect_agreed_refusal other_lr_on_rank1 3 \
   rank1_lr.sh "${BASE[@]}" --epochs 1
 
 # --- Rank 0 fails alone during training ----------------------------------------------------------
-# Its checkpoint cannot be written: the ranks agree on how the write went (Trainer's
-# write_checkpoint), so every rank stops with the same message, promptly.
+# Its checkpoint directory cannot be created: at set-up (the directory lock) or, failing that, at
+# the first checkpoint, the ranks agree on how it went, so every rank stops with the same
+# message, promptly.
 : > "$WORK/a_file"
 start=$(now)
 out=$(timeout 120 "$MPIRUN" -np 2 "${MPIRUN_FLAGS[@]}" "$MIXPREC" train "${BASE[@]}" --epochs 3 \
@@ -154,7 +155,7 @@ status=$?
 took=$(since "$start")
 if [ "$status" -eq 0 ] || [ "$status" -eq 124 ] ||
    ! within_limit "$took" ||
-   ! grep -q "mixprec: dist.agree: writing the checkpoint failed on rank 0 of 2: .*make_directories: cannot create directory" <<<"$out"; then
+   ! grep -qE "mixprec: dist.agree: (setting up training|writing the checkpoint) failed on rank 0 of 2: .*make_directories: cannot create directory" <<<"$out"; then
   fail "rank0_cannot_write: exit $status after ${took}s: $(grep -m1 'mixprec:' <<<"$out")"
 else
   echo "ok   rank0_cannot_write: exit $status after ${took}s: $(grep -m1 'mixprec:' <<<"$out")"
@@ -163,7 +164,7 @@ fi
 # --- A rank killed mid-training --------------------------------------------------------------
 # check_checkpoint_dir DIR NAME: every visible entry is a complete checkpoint whose files match
 # the manifest's sizes and SHA-256 (checked here in Python, not by mixprec); hidden entries may
-# only be .tmp-* directories of unfinished saves. Prints what it found.
+# only be .tmp-* directories of unfinished saves (and the run's .mixprec-lock). Prints what it found.
 check_checkpoint_dir() {
   python3 - "$1" "$2" <<'PY' || failures=$((failures + 1))
 import hashlib, json, os, sys
@@ -171,6 +172,8 @@ d, name = sys.argv[1], sys.argv[2]
 bad, complete, hidden = [], [], []
 for e in sorted(os.listdir(d)):
     p = os.path.join(d, e)
+    if e == ".mixprec-lock":  # the run's directory lock (io/directory_lock.h), not a save
+        continue
     if e.startswith("."):
         hidden.append(e)
         if not e.startswith(".tmp-"):
