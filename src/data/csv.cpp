@@ -123,6 +123,15 @@ class CsvReader {
     MIXPREC_CHECK(!lines.empty(), ValueError, kOp,
                   path_ << ": the file is empty" << (text.empty() ? "" : " (only blank lines)")
                         << "; expected a header line and one line per sample");
+    // Count before splitting: a corrupt or binary first line with millions of delimiters must
+    // fail here, not in allocating a name and a cell per column.
+    const auto header_fields =
+        static_cast<std::int64_t>(std::count(lines.front().text.begin(), lines.front().text.end(), opts_.delimiter)) + 1;
+    MIXPREC_CHECK(header_fields <= kCsvMaxColumns, ValueError, kOp,
+                  path_ << ": line " << lines.front().number << " has " << header_fields
+                        << " fields, more than the " << kCsvMaxColumns
+                        << " columns a CSV file may have; is this a CSV file, and is the delimiter "
+                        << delimiter_name(opts_.delimiter) << " right?");
     std::vector<std::string_view> cells;
     split(lines.front().text, opts_.delimiter, cells);
     columns_ = static_cast<std::int64_t>(cells.size());
@@ -134,40 +143,45 @@ class CsvReader {
       names_.push_back(opts_.has_header && !name.empty() ? std::string(name)
                                                          : "column " + std::to_string(c + 1));
     }
-    MIXPREC_CHECK(columns_ >= 2, ValueError, kOp,
+    MIXPREC_CHECK(columns_ >= 2 || opts_.target == CsvTarget::none, ValueError, kOp,
                   path_ << ": line " << lines.front().number
                         << " has one column, but at least two are needed (features and a label);"
                         << " is the delimiter right? (it is " << delimiter_name(opts_.delimiter)
                         << ")");
-    find_label_column();
+    if (opts_.target != CsvTarget::none) find_label_column();
+    choose_features();
     const std::size_t first_data = opts_.has_header ? 1 : 0;
     const auto n = static_cast<std::int64_t>(lines.size() - first_data);
     MIXPREC_CHECK(n >= 1, ValueError, kOp,
                   path_ << ": the file has a header line but no data rows");
 
-    const std::int64_t features = columns_ - 1;
+    const auto features = static_cast<std::int64_t>(features_.size());
     CsvDataset out;
     out.data.images = Tensor::empty({n, features}, DType::f32, MemoryCategory::workspace);
-    out.data.labels.resize(static_cast<std::size_t>(n));
+    if (opts_.target == CsvTarget::class_id) out.data.labels.resize(static_cast<std::size_t>(n));
+    if (opts_.target == CsvTarget::value) out.data.values.resize(static_cast<std::size_t>(n));
     float* x = out.data.images.data<float>();
     for (std::int64_t r = 0; r < n; ++r) {
       const Line& line = lines[first_data + static_cast<std::size_t>(r)];
+      // Counted before splitting, like the header: a ragged row is reported as such.
+      const auto fields =
+          static_cast<std::size_t>(std::count(line.text.begin(), line.text.end(), opts_.delimiter)) + 1;
+      check_field_count(line, fields, lines.front().number);
       split(line.text, opts_.delimiter, cells);
-      check_field_count(line, cells.size(), lines.front().number);
       float* row = x + r * features;
-      for (std::int64_t c = 0; c < columns_; ++c) {
-        const std::string_view cell = cells[static_cast<std::size_t>(c)];
-        if (c == label_) {
-          out.data.labels[static_cast<std::size_t>(r)] = parse_label(cell, line.number);
-        } else {
-          *row++ = static_cast<float>(parse_feature(cell, line.number, c));
-        }
+      for (std::int64_t k = 0; k < features; ++k) {
+        const std::int64_t c = features_[static_cast<std::size_t>(k)];
+        row[k] = static_cast<float>(parse_feature(cells[static_cast<std::size_t>(c)], line.number, c));
+      }
+      if (opts_.target == CsvTarget::class_id) {
+        out.data.labels[static_cast<std::size_t>(r)] = parse_label(cells[static_cast<std::size_t>(label_)], line.number);
+      } else if (opts_.target == CsvTarget::value) {
+        out.data.values[static_cast<std::size_t>(r)] = parse_value(cells[static_cast<std::size_t>(label_)], line.number);
       }
     }
-    for (std::int64_t c = 0; c < columns_; ++c) {
-      if (c != label_) out.feature_names.push_back(names_[static_cast<std::size_t>(c)]);
-    }
-    column_statistics(x, n, features, out.mean, out.stddev);
+    for (const std::int64_t c : features_) out.feature_names.push_back(names_[static_cast<std::size_t>(c)]);
+    if (label_ >= 0) out.target_name = names_[static_cast<std::size_t>(label_)];
+    column_statistics(out.data, out.mean, out.stddev);
     if (opts_.standardize) standardize_with(out.data, out.mean, out.stddev);
     return out;
   }
@@ -195,7 +209,42 @@ class CsvReader {
     }
     MIXPREC_CHECK(label_ >= 0, ValueError, kOp,
                   path_ << ": no column named '" << opts_.label_column
-                        << "' for the labels; the header's columns are: " << all);
+                        << "' for the target (the labels); the header's columns are: " << all);
+  }
+
+  // The feature columns in output order: opts.feature_columns by name, else every column but
+  // the target, in file order.
+  void choose_features() {
+    if (opts_.feature_columns.empty()) {
+      for (std::int64_t c = 0; c < columns_; ++c) {
+        if (c != label_) features_.push_back(c);
+      }
+      MIXPREC_CHECK(!features_.empty(), ValueError, kOp, path_ << ": the file has no feature column");
+      return;
+    }
+    MIXPREC_CHECK(opts_.has_header, ValueError, kOp,
+                  path_ << ": feature_columns name columns, but has_header is false");
+    for (const std::string& want : opts_.feature_columns) {
+      std::int64_t found = -1;
+      for (std::int64_t c = 0; c < columns_; ++c) {
+        if (names_[static_cast<std::size_t>(c)] != want) continue;
+        MIXPREC_CHECK(found < 0, ValueError, kOp,
+                      path_ << ": the header has two columns named '" << want << "' (" << found + 1
+                            << " and " << c + 1 << "); rename one");
+        found = c;
+      }
+      MIXPREC_CHECK(found >= 0, ValueError, kOp,
+                    path_ << ": no column named '" << want
+                          << "', a feature the model was trained on; the header's columns are: "
+                          << all_names());
+      features_.push_back(found);
+    }
+  }
+
+  std::string all_names() const {
+    std::string all;
+    for (std::size_t c = 0; c < names_.size(); ++c) all += (c == 0 ? "" : ", ") + names_[c];
+    return all;
   }
 
   void check_field_count(const Line& line, std::size_t count, std::int64_t first_line) const {
@@ -273,37 +322,19 @@ class CsvReader {
     return static_cast<std::int64_t>(v);
   }
 
-  // Mean and population std per column, in double; a column whose values are all equal gets
-  // its exact value as mean and stddev 0 (a computed variance might come out as a tiny
-  // non-zero rounding residue).
-  static void column_statistics(const float* x, std::int64_t n, std::int64_t f,
-                                std::vector<float>& mean, std::vector<float>& stddev) {
-    const auto fs = static_cast<std::size_t>(f);
-    std::vector<double> sum(fs, 0.0), sq(fs, 0.0);
-    std::vector<float> lo(x, x + fs), hi(x, x + fs);
-    for (std::int64_t r = 0; r < n; ++r) {
-      const float* row = x + r * f;
-      for (std::size_t j = 0; j < fs; ++j) {
-        sum[j] += row[j];
-        lo[j] = std::min(lo[j], row[j]);
-        hi[j] = std::max(hi[j], row[j]);
-      }
-    }
-    for (std::size_t j = 0; j < fs; ++j) sum[j] /= static_cast<double>(n);  // now the mean
-    for (std::int64_t r = 0; r < n; ++r) {
-      const float* row = x + r * f;
-      for (std::size_t j = 0; j < fs; ++j) {
-        const double d = row[j] - sum[j];
-        sq[j] += d * d;
-      }
-    }
-    mean.resize(fs);
-    stddev.resize(fs);
-    for (std::size_t j = 0; j < fs; ++j) {
-      const bool constant = lo[j] == hi[j];
-      mean[j] = constant ? lo[j] : static_cast<float>(sum[j]);
-      stddev[j] = constant ? 0.0f : static_cast<float>(std::sqrt(sq[j] / static_cast<double>(n)));
-    }
+  double parse_value(std::string_view cell, std::int64_t line) const {
+    double v = 0;
+    const Parse p = parse_number(cell, v);
+    MIXPREC_CHECK(p != Parse::empty, ValueError, kOp,
+                  where(line, label_) << ": empty target cell; every row needs a value");
+    MIXPREC_CHECK(p != Parse::not_number, ValueError, kOp,
+                  where(line, label_) << ": target '" << cell
+                                      << "' is not a number; a regression target must be numeric");
+    MIXPREC_CHECK(p == Parse::ok, ValueError, kOp,
+                  where(line, label_) << ": target '" << cell
+                                      << "' is NaN, infinite or outside the f32 range; clean the "
+                                         "data or drop the row");
+    return v;
   }
 
   const std::string& path_;
@@ -311,12 +342,49 @@ class CsvReader {
   std::int64_t columns_ = 0;
   std::int64_t label_ = -1;
   std::vector<std::string> names_;
+  std::vector<std::int64_t> features_;
 };
 
 }  // namespace
 
 CsvDataset read_csv(const std::string& path, const CsvOptions& opts) {
   return CsvReader(path, opts).read();
+}
+
+void column_statistics(const Dataset& d, std::vector<float>& mean, std::vector<float>& stddev) {
+  MIXPREC_CHECK(d.images.defined() && d.images.dim() == 2 && d.images.dtype() == DType::f32 &&
+                  d.images.is_contiguous() && d.images.size(0) >= 1,
+              ValueError, "column_statistics", "needs contiguous f32 images [N, F] with N >= 1");
+  const float* x = d.images.data<float>();
+  const std::int64_t n = d.images.size(0), f = d.images.size(1);
+  // A column whose values are all equal gets its exact value as mean and stddev 0 (a computed
+  // variance might come out as a tiny non-zero rounding residue).
+  const auto fs = static_cast<std::size_t>(f);
+  std::vector<double> sum(fs, 0.0), sq(fs, 0.0);
+  std::vector<float> lo(x, x + fs), hi(x, x + fs);
+  for (std::int64_t r = 0; r < n; ++r) {
+    const float* row = x + r * f;
+    for (std::size_t j = 0; j < fs; ++j) {
+      sum[j] += row[j];
+      lo[j] = std::min(lo[j], row[j]);
+      hi[j] = std::max(hi[j], row[j]);
+    }
+  }
+  for (std::size_t j = 0; j < fs; ++j) sum[j] /= static_cast<double>(n);  // now the mean
+  for (std::int64_t r = 0; r < n; ++r) {
+    const float* row = x + r * f;
+    for (std::size_t j = 0; j < fs; ++j) {
+      const double dev = row[j] - sum[j];
+      sq[j] += dev * dev;
+    }
+  }
+  mean.resize(fs);
+  stddev.resize(fs);
+  for (std::size_t j = 0; j < fs; ++j) {
+    const bool constant = lo[j] == hi[j];
+    mean[j] = constant ? lo[j] : static_cast<float>(sum[j]);
+    stddev[j] = constant ? 0.0f : static_cast<float>(std::sqrt(sq[j] / static_cast<double>(n)));
+  }
 }
 
 void standardize_with(Dataset& d, const std::vector<float>& mean, const std::vector<float>& stddev) {

@@ -91,7 +91,9 @@ struct DataLoader::State {
     Batch out;
     out.index = b;
     out.inputs = Tensor::empty(shape, DType::f32, MemoryCategory::workspace);
-    out.targets.resize(static_cast<std::size_t>(rows));
+    const bool regression = data.labels.empty();
+    (regression ? out.values.resize(static_cast<std::size_t>(rows))
+                : out.targets.resize(static_cast<std::size_t>(rows)));
     const float* src = data.images.data<float>();
     float* dst = out.inputs.data<float>();
     const std::size_t row_bytes = static_cast<std::size_t>(features) * sizeof(float);
@@ -109,7 +111,11 @@ struct DataLoader::State {
                                 << "); clean the data or drop the sample (data::check_finite "
                                    "finds every such sample before training)");
       }
-      out.targets[static_cast<std::size_t>(i)] = data.labels[static_cast<std::size_t>(s)];
+      if (regression) {
+        out.values[static_cast<std::size_t>(i)] = data.values[static_cast<std::size_t>(s)];
+      } else {
+        out.targets[static_cast<std::size_t>(i)] = data.labels[static_cast<std::size_t>(s)];
+      }
     }
     return out;
   }
@@ -169,9 +175,13 @@ DataLoader::DataLoader(const Dataset& data, DataLoaderOptions opts, std::vector<
                     << (data.images.defined() ? to_string(data.images.shape()) : "an undefined tensor"));
   s.n = data.images.size(0);
   MIXPREC_CHECK(s.n >= 1, ValueError, kOp, "the data set is empty (0 samples); nothing to iterate over");
-  MIXPREC_CHECK(static_cast<std::int64_t>(data.labels.size()) == s.n, ValueError, kOp,
-                "the data set has " << s.n << " samples but " << data.labels.size()
-                                    << " labels; every sample needs exactly one label");
+  // Regression data carries values instead of labels (Dataset::values).
+  const bool regression = data.labels.empty() && !data.values.empty();
+  const std::size_t targets = regression ? data.values.size() : data.labels.size();
+  MIXPREC_CHECK(static_cast<std::int64_t>(targets) == s.n, ValueError, kOp,
+                "the data set has " << s.n << " samples but " << targets
+                                    << (regression ? " target values" : " labels")
+                                    << "; every sample needs exactly one");
   for (std::size_t i = 0; i < data.labels.size(); ++i) {
     MIXPREC_CHECK(data.labels[i] >= 0, ValueError, kOp,
                   "sample " << i << " has label " << data.labels[i] << "; class ids must be >= 0");
@@ -195,6 +205,7 @@ DataLoader::DataLoader(const Dataset& data, DataLoaderOptions opts, std::vector<
   s.opts = opts;
   s.sample_shape = std::move(sample_shape);
   s.data.labels = data.labels;
+  s.data.values = data.values;
   s.data.images = data.images;
   if (s.data.images.dtype() != DType::f32) s.data.images = s.data.images.detach().to(DType::f32);
   if (!s.data.images.is_contiguous()) s.data.images = s.data.images.detach().contiguous();

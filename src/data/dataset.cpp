@@ -15,15 +15,18 @@
 namespace mixprec::data {
 namespace {
 
-// Checks images is [N, ...] with N matching the labels; returns N.
+// Checks images is [N, ...] with N matching the labels (or, for regression data, the values);
+// returns N.
 std::int64_t checked_count(const Dataset& d, const char* op, const std::string& what) {
   MIXPREC_CHECK(d.images.defined(), ValueError, op, what << ": the data set has no images tensor");
   MIXPREC_CHECK(d.images.dim() >= 1, ValueError, op,
                 what << ": images must be [N, features...], got a 0-d tensor");
   const std::int64_t n = d.images.size(0);
-  MIXPREC_CHECK(n == static_cast<std::int64_t>(d.labels.size()), ValueError, op,
-                what << ": " << n << " samples but " << d.labels.size()
-                     << " labels; every sample needs exactly one label");
+  const bool regression = d.labels.empty() && !d.values.empty();
+  const std::size_t targets = regression ? d.values.size() : d.labels.size();
+  MIXPREC_CHECK(n == static_cast<std::int64_t>(targets), ValueError, op,
+                what << ": " << n << " samples but " << targets << (regression ? " target values" : " labels")
+                     << "; every sample needs exactly one");
   return n;
 }
 
@@ -101,7 +104,8 @@ Dataset subset(const Dataset& d, std::int64_t begin, std::int64_t count) {
                 static_cast<const unsigned char*>(x.data_ptr()) + static_cast<std::size_t>(begin) * row_bytes,
                 static_cast<std::size_t>(count) * row_bytes);
   }
-  out.labels.assign(d.labels.begin() + begin, d.labels.begin() + begin + count);
+  if (!d.labels.empty()) out.labels.assign(d.labels.begin() + begin, d.labels.begin() + begin + count);
+  if (!d.values.empty()) out.values.assign(d.values.begin() + begin, d.values.begin() + begin + count);
   return out;
 }
 

@@ -262,4 +262,29 @@ Dataset load_fashion_mnist(const std::string& dir, bool train, std::int64_t limi
   return out;
 }
 
+IdxDataset load_idx_dataset(const std::string& dir, bool train, std::int64_t limit) {
+  constexpr const char* op = "load_idx";
+  MIXPREC_CHECK(limit == -1 || limit >= 1, ValueError, op,
+                "limit must be -1 (every sample) or at least 1, got " << limit);
+  const std::string split = train ? "train" : "t10k";
+  const std::string images_path = find_split_file(dir, split + "-images-idx3-ubyte");
+  const std::string labels_path = find_split_file(dir, split + "-labels-idx1-ubyte");
+  const IdxImages images = read_idx_images(images_path);
+  const IdxLabels labels = read_idx_labels(labels_path);
+  MIXPREC_CHECK(images.count == static_cast<std::int64_t>(labels.labels.size()), ValueError, op,
+                images_path << " holds " << images.count << " images but " << labels_path << " holds "
+                            << labels.labels.size() << " labels; the counts must match (mixed-up splits?)");
+  const std::int64_t n = limit == -1 ? images.count : std::min(limit, images.count);
+  IdxDataset out;
+  out.rows = images.rows;
+  out.cols = images.cols;
+  const std::int64_t pixels = images.rows * images.cols;
+  out.data.images = Tensor::empty({n, pixels}, DType::f32, MemoryCategory::workspace);
+  float* dst = out.data.images.data<float>();
+  const auto total = static_cast<std::size_t>(n * pixels);
+  for (std::size_t i = 0; i < total; ++i) dst[i] = static_cast<float>(images.pixels[i]) / 255.0f;
+  out.data.labels.assign(labels.labels.begin(), labels.labels.begin() + n);
+  return out;
+}
+
 }  // namespace mixprec::data

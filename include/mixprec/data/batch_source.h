@@ -18,6 +18,9 @@ struct Batch {
   /// Class ids: one per sample (classification), or one per predicted position in row-major
   /// order (language modelling: B * T next tokens).
   std::vector<std::int64_t> targets;
+  /// Real-valued targets, one per sample (regression); empty otherwise (then targets holds
+  /// the class ids).
+  std::vector<float> values;
   /// Position of this batch within its epoch (0-based; counts the skipped first_batch ones).
   std::int64_t index = 0;
 };

@@ -58,8 +58,12 @@ struct Dataset {
   /// [N, 784] f32, each pixel (x / 255 - kFashionMnistMean) / kFashionMnistStd. Filed under
   /// MemoryCategory::workspace so it is not mistaken for activations in memory statistics.
   Tensor images;
-  /// N class indices in [0, 10).
+  /// N class indices in [0, 10) (Fashion-MNIST), in [0, K) for other classification data;
+  /// empty when the targets are real values.
   std::vector<std::int64_t> labels;
+  /// N real-valued regression targets (f32); empty for classification. A data set has one
+  /// kind of target: labels or values.
+  std::vector<float> values;
 };
 
 /// Loads Fashion-MNIST's training (train = true: train-*) or test (t10k-*) split from dir, which
@@ -69,5 +73,16 @@ struct Dataset {
 /// "load_fashion_mnist: ..." if the images are not 28x28, the image and label counts differ
 /// (naming both files), a label is >= 10, or limit is invalid.
 Dataset load_fashion_mnist(const std::string& dir, bool train, std::int64_t limit = -1);
+
+/// Any MNIST-format split (train = true: train-*, else t10k-*; each file gzipped or raw) from
+/// dir: images [N, rows * cols] f32 holding pixel / 255 (in [0, 1]; normalising is the caller's
+/// choice), labels as stored (0..255), rows and cols from the file. Same file validation and
+/// `limit` as load_fashion_mnist; ValueError "load_idx: ..." naming both files if the image and
+/// label counts differ.
+struct IdxDataset {
+  Dataset data;
+  std::int64_t rows = 0, cols = 0;
+};
+IdxDataset load_idx_dataset(const std::string& dir, bool train, std::int64_t limit = -1);
 
 }  // namespace mixprec::data
