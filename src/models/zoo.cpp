@@ -121,12 +121,12 @@ std::vector<ModelSpec> builtin_models() {
     s.description = std::move(description);
     s.sample_shape = std::move(shape);
     s.synthetic_data = synthetic;
-    s.factory = [make = std::move(make)](const ModelOptions& o) { return make(o.seed); };
+    if (make) s.factory = [make = std::move(make)](const ModelOptions& o) { return make(o.seed); };
     return s;
   };
   std::vector<ModelSpec> specs{
-      classifier("mlp", "MLP 784-256-128-10 with ReLU (Fashion-MNIST)", {784}, false,
-                 [](std::uint64_t seed) { return mlp(784, 256, 128, 10, seed, "MLP"); }),
+      classifier("mlp", "MLP 784-256-128-10 with ReLU (Fashion-MNIST; input and output widths follow --data)",
+                 {784}, false, nullptr),
       classifier("cnn", "2x [conv3x3-BN-ReLU-maxpool] (32, 64 channels), FC 128, FC 10 (Fashion-MNIST)",
                  {1, 28, 28}, false, cnn),
       classifier("resnet", "ResNet: stem + 3 BasicBlocks (16, 32, 64 channels), global pool, FC 10 "
@@ -139,6 +139,11 @@ std::vector<ModelSpec> builtin_models() {
       classifier("seed-mlp", "the seeds' MLP 1024-4096-4096-10 with ReLU (synthetic data)", {1024}, true,
                  [](std::uint64_t seed) { return make_seed_mlp(4096, seed); }),
   };
+  // Only the widths at the ends follow the data; the hidden sizes are the model's.
+  specs[0].sized_by_data = true;
+  specs[0].defaults.inputs = 784;
+  specs[0].defaults.outputs = 10;
+  specs[0].factory = [](const ModelOptions& o) { return mlp(o.inputs, 256, 128, o.outputs, o.seed, "MLP"); };
   ModelSpec g;
   g.name = "gpt-mini";
   g.description = "byte-level GPT: 4 pre-LN blocks, 4 heads, width 128, context 128, tied head (text)";
@@ -166,7 +171,12 @@ Registry& registry() {
 }  // namespace
 
 const char* name(TaskKind task) {
-  return task == TaskKind::classification ? "classification" : "language-model";
+  switch (task) {
+    case TaskKind::classification: return "classification";
+    case TaskKind::language_model: return "language-model";
+    case TaskKind::regression: return "regression";
+  }
+  return "?";
 }
 
 void register_model(ModelSpec spec) {
@@ -209,8 +219,23 @@ ModelOptions resolve_options(const ModelSpec& spec, ModelOptions o) {
   if (o.layers == 0) o.layers = d.layers;
   if (o.heads == 0) o.heads = d.heads;
   if (o.width == 0) o.width = d.width;
-  if (spec.task != TaskKind::language_model) return o;
   constexpr const char* op = "model";
+  if (spec.sized_by_data) {
+    if (o.inputs == 0) o.inputs = d.inputs;
+    if (o.outputs == 0) o.outputs = d.outputs;
+    MIXPREC_CHECK(o.inputs >= 1 && o.inputs <= (1 << 24) && o.outputs >= 1 && o.outputs <= (1 << 20), ValueError,
+                  op, spec.name << " needs 1..2^24 inputs and 1..2^20 outputs, got " << o.inputs << " and "
+                                << o.outputs);
+  } else {
+    std::int64_t own = 1;
+    for (const std::int64_t dim : spec.sample_shape) own *= dim;
+    MIXPREC_CHECK((o.inputs == 0 || o.inputs == own) && (o.outputs == 0 || o.outputs == spec.num_classes),
+                  ValueError, op,
+                  spec.name << " takes " << own << " inputs and has " << spec.num_classes
+                            << " outputs, but the data needs " << o.inputs << " and " << o.outputs
+                            << "; --model mlp follows the data's shape");
+  }
+  if (spec.task != TaskKind::language_model) return o;
   auto check = [&](std::int64_t v, const char* flag, std::int64_t max) {
     MIXPREC_CHECK(v >= 1 && v <= max, ValueError, op,
                   flag << " must be in [1, " << max << "] for " << spec.name << ", got " << v);
@@ -229,6 +254,7 @@ ModelOptions resolve_options(const ModelSpec& spec, ModelOptions o) {
 
 std::vector<std::int64_t> input_shape(const ModelSpec& spec, const ModelOptions& resolved) {
   if (spec.task == TaskKind::language_model) return {resolved.context};
+  if (spec.sized_by_data) return {resolved.inputs};
   return spec.sample_shape;
 }
 

@@ -6,6 +6,7 @@
 #include "mixprec/core/error.h"
 #include "mixprec/io/checkpoint.h"
 #include "mixprec/io/safetensors.h"
+#include "train/data_schema.h"
 #include "train/train_checkpoint.h"
 
 namespace mixprec::train {
@@ -36,6 +37,9 @@ CheckpointModel load_checkpoint_model(const std::string& path, const std::string
   for (auto& [name, t] : weights.tensors) state.emplace(name, std::move(t));
   out.model->load_state_dict(state, /*strict=*/true);
   out.model->eval();
+  if (h.data_schema.is_object() && h.data_schema.value("kind", "") == "csv") {
+    out.tabular = detail::tabular_schema_from_json(h.data_schema, "checkpoint '" + out.path + "'");
+  }
   return out;
 }
 

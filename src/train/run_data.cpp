@@ -1,5 +1,7 @@
 #include "train/run_data.h"
 
+#include <algorithm>
+#include <cmath>
 #include <sstream>
 
 #include "mixprec/core/error.h"
@@ -7,7 +9,9 @@
 #include "mixprec/data/dataset.h"
 #include "mixprec/data/idx.h"
 #include "mixprec/data/synthetic.h"
+#include "mixprec/data/tabular.h"
 #include "mixprec/data/text_corpus.h"
+#include "train/data_schema.h"
 
 namespace mixprec::train::detail {
 namespace {
@@ -66,6 +70,136 @@ RunData image_data(const models::ModelSpec& spec, const TrainConfig& c) {
   return r;
 }
 
+data::DataLoaderOptions eval_loader_options() {
+  data::DataLoaderOptions eo;
+  eo.batch_size = kEvalBatch;
+  eo.shuffle = false;
+  eo.prefetch = false;
+  return eo;
+}
+
+data::DataLoaderOptions train_loader_options(const TrainConfig& c) {
+  data::DataLoaderOptions lo;
+  lo.batch_size = c.batch_size;
+  lo.seed = c.seed;
+  return lo;
+}
+
+RunData csv_data(const models::ModelSpec& spec, const TrainConfig& c) {
+  MIXPREC_CHECK(spec.sized_by_data, ValueError, kOp,
+                "--data " << c.data << " needs a model whose input and output widths follow the table "
+                          << "(--model mlp); " << spec.name << " has a fixed shape");
+  MIXPREC_CHECK(c.limit_train < 0 && c.limit_test < 0, ValueError, kOp,
+                "--limit-train and --limit-test do not apply to --data csv:; cut the file instead");
+  data::TabularOptions o;
+  o.train_path = c.data.substr(4);
+  if (!c.test_data.empty()) o.test_path = c.test_data.substr(4);
+  MIXPREC_CHECK(!o.train_path.empty(), ValueError, kOp, "--data csv: names no file; give csv:PATH");
+  MIXPREC_CHECK(c.test_data.empty() || !o.test_path.empty(), ValueError, kOp,
+                "--test-data csv: names no file; give csv:PATH");
+  o.target = c.target;
+  o.regression = c.task == "regression";
+  o.val_fraction = c.val_fraction;
+  o.seed = c.seed;
+  const data::TabularData t = data::load_tabular(o);
+  const data::TabularSchema& sc = t.schema;
+
+  RunData r;
+  r.train = std::make_shared<data::DataLoader>(t.train, train_loader_options(c));
+  r.eval = std::make_shared<data::DataLoader>(t.test, eval_loader_options());
+  r.inputs = static_cast<std::int64_t>(sc.features.size());
+  r.outputs = sc.regression ? 1 : sc.num_classes;
+  if (sc.regression) {
+    r.task = std::make_shared<RegressionTask>(sc.target_mean, sc.target_stddev);
+  } else {
+    r.task = std::make_shared<ClassificationTask>(sc.num_classes);
+  }
+  r.schema = tabular_schema_to_json(sc);
+  nlohmann::json d{{"source", "csv"},
+                   {"file", o.train_path},
+                   {"train_samples", t.train.images.size(0)},
+                   {"test_samples", t.test.images.size(0)},
+                   {"features", r.inputs},
+                   {"target", sc.target},
+                   {"task", sc.regression ? "regression" : "classification"}};
+  if (o.test_path.empty()) {
+    d["val_fraction"] = c.val_fraction;
+  } else {
+    d["test_file"] = o.test_path;
+  }
+  if (!sc.regression) d["classes"] = sc.num_classes;
+  r.description = std::move(d);
+  return r;
+}
+
+RunData idx_data(const models::ModelSpec& spec, const TrainConfig& c) {
+  const std::string dir = c.data.substr(4);
+  MIXPREC_CHECK(!dir.empty(), ValueError, kOp, "--data idx: names no directory; give idx:DIR");
+  data::IdxDataset train = data::load_idx_dataset(dir, true, c.limit_train);
+  data::IdxDataset test = data::load_idx_dataset(dir, false, c.limit_test);
+  MIXPREC_CHECK(train.rows == test.rows && train.cols == test.cols, ValueError, kOp,
+                dir << ": the training images are " << train.rows << "x" << train.cols << " but the test images "
+                    << test.rows << "x" << test.cols);
+  std::vector<bool> seen(256, false);
+  std::int64_t distinct = 0, top = 0;
+  for (const std::int64_t l : train.data.labels) {
+    distinct += seen[static_cast<std::size_t>(l)] ? 0 : 1;
+    seen[static_cast<std::size_t>(l)] = true;
+    top = std::max(top, l);
+  }
+  MIXPREC_CHECK(distinct >= 2, ValueError, kOp,
+                dir << ": the training labels hold a single class (" << top << "); classification needs at least two");
+  const std::int64_t classes = top + 1;
+  data::check_labels(test.data, classes, "test labels in " + dir + " (the training labels have classes 0.." +
+                                             std::to_string(top) + ")");
+  // One scalar shift and scale from the training pixels only, as Fashion-MNIST's constants:
+  // per-pixel statistics would zero the always-blank border pixels and add nothing.
+  double sum = 0, sq = 0;
+  const std::vector<float> px = train.data.images.to_vector();
+  for (const float v : px) sum += v;
+  const double mean = sum / static_cast<double>(px.size());
+  for (const float v : px) sq += (v - mean) * (v - mean);
+  const double stddev = std::sqrt(sq / static_cast<double>(px.size()));
+  MIXPREC_CHECK(stddev > 0, ValueError, kOp, dir << ": every training pixel has the same value");
+  for (data::Dataset* d : {&train.data, &test.data}) {
+    float* x = d->images.data<float>();
+    for (std::int64_t i = 0; i < d->images.numel(); ++i) x[i] = static_cast<float>((x[i] - mean) / stddev);
+  }
+
+  const std::int64_t pixels = train.rows * train.cols;
+  RunData r;
+  std::vector<std::int64_t> shape;  // a flat model takes the data's own [B, pixels]
+  if (spec.sized_by_data) {
+    r.outputs = classes;
+  } else {
+    const std::vector<std::int64_t> takes = models::input_shape(spec, models::resolve_options(spec, {}));
+    const bool fits = takes == std::vector<std::int64_t>{1, train.rows, train.cols} ||
+                      takes == std::vector<std::int64_t>{pixels};
+    MIXPREC_CHECK(fits, ValueError, kOp,
+                  dir << " holds " << train.rows << "x" << train.cols << " images, but model " << spec.name
+                      << " takes " << to_string(spec.sample_shape) << "; --model mlp follows the data's shape");
+    MIXPREC_CHECK(classes <= spec.num_classes, ValueError, kOp,
+                  dir << " has " << classes << " classes, but model " << spec.name << " has "
+                      << spec.num_classes << " outputs; --model mlp follows the data's classes");
+    r.outputs = spec.num_classes;
+    shape = spec.sample_shape;
+  }
+  r.inputs = pixels;
+  r.train = std::make_shared<data::DataLoader>(train.data, train_loader_options(c), shape);
+  r.eval = std::make_shared<data::DataLoader>(test.data, eval_loader_options(), shape);
+  r.task = std::make_shared<ClassificationTask>(r.outputs);
+  r.schema = {{"kind", "idx"},          {"rows", train.rows},      {"cols", train.cols},
+              {"pixel_mean", mean},     {"pixel_stddev", stddev},  {"num_classes", classes}};
+  r.description = {{"source", "idx"},
+                   {"dir", dir},
+                   {"image_rows", train.rows},
+                   {"image_cols", train.cols},
+                   {"classes", classes},
+                   {"train_samples", train.data.labels.size()},
+                   {"test_samples", test.data.labels.size()}};
+  return r;
+}
+
 RunData text_data(const models::ModelOptions& o, const TrainConfig& c) {
   std::string list = data::kFortunesDefaultDir;
   if (!c.data.empty()) list = c.data.substr(5);  // after "text:"
@@ -121,8 +255,11 @@ RunData load_run_data(const models::ModelSpec& spec, const models::ModelOptions&
   MIXPREC_CHECK(!text, ValueError, kOp,
                 "model " << spec.name << " is a classifier and cannot train on --data " << c.data
                          << "; text needs a language model (--model gpt-mini)");
+  if (c.data.rfind("csv:", 0) == 0) return csv_data(spec, c);
+  if (c.data.rfind("idx:", 0) == 0) return idx_data(spec, c);
   MIXPREC_CHECK(c.data.empty() || c.data == "fashion-mnist" || c.data == "synthetic", ValueError, kOp,
-                "unknown --data '" << c.data << "'; choose fashion-mnist, synthetic or text:PATH");
+                "unknown --data '" << c.data
+                                   << "'; choose fashion-mnist, synthetic, csv:PATH, idx:DIR or text:PATH");
   return image_data(spec, c);
 }
 

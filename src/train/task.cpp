@@ -63,7 +63,64 @@ class LanguageModelEvaluation : public Evaluation {
   double loss_sum_ = 0, tokens_ = 0;
 };
 
+// outputs [B, 1] (or [B]) and the batch's B values as an f32 [B, 1] tensor of the same shape.
+Tensor regression_target(const Tensor& output, const data::Batch& batch) {
+  const auto b = static_cast<std::int64_t>(batch.values.size());
+  MIXPREC_CHECK(output.defined() && output.numel() == b && output.dim() >= 1 && output.size(0) == b, ShapeError,
+                "regression", "expects one output per sample ([" << b << ", 1]), got "
+                                  << (output.defined() ? to_string(output.shape()) : "undefined")
+                                  << " for a batch of " << b << " target values");
+  return Tensor::from_vector(batch.values, output.shape());
+}
+
+// Sums in double in the target's units: squared errors for the MSE, and the targets' sum and
+// sum of squares for the total variance R² divides by (R² = 1 - SSE / SST, as scikit-learn's
+// r2_score, over the evaluation set's own mean).
+class RegressionEvaluation : public Evaluation {
+ public:
+  RegressionEvaluation(float mean, float stddev) : mean_(mean), stddev_(stddev) {}
+  void add(const Tensor& output, const data::Batch& batch) override {
+    const Tensor target = regression_target(output, batch);
+    const std::vector<float> out = output.to(DType::f32).to_vector();
+    for (std::size_t i = 0; i < out.size(); ++i) {
+      const double standard_error = static_cast<double>(out[i]) - batch.values[i];
+      const double y = mean_ + static_cast<double>(stddev_) * batch.values[i];
+      const double error = static_cast<double>(stddev_) * standard_error;
+      standard_sse_ += standard_error * standard_error;
+      sse_ += error * error;
+      sum_ += y;
+      sum_sq_ += y * y;
+    }
+    count_ += static_cast<double>(out.size());
+  }
+  void write(EpochMetrics& m) const override {
+    if (count_ == 0) return;
+    m.test_loss = standard_sse_ / count_;
+    m.mse = sse_ / count_;
+    const double sst = sum_sq_ - sum_ * sum_ / count_;
+    m.r2 = sst > 0 ? 1.0 - sse_ / sst : 0.0;
+  }
+
+ private:
+  double mean_, stddev_;
+  double standard_sse_ = 0, sse_ = 0, sum_ = 0, sum_sq_ = 0, count_ = 0;
+};
+
 }  // namespace
+
+RegressionTask::RegressionTask(float target_mean, float target_stddev) : mean_(target_mean), stddev_(target_stddev) {
+  MIXPREC_CHECK(std::isfinite(target_mean) && std::isfinite(target_stddev) && target_stddev > 0, ValueError,
+                "RegressionTask", "needs a finite target mean and a finite stddev > 0, got " << target_mean
+                                                                                           << " and " << target_stddev);
+}
+
+Tensor RegressionTask::loss(const Tensor& output, const data::Batch& batch) const {
+  return mse_loss(output, regression_target(output, batch));
+}
+
+std::unique_ptr<Evaluation> RegressionTask::evaluation() const {
+  return std::make_unique<RegressionEvaluation>(mean_, stddev_);
+}
 
 ClassificationTask::ClassificationTask(std::int64_t num_classes) : classes_(num_classes) {
   MIXPREC_CHECK(num_classes >= 2, ValueError, "ClassificationTask",

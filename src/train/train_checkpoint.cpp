@@ -122,6 +122,7 @@ io::CheckpointFiles encode_checkpoint(const TrainingObjects& o, const TrainConfi
                           {"last_optimizer_steps", s.last_optimizer_steps},
                           {"base_lr", s.base_lr}};
   }
+  if (o.data_schema != nullptr && !o.data_schema->is_null()) state["data_schema"] = *o.data_schema;
   // Every counter that seeds a random mask (Dropout, attention dropout), in module order.
   state["random_state"] = o.model->random_state();
   // auto-layer: the layers' dtypes and what decides their next moves.
@@ -151,6 +152,7 @@ CheckpointHeader read_checkpoint_header(const io::CheckpointFiles& files, const 
       h.partial = PartialSums{from_exact(p.at("loss_sum"), what), from_exact(p.at("norm_sum"), what),
                               p.at("norms").get<std::int64_t>()};
     }
+    if (state.contains("data_schema")) h.data_schema = state.at("data_schema");
   } catch (const json::exception& e) {
     MIXPREC_CHECK(false, ValueError, kOp, what << " is malformed: " << e.what());
   }

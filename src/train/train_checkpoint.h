@@ -13,6 +13,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "mixprec/amp/grad_scaler.h"
 #include "mixprec/io/checkpoint.h"
 #include "mixprec/optim/lr_scheduler.h"
@@ -30,6 +32,9 @@ struct TrainingObjects {
   /// encode_checkpoint: the step's full optimizer state (TrainStep::full_optimizer_state, which
   /// a sharded optimizer gathers from every rank before rank 0 encodes).
   const optim::OptimizerState* optimizer_state = nullptr;
+  /// How the inputs were derived from the data files (train/data_schema.h), stored as
+  /// state.json's "data_schema" when not null; nullptr or a null JSON: none.
+  const nlohmann::json* data_schema = nullptr;
 };
 
 /// The running sums of an epoch the checkpoint was written inside of, stored exactly (as C99
@@ -57,6 +62,7 @@ struct CheckpointHeader {
   std::vector<EpochMetrics> history;
   /// Written inside an epoch by this version: the exact sums (older checkpoints: none).
   std::optional<PartialSums> partial;
+  nlohmann::json data_schema;  ///< null for runs on data that needs none
 };
 /// Parses state.json (ValueError naming `path` if it is malformed).
 CheckpointHeader read_checkpoint_header(const io::CheckpointFiles& files, const std::string& path);

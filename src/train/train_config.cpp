@@ -31,8 +31,22 @@ void TrainConfig::validate() const {
                                             << " needs --checkpoint-dir DIR to write the checkpoints into");
   MIXPREC_CHECK(max_steps == -1 || max_steps >= 1, ValueError, op,
                 "--max-steps must be >= 1 (or -1 for no limit), got " << max_steps);
-  MIXPREC_CHECK(val_fraction > 0.0 && val_fraction < 1.0, ValueError, op,
+  MIXPREC_CHECK(val_fraction == 0.0 || (val_fraction > 0.0 && val_fraction < 1.0), ValueError, op,
                 "--val-fraction must be in (0, 1), got " << val_fraction);
+  const bool csv = data.rfind("csv:", 0) == 0;
+  MIXPREC_CHECK(csv || target.empty(), ValueError, op,
+                "--target '" << target << "' names a column of a table, but --data is '" << data
+                             << "'; give --data csv:PATH");
+  MIXPREC_CHECK(csv || test_data.empty(), ValueError, op,
+                "--test-data '" << test_data << "' needs --data csv:PATH (idx:DIR has its own t10k-* "
+                                                "files)");
+  MIXPREC_CHECK(test_data.empty() || test_data.rfind("csv:", 0) == 0, ValueError, op,
+                "--test-data must be csv:PATH, got '" << test_data << "'");
+  MIXPREC_CHECK(task == "classification" || task == "regression" || task.empty(), ValueError, op,
+                "--task must be classification or regression, got '" << task << "'");
+  MIXPREC_CHECK(csv || task != "regression", ValueError, op,
+                "--task regression needs a table with a real-valued target: --data csv:PATH --target COLUMN");
+  MIXPREC_CHECK(inputs >= 0 && outputs >= 0, ValueError, op, "the model's inputs and outputs must be >= 0 (0 = from the data)");
   MIXPREC_CHECK(context >= 0 && layers >= 0 && heads >= 0 && width >= 0, ValueError, op,
                 "--context, --layers, --heads and --width must be >= 1 (0 = the model's default)");
   MIXPREC_CHECK(histogram_every >= 0, ValueError, op,
@@ -54,6 +68,8 @@ models::ModelOptions TrainConfig::model_options() const {
   o.width = width;
   o.dropout = dropout;
   o.checkpoint_activations = checkpoint_activations;
+  o.inputs = inputs;
+  o.outputs = outputs;
   return o;
 }
 
@@ -84,6 +100,11 @@ using nlohmann::json;
 json config_to_json(const TrainConfig& c) {
   return json{{"model", c.model},
               {"data", c.data},
+              {"test_data", c.test_data},
+              {"target", c.target},
+              {"task", c.task},
+              {"inputs", c.inputs},
+              {"outputs", c.outputs},
               {"context", c.context},
               {"layers", c.layers},
               {"heads", c.heads},
@@ -176,6 +197,11 @@ TrainConfig config_from_json(const json& j, const std::string& what) {
   c.policy_out = j.value("policy_out", "");
   c.max_steps = j.value("max_steps", std::int64_t{-1});
   c.val_fraction = j.value("val_fraction", 0.1);
+  c.test_data = j.value("test_data", std::string());
+  c.target = j.value("target", std::string());
+  c.task = j.value("task", std::string("classification"));
+  c.inputs = j.value("inputs", std::int64_t{0});
+  c.outputs = j.value("outputs", std::int64_t{0});
   c.tensorboard = j.value("tensorboard", std::string());
   c.histogram_every = j.value("histogram_every", std::int64_t{100});
   c.checkpoint_every_steps = j.value("checkpoint_every_steps", std::int64_t{0});
@@ -218,6 +244,10 @@ json metrics_to_json(const EpochMetrics& m, models::TaskKind task) {
     j["val_loss"] = m.test_loss;
     j["perplexity"] = m.perplexity;
     j["bits_per_byte"] = m.bits_per_byte;
+  } else if (task == models::TaskKind::regression) {
+    j["test_loss"] = m.test_loss;
+    j["test_mse"] = m.mse;
+    j["test_r2"] = m.r2;
   } else {
     j["test_loss"] = m.test_loss;
     j["test_accuracy"] = m.test_accuracy;
@@ -235,6 +265,10 @@ EpochMetrics metrics_from_json(const json& j, const std::string& what) {
     get(j, "val_loss", m.test_loss, what);
     get(j, "perplexity", m.perplexity, what);
     get(j, "bits_per_byte", m.bits_per_byte, what);
+  } else if (j.contains("test_r2")) {
+    get(j, "test_loss", m.test_loss, what);
+    get(j, "test_mse", m.mse, what);
+    get(j, "test_r2", m.r2, what);
   } else {
     get(j, "test_loss", m.test_loss, what);
     get(j, "test_accuracy", m.test_accuracy, what);
@@ -294,6 +328,9 @@ std::string first_incompatibility(const TrainConfig& saved, const TrainConfig& r
                requested.scaler_growth_interval),
         differ("seed", saved.seed, requested.seed),
         differ("data", saved.data, requested.data),
+        differ("test_data", saved.test_data, requested.test_data),
+        differ("target", saved.target, requested.target),
+        differ("task", saved.task, requested.task),
         differ("context", saved.context, requested.context),
         differ("layers", saved.layers, requested.layers),
         differ("heads", saved.heads, requested.heads),

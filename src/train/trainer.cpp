@@ -103,6 +103,35 @@ std::string checkpoint_identity(const std::string& path, const io::CheckpointFil
   return path + " (manifest sha256 " + io::sha256_hex(files.manifest).substr(0, 16) + ")";
 }
 
+// A table's or IDX set's shape decides the model's widths. A resumed run (or an evaluated
+// checkpoint) must find the same shape and the same derivation of the inputs in its data, or
+// the weights would meet inputs they were not trained on.
+void apply_data_shape(const TrainConfig& c, const std::optional<io::CheckpointFiles>& resume_files,
+                      const detail::RunData& d, models::ModelOptions& options) {
+  if (d.inputs > 0) {
+    MIXPREC_CHECK((c.inputs == 0 || c.inputs == d.inputs) && (c.outputs == 0 || c.outputs == d.outputs),
+                  ValueError, kOp,
+                  "--data " << c.data << " gives the model " << d.inputs << " inputs and " << d.outputs
+                            << " outputs, but the checkpoint's model has " << c.inputs << " and " << c.outputs
+                            << "; was the data file changed since training?");
+    options.inputs = d.inputs;
+    options.outputs = d.outputs;
+    options = models::resolve_options(models::model_spec(c.model), options);
+  }
+  if (!resume_files) return;
+  const json saved = detail::read_checkpoint_header(*resume_files, c.resume).data_schema;
+  if (saved.is_null() || saved == d.schema) return;
+  std::string field = "data_schema";
+  for (const auto& [key, value] : saved.items()) {
+    if (!d.schema.contains(key) || d.schema.at(key) != value) {
+      field = key;
+      break;
+    }
+  }
+  MIXPREC_CHECK(false, ValueError, kOp,
+                "--data " << c.data << " does not give the inputs the checkpoint was trained on: its "
+                          << field << " differs (was the data file changed since training?)");
+}
 }  // namespace
 
 struct Trainer::State {
@@ -133,8 +162,11 @@ struct Trainer::State {
   const dist::Communicator* comm = &dist::world();
   bool writer() const { return comm->rank() == 0; }
 
+  // csv/idx: how inputs were derived from the files, for checkpoints (train/data_schema.h).
+  json data_schema;
+
   detail::TrainingObjects objects(const optim::OptimizerState* optimizer_state = nullptr) {
-    return {model.get(), step.get(), optimizer_state};
+    return {model.get(), step.get(), optimizer_state, &data_schema};
   }
   std::int64_t steps_per_epoch() const {
     return (train->batches_per_epoch() + config.accum - 1) / config.accum;
@@ -339,6 +371,10 @@ Trainer::Trainer(TrainConfig config) : s_(std::make_unique<State>()) {
   models::ModelOptions options;
   dist::agree(comm, "checking the training flags", [&] {
     config.validate();
+    if (config.val_fraction == 0.0) {
+      // Stored resolved; a table keeps more rows back than a corpus, whose tail is plenty.
+      config.val_fraction = config.data.rfind("csv:", 0) == 0 ? 0.2 : 0.1;
+    }
     spec = models::model_spec(config.model);
     options = models::resolve_options(spec, config.model_options());
     if (spec.task == models::TaskKind::language_model) {
@@ -378,7 +414,11 @@ Trainer::Trainer(TrainConfig config) : s_(std::make_unique<State>()) {
   detail::RunData d;
   dist::agree(comm, "loading the data and building the model", [&] {
     d = detail::load_run_data(spec, options, s.config);
-    s.task = make_task(spec);
+    s.task = d.task ? d.task : make_task(spec);
+    apply_data_shape(s.config, s.resume_files, d, options);
+    s.config.inputs = options.inputs;
+    s.config.outputs = options.outputs;
+    s.data_schema = d.schema;
     s.model = spec.factory(options);
   });
   if (comm.size() > 1) {

@@ -10,6 +10,8 @@ void add_ops_command(CLI::App& app);
 void add_train_command(CLI::App& app);
 /// `mixprec eval`: evaluates a checkpoint.
 void add_eval_command(CLI::App& app);
+/// `mixprec predict`: predictions for the rows of a CSV file from a table-trained checkpoint.
+void add_predict_command(CLI::App& app);
 /// `mixprec generate`: samples text from a language-model checkpoint.
 void add_generate_command(CLI::App& app);
 /// `mixprec parity`: one model under several precisions, side by side, with a verdict.

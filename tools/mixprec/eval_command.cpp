@@ -12,7 +12,8 @@ void add_eval_command(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand(
       "eval",
       "Evaluate a checkpoint on the test set: accuracy, macro-F1 and a per-class table (a "
-      "language model: validation loss, perplexity and bits per byte)");
+      "language model: validation loss, perplexity and bits per byte; regression: MSE and R²). "
+      "Runs on --data csv: or idx: read the data the checkpoint names again");
   struct Args {
     std::string checkpoint, data_dir;
     std::int64_t limit_test = -1;
@@ -44,8 +45,25 @@ void add_eval_command(CLI::App& app) {
       }
       return;
     }
+    if (e.task == models::TaskKind::regression) {
+      const train::EpochMetrics& m = e.metrics;
+      if (a->json) {
+        nlohmann::json j{{"checkpoint", e.path}, {"model", e.config.model},
+                         {"precision", e.config.precision}, {"epoch", e.epoch},
+                         {"task", "regression"}, {"test_loss", m.test_loss},
+                         {"mse", m.mse}, {"r2", m.r2}};
+        std::printf("%s\n", j.dump(2).c_str());
+      } else {
+        std::printf("checkpoint %s: model %s, precision %s, after epoch %d\n", e.path.c_str(),
+                    e.config.model.c_str(), e.config.precision.c_str(), e.epoch);
+        std::printf("regression: test MSE %.6g  R2 %.4f  (loss %.4f on standardised targets)\n", m.mse, m.r2,
+                    m.test_loss);
+      }
+      return;
+    }
     const train::ConfusionMatrix& cm = e.confusion;
-    const bool fashion = e.config.model != "seed-mlp";
+    const bool fashion = e.config.model != "seed-mlp" &&
+                         (e.config.data.empty() || e.config.data == "fashion-mnist");
     if (a->json) {
       nlohmann::json j{{"checkpoint", e.path}, {"model", e.config.model},
                        {"precision", e.config.precision}, {"epoch", e.epoch},

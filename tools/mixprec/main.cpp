@@ -16,6 +16,7 @@ int main(int argc, char** argv) {
   app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
   mixprec::tools::add_train_command(app);
   mixprec::tools::add_eval_command(app);
+  mixprec::tools::add_predict_command(app);
   mixprec::tools::add_generate_command(app);
   mixprec::tools::add_parity_command(app);
   mixprec::tools::add_bench_command(app);

@@ -47,8 +47,9 @@ void exit_if_interrupted(const train::Trainer& trainer) {
 void add_train_command(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand(
       "train",
-      "Train a model (Fashion-MNIST, synthetic data for seed-mlp, text for gpt-mini) in a "
-      "precision mode, with evaluation, checkpoints and a JSONL log after every epoch");
+      "Train a model (Fashion-MNIST, synthetic data for seed-mlp, text for gpt-mini, or your own "
+      "table or MNIST-format images) in a precision mode, with evaluation, checkpoints and a JSONL "
+      "log after every epoch");
   auto options = std::make_shared<TrainOptions>(cmd, /*with_run_flags=*/true);
   cmd->footer(
       "Examples:\n"
@@ -57,7 +58,10 @@ void add_train_command(CLI::App& app) {
       "  mixprec train --resume ckpt --epochs 5      # continue the newest checkpoint in ckpt/\n"
       "  mixprec train --model cnn --checkpoint-dir ckpt --checkpoint-every-steps 200  # SIGTERM-safe\n"
       "  mixprec train --model gpt-mini --precision bf16 --max-steps 300 --checkpoint-dir gpt\n"
-      "  mixprec train --model gpt-mini --data text:book.txt --context 256 --layers 6 --width 192");
+      "  mixprec train --model gpt-mini --data text:book.txt --context 256 --layers 6 --width 192\n"
+      "  mixprec train --model mlp --data csv:iris.csv --target species --epochs 30 --checkpoint-dir iris\n"
+      "  mixprec train --model mlp --data csv:houses.csv --target price --task regression --test-data csv:test.csv\n"
+      "  mixprec train --model mlp --data idx:mnist --epochs 3     # train-images-idx3-ubyte[.gz] etc.");
   cmd->callback([options] {
     // Under mpirun every rank resolves the flags, reading --resume's checkpoint for the flags not
     // given; if that fails on any rank (the checkpoint is missing or damaged on one node), every
@@ -77,12 +81,16 @@ void add_train_command(CLI::App& app) {
     }
     trainer.on_message = [](const std::string& text) { std::printf("%s\n", text.c_str()); };
     const bool lm = trainer.task().kind() == models::TaskKind::language_model;
+    const bool regression = trainer.task().kind() == models::TaskKind::regression;
     trainer.on_epoch = [&](const train::EpochMetrics& m) {
       char eval[128];
       if (lm) {
         std::snprintf(eval, sizeof eval, "val loss %.4f  ppl %.3f  %.4f bits/byte  %.0f tokens/s",
                       m.test_loss, m.perplexity, m.bits_per_byte,
                       m.samples_per_second * static_cast<double>(trainer.config().context));
+      } else if (regression) {
+        std::snprintf(eval, sizeof eval, "test MSE %.6g  R2 %.4f  %.0f samples/s", m.mse, m.r2,
+                      m.samples_per_second);
       } else {
         std::snprintf(eval, sizeof eval, "test acc %.4f  macro-F1 %.4f  %.0f samples/s", m.test_accuracy,
                       m.macro_f1, m.samples_per_second);

@@ -2,6 +2,7 @@
 
 #include <cstdio>
 
+#include "mixprec/core/error.h"
 #include "mixprec/models/zoo.h"
 
 namespace mixprec::tools {
@@ -13,10 +14,24 @@ TrainOptions::TrainOptions(CLI::App* cmd, bool with_run_flags) {
   bind(cmd->add_option("--model", g.model, "Model: " + models::model_names())->capture_default_str(),
        MIXPREC_FIELD(model));
   bind(cmd->add_option("--data", g.data,
-                       "Training data: fashion-mnist, synthetic, or text:PATH[,PATH...] (text files or "
-                       "directories, for language models; default /usr/share/games/fortunes from the "
-                       "Debian package fortunes). Default: the model's own"),
+                       "Training data: fashion-mnist, synthetic, csv:PATH (a table with a header: "
+                       "numeric feature columns and a --target column; --model mlp), idx:DIR (any "
+                       "MNIST-format set: train-images-idx3-ubyte, train-labels-idx1-ubyte and the "
+                       "t10k-* pair, raw or .gz), or text:PATH[,PATH...] (text files or directories, "
+                       "for language models; default /usr/share/games/fortunes from the Debian package "
+                       "fortunes). Default: the model's own"),
        MIXPREC_FIELD(data));
+  bind(cmd->add_option("--test-data", g.test_data,
+                       "csv: held-out rows as csv:PATH (columns matched by name); without it "
+                       "--val-fraction of the --data rows are held out"),
+       MIXPREC_FIELD(test_data));
+  bind(cmd->add_option("--target", g.target, "csv: the target column's name (default: the last column)"),
+       MIXPREC_FIELD(target));
+  bind(cmd->add_option("--task", g.task,
+                       "csv: classification (the target holds class ids 0..K-1; cross-entropy, accuracy, "
+                       "macro-F1) or regression (a real value; mean squared error, R²)")
+           ->capture_default_str(),
+       MIXPREC_FIELD(task));
   bind(cmd->add_option("--context", g.context, "Transformer: tokens per window (0 = the model's default)"),
        MIXPREC_FIELD(context));
   bind(cmd->add_option("--layers", g.layers, "Transformer: blocks (0 = the model's default)"),
@@ -35,10 +50,11 @@ TrainOptions::TrainOptions(CLI::App* cmd, bool with_run_flags) {
                        "Stop after this many optimizer steps (any model; -1 = run all --epochs)")
            ->capture_default_str(),
        MIXPREC_FIELD(max_steps));
-  bind(cmd->add_option("--val-fraction", g.val_fraction,
-                       "Text: the last fraction of the corpus held out for validation")
-           ->capture_default_str(),
-       MIXPREC_FIELD(val_fraction));
+  val_fraction_ = cmd->add_option("--val-fraction", g.val_fraction,
+                       "The share held out for validation, in (0, 1): text, the last bytes of the "
+                       "corpus (default 0.1); csv without --test-data, rows drawn with --seed "
+                       "(default 0.2)");
+  bind(val_fraction_, MIXPREC_FIELD(val_fraction));
   if (with_run_flags) {
     precision_ = cmd->add_option("--precision", g.precision,
                                  "fp32, bf16, fp16, pure-bf16, pure-bf16-sr, auto (bf16 only where the "
@@ -195,6 +211,9 @@ train::TrainConfig TrainOptions::resolve() const {
   }
   // A policy file is replayed by auto-layer: --policy alone asks for it.
   if (policy_ != nullptr && policy_->count() > 0 && precision_->count() == 0) config.precision = "auto-layer";
+  // 0 means "the source's default" inside TrainConfig, so a given value must be a real share.
+  MIXPREC_CHECK(val_fraction_->count() == 0 || (given_->val_fraction > 0.0 && given_->val_fraction < 1.0),
+                ValueError, "train", "--val-fraction must be in (0, 1), got " << given_->val_fraction);
   return config;
 }
 

@@ -27,6 +27,7 @@ class TrainOptions {
   bool no_progress_ = false;
   CLI::Option* precision_ = nullptr;  // --precision and --policy (train only)
   CLI::Option* policy_ = nullptr;
+  CLI::Option* val_fraction_ = nullptr;
   std::shared_ptr<train::TrainConfig> given_ = std::make_shared<train::TrainConfig>();
   std::vector<std::pair<CLI::Option*, std::function<void(train::TrainConfig&, const train::TrainConfig&)>>>
       bound_;

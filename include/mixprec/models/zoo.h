@@ -17,11 +17,13 @@ namespace mixprec::models {
 enum class TaskKind {
   classification,  ///< one class per sample: cross-entropy, accuracy, macro-F1
   language_model,  ///< next-token prediction on token ids [B, T]: loss, perplexity, bits/byte
+  regression,      ///< one real value per sample (output [B, 1]): mean squared error, R²
 };
 const char* name(TaskKind task);
 
-/// Sizes of the models that have them (transformers) and the seed of every model. 0 means
-/// "the model's default" (ModelSpec::defaults); classifiers ignore all but seed.
+/// Sizes of the models that have them (transformers; the input and output widths of a model
+/// sized by its data) and the seed of every model. 0 means "the model's default"
+/// (ModelSpec::defaults); fixed-shape classifiers ignore all but seed.
 struct ModelOptions {
   std::uint64_t seed = 0;
   std::int64_t context = 0;  ///< longest sequence (--context)
@@ -30,6 +32,10 @@ struct ModelOptions {
   std::int64_t width = 0;    ///< d_model (--width)
   float dropout = 0.0f;      ///< on embeddings, attention probabilities and residual branches
   bool checkpoint_activations = false;  ///< recompute each block in backward (nn/checkpoint.h)
+  /// Features per sample and outputs (classes, or 1 for regression) of a model whose spec is
+  /// sized_by_data (the mlp: a CSV table's columns or an IDX set's pixels and classes).
+  std::int64_t inputs = 0;
+  std::int64_t outputs = 0;
 };
 
 /// What a model expects, where its data comes from, and how to build it.
@@ -42,6 +48,9 @@ struct ModelSpec {
   std::int64_t num_classes = 10;  ///< classes, or a language model's vocabulary size
   bool synthetic_data = false;    ///< true: trained on data::make_synthetic, not Fashion-MNIST
   TaskKind task = TaskKind::classification;
+  /// The factory honours ModelOptions::inputs/outputs (hidden sizes stay), so the model can
+  /// take any table or image size; defaults are sample_shape's elements and num_classes.
+  bool sized_by_data = false;
   ModelOptions defaults;          ///< what 0 in ModelOptions stands for
   /// Builds a freshly initialised f32 model from resolved options (no zero sizes); the same
   /// options give the same weights.
@@ -61,15 +70,18 @@ std::string model_names();
 
 /// options with every 0 size replaced by the spec's default, validated: ValueError naming the
 /// flag (--context, --layers, --heads, --width, --dropout) for a size < 1, heads that do not
-/// divide width, or dropout outside [0, 1).
+/// divide width, or dropout outside [0, 1); ValueError if inputs/outputs differ from a fixed
+/// model's own (only a sized_by_data model follows its data).
 ModelOptions resolve_options(const ModelSpec& spec, ModelOptions options);
-/// The shape of one input sample under resolved options ({context} for a language model).
+/// The shape of one input sample under resolved options ({context} for a language model,
+/// {inputs} for a model sized by its data).
 std::vector<std::int64_t> input_shape(const ModelSpec& spec, const ModelOptions& resolved);
 
 /// A freshly initialised f32 model from (unresolved) options.
 std::shared_ptr<nn::Module> make_model(std::string_view name, const ModelOptions& options);
 /// A freshly initialised f32 model with default sizes; the same seed gives the same weights.
-///  - mlp: Linear 784-256, ReLU, Linear 256-128, ReLU, Linear 128-10 (paths "layers.0" ...).
+///  - mlp: Linear 784-256, ReLU, Linear 256-128, ReLU, Linear 128-10 (paths "layers.0" ...);
+///    sized by its data: Linear inputs-256 ... Linear 128-outputs.
 ///  - cnn: features = two blocks of conv3x3(pad 1)-BatchNorm-ReLU-maxpool2 (1->32->64 channels),
 ///    classifier = Flatten, Linear 3136-128, ReLU, Linear 128-10.
 ///  - resnet: stem conv3x3(16)-BN-ReLU, three BasicBlocks (16, 32 stride 2, 64 stride 2), global

@@ -2,9 +2,11 @@
 /// A trained model back from a checkpoint, without its data or optimizer: what `mixprec
 /// generate` samples from, and what a user's program loads to run a model it trained.
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "mixprec/core/dtype.h"
+#include "mixprec/data/tabular.h"
 #include "mixprec/models/zoo.h"
 #include "mixprec/nn/module.h"
 #include "mixprec/train/trainer.h"
@@ -21,6 +23,9 @@ struct CheckpointModel {
   /// (autocast off for fp32).
   bool autocast = false;
   DType compute = DType::bf16;
+  /// Runs on --data csv:PATH: how new rows become inputs (feature names, the training rows'
+  /// statistics, the target and its classes or scaling); empty for other data.
+  std::optional<data::TabularSchema> tabular;
 };
 
 /// Loads the checkpoint `path` names (a checkpoint or a directory of them: the newest complete

@@ -5,6 +5,8 @@
 ///    macro-F1 and a confusion matrix.
 ///  - LanguageModelTask: logits [B, T, V] against the B*T next tokens: mean cross-entropy per
 ///    token; perplexity exp(loss) and bits per byte loss / ln 2 (tokens are bytes).
+///  - RegressionTask: outputs [B, 1] against one real value per sample (Batch::values, in
+///    standardised units): mean squared error; MSE and R² in the target's own units.
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -63,6 +65,20 @@ class LanguageModelTask : public Task {
 
  private:
   std::int64_t vocab_;
+};
+
+class RegressionTask : public Task {
+ public:
+  /// The batches' values are (y - target_mean) / target_stddev (data::TabularSchema), so the
+  /// loss is well scaled whatever the target's units; evaluation maps outputs back with them to
+  /// report MSE and R² in the target's units. ValueError unless target_stddev > 0 and finite.
+  RegressionTask(float target_mean, float target_stddev);
+  models::TaskKind kind() const override { return models::TaskKind::regression; }
+  Tensor loss(const Tensor& output, const data::Batch& batch) const override;
+  std::unique_ptr<Evaluation> evaluation() const override;
+
+ private:
+  float mean_, stddev_;
 };
 
 /// The task of a registered model (its TaskKind with its classes or vocabulary).

@@ -32,8 +32,19 @@ struct TrainConfig {
   std::string model = "mlp";        ///< models::model_names(), or a label for a user's model
   /// Where the data comes from: "" = the model's own (Fashion-MNIST, synthetic, or Debian's
   /// fortunes for a language model); "fashion-mnist"; "synthetic"; "text:PATH[,PATH...]" (files
-  /// or directories of text, for language models).
+  /// or directories of text, for language models); "csv:PATH" (a table: numeric feature columns
+  /// and a target column, see data/tabular.h); "idx:DIR" (any MNIST-format set: train-* and
+  /// t10k-* images and labels).
   std::string data;
+  std::string test_data;            ///< csv: "csv:PATH" of held-out rows; "" = split data
+  std::string target;               ///< csv: the target column's name; "" = the last column
+  /// csv: "classification" (class ids 0..K-1: cross-entropy) or "regression" (a real value:
+  /// mean squared error). Other data: "classification" (or "" for a language model's own).
+  std::string task = "classification";
+  /// The model's input and output widths (models::ModelOptions::inputs/outputs). 0 = from the
+  /// data; the Trainer stores them resolved so that a checkpoint rebuilds the same model.
+  std::int64_t inputs = 0;
+  std::int64_t outputs = 0;
   std::int64_t context = 0;         ///< transformer sizes (models::ModelOptions); 0 = default
   std::int64_t layers = 0;
   std::int64_t heads = 0;
@@ -41,7 +52,10 @@ struct TrainConfig {
   float dropout = 0.0f;             ///< transformer dropout, in [0, 1)
   bool checkpoint_activations = false;  ///< recompute transformer blocks in backward
   std::int64_t max_steps = -1;      ///< stop after this many optimizer steps (-1 = no limit)
-  double val_fraction = 0.1;        ///< text: the last fraction of the corpus held out
+  /// The share held out for validation, in (0, 1): text, the last bytes of the corpus; csv
+  /// without test_data, seeded random rows. 0 = the source's default (0.1 for text, 0.2 for
+  /// csv), stored resolved.
+  double val_fraction = 0;
   std::string precision = "bf16";   ///< fp32, bf16, fp16, pure-bf16, pure-bf16-sr, auto, auto-layer
   /// auto-layer (train/precision_autopilot.h): the dtype layers start in (StepConfig::compute),
   /// a policy file to replay instead of moving layers ("" = none), and where to write the
@@ -128,6 +142,8 @@ struct EpochMetrics {
   double macro_f1 = 0;              ///< classification
   double perplexity = 0;            ///< language model: exp(test_loss)
   double bits_per_byte = 0;         ///< language model over bytes: test_loss / ln 2
+  double mse = 0;                   ///< regression: mean squared error in the target's units
+  double r2 = 0;                    ///< regression: coefficient of determination, 1 - SSE / SST
   std::int64_t epoch_batches = 0;   ///< batches trained in this epoch (fewer if max_steps hit)
   std::int64_t train_samples = 0;   ///< training samples (tokens' windows) seen in this epoch
   bool complete = true;             ///< false: the run stopped inside this epoch (max_steps)
