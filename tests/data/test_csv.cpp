@@ -232,5 +232,54 @@ TEST_F(DataCsvErrors, NegativeNonIntegerAndNonNumericLabels) {
   expect_value_error([&] { read_csv(large); }, {"absurdly large"});
 }
 
+TEST_F(DataCsv, ReadsRealValuedTargets) {
+  CsvOptions o;
+  o.label_column = "price";
+  o.target = CsvTarget::value;
+  o.standardize = false;
+  const CsvDataset d = read_csv(write("r.csv", "price,x\n-1.5,1\n2e3,2\n"), o);
+  EXPECT_TRUE(d.data.labels.empty());
+  EXPECT_EQ(d.data.values, (std::vector<float>{-1.5f, 2000.0f}));
+  EXPECT_EQ(d.target_name, "price");
+  EXPECT_EQ(d.feature_names, (std::vector<std::string>{"x"}));
+}
+
+TEST_F(DataCsv, ReadsNamedFeaturesWithoutATarget) {
+  CsvOptions o;
+  o.target = CsvTarget::none;
+  o.feature_columns = {"b", "a"};
+  o.standardize = false;
+  // The target and an id column are ignored, even though they are not numbers.
+  const CsvDataset d = read_csv(write("p.csv", "id,a,label,b\nx1,1,cat,10\nx2,2,dog,20\n"), o);
+  EXPECT_EQ(d.data.images.to_vector(), (std::vector<float>{10, 1, 20, 2}));
+  EXPECT_TRUE(d.data.labels.empty() && d.data.values.empty());
+  EXPECT_EQ(d.target_name, "");
+  // Without feature_columns every column is a feature; one column is enough.
+  CsvOptions all;
+  all.target = CsvTarget::none;
+  all.standardize = false;
+  EXPECT_EQ(read_csv(write("one.csv", "a\n4\n"), all).data.images.to_vector(), (std::vector<float>{4}));
+}
+
+TEST_F(DataCsvErrors, TargetsFeaturesAndColumnCount) {
+  CsvOptions value;
+  value.label_column = "y";
+  value.target = CsvTarget::value;
+  const std::string word = write("w.csv", "x,y\n1,2\n3,abc\n");
+  expect_value_error([&] { read_csv(word, value); }, {word, "line 3, column 2 ('y')", "'abc' is not a number"});
+  const std::string nan = write("n.csv", "x,y\n1,nan\n");
+  expect_value_error([&] { read_csv(nan, value); }, {nan, "line 2", "NaN, infinite"});
+
+  CsvOptions named;
+  named.target = CsvTarget::none;
+  named.feature_columns = {"a", "missing"};
+  const std::string p = write("m.csv", "a,b\n1,2\n");
+  expect_value_error([&] { read_csv(p, named); }, {p, "no column named 'missing'", "a, b"});
+
+  // A header of 1,000,001 columns (one more than kCsvMaxColumns) is refused by its count.
+  const std::string wide = write("wide.csv", std::string(static_cast<std::size_t>(kCsvMaxColumns), ',') + "\n");
+  expect_value_error([&] { read_csv(wide); }, {wide, "line 1 has 1000001 fields", "more than the 1000000"});
+}
+
 }  // namespace
 }  // namespace mixprec::data
