@@ -63,6 +63,9 @@ void add_parity_command(CLI::App& app) {
     for (const std::string& m : modes) amp::parse_precision_mode(m);  // fail before training
     std::vector<Row> rows;
     train::TrainConfig base = options->resolve();
+    MIXPREC_CHECK(base.task != "regression", ValueError, "parity",
+                  "parity compares test accuracy; a --task regression run has none (train it in each "
+                  "precision and compare the logs' test_r2)");
     for (const std::string& mode : modes) {
       train::TrainConfig config = base;
       config.precision = mode;
