@@ -125,8 +125,8 @@ class CsvReader {
                         << "; expected a header line and one line per sample");
     // Count before splitting: a corrupt or binary first line with millions of delimiters must
     // fail here, not in allocating a name and a cell per column.
-    const auto header_fields =
-        static_cast<std::int64_t>(std::count(lines.front().text.begin(), lines.front().text.end(), opts_.delimiter)) + 1;
+    const std::string_view first = lines.front().text;
+    const auto header_fields = static_cast<std::int64_t>(std::count(first.begin(), first.end(), opts_.delimiter)) + 1;
     MIXPREC_CHECK(header_fields <= kCsvMaxColumns, ValueError, kOp,
                   path_ << ": line " << lines.front().number << " has " << header_fields
                         << " fields, more than the " << kCsvMaxColumns
@@ -173,10 +173,11 @@ class CsvReader {
         const std::int64_t c = features_[static_cast<std::size_t>(k)];
         row[k] = static_cast<float>(parse_feature(cells[static_cast<std::size_t>(c)], line.number, c));
       }
+      const auto rs = static_cast<std::size_t>(r);
       if (opts_.target == CsvTarget::class_id) {
-        out.data.labels[static_cast<std::size_t>(r)] = parse_label(cells[static_cast<std::size_t>(label_)], line.number);
+        out.data.labels[rs] = parse_label(cells[static_cast<std::size_t>(label_)], line.number);
       } else if (opts_.target == CsvTarget::value) {
-        out.data.values[static_cast<std::size_t>(r)] = parse_value(cells[static_cast<std::size_t>(label_)], line.number);
+        out.data.values[rs] = parse_value(cells[static_cast<std::size_t>(label_)], line.number);
       }
     }
     for (const std::int64_t c : features_) out.feature_names.push_back(names_[static_cast<std::size_t>(c)]);

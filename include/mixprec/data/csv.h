@@ -1,7 +1,8 @@
 #pragma once
 /// Tabular data from a CSV file: numeric feature columns and one target column (an integer
-/// class id, a real value, or none at all for rows to predict on), validated with errors that name the file, line and column, and optionally
-/// standardised per column (z-scores) with statistics that can be reused on a test file.
+/// class id, a real value, or none at all for rows to predict on), validated with errors that
+/// name the file, line and column, and optionally standardised per column (z-scores) with
+/// statistics that can be reused on a test file.
 ///
 /// Format: one sample per line ("\n" or "\r\n"), cells separated by a single delimiter
 /// character, surrounding spaces ignored, blank lines skipped. Quoting is not interpreted

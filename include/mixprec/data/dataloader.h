@@ -45,7 +45,8 @@ struct DataLoaderOptions {
 class DataLoader : public BatchSource {
  public:
   /// data.images: [N, ...] of any float dtype (converted to f32 once here if needed), N >= 1,
-  /// with N labels >= 0 (or, regression data, N values and no labels). sample_shape: the shape of one sample in Batch::inputs, e.g.
+  /// with N labels >= 0 (or, regression data, N values and no labels: Batch::values then).
+  /// sample_shape: the shape of one sample in Batch::inputs, e.g.
   /// {1, 28, 28} for 784-feature images; empty: the data's own per-sample shape (images
   /// [N, D] give [B, D]). ValueError if the data set is empty, labels are missing or
   /// negative, batch_size < 1, drop_last leaves no batch (batch_size > N), or sample_shape
