@@ -269,9 +269,6 @@ void Trainer::State::set_up_locally(json data_description) {
       log_header["sync_batchnorm_layers"] = nn::set_sync_batchnorm(*model, comm);
     }
   }
-  if (!c.checkpoint_dir.empty() && writer()) {
-    checkpoint_lock = std::make_unique<io::DirectoryLock>(c.checkpoint_dir, "mixprec train");
-  }
   if (!c.save_initial_weights.empty() && writer()) {
     MIXPREC_CHECK(c.resume.empty(), ValueError, kOp,
                   "--save-initial-weights writes a fresh model's weights; it cannot be combined with --resume");
@@ -329,6 +326,11 @@ void Trainer::State::set_up_locally(json data_description) {
     LayerPolicy p = pilot->policy();
     p.model = c.model;
     p.write(c.policy_out);
+  }
+  if (!c.checkpoint_dir.empty() && writer()) {
+    // Last of the checks (it creates the directory): a run refused for anything else leaves
+    // nothing behind.
+    checkpoint_lock = std::make_unique<io::DirectoryLock>(c.checkpoint_dir, "mixprec train");
   }
 
   json& hdr = log_header;
