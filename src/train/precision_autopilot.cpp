@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdio>
 #include <deque>
+#include <limits>
 #include <set>
 #include <unordered_map>
 
@@ -23,14 +24,12 @@ namespace mixprec::train {
 namespace {
 
 using nlohmann::json;
-using diagnostics::TensorStats;
 using numerics::Format;
 constexpr const char* kOp = "precision autopilot";
 constexpr const char* kFormat = "mixprec-layer-policy";
 
 double fp16_max() { return numerics::format_info(Format::fp16).max; }
 
-std::size_t fmt(Format f) { return diagnostics::inspect_format_index(f); }
 
 DType parse_layer_dtype(const std::string& text, const std::string& where) {
   if (text == "fp16") return DType::f16;
@@ -52,22 +51,61 @@ std::string number(double v) {
 }
 std::string percent(double f) { return number(100 * f) + "%"; }
 
-// Nonzero finite values of a stream (the base of the underflow fractions: the zeros a ReLU or
-// a mask makes say nothing about range).
-double nonzero(const TensorStats& s) {
-  return static_cast<double>(std::max<std::int64_t>(1, s.count - s.zeros - s.nan - s.inf));
-}
-// Of a stream's nonzero values, the share that format f holds as subnormals or flushes to zero.
-double low_fraction(const TensorStats& s, Format f) {
-  const diagnostics::CastCounts& c = s.cast[fmt(f)];
-  return static_cast<double>(c.subnormal + c.underflow) / nonzero(s);
-}
+// What the rules read of a stream of values (a layer's outputs, or their gradients): a
+// single pass that costs about a nanosecond per value, because it runs on sampled training
+// steps (diagnostics::TensorStats, which also keeps binade histograms, costs ten times that).
+// The thresholds are the exact rounding boundaries of diagnostics::cast_thresholds, so the
+// counts agree with TensorStats and with numerics::quantize.
+struct RangeCounts {
+  std::int64_t count = 0, zeros = 0, nonfinite = 0;
+  double amax = 0;                  // largest finite magnitude
+  std::int64_t fp16_subnormal = 0;  // nonzero values fp16 holds as subnormals
+  std::int64_t fp16_low = 0;        // ... as subnormals or flushes to zero
+  std::int64_t bf16_low = 0;        // the same for bf16
+
+  bool empty() const { return count == 0; }
+  // Of the nonzero finite values (the zeros a ReLU or a mask makes say nothing about range).
+  double fraction(std::int64_t n) const {
+    return static_cast<double>(n) / static_cast<double>(std::max<std::int64_t>(1, count - zeros - nonfinite));
+  }
+  double low_fraction(Format f) const { return fraction(f == Format::fp16 ? fp16_low : bf16_low); }
+
+  void add(const Tensor& t) {
+    const Tensor f32 = t.dtype() == DType::f32 && t.is_contiguous() ? t : t.contiguous().to(DType::f32);
+    const float* x = static_cast<const float*>(f32.data_ptr());
+    const std::int64_t n = f32.numel();
+    const diagnostics::CastThresholds& h = diagnostics::cast_thresholds(Format::fp16);
+    const diagnostics::CastThresholds& b = diagnostics::cast_thresholds(Format::bf16);
+    const float h_zero = static_cast<float>(h.zero_max), h_sub = static_cast<float>(h.subnormal_end);
+    const float b_sub = static_cast<float>(b.subnormal_end);
+    float amax_f = 0;
+    std::int64_t z = 0, bad = 0, hs = 0, hl = 0, bl = 0;
+    for (std::int64_t i = 0; i < n; ++i) {
+      const float a = std::fabs(x[i]);
+      const bool finite = a <= std::numeric_limits<float>::max();
+      bad += !finite;
+      z += a == 0.0f;
+      amax_f = finite && a > amax_f ? a : amax_f;
+      const bool nonzero = a > 0.0f;
+      hl += nonzero && a < h_sub;
+      hs += a > h_zero && a < h_sub;
+      bl += nonzero && a < b_sub;
+    }
+    count += n;
+    zeros += z;
+    nonfinite += bad;
+    amax = std::max(amax, static_cast<double>(amax_f));
+    fp16_subnormal += hs;
+    fp16_low += hl;
+    bf16_low += bl;
+  }
+};
 
 // What one layer showed on one sampled step.
 struct Sample {
   bool seen = false;            // the layer ran in this step
-  TensorStats activation;       // its output, in its compute dtype
-  TensorStats gradient;         // its output's gradient as backward saw it (loss-scaled)
+  RangeCounts activation;       // its output, in its compute dtype
+  RangeCounts gradient;         // its output's gradient as backward saw it (loss-scaled)
   bool nonfinite_from_finite = false;  // output non-finite although the input was finite
   double flops = 0;             // forward GEMM FLOPs of this step
 };
@@ -206,14 +244,17 @@ struct PrecisionAutopilot::State {
         }
       }
       if (s_.frozen) return output;  // replaying a policy: the FLOPs are all it needs
-      TensorStats a;
+      RangeCounts a;
       a.add(output);
-      if (a.inf + a.nan > 0) {
-        TensorStats in;
+      if (a.nonfinite > 0) {
+        RangeCounts in;
         in.add(input);
-        if (in.inf + in.nan == 0) smp.nonfinite_from_finite = true;
+        if (in.nonfinite == 0) smp.nonfinite_from_finite = true;
       }
-      smp.activation.merge(a);
+      smp.activation.count += a.count;
+      smp.activation.zeros += a.zeros;
+      smp.activation.nonfinite += a.nonfinite;
+      smp.activation.amax = std::max(smp.activation.amax, a.amax);
       const std::size_t layer = it->second;
       return autograd::observe_gradient(output, [this, layer](const Tensor& g) {
         s_.layers[layer].sample.gradient.add(g);
@@ -323,13 +364,13 @@ std::vector<LayerMove> PrecisionAutopilot::end_step(std::int64_t step, bool appl
     for (Layer& l : s.layers) {
       const Sample& smp = l.sample;
       if (!smp.seen) continue;
-      const TensorStats& a = smp.activation;
-      const TensorStats& g = smp.gradient;
+      const RangeCounts& a = smp.activation;
+      const RangeCounts& g = smp.gradient;
       // up: overflow in forward.
       if (l.dtype != DType::f32 && smp.nonfinite_from_finite) {
         const std::string what = l.dtype == DType::f16 ? "beyond fp16's largest value 65504" : "beyond bf16's range";
         s.move(step, l, up(l.dtype),
-               std::to_string(a.inf + a.nan) + " of its " + std::to_string(a.count) +
+               std::to_string(a.nonfinite) + " of its " + std::to_string(a.count) +
                    " activations were Inf/NaN from finite inputs (" + what + "; largest finite |x| " +
                    number(a.amax) + ")",
                made);
@@ -338,7 +379,7 @@ std::vector<LayerMove> PrecisionAutopilot::end_step(std::int64_t step, bool appl
       }
       // up: fp16 gradients running off fp16's bottom at the shared loss scale.
       if (l.dtype == DType::f16 && !g.empty()) {
-        const double sub = static_cast<double>(g.cast[fmt(Format::fp16)].subnormal) / nonzero(g);
+        const double sub = g.fraction(g.fp16_subnormal);
         if (sub > o.underflow) {
           s.move(step, l, DType::bf16,
                  percent(sub) + " of its nonzero output gradients were fp16 subnormals at loss scale 2^" +
@@ -351,10 +392,10 @@ std::vector<LayerMove> PrecisionAutopilot::end_step(std::int64_t step, bool appl
       // down: fits the dtype below with room to spare, for `probation` samples in a row.
       if (rank_of(l.dtype) > rank_of(s.start)) {
         const DType lower = down(l.dtype);
-        const bool finite = a.inf + a.nan == 0 && g.inf + g.nan == 0;
+        const bool finite = a.nonfinite == 0 && g.nonfinite == 0;
         const Format f = lower == DType::f16 ? Format::fp16 : Format::bf16;
         const double limit = lower == DType::f16 ? f16max / o.headroom : numerics::format_info(Format::bf16).max;
-        const double low = g.empty() ? 0.0 : low_fraction(g, f);
+        const double low = g.empty() ? 0.0 : g.low_fraction(f);
         const bool fits = finite && a.amax <= limit && g.amax <= limit && low <= o.underflow / 4;
         l.clean = fits ? l.clean + 1 : 0;
         if (l.clean >= l.probation) {

@@ -4,7 +4,8 @@
 /// down, one layer at a time, on evidence gathered from the run itself:
 ///   - on sampled steps (every AutopilotOptions::sample_every steps, and the step after every
 ///     skipped one) a forward observer counts, per layer, what its output and its output's
-///     gradient hold (diagnostics::TensorStats: non-finite values, largest magnitude, fp16
+///     gradient hold (in one pass at the exact rounding boundaries of diagnostics::cast_thresholds:
+///     non-finite values, largest magnitude, fp16
 ///     subnormals and flushes at the loss scale in use), and the layer's GEMM FLOPs;
 ///   - the GradScaler's skip history over the last steps.
 /// The rules (docs/training.md, "Precision autopilot"), checked after every sampled step:
