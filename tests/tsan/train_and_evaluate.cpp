@@ -25,8 +25,10 @@ namespace mixprec {
 namespace {
 
 TEST(ThreadSanitizer, TrainingWithPrefetchWhileAnotherThreadEvaluates) {
-  // One compute thread per caller: OpenMP's own workers are not what this test is about (and
-  // an uninstrumented libgomp's barriers would be reported as races).
+  // One compute thread per caller: OpenMP's own workers are not what this test is about, and
+  // TSan cannot see the ordering libgomp's (uninstrumented) barriers give, so it reports races
+  // between a worker's read and the next use of that memory. ctest also sets OMP_NUM_THREADS=1
+  // for this test, for the threads the library starts itself (the loaders' prefetch threads).
   set_num_threads(1);
   train::TrainConfig config;
   config.model = "mlp";
@@ -44,6 +46,7 @@ TEST(ThreadSanitizer, TrainingWithPrefetchWhileAnotherThreadEvaluates) {
   std::atomic<int> evaluations{0};
   double eval_loss = 0;
   std::thread evaluator([&] {
+    set_num_threads(1);  // a new thread starts with OpenMP's default, not the caller's setting
     auto model = models::make_model("mlp", 7);
     model->eval();
     const data::Dataset test = data::make_synthetic(256, 784, 10, 7, 1);
