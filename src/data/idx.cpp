@@ -49,6 +49,10 @@ class GzReader {
     MIXPREC_CHECK(!ec, ValueError, kOp, path << ": cannot access the file (" << ec.message() << ")");
     MIXPREC_CHECK(!std::filesystem::is_directory(status), ValueError, kOp,
                   path << ": is a directory, not an IDX file");
+    if (std::filesystem::is_regular_file(status)) {
+      const auto size = std::filesystem::file_size(path, ec);
+      if (!ec) file_size_ = static_cast<std::int64_t>(size);
+    }
     errno = 0;
     file_ = gzopen(path.c_str(), "rb");
     MIXPREC_CHECK(file_ != nullptr, ValueError, kOp,
@@ -74,6 +78,13 @@ class GzReader {
       if (static_cast<unsigned>(got) < want) break;  // end of data
     }
     return total;
+  }
+
+  // Bytes left after `consumed` if the file is uncompressed and regular (its size is then known
+  // before reading), else -1. Valid after the first read, when zlib has looked for a gzip header.
+  std::int64_t raw_bytes_after(std::int64_t consumed) const {
+    if (file_size_ < 0 || gzdirect(file_) != 1) return -1;
+    return std::max<std::int64_t>(file_size_ - consumed, 0);
   }
 
   // Reads and discards the rest of the file; returns how many bytes there were.
@@ -106,6 +117,7 @@ class GzReader {
 
   std::string path_;
   gzFile file_ = nullptr;
+  std::int64_t file_size_ = -1;
 };
 
 std::uint32_t big_endian32(const unsigned char* p) {
@@ -153,8 +165,14 @@ std::vector<std::int64_t> read_header(GzReader& in, const std::string& path, std
 
 // Reads exactly `expected` data bytes and checks nothing follows them.
 std::vector<std::uint8_t> read_data(GzReader& in, const std::string& path, std::int64_t expected,
-                                    const std::string& what) {
+                                    std::int64_t header_bytes, const std::string& what) {
   const auto n = static_cast<std::size_t>(expected);
+  // An uncompressed file's size is known: compare it with the header before allocating.
+  const std::int64_t raw = in.raw_bytes_after(header_bytes);
+  MIXPREC_CHECK(raw < 0 || raw >= expected, ValueError, kOp,
+                path << ": truncated: the header declares " << what << ", expected " << n
+                     << " data bytes, got " << raw
+                     << "; the file is incomplete: download or reinstall it again");
   std::vector<std::uint8_t> data;
   data.reserve(std::min(n, kChunk * 4));
   while (data.size() < n) {
@@ -192,7 +210,11 @@ IdxImages read_idx_images(const std::string& path) {
                      << "]); the file is corrupt or not an IDX images file");
   const std::string what = std::to_string(out.count) + " images of " + std::to_string(out.rows) + "x" +
                            std::to_string(out.cols);
-  out.pixels = read_data(in, path, out.count * out.rows * out.cols, what);
+  const std::int64_t pixel_bytes = out.count * out.rows * out.cols;  // < 2^47: no overflow
+  MIXPREC_CHECK(pixel_bytes <= kIdxMaxPixelBytes, ValueError, kOp,
+                path << ": absurd header: " << what << " are " << pixel_bytes << " pixel bytes (at most "
+                     << kIdxMaxPixelBytes << " accepted); the file is corrupt or not an IDX images file");
+  out.pixels = read_data(in, path, pixel_bytes, 16, what);
   return out;
 }
 
@@ -200,7 +222,7 @@ IdxLabels read_idx_labels(const std::string& path) {
   GzReader in(path);
   const std::vector<std::int64_t> sizes = read_header(in, path, kLabelsMagic, 1, "labels");
   IdxLabels out;
-  out.labels = read_data(in, path, sizes[0], std::to_string(sizes[0]) + " labels");
+  out.labels = read_data(in, path, sizes[0], 8, std::to_string(sizes[0]) + " labels");
   return out;
 }
 

@@ -7,6 +7,7 @@
 
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -53,9 +54,72 @@ std::string iso_time_now() {
   return buf;
 }
 
+// Any entry named MANIFEST.json counts, a link included: loading then refuses it by name, which
+// says more than "incomplete checkpoint" would.
 bool has_manifest(const fs::path& dir) {
   std::error_code ec;
-  return fs::is_regular_file(dir / kCheckpointManifest, ec);
+  return fs::exists(fs::symlink_status(dir / kCheckpointManifest, ec));
+}
+
+// A manifest lists a handful of files; anything near this size is not one of ours.
+constexpr std::uint64_t kMaxManifestBytes = std::uint64_t{1} << 20;
+
+// An open file descriptor, closed on scope exit.
+class Fd {
+ public:
+  explicit Fd(int fd) : fd_(fd) {}
+  ~Fd() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  Fd(const Fd&) = delete;
+  Fd& operator=(const Fd&) = delete;
+  int get() const { return fd_; }
+
+ private:
+  int fd_;
+};
+
+// The contents of the regular file `name` directly inside the open directory dir_fd. Links are
+// never followed (O_NOFOLLOW), so a checkpoint cannot make us read outside its directory; FIFOs
+// and devices are refused before any read (O_NONBLOCK keeps a FIFO from blocking the open); the
+// size is checked against `expected_bytes` (or `max_bytes`) before anything is allocated.
+std::string read_entry(int dir_fd, const std::string& name, const std::string& dir,
+                       std::uint64_t max_bytes, const std::uint64_t* expected_bytes) {
+  constexpr const char* kOp = "load_checkpoint";
+  Fd fd(::openat(dir_fd, name.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC));
+  if (fd.get() < 0) {
+    const int err = errno;
+    if (err == ELOOP) {
+      fail(kOp, dir, name + " is a symbolic link; a checkpoint holds only regular files and "
+                            "loading never follows links");
+    }
+    if (err == ENOENT) fail(kOp, dir, name + " is missing (listed in " + kCheckpointManifest + ")");
+    fail(kOp, dir, name + " is unreadable (" + std::strerror(err) + ")");
+  }
+  struct stat st {};
+  if (::fstat(fd.get(), &st) != 0) fail(kOp, dir, name + " is unreadable (" + std::strerror(errno) + ")");
+  if (!S_ISREG(st.st_mode)) {
+    fail(kOp, dir, name + " is not a regular file (a checkpoint holds only regular files)");
+  }
+  const auto size = static_cast<std::uint64_t>(st.st_size);
+  if (expected_bytes != nullptr && size != *expected_bytes) {
+    fail(kOp, dir, name + " is damaged (size mismatch: " + std::to_string(size) +
+                       " bytes, the manifest says " + std::to_string(*expected_bytes) + "; truncated?)");
+  }
+  if (size > max_bytes) {
+    fail(kOp, dir, name + " is " + std::to_string(size) + " bytes, more than the " +
+                       std::to_string(max_bytes) + " a " + name + " can be (not a mixprec checkpoint)");
+  }
+  std::string out(static_cast<std::size_t>(size), '\0');
+  std::size_t done = 0;
+  while (done < out.size()) {
+    const ssize_t n = ::read(fd.get(), out.data() + done, out.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) fail(kOp, dir, name + " is unreadable (" + std::strerror(errno) + ")");
+    if (n == 0) fail(kOp, dir, name + " shrank while being read (is another process writing it?)");
+    done += static_cast<std::size_t>(n);
+  }
+  return out;
 }
 
 // The pid at the end of ".tmp-<anything>-<pid>", or -1 if the name has no such suffix.
@@ -121,7 +185,11 @@ std::vector<ManifestEntry> parse_manifest(const std::string& text, const std::st
   std::vector<ManifestEntry> out;
   for (const auto& [name, info] : m["files"].items()) {
     if (name.empty() || name.find('/') != std::string::npos || name.front() == '.') {
-      bad("file name '" + name + "' is not a plain file name");
+      // Refused by name, before any file is opened: "../x", "/etc/passwd" and "sub/x" would
+      // reach outside the checkpoint directory or into places a save never writes.
+      fail(kOp, path, std::string(kCheckpointManifest) + " names '" + name +
+                          "', which is not a plain file name inside the checkpoint (no '/', not "
+                          "starting with '.'); refusing to read outside the checkpoint directory");
     }
     if (!info.is_object() || !info.contains("sha256") || !info["sha256"].is_string() ||
         !info.contains("bytes") || !info["bytes"].is_number_unsigned()) {
@@ -143,7 +211,8 @@ std::vector<std::string> complete_children(const fs::path& dir, std::vector<std:
   for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
     const std::string name = it->path().filename().string();
     std::error_code dec;
-    if (name.empty() || name.front() == '.' || !it->is_directory(dec)) continue;
+    // A link to a directory is skipped: only the directory the user named may be a link.
+    if (name.empty() || name.front() == '.' || it->is_symlink(dec) || !it->is_directory(dec)) continue;
     if (has_manifest(it->path())) {
       names.push_back(name);
     } else if (incomplete != nullptr) {
@@ -268,30 +337,15 @@ std::string resolve_checkpoint(const std::string& path) {
 CheckpointFiles load_checkpoint(const std::string& path) {
   constexpr const char* kOp = "load_checkpoint";
   const std::string dir = resolve_checkpoint(path);
-  const fs::path root(dir);
-  std::string manifest_text;
-  try {
-    manifest_text = read_file((root / kCheckpointManifest).string());
-  } catch (const ValueError& e) {
-    fail(kOp, dir, std::string("cannot read ") + kCheckpointManifest + " (" + e.what() + ")");
-  }
+  // The directory the user named may be a link (followed); a checkpoint picked inside it may
+  // not. Every file is then opened relative to this descriptor, so nothing is re-resolved.
+  const int follow = dir == path ? 0 : O_NOFOLLOW;
+  Fd dir_fd(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC | follow));
+  if (dir_fd.get() < 0) fail(kOp, dir, std::string("cannot open the directory: ") + std::strerror(errno));
+  std::string manifest_text = read_entry(dir_fd.get(), kCheckpointManifest, dir, kMaxManifestBytes, nullptr);
   CheckpointFiles out;
   for (const ManifestEntry& entry : parse_manifest(manifest_text, dir)) {
-    const fs::path file = root / entry.name;
-    std::error_code ec;
-    if (!fs::exists(fs::symlink_status(file, ec))) {
-      fail(kOp, dir, entry.name + " is missing (listed in " + kCheckpointManifest + ")");
-    }
-    std::string bytes;
-    try {
-      bytes = read_file(file.string());
-    } catch (const ValueError& e) {
-      fail(kOp, dir, entry.name + " is unreadable (" + e.what() + ")");
-    }
-    if (bytes.size() != entry.bytes) {
-      fail(kOp, dir, entry.name + " is damaged (size mismatch: " + std::to_string(bytes.size()) +
-                         " bytes, the manifest says " + std::to_string(entry.bytes) + "; truncated?)");
-    }
+    std::string bytes = read_entry(dir_fd.get(), entry.name, dir, entry.bytes, &entry.bytes);
     const std::string sha = sha256_hex(bytes);
     if (sha != entry.sha256) {
       fail(kOp, dir, entry.name + " is damaged (sha256 mismatch: the file hashes to " + sha +

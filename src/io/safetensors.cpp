@@ -5,6 +5,10 @@
 // arithmetic, so a hostile header can only produce an error.
 #include "mixprec/io/safetensors.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <bit>
 #include <cstdint>
@@ -175,15 +179,9 @@ Json parse_header(std::string_view text, const char* op, const std::string& what
   return header;
 }
 
-SafetensorsFile decode(std::string_view bytes, const std::string& what, const char* op) {
-  if (bytes.size() < 8) {
-    fail(op, what, "the file is " + std::to_string(bytes.size()) +
-                       " bytes, too short for the 8-byte header length (not a safetensors file, "
-                       "or truncated)");
-  }
-  std::uint64_t n = 0;
-  std::memcpy(&n, bytes.data(), 8);  // little-endian (static_assert above)
-  const std::uint64_t available = bytes.size() - 8;
+// The 8-byte length prefix n against the limit and the `available` bytes that follow it.
+void check_header_length(std::uint64_t n, std::uint64_t available, const char* op,
+                         const std::string& what) {
   if (n > kSafetensorsMaxHeaderBytes) {
     fail(op, what, "header length " + std::to_string(n) + " exceeds the limit of " +
                        std::to_string(kSafetensorsMaxHeaderBytes) +
@@ -193,6 +191,31 @@ SafetensorsFile decode(std::string_view bytes, const std::string& what, const ch
     fail(op, what, "header length " + std::to_string(n) + " runs past the end of the file (" +
                        std::to_string(available) + " bytes follow the length; truncated?)");
   }
+}
+
+// Checks a file's length prefix against its size before the whole file is read, so a prefix
+// claiming gigabytes is refused without reading (or allocating) them. Files whose size is not
+// known (pipes) are left to decode.
+void precheck_file(const std::string& path, const char* op) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  if (fd < 0) return;  // read_file reports the error
+  struct stat st {};
+  std::uint64_t n = 0;
+  const bool regular = ::fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size >= 8;
+  const bool got = regular && ::pread(fd, &n, 8, 0) == 8;
+  ::close(fd);
+  if (got) check_header_length(n, static_cast<std::uint64_t>(st.st_size) - 8, op, path);
+}
+
+SafetensorsFile decode(std::string_view bytes, const std::string& what, const char* op) {
+  if (bytes.size() < 8) {
+    fail(op, what, "the file is " + std::to_string(bytes.size()) +
+                       " bytes, too short for the 8-byte header length (not a safetensors file, "
+                       "or truncated)");
+  }
+  std::uint64_t n = 0;
+  std::memcpy(&n, bytes.data(), 8);  // little-endian (static_assert above)
+  check_header_length(n, bytes.size() - 8, op, what);
   const Json header = parse_header(bytes.substr(8, n), op, what);
   const std::string_view buffer = bytes.substr(8 + n);
 
@@ -307,6 +330,7 @@ void save_safetensors(const std::string& path,
 }
 
 SafetensorsFile load_safetensors(const std::string& path) {
+  precheck_file(path, "load_safetensors");
   return decode(read_file(path), path, "load_safetensors");
 }
 

@@ -146,7 +146,7 @@ TEST(IoCheckpoint, DamagedManifestIsValueError) {
   m = nlohmann::json::parse(good);
   m["files"]["../escape"] = m["files"]["empty.bin"];
   write_file_atomically(manifest, m.dump());
-  expect_value_error([&] { (void)load_checkpoint(path); }, {"'../escape' is not a plain file name"});
+  expect_value_error([&] { (void)load_checkpoint(path); }, {"names '../escape'", "not a plain file name"});
 }
 
 // A damaged newest checkpoint is reported, not silently skipped in favour of an older one.

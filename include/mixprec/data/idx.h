@@ -24,6 +24,9 @@ namespace mixprec::data {
 inline constexpr std::int64_t kIdxMaxCount = 10'000'000;
 /// Largest image side accepted in an IDX header.
 inline constexpr std::int64_t kIdxMaxSide = 4096;
+/// Largest count * rows * cols accepted in an images header (1 GiB of pixels, 4 GiB once
+/// widened to f32); Fashion-MNIST's training set is 47 MB. Checked before anything is read.
+inline constexpr std::int64_t kIdxMaxPixelBytes = std::int64_t{1} << 30;
 
 /// count images of rows x cols unsigned bytes, row-major, image after image.
 struct IdxImages {
@@ -40,7 +43,9 @@ struct IdxLabels {
 
 /// Reads an images file (magic 0x00000803), gzip or raw; ValueError naming the file if it is
 /// missing, unreadable, corrupt gzip, has another magic, absurd dimensions (rows/cols 0 or >
-/// kIdxMaxSide, count > kIdxMaxCount), fewer or more bytes than the header declares.
+/// kIdxMaxSide, count > kIdxMaxCount, more than kIdxMaxPixelBytes pixels), fewer or more bytes
+/// than the header declares. An uncompressed file's size is checked against the header before
+/// the data buffer is allocated; a gzip file's buffer grows only with the bytes that arrive.
 IdxImages read_idx_images(const std::string& path);
 
 /// Reads a labels file (magic 0x00000801), gzip or raw, with the same validation as
