@@ -200,6 +200,21 @@ TEST_F(IdxErrors, AbsurdDimensions) {
   expect_value_error([&] { read_idx_labels(huge_labels); }, {huge_labels, "absurd header", "4294967295 labels"});
 }
 
+// A header claiming 2^40 pixels (each dimension within its own limit) is refused from the header
+// alone, raw or gzip, before any data is read or allocated.
+TEST_F(IdxErrors, HeaderClaimingTerabytesIsRefusedBeforeReading) {
+  const Bytes header = images_file(1u << 20, 1024, 1024, pattern(64));
+  const std::string raw = write("tera", header);
+  expect_value_error([&] { read_idx_images(raw); },
+                     {raw, "absurd header", "1048576 images of 1024x1024", "1099511627776 pixel bytes"});
+  const std::string gz = write("tera.gz", gzip_stored(header));
+  expect_value_error([&] { read_idx_images(gz); }, {gz, "absurd header", "1099511627776 pixel bytes"});
+  // Under the cap, but far more than an uncompressed file holds: its size says so up front.
+  const std::string big = write("big", images_file(1'000'000, 28, 28, pattern(64)));
+  expect_value_error([&] { read_idx_images(big); },
+                     {big, "truncated", "expected 784000000 data bytes, got 64"});
+}
+
 TEST_F(IdxErrors, TruncatedDataAndHeader) {
   const Bytes full = images_file(3, 2, 5, pattern(30));
   const Bytes cut(full.begin(), full.end() - 10);

@@ -4,6 +4,7 @@
 // locations and bad names give ValueError; saving under an existing name replaces it whole;
 // stale temporaries of dead processes are cleaned; pruning keeps the newest.
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -147,6 +148,87 @@ TEST(IoCheckpoint, DamagedManifestIsValueError) {
   m["files"]["../escape"] = m["files"]["empty.bin"];
   write_file_atomically(manifest, m.dump());
   expect_value_error([&] { (void)load_checkpoint(path); }, {"names '../escape'", "not a plain file name"});
+}
+
+// Rewrites the manifest of checkpoint `path` so that it lists `name` with the SHA-256 and size
+// of `bytes`, as a tamperer would to get past the integrity check.
+void relist(const std::string& path, const std::string& name, const std::string& bytes) {
+  auto m = nlohmann::json::parse(read_file(path + "/MANIFEST.json"));
+  m["files"][name] = {{"sha256", sha256_hex(bytes)}, {"bytes", bytes.size()}};
+  write_file_atomically(path + "/MANIFEST.json", m.dump());
+}
+
+// A manifest cannot make load_checkpoint read outside the checkpoint directory: names that are
+// paths are refused before any file is opened.
+TEST(IoCheckpoint, ManifestNamesOutsideTheDirectoryAreRefused) {
+  TempDir dir;
+  const std::string path = save_checkpoint(dir.path().string(), "c", sample("x"));
+  const std::string secret = "the secret";
+  write_file_atomically(dir / "outside", secret);
+  const std::string good = read_file(path + "/MANIFEST.json");
+  for (const std::string& name : {std::string("../outside"), dir / "outside", std::string("sub/x"),
+                                  std::string(".hidden"), std::string("")}) {
+    write_file_atomically(path + "/MANIFEST.json", good);
+    relist(path, name, secret);
+    expect_value_error([&] { (void)load_checkpoint(path); }, {"names '" + name + "'", "refusing to read outside"});
+  }
+}
+
+// Links are never followed inside a checkpoint, whether they point outside or inside it; the
+// manifest itself may not be a link; FIFOs are refused without blocking.
+TEST(IoCheckpoint, LinksAndSpecialFilesInsideAreRefused) {
+  TempDir dir;
+  const std::string path = save_checkpoint(dir.path().string(), "c", sample("x"));
+  const std::string good = read_file(path + "/MANIFEST.json");
+  const std::string secret = "the secret";
+  write_file_atomically(dir / "outside", secret);
+  fs::remove(path + "/trainer.json");
+  fs::create_symlink(dir / "outside", path + "/trainer.json");
+  relist(path, "trainer.json", secret);
+  expect_value_error([&] { (void)load_checkpoint(path); }, {"trainer.json is a symbolic link", "never follows"});
+
+  fs::remove(path + "/trainer.json");
+  fs::create_symlink("model.safetensors", path + "/trainer.json");  // inside: refused all the same
+  relist(path, "trainer.json", read_file(path + "/model.safetensors"));
+  expect_value_error([&] { (void)load_checkpoint(path); }, {"trainer.json is a symbolic link"});
+
+  fs::remove(path + "/trainer.json");
+  ASSERT_EQ(::mkfifo((path + "/trainer.json").c_str(), 0600), 0);
+  relist(path, "trainer.json", "");
+  expect_value_error([&] { (void)load_checkpoint(path); }, {"trainer.json is not a regular file"});
+
+  write_file_atomically(dir / "manifest-elsewhere", good);
+  fs::remove(path + "/MANIFEST.json");
+  fs::create_symlink(dir / "manifest-elsewhere", path + "/MANIFEST.json");
+  expect_value_error([&] { (void)load_checkpoint(path); }, {"MANIFEST.json is a symbolic link"});
+}
+
+// The size is checked before a file is read: a (sparse) 16 GiB file listed as 5 bytes is refused
+// without allocating 16 GiB.
+TEST(IoCheckpoint, SizeIsCheckedBeforeReading) {
+  TempDir dir;
+  const std::string path = save_checkpoint(dir.path().string(), "c", sample("x"));
+  fs::resize_file(path + "/trainer.json", std::uint64_t{1} << 34);
+  expect_value_error([&] { (void)load_checkpoint(path); },
+                     {"trainer.json is damaged", "17179869184 bytes, the manifest says"});
+  fs::resize_file(path + "/MANIFEST.json", std::uint64_t{1} << 34);
+  expect_value_error([&] { (void)load_checkpoint(path); }, {"MANIFEST.json is 17179869184 bytes"});
+}
+
+// The directory the user names may be a link (it is followed); a checkpoint inside a directory of
+// checkpoints that is a link is not a checkpoint of that directory.
+TEST(IoCheckpoint, OnlyTheNamedDirectoryMayBeALink) {
+  TempDir dir;
+  const std::string real = save_checkpoint((dir.path() / "runs").string(), "epoch-1", sample("real"));
+  fs::create_symlink(dir.path() / "runs", dir.path() / "link-to-runs");
+  EXPECT_EQ(load_checkpoint(dir / "link-to-runs").files.at("trainer.json"), "{\"tag\":\"real\"}");
+  fs::create_symlink(real, dir.path() / "link-to-ckpt");
+  EXPECT_EQ(load_checkpoint(dir / "link-to-ckpt").files.at("trainer.json"), "{\"tag\":\"real\"}");
+  // A link named to sort last inside runs/ is skipped: the real epoch-1 is still the newest.
+  (void)save_checkpoint((dir.path() / "elsewhere").string(), "epoch-9", sample("elsewhere"));
+  fs::create_symlink(dir.path() / "elsewhere" / "epoch-9", dir.path() / "runs" / "epoch-9");
+  EXPECT_EQ(resolve_checkpoint((dir.path() / "runs").string()), real);
+  EXPECT_EQ(list_checkpoints((dir.path() / "runs").string()), std::vector<std::string>{real});
 }
 
 // A damaged newest checkpoint is reported, not silently skipped in favour of an older one.

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <cstring>
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -210,6 +211,33 @@ TEST(IoSafetensors, BadOffsetsAreValueErrors) {
   EXPECT_EQ(f.tensors[0].first, "a");
   EXPECT_EQ(f.tensors[1].first, "z");
   EXPECT_EQ(tensor_bytes(f.tensors[2].second), "5678");
+}
+
+// load_safetensors checks the length prefix against the limit and the file size before reading
+// the file: an 8 GiB (sparse) file whose prefix claims a 4 GiB header is refused without
+// reading or allocating it.
+TEST(IoSafetensors, LoadChecksTheLengthPrefixBeforeReading) {
+  test::TempDir dir;
+  const std::string huge = dir / "huge.safetensors";
+  write_file_atomically(huge, raw_file("{}", "", std::uint64_t{1} << 32));
+  std::filesystem::resize_file(huge, std::uint64_t{1} << 33);
+  try {
+    (void)load_safetensors(huge);
+    ADD_FAILURE() << "no exception";
+  } catch (const ValueError& e) {
+    EXPECT_NE(std::string(e.what()).find("header length 4294967296 exceeds the limit"), std::string::npos)
+        << e.what();
+  }
+  const std::string past = dir / "past.safetensors";
+  write_file_atomically(past, raw_file("{}", "", 1000));
+  EXPECT_THROW((void)load_safetensors(past), ValueError);
+}
+
+// A shape whose element count overflows int64 but not uint64 still cannot match its offsets.
+TEST(IoSafetensors, ShapeCountBeyondInt64IsRefused) {
+  expect_bad(raw_file(R"({"a":{"dtype":"F8_E4M3","shape":[4294967296,2147483649],"data_offsets":[0,8]}})",
+                      std::string(8, 'x')),
+             {"tensor 'a'", "needs 9223372041149743104 bytes", "hold 8"});
 }
 
 // Every prefix of a valid file is invalid (the data buffer must be exactly covered), so each
