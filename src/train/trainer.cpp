@@ -399,6 +399,12 @@ Trainer::Trainer(TrainConfig config) : s_(std::make_unique<State>()) {
           detail::first_incompatibility(detail::read_checkpoint_header(*s.resume_files, path).config, config);
       MIXPREC_CHECK(diff.empty(), ValueError, kOp,
                     "cannot resume from '" << path << "': it was written by a different run (" << diff << ")");
+      // The tensor files' layouts too (decoded again, and used, after the data is loaded): a
+      // hostile or damaged one is refused now, not after the seconds a data set can take.
+      for (const char* name : {"model.safetensors", "optimizer.safetensors"}) {
+        const auto it = s.resume_files->files.find(name);
+        if (it != s.resume_files->files.end()) (void)io::decode_safetensors(it->second, path + "/" + name);
+      }
     });
     if (comm.size() > 1) {
       dist::check_same_everywhere(comm, "the checkpoint to resume from", checkpoint_identity(path, *s.resume_files));
