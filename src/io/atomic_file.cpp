@@ -22,27 +22,6 @@ namespace mixprec::io {
 namespace detail {
 namespace {
 
-// Closes a descriptor on scope exit unless released.
-class Fd {
- public:
-  explicit Fd(int fd) : fd_(fd) {}
-  ~Fd() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  Fd(const Fd&) = delete;
-  Fd& operator=(const Fd&) = delete;
-  int get() const { return fd_; }
-  // Closes now and reports close's own error (NFS reports write errors there).
-  int close_checked() {
-    const int rc = ::close(fd_);
-    fd_ = -1;
-    return rc;
-  }
-
- private:
-  int fd_;
-};
-
 [[noreturn]] void fail_write(const char* op, const std::string& path, int err) {
   throw ValueError(op, "cannot write '" + path + "': " + std::strerror(err));
 }

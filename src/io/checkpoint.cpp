@@ -64,21 +64,6 @@ bool has_manifest(const fs::path& dir) {
 // A manifest lists a handful of files; anything near this size is not one of ours.
 constexpr std::uint64_t kMaxManifestBytes = std::uint64_t{1} << 20;
 
-// An open file descriptor, closed on scope exit.
-class Fd {
- public:
-  explicit Fd(int fd) : fd_(fd) {}
-  ~Fd() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  Fd(const Fd&) = delete;
-  Fd& operator=(const Fd&) = delete;
-  int get() const { return fd_; }
-
- private:
-  int fd_;
-};
-
 // The contents of the regular file `name` directly inside the open directory dir_fd. Links are
 // never followed (O_NOFOLLOW), so a checkpoint cannot make us read outside its directory; FIFOs
 // and devices are refused before any read (O_NONBLOCK keeps a FIFO from blocking the open); the
@@ -86,7 +71,7 @@ class Fd {
 std::string read_entry(int dir_fd, const std::string& name, const std::string& dir,
                        std::uint64_t max_bytes, const std::uint64_t* expected_bytes) {
   constexpr const char* kOp = "load_checkpoint";
-  Fd fd(::openat(dir_fd, name.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC));
+  detail::Fd fd(::openat(dir_fd, name.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC));
   if (fd.get() < 0) {
     const int err = errno;
     if (err == ELOOP) {
@@ -340,7 +325,7 @@ CheckpointFiles load_checkpoint(const std::string& path) {
   // The directory the user named may be a link (followed); a checkpoint picked inside it may
   // not. Every file is then opened relative to this descriptor, so nothing is re-resolved.
   const int follow = dir == path ? 0 : O_NOFOLLOW;
-  Fd dir_fd(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC | follow));
+  detail::Fd dir_fd(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC | follow));
   if (dir_fd.get() < 0) fail(kOp, dir, std::string("cannot open the directory: ") + std::strerror(errno));
   std::string manifest_text = read_entry(dir_fd.get(), kCheckpointManifest, dir, kMaxManifestBytes, nullptr);
   CheckpointFiles out;

@@ -50,17 +50,20 @@ std::string save_checkpoint(const std::string& checkpoint_dir, const std::string
                             const CheckpointFiles& files);
 
 /// The checkpoint directory load_checkpoint(path) reads: path itself if it holds MANIFEST.json,
-/// otherwise the newest complete checkpoint inside path. ValueError if path is missing, not a
-/// directory, an incomplete checkpoint, or holds no complete checkpoint.
+/// otherwise the newest complete checkpoint inside path (symbolic links inside path are not
+/// checkpoints; path itself may be a link). ValueError if path is missing, not a directory, an
+/// incomplete checkpoint, or holds no complete checkpoint.
 std::string resolve_checkpoint(const std::string& path);
 
 /// Loads and verifies the checkpoint resolve_checkpoint(path) names: the manifest must parse and
 /// every file it lists must be present with the listed size and SHA-256 (files not listed are
-/// ignored). A damaged newest checkpoint is an error, not a reason to fall back silently to an
+/// ignored). Nothing outside the checkpoint directory is ever read: manifest names must be plain
+/// file names, the manifest and every file must be regular files and are opened without
+/// following links, and sizes are checked before anything is read. A damaged newest checkpoint is an error, not a reason to fall back silently to an
 /// older one: pass the older checkpoint's own directory to load that instead.
 CheckpointFiles load_checkpoint(const std::string& path);
 
-/// Complete checkpoints (subdirectories holding MANIFEST.json) of checkpoint_dir, oldest first,
+/// Complete checkpoints (subdirectories, not links, holding MANIFEST.json) of checkpoint_dir, oldest first,
 /// as full paths; empty if checkpoint_dir does not exist. Contents are not verified here.
 std::vector<std::string> list_checkpoints(const std::string& checkpoint_dir);
 
