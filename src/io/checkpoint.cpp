@@ -16,6 +16,7 @@
 #include <cstring>
 #include <ctime>
 #include <filesystem>
+#include <new>
 #include <nlohmann/json.hpp>
 #include <system_error>
 
@@ -95,7 +96,12 @@ std::string read_entry(int dir_fd, const std::string& name, const std::string& d
     fail(kOp, dir, name + " is " + std::to_string(size) + " bytes, more than the " +
                        std::to_string(max_bytes) + " a " + name + " can be (not a mixprec checkpoint)");
   }
-  std::string out(static_cast<std::size_t>(size), '\0');
+  std::string out;
+  try {
+    out.resize(static_cast<std::size_t>(size));
+  } catch (const std::bad_alloc&) {  // a real file this large: say which, not "std::bad_alloc"
+    fail(kOp, dir, name + " is " + std::to_string(size) + " bytes, more than this process can allocate");
+  }
   std::size_t done = 0;
   while (done < out.size()) {
     const ssize_t n = ::read(fd.get(), out.data() + done, out.size() - done);

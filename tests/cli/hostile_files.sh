@@ -8,6 +8,9 @@ source "$(dirname "$0")/common.sh"
 command -v python3 > /dev/null || { echo "SKIP: no python3"; exit 77; }
 [ -f "$DATA_DIR/train-images-idx3-ubyte.gz" ] || { echo "SKIP: no Fashion-MNIST in $DATA_DIR"; exit 77; }
 MIXPREC="$(cd "$(dirname "$MIXPREC")" && pwd)/$(basename "$MIXPREC")"  # the commands run elsewhere
+# Sanitizer builds reserve terabytes of shadow memory and cannot start under the limit.
+(ulimit -v 2000000 && "$MIXPREC" --help > /dev/null 2>&1) ||
+  { echo "SKIP: mixprec does not start under ulimit -v 2000000 (a sanitizer build?)"; exit 77; }
 SMALL=(--model mlp --limit-train 64 --limit-test 64 --threads 1 --no-progress)
 mkdir -p "$WORK/cwd"
 
@@ -145,6 +148,17 @@ hostile entry_is_a_fifo "state.json is not a regular file" "$MIXPREC" eval --che
 # A (sparse) 16 GiB file where the manifest lists a small one: refused by size before reading.
 d=$(tampered sparse) && truncate -s 16G "$d/model.safetensors"
 hostile entry_16GiB_sparse "model.safetensors is damaged (size mismatch: 17179869184 bytes" "$MIXPREC" eval --checkpoint "$d"
+# A 3 GiB file the manifest lists as 3 GiB (any SHA-256: it is never reached): more than the
+# 2 GB this process may map, named as such rather than "std::bad_alloc".
+d=$(tampered huge_listed) && truncate -s 3G "$d/model.safetensors"
+python3 - "$d/MANIFEST.json" <<'EOF'
+import json, sys
+m = json.load(open(sys.argv[1]))
+m["files"]["model.safetensors"] = {"sha256": "0" * 64, "bytes": 3 << 30}
+json.dump(m, open(sys.argv[1], "w"))
+EOF
+hostile entry_3GiB_listed "model.safetensors is 3221225472 bytes, more than this process can allocate" \
+  "$MIXPREC" eval --checkpoint "$d"
 d=$(tampered big_manifest) && truncate -s 16G "$d/MANIFEST.json"
 hostile manifest_16GiB_sparse "MANIFEST.json is 17179869184 bytes" "$MIXPREC" eval --checkpoint "$d"
 
