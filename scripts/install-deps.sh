@@ -3,7 +3,7 @@
 set -euo pipefail
 packages=(cmake ninja-build g++ libdnnl-dev zlib1g-dev libgtest-dev libbenchmark-dev libcli11-dev
           dataset-fashion-mnist fortunes python3-numpy nlohmann-json3-dev python3-venv libhwy-dev ccache
-          libopenmpi-dev openmpi-bin)
+          libopenmpi-dev openmpi-bin clang)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
