@@ -1,6 +1,7 @@
 #include "train/data_schema.h"
 
 #include "mixprec/core/error.h"
+#include "io/json_number.h"
 
 namespace mixprec::train::detail {
 
@@ -29,7 +30,7 @@ data::TabularSchema tabular_schema_from_json(const json& j, const std::string& w
     s.stddev = j.at("stddev").get<std::vector<float>>();
     s.target = j.at("target").get<std::string>();
     s.regression = j.at("task").get<std::string>() == "regression";
-    s.num_classes = j.at("num_classes").get<std::int64_t>();
+    s.num_classes = io::json_integer<std::int64_t>(j.at("num_classes"), "checkpoint", what + ": num_classes");
     s.target_mean = j.at("target_mean").get<float>();
     s.target_stddev = j.at("target_stddev").get<float>();
   } catch (const json::exception& e) {

@@ -19,6 +19,7 @@
 #include "mixprec/nn/conv_layers.h"
 #include "mixprec/nn/layers.h"
 #include "mixprec/numerics/formats.h"
+#include "io/json_number.h"
 
 namespace mixprec::train {
 namespace {
@@ -147,7 +148,7 @@ LayerMove move_from_json(const json& j, const std::string& where) {
   MIXPREC_CHECK(j.is_object() && j.contains("step") && j.contains("layer") && j.contains("from") &&
                     j.contains("to"),
                 ValueError, kOp, where << ": a move needs step, layer, from and to");
-  m.step = j.at("step").get<std::int64_t>();
+  m.step = io::json_integer<std::int64_t>(j.at("step"), kOp, where + ": a move's step");
   m.layer = j.at("layer").get<std::string>();
   m.from = parse_layer_dtype(j.at("from").get<std::string>(), where);
   m.to = parse_layer_dtype(j.at("to").get<std::string>(), where);
@@ -188,7 +189,8 @@ LayerPolicy LayerPolicy::parse(const std::string& text, const std::string& sourc
   MIXPREC_CHECK(j.is_object() && j.value("format", "") == kFormat, ValueError, kOp,
                 where << " is not a layer policy (its \"format\" must be \"" << kFormat
                       << "\"; write one with --policy-out)");
-  MIXPREC_CHECK(j.value("version", 0) == 1, ValueError, kOp, where << ": unsupported version; this mixprec reads 1");
+  // == on the json value, not value<int>(): that would cast a JSON 1e300 to int.
+  MIXPREC_CHECK(j.contains("version") && j.at("version") == 1, ValueError, kOp, where << ": unsupported version; this mixprec reads 1");
   LayerPolicy p;
   try {
     p.model = j.value("model", "");
@@ -487,8 +489,8 @@ void PrecisionAutopilot::load_state(const std::string& text) {
                     "the checkpoint's autopilot state names layer " << lj.at("path") << " where the model has '"
                                                                     << l.path << "'");
       s.set(l, parse_layer_dtype(lj.at("dtype").get<std::string>(), "autopilot state"));
-      l.clean = lj.at("clean").get<int>();
-      l.probation = lj.at("probation").get<int>();
+      l.clean = io::json_integer<int>(lj.at("clean"), kOp, "autopilot state: clean");
+      l.probation = io::json_integer<int>(lj.at("probation"), kOp, "autopilot state: probation");
       l.came_down = lj.at("came_down").get<bool>();
       l.flops = lj.at("flops").get<double>();
     }

@@ -7,6 +7,7 @@
 #include "mixprec/core/error.h"
 #include "mixprec/io/safetensors.h"
 #include "mixprec/nn/layers.h"
+#include "io/json_number.h"
 #include "train/config_json.h"
 
 namespace mixprec::train::detail {
@@ -140,17 +141,18 @@ CheckpointHeader read_checkpoint_header(const io::CheckpointFiles& files, const 
   CheckpointHeader h;
   try {
     const json state = json::parse(file(files, "state.json", path));
-    MIXPREC_CHECK(state.value("format", "") == kFormat && state.value("version", 0) == kVersion,
+    MIXPREC_CHECK(state.value("format", "") == kFormat && state.contains("version") &&
+                      state.at("version") == kVersion,
                   ValueError, kOp,
                   what << " is not a version-" << kVersion << " mixprec training state");
-    h.epoch = state.at("epoch").get<int>();
+    h.epoch = io::json_integer<int>(state.at("epoch"), kOp, what + ": epoch");
     h.resolved_precision = state.at("precision_resolved").get<std::string>();
     h.config = config_from_json(state.at("config"), what);
     for (const json& m : state.at("history")) h.history.push_back(metrics_from_json(m, what));
     if (state.contains("partial_sums")) {
       const json& p = state.at("partial_sums");
       h.partial = PartialSums{from_exact(p.at("loss_sum"), what), from_exact(p.at("norm_sum"), what),
-                              p.at("norms").get<std::int64_t>()};
+                              io::json_integer<std::int64_t>(p.at("norms"), kOp, what + ": norms")};
     }
     if (state.contains("data_schema")) h.data_schema = state.at("data_schema");
   } catch (const json::exception& e) {
@@ -198,8 +200,9 @@ void restore_checkpoint(const io::CheckpointFiles& files, const std::string& pat
                   "'" << path << "' has no scheduler state but this run uses a scheduler");
     const json& s = state.at("scheduler");
     optim::LRSchedulerState ls;
-    ls.step_count = s.at("step_count").get<std::int64_t>();
-    ls.last_optimizer_steps = s.at("last_optimizer_steps").get<std::int64_t>();
+    ls.step_count = io::json_integer<std::int64_t>(s.at("step_count"), kOp, "scheduler step_count");
+    ls.last_optimizer_steps =
+        io::json_integer<std::int64_t>(s.at("last_optimizer_steps"), kOp, "scheduler last_optimizer_steps");
     ls.base_lr = s.at("base_lr").get<float>();
     scheduler->load_state(ls);
   }
@@ -216,7 +219,7 @@ void restore_checkpoint(const io::CheckpointFiles& files, const std::string& pat
     walk(*o.model, "", modules);
     for (const auto& [mpath, m] : modules) {
       if (auto* d = dynamic_cast<nn::Dropout*>(m)) {
-        d->set_calls(state.at("dropout_calls").at(mpath).get<std::uint64_t>());
+        d->set_calls(io::json_integer<std::uint64_t>(state.at("dropout_calls").at(mpath), kOp, "dropout_calls"));
       }
     }
   }

@@ -4,6 +4,7 @@
 #include "mixprec/amp/precision.h"
 #include "mixprec/core/error.h"
 #include "mixprec/models/zoo.h"
+#include "io/json_number.h"
 #include "train/config_json.h"
 
 namespace mixprec::train {
@@ -150,12 +151,21 @@ namespace {
 template <class T>
 void get(const json& j, const char* key, T& out, const std::string& what) {
   try {
-    out = j.at(key).get<T>();
+    if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {
+      out = io::json_integer<T>(j.at(key), "checkpoint", what + ": field '" + key + "'");
+    } else {
+      out = j.at(key).get<T>();
+    }
   } catch (const json::exception& e) {
     MIXPREC_CHECK(false, ValueError, "checkpoint",
                   what << ": field '" << key << "' is missing or has the wrong type (" << e.what()
                        << ")");
   }
+}
+// j[key] if present (a JSON integer that fits), else fallback: json::value() would cast a JSON
+// 1e300 to int64 (undefined behaviour).
+std::int64_t int_or(const json& j, const char* key, std::int64_t fallback, const std::string& what) {
+  return io::json_integer_or(j, key, fallback, "checkpoint", what);
 }
 }  // namespace
 
@@ -183,28 +193,28 @@ TrainConfig config_from_json(const json& j, const std::string& what) {
   // Checkpoints written before these existed used the defaults.
   c.loss_scaling = j.value("loss_scaling", std::string("dynamic"));
   c.no_decay = j.value("no_decay", std::string());
-  c.scaler_growth_interval = j.value("scaler_growth_interval", std::int64_t{2000});
+  c.scaler_growth_interval = int_or(j, "scaler_growth_interval", 2000, what);
   c.data = j.value("data", std::string());
-  c.context = j.value("context", std::int64_t{0});
-  c.layers = j.value("layers", std::int64_t{0});
-  c.heads = j.value("heads", std::int64_t{0});
-  c.width = j.value("width", std::int64_t{0});
+  c.context = int_or(j, "context", 0, what);
+  c.layers = int_or(j, "layers", 0, what);
+  c.heads = int_or(j, "heads", 0, what);
+  c.width = int_or(j, "width", 0, what);
   c.dropout = j.value("dropout", 0.0f);
   c.checkpoint_activations = j.value("checkpoint_activations", false);
   c.sync_batchnorm = j.value("sync_batchnorm", false);
   c.compute = j.value("compute", "");
   c.layer_policy = j.value("layer_policy", "");
   c.policy_out = j.value("policy_out", "");
-  c.max_steps = j.value("max_steps", std::int64_t{-1});
+  c.max_steps = int_or(j, "max_steps", -1, what);
   c.val_fraction = j.value("val_fraction", 0.1);
   c.test_data = j.value("test_data", std::string());
   c.target = j.value("target", std::string());
   c.task = j.value("task", std::string("classification"));
-  c.inputs = j.value("inputs", std::int64_t{0});
-  c.outputs = j.value("outputs", std::int64_t{0});
+  c.inputs = int_or(j, "inputs", 0, what);
+  c.outputs = int_or(j, "outputs", 0, what);
   c.tensorboard = j.value("tensorboard", std::string());
-  c.histogram_every = j.value("histogram_every", std::int64_t{100});
-  c.checkpoint_every_steps = j.value("checkpoint_every_steps", std::int64_t{0});
+  c.histogram_every = int_or(j, "histogram_every", 100, what);
+  c.checkpoint_every_steps = int_or(j, "checkpoint_every_steps", 0, what);
   // shard_optimizer, wire_dtype and inject_overflow are deliberately not read back: they describe the job's
   // layout over ranks, and a resume chooses its own (TrainConfig).
   return c;
@@ -275,8 +285,8 @@ EpochMetrics metrics_from_json(const json& j, const std::string& what) {
     get(j, "macro_f1", m.macro_f1, what);
   }
   m.complete = j.value("complete", true);
-  m.epoch_batches = j.value("epoch_batches", std::int64_t{0});
-  m.train_samples = j.value("train_samples", std::int64_t{0});
+  m.epoch_batches = int_or(j, "epoch_batches", 0, what);
+  m.train_samples = int_or(j, "train_samples", 0, what);
   get(j, "samples_per_second", m.samples_per_second, what);
   get(j, "train_seconds", m.train_seconds, what);
   get(j, "eval_seconds", m.eval_seconds, what);
@@ -286,7 +296,7 @@ EpochMetrics metrics_from_json(const json& j, const std::string& what) {
   get(j, "grad_norm_max", m.grad_norm_max, what);
   get(j, "lr", m.lr, what);
   m.flops_16bit = j.value("flops_16bit", -1.0);
-  m.nonfinite_losses = j.value("nonfinite_losses", std::int64_t{0});
+  m.nonfinite_losses = int_or(j, "nonfinite_losses", 0, what);
   m.layer_dtypes = j.value("layer_dtypes", std::string());
   const json& peak = j.at("peak_memory_bytes");
   for (std::size_t i = 0; i < kMemoryCategoryCount; ++i) {
