@@ -2,7 +2,7 @@
 # Soak test (not part of ctest: it runs for a long time). Trains the CNN for STEPS optimizer steps in
 # fp16 with an Inf injected into the gradients every 500 steps (--inject-overflow 500), and checks
 # that the run stays healthy after warm-up:
-#   - resident memory (VmRSS, sampled from /proc every second) drifts by less than 1% between
+#   - resident memory (VmRSS, sampled from /proc every second) grows by less than 1% between
 #     step WARMUP and the end;
 #   - the block cache (cached bytes and calls to the system allocator, from the JSONL log's
 #     block_cache at the end of every epoch) stays flat after warm-up;
@@ -59,7 +59,9 @@ rss_warm, rss_end = max(at_warm), max(at_end)
 drift = (rss_end - rss_warm) / rss_warm
 print(f"resident memory: {rss_warm / 1024:.1f} MiB at step {warmup}, {rss_end / 1024:.1f} MiB at step {steps}: "
       f"drift {100 * drift:+.2f}% (target < 1%)")
-if abs(drift) >= 0.01: failures.append("resident memory drifted")
+# Growth is what a leak shows; a fall (the kernel taking back clean pages of the shared
+# libraries while other jobs run, seen once at -23%) is reported but is no failure.
+if drift >= 0.01: failures.append("resident memory grew")
 # Descriptors: the steady count (each epoch's fewest) must not change; one more appears for a
 # moment while the log is rewritten atomically (its temporary file), which a sample may catch.
 steady = {}
