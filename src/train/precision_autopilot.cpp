@@ -186,7 +186,9 @@ LayerPolicy LayerPolicy::parse(const std::string& text, const std::string& sourc
     MIXPREC_CHECK(false, ValueError, kOp, "policy file '" << source << "' is not valid JSON: " << e.what());
   }
   const std::string where = "policy file '" + source + "'";
-  MIXPREC_CHECK(j.is_object() && j.value("format", "") == kFormat, ValueError, kOp,
+  // Compared as JSON values: j.value("format", "") would throw a json exception, not a
+  // ValueError, for a "format" that is not a string (found by fuzz_layer_policy in CI).
+  MIXPREC_CHECK(j.is_object() && j.contains("format") && j.at("format") == kFormat, ValueError, kOp,
                 where << " is not a layer policy (its \"format\" must be \"" << kFormat
                       << "\"; write one with --policy-out)");
   // == on the json value, not value<int>(): that would cast a JSON 1e300 to int.

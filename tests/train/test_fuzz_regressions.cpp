@@ -85,5 +85,18 @@ TEST(FuzzRegression, LayerPolicyVersionWithExponentIsRefused) {
                ValueError);
 }
 
+// Found by fuzz_layer_policy in CI: a "format" (or "version") of another JSON type threw
+// nlohmann's type_error instead of a ValueError.
+TEST(FuzzRegression, LayerPolicyFormatOfAnotherTypeIsRefused) {
+  EXPECT_THROW(LayerPolicy::parse(R"({"format": {"co": 1}, "version": 1, "layers": {}})", "fuzz.json"), ValueError);
+  EXPECT_THROW(LayerPolicy::parse(R"({"format": ["mixprec-layer-policy"], "version": 1, "layers": {}})", "fuzz.json"),
+               ValueError);
+  EXPECT_THROW(LayerPolicy::parse(R"({"format": "mixprec-layer-policy", "version": "1", "layers": {}})", "fuzz.json"),
+               ValueError);
+  EXPECT_THROW(LayerPolicy::parse(R"({"format": "mixprec-layer-policy", "version": 1, "model": {}, "layers": {}})",
+                                  "fuzz.json"),
+               ValueError);
+}
+
 }  // namespace
 }  // namespace mixprec::train
