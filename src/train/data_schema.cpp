@@ -20,7 +20,7 @@ json tabular_schema_to_json(const data::TabularSchema& s) {
 }
 
 data::TabularSchema tabular_schema_from_json(const json& j, const std::string& what) {
-  MIXPREC_CHECK(j.is_object() && j.value("kind", "") == "csv", ValueError, "checkpoint",
+  MIXPREC_CHECK(j.is_object() && j.contains("kind") && j.at("kind") == "csv", ValueError, "checkpoint",
                 what << " was not trained on a table (--data csv:PATH), so it has no feature columns to "
                         "read new rows by");
   data::TabularSchema s;
