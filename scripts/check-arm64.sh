@@ -104,7 +104,11 @@ run_tests() {  # $1: label; environment for the tests comes from the caller
   out="$build/ctest-$label.log"
   log "ctest ($label), log in $out"
   # shellcheck disable=SC2086
-  ctest --test-dir "$build" -j "$jobs" --output-on-failure ${ARM64_CTEST_ARGS:-} >"$out" 2>&1 || rc=$?
+  # TrainStopSignalDeathTest re-executes the test binary (gtest's threadsafe death tests), which
+  # qemu-user cannot (Exec format error), and its fork style hangs under qemu; it runs in the
+  # native x86-64 builds. Excluded here by name, so the log says so.
+  echo "excluded under qemu: TrainStopSignalDeathTest (re-executes the binary)" >"$out"
+  ctest --test-dir "$build" -j "$jobs" --output-on-failure -E '^TrainStopSignalDeathTest\.' ${ARM64_CTEST_ARGS:-} >>"$out" 2>&1 || rc=$?
   # The summary, the skipped and failed lists (failure output is in the log).
   sed -n '/tests passed, /,$p' "$out"
   local summary total passed failed skipped
