@@ -14,15 +14,24 @@ expect_failure() {
   local err status
   err="$("$@" 2>&1 >/dev/null)"
   status=$?
+  refused "$name" "$pattern" "$status" "$err" && echo "ok   $name: $(head -c 200 <<<"$err" | head -n 1)"
+}
+
+# refused NAME PATTERN STATUS ERR: the verdict of expect_failure on a command's exit status and
+# stderr; prints a FAIL line and counts it (returning 1) unless it was a clean refusal.
+refused() {
+  local name="$1" pattern="$2" status="$3" err="$4"
   if [ "$status" -eq 0 ]; then
-    echo "FAIL $name: exited 0"; failures=$((failures + 1))
+    echo "FAIL $name: exited 0"
   elif [ "$status" -ge 128 ]; then
-    echo "FAIL $name: crashed with status $status: $err"; failures=$((failures + 1))
+    echo "FAIL $name: crashed with status $status: $err"
   elif ! grep -q -- "$pattern" <<<"$err"; then
-    echo "FAIL $name: message lacks '$pattern': $err"; failures=$((failures + 1))
+    echo "FAIL $name: message lacks '$pattern': $err"
   else
-    echo "ok   $name: $(head -c 200 <<<"$err" | head -n 1)"
+    return 0
   fi
+  failures=$((failures + 1))
+  return 1
 }
 
 finish() {

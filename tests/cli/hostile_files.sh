@@ -31,12 +31,8 @@ hostile() {
   t1=$(date +%s%N)
   ms=$(((t1 - t0) / 1000000))
   after="$(snapshot)"
-  if [ "$status" -eq 0 ]; then
-    echo "FAIL $name: exited 0"; failures=$((failures + 1))
-  elif [ "$status" -ge 128 ]; then
-    echo "FAIL $name: crashed with status $status: $err"; failures=$((failures + 1))
-  elif ! grep -q -- "$pattern" <<<"$err"; then
-    echo "FAIL $name: message lacks '$pattern': $err"; failures=$((failures + 1))
+  if ! refused "$name" "$pattern" "$status" "$err"; then
+    :
   elif [ "$(wc -l <<<"$err")" -ne 1 ]; then
     echo "FAIL $name: not one line: $err"; failures=$((failures + 1))
   elif [ "$ms" -ge 1000 ]; then
