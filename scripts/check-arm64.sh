@@ -2,7 +2,7 @@
 # Cross-builds mixprec for arm64 and runs its unit tests under qemu-aarch64, on a Debian 12
 # x86-64 machine (CI runs it as root). It installs what is missing (the cross compiler, qemu-user
 # and the :arm64 multiarch development packages), configures with
-# cmake/toolchain-aarch64-linux-gnu.cmake, builds only the library and the test binary, and runs
+# cmake/toolchain-aarch64-linux-gnu.cmake, builds only the library and the test binaries, and runs
 # ctest twice: at the best Highway target qemu offers (SVE/SVE2 on qemu's default "max" CPU) and
 # with MIXPREC_ISA=neon, so both the SVE and the NEON code run. The exhaustive 2^32 conversion
 # sweep is sampled here (MIXPREC_SAMPLED_SWEEPS): under qemu it would take hours.
@@ -72,8 +72,8 @@ cmake -S "$root" -B "$build" -G Ninja \
   -DMIXPREC_BUILD_TOOLS=OFF -DMIXPREC_SAMPLED_SWEEPS=ON "${dnnl_args[@]}" ${ARM64_CMAKE_ARGS:-} >"$build/configure.log" 2>&1 \
   || { cat "$build/configure.log"; exit 1; }
 log "configured $build"
-ninja -C "$build" -j "$jobs" mixprec mixprec_tests
-log "built libmixprec and mixprec_tests ($(aarch64-linux-gnu-readelf -h "$build/tests/mixprec_tests" | sed -n "s/ *Machine: *//p"))"
+ninja -C "$build" -j "$jobs" mixprec mixprec_tests mixprec_tsan_check
+log "built libmixprec, mixprec_tests and mixprec_tsan_check ($(aarch64-linux-gnu-readelf -h "$build/tests/mixprec_tests" | sed -n "s/ *Machine: *//p"))"
 
 # --- 3. Which Highway target runs under qemu --------------------------------------------------
 # The multiarch loader (libc6:arm64), as in the toolchain file: no -L, see there why.
