@@ -1,5 +1,8 @@
 #pragma once
-// Helpers for the io tests: a scratch directory removed on destruction, raw-bit tensors.
+// Helpers for the io tests: a scratch directory removed on destruction, raw-bit tensors, and a
+// way to check permission errors even when the tests run as root (CI does).
+#include <gtest/gtest.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -23,6 +26,10 @@ class TempDir {
             ("mixprec-io-test-" + std::to_string(::getpid()) + "-" + std::to_string(counter++));
     std::filesystem::remove_all(path_);
     std::filesystem::create_directories(path_);
+    // Reachable by with_user_permissions' unprivileged child; writable by the owner only.
+    std::filesystem::permissions(path_, std::filesystem::perms::owner_all | std::filesystem::perms::group_read |
+                                            std::filesystem::perms::group_exec | std::filesystem::perms::others_read |
+                                            std::filesystem::perms::others_exec);
   }
   ~TempDir() {
     std::error_code ec;
@@ -39,6 +46,40 @@ class TempDir {
  private:
   std::filesystem::path path_;
 };
+
+/// r-x for everyone: no one but root may create entries in such a directory.
+inline constexpr std::filesystem::perms kReadOnlyDirectory =
+    std::filesystem::perms::owner_read | std::filesystem::perms::owner_exec | std::filesystem::perms::group_read |
+    std::filesystem::perms::group_exec | std::filesystem::perms::others_read | std::filesystem::perms::others_exec;
+
+/// Runs check() with an ordinary user's permission checks. Root ignores file and directory
+/// permissions, so under root (as in CI) check() runs in a forked child that has given up root for
+/// uid/gid 65534 ('nobody'; setuid to a non-root uid drops every capability). The child reports
+/// failed expectations through its exit status; their messages appear in the test's output. Paths
+/// the check uses must be reachable by 'nobody' (TempDir is mode 0755 when created by root).
+template <class Check>
+void with_user_permissions(Check&& check) {
+  if (::geteuid() != 0) {
+    check();
+    return;
+  }
+  const pid_t pid = ::fork();
+  ASSERT_GE(pid, 0) << "fork failed";
+  if (pid == 0) {
+    if (::setgid(65534) != 0 || ::setuid(65534) != 0) ::_exit(3);
+    try {
+      check();
+    } catch (...) {
+      ::_exit(2);
+    }
+    ::_exit(::testing::Test::HasFailure() ? 1 : 0);
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+  ASSERT_TRUE(WIFEXITED(status)) << "the unprivileged child did not exit normally";
+  EXPECT_EQ(WEXITSTATUS(status), 0) << "in the child running as uid 65534: 1 = an expectation failed (see above), "
+                                       "2 = it threw, 3 = it could not give up root";
+}
 
 /// Names of the entries of dir, sorted.
 inline std::vector<std::string> entries(const std::filesystem::path& dir) {

@@ -21,6 +21,7 @@ namespace {
 namespace fs = std::filesystem;
 using test::entries;
 using test::TempDir;
+using test::with_user_permissions;
 
 // Expects f() to throw ValueError whose message contains every one of parts.
 template <class F>
@@ -98,11 +99,13 @@ TEST(IoAtomicFile, FailedWriteKeepsOldContents) {
 }
 
 TEST(IoAtomicFile, UnwritableDirectoryIsValueError) {
-  if (::geteuid() == 0) GTEST_SKIP() << "root ignores directory permissions";
   TempDir dir;
   fs::create_directory(dir / "ro");
-  fs::permissions(dir / "ro", fs::perms::owner_read | fs::perms::owner_exec);
-  expect_value_error([&] { write_file_atomically(dir / "ro/f", "x"); }, {"Permission denied"});
+  fs::permissions(dir / "ro", test::kReadOnlyDirectory);
+  with_user_permissions([&] {
+    expect_value_error([&] { write_file_atomically(dir / "ro/f", "x"); }, {"Permission denied"});
+  });
+  EXPECT_TRUE(entries(dir / "ro").empty());
 }
 
 TEST(IoReadFile, MissingOrDirectoryIsValueError) {
@@ -130,11 +133,11 @@ TEST(IoMakeDirectories, FileInTheWayIsNamed) {
 }
 
 TEST(IoMakeDirectories, PermissionDeniedIsValueError) {
-  if (::geteuid() == 0) GTEST_SKIP() << "root ignores directory permissions";
   TempDir dir;
   fs::create_directory(dir / "ro");
-  fs::permissions(dir / "ro", fs::perms::owner_read | fs::perms::owner_exec);
-  expect_value_error([&] { make_directories(dir / "ro/x/y"); }, {"Permission denied"});
+  fs::permissions(dir / "ro", test::kReadOnlyDirectory);
+  with_user_permissions([&] { expect_value_error([&] { make_directories(dir / "ro/x/y"); }, {"Permission denied"}); });
+  EXPECT_TRUE(entries(dir / "ro").empty());
 }
 
 }  // namespace

@@ -260,11 +260,12 @@ TEST(IoCheckpoint, UnwritableLocationIsValueError) {
   expect_value_error([&] { (void)save_checkpoint(dir / "file/ck", "c", sample("x")); },
                      {"make_directories", "exists and is not a directory"});
   expect_value_error([&] { (void)save_checkpoint(dir / "file", "c", sample("x")); }, {"not a directory"});
-  if (::geteuid() != 0) {  // root ignores permissions
-    fs::create_directory(dir / "ro");
-    fs::permissions(dir / "ro", fs::perms::owner_read | fs::perms::owner_exec);
+  fs::create_directory(dir / "ro");
+  fs::permissions(dir / "ro", test::kReadOnlyDirectory);
+  test::with_user_permissions([&] {
     expect_value_error([&] { (void)save_checkpoint(dir / "ro", "c", sample("x")); }, {"Permission denied"});
-  }
+  });
+  EXPECT_TRUE(entries(dir / "ro").empty());
 }
 
 TEST(IoCheckpoint, BadNamesAreValueErrors) {
