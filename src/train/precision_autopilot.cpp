@@ -229,7 +229,6 @@ struct PrecisionAutopilot::State {
   std::deque<bool> skips;  // the last skip_window steps: true = skipped
   bool frozen = false;
   bool sample_next = true;  // the first step is always sampled
-  bool measured = false;    // some step was sampled
   std::unique_ptr<nn::ForwardObserver> observer;
 
   // Records the samples: installed around the forward passes of a sampled step.
@@ -352,14 +351,9 @@ std::vector<LayerMove> PrecisionAutopilot::end_step(std::int64_t step, bool appl
     while (static_cast<int>(s.skips.size()) > o.skip_window) s.skips.pop_front();
   }
   if (sampled) {
-    bool any = false;
     for (Layer& l : s.layers) {
-      if (l.sample.seen) {
-        l.flops = l.sample.flops;
-        any = true;
-      }
+      if (l.sample.seen) l.flops = l.sample.flops;
     }
-    s.measured = s.measured || any;
   }
   if (sampled && !s.frozen) {
     const double f16max = fp16_max();
@@ -468,7 +462,7 @@ std::string PrecisionAutopilot::state() const {
   json moves = json::array();
   for (const LayerMove& m : s.moves) moves.push_back(move_to_json(m));
   return json{{"start", layer_dtype_name(s.start)}, {"frozen", s.frozen}, {"sample_next", s.sample_next},
-              {"measured", s.measured}, {"skips", std::vector<bool>(s.skips.begin(), s.skips.end())},
+              {"skips", std::vector<bool>(s.skips.begin(), s.skips.end())},
               {"layers", layers}, {"moves", moves}}
       .dump();
 }
@@ -498,7 +492,6 @@ void PrecisionAutopilot::load_state(const std::string& text) {
     }
     s.frozen = j.at("frozen").get<bool>();
     s.sample_next = j.at("sample_next").get<bool>();
-    s.measured = j.at("measured").get<bool>();
     const auto skips = j.at("skips").get<std::vector<bool>>();
     s.skips.assign(skips.begin(), skips.end());
     s.moves.clear();
