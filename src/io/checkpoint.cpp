@@ -14,13 +14,13 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
-#include <ctime>
 #include <filesystem>
 #include <new>
 #include <nlohmann/json.hpp>
 #include <system_error>
 
 #include "io/posix_file.h"
+#include "io/utc_time.h"
 #include "mixprec/core/error.h"
 #include "mixprec/io/atomic_file.h"
 #include "mixprec/io/sha256.h"
@@ -44,15 +44,6 @@ void check_plain_name(const std::string& name, const char* what, const char* op)
                 what << " '" << name
                      << "' is not a plain file name (it must be non-empty, contain no '/' and "
                         "not start with '.')");
-}
-
-std::string iso_time_now() {
-  const std::time_t now = std::time(nullptr);
-  std::tm tm{};
-  gmtime_r(&now, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return buf;
 }
 
 // Any entry named MANIFEST.json counts, a link included: loading then refuses it by name, which
@@ -248,7 +239,7 @@ std::string save_checkpoint(const std::string& checkpoint_dir, const std::string
     const Json manifest = {{"format", kCheckpointFormat},
                            {"version", kCheckpointVersion},
                            {"files", std::move(listed)},
-                           {"created", iso_time_now()}};
+                           {"created", utc_timestamp_now()}};
     std::string manifest_text;
     try {
       manifest_text = manifest.dump(2) + "\n";

@@ -7,11 +7,11 @@
 
 #include <cerrno>
 #include <cstring>
-#include <ctime>
 #include <string>
 
 #include "mixprec/core/error.h"
 #include "mixprec/io/atomic_file.h"
+#include "io/utc_time.h"
 
 namespace mixprec::io {
 namespace {
@@ -21,12 +21,8 @@ constexpr const char* kOp = "checkpoint lock";
 std::string holder_text(const std::string& purpose) {
   char host[256] = "unknown host";
   ::gethostname(host, sizeof host - 1);
-  const std::time_t t = std::time(nullptr);
-  std::tm tm{};
-  gmtime_r(&t, &tm);
-  char when[32];
-  std::strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return purpose + " (pid " + std::to_string(::getpid()) + " on host " + host + " since " + when + ")";
+  return purpose + " (pid " + std::to_string(::getpid()) + " on host " + host + " since " + utc_timestamp_now() +
+         ")";
 }
 
 // What the holder wrote (read through the same open file: the lock does not stop reading).

@@ -4,7 +4,6 @@
 #include "mixprec/train/trainer.h"
 
 #include <charconv>
-#include <ctime>
 #include <optional>
 
 #include "mixprec/core/cpu_features.h"
@@ -19,6 +18,7 @@
 #include "mixprec/io/sha256.h"
 #include "mixprec/models/zoo.h"
 #include "mixprec/nn/norm_layers.h"
+#include "io/utc_time.h"
 #include "train/config_json.h"
 #include "train/run_data.h"
 #include "train/tensorboard_log.h"
@@ -31,15 +31,6 @@ namespace {
 
 using nlohmann::json;
 constexpr const char* kOp = "train";
-
-std::string utc_now() {
-  const std::time_t t = std::time(nullptr);
-  std::tm tm{};
-  gmtime_r(&t, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return buf;
-}
 
 // A configuration value for a message: floats (stored as double) in their shortest form, so
 // that --lr 0.002 reads 0.002.
@@ -213,7 +204,7 @@ void Trainer::State::set_up_locally(json data_description) {
   hdr["data"] = std::move(data_description);
   hdr["hardware"] = {{"cpu", cpu_features().to_string()}, {"max_isa", name(max_isa())},
                      {"onednn", onednn_description()}, {"threads", num_threads()}};
-  hdr["started"] = utc_now();
+  hdr["started"] = io::utc_timestamp_now();
   hdr["ranks"] = comm->size();
   if (comm->size() > 1) {
     hdr["data_parallel"] = {{"shard_optimizer", c.shard_optimizer},
