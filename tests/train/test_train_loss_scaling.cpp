@@ -11,25 +11,17 @@
 #include <string>
 
 #include "mixprec/core/error.h"
+#include "io/io_test_util.h"
 #include "mixprec/train/trainer.h"
+#include "train/trainer_test_util.h"
 #include "train/config_json.h"
 
 using namespace mixprec;
 namespace fs = std::filesystem;
+using io::test::TempDir;
 
 namespace {
 
-struct TempDir {
-  fs::path path = fs::temp_directory_path() /
-                  ("mixprec_loss_scaling_" + std::to_string(::getpid()) + "_" +
-                   std::to_string(counter()++));
-  TempDir() { fs::create_directories(path); }
-  ~TempDir() { fs::remove_all(path); }
-  static int& counter() {
-    static int c = 0;
-    return c;
-  }
-};
 
 train::TrainConfig tiny(const std::string& loss_scaling) {
   train::TrainConfig c;
@@ -94,7 +86,7 @@ TEST(TrainLossScaling, ConfigJsonRoundTripAndOldCheckpointDefaults) {
 TEST(TrainLossScaling, PredictiveFp16RunTrainsAndItsCheckpointRemembersTheMode) {
   TempDir dir;
   train::TrainConfig c = tiny("predictive");
-  c.checkpoint_dir = dir.path.string();
+  c.checkpoint_dir = dir.path().string();
   const std::vector<train::EpochMetrics> history = train::Trainer(c).run();
   ASSERT_EQ(history.size(), 1u);
   EXPECT_GT(history[0].test_accuracy, 0.6);
@@ -103,13 +95,13 @@ TEST(TrainLossScaling, PredictiveFp16RunTrainsAndItsCheckpointRemembersTheMode) 
   EXPECT_TRUE(is_power_of_two(history[0].loss_scale)) << history[0].loss_scale;
   EXPECT_NE(history[0].loss_scale, 65536.0);
 
-  const train::TrainConfig saved = train::checkpoint_config(dir.path.string());
+  const train::TrainConfig saved = train::checkpoint_config(dir.path().string());
   EXPECT_EQ(saved.loss_scaling, "predictive");
   EXPECT_EQ(saved.scaler_growth_interval, 2000);
 
   train::TrainConfig resumed = c;
   resumed.checkpoint_dir.clear();
-  resumed.resume = dir.path.string();
+  resumed.resume = dir.path().string();
   resumed.epochs = 2;
   resumed.loss_scaling = "dynamic";
   try {

@@ -9,27 +9,17 @@
 #include <string>
 
 #include "mixprec/core/error.h"
+#include "io/io_test_util.h"
 #include "mixprec/train/trainer.h"
+#include "train/trainer_test_util.h"
 #include "train/config_json.h"
 
 using namespace mixprec;
 namespace fs = std::filesystem;
+using io::test::TempDir;
 
 namespace {
 
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    path = fs::temp_directory_path() / ("mixprec_trainer_" + std::to_string(::getpid()) + "_" +
-                                        std::to_string(counter()++));
-    fs::create_directories(path);
-  }
-  ~TempDir() { fs::remove_all(path); }
-  static int& counter() {
-    static int c = 0;
-    return c;
-  }
-};
 
 /// precision may carry a loss-scaling mode after a '+', e.g. "fp16+predictive".
 train::TrainConfig small_config(const std::string& precision) {
@@ -61,36 +51,20 @@ TEST_P(TrainResume, IsBitIdenticalToAnUninterruptedRun) {
   // would stop it).
   struct Interrupted {};
   train::TrainConfig first = c;
-  first.checkpoint_dir = dir.path.string();
+  first.checkpoint_dir = dir.path().string();
   {
     train::Trainer interrupted(first);
     interrupted.on_epoch = [](const train::EpochMetrics&) { throw Interrupted{}; };
     EXPECT_THROW(interrupted.run(), Interrupted);
   }
   train::TrainConfig resumed = c;
-  resumed.resume = dir.path.string();  // a directory: its newest complete checkpoint
+  resumed.resume = dir.path().string();  // a directory: its newest complete checkpoint
   train::Trainer again(resumed);
   EXPECT_EQ(again.next_epoch(), 2);
   const std::vector<train::EpochMetrics> b = again.run();
 
   ASSERT_EQ(a.size(), 2u);
-  ASSERT_EQ(b.size(), 2u);
-  for (std::size_t e = 0; e < 2; ++e) {
-    EXPECT_EQ(a[e].train_loss, b[e].train_loss) << "epoch " << e + 1;
-    EXPECT_EQ(a[e].test_loss, b[e].test_loss) << "epoch " << e + 1;
-    EXPECT_EQ(a[e].test_accuracy, b[e].test_accuracy);
-    EXPECT_EQ(a[e].macro_f1, b[e].macro_f1);
-    EXPECT_EQ(a[e].optimizer_steps, b[e].optimizer_steps);
-    EXPECT_EQ(a[e].grad_norm_mean, b[e].grad_norm_mean);
-    EXPECT_EQ(a[e].loss_scale, b[e].loss_scale);
-    EXPECT_EQ(a[e].lr, b[e].lr);
-  }
-  // The weights themselves agree bit for bit.
-  const auto pa = straight.model().named_parameters(), pb = again.model().named_parameters();
-  ASSERT_EQ(pa.size(), pb.size());
-  for (std::size_t i = 0; i < pa.size(); ++i) {
-    EXPECT_EQ(pa[i].second.to_vector(), pb[i].second.to_vector()) << pa[i].first;
-  }
+  train::test::expect_same_run(straight, a, again, b);
   EXPECT_GT(a[1].test_accuracy, 0.6);  // it did learn something
 }
 
@@ -102,12 +76,12 @@ TEST(TrainTrainer, RefusesACheckpointOfAnotherRun) {
   TempDir dir;
   train::TrainConfig c = small_config("fp32");
   c.epochs = 1;
-  c.checkpoint_dir = dir.path.string();
+  c.checkpoint_dir = dir.path().string();
   train::Trainer(c).run();
   train::TrainConfig other = c;
   other.epochs = 2;
   other.checkpoint_dir.clear();
-  other.resume = dir.path.string();
+  other.resume = dir.path().string();
   other.model = "cnn";
   try {
     train::Trainer t(other);
@@ -186,9 +160,9 @@ TEST(TrainTrainer, EvaluateCheckpointReproducesTheRunsAccuracy) {
   TempDir dir;
   train::TrainConfig c = small_config("bf16");
   c.epochs = 1;
-  c.checkpoint_dir = dir.path.string();
+  c.checkpoint_dir = dir.path().string();
   const auto history = train::Trainer(c).run();
-  const train::CheckpointEvaluation e = train::evaluate_checkpoint(dir.path.string());
+  const train::CheckpointEvaluation e = train::evaluate_checkpoint(dir.path().string());
   EXPECT_EQ(e.epoch, 1);
   EXPECT_EQ(e.config.model, "mlp");
   EXPECT_EQ(e.confusion.total(), 300);

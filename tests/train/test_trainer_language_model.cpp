@@ -15,23 +15,16 @@
 #include "mixprec/core/error.h"
 #include "mixprec/data/text_corpus.h"
 #include "mixprec/nn/gpt.h"
+#include "io/io_test_util.h"
 #include "mixprec/train/trainer.h"
+#include "train/trainer_test_util.h"
 
 using namespace mixprec;
 namespace fs = std::filesystem;
+using io::test::TempDir;
 
 namespace {
 
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    static int counter = 0;
-    path = fs::temp_directory_path() /
-           ("mixprec_lm_" + std::to_string(::getpid()) + "_" + std::to_string(counter++));
-    fs::create_directories(path);
-  }
-  ~TempDir() { fs::remove_all(path); }
-};
 
 // A few KB of repetitive English: a tiny model learns it quickly.
 std::string write_text(const fs::path& dir) {
@@ -67,8 +60,8 @@ train::TrainConfig tiny_gpt(const std::string& text) {
 
 TEST(TrainLanguageModel, TrainsLogsValidationLossAndBitsPerByte) {
   TempDir dir;
-  train::TrainConfig c = tiny_gpt(write_text(dir.path));
-  c.log_path = (dir.path / "run.jsonl").string();
+  train::TrainConfig c = tiny_gpt(write_text(dir.path()));
+  c.log_path = (dir.path() / "run.jsonl").string();
   train::Trainer trainer(c);
   EXPECT_EQ(trainer.task().kind(), models::TaskKind::language_model);
   const std::vector<train::EpochMetrics> h = trainer.run();
@@ -94,7 +87,7 @@ TEST(TrainLanguageModel, TrainsLogsValidationLossAndBitsPerByte) {
 
 TEST(TrainLanguageModel, MaxStepsStopsInsideAnEpochAndResumesBitIdentically) {
   TempDir dir;
-  const std::string text = write_text(dir.path);
+  const std::string text = write_text(dir.path());
   train::TrainConfig c = tiny_gpt(text);
   c.max_steps = 9;  // epoch 1 (6 steps) and 3 steps of epoch 2
   train::Trainer straight(c);
@@ -108,21 +101,15 @@ TEST(TrainLanguageModel, MaxStepsStopsInsideAnEpochAndResumesBitIdentically) {
   // Stop at step 4 (inside epoch 1), then resume to step 9.
   train::TrainConfig first = c;
   first.max_steps = 4;
-  first.checkpoint_dir = (dir.path / "ckpt").string();
+  first.checkpoint_dir = (dir.path() / "ckpt").string();
   train::Trainer(first).run();
-  ASSERT_TRUE(fs::exists(dir.path / "ckpt" / "epoch-0000-step-00000004"));
+  ASSERT_TRUE(fs::exists(dir.path() / "ckpt" / "epoch-0000-step-00000004"));
   train::TrainConfig second = c;
   second.resume = first.checkpoint_dir;
   train::Trainer resumed(second);
   EXPECT_EQ(resumed.next_epoch(), 1);
   const std::vector<train::EpochMetrics> b = resumed.run();
-  ASSERT_EQ(b.size(), 2u);
-  for (std::size_t e = 0; e < 2; ++e) {
-    EXPECT_EQ(a[e].train_loss, b[e].train_loss) << "epoch " << e + 1;
-    EXPECT_EQ(a[e].test_loss, b[e].test_loss) << "epoch " << e + 1;
-    EXPECT_EQ(a[e].epoch_batches, b[e].epoch_batches);
-    EXPECT_EQ(a[e].optimizer_steps, b[e].optimizer_steps);
-  }
+  train::test::expect_same_run(straight, a, resumed, b);
 
   // A finished run says how to go on.
   train::TrainConfig again = c;
@@ -146,13 +133,13 @@ TEST(TrainLanguageModel, RefusesBadTextAndSizesNamingTheFlag) {
       EXPECT_NE(std::string(e.what()).find(fragment), std::string::npos) << e.what();
     }
   };
-  const std::string text = write_text(dir.path);
+  const std::string text = write_text(dir.path());
   train::TrainConfig c = tiny_gpt(text);
   c.heads = 3;
   expect_error(c, "--heads 3 does not divide --width 16");
-  c = tiny_gpt((dir.path / "missing.txt").string());
+  c = tiny_gpt((dir.path() / "missing.txt").string());
   expect_error(c, "missing.txt");
-  const fs::path small = dir.path / "small.txt";
+  const fs::path small = dir.path() / "small.txt";
   std::ofstream(small) << "too short for a window";
   c = tiny_gpt(small.string());
   expect_error(c, "--context 16");
@@ -169,7 +156,7 @@ TEST(TrainLanguageModel, RefusesBadTextAndSizesNamingTheFlag) {
 
 TEST(TrainLanguageModel, TrainsAUsersModelAndDataThroughTheSecondConstructor) {
   TempDir dir;
-  const data::TextCorpus corpus = data::load_text_corpus({write_text(dir.path)});
+  const data::TextCorpus corpus = data::load_text_corpus({write_text(dir.path())});
   data::TextSplit split = data::split_text(corpus, 0.2);
   data::TextWindowsOptions o;
   o.context = 8;

@@ -14,24 +14,17 @@
 
 #include "mixprec/io/atomic_file.h"
 #include "mixprec/io/checkpoint.h"
+#include "io/io_test_util.h"
 #include "mixprec/train/trainer.h"
+#include "train/trainer_test_util.h"
 #include "train/config_json.h"
 
 using namespace mixprec;
 namespace fs = std::filesystem;
+using io::test::TempDir;
 
 namespace {
 
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    static int counter = 0;
-    path = fs::temp_directory_path() /
-           ("mixprec_preempt_" + std::to_string(::getpid()) + "_" + std::to_string(counter++));
-    fs::create_directories(path);
-  }
-  ~TempDir() { fs::remove_all(path); }
-};
 
 // 1024 samples in micro-batches of 64, 2 per step: 8 optimizer steps per epoch.
 train::TrainConfig small_config(const std::string& precision) {
@@ -50,30 +43,7 @@ train::TrainConfig small_config(const std::string& precision) {
   return c;
 }
 
-void expect_same_run(train::Trainer& a_trainer, const std::vector<train::EpochMetrics>& a,
-                     train::Trainer& b_trainer, const std::vector<train::EpochMetrics>& b) {
-  ASSERT_EQ(a.size(), b.size());
-  for (std::size_t e = 0; e < a.size(); ++e) {
-    SCOPED_TRACE("epoch " + std::to_string(e + 1));
-    EXPECT_EQ(a[e].train_loss, b[e].train_loss);
-    EXPECT_EQ(a[e].test_loss, b[e].test_loss);
-    EXPECT_EQ(a[e].test_accuracy, b[e].test_accuracy);
-    EXPECT_EQ(a[e].macro_f1, b[e].macro_f1);
-    EXPECT_EQ(a[e].optimizer_steps, b[e].optimizer_steps);
-    EXPECT_EQ(a[e].grad_norm_mean, b[e].grad_norm_mean);
-    EXPECT_EQ(a[e].grad_norm_max, b[e].grad_norm_max);
-    EXPECT_EQ(a[e].loss_scale, b[e].loss_scale);
-    EXPECT_EQ(a[e].skipped_steps, b[e].skipped_steps);
-    EXPECT_EQ(a[e].epoch_batches, b[e].epoch_batches);
-    EXPECT_EQ(a[e].train_samples, b[e].train_samples);
-    EXPECT_EQ(a[e].lr, b[e].lr);
-  }
-  const auto pa = a_trainer.model().named_parameters(), pb = b_trainer.model().named_parameters();
-  ASSERT_EQ(pa.size(), pb.size());
-  for (std::size_t i = 0; i < pa.size(); ++i) {
-    EXPECT_EQ(pa[i].second.to_vector(), pb[i].second.to_vector()) << pa[i].first;
-  }
-}
+using train::test::expect_same_run;
 
 std::vector<std::string> names(const std::string& dir) {
   std::vector<std::string> out;
@@ -88,7 +58,7 @@ class TrainPeriodicCheckpoint : public ::testing::TestWithParam<const char*> {};
 TEST_P(TrainPeriodicCheckpoint, ResumesBitIdenticallyFromTheMiddleOfAnEpoch) {
   TempDir dir;
   train::TrainConfig c = small_config(GetParam());
-  c.checkpoint_dir = (dir.path / "straight").string();
+  c.checkpoint_dir = (dir.path() / "straight").string();
   c.checkpoint_every_steps = 3;
   c.keep_checkpoints = 0;
   train::Trainer straight(c);
@@ -112,7 +82,7 @@ TEST_P(TrainPeriodicCheckpoint, ResumesBitIdenticallyFromTheMiddleOfAnEpoch) {
   for (const char* from : {"epoch-0000-step-00000003", "epoch-0001-step-00000012"}) {
     SCOPED_TRACE(from);
     train::TrainConfig resumed = c;
-    resumed.checkpoint_dir = (dir.path / (std::string("resumed-") + from)).string();
+    resumed.checkpoint_dir = (dir.path() / (std::string("resumed-") + from)).string();
     resumed.resume = c.checkpoint_dir + "/" + from;
     train::Trainer again(resumed);
     const std::vector<train::EpochMetrics> b = again.run();
@@ -133,7 +103,7 @@ TEST(TrainPeriodicCheckpointExactSums, ResumeWhereMeanTimesCountIsNotTheSum) {
   c.batch_size = 128;
   c.accum = 1;
   c.limit_train = 30000;
-  c.checkpoint_dir = (dir.path / "straight").string();
+  c.checkpoint_dir = (dir.path() / "straight").string();
   c.checkpoint_every_steps = 10;
   c.keep_checkpoints = 0;
   train::Trainer straight(c);
@@ -166,7 +136,7 @@ TEST(TrainPeriodicCheckpointExactSums, ResumeWhereMeanTimesCountIsNotTheSum) {
   const std::string from = sums[chosen - 1].name, next = sums[chosen].name;
   SCOPED_TRACE("resumed from " + from);
   train::TrainConfig resumed = c;
-  resumed.checkpoint_dir = (dir.path / "resumed").string();
+  resumed.checkpoint_dir = (dir.path() / "resumed").string();
   resumed.resume = c.checkpoint_dir + "/" + from;
   train::Trainer again(resumed);
   const std::vector<train::EpochMetrics> b = again.run();
@@ -186,8 +156,8 @@ TEST(TrainStopSignal, StopsAtTheCheckpointAfterTheEpochAndResumesBitIdentically)
   train::Trainer straight(c);
   const std::vector<train::EpochMetrics> a = straight.run();
 
-  c.checkpoint_dir = dir.path.string();
-  c.log_path = (dir.path / "run.jsonl").string();
+  c.checkpoint_dir = dir.path().string();
+  c.log_path = (dir.path() / "run.jsonl").string();
   {
     train::Trainer stopped(c);
     stopped.handle_stop_signals = true;
