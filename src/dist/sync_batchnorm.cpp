@@ -129,14 +129,12 @@ Tensor sync_batch_norm(const Communicator& comm, const Tensor& x_arg, Tensor& ru
   }
   const char* op = "sync_batch_norm";
   diagnostics::detail::OpScope prof(amp::OpKind::batch_norm);
-  ops::detail::require_defined(op, x_arg, "x");
-  const std::vector<Tensor> in =
-      amp::autocast_inputs(amp::OpKind::batch_norm, {&x_arg, &weight_arg, &bias_arg});
-  const Tensor& x = in[0];
-  const Tensor& weight = in[1];
-  const Tensor& bias = in[2];
-  const kernels::BatchNormDims d = ops::detail::check_batch_norm_args(
-      op, x, running_mean, running_var, weight, bias, true, momentum, eps);
+  const ops::detail::BatchNormInputs in =
+      ops::detail::prepare_batch_norm(op, x_arg, running_mean, running_var, weight_arg, bias_arg, true, momentum, eps);
+  const Tensor& x = in.x;
+  const Tensor& weight = in.weight;
+  const Tensor& bias = in.bias;
+  const kernels::BatchNormDims d = in.d;
   const auto c = static_cast<std::size_t>(d.c);
 
   const Tensor xc = x.detach().contiguous();

@@ -136,6 +136,16 @@ kernels::BatchNormDims check_batch_norm_args(const char* op, const Tensor& x,
   return d;
 }
 
+BatchNormInputs prepare_batch_norm(const char* op, const Tensor& x, const Tensor& running_mean,
+                                   const Tensor& running_var, const Tensor& weight, const Tensor& bias,
+                                   bool training, float momentum, float eps) {
+  require_defined(op, x, "x");
+  std::vector<Tensor> in = amp::autocast_inputs(amp::OpKind::batch_norm, {&x, &weight, &bias});
+  BatchNormInputs out{std::move(in[0]), std::move(in[1]), std::move(in[2]), {}};
+  out.d = check_batch_norm_args(op, out.x, running_mean, running_var, out.weight, out.bias, training, momentum, eps);
+  return out;
+}
+
 void update_running(Tensor& running, const std::vector<float>& batch, double factor,
                     float momentum) {
   float* r = running.data<float>();
@@ -153,14 +163,12 @@ Tensor batch_norm(const Tensor& x_arg, Tensor& running_mean, Tensor& running_var
                   float eps) {
   const char* op = "batch_norm";
   diagnostics::detail::OpScope prof(amp::OpKind::batch_norm);
-  ops::detail::require_defined(op, x_arg, "x");
-  const std::vector<Tensor> in =
-      amp::autocast_inputs(amp::OpKind::batch_norm, {&x_arg, &weight_arg, &bias_arg});
-  const Tensor& x = in[0];
-  const Tensor& weight = in[1];
-  const Tensor& bias = in[2];
-  const kernels::BatchNormDims d = ops::detail::check_batch_norm_args(
-      op, x, running_mean, running_var, weight, bias, training, momentum, eps);
+  const ops::detail::BatchNormInputs in = ops::detail::prepare_batch_norm(
+      op, x_arg, running_mean, running_var, weight_arg, bias_arg, training, momentum, eps);
+  const Tensor& x = in.x;
+  const Tensor& weight = in.weight;
+  const Tensor& bias = in.bias;
+  const kernels::BatchNormDims d = in.d;
   MIXPREC_CHECK(!training || d.n * d.s > 1, ValueError, op,
                 "Expected more than 1 value per channel when training, got input size "
                     << to_string(x.shape()) << "; use a batch of at least 2 or eval mode");

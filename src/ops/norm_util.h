@@ -41,6 +41,16 @@ kernels::BatchNormDims check_batch_norm_args(const char* op, const Tensor& x,
                                              const Tensor& bias, bool training, float momentum,
                                              float eps);
 
+/// batch_norm's inputs as its kernels take them: x, weight and bias through the op's autocast
+/// policy, every argument checked (check_batch_norm_args), and x's [n, c, s] view.
+struct BatchNormInputs {
+  Tensor x, weight, bias;
+  kernels::BatchNormDims d;
+};
+BatchNormInputs prepare_batch_norm(const char* op, const Tensor& x, const Tensor& running_mean,
+                                   const Tensor& running_var, const Tensor& weight, const Tensor& bias,
+                                   bool training, float momentum, float eps);
+
 /// running = (1 - momentum) * running + momentum * batch * factor, in double, in place; bumps
 /// the version. factor n / (n - 1) turns a biased batch variance into the unbiased one.
 void update_running(Tensor& running, const std::vector<float>& batch, double factor,
