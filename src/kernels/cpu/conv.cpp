@@ -13,6 +13,7 @@
 
 #include "kernels/conv.h"
 #include "kernels/cpu/conv_onednn.h"
+#include "kernels/cpu/growing_buffer.h"
 #include "mixprec/core/convert.h"
 #include "mixprec/core/cpu_features.h"
 #include "mixprec/core/error.h"
@@ -88,23 +89,7 @@ bool use_blocked(ConvPass pass, const Conv2dDesc& d) {
   return pass == ConvPass::backward_weights || d.c >= 16;
 }
 
-// A per-thread f32 buffer that only grows, so steady-state calls allocate nothing.
-class Buffer {
- public:
-  float* get(std::size_t n) {
-    if (n > capacity_) {
-      data_.reset();
-      capacity_ = 0;
-      data_ = std::make_unique_for_overwrite<float[]>(n);
-      capacity_ = n;
-    }
-    return data_.get();
-  }
-
- private:
-  std::unique_ptr<float[]> data_;
-  std::size_t capacity_ = 0;
-};
+using Buffer = cpu::GrowingBuffer;
 
 struct Workspace {
   Buffer x, weight, bias, dy, out, dbias;

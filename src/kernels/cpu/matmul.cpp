@@ -10,6 +10,7 @@
 #include <string>
 #include <string_view>
 
+#include "kernels/cpu/growing_buffer.h"
 #include "kernels/cpu/matmul_onednn.h"
 #include "kernels/matmul.h"
 #include "mixprec/core/convert.h"
@@ -33,23 +34,7 @@ bool force_reference() {
   return ref;
 }
 
-// A per-thread f32 buffer that only grows, so steady-state calls allocate nothing.
-class Buffer {
- public:
-  float* get(std::size_t n) {
-    if (n > capacity_) {
-      data_.reset();
-      capacity_ = 0;
-      data_ = std::make_unique_for_overwrite<float[]>(n);
-      capacity_ = n;
-    }
-    return data_.get();
-  }
-
- private:
-  std::unique_ptr<float[]> data_;
-  std::size_t capacity_ = 0;
-};
+using Buffer = cpu::GrowingBuffer;
 
 struct Workspace {
   Buffer a, b, bias, c;
