@@ -7,18 +7,16 @@
 #include <array>
 #include <cstddef>
 #include <functional>
-#include <list>
 #include <memory>
-#include <mutex>
 #include <new>
 #include <string>
-#include <unordered_map>
 #include <utility>
 #include <vector>
 
 #include <oneapi/dnnl/dnnl.hpp>
 
 #include "kernels/cpu/onednn_context.h"
+#include "kernels/cpu/primitive_cache.h"
 #include "mixprec/core/error.h"
 
 namespace mixprec::kernels::cpu {
@@ -45,7 +43,7 @@ struct Key {
 struct KeyHash {
   std::size_t operator()(const Key& k) const noexcept {
     std::size_t h = 0;
-    auto mix = [&h](std::uint64_t v) { h ^= v + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2); };
+    auto mix = [&h](std::uint64_t v) { hash_mix(h, v); };
     for (std::int64_t v : {k.n, k.c, k.h, k.w, k.o, k.kh, k.kw, k.stride, k.padding}) {
       mix(static_cast<std::uint64_t>(v));
     }
@@ -78,59 +76,11 @@ struct Entry {
   std::string impl;
 };
 
-class Cache {
- public:
-  static constexpr std::size_t kCapacity = 128;
-
-  std::shared_ptr<const Entry> find(const Key& key) {
-    std::lock_guard<std::mutex> lock(mu_);
-    auto it = index_.find(key);
-    if (it == index_.end()) return nullptr;
-    lru_.splice(lru_.begin(), lru_, it->second);
-    return it->second->second;
-  }
-  std::shared_ptr<const Entry> insert(const Key& key, std::shared_ptr<const Entry> entry) {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (auto it = index_.find(key); it != index_.end()) return it->second->second;
-    if (lru_.size() >= kCapacity) {
-      index_.erase(lru_.back().first);
-      lru_.pop_back();
-    }
-    lru_.emplace_front(key, std::move(entry));
-    index_.emplace(key, lru_.begin());
-    return lru_.front().second;
-  }
-  std::size_t size() {
-    std::lock_guard<std::mutex> lock(mu_);
-    return lru_.size();
-  }
-  void clear() {
-    std::lock_guard<std::mutex> lock(mu_);
-    index_.clear();
-    lru_.clear();
-  }
-
- private:
-  std::mutex mu_;
-  std::list<std::pair<Key, std::shared_ptr<const Entry>>> lru_;
-  std::unordered_map<Key, decltype(lru_)::iterator, KeyHash> index_;
-};
+using Cache = PrimitiveCache<Key, Entry, KeyHash, 128>;
 
 Cache& cache() {
   static Cache* instance = new Cache;  // never destroyed: primitives must not outlive oneDNN
   return *instance;
-}
-
-memory::data_type to_dnnl(DType t) {
-  switch (t) {
-    case DType::f32: return memory::data_type::f32;
-    case DType::bf16: return memory::data_type::bf16;
-    case DType::f16: return memory::data_type::f16;
-    case DType::f8e4m3:
-    case DType::f8e5m2: break;  // storage only: rejected before any primitive is built
-  }
-  MIXPREC_ASSERT(false);
-  return memory::data_type::undef;
 }
 
 [[noreturn]] void fail(const char* what, const dnnl::error& e) {

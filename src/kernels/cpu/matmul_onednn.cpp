@@ -2,21 +2,18 @@
 #include "kernels/cpu/matmul_onednn.h"
 
 #include <array>
-#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
-#include <list>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <string_view>
-#include <unordered_map>
 #include <utility>
 
 #include <oneapi/dnnl/dnnl.hpp>
 
 #include "kernels/cpu/onednn_context.h"
+#include "kernels/cpu/primitive_cache.h"
 #include "mixprec/core/error.h"
 
 namespace mixprec::kernels {
@@ -49,7 +46,7 @@ struct Key {
 struct KeyHash {
   std::size_t operator()(const Key& key) const noexcept {
     std::size_t h = std::hash<std::int64_t>{}(key.m);
-    auto mix = [&h](std::uint64_t v) { h ^= v + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2); };
+    auto mix = [&h](std::uint64_t v) { hash_mix(h, v); };
     mix(static_cast<std::uint64_t>(key.n));
     mix(static_cast<std::uint64_t>(key.k));
     mix(static_cast<std::uint64_t>(key.trans_a) | static_cast<std::uint64_t>(key.trans_b) << 1 |
@@ -73,65 +70,11 @@ struct Entry {
   std::string impl;  // "onednn:<impl_info_str>" or why nothing is usable
 };
 
-class Cache {
- public:
-  static constexpr std::size_t kCapacity = 256;
-
-  std::shared_ptr<const Entry> find(const Key& key) {
-    std::lock_guard<std::mutex> lock(mu_);
-    auto it = index_.find(key);
-    if (it == index_.end()) return nullptr;
-    lru_.splice(lru_.begin(), lru_, it->second);  // most recently used first
-    hits_.fetch_add(1, std::memory_order_relaxed);
-    return it->second->second;
-  }
-
-  // Inserts unless another thread raced us to it; returns the entry now cached.
-  std::shared_ptr<const Entry> insert(const Key& key, std::shared_ptr<const Entry> entry) {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (auto it = index_.find(key); it != index_.end()) return it->second->second;
-    if (lru_.size() >= kCapacity) {
-      index_.erase(lru_.back().first);
-      lru_.pop_back();  // in-flight users hold their own shared_ptr
-    }
-    lru_.emplace_front(key, std::move(entry));
-    index_.emplace(key, lru_.begin());
-    return lru_.front().second;
-  }
-
-  std::size_t size() {
-    std::lock_guard<std::mutex> lock(mu_);
-    return lru_.size();
-  }
-  void clear() {
-    std::lock_guard<std::mutex> lock(mu_);
-    index_.clear();
-    lru_.clear();
-  }
-  std::uint64_t hits() const { return hits_.load(std::memory_order_relaxed); }
-
- private:
-  std::mutex mu_;
-  std::list<std::pair<Key, std::shared_ptr<const Entry>>> lru_;
-  std::unordered_map<Key, decltype(lru_)::iterator, KeyHash> index_;
-  std::atomic<std::uint64_t> hits_{0};
-};
+using Cache = PrimitiveCache<Key, Entry, KeyHash, 256>;
 
 Cache& cache() {
   static Cache* instance = new Cache;  // never destroyed: primitives must not outlive oneDNN
   return *instance;
-}
-
-memory::data_type to_dnnl(DType t) {
-  switch (t) {
-    case DType::f32: return memory::data_type::f32;
-    case DType::bf16: return memory::data_type::bf16;
-    case DType::f16: return memory::data_type::f16;
-    case DType::f8e4m3:
-    case DType::f8e5m2: break;  // storage only: rejected before any primitive is built
-  }
-  MIXPREC_ASSERT(false);
-  return memory::data_type::undef;
 }
 
 std::shared_ptr<const Entry> create(const Key& key) {

@@ -82,4 +82,16 @@ void* onednn_scratchpad(std::size_t bytes) {
   return buffer.get();
 }
 
+dnnl::memory::data_type to_dnnl(DType t) {
+  switch (t) {
+    case DType::f32: return dnnl::memory::data_type::f32;
+    case DType::bf16: return dnnl::memory::data_type::bf16;
+    case DType::f16: return dnnl::memory::data_type::f16;
+    case DType::f8e4m3:
+    case DType::f8e5m2: break;
+  }
+  MIXPREC_ASSERT(false);
+  return dnnl::memory::data_type::undef;
+}
+
 }  // namespace mixprec::kernels::cpu

@@ -5,7 +5,13 @@
 
 #include <oneapi/dnnl/dnnl.hpp>
 
+#include "mixprec/core/dtype.h"
+
 namespace mixprec::kernels::cpu {
+
+/// oneDNN's data type for f32, bf16 or f16 (the fp8 storage types are refused before any
+/// primitive is built).
+dnnl::memory::data_type to_dnnl(DType t);
 
 /// The oneDNN CPU engine (index 0), created on first use; throws BackendError(op, ...) if oneDNN
 /// cannot create it (the message says how to use the reference kernels instead).
