@@ -20,13 +20,9 @@ namespace hn = hwy::HWY_NAMESPACE;
 using DF = hn::ScalableTag<float>;
 using VF = hn::Vec<DF>;
 
-/// Lanes folded in lane order (deterministic per target).
+/// Lanes summed in lane order (deterministic per target).
 HWY_INLINE float FoldLanes(DF d, VF v) {
-  HWY_ALIGN float lanes[kMaxF32Lanes];
-  hn::Store(v, d, lanes);
-  float s = lanes[0];
-  for (std::size_t j = 1; j < hn::Lanes(d); ++j) s += lanes[j];
-  return s;
+  return FoldLanesInOrder(d, v, [](float a, float b) { return a + b; });
 }
 
 /// e^(x - sub) for x - sub <= 0 or -inf: Highway's Exp is specified on [-FLT_MAX, 104], so the
@@ -119,11 +115,7 @@ float RowMax(const float* x, std::int64_t n_in) {
   std::size_t i = 0;
   for (; i + N <= n; i += N) m = hn::Max(m, hn::LoadU(d, x + i));
   if (i < n) m = hn::Max(m, LoadF32N<kF32>(d, x, i, n - i, -HUGE_VALF));
-  HWY_ALIGN float lanes[kMaxF32Lanes];
-  hn::Store(m, d, lanes);
-  float r = lanes[0];
-  for (std::size_t j = 1; j < N; ++j) r = lanes[j] > r ? lanes[j] : r;
-  return r;
+  return FoldLanesInOrder(d, m, [](float r, float lane) { return lane > r ? lane : r; });
 }
 
 float ExpSub(float* x, std::int64_t n_in, float sub) {

@@ -281,6 +281,17 @@ HWY_INLINE void WithDType(int dt, F&& f) {
 /// Most f32 lanes a vector of any target can hold: the size of the tail buffers.
 inline constexpr std::size_t kMaxF32Lanes = HWY_MAX_BYTES / sizeof(float);
 
+/// v's f32 lanes combined left to right (r = op(r, lane j), from lane 0): one fixed order, so a
+/// target's horizontal sums and maxima are deterministic.
+template <class DF, class Op>
+HWY_INLINE float FoldLanesInOrder(DF d, hn::Vec<DF> v, Op op) {
+  HWY_ALIGN float lanes[kMaxF32Lanes];
+  hn::Store(v, d, lanes);
+  float r = lanes[0];
+  for (std::size_t j = 1; j < hn::Lanes(d); ++j) r = op(r, lanes[j]);
+  return r;
+}
+
 // ---- register level: 16-bit patterns in u16 lanes <-> f32 lanes
 
 // The hardware f16 converters (exact, see the top): F16C on x86 AVX2 / AVX-512, AArch64.

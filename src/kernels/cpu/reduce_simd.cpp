@@ -99,10 +99,7 @@ float RowT(const void* p, std::size_t n) {
     a1 = Step<OP>(d, a1, LoadF32N<DT>(d, p, i, n - i, Identity<OP>()));
   }
   const auto acc = Combine<OP>(d, Combine<OP>(d, a0, a1), Combine<OP>(d, a2, a3));
-  HWY_ALIGN float lanes[kMaxF32Lanes];
-  hn::Store(acc, d, lanes);
-  float r = lanes[0];
-  for (std::size_t j = 1; j < N; ++j) r = CombineScalar<OP>(r, lanes[j]);
+  const float r = FoldLanesInOrder(d, acc, [](float a, float b) { return CombineScalar<OP>(a, b); });
   if constexpr (kMaxLike<OP>) {
     if (r != r) {  // the first NaN in index order, as the reference returns it
       for (std::size_t k = 0; k < n; ++k) {

@@ -23,13 +23,9 @@ namespace hn = hwy::HWY_NAMESPACE;
 using DF = hn::ScalableTag<float>;
 using VF = hn::Vec<DF>;
 
-/// Lanes folded in lane order (deterministic per target).
+/// Lanes summed in lane order (deterministic per target).
 HWY_INLINE float SumLanes(DF d, VF v) {
-  HWY_ALIGN float lanes[kMaxF32Lanes];
-  hn::Store(v, d, lanes);
-  float s = lanes[0];
-  for (std::size_t j = 1; j < hn::Lanes(d); ++j) s += lanes[j];
-  return s;
+  return FoldLanesInOrder(d, v, [](float a, float b) { return a + b; });
 }
 
 /// e^x for any x: Highway's Exp is specified on [-FLT_MAX, 104] and maps NaN to 0, so clamp
@@ -57,11 +53,8 @@ float MaxT(const void* x, std::size_t n) {
   }
   for (; i + N <= n; i += N) a0 = step(a0, LoadF32<DT>(d, x, i));
   if (i < n) a1 = step(a1, LoadF32N<DT>(d, x, i, n - i, -HUGE_VALF));
-  HWY_ALIGN float lanes[kMaxF32Lanes];
-  hn::Store(step(step(a0, a1), step(a2, a3)), d, lanes);
-  float m = lanes[0];
-  for (std::size_t j = 1; j < N; ++j) m = ref::nan_max(m, lanes[j]);
-  return m;
+  return FoldLanesInOrder(d, step(step(a0, a1), step(a2, a3)),
+                          [](float m, float lane) { return ref::nan_max(m, lane); });
 }
 
 /// sum exp(x - m), and optionally sum (x - m) and the exps themselves (f32), over n elements.
