@@ -237,6 +237,24 @@ void batch_norm_backward_cols(const void* x, DType tx, const void* dy, DType tdy
   });
 }
 
+// One channel's statistics over rows of at least kMinRow: the sum in double, the mean rounded to
+// f32, then the squared deviations from that f32 mean. batch_norm's forward and the synchronised
+// statistics (batch_norm_stats) share these passes, so they agree bit for bit.
+struct ChannelPasses {
+  double sum = 0.0, sq_dev = 0.0;
+  float mean = 0.0f;
+};
+ChannelPasses channel_passes(const void* x, DType x_dtype, BatchNormDims d, std::int64_t c, double count) {
+  ChannelPasses p;
+  for (std::int64_t n = 0; n < d.n; ++n) {
+    if (n + 1 < d.n) prefetch_row(row_at(x, x_dtype, d, n + 1, c), x_dtype, d.s);
+    p.sum += run_sum(row_at(x, x_dtype, d, n, c), x_dtype, d.s);
+  }
+  p.mean = static_cast<float>(p.sum / count);
+  for (std::int64_t n = 0; n < d.n; ++n) p.sq_dev += run_sq_dev_sum(row_at(x, x_dtype, d, n, c), x_dtype, d.s, p.mean);
+  return p;
+}
+
 }  // namespace
 
 namespace cpu {
@@ -285,17 +303,8 @@ void batch_norm_stats(const void* x, DType x_dtype, BatchNormDims d, double* mea
     return;
   }
   parallel_for(d.c, parallel_over(d.n * d.c * d.s, d.c), [&](std::int64_t c) {
-    double sum = 0.0;
-    for (std::int64_t n = 0; n < d.n; ++n) {
-      if (n + 1 < d.n) prefetch_row(row_at(x, x_dtype, d, n + 1, c), x_dtype, d.s);
-      sum += run_sum(row_at(x, x_dtype, d, n, c), x_dtype, d.s);
-    }
-    const float m = static_cast<float>(sum / count);
-    double sq = 0.0;
-    for (std::int64_t n = 0; n < d.n; ++n) {
-      sq += run_sq_dev_sum(row_at(x, x_dtype, d, n, c), x_dtype, d.s, m);
-    }
-    finish(c, sum, sq, m);
+    const ChannelPasses p = channel_passes(x, x_dtype, d, c, count);
+    finish(c, p.sum, p.sq_dev, p.mean);
   });
 }
 
@@ -370,18 +379,9 @@ void batch_norm_forward(const void* x, DType x_dtype, BatchNormDims d, const flo
   const double count = static_cast<double>(d.n * d.s);
   parallel_for(d.c, parallel_over(d.n * d.c * d.s, d.c), [&](std::int64_t c) {
     if (training) {
-      double sum = 0.0;
-      for (std::int64_t n = 0; n < d.n; ++n) {
-        if (n + 1 < d.n) prefetch_row(row_at(x, x_dtype, d, n + 1, c), x_dtype, d.s);
-        sum += run_sum(row_at(x, x_dtype, d, n, c), x_dtype, d.s);
-      }
-      const float m = static_cast<float>(sum / count);
-      double sq = 0.0;
-      for (std::int64_t n = 0; n < d.n; ++n) {
-        sq += run_sq_dev_sum(row_at(x, x_dtype, d, n, c), x_dtype, d.s, m);
-      }
-      mean[c] = m;
-      var[c] = static_cast<float>(sq / count);
+      const ChannelPasses p = channel_passes(x, x_dtype, d, c, count);
+      mean[c] = p.mean;
+      var[c] = static_cast<float>(p.sq_dev / count);
     }
     const float scale = norm_invstd(var[c], eps) * (weight != nullptr ? weight[c] : 1.0f);
     const float shift = bias != nullptr ? bias[c] : 0.0f;
