@@ -1,15 +1,10 @@
 #!/usr/bin/env bash
 # The model.safetensors of a checkpoint loads in the real `safetensors` Python package (numpy
 # backend) with the documented module-path names, shapes and dtype (FP32 master weights).
-# Exit 77 (reported as skipped by ctest) when the package is missing, unless
-# MIXPREC_REQUIRE_PYTHON_TESTS=1 (CI), which turns that into a failure.
+# Skipped (exit 77) when the package is missing, unless MIXPREC_REQUIRE_PYTHON_TESTS=1 (CI):
+# see require_python_packages in common.sh.
 source "$(dirname "$0")/common.sh"
-PY="${MIXPREC_PYTHON:-python3}"
-if ! "$PY" -c "import safetensors.numpy, numpy" 2>/dev/null; then
-  echo "the Python package safetensors is missing: pip install safetensors numpy"
-  [ "${MIXPREC_REQUIRE_PYTHON_TESTS:-0}" = 1 ] && exit 1
-  exit 77
-fi
+require_python_packages "safetensors.numpy, numpy" "safetensors numpy"
 "$MIXPREC" train --model cnn --precision pure-bf16 --epochs 1 --limit-train 256 --limit-test 100 \
   --threads 1 --no-progress --checkpoint-dir "$WORK/ckpt" > /dev/null || { echo "FAIL: training"; exit 1; }
 "$PY" - "$WORK/ckpt/epoch-0001/model.safetensors" <<'PYEOF' || failures=$((failures + 1))

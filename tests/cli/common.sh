@@ -34,6 +34,19 @@ refused() {
   return 1
 }
 
+# require_python_packages MODULES PIP_NAMES: sets PY (MIXPREC_PYTHON, else python3) and checks
+# that it imports MODULES (a Python import list). If not: exit 77, which ctest reports as
+# skipped, or exit 1 when MIXPREC_REQUIRE_PYTHON_TESTS=1 (CI installs the packages: there a
+# missing one is a failure, never a silent skip).
+require_python_packages() {
+  PY="${MIXPREC_PYTHON:-python3}"
+  if ! "$PY" -c "import $1" 2>/dev/null; then
+    echo "the Python packages $2 are missing: pip install $2"
+    [ "${MIXPREC_REQUIRE_PYTHON_TESTS:-0}" = 1 ] && exit 1
+    exit 77
+  fi
+}
+
 finish() {
   if [ "$failures" -ne 0 ]; then echo "$failures failure(s)"; exit 1; fi
   echo "all passed"

@@ -3,15 +3,10 @@
 # (tests/python/tensorboard_check.py) with the per-step scalars, the JSONL log's epoch values,
 # the histograms and the precision-range text, for an fp16 run whose scaler skips steps; a
 # resumed run adds its own event file; an unwritable directory is refused before training (no
-# log, no checkpoint written). Exit 77 (skipped) when tensorboard is missing, unless
-# MIXPREC_REQUIRE_PYTHON_TESTS=1 (CI).
+# log, no checkpoint written). Skipped (exit 77) when tensorboard is missing, unless
+# MIXPREC_REQUIRE_PYTHON_TESTS=1 (CI): see require_python_packages in common.sh.
 source "$(dirname "$0")/common.sh"
-PY="${MIXPREC_PYTHON:-python3}"
-if ! "$PY" -c "import tensorboard, numpy" 2>/dev/null; then
-  echo "the Python package tensorboard is missing: pip install tensorboard numpy"
-  [ "${MIXPREC_REQUIRE_PYTHON_TESTS:-0}" = 1 ] && exit 1
-  exit 77
-fi
+require_python_packages "tensorboard, numpy" "tensorboard numpy"
 CHECK="$(dirname "$0")/../python/tensorboard_check.py"
 RUN=(--model mlp --precision fp16 --scaler-growth-interval 1 --limit-train 640 --limit-test 100
      --batch-size 64 --threads 1 --no-progress --histogram-every 4)
