@@ -252,26 +252,45 @@ void MpiCommunicator::allgather(float* data, std::size_t n, WireDType wire) cons
   }
 }
 
-std::vector<double> MpiCommunicator::gather_values(double value, const char* op) const {
-  std::vector<double> all(static_cast<std::size_t>(size_));
-  check(MPI_Allgather(&value, 1, MPI_DOUBLE, all.data(), 1, MPI_DOUBLE, comm_), op, "MPI_Allgather");
+std::vector<double> MpiCommunicator::gather_values(const double* values, std::size_t n, const char* op) const {
+  MIXPREC_CHECK(n <= static_cast<std::size_t>(INT_MAX), ValueError, (std::string("dist.") + op).c_str(),
+                n << " values exceed MPI's int count; combine fewer at a time");
+  std::vector<double> all(n * static_cast<std::size_t>(size_));
+  if (n == 0) return all;
+  check(MPI_Allgather(values, static_cast<int>(n), MPI_DOUBLE, all.data(), static_cast<int>(n), MPI_DOUBLE, comm_),
+        op, "MPI_Allgather");
   return all;
 }
 
-double MpiCommunicator::allreduce_max(double value) const {
-  const std::vector<double> all = gather_values(value, "allreduce_max");
-  double best = all[0];
-  for (double v : all) {
-    if (std::isnan(v)) return v;
-    if (v > best) best = v;
+void MpiCommunicator::allreduce_maxima(double* values, std::size_t n) const {
+  const std::vector<double> all = gather_values(values, n, "allreduce_max");
+  for (std::size_t i = 0; i < n; ++i) {
+    double best = all[i];
+    for (int k = 1; k < size_ && !std::isnan(best); ++k) {
+      const double v = all[static_cast<std::size_t>(k) * n + i];
+      if (std::isnan(v) || v > best) best = v;
+    }
+    values[i] = best;
   }
-  return best;
+}
+
+void MpiCommunicator::allreduce_sums(double* values, std::size_t n) const {
+  const std::vector<double> all = gather_values(values, n, "allreduce_sum");
+  for (std::size_t i = 0; i < n; ++i) {
+    double sum = 0;
+    for (int k = 0; k < size_; ++k) sum += all[static_cast<std::size_t>(k) * n + i];  // rank order
+    values[i] = sum;
+  }
+}
+
+double MpiCommunicator::allreduce_max(double value) const {
+  allreduce_maxima(&value, 1);
+  return value;
 }
 
 double MpiCommunicator::allreduce_sum(double value) const {
-  double sum = 0;
-  for (double v : gather_values(value, "allreduce_sum")) sum += v;  // rank order
-  return sum;
+  allreduce_sums(&value, 1);
+  return value;
 }
 
 void MpiCommunicator::broadcast(std::string& value, int root) const {

@@ -56,6 +56,10 @@ class MpiCommunicator final : public Communicator {
   /// MPI_Allgather of the values, then the max in rank order with NaN propagating (MPI_MAX's
   /// handling of NaN is unspecified).
   double allreduce_max(double value) const override;
+  /// One MPI_Allgather of every rank's n values, then the sums (in rank order) or maxima (NaN
+  /// propagating) element by element.
+  void allreduce_sums(double* values, std::size_t n) const override;
+  void allreduce_maxima(double* values, std::size_t n) const override;
   void broadcast(std::string& value, int root) const override;
   void barrier() const override;
   std::string name() const override;
@@ -63,8 +67,8 @@ class MpiCommunicator final : public Communicator {
  private:
   // Throws BackendError("dist.<op>", ...) when rc is not MPI_SUCCESS.
   void check(int rc, const char* op, const char* call) const;
-  // Every rank's value, in rank order (MPI_Allgather).
-  std::vector<double> gather_values(double value, const char* op) const;
+  // Every rank's n values, rank after rank (n * size() values; MPI_Allgather).
+  std::vector<double> gather_values(const double* values, std::size_t n, const char* op) const;
   // Elements of each rank's share moved per round: at least 1.
   std::size_t piece() const;
 

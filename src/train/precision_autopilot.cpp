@@ -100,6 +100,18 @@ struct RangeCounts {
     fp16_low += hl;
     bf16_low += bl;
   }
+  // For combining over ranks: the counts (summed) and the largest magnitude (maxed).
+  void append_counts(std::vector<double>& out) const {
+    for (const std::int64_t c : {count, zeros, nonfinite, fp16_subnormal, fp16_low, bf16_low}) {
+      out.push_back(static_cast<double>(c));
+    }
+  }
+  const double* take_counts(const double* in) {
+    for (std::int64_t* c : {&count, &zeros, &nonfinite, &fp16_subnormal, &fp16_low, &bf16_low}) {
+      *c = static_cast<std::int64_t>(*in++);
+    }
+    return in;
+  }
 };
 
 // What one layer showed on one sampled step.
@@ -230,6 +242,35 @@ struct PrecisionAutopilot::State {
   bool frozen = false;
   bool sample_next = true;  // the first step is always sampled
   std::unique_ptr<nn::ForwardObserver> observer;
+  const dist::Communicator* comm = nullptr;  // data parallel: combine samples over its ranks
+
+  // Data parallel: every layer's sample becomes the combination of all ranks' samples (two
+  // collectives: the sums, then the maxima), so the rules decide alike everywhere. Counts stay
+  // exact in double up to 2^53 values.
+  void combine_samples() {
+    std::vector<double> sums, maxima;
+    for (const Layer& l : layers) {
+      l.sample.activation.append_counts(sums);
+      l.sample.gradient.append_counts(sums);
+      sums.push_back(l.sample.flops);
+      maxima.insert(maxima.end(), {l.sample.seen ? 1.0 : 0.0, l.sample.nonfinite_from_finite ? 1.0 : 0.0,
+                                   l.sample.activation.amax, l.sample.gradient.amax});
+    }
+    comm->allreduce_sums(sums.data(), sums.size());
+    comm->allreduce_maxima(maxima.data(), maxima.size());
+    const double* in = sums.data();
+    const double* mx = maxima.data();
+    for (Layer& l : layers) {
+      in = l.sample.activation.take_counts(in);
+      in = l.sample.gradient.take_counts(in);
+      l.sample.flops = *in++;
+      l.sample.seen = mx[0] != 0.0;
+      l.sample.nonfinite_from_finite = mx[1] != 0.0;
+      l.sample.activation.amax = mx[2];
+      l.sample.gradient.amax = mx[3];
+      mx += 4;
+    }
+  }
 
   // Records the samples: installed around the forward passes of a sampled step.
   class Observer final : public nn::ForwardObserver {
@@ -336,6 +377,8 @@ void PrecisionAutopilot::replay(const LayerPolicy& policy, const std::string& so
   s.sample_next = true;  // once, for the FLOP share
 }
 
+void PrecisionAutopilot::combine_over(const dist::Communicator& comm) { s_->comm = &comm; }
+
 bool PrecisionAutopilot::frozen() const { return s_->frozen; }
 bool PrecisionAutopilot::sampling() const { return s_->sample_next; }
 nn::ForwardObserver* PrecisionAutopilot::observer() { return s_->observer.get(); }
@@ -350,6 +393,7 @@ std::vector<LayerMove> PrecisionAutopilot::end_step(std::int64_t step, bool appl
     s.skips.push_back(!applied);
     while (static_cast<int>(s.skips.size()) > o.skip_window) s.skips.pop_front();
   }
+  if (sampled && s.comm != nullptr && s.comm->size() > 1) s.combine_samples();
   if (sampled) {
     for (Layer& l : s.layers) {
       if (l.sample.seen) l.flops = l.sample.flops;

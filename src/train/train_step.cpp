@@ -130,14 +130,10 @@ TrainStep::TrainStep(nn::Module& model, const StepConfig& config, const dist::Co
                 "--precision " << s.precision_name << " keeps 16-bit gradients, which data-parallel "
                                << "runs do not average yet; use fp32, bf16 or fp16 with several ranks");
 
-  MIXPREC_CHECK(!parallel || s.mode != amp::PrecisionMode::auto_layer, ValueError, "TrainStep",
-                "--precision auto-layer decides from each process's own statistics, which data-parallel "
-                "runs do not combine yet; replay a policy it wrote (--precision auto-layer --policy FILE) "
-                "or use fp32, bf16 or fp16 with several ranks");
-
   amp::apply_parameter_dtypes(model, s.policy);
   if (s.mode == amp::PrecisionMode::auto_layer) {
     s.autopilot = std::make_unique<PrecisionAutopilot>(model, model.type_name(), s.policy.dtypes.compute);
+    if (parallel) s.autopilot->combine_over(*comm);
     if (!config.layer_policy.empty()) {
       s.autopilot->replay(LayerPolicy::read(config.layer_policy), config.layer_policy);
     }

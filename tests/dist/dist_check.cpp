@@ -26,6 +26,10 @@
 #include "mixprec/ops/elementwise.h"
 #include "mixprec/ops/reduce.h"
 #include "mixprec/dist/world.h"
+#include "mixprec/nn/layers.h"
+#include "mixprec/nn/norm_layers.h"
+#include "mixprec/ops/nn_functional.h"
+#include "mixprec/train/train_step.h"
 
 namespace {
 
@@ -256,6 +260,54 @@ void check_agreement(const Communicator& comm) {
   if (r == 0) std::printf("rank 0: %s\n", want.c_str());
 }
 
+// allreduce_sums / allreduce_maxima: element by element, rank-ordered sums, NaN propagating.
+void check_vector_reductions(const Communicator& comm) {
+  const int p = comm.size();
+  const int r = comm.rank();
+  comm.allreduce_sums(nullptr, 0);
+  // Element 1: 1e16 on rank 0 and 1 elsewhere, whose double sum depends on the order.
+  std::vector<double> sums = {0.1 * (r + 1), r == 0 ? 1e16 : 1.0, static_cast<double>(r), -1.0};
+  comm.allreduce_sums(sums.data(), sums.size());
+  double a = 0, b = 0, c = 0;
+  for (int k = 0; k < p; ++k) {
+    a += 0.1 * (k + 1);
+    b += k == 0 ? 1e16 : 1.0;
+    c += k;
+  }
+  expect(sums[0] == a && sums[1] == b && sums[2] == c && sums[3] == -p, comm,
+         "allreduce_sums is not the element-wise rank-ordered sum");
+  std::vector<double> maxima = {1.5 * r, r == p - 1 ? std::nan("") : 1.0, -std::numeric_limits<double>::infinity(),
+                                r == 1 ? std::numeric_limits<double>::infinity() : 0.0};
+  comm.allreduce_maxima(maxima.data(), maxima.size());
+  expect(maxima[0] == 1.5 * (p - 1) && std::isnan(maxima[1]) && maxima[2] == -std::numeric_limits<double>::infinity() &&
+             maxima[3] == std::numeric_limits<double>::infinity(),
+         comm, "allreduce_maxima is not the element-wise maximum with NaN propagating");
+}
+
+// --precision auto-layer with several ranks: only the last rank's inputs are large enough to
+// overflow the first Linear layer in fp16, yet every rank moves that layer to bf16 after step 0
+// with the same reason, because the statistics are combined before the rules run.
+void check_autopilot(const Communicator& comm) {
+  using namespace mixprec;
+  auto model = nn::sequential({std::make_shared<nn::Linear>(32, 64, true, 1), std::make_shared<nn::LayerNorm>(64),
+                               std::make_shared<nn::ReLU>(), std::make_shared<nn::Linear>(64, 10, true, 2)});
+  train::TrainStep step(*model, train::StepConfig{.precision = "auto-layer", .compute = "fp16"}, &comm);
+  const bool loud = comm.rank() == comm.size() - 1;
+  const Tensor x = Tensor::randn({16, 32}, 5 + static_cast<std::uint64_t>(comm.rank())) * (loud ? 3e4f : 1.0f);
+  std::vector<std::int64_t> y(16);
+  for (std::size_t i = 0; i < y.size(); ++i) y[i] = static_cast<std::int64_t>((i * 7) % 10);
+  for (int i = 0; i < 3; ++i) step.run([&] { return cross_entropy((*model)(x), y); });
+  const auto& moves = step.autopilot()->moves();
+  expect(moves.size() == 1 && moves[0].step == 0 && moves[0].layer == "0" && moves[0].to == DType::bf16, comm,
+         "auto-layer with several ranks: expected one move of layer 0 to bf16 after step 0 on every rank, got " +
+             std::to_string(moves.size()) + " moves");
+  std::string reason = moves.empty() ? "" : moves[0].reason;
+  std::string reference = reason;
+  comm.broadcast(reference, 0);
+  expect(reason == reference, comm, "auto-layer: the ranks moved for different reasons: '" + reason + "'");
+  if (comm.rank() == 0) std::printf("rank 0: autopilot move: %s\n", reason.c_str());
+}
+
 void check_all(const Communicator& comm, int expected_size) {
   const int p = comm.size();
   const int r = comm.rank();
@@ -328,6 +380,8 @@ void check_all(const Communicator& comm, int expected_size) {
   if (r == 0) std::printf("rank 0: %s\n", message.c_str());
 
   check_agreement(comm);
+  check_vector_reductions(comm);
+  check_autopilot(comm);
   comm.barrier();
 }
 

@@ -102,6 +102,17 @@ class Communicator {
   /// (e.g. the squared gradient norms of a sharded optimizer's pieces).
   virtual double allreduce_sum(double value) const = 0;
 
+  /// allreduce_sum and allreduce_max of each of values[0..n) (the same n on every rank),
+  /// identical on every rank: for statistics gathered per rank and combined before a decision
+  /// every rank must make alike. The default calls the scalar ones n times; MPI makes it one
+  /// exchange.
+  virtual void allreduce_sums(double* values, std::size_t n) const {
+    for (std::size_t i = 0; i < n; ++i) values[i] = allreduce_sum(values[i]);
+  }
+  virtual void allreduce_maxima(double* values, std::size_t n) const {
+    for (std::size_t i = 0; i < n; ++i) values[i] = allreduce_max(values[i]);
+  }
+
   /// Replaces value on every rank by root's value (any length, binary-safe); for configs and
   /// checksums. root must be in [0, size()), else ValueError.
   virtual void broadcast(std::string& value, int root) const = 0;

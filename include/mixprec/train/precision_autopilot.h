@@ -18,6 +18,7 @@
 ///   down            a layer above its starting dtype whose last `probation` samples all fit the
 ///                   dtype below with `headroom` to spare goes back down; a layer that then has
 ///                   to go up again waits twice as long next time.
+/// Under data parallelism (combine_over) the rules see the statistics of all ranks combined.
 /// Every move is recorded with its step and reason; policy() is what --policy-out writes and
 /// --policy replays (with the autopilot frozen). Parameters stay f32 (the GradScaler and fp32
 /// master weights of autocast), so there are no lost updates in 16-bit weights to watch.
@@ -28,6 +29,7 @@
 #include <vector>
 
 #include "mixprec/core/dtype.h"
+#include "mixprec/dist/communicator.h"
 #include "mixprec/nn/module.h"
 
 namespace mixprec::train {
@@ -82,6 +84,12 @@ class PrecisionAutopilot {
   ~PrecisionAutopilot();
   PrecisionAutopilot(const PrecisionAutopilot&) = delete;
   PrecisionAutopilot& operator=(const PrecisionAutopilot&) = delete;
+
+  /// Data parallel: the statistics of each sampled step are summed (counts, FLOPs) and maxed
+  /// (largest values, overflow flags) over comm's ranks before the rules run, so every rank sees
+  /// the whole global batch's evidence and makes the same moves at the same step (their skip
+  /// history and loss scale already agree). end_step is then collective. comm must outlive this.
+  void combine_over(const dist::Communicator& comm);
 
   /// Replays a policy (--policy): sets every listed layer's dtype and freezes the autopilot (no
   /// statistics, no moves). ValueError naming `source` and the layer for a layer the model does
