@@ -155,6 +155,12 @@ PrecisionChoice choose_precision(const CpuFeatures& cpu) {
                 "), so GEMMs run about 2x faster than fp32; bf16 keeps fp32's range, so no loss "
                 "scaling is needed"};
   }
+  if (cpu.arm_bf16) {
+    return {PrecisionMode::fp32,
+            "fp32: this CPU has bf16 instructions (BFDOT/BFMMLA), but oneDNN 2.6 has no bf16 GEMM "
+            "for arm64 that uses them, so bf16 GEMMs would run through fp32 and gain no speed; "
+            "bf16 would save memory only"};
+  }
   return {PrecisionMode::fp32,
           "fp32: this CPU has no native bf16 dot products (no AVX512_BF16 or AMX-BF16), so bf16 "
           "GEMMs would be emulated through fp32 and gain no speed; fp16 would save memory only"};
@@ -178,8 +184,12 @@ std::string precision_warnings(PrecisionMode mode, bool has_grad_scaler, const C
   }
   const bool bf16_mode = mode == PrecisionMode::bf16 || mode == PrecisionMode::pure_bf16 ||
                          mode == PrecisionMode::pure_bf16_sr;
-  if (bf16_mode && !cpu.avx512_bf16 && !cpu.amx_bf16) {
-    w += "note: this CPU has no native bf16 dot products (no AVX512_BF16 or AMX-BF16): bf16 "
+  if (bf16_mode && cpu.arm_bf16) {
+    w += "note: oneDNN 2.6 has no bf16 GEMM for arm64 that uses this CPU's bf16 instructions: "
+         "bf16 GEMMs are computed through fp32, so expect memory savings but no speed-up\n";
+  } else if (bf16_mode && !cpu.avx512_bf16 && !cpu.amx_bf16) {
+    w += std::string("note: this CPU has no native bf16 dot products (") +
+         (cpu.neon ? "no Arm BF16" : "no AVX512_BF16 or AMX-BF16") + "): bf16 "
          "GEMMs are computed through fp32, so expect memory savings but no speed-up\n";
   }
   return w;

@@ -2,6 +2,8 @@
 // steers Highway's run-time dispatch. Nothing x86-specific is compiled on other architectures.
 #include "mixprec/core/cpu_features.h"
 
+#include "mixprec/core/cpu_class.h"
+
 #if defined(__x86_64__) || defined(__i386__)
 #include <cpuid.h>
 #define MIXPREC_X86 1
@@ -89,22 +91,42 @@ bool same_arch(Isa a, Isa b) {
          (is_arm(a) && is_arm(b));
 }
 
-Isa detected_isa() {
-  const CpuFeatures& f = cpu_features();
-  const bool avx512 = f.avx512f && f.avx512bw && f.avx512vl && f.avx512dq && f.avx2 && f.fma &&
-                      f.f16c;
-  if (avx512 && f.avx512_bf16) return Isa::avx512_bf16;
-  if (avx512) return Isa::avx512;
-  if (f.avx2 && f.fma && f.f16c) return Isa::avx2;
-  if (f.sse4) return Isa::sse4;
-  if (f.sve2) return Isa::sve2;
-  if (f.sve) return Isa::sve;
-  if (f.neon) return Isa::neon;
-  return Isa::scalar;
+const CpuFeatures& hardware() {
+  static const CpuFeatures f = detect();
+  return f;
 }
 
+std::string& profile_warning() {
+  static std::string w;
+  return w;
+}
+
+/// The MIXPREC_CPU_PROFILE class, or nullptr (unset, or unknown: then one warning).
+const CpuClass* profile_class() {
+  static const CpuClass* const c = []() -> const CpuClass* {
+    const char* v = std::getenv("MIXPREC_CPU_PROFILE");
+    if (v == nullptr || *v == '\0') return nullptr;
+    const CpuClass* found = find_cpu_class(v);
+    if (found == nullptr) {
+      profile_warning() = std::string("MIXPREC_CPU_PROFILE=") + v +
+                          " is not a known CPU class (known: " + cpu_class_names() +
+                          "); using this CPU as it is (" + hardware().to_string() + ")";
+      std::fprintf(stderr, "mixprec: warning: %s\n", profile_warning().c_str());
+    }
+    return found;
+  }();
+  return c;
+}
+
+/// The best level of the CPU the decision logic sees (the profile's, else the real one).
 Isa detected() {
-  static const Isa d = detected_isa();
+  static const Isa d = best_isa_of(cpu_features());
+  return d;
+}
+
+/// The best level the real CPU executes.
+Isa hardware_best() {
+  static const Isa d = best_isa_of(hardware());
   return d;
 }
 
@@ -114,6 +136,16 @@ Isa effective(Isa cap) {
   const Isa best = detected();
   if (!same_arch(cap, best)) return best;
   return cap < best ? cap : best;
+}
+
+/// The level that really executes for a (reported) level: the same one where the hardware has
+/// it, else the best the hardware has below it; a level of another architecture (an arm64
+/// profile on x86-64) runs the hardware's best. Never more than the hardware has.
+Isa executed_level(Isa level) {
+  const Isa hw = hardware_best();
+  if (level == Isa::scalar) return Isa::scalar;
+  if (!same_arch(level, hw)) return hw;
+  return level < hw ? level : hw;
 }
 
 /// Highway targets a level allows (EMU128/SCALAR, the portable fallback, always).
@@ -141,7 +173,7 @@ std::mutex& highway_mutex() {
 void apply_to_highway(Isa level) {
   std::lock_guard<std::mutex> lock(highway_mutex());
   hwy::SetSupportedTargetsForTest(0);  // back to what the CPU really supports
-  std::int64_t allowed = hwy::SupportedTargets() & highway_mask(level);
+  std::int64_t allowed = hwy::SupportedTargets() & highway_mask(executed_level(level));
   if (allowed == 0) allowed = HWY_STATIC_TARGET;
   hwy::SetSupportedTargetsForTest(allowed);
   hwy::GetChosenTarget().Update(hwy::SupportedTargets());
@@ -210,9 +242,48 @@ std::string CpuFeatures::to_string() const {
 }
 
 const CpuFeatures& cpu_features() {
-  static const CpuFeatures features = detect();
-  return features;
+  const CpuClass* profile = profile_class();
+  return profile != nullptr ? profile->features : hardware();
 }
+
+const CpuFeatures& hardware_cpu_features() { return hardware(); }
+
+const std::string& cpu_profile() {
+  static const std::string name = profile_class() != nullptr ? profile_class()->name : "";
+  return name;
+}
+
+std::string cpu_profile_warning() {
+  (void)profile_class();
+  return profile_warning();
+}
+
+Isa best_isa_of(const CpuFeatures& f) {
+  const bool avx512 = f.avx512f && f.avx512bw && f.avx512vl && f.avx512dq && f.avx2 && f.fma &&
+                      f.f16c;
+  if (avx512 && f.avx512_bf16) return Isa::avx512_bf16;
+  if (avx512) return Isa::avx512;
+  if (f.avx2 && f.fma && f.f16c) return Isa::avx2;
+  if (f.sse4) return Isa::sse4;
+  if (f.sve2) return Isa::sve2;
+  if (f.sve) return Isa::sve;
+  if (f.neon) return Isa::neon;
+  return Isa::scalar;
+}
+
+std::vector<Isa> isa_levels_of(const CpuFeatures& f) {
+  std::vector<Isa> out{Isa::scalar};
+  const Isa best = best_isa_of(f);
+  for (int i = static_cast<int>(Isa::sse4); i <= static_cast<int>(Isa::sve2); ++i) {
+    const auto level = static_cast<Isa>(i);
+    if (same_arch(level, best) && level <= best) out.push_back(level);
+  }
+  return out;
+}
+
+Isa executed_isa() { return executed_level(max_isa()); }
+
+Isa hardware_isa() { return hardware_best(); }
 
 Isa max_isa() { return static_cast<Isa>(cap_store().load(std::memory_order_relaxed)); }
 
@@ -227,15 +298,7 @@ void set_max_isa(Isa cap) {
   apply_to_highway(level);
 }
 
-std::vector<Isa> supported_isas() {
-  std::vector<Isa> out{Isa::scalar};
-  const Isa best = detected();
-  for (int i = static_cast<int>(Isa::sse4); i <= static_cast<int>(Isa::sve2); ++i) {
-    const auto level = static_cast<Isa>(i);
-    if (same_arch(level, best) && level <= best) out.push_back(level);
-  }
-  return out;
-}
+std::vector<Isa> supported_isas() { return isa_levels_of(cpu_features()); }
 
 const char* name(Isa isa) {
   switch (isa) {

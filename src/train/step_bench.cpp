@@ -196,8 +196,11 @@ const char* speedup_verdict(double speedup) {
 
 std::string speedup_limit_reason(const CpuFeatures& cpu) {
   if (cpu.avx512_bf16 || cpu.amx_bf16) return "";
-  return std::string("this CPU cannot speed up lower-precision GEMMs: it lacks AVX512_BF16/AMX-BF16, "
-                     "so bf16 GEMMs run through fp32 (amp::choose_precision picks fp32)") +
+  const char* missing = cpu.arm_bf16 ? "oneDNN 2.6 has no bf16 GEMM for arm64"
+                        : cpu.neon     ? "it lacks Arm BF16"
+                                       : "it lacks AVX512_BF16/AMX-BF16";
+  return std::string("this CPU cannot speed up lower-precision GEMMs: ") + missing +
+         ", so bf16 GEMMs run through fp32 (amp::choose_precision picks fp32)" +
          (cpu.avx512_fp16 ? "" : " and fp16 is emulated with fp32 arithmetic") +
          "; any gain left comes from memory-bound ops moving fewer bytes";
 }

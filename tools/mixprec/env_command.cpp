@@ -12,6 +12,7 @@
 
 #include "commands.h"
 #include "mixprec/amp/precision.h"
+#include "mixprec/core/cpu_class.h"
 #include "mixprec/core/cpu_features.h"
 #include "mixprec/core/runtime.h"
 #include "mixprec/dist/world.h"
@@ -32,12 +33,13 @@ std::string cpu_model_name() {
   return "unknown (no 'model name' in /proc/cpuinfo)";
 }
 
-// The features that matter for mixed precision on the architecture this binary runs on.
+// The features that matter for mixed precision on the architecture of the CPU the decisions
+// see (an arm64 profile on x86-64 lists arm64 features).
 std::vector<std::pair<const char*, bool>> feature_list(const CpuFeatures& f) {
-#if defined(__aarch64__)
-  return {{"BF16", f.arm_bf16}, {"FP16", f.arm_fp16}, {"NEON", f.neon}, {"SVE", f.sve},
-          {"SVE2", f.sve2}};
-#else
+  if (classify_cpu(f).arch == CpuArch::arm64) {
+    return {{"BF16", f.arm_bf16}, {"FP16", f.arm_fp16}, {"NEON", f.neon}, {"SVE", f.sve},
+            {"SVE2", f.sve2}};
+  }
   return {{"AVX512_BF16", f.avx512_bf16},
           {"AMX-BF16", f.amx_bf16},
           {"AVX512_FP16", f.avx512_fp16},
@@ -45,7 +47,44 @@ std::vector<std::pair<const char*, bool>> feature_list(const CpuFeatures& f) {
           {"AVX2", f.avx2},
           {"AVX-512F", f.avx512f},
           {"FMA", f.fma}};
-#endif
+}
+
+std::string level_list(const CpuClass& c) {
+  std::string s;
+  for (const CpuClassLevel& l : c.levels) {
+    if (!s.empty()) s += ' ';
+    s += std::string(name(l.level)) + ":" + l.target;
+  }
+  return s;
+}
+
+// `mixprec env --classes`: the table of CPU classes, what mixprec decides on each.
+void print_classes(bool json) {
+  nlohmann::json rows = nlohmann::json::array();
+  for (const CpuClass& c : cpu_classes()) {
+    if (json) {
+      nlohmann::json levels = nlohmann::json::object();
+      for (const CpuClassLevel& l : c.levels) levels[name(l.level)] = l.target;
+      rows.push_back({{"name", c.name},
+                      {"summary", c.summary},
+                      {"arch", c.arch == CpuArch::arm64 ? "arm64" : "x86_64"},
+                      {"features", c.features.to_string()},
+                      {"levels", levels},
+                      {"onednn", c.onednn_isa},
+                      {"auto", c.auto_precision},
+                      {"auto_layer_compute", name(c.layer_compute)},
+                      {"bf16_gemm", c.bf16_gemm_native ? "native" : "widened to f32"}});
+      continue;
+    }
+    std::printf("%s: %s\n  features:   %s\n  levels:     %s\n  oneDNN:     %s\n"
+                "  auto:       %s; auto-layer starts in %s; bf16 GEMMs %s\n",
+                c.name, c.summary, c.features.to_string().c_str(), level_list(c).c_str(),
+                c.onednn_isa, c.auto_precision, name(c.layer_compute),
+                c.bf16_gemm_native ? "native" : "widened to f32");
+  }
+  if (json) std::puts(rows.dump(2).c_str());
+  else std::printf("\nMIXPREC_CPU_PROFILE=NAME makes mixprec decide as on class NAME (tests "
+                   "use it); what executes stays what this CPU has.\n");
 }
 
 // The seeds' decision table, mapped from GPUs to CPUs: native bf16 dot products play the role
@@ -110,9 +149,19 @@ void add_env_command(CLI::App& app) {
       "Describe this machine for mixed precision: CPU features, threads, oneDNN, and the "
       "recommended precision with the reasoning per format");
   auto json = std::make_shared<bool>(false);
+  auto classes = std::make_shared<bool>(false);
   cmd->add_flag("--json", *json, "Print JSON instead of text");
-  cmd->callback([json] {
+  cmd->add_flag("--classes", *classes,
+                "List the table of CPU classes (the MIXPREC_CPU_PROFILE names) and what mixprec "
+                "decides on each: SIMD levels and their Highway targets, oneDNN, auto precision");
+  cmd->callback([json, classes] {
+    if (*classes) {
+      print_classes(*json);
+      return;
+    }
     const CpuFeatures& f = cpu_features();
+    const CpuClass& reported = reported_cpu_class();
+    const CpuClass& hardware = hardware_cpu_class();
     const amp::PrecisionChoice choice = amp::choose_precision(f);
     const std::vector<FormatAdvice> formats = advice(f);
     if (*json) {
@@ -122,7 +171,13 @@ void add_env_command(CLI::App& app) {
       for (const auto& [label, on] : feature_list(f)) out["features"][label] = on;
       out["threads"] = num_threads();
       out["onednn"] = onednn_description();
+      out["cpu_class"] = reported.name;
+      out["hardware_class"] = hardware.name;
+      if (!cpu_profile().empty()) out["cpu_profile"] = cpu_profile();
+      const std::string pw = cpu_profile_warning();
+      if (!pw.empty()) out["profile_warning"] = pw;
       out["max_isa"] = name(max_isa());
+      out["executed_isa"] = name(executed_isa());
       out["simd_target"] = simd_target();
       out["backend"] = kernel_backend();
       out["mpi"] = {{"built_in", dist::mpi_built_in()}};
@@ -136,6 +191,14 @@ void add_env_command(CLI::App& app) {
       return;
     }
     std::printf("cpu:       %s\n", cpu_model_name().c_str());
+    if (cpu_profile().empty()) {
+      std::printf("class:     %s (%s; `mixprec env --classes` lists them)\n", reported.name,
+                  reported.summary);
+    } else {
+      std::printf("profile:   %s (MIXPREC_CPU_PROFILE: decisions as on %s; this CPU is %s and "
+                  "executes up to %s)\n",
+                  reported.name, reported.summary, hardware.name, name(hardware_isa()));
+    }
     std::printf("features: ");
     for (const auto& [label, on] : feature_list(f))
       std::printf(" %s %s", label, on ? "yes" : "no ");
@@ -144,6 +207,9 @@ void add_env_command(CLI::App& app) {
     std::printf("max_isa:   %s (cap with MIXPREC_ISA=scalar|sse4|avx2|avx512|avx512_bf16|neon|sve|sve2)\n",
                 name(max_isa()));
     std::printf("simd:      %s (the Highway target mixprec's vector kernels run)\n", simd_target());
+    if (executed_isa() != max_isa())
+      std::printf("executed:  %s (the level this CPU really runs for max_isa %s)\n",
+                  name(executed_isa()), name(max_isa()));
     std::printf("backend:   %s (MIXPREC_BACKEND=cpu|ref)\n", kernel_backend().c_str());
     if (dist::mpi_built_in())
       std::printf("mpi:       built in (%s); run N ranks with mpirun -np N\n",

@@ -38,13 +38,28 @@ struct CpuFeatures {
   std::string to_string() const;
 };
 
-/// Features of the CPU we run on (detected once, thread-safe).
+/// Features the decision logic sees (detected once, thread-safe): the real CPU's, or, when
+/// MIXPREC_CPU_PROFILE names a class of the table (cpu_class.h), that class's. Everything that
+/// decides (levels, auto precision, routes, log lines) reads this; what executes is capped to
+/// hardware_cpu_features() whatever it says, so a profile never runs an illegal instruction.
 const CpuFeatures& cpu_features();
+/// Features of the real CPU, whatever MIXPREC_CPU_PROFILE says.
+const CpuFeatures& hardware_cpu_features();
+/// The MIXPREC_CPU_PROFILE class in force, or empty (unset, or unknown).
+const std::string& cpu_profile();
+/// For an unknown MIXPREC_CPU_PROFILE: the warning (printed once to stderr) naming the known
+/// classes; empty otherwise.
+std::string cpu_profile_warning();
 
 /// SIMD levels. Within one architecture a higher value is a superset of a lower one
 /// (scalar < sse4 < avx2 < avx512 < avx512_bf16 on x86; scalar < neon < sve < sve2 on arm64);
 /// levels of different architectures are not comparable: use isa_allowed(), not operator<.
 enum class Isa { scalar, sse4, avx2, avx512, avx512_bf16, neon, sve, sve2 };
+
+/// The best level these features allow (the last of isa_levels_of()).
+Isa best_isa_of(const CpuFeatures& features);
+/// The capping levels these features allow, lowest first (always starts with scalar).
+std::vector<Isa> isa_levels_of(const CpuFeatures& features);
 
 /// Highest level kernels may use: the best this CPU has, capped by MIXPREC_ISA in the
 /// environment or by set_max_isa().
@@ -55,7 +70,14 @@ bool isa_allowed(Isa level);
 /// the CPU lacks, or one of another architecture, caps nothing above what the CPU has.
 void set_max_isa(Isa cap);
 /// The levels this CPU supports, lowest first (always starts with scalar); tests iterate it.
+/// Under MIXPREC_CPU_PROFILE, the profile's levels.
 std::vector<Isa> supported_isas();
+/// The level that really executes under the current cap: max_isa() where the real CPU has it,
+/// else the best the real CPU has below it (a profile's level the hardware lacks), or the real
+/// CPU's best for a level of another architecture (an arm64 profile on x86-64).
+Isa executed_isa();
+/// The best level the real CPU has.
+Isa hardware_isa();
 /// Name of a level: "scalar", "sse4", "avx2", "avx512", "avx512_bf16", "neon", "sve", "sve2".
 const char* name(Isa isa);
 /// The level named s, or nothing if s names none.

@@ -18,12 +18,21 @@ using mixprec::kParallelMinWork;
 using mixprec::parallel_chunks;
 using mixprec::parallel_for;
 
-/// Why faster vector code than what runs now is not running (the ISA cap), or empty.
+/// Why faster vector code than what runs now is not running (the ISA cap, or a simulated CPU
+/// class the real one cannot execute), or empty.
 inline std::string simd_cap_reason() {
+  std::string why;
   const Isa best = supported_isas().back();
-  if (max_isa() == best) return {};
-  return std::string("capped at ") + name(max_isa()) + " by MIXPREC_ISA/set_max_isa (CPU has " +
-         name(best) + ")";
+  if (max_isa() != best) {
+    why = std::string("capped at ") + name(max_isa()) + " by MIXPREC_ISA/set_max_isa (CPU has " +
+          name(best) + ")";
+  }
+  if (executed_isa() != max_isa()) {
+    if (!why.empty()) why += "; ";
+    why += std::string("MIXPREC_CPU_PROFILE=") + cpu_profile() + " allows " + name(max_isa()) +
+           ", the real CPU executes " + name(executed_isa());
+  }
+  return why;
 }
 
 /// One verbose line for a kernel call that ran the Highway vector code: names the target

@@ -21,13 +21,16 @@ struct AlignedFree {
 };
 
 /// MIXPREC_ISA caps oneDNN too, so that `MIXPREC_ISA=avx2` on an AVX-512 machine runs the
-/// GEMMs and convolutions an AVX2 machine runs. oneDNN takes the cap only before its first
-/// primitive, so it is applied when the library loads and a later set_max_isa() does not reach it (the Highway kernels follow at once).
+/// GEMMs and convolutions an AVX2 machine runs (and so does a MIXPREC_CPU_PROFILE below the real
+/// CPU: the level that executes is what counts). oneDNN takes the cap only before its first
+/// primitive, so it is applied when the library loads and a later set_max_isa() does not reach
+/// it (the Highway kernels follow at once).
 void cap_onednn_isa() {
 #if defined(__x86_64__)
-  if (max_isa() == supported_isas().back()) return;  // not capped
+  const Isa level = executed_isa();
+  if (level == hardware_isa()) return;  // not capped
   dnnl::cpu_isa isa = dnnl::cpu_isa::avx512_core;
-  switch (max_isa()) {
+  switch (level) {
     case Isa::scalar:
     case Isa::sse4: isa = dnnl::cpu_isa::sse41; break;
     case Isa::avx2: isa = dnnl::cpu_isa::avx2; break;
