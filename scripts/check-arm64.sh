@@ -7,6 +7,11 @@
 # with MIXPREC_ISA=neon, so both the SVE and the NEON code run. The exhaustive 2^32 conversion
 # sweep is sampled here (MIXPREC_SAMPLED_SWEEPS): under qemu it would take hours.
 #
+# ARM64_SCOPE=ci (what .ci/run uses) builds and runs less, to fit CI on 2 cores: only the core,
+# kernel and conformance tests (every kernel against the reference on every target qemu offers),
+# plus a smoke run of the mixprec CLI under qemu (`mixprec env`, a short training run). The
+# default, ARM64_SCOPE=full, runs the whole suite: use it for kernel changes.
+#
 # Environment: ARM64_BUILD_DIR (default build-arm64), ARM64_JOBS (default 2),
 # ARM64_CMAKE_ARGS (extra cmake arguments), ARM64_CTEST_ARGS (extra ctest arguments, e.g.
 # "-R Convert"), ARM64_NEON_PASS=0 to skip the second run. The last line is
@@ -63,17 +68,27 @@ fi
 
 # --- 2. Configure and build (library + tests only) --------------------------------------------
 mkdir -p "$build"
+scope=${ARM64_SCOPE:-full}
+scope_args=(-DMIXPREC_TEST_DIRS= -DMIXPREC_BUILD_TOOLS=OFF)
+targets=(mixprec mixprec_tests mixprec_tsan_check)
+if [ "$scope" = ci ]; then
+  scope_args=(-DMIXPREC_TEST_DIRS="core;kernels;conformance" -DMIXPREC_BUILD_TOOLS=ON -DMIXPREC_MPI=OFF)
+  targets=(mixprec mixprec_tests mixprec_cli)
+elif [ "$scope" != full ]; then
+  echo "check-arm64: ARM64_SCOPE must be ci or full, got '$scope'" >&2
+  exit 2
+fi
 launcher=()
 command -v ccache >/dev/null && launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
 cmake -S "$root" -B "$build" -G Ninja \
   -DCMAKE_TOOLCHAIN_FILE="$root/cmake/toolchain-aarch64-linux-gnu.cmake" \
   -DCMAKE_BUILD_TYPE=Release "${launcher[@]}" \
   -DMIXPREC_BUILD_TESTS=ON -DMIXPREC_BUILD_BENCHMARKS=OFF -DMIXPREC_BUILD_EXAMPLES=OFF \
-  -DMIXPREC_BUILD_TOOLS=OFF -DMIXPREC_SAMPLED_SWEEPS=ON "${dnnl_args[@]}" ${ARM64_CMAKE_ARGS:-} >"$build/configure.log" 2>&1 \
+  -DMIXPREC_SAMPLED_SWEEPS=ON "${scope_args[@]}" "${dnnl_args[@]}" ${ARM64_CMAKE_ARGS:-} >"$build/configure.log" 2>&1 \
   || { cat "$build/configure.log"; exit 1; }
 log "configured $build"
-ninja -C "$build" -j "$jobs" mixprec mixprec_tests mixprec_tsan_check
-log "built libmixprec, mixprec_tests and mixprec_tsan_check ($(aarch64-linux-gnu-readelf -h "$build/tests/mixprec_tests" | sed -n "s/ *Machine: *//p"))"
+ninja -C "$build" -j "$jobs" "${targets[@]}"
+log "built ${targets[*]} ($scope scope; $(aarch64-linux-gnu-readelf -h "$build/tests/mixprec_tests" | sed -n "s/ *Machine: *//p"))"
 
 # --- 3. Which Highway target runs under qemu --------------------------------------------------
 # The multiarch loader (libc6:arm64), as in the toolchain file: no -L, see there why.
@@ -108,7 +123,11 @@ run_tests() {  # $1: label; environment for the tests comes from the caller
   # qemu-user cannot (Exec format error), and its fork style hangs under qemu; it runs in the
   # native x86-64 builds. Excluded here by name, so the log says so.
   echo "excluded under qemu: TrainStopSignalDeathTest (re-executes the binary)" >"$out"
-  ctest --test-dir "$build" -j "$jobs" --output-on-failure -E '^TrainStopSignalDeathTest\.' ${ARM64_CTEST_ARGS:-} >>"$out" 2>&1 || rc=$?
+  # In the ci scope the CLI's own tests (bash scripts that exec the arm64 binary) are left out:
+  # the smoke run below runs the CLI through qemu instead.
+  local exclude='^TrainStopSignalDeathTest\.'
+  [ "$scope" = ci ] && exclude='^(TrainStopSignalDeathTest\.|cli\.|tsan\.|dist\.)'
+  ctest --test-dir "$build" -j "$jobs" --output-on-failure -E "$exclude" ${ARM64_CTEST_ARGS:-} >>"$out" 2>&1 || rc=$?
   # The summary, the skipped and failed lists (failure output is in the log).
   sed -n '/tests passed, /,$p' "$out"
   local summary total passed failed skipped
@@ -134,6 +153,21 @@ if [ "${ARM64_NEON_PASS:-1}" != 0 ] && ! grep -q 'max_isa: neon;' <<<"$best_info
   export MIXPREC_ISA=neon
   run_tests neon
   unset MIXPREC_ISA
+fi
+
+# --- 5. The CLI under qemu (ci scope) -----------------------------------------------------------
+if [ "$scope" = ci ]; then
+  cli_ok=1
+  "${qemu[@]}" "$build/mixprec" env > "$build/smoke-env.log" 2>&1 || cli_ok=0
+  "${qemu[@]}" "$build/mixprec" train --model mlp --precision bf16 --epochs 1 --limit-train 512 \
+    --limit-test 128 --threads 1 --no-progress > "$build/smoke-train.log" 2>&1 || cli_ok=0
+  if ((cli_ok)) && grep -q '^simd: ' "$build/smoke-env.log" && grep -q 'test acc' "$build/smoke-train.log"; then
+    log "CLI smoke: $(grep '^simd: ' "$build/smoke-env.log" | cut -c1-40); $(grep -o 'test acc [0-9.]*' "$build/smoke-train.log")"
+    total_passed=$((total_passed + 1))
+  else
+    log "CLI smoke FAILED:"; tail -5 "$build/smoke-env.log" "$build/smoke-train.log"
+    total_failed=$((total_failed + 1))
+  fi
 fi
 
 log "done in $(( $(date +%s) - started ))s"

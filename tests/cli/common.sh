@@ -51,3 +51,47 @@ finish() {
   if [ "$failures" -ne 0 ]; then echo "$failures failure(s)"; exit 1; fi
   echo "all passed"
 }
+
+# check NAME PATTERN FILE: FILE must contain PATTERN (grep); prints ok or FAIL and counts failures.
+check() {
+  if grep -q -- "$2" "$3"; then echo "ok   $1"; else echo "FAIL $1: no '$2' in:"; cat "$3"; failures=$((failures + 1)); fi
+}
+
+# class_fact "FACT...": facts of the CPU class in force, from the table (`mixprec env --json` and
+# `mixprec env --classes --json`), space-separated, for tests that must hold on every class:
+#   class            the class's name (the profile's, or the real CPU's)
+#   own_level        a capping level below the class's best (sse4 on x86-64, neon on arm64)
+#   foreign_level    a level of the other architecture (sve2 on x86-64, avx2 on arm64)
+#   own_target       the Highway target(s) own_level really runs ('|' between alternatives)
+#   scalar_target    the target MIXPREC_ISA=scalar runs
+#   auto             what --precision auto picks there
+# A target a level "really runs" is the real CPU's (a profile never executes what the CPU lacks).
+class_fact() {
+  local py="${MIXPREC_PYTHON:-python3}"
+  "$MIXPREC" env --json 2>/dev/null > "$WORK/.env.json"
+  "$MIXPREC" env --classes --json 2>/dev/null > "$WORK/.classes.json"
+  "$py" - "$WORK/.env.json" "$WORK/.classes.json" "$1" <<'PY'
+import json, sys
+env = json.load(open(sys.argv[1]))
+classes = {c["name"]: c for c in json.load(open(sys.argv[2]))}
+reported, hardware = classes[env["cpu_class"]], classes[env["hardware_class"]]
+arm = reported["arch"] == "arm64"
+own = "neon" if arm else "sse4"
+def runs(level):
+    # A level the hardware has runs itself; one it lacks (above its best, or of the other
+    # architecture) runs the hardware's best. Levels are listed lowest first.
+    hw = {l["level"]: l["target"] for l in hardware["levels"]}
+    return hw.get(level, hardware["levels"][-1]["target"])
+facts = {"class": reported["name"], "own_level": own, "foreign_level": "avx2" if arm else "sve2",
+         "own_target": runs(own), "scalar_target": runs("scalar"), "auto": reported["auto"]}
+print(" ".join(facts[f] for f in sys.argv[3].split()))
+PY
+}
+
+# check_target NAME TARGETS FILE: the `simd:` line of `mixprec env` output in FILE names one of
+# TARGETS ('|'-separated alternatives, as the class table writes them).
+check_target() {
+  local got; got="$(sed -n 's/^simd: *\([A-Z0-9_]*\).*/\1/p' "$3")"
+  if [[ "|$2|" == *"|$got|"* ]]; then echo "ok   $1: $got"; else
+    echo "FAIL $1: simd target '$got', the class table says '$2'"; cat "$3"; failures=$((failures + 1)); fi
+}

@@ -3,9 +3,6 @@
 # unknown value, or a level this CPU lacks, warns once, says what runs instead and never crashes.
 source "$(dirname "$0")/common.sh"
 
-check() {  # check NAME PATTERN FILE
-  if grep -q -- "$2" "$3"; then echo "ok   $1"; else echo "FAIL $1: no '$2' in:"; cat "$3"; failures=$((failures + 1)); fi
-}
 run_env() {  # run_env NAME VAR=VALUE...: `mixprec env` must exit 0; stdout+stderr in $WORK/NAME
   local name="$1"; shift
   if env "$@" "$MIXPREC" env > "$WORK/$name" 2>&1; then :; else
@@ -13,8 +10,12 @@ run_env() {  # run_env NAME VAR=VALUE...: `mixprec env` must exit 0; stdout+stde
   fi
 }
 
-arch="$(uname -m)"
-if [ "$arch" = aarch64 ]; then foreign=avx2; own=neon; own_target=NEON; else foreign=sve2; own=sse4; own_target=SSE4; fi
+# Which levels are this class's own and which are foreign, and the target a level runs, come from
+# the table of CPU classes (`mixprec env --classes --json`) for the class in force (the real
+# CPU's, or MIXPREC_CPU_PROFILE's: scripts/test-cpu-profiles.sh runs this under every profile),
+# never from the machine this was written on.
+read -r own foreign own_target < <(class_fact "own_level foreign_level own_target")
+if [ -z "$own_target" ]; then echo "FAIL: no class facts from mixprec env"; exit 1; fi
 
 run_env unknown_isa MIXPREC_ISA=pentium4
 check unknown_isa_warns "MIXPREC_ISA=pentium4 is not a known level" "$WORK/unknown_isa"
@@ -25,11 +26,11 @@ check foreign_isa_warns "MIXPREC_ISA=$foreign names a level this CPU lacks" "$WO
 
 run_env capped MIXPREC_ISA=$own
 check capped_level "^max_isa:   $own" "$WORK/capped"
-check capped_target "^simd:      $own_target" "$WORK/capped"
+check_target capped_target "$own_target" "$WORK/capped"
 if grep -q "warning" "$WORK/capped"; then echo "FAIL capped: a valid cap warned"; failures=$((failures + 1)); fi
 
 run_env scalar MIXPREC_ISA=scalar
-check scalar_target "^simd:      SCALAR" "$WORK/scalar"
+check_target scalar_target "$(class_fact scalar_target)" "$WORK/scalar"
 
 run_env unknown_backend MIXPREC_BACKEND=cuda
 check unknown_backend_warns "MIXPREC_BACKEND=cuda is not a backend (known: cpu, ref); running the cpu backend" "$WORK/unknown_backend"

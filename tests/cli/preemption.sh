@@ -68,7 +68,10 @@ PY
 
 # A random moment after training began: the first periodic checkpoint proves the handlers are
 # installed (Trainer::run), then 0-1.2 s more.
-random_pause() { sleep "$(awk -v r="$RANDOM" 'BEGIN { printf "%.2f", (r % 120) / 100 }')"; }
+# A pause of 0 to 40% of MS milliseconds (the uninterrupted run's time on this machine), so the
+# signal lands inside the run on any CPU: on a Zen 5 the whole run takes under a second.
+random_pause() { sleep "$(awk -v r="$RANDOM" -v ms="$1" 'BEGIN { printf "%.3f", (r % 40) / 100 * ms / 1000 }')"; }
+now_ms() { echo $(( $(date +%s%N) / 1000000 )); }
 
 for PRECISION in fp32 bf16 fp16; do
   EXTRA=(--precision "$PRECISION")
@@ -76,8 +79,10 @@ for PRECISION in fp32 bf16 fp16; do
   [ "$PRECISION" = fp16 ] && EXTRA+=(--scaler-growth-interval 5)
   SIG=TERM; [ "$PRECISION" = fp32 ] && SIG=INT
   REF="$WORK/ref-$PRECISION"
+  t0=$(now_ms)
   "$MIXPREC" train "${RUN[@]}" "${EXTRA[@]}" --checkpoint-dir "$REF" --log "$REF.jsonl" > /dev/null ||
     { fail "$PRECISION: uninterrupted run"; continue; }
+  ref_ms=$(( $(now_ms) - t0 ))
   if [ "$(grep -c '"type":"epoch"' "$REF.jsonl")" -ne 3 ]; then
     fail "$PRECISION: the log has $(grep -c '"type":"epoch"' "$REF.jsonl") epoch lines, not 3 (periodic checkpoints add none)"
   fi
@@ -96,7 +101,7 @@ PY
     > /dev/null 2> "$RUN_DIR.err" &
   pid=$!
   wait_for "$RUN_DIR/epoch-0000-step-00000050/MANIFEST.json" "$pid" || { fail "$PRECISION: no first periodic checkpoint"; wait "$pid"; continue; }
-  random_pause
+  random_pause "$ref_ms"
   kill -"$SIG" "$pid"
   wait "$pid"
   status=$?
@@ -195,7 +200,8 @@ rm "$D/epoch-0002"
   fail "resuming once the way is clear"
 
 # Without --checkpoint-dir, the message says that nothing was saved.
-"$MIXPREC" train "${SMALL[@]}" --limit-train 30000 --epochs 3 > "$WORK/none.out" 2> "$WORK/none.err" &
+# 50 epochs: far longer than the 0.3 s it runs on any CPU before the signal.
+"$MIXPREC" train "${SMALL[@]}" --limit-train 30000 --epochs 50 > "$WORK/none.out" 2> "$WORK/none.err" &
 pid=$!
 # The "train:" line comes right before Trainer::run installs the handlers; then 0.3 s of training.
 for _ in $(seq 1 600); do grep -q '^train:' "$WORK/none.out" && break; sleep 0.05; done

@@ -4,10 +4,6 @@
 source "$(dirname "$0")/common.sh"
 RUN=(profile --model mlp --steps 2 --warmup 1 --threads 1)
 
-check() {  # check NAME PATTERN FILE: FILE must contain PATTERN
-  if grep -q -- "$2" "$3"; then echo "ok   $1"; else echo "FAIL $1: no '$2' in output:"; cat "$3"; failures=$((failures + 1)); fi
-}
-
 if "$MIXPREC" "${RUN[@]}" --precision bf16 > "$WORK/table.txt" 2> "$WORK/err.txt"; then
   check table_header "op  *phase  *dtype  *count  *total ms  *share%  *GFLOP/s  *bytes  *FLOP/B  *verdict  *roof%" "$WORK/table.txt"
   check table_peaks "ridge" "$WORK/table.txt"

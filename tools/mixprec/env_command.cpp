@@ -63,8 +63,9 @@ void print_classes(bool json) {
   nlohmann::json rows = nlohmann::json::array();
   for (const CpuClass& c : cpu_classes()) {
     if (json) {
-      nlohmann::json levels = nlohmann::json::object();
-      for (const CpuClassLevel& l : c.levels) levels[name(l.level)] = l.target;
+      // An array, lowest level first: a JSON object's keys would come back sorted by name.
+      nlohmann::json levels = nlohmann::json::array();
+      for (const CpuClassLevel& l : c.levels) levels.push_back({{"level", name(l.level)}, {"target", l.target}});
       rows.push_back({{"name", c.name},
                       {"summary", c.summary},
                       {"arch", c.arch == CpuArch::arm64 ? "arm64" : "x86_64"},
