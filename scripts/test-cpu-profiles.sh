@@ -5,6 +5,10 @@
 #
 #   bash scripts/test-cpu-profiles.sh [BUILD_DIR]      (default: build)
 #
+# CPU_PROFILE_RUNNER prefixes the gtest runs, e.g. to execute on an emulated AVX2-only CPU on
+# any x86-64 machine: CPU_PROFILE_RUNNER="qemu-x86_64 -cpu EPYC-Rome" (Zen 2; qemu-user >= 7.2
+# emulates AVX2, not AVX-512). The CLI tests always run natively.
+#
 # CPU-dependent tests are found, not listed by hand:
 #  - gtest suites defined in a test file whose expectations read the CPU (cpu_features(),
 #    supported_isas(), isa_allowed(), the class table or cpu_class_expect.h, the auto-precision
@@ -39,7 +43,8 @@ for p in "${profiles[@]}"; do
   t0=$(date +%s)
   log=$build/cpu-profile-$p.log
   ok=1
-  MIXPREC_CPU_PROFILE=$p OMP_NUM_THREADS=${OMP_NUM_THREADS:-2} "$tests_bin" --gtest_filter="$filter" \
+  # shellcheck disable=SC2086
+  MIXPREC_CPU_PROFILE=$p OMP_NUM_THREADS=${OMP_NUM_THREADS:-2} ${CPU_PROFILE_RUNNER:-} "$tests_bin" --gtest_filter="$filter" \
     --gtest_brief=1 > "$log" 2>&1 || ok=0
   MIXPREC_CPU_PROFILE=$p ctest --test-dir "$build" -L cpu_class --output-on-failure >> "$log" 2>&1 || ok=0
   gtests=$(grep -oE '[0-9]+ tests? from [0-9]+ test suites? ran' "$log" | head -1)
