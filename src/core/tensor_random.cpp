@@ -3,6 +3,7 @@
 #include <cmath>
 #include <numbers>
 
+#include "kernels/random.h"
 #include "mixprec/core/convert.h"
 #include "mixprec/core/random.h"
 #include "mixprec/core/tensor.h"
@@ -12,12 +13,9 @@ namespace mixprec {
 Tensor Tensor::uniform(const Shape& shape, std::uint64_t seed, float low, float high, DType dtype) {
   MIXPREC_CHECK(low <= high, ValueError, "Tensor::uniform",
                 "low (" << low << ") must not exceed high (" << high << ")");
-  const std::int64_t n = mixprec::numel(shape);
-  std::vector<float> values(static_cast<std::size_t>(n));
-  for (std::int64_t i = 0; i < n; ++i) {
-    values[static_cast<std::size_t>(i)] = low + (high - low) * mixprec::uniform(seed, static_cast<std::uint64_t>(i));
-  }
-  return from_vector(values, shape, dtype);
+  Tensor t = empty(shape, dtype);
+  kernels::random_uniform(t.data_ptr(), dtype, t.numel(), seed, 0, low, high);
+  return t;
 }
 
 Tensor Tensor::randn(const Shape& shape, std::uint64_t seed, DType dtype, float mean, float stddev) {

@@ -229,5 +229,13 @@ void masked_fill(std::span<const std::int64_t> shape, const void* x, DType dtype
                  const StridedInput& mask, float value, void* out) {
   call(&Backend::masked_fill, "masked_fill", shape, x, dtype, mask, value, out);
 }
+// random.h (Philox streams)
+void random_bits(std::uint64_t seed, std::uint64_t offset, std::uint32_t* out, std::size_t n) {
+  call(&Backend::random_bits, "random_bits", seed, offset, out, n);
+}
+void random_uniform(void* out, DType dtype, std::int64_t n, std::uint64_t seed,
+                    std::uint64_t offset, float low, float high) {
+  call(&Backend::random_uniform, "random_uniform", out, dtype, n, seed, offset, low, high);
+}
 
 }  // namespace mixprec::kernels

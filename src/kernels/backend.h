@@ -22,6 +22,7 @@
 #include "kernels/masked_fill.h"
 #include "kernels/matmul.h"
 #include "kernels/norm.h"
+#include "kernels/random.h"
 #include "kernels/optim.h"
 #include "kernels/reduce.h"
 #include "kernels/softmax.h"
@@ -84,6 +85,9 @@ struct Backend {
   decltype(&ref::batch_norm_stats) batch_norm_stats;
   decltype(&ref::batch_norm_backward_reduce) batch_norm_backward_reduce;
   decltype(&ref::batch_norm_backward_elemt) batch_norm_backward_elemt;
+  // random.h (Philox streams: random bits, uniform tensors, dropout masks)
+  decltype(&ref::random_bits) random_bits;
+  decltype(&ref::random_uniform) random_uniform;
 };
 
 /// The backend kernels run on now: MIXPREC_BACKEND (cpu|ref; default cpu) or set_backend().

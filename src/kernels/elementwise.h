@@ -54,8 +54,11 @@ namespace mixprec::kernels {
 enum class UnaryOp : std::uint8_t {
   neg, abs, exp, log, sqrt, rsqrt, reciprocal, square, relu, gelu, tanh, sigmoid, gelu_tanh
 };
-/// Binary elementwise ops.
-enum class BinaryOp : std::uint8_t { add, sub, mul, div, maximum, minimum };
+/// Binary elementwise ops. pow is std::pow(a, b) (exact where std::pow is: the vector path
+/// evaluates it lane by lane, Highway 1.0.3 having no vector pow). The comparisons eq and ge give
+/// 1 where a == b (a >= b), else 0, and 0 when either is NaN: masks for gradients and dropout
+/// that stay in tensor memory.
+enum class BinaryOp : std::uint8_t { add, sub, mul, div, maximum, minimum, pow, eq, ge };
 
 const char* name(UnaryOp op);
 const char* name(BinaryOp op);

@@ -16,12 +16,14 @@ Tensor dropout(const Tensor& x, float p, bool training, std::uint64_t seed) {
   diagnostics::detail::OpScope prof(amp::OpKind::dropout);
   // The mask already holds the 1/(1-p) scale, so the op is one multiply and its gradient is
   // the same multiply (mul's own backward).
+  // Drawn in tensor memory: u = uniform(seed, i) by the random_uniform kernel, keep = (u >= p)
+  // by the ge kernel, scaled by affine: the same mask, bit for bit, as the scalar definition
+  // mixprec::uniform(seed, i) >= p ? keep_scale : 0, rounded to x's dtype.
   const float keep_scale = 1.0f / (1.0f - p);
-  std::vector<float> mask(static_cast<std::size_t>(x.numel()));
-  for (std::size_t i = 0; i < mask.size(); ++i) {
-    mask[i] = mixprec::uniform(seed, i) >= p ? keep_scale : 0.0f;
-  }
-  Tensor y = mul(x, Tensor::from_vector(mask, x.shape(), x.dtype()));
+  const Tensor u = Tensor::uniform(x.shape(), seed, 0.0f, 1.0f);
+  const Tensor keep = ops::detail::binary_raw(kernels::BinaryOp::ge, u, Tensor::full({}, p));
+  const Tensor mask = affine(keep, keep_scale, 0.0f).to(x.dtype());
+  Tensor y = mul(x, mask);
   prof.done_composite(y);  // the mul reports the work; drawing the mask is this op's own time
   return y;
 }

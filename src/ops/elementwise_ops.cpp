@@ -67,12 +67,16 @@ class BinaryNode final : public autograd::Node {
       case BinaryOp::maximum:
       case BinaryOp::minimum: {
         // Route the gradient to the selected operand: a where it won (ties go to a).
-        const Tensor picked = binary_raw(op_, a_, b_);
+        const Tensor picked = ops::detail::binary_raw(op_, a_, b_);
         const Tensor mask_a = equal_mask(a_, picked);
         if (need_a_) da = mul(dy, mask_a);
         if (need_b_) db = mul(dy, affine(mask_a, -1.0f, 1.0f));
         break;
       }
+      case BinaryOp::pow:  // pow(x, p) has its own node (pow_cumsum_ops.cpp)
+      case BinaryOp::eq:
+      case BinaryOp::ge:  // comparisons: no gradient
+        MIXPREC_ASSERT(false);
     }
     Tensor ga = need_a_ && da.defined() ? ops::detail::sum_to_shape(da, a_shape()) : Tensor();
     Tensor gb = need_b_ && db.defined() ? ops::detail::sum_to_shape(db, b_shape()) : Tensor();
@@ -85,29 +89,13 @@ class BinaryNode final : public autograd::Node {
     a_shape_ = a.shape(); b_shape_ = b.shape(); a_dtype_ = a.dtype(); b_dtype_ = b.dtype();
   }
 
-  static Tensor binary_raw(BinaryOp op, const Tensor& a, const Tensor& b) {
-    const Shape shape = ops::detail::broadcast_shapes(kernels::name(op), a.shape(), b.shape());
-    const DType dtype = ops::detail::promote(a.dtype(), b.dtype());
-    Tensor out = Tensor::empty(shape, dtype);
-    const Shape sa = ops::detail::broadcast_strides(a, shape);
-    const Shape sb = ops::detail::broadcast_strides(b, shape);
-    kernels::binary(op, shape, {a.data_ptr(), a.dtype(), sa}, {b.data_ptr(), b.dtype(), sb},
-                    out.data_ptr(), dtype);
-    return out;
-  }
-
  private:
   const Shape& a_shape() const { return a_shape_; }
   const Shape& b_shape() const { return b_shape_; }
-  // 1 where a equals the selected value, else 0 (as a tensor of the compute dtype).
+  // 1 where a equals the selected value, else 0 (as a tensor of the compute dtype), computed
+  // by the eq kernel in tensor memory.
   static Tensor equal_mask(const Tensor& a, const Tensor& picked) {
-    // a - picked is exactly 0 where a was selected; 1 - min(|a - picked| * inf, 1) would be
-    // fragile, so compare on the host side of the kernel: sign-free test via maximum/minimum.
-    const Tensor diff = abs(sub(picked, a));
-    const std::vector<float> d = diff.to_vector();
-    std::vector<float> m(d.size());
-    for (std::size_t i = 0; i < d.size(); ++i) m[i] = d[i] == 0.0f ? 1.0f : 0.0f;
-    return Tensor::from_vector(m, diff.shape(), picked.dtype());
+    return ops::detail::binary_raw(BinaryOp::eq, a, picked, picked.dtype());
   }
 
   BinaryOp op_;
@@ -124,7 +112,7 @@ Tensor binary_op(amp::OpKind kind, BinaryOp op, const Tensor& a_arg, const Tenso
   const std::vector<Tensor> in = amp::autocast_inputs(kind, {&a_arg, &b_arg});
   const Tensor& a = in[0];
   const Tensor& b = in[1];
-  Tensor out = BinaryNode::binary_raw(op, a, b);
+  Tensor out = ops::detail::binary_raw(op, a, b);
   if (autograd::needs_grad({&a, &b})) {
     auto node = std::make_shared<BinaryNode>(op, a.detach(), b.detach(),
                                              a.requires_grad(), b.requires_grad());

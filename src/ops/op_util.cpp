@@ -49,6 +49,20 @@ Tensor materialize(const Tensor& t, DType dtype, MemoryCategory category) {
   return out;
 }
 
+Tensor binary_raw(kernels::BinaryOp op, const Tensor& a, const Tensor& b) {
+  return binary_raw(op, a, b, promote(a.dtype(), b.dtype()));
+}
+
+Tensor binary_raw(kernels::BinaryOp op, const Tensor& a, const Tensor& b, DType dtype) {
+  const Shape shape = broadcast_shapes(kernels::name(op), a.shape(), b.shape());
+  Tensor out = Tensor::empty(shape, dtype);
+  const Shape sa = broadcast_strides(a, shape);
+  const Shape sb = broadcast_strides(b, shape);
+  kernels::binary(op, shape, {a.data_ptr(), a.dtype(), sa}, {b.data_ptr(), b.dtype(), sb},
+                  out.data_ptr(), dtype);
+  return out;
+}
+
 void add_into(Tensor& dst, const Tensor& src) {
   MIXPREC_ASSERT(dst.is_contiguous() && dst.shape() == src.shape());
   kernels::binary(kernels::BinaryOp::add, dst.shape(), strided(dst), strided(src), dst.data_ptr(),

@@ -28,6 +28,11 @@ Shape broadcast_strides(const Tensor& t, const Shape& shape);
 /// Kernel view of t over its own shape with its own strides.
 kernels::StridedInput strided(const Tensor& t);
 
+/// op(a, b) broadcast, in dtype (promote(a, b) by default), with no autograd and no autocast:
+/// the raw kernel call the ops and their backward passes share (masks: eq, ge; pow).
+Tensor binary_raw(kernels::BinaryOp op, const Tensor& a, const Tensor& b);
+Tensor binary_raw(kernels::BinaryOp op, const Tensor& a, const Tensor& b, DType dtype);
+
 /// A fresh contiguous copy of t in dtype, filed under category.
 Tensor materialize(const Tensor& t, DType dtype, MemoryCategory category);
 

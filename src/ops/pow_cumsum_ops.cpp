@@ -58,9 +58,10 @@ Tensor pow(const Tensor& x_arg, float exponent) {
   diagnostics::detail::OpScope prof(amp::OpKind::pow);
   ops::detail::require_defined("pow", x_arg, "x");
   const Tensor x = amp::autocast_inputs(amp::OpKind::pow, {&x_arg})[0];
-  Tensor y = map_rows(x, x.numel(), [exponent](const float* in, float* out, std::int64_t n) {
-    for (std::int64_t i = 0; i < n; ++i) out[i] = std::pow(in[i], exponent);
-  });
+  // The pow kernel with the exponent as a broadcast f32 scalar: std::pow in f32, rounded once
+  // to x's dtype.
+  Tensor y = ops::detail::binary_raw(kernels::BinaryOp::pow, x, Tensor::full({}, exponent),
+                                     x.dtype());
   record<PowNode>(y, {&x}, x.detach(), exponent);
   prof.done(y, {&x});
   return y;

@@ -69,22 +69,9 @@ class AmaxNode final : public autograd::Node {
   const char* name() const override { return "amax"; }
   void release_saved() override { x_ = Tensor(); max_ = Tensor(); }
   std::vector<Tensor> backward(const Tensor& dy) override {
-    // Ties share the gradient equally, as in torch.amax.
-    const std::vector<float> xv = x_.to_vector(), mv = max_.to_vector();
-    const Shape ms = ops::detail::broadcast_strides(max_, x_.shape());
-    std::vector<float> mask(xv.size());
-    const std::int64_t nd = x_.dim();
-    std::vector<std::int64_t> idx(static_cast<std::size_t>(nd), 0);
-    for (std::size_t i = 0; i < xv.size(); ++i) {
-      std::int64_t off = 0;
-      for (std::int64_t d = 0; d < nd; ++d) off += idx[static_cast<std::size_t>(d)] * ms[static_cast<std::size_t>(d)];
-      mask[i] = xv[i] == mv[static_cast<std::size_t>(off)] ? 1.0f : 0.0f;
-      for (std::int64_t d = nd - 1; d >= 0; --d) {
-        if (++idx[static_cast<std::size_t>(d)] < x_.shape()[static_cast<std::size_t>(d)]) break;
-        idx[static_cast<std::size_t>(d)] = 0;
-      }
-    }
-    const Tensor m = Tensor::from_vector(mask, x_.shape(), DType::f32);
+    // Ties share the gradient equally, as in torch.amax. The mask (1 where x equals its
+    // row's maximum) is the eq kernel over x and the kept maximum broadcast, in tensor memory.
+    const Tensor m = ops::detail::binary_raw(kernels::BinaryOp::eq, x_, max_, DType::f32);
     Tensor count = sum(m, axis_, true);
     const Tensor g = dy.reshape(max_.shape());
     Tensor dx = div(mul(m, g), count).to(x_.dtype());

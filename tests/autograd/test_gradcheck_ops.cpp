@@ -81,6 +81,29 @@ TEST(Gradcheck, BinaryOpsWithBroadcasting) {
   check_binary(minimum, [](double a, double b) { return a < b ? a : b; });
 }
 
+TEST(Gradcheck, PowAndCumsum) {
+  // pow runs the pow kernel with a broadcast exponent; positive bases keep x^p real.
+  for (float p : {2.0f, 0.5f, -1.5f, 3.0f}) {
+    gradcheck([p](const Ts& x) { return pow(x[0], p); },
+              [p](const Vs& x) {
+                VecD y(x[0].size());
+                for (std::size_t i = 0; i < y.size(); ++i) y[i] = std::pow(x[0][i], double{p});
+                return y;
+              },
+              {{{3, 4}, random_values(12, 30, 0.5f, 2.0f)}});
+  }
+  gradcheck([](const Ts& x) { return cumsum(x[0]); },
+            [](const Vs& x) {
+              VecD y(12);
+              for (int i = 0; i < 3; ++i) {
+                double acc = 0;
+                for (int j = 0; j < 4; ++j) y[i * 4 + j] = acc += x[0][i * 4 + j];
+              }
+              return y;
+            },
+            {{{3, 4}, random_values(12, 31)}});
+}
+
 TEST(Gradcheck, Affine) {
   gradcheck([](const Ts& x) { return affine(x[0], -1.5f, 0.25f); },
             [](const Vs& x) {

@@ -615,7 +615,8 @@ std::vector<Case> cases() {
   struct Bi { BinaryOp op; const char* name; };
   const Bi binary_ops[] = {{BinaryOp::add, "add"}, {BinaryOp::sub, "sub"}, {BinaryOp::mul, "mul"},
                            {BinaryOp::div, "div"}, {BinaryOp::maximum, "maximum"},
-                           {BinaryOp::minimum, "minimum"}};
+                           {BinaryOp::minimum, "minimum"}, {BinaryOp::pow, "pow"},
+                           {BinaryOp::eq, "eq"}, {BinaryOp::ge, "ge"}};
   for (const Bi& bi : binary_ops) {
     c.push_back({std::string("binary_") + bi.name, F, [bi](const Backend& b, DType t) {
                    Outs o = run_binary(b, t, bi.op, {70001}, {70001});
@@ -659,6 +660,22 @@ std::vector<Case> cases() {
                    Outs o = run_convert_stochastic(b, to, 0);
                    for (Out& x : run_convert_stochastic(b, to, 7)) o.push_back(std::move(x));
                    return o;
+                 }});
+  }
+  // Philox streams: raw bits at an odd offset (a block boundary inside), and uniform tensors in
+  // every dtype (fp8 too) over a shifted range, above the parallel threshold with a tail.
+  c.push_back({"random_bits", {DType::f32}, [](const Backend& b, DType) {
+                 const std::int64_t n = 70001;
+                 Buffer bits(DType::f32, n);
+                 b.random_bits(99, 6, static_cast<std::uint32_t*>(bits.data()), static_cast<std::size_t>(n));
+                 return Outs{exact("bits", std::move(bits))};
+               }});
+  for (DType to : all) {
+    c.push_back({std::string("random_uniform_") + name(to), {DType::f32}, [to](const Backend& b, DType) {
+                   const std::int64_t n = 70001;
+                   Buffer y(DType::f32, n);  // storage size <= 4 bytes per element
+                   b.random_uniform(y.data(), to, n, 7, 3, -2.5f, 4.0f);
+                   return Outs{exact("y bits", bits_of(y, to, n))};
                  }});
   }
   struct R { ReduceOp op; const char* name; };

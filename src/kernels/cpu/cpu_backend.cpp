@@ -49,6 +49,9 @@ const Backend& cpu_backend() {
     &cpu::batch_norm_stats,
     &cpu::batch_norm_backward_reduce,
     &cpu::batch_norm_backward_elemt,
+    // random.h (Philox streams)
+    &cpu::random_bits,
+    &cpu::random_uniform,
   };
   return b;
 }

@@ -179,6 +179,9 @@ const char* name(BinaryOp op) {
     case BinaryOp::div: return "div";
     case BinaryOp::maximum: return "maximum";
     case BinaryOp::minimum: return "minimum";
+    case BinaryOp::pow: return "pow";
+    case BinaryOp::eq: return "eq";
+    case BinaryOp::ge: return "ge";
   }
   return "?";
 }

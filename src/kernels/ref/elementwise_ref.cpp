@@ -60,6 +60,9 @@ void with_binary(BinaryOp op, Fn&& fn) {
     case BinaryOp::div: return fn([](float a, float b) { return a / b; });
     case BinaryOp::maximum: return fn([](float a, float b) { return nan_max(a, b); });
     case BinaryOp::minimum: return fn([](float a, float b) { return nan_min(a, b); });
+    case BinaryOp::pow: return fn([](float a, float b) { return std::pow(a, b); });
+    case BinaryOp::eq: return fn([](float a, float b) { return a == b ? 1.0f : 0.0f; });
+    case BinaryOp::ge: return fn([](float a, float b) { return a >= b ? 1.0f : 0.0f; });
   }
   MIXPREC_ASSERT(false);
 }

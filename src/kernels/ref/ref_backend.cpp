@@ -48,6 +48,9 @@ const Backend& ref_backend() {
     &ref::batch_norm_stats,
     &ref::batch_norm_backward_reduce,
     &ref::batch_norm_backward_elemt,
+    // random.h (Philox streams)
+    &ref::random_bits,
+    &ref::random_uniform,
   };
   return b;
 }
