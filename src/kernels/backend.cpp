@@ -229,6 +229,10 @@ void masked_fill(std::span<const std::int64_t> shape, const void* x, DType dtype
                  const StridedInput& mask, float value, void* out) {
   call(&Backend::masked_fill, "masked_fill", shape, x, dtype, mask, value, out);
 }
+void where(std::int64_t n, const void* cond, DType cond_dtype, const void* a, const void* b,
+           DType dtype, void* out) {
+  call(&Backend::where, "where", n, cond, cond_dtype, a, b, dtype, out);
+}
 // random.h (Philox streams)
 void random_bits(std::uint64_t seed, std::uint64_t offset, std::uint32_t* out, std::size_t n) {
   call(&Backend::random_bits, "random_bits", seed, offset, out, n);
@@ -236,6 +240,11 @@ void random_bits(std::uint64_t seed, std::uint64_t offset, std::uint32_t* out, s
 void random_uniform(void* out, DType dtype, std::int64_t n, std::uint64_t seed,
                     std::uint64_t offset, float low, float high) {
   call(&Backend::random_uniform, "random_uniform", out, dtype, n, seed, offset, low, high);
+}
+// scan.h (running sums)
+void cumsum(const void* in, DType in_dtype, std::int64_t rows, std::int64_t cols, void* out,
+            DType out_dtype, bool reverse) {
+  call(&Backend::cumsum, "cumsum", in, in_dtype, rows, cols, out, out_dtype, reverse);
 }
 
 }  // namespace mixprec::kernels

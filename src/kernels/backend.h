@@ -25,6 +25,7 @@
 #include "kernels/random.h"
 #include "kernels/optim.h"
 #include "kernels/reduce.h"
+#include "kernels/scan.h"
 #include "kernels/softmax.h"
 #include "kernels/unscale.h"
 
@@ -81,6 +82,7 @@ struct Backend {
   decltype(&ref::embedding_backward) embedding_backward;
   // masked_fill.h (transformer ops: attention masks)
   decltype(&ref::masked_fill) masked_fill;
+  decltype(&ref::where) where;
   // norm.h (batch norm split into reductions and element-wise passes: dist::sync_batch_norm)
   decltype(&ref::batch_norm_stats) batch_norm_stats;
   decltype(&ref::batch_norm_backward_reduce) batch_norm_backward_reduce;
@@ -88,6 +90,8 @@ struct Backend {
   // random.h (Philox streams: random bits, uniform tensors, dropout masks)
   decltype(&ref::random_bits) random_bits;
   decltype(&ref::random_uniform) random_uniform;
+  // scan.h (running sums: cumsum, its backward, index ramps)
+  decltype(&ref::cumsum) cumsum;
 };
 
 /// The backend kernels run on now: MIXPREC_BACKEND (cpu|ref; default cpu) or set_backend().

@@ -17,15 +17,24 @@ namespace mixprec::kernels {
 /// are copied bit for bit (NaN payloads included).
 void masked_fill(std::span<const std::int64_t> shape, const void* x, DType dtype,
                  const StridedInput& mask, float value, void* out);
+/// out[i] = cond[i] != 0 ? a[i] : b[i] for n contiguous elements (where()): a, b and out of
+/// dtype (any, fp8 included: only bits move), cond of any compute dtype (NaN counts as nonzero).
+/// A selection, so Inf or NaN in the branch not taken never reaches out.
+void where(std::int64_t n, const void* cond, DType cond_dtype, const void* a, const void* b,
+           DType dtype, void* out);
 
 namespace ref {
 void masked_fill(std::span<const std::int64_t> shape, const void* x, DType dtype,
                  const StridedInput& mask, float value, void* out);
+void where(std::int64_t n, const void* cond, DType cond_dtype, const void* a, const void* b,
+           DType dtype, void* out);
 }  // namespace ref
 
 namespace cpu {
 void masked_fill(std::span<const std::int64_t> shape, const void* x, DType dtype,
                  const StridedInput& mask, float value, void* out);
+void where(std::int64_t n, const void* cond, DType cond_dtype, const void* a, const void* b,
+           DType dtype, void* out);
 }  // namespace cpu
 
 }  // namespace mixprec::kernels

@@ -1,6 +1,7 @@
 // cat, stack and where, with autograd.
 #include "mixprec/ops/combine.h"
 
+#include "kernels/masked_fill.h"
 #include "mixprec/amp/autocast.h"
 #include "mixprec/ops/elementwise.h"
 #include "diagnostics/op_scope.h"
@@ -139,17 +140,20 @@ Tensor where(const Tensor& condition, const Tensor& a_arg, const Tensor& b_arg) 
                 "condition " << to_string(condition.shape()) << ", a " << to_string(a.shape())
                              << " and b " << to_string(b.shape()) << " must have the same shape");
   const DType dtype = ops::detail::promote(a.dtype(), b.dtype());
-  const std::vector<float> c = condition.to_vector();
-  std::vector<float> m(c.size());
-  for (std::size_t i = 0; i < c.size(); ++i) m[i] = c[i] != 0.0f ? 1.0f : 0.0f;
-  const Tensor mask = Tensor::from_vector(m, a.shape(), dtype);
-  // Select without arithmetic so that Inf/NaN in the unselected branch cannot leak through.
-  const std::vector<float> av = a.to_vector(), bv = b.to_vector();
-  std::vector<float> y(av.size());
-  for (std::size_t i = 0; i < y.size(); ++i) y[i] = m[i] != 0.0f ? av[i] : bv[i];
-  Tensor out = Tensor::from_vector(y, a.shape(), dtype);
+  // Everything stays in tensor memory: the where kernel selects bits (so Inf/NaN in the
+  // unselected branch cannot leak through), and the mask for the backward is 1 - (cond == 0)
+  // (NaN counts as true, as in the selection).
+  const Tensor c = condition.contiguous();
+  const Tensor av = a.dtype() == dtype ? a.contiguous() : a.to(dtype);
+  const Tensor bv = b.dtype() == dtype ? b.contiguous() : b.to(dtype);
+  Tensor out = Tensor::empty(a.shape(), dtype);
+  kernels::where(out.numel(), c.data_ptr(), c.dtype(), av.data_ptr(), bv.data_ptr(), dtype,
+                 out.data_ptr());
   if (autograd::needs_grad({&a, &b})) {
-    autograd::attach(out, std::make_shared<WhereNode>(mask), {&condition, &a, &b});
+    const Tensor is_zero =
+        ops::detail::binary_raw(kernels::BinaryOp::eq, c, Tensor::full({}, 0.0f), dtype);
+    autograd::attach(out, std::make_shared<WhereNode>(affine(is_zero, -1.0f, 1.0f)),
+                     {&condition, &a, &b});
   }
   prof.done(out, {&condition, &a, &b});
   return out;

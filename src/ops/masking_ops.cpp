@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "kernels/masked_fill.h"
+#include "kernels/scan.h"
 #include "mixprec/amp/autocast.h"
 #include "diagnostics/op_scope.h"
 #include "ops/op_util.h"
@@ -59,11 +60,14 @@ Tensor masked_fill(const Tensor& x_arg, const Tensor& mask, float value) {
 
 Tensor causal_mask(std::int64_t t, DType dtype) {
   MIXPREC_CHECK(t >= 0, ValueError, "causal_mask", "needs t >= 0, got " << t);
-  std::vector<float> m(static_cast<std::size_t>(t * t), 0.0f);
-  for (std::int64_t i = 0; i < t; ++i) {
-    for (std::int64_t j = i + 1; j < t; ++j) m[static_cast<std::size_t>(i * t + j)] = 1.0f;
-  }
-  return Tensor::from_vector(m, {t, t}, dtype);
+  // 1 where j > i, built in tensor memory: the ramp 1..t (a running sum of ones, exact in f32
+  // for any t a model uses) as a row and, plus one, as a column; j > i is ramp[j] >= ramp[i] + 1.
+  Tensor ramp = Tensor::empty({1, t});
+  const Tensor ones = Tensor::full({1, t}, 1.0f);
+  kernels::cumsum(ones.data_ptr(), DType::f32, 1, t, ramp.data_ptr(), DType::f32, false);
+  Tensor next = Tensor::empty({t, 1});
+  kernels::affine(ramp.data_ptr(), DType::f32, next.data_ptr(), DType::f32, t, 1.0f, 1.0f);
+  return ops::detail::binary_raw(kernels::BinaryOp::ge, ramp, next, dtype);
 }
 
 }  // namespace mixprec

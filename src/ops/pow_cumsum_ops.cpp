@@ -1,7 +1,8 @@
-// pow (scalar exponent) and cumsum (last dimension): small ops whose kernels are plain loops in
-// f32, with autograd.
+// pow (scalar exponent: the pow kernel) and cumsum (last dimension: the scan kernel), with
+// autograd.
 #include <cmath>
 
+#include "kernels/scan.h"
 #include "mixprec/amp/autocast.h"
 #include "mixprec/ops/elementwise.h"
 #include "mixprec/ops/nn_functional.h"
@@ -14,14 +15,14 @@ namespace {
 
 using ops::detail::record;
 
-// Applies fn(row_in, row_out, cols) in f32 to each row of a contiguous tensor.
-template <class Fn>
-Tensor map_rows(const Tensor& x, std::int64_t cols, Fn&& fn) {
+// The running sum of x's rows (last dimension) by the scan kernel, in x's dtype.
+Tensor running_sum(const Tensor& x, bool reverse) {
   const Tensor c = x.contiguous();
-  std::vector<float> in = c.to_vector(), out(in.size());
-  const std::int64_t rows = cols > 0 ? static_cast<std::int64_t>(in.size()) / cols : 0;
-  for (std::int64_t r = 0; r < rows; ++r) fn(in.data() + r * cols, out.data() + r * cols, cols);
-  return Tensor::from_vector(out, x.shape(), x.dtype());
+  const std::int64_t cols = c.dim() == 0 ? 1 : c.size(-1);
+  const std::int64_t rows = cols > 0 ? c.numel() / cols : 0;
+  Tensor y = Tensor::empty(c.shape(), c.dtype());
+  kernels::cumsum(c.data_ptr(), c.dtype(), rows, cols, y.data_ptr(), y.dtype(), reverse);
+  return y;
 }
 
 class PowNode final : public autograd::Node {
@@ -45,10 +46,7 @@ class CumsumNode final : public autograd::Node {
   bool saves_tensors() const override { return false; }
   std::vector<Tensor> backward(const Tensor& dy) override {
     // The gradient of a running sum is the running sum of dy taken from the end.
-    return {map_rows(dy, dy.size(-1), [](const float* g, float* out, std::int64_t n) {
-      float acc = 0.0f;
-      for (std::int64_t i = n - 1; i >= 0; --i) out[i] = acc += g[i];
-    })};
+    return {running_sum(dy, /*reverse=*/true)};
   }
 };
 
@@ -72,10 +70,7 @@ Tensor cumsum(const Tensor& x_arg) {
   ops::detail::require_defined("cumsum", x_arg, "x");
   MIXPREC_CHECK(x_arg.dim() >= 1, ShapeError, "cumsum", "needs at least one dimension");
   const Tensor x = amp::autocast_inputs(amp::OpKind::cumsum, {&x_arg})[0];
-  Tensor y = map_rows(x, x.size(-1), [](const float* in, float* out, std::int64_t n) {
-    float acc = 0.0f;  // f32 accumulation: a bf16 running sum would stop growing at 256
-    for (std::int64_t i = 0; i < n; ++i) out[i] = acc += in[i];
-  });
+  Tensor y = running_sum(x, /*reverse=*/false);  // f32 accumulation (kernels/scan.h)
   record<CumsumNode>(y, {&x});
   prof.done(y, {&x});
   return y;

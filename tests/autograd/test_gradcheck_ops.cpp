@@ -104,6 +104,26 @@ TEST(Gradcheck, PowAndCumsum) {
             {{{3, 4}, random_values(12, 31)}});
 }
 
+TEST(Gradcheck, Where) {
+  // The condition is data, not a variable: zeros (one negative), NaN (counts as true), others.
+  const std::vector<float> cv = {1, 0, 1, 1, 0, NAN, 0, -0.0f, 2, 0, -3, 0};
+  const Tensor cond = Tensor::from_vector(cv, {3, 4});
+  gradcheck([cond](const Ts& x) { return where(cond, x[0], x[1]); },
+            [cv](const Vs& x) {
+              VecD y(cv.size());
+              for (std::size_t i = 0; i < y.size(); ++i) y[i] = cv[i] != 0.0f ? x[0][i] : x[1][i];
+              return y;
+            },
+            {{{3, 4}, random_values(12, 40)}, {{3, 4}, random_values(12, 41)}});
+  // A selection, not arithmetic: Inf and NaN in the branch not taken never reach the output.
+  const Tensor inf = Tensor::full({3, 4}, INFINITY), nan = Tensor::full({3, 4}, NAN);
+  const std::vector<float> picked = where(cond, inf, nan).to_vector();
+  for (std::size_t i = 0; i < cv.size(); ++i) {
+    if (cv[i] != 0.0f) EXPECT_TRUE(std::isinf(picked[i])) << i;
+    else EXPECT_TRUE(std::isnan(picked[i])) << i;
+  }
+}
+
 TEST(Gradcheck, Affine) {
   gradcheck([](const Ts& x) { return affine(x[0], -1.5f, 0.25f); },
             [](const Vs& x) {

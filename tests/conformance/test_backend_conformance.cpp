@@ -678,6 +678,21 @@ std::vector<Case> cases() {
                    return Outs{exact("y bits", bits_of(y, to, n))};
                  }});
   }
+  // Running sums: 37 rows of 1029 (threaded, a tail) and one long row of 70001, both ways.
+  c.push_back({"cumsum", F, [](const Backend& b, DType t) {
+                 Outs o;
+                 for (bool reverse : {false, true}) {
+                   const Buffer x = random_buffer(t, 37 * 1029, -2.0f, 2.0f, reverse ? 71 : 70);
+                   Buffer y(t, 37 * 1029);
+                   b.cumsum(x.data(), t, 37, 1029, y.data(), t, reverse);
+                   o.push_back(exact(reverse ? "rows reverse" : "rows", std::move(y)));
+                   const Buffer x2 = random_buffer(t, 70001, -1.0f, 1.0f, reverse ? 73 : 72);
+                   Buffer y2(DType::f32, 70001);
+                   b.cumsum(x2.data(), t, 1, 70001, y2.data(), DType::f32, reverse);
+                   o.push_back(exact(reverse ? "long reverse" : "long", std::move(y2)));
+                 }
+                 return o;
+               }});
   struct R { ReduceOp op; const char* name; };
   const R reduce_ops[] = {{ReduceOp::sum, "sum"},   {ReduceOp::mean, "mean"}, {ReduceOp::max, "max"},
                           {ReduceOp::min, "min"},   {ReduceOp::amax, "amax"}, {ReduceOp::norm1, "norm1"},
@@ -780,6 +795,20 @@ std::vector<Case> cases() {
   }
   // transformer ops: attention masks
   c.push_back({"masked_fill", F, [](const Backend& b, DType t) { return run_masked_fill(b, t); }});
+  // where: a bf16 condition with zeros, NaN and negative zero; Inf/NaN in both branches.
+  c.push_back({"where", F, [](const Backend& b, DType t) {
+                 const std::int64_t n = 70001;
+                 Buffer cond = random_buffer(DType::bf16, n, -1.0f, 1.0f, 66);
+                 for (std::int64_t i = 0; i < n; i += 3) cond.set(i, 0.0f);
+                 cond.set(1, NAN);
+                 cond.set(4, -0.0f);
+                 Buffer x = random_buffer(t, n, -4.0f, 4.0f, 67), y = random_buffer(t, n, -4.0f, 4.0f, 68);
+                 x.set(2, INFINITY);
+                 y.set(5, NAN);
+                 Buffer out(t, n);
+                 b.where(n, cond.data(), DType::bf16, x.data(), y.data(), t, out.data());
+                 return Outs{exact("y", std::move(out))};
+               }});
   // batch norm split into reductions and element-wise passes (dist::sync_batch_norm)
   const char* split_names[] = {"batch_norm_stats", "batch_norm_backward_reduce",
                                "batch_norm_backward_elemt"};

@@ -71,6 +71,16 @@ TEST(MaskedFill, CausalMaskIsStrictlyUpperTriangular) {
   EXPECT_EQ(causal_mask(0).numel(), 0);
   EXPECT_FALSE(causal_mask(4).requires_grad());
   EXPECT_THROW(causal_mask(-1), ValueError);
+  // A context long enough for vector tails and threads (the mask is built by kernels).
+  const std::int64_t t = 517;
+  for (DType dt : {DType::f32, DType::bf16, DType::f16}) {
+    const std::vector<float> m = causal_mask(t, dt).to_vector();
+    std::int64_t wrong = 0;
+    for (std::int64_t i = 0; i < t; ++i) {
+      for (std::int64_t j = 0; j < t; ++j) wrong += m[static_cast<std::size_t>(i * t + j)] != (j > i ? 1.0f : 0.0f);
+    }
+    EXPECT_EQ(wrong, 0) << name(dt);
+  }
 }
 
 TEST(MaskedFill, BadInputsThrowTypedErrorsNamingTheOp) {

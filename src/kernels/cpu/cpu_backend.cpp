@@ -45,6 +45,7 @@ const Backend& cpu_backend() {
     &cpu::embedding_backward,
     // masked_fill.h (transformer ops: attention masks)
     &cpu::masked_fill,
+    &cpu::where,
     // norm.h (batch norm split into reductions and element-wise passes)
     &cpu::batch_norm_stats,
     &cpu::batch_norm_backward_reduce,
@@ -52,6 +53,8 @@ const Backend& cpu_backend() {
     // random.h (Philox streams)
     &cpu::random_bits,
     &cpu::random_uniform,
+    // scan.h (running sums)
+    &cpu::cumsum,
   };
   return b;
 }

@@ -8,9 +8,11 @@
 // a small block first). Work is split into fixed tasks of rows (or segments of one long row),
 // and every element's result is a selection, so nothing depends on the thread count.
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
 #include <vector>
 
+#include "kernels/convert.h"
 #include "kernels/cpu/dispatch_util.h"
 #include "kernels/cpu/masked_fill_simd.h"
 #include "kernels/masked_fill.h"
@@ -100,6 +102,51 @@ void masked_fill(std::span<const std::int64_t> shape, const void* x, DType dtype
           masked_fill_row(at(xr, dtype, j), dtype, buf, mask.dtype, value, at(orow, dtype, j), m);
         }
       }
+    }
+  });
+}
+
+namespace {
+
+/// out[i] = c[i] != 0 ? a[i] : b[i] over elements of unsigned type U (the dtype's bits): a
+/// branch-free loop GCC turns into vector blends on every target.
+template <class U>
+void select_bits(const float* c, const U* a, const U* b, U* out, std::int64_t n) {
+  for (std::int64_t i = 0; i < n; ++i) out[i] = c[i] != 0.0f ? a[i] : b[i];
+}
+
+}  // namespace
+
+void where(std::int64_t n, const void* cond, DType cond_dtype, const void* a, const void* b,
+           DType dtype, void* out) {
+  const std::string label = dtype_label(cond_dtype, dtype);
+  if (is_storage_only(cond_dtype)) {
+    log_reference("where", label, "a storage-only condition dtype: no kernel computes in it");
+    return ref::where(n, cond, cond_dtype, a, b, dtype, out);  // throws DTypeError
+  }
+  MIXPREC_CHECK(n >= 0, ShapeError, "where", "negative element count " << n);
+  log_simd("where", label);
+  // The condition is widened to f32 a block at a time by the vector conversion (NaN stays
+  // nonzero), then the dtype's bits are selected; blocks are fixed, so threads change nothing.
+  constexpr std::int64_t kBlock = 4096;
+  const std::int64_t blocks = (n + kBlock - 1) / kBlock;
+  parallel_for(blocks, n >= kParallelMinWork, [&](std::int64_t k) {
+    alignas(64) float c[kBlock];
+    const std::int64_t i0 = k * kBlock, m = std::min(kBlock, n - i0);
+    convert(at(cond, cond_dtype, i0), cond_dtype, c, DType::f32, static_cast<std::size_t>(m));
+    switch (size_of(dtype)) {
+      case 4:
+        select_bits(c, static_cast<const std::uint32_t*>(a) + i0,
+                    static_cast<const std::uint32_t*>(b) + i0, static_cast<std::uint32_t*>(out) + i0, m);
+        break;
+      case 2:
+        select_bits(c, static_cast<const std::uint16_t*>(a) + i0,
+                    static_cast<const std::uint16_t*>(b) + i0, static_cast<std::uint16_t*>(out) + i0, m);
+        break;
+      default:
+        select_bits(c, static_cast<const std::uint8_t*>(a) + i0,
+                    static_cast<const std::uint8_t*>(b) + i0, static_cast<std::uint8_t*>(out) + i0, m);
+        break;
     }
   });
 }

@@ -1,5 +1,6 @@
 // Reference masked_fill: an odometer over the shape, one comparison and one selection per
 // element.
+#include <cstring>
 #include <vector>
 
 #include "kernels/masked_fill.h"
@@ -38,6 +39,22 @@ void masked_fill(std::span<const std::int64_t> shape, const void* x, DType dtype
         }
       }
     });
+  });
+}
+
+void where(std::int64_t n, const void* cond, DType cond_dtype, const void* a, const void* b,
+           DType dtype, void* out) {
+  MIXPREC_CHECK(n >= 0, ShapeError, "where", "negative element count " << n);
+  const std::size_t es = size_of(dtype);
+  dispatch(cond_dtype, [&](auto tc) {
+    using TC = decltype(tc);
+    const TC* c = static_cast<const TC*>(cond);
+    for (std::int64_t i = 0; i < n; ++i) {
+      // The element's bytes, whatever the dtype: a copy, not a conversion.
+      const void* src = static_cast<float>(c[i]) != 0.0f ? a : b;
+      std::memcpy(static_cast<char*>(out) + i * static_cast<std::int64_t>(es),
+                  static_cast<const char*>(src) + i * static_cast<std::int64_t>(es), es);
+    }
   });
 }
 

@@ -44,6 +44,7 @@ const Backend& ref_backend() {
     &ref::embedding_backward,
     // masked_fill.h (transformer ops: attention masks)
     &ref::masked_fill,
+    &ref::where,
     // norm.h (batch norm split into reductions and element-wise passes)
     &ref::batch_norm_stats,
     &ref::batch_norm_backward_reduce,
@@ -51,6 +52,8 @@ const Backend& ref_backend() {
     // random.h (Philox streams)
     &ref::random_bits,
     &ref::random_uniform,
+    // scan.h (running sums)
+    &ref::cumsum,
   };
   return b;
 }
