@@ -2,6 +2,7 @@
 #include "mixprec/ops/reduce.h"
 
 #include "kernels/reduce.h"
+#include "mixprec/ops/combine.h"
 #include "mixprec/ops/elementwise.h"
 #include "mixprec/amp/autocast.h"
 #include "diagnostics/op_scope.h"
@@ -163,18 +164,21 @@ Tensor max_abs(const Tensor& x) {
 
 class NormNode final : public autograd::Node {
  public:
-  NormNode(Tensor x, float norm) : x_(std::move(x)), norm_(norm) {}
+  NormNode(Tensor x, Tensor norm) : x_(std::move(x)), norm_(std::move(norm)) {}
   const char* name() const override { return "norm"; }
-  void release_saved() override { x_ = Tensor(); }
+  void release_saved() override { x_ = Tensor(); norm_ = Tensor(); }
   std::vector<Tensor> backward(const Tensor& dy) override {
-    // d||x||/dx = x / ||x|| (0 at x = 0, the subgradient torch uses).
-    const float scale = norm_ > 0.0f ? dy.item() / norm_ : 0.0f;
-    return {affine(x_, scale, 0.0f)};
+    // d||x||/dx = x / ||x|| (0 at x = 0, the subgradient torch uses). The scale dy / ||x|| stays
+    // a one-element tensor; where() selects 0 for a zero norm (the Inf/NaN of 0/0 never leaks).
+    const Tensor zero = Tensor::full({}, 0.0f);
+    const Tensor norm_is_zero = ops::detail::binary_raw(kernels::BinaryOp::eq, norm_, zero);
+    const Tensor scale = where(norm_is_zero, zero, div(dy.to(DType::f32).reshape({}), norm_));
+    return {mul(x_, scale).to(x_.dtype())};
   }
 
  private:
   Tensor x_;
-  float norm_;
+  Tensor norm_;  // ||x|| in f32, rank 0
 };
 
 Tensor norm(const Tensor& x_arg) {
@@ -182,7 +186,8 @@ Tensor norm(const Tensor& x_arg) {
   const Tensor x = amp::autocast_inputs(amp::OpKind::norm, {&x_arg})[0];
   Tensor out = reduce_all(ReduceOp::norm2, x, "norm");
   if (autograd::needs_grad({&x})) {
-    autograd::attach(out, std::make_shared<NormNode>(x.detach(), out.item()), {&x});
+    autograd::attach(out, std::make_shared<NormNode>(x.detach(), out.detach().to(DType::f32).reshape({})),
+                     {&x});
   }
   prof.done(out, {&x}, static_cast<double>(x.numel()));
   return out;

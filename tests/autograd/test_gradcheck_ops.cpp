@@ -104,6 +104,16 @@ TEST(Gradcheck, PowAndCumsum) {
             {{{3, 4}, random_values(12, 31)}});
 }
 
+TEST(Gradcheck, NormAtZeroHasTheZeroSubgradient) {
+  for (DType dt : {DType::f32, DType::bf16}) {
+    Tensor x = Tensor::zeros({5}, dt);
+    x.set_requires_grad();
+    norm(x).backward();
+    for (float g : x.grad().to_vector()) EXPECT_EQ(g, 0.0f) << name(dt);
+    EXPECT_EQ(x.grad().dtype(), dt);
+  }
+}
+
 TEST(Gradcheck, Where) {
   // The condition is data, not a variable: zeros (one negative), NaN (counts as true), others.
   const std::vector<float> cv = {1, 0, 1, 1, 0, NAN, 0, -0.0f, 2, 0, -3, 0};
