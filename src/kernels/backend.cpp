@@ -198,6 +198,9 @@ void adam_update(const OptimArrays& a, const AdamScalars& s, std::size_t n,
                  std::uint64_t rng_stream) {
   call(&Backend::adam_update, "adam_update", a, s, n, rng_stream);
 }
+void ema_update(const void* param, DType param_dtype, float* shadow, std::int64_t n, float a) {
+  call(&Backend::ema_update, "ema_update", param, param_dtype, shadow, n, a);
+}
 bool unscale_inplace(void* data, int dtype, std::size_t n, float inv, float* amax) {
   return call(&Backend::unscale_inplace, "unscale_inplace", data, dtype, n, inv, amax);
 }

@@ -18,6 +18,7 @@
 #include "kernels/convert.h"
 #include "kernels/copy.h"
 #include "kernels/elementwise.h"
+#include "kernels/ema.h"
 #include "kernels/embedding.h"
 #include "kernels/masked_fill.h"
 #include "kernels/matmul.h"
@@ -72,6 +73,7 @@ struct Backend {
   // optim.h
   decltype(&ref::sgd_update) sgd_update;
   decltype(&ref::adam_update) adam_update;
+  decltype(&ref::ema_update) ema_update;
   // unscale.h
   decltype(&ref::unscale_inplace) unscale_inplace;
   // attention.h: scaled dot-product attention

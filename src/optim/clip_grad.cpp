@@ -1,6 +1,7 @@
 // Gradient clipping. Norms go through kernels::reduce (f32 accumulation, vectorised); scaling
-// through kernels::affine in place. A strided gradient is gathered into a contiguous workspace
-// copy and scattered back, so any layout works and contiguous ones cost no copy.
+// through kernels::affine in place; value clipping through in-place maximum/minimum kernels. A
+// strided gradient is gathered into a contiguous workspace copy and scattered back, so any
+// layout works and contiguous ones cost no copy.
 #include "mixprec/optim/clip_grad.h"
 
 #include <cmath>
@@ -9,11 +10,9 @@
 
 #include "diagnostics/op_scope.h"
 #include "kernels/copy.h"
-#include "core/parallel_chunks.h"
 #include "kernels/elementwise.h"
 #include "kernels/reduce.h"
 #include "mixprec/core/error.h"
-#include "mixprec/core/verbose.h"
 
 namespace mixprec::optim {
 namespace {
@@ -140,21 +139,19 @@ void clip_grad_value(const std::vector<Tensor>& params, float clip_value) {
   const std::vector<Tensor> grads = unscaled_grads(op, params);
   for (const Tensor& g : grads) {
     if (g.numel() == 0) continue;
-    if (verbose_enabled()) verbose_log(op, name(g.dtype()), "scalar");
     const Tensor c = gather(g);
-    dispatch(c.dtype(), [&](auto t) {
-      using T = decltype(t);
-      T* p = static_cast<T*>(c.data_ptr());
-      // The bound rounded once to the gradient's dtype, so a clamped value is exactly it.
-      const float hi = static_cast<float>(T(clip_value));
-      parallel_chunks(c.numel(), 65536, [&](std::int64_t begin, std::int64_t len) {
-        for (std::int64_t i = begin; i < begin + len; ++i) {
-          const float x = static_cast<float>(p[i]);
-          if (x > hi) p[i] = T(hi);
-          else if (x < -hi) p[i] = T(-hi);  // NaN fails both tests and stays NaN
-        }
-      });
+    // The bound rounded once to the gradient's dtype, so a clamped value is exactly it; the
+    // clamp is two in-place binary kernels against broadcast scalars (maximum and minimum
+    // propagate NaN, so a NaN gradient stays NaN, as it did).
+    const float hi = dispatch(c.dtype(), [&](auto t) {
+      return static_cast<float>(decltype(t)(clip_value));
     });
+    const Tensor lo_t = Tensor::full({}, -hi), hi_t = Tensor::full({}, hi);
+    const std::vector<std::int64_t> strides = c.strides(), scalar(c.shape().size(), 0);
+    kernels::binary(kernels::BinaryOp::maximum, c.shape(), {c.data_ptr(), c.dtype(), strides},
+                    {lo_t.data_ptr(), DType::f32, scalar}, c.data_ptr(), c.dtype());
+    kernels::binary(kernels::BinaryOp::minimum, c.shape(), {c.data_ptr(), c.dtype(), strides},
+                    {hi_t.data_ptr(), DType::f32, scalar}, c.data_ptr(), c.dtype());
     scatter(c, g);
   }
 }

@@ -1,6 +1,5 @@
-// EMA of weights. The update is one pass per tensor reading the parameter (any dtype, widened
-// exactly to f32) and updating the f32 shadow in place; elements are independent, so the result
-// does not depend on the thread count.
+// EMA of weights. The update is the ema_update kernel (kernels/optim.h): one pass per tensor
+// reading the parameter (any dtype, widened exactly to f32) and updating the f32 shadow in place.
 #include "mixprec/optim/ema.h"
 
 #include <algorithm>
@@ -8,28 +7,11 @@
 #include <set>
 
 #include "kernels/copy.h"
-#include "core/parallel_chunks.h"
+#include "kernels/ema.h"
 #include "mixprec/core/convert.h"
 #include "mixprec/core/error.h"
 
 namespace mixprec::optim {
-namespace {
-
-/// Elements per task of the parallel update (a multiple of 16 for the vectoriser).
-constexpr std::int64_t kChunk = 65536;
-
-/// shadow[i] += a * (param[i] - shadow[i]) over n elements.
-template <class T>
-void ema_pass(const T* param, float* shadow, std::int64_t n, float a) {
-  parallel_chunks(n, kChunk, [&](std::int64_t begin, std::int64_t len) {
-    const T* p = param + begin;
-    float* s = shadow + begin;
-    for (std::int64_t i = 0; i < len; ++i) s[i] += a * (static_cast<float>(p[i]) - s[i]);
-  });
-}
-
-}  // namespace
-
 EMA::EMA(NamedParams params, float decay, bool warmup)
     : params_(std::move(params)), decay_(decay), warmup_(warmup) {
   MIXPREC_CHECK(!params_.empty(), ValueError, "EMA",
@@ -65,10 +47,7 @@ void EMA::update() {
   for (std::size_t i = 0; i < params_.size(); ++i) {
     const Tensor& p = params_[i].second;
     Tensor& s = shadows_[i];
-    dispatch(p.dtype(), [&](auto t) {
-      using T = decltype(t);
-      ema_pass(static_cast<const T*>(p.data_ptr()), s.data<float>(), p.numel(), a);
-    });
+    kernels::ema_update(p.data_ptr(), p.dtype(), static_cast<float*>(s.data_ptr()), p.numel(), a);
     s.bump_version();
   }
   ++num_updates_;

@@ -693,6 +693,14 @@ std::vector<Case> cases() {
                  }
                  return o;
                }});
+  // EMA of weights: a parameter of each float dtype into an f32 shadow, threaded with a tail.
+  c.push_back({"ema_update", F, [](const Backend& b, DType t) {
+                 const std::int64_t n = 70001;
+                 const Buffer p = random_buffer(t, n, -3.0f, 3.0f, 80);
+                 Buffer shadow = random_buffer(DType::f32, n, -3.0f, 3.0f, 81);
+                 b.ema_update(p.data(), t, static_cast<float*>(shadow.data()), n, 0.001f);
+                 return Outs{exact("shadow", std::move(shadow))};
+               }});
   struct R { ReduceOp op; const char* name; };
   const R reduce_ops[] = {{ReduceOp::sum, "sum"},   {ReduceOp::mean, "mean"}, {ReduceOp::max, "max"},
                           {ReduceOp::min, "min"},   {ReduceOp::amax, "amax"}, {ReduceOp::norm1, "norm1"},

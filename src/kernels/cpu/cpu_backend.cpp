@@ -36,6 +36,7 @@ const Backend& cpu_backend() {
     &cpu::matmul,
     &cpu::sgd_update,
     &cpu::adam_update,
+    &cpu::ema_update,
     &cpu::unscale_inplace,
     // attention.h
     &cpu::attention_forward,

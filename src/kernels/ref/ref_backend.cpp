@@ -35,6 +35,7 @@ const Backend& ref_backend() {
     &ref::matmul,
     &ref::sgd_update,
     &ref::adam_update,
+    &ref::ema_update,
     &ref::unscale_inplace,
     // attention.h
     &ref::attention_forward,
