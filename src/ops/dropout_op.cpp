@@ -17,12 +17,18 @@ Tensor dropout(const Tensor& x, float p, bool training, std::uint64_t seed) {
   // The mask already holds the 1/(1-p) scale, so the op is one multiply and its gradient is
   // the same multiply (mul's own backward).
   // Drawn in tensor memory: u = uniform(seed, i) by the random_uniform kernel, keep = (u >= p)
-  // by the ge kernel, scaled by affine: the same mask, bit for bit, as the scalar definition
-  // mixprec::uniform(seed, i) >= p ? keep_scale : 0, rounded to x's dtype.
+  // by the ge kernel in place, then scaled by affine straight into x's dtype: the same mask, bit
+  // for bit, as the scalar definition mixprec::uniform(seed, i) >= p ? keep_scale : 0, rounded
+  // to x's dtype, in two f32 passes and one in x's dtype.
   const float keep_scale = 1.0f / (1.0f - p);
-  const Tensor u = Tensor::uniform(x.shape(), seed, 0.0f, 1.0f);
-  const Tensor keep = ops::detail::binary_raw(kernels::BinaryOp::ge, u, Tensor::full({}, p));
-  const Tensor mask = affine(keep, keep_scale, 0.0f).to(x.dtype());
+  Tensor keep = Tensor::uniform(x.shape(), seed, 0.0f, 1.0f);
+  const Tensor bound = Tensor::full({}, p);
+  const std::vector<std::int64_t> strides = keep.strides(), scalar(keep.shape().size(), 0);
+  kernels::binary(kernels::BinaryOp::ge, keep.shape(), {keep.data_ptr(), DType::f32, strides},
+                  {bound.data_ptr(), DType::f32, scalar}, keep.data_ptr(), DType::f32);
+  Tensor mask = Tensor::empty(x.shape(), x.dtype());
+  kernels::affine(keep.data_ptr(), DType::f32, mask.data_ptr(), mask.dtype(), mask.numel(),
+                  keep_scale, 0.0f);
   Tensor y = mul(x, mask);
   prof.done_composite(y);  // the mul reports the work; drawing the mask is this op's own time
   return y;
