@@ -24,6 +24,7 @@
 #include "diagnostics/op_scope.h"
 #include "kernels/unscale.h"
 #include "mixprec/core/error.h"
+#include "mixprec/core/transfer.h"
 #include "mixprec/ops/elementwise.h"
 #include "mixprec/optim/optimizer.h"
 
@@ -154,7 +155,11 @@ bool GradScaler::unscale_grads(optim::Optimizer& optimizer, float* amax) const {
   // 2, backoff 0.5 keep it one) inv is exactly 2^-k, a normal f32 since the scale is one, and
   // g * inv is exact unless it lands in the f32 subnormal range.
   const float inv = static_cast<float>(1.0 / scale_);
-  bool found = false;
+  // One found-inf flag and one amax for every parameter, in device memory next to the
+  // gradients; the host reads both with one download (one synchronisation per step).
+  Tensor verdict = Tensor::zeros({2}, DType::f32, MemoryCategory::workspace);
+  float* found_inf = verdict.data<float>();
+  float* device_amax = amax != nullptr ? found_inf + 1 : nullptr;
   for (std::size_t i = 0; i < params.size(); ++i) {
     Tensor g = params[i].grad();
     if (!g.defined()) continue;
@@ -163,12 +168,15 @@ bool GradScaler::unscale_grads(optim::Optimizer& optimizer, float* amax) const {
       params[i].set_grad(g);
     }
     // amax rides along in the same pass (no second read of the gradients).
-    found |= kernels::unscale_inplace(g.data_ptr(), static_cast<int>(g.dtype()),
-                                      static_cast<std::size_t>(g.numel()), inv, amax);
+    kernels::unscale(g.data_ptr(), static_cast<int>(g.dtype()),
+                     static_cast<std::size_t>(g.numel()), inv, found_inf, device_amax);
     g.bump_version();
     params[i].set_grad_scale(1.0);
   }
-  return found;
+  const TransferReason why("found-inf");
+  const std::vector<float> host = verdict.to_vector();
+  if (amax != nullptr) *amax = std::max(*amax, host[1]);
+  return host[0] != 0.0f;
 }
 
 void GradScaler::unscale(optim::Optimizer& optimizer) {

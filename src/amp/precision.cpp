@@ -1,3 +1,4 @@
+#include "kernels/convert.h"
 #include "mixprec/amp/precision.h"
 
 #include <sstream>
@@ -118,7 +119,8 @@ void retype(const Tensor& t, DType dtype) {
   detail::TensorImpl& impl = t.impl();
   auto storage = std::make_shared<Storage>(static_cast<std::size_t>(t.numel()) * size_of(dtype),
                                            impl.storage->category());
-  convert(t.data_ptr(), t.dtype(), storage->data(), dtype, static_cast<std::size_t>(t.numel()));
+  kernels::convert(t.data_ptr(), t.dtype(), storage->data(), dtype,
+                   static_cast<std::size_t>(t.numel()));
   impl.storage = std::move(storage);
   impl.offset = 0;
   impl.dtype = dtype;

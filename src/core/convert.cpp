@@ -1,5 +1,5 @@
-// The public bulk conversions: argument checks, then the active backend (kernels::convert,
-// kernels::convert_stochastic), whose cpu and ref implementations are bit-identical to the
+// The public bulk conversions of host arrays: argument checks, then the host kernels of the active
+// backend (kernels::host_backend(): convert, convert_stochastic), whose cpu and ref implementations are bit-identical to the
 // scalar functions of half.h / float8.h. Also the scalar stochastic rounding itself, the
 // specification of both backends' stochastic kernels.
 #include "mixprec/core/convert.h"
@@ -9,7 +9,7 @@
 #include <string>
 
 #include "core/convert_checks.h"
-#include "kernels/convert.h"
+#include "kernels/backend.h"
 #include "mixprec/core/error.h"
 
 namespace mixprec {
@@ -61,22 +61,22 @@ std::uint16_t f32_to_f16_bits_stochastic(float value, std::uint32_t random_bits)
 
 void convert_f32_to_bf16(const float* src, bfloat16* dst, std::size_t n) {
   check_convert_buffers("convert_f32_to_bf16", src, 4, dst, 2, n);
-  kernels::convert(src, DType::f32, dst, DType::bf16, n);
+  kernels::host_backend().convert(src, DType::f32, dst, DType::bf16, n);
 }
 
 void convert_bf16_to_f32(const bfloat16* src, float* dst, std::size_t n) {
   check_convert_buffers("convert_bf16_to_f32", src, 2, dst, 4, n);
-  kernels::convert(src, DType::bf16, dst, DType::f32, n);
+  kernels::host_backend().convert(src, DType::bf16, dst, DType::f32, n);
 }
 
 void convert_f32_to_f16(const float* src, float16* dst, std::size_t n) {
   check_convert_buffers("convert_f32_to_f16", src, 4, dst, 2, n);
-  kernels::convert(src, DType::f32, dst, DType::f16, n);
+  kernels::host_backend().convert(src, DType::f32, dst, DType::f16, n);
 }
 
 void convert_f16_to_f32(const float16* src, float* dst, std::size_t n) {
   check_convert_buffers("convert_f16_to_f32", src, 2, dst, 4, n);
-  kernels::convert(src, DType::f16, dst, DType::f32, n);
+  kernels::host_backend().convert(src, DType::f16, dst, DType::f32, n);
 }
 
 void convert(const void* src, DType src_dtype, void* dst, DType dst_dtype, std::size_t n) {
@@ -93,7 +93,7 @@ void convert(const void* src, DType src_dtype, void* dst, DType dst_dtype, std::
   } else {
     check_convert_buffers(op, src, size_of(src_dtype), dst, size_of(dst_dtype), n);
   }
-  kernels::convert(src, src_dtype, dst, dst_dtype, n);
+  kernels::host_backend().convert(src, src_dtype, dst, dst_dtype, n);
 }
 
 void convert_f32_to_bf16_stochastic(const float* src, bfloat16* dst, std::size_t n,
@@ -101,7 +101,7 @@ void convert_f32_to_bf16_stochastic(const float* src, bfloat16* dst, std::size_t
   constexpr const char* op = "convert_f32_to_bf16_stochastic";
   check_convert_buffers(op, src, 4, dst, 2, n);
   check_counter_offset(op, offset, n);
-  kernels::convert_stochastic(src, dst, DType::bf16, n, seed, offset);
+  kernels::host_backend().convert_stochastic(src, dst, DType::bf16, n, seed, offset);
 }
 
 void convert_f32_to_f16_stochastic(const float* src, float16* dst, std::size_t n,
@@ -109,7 +109,7 @@ void convert_f32_to_f16_stochastic(const float* src, float16* dst, std::size_t n
   constexpr const char* op = "convert_f32_to_f16_stochastic";
   check_convert_buffers(op, src, 4, dst, 2, n);
   check_counter_offset(op, offset, n);
-  kernels::convert_stochastic(src, dst, DType::f16, n, seed, offset);
+  kernels::host_backend().convert_stochastic(src, dst, DType::f16, n, seed, offset);
 }
 
 }  // namespace mixprec

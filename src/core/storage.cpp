@@ -1,20 +1,22 @@
 #include "mixprec/core/storage.h"
 
-#include "core/block_cache.h"
 #include "mixprec/core/error.h"
+#include "mixprec/core/transfer.h"
 
 namespace mixprec {
 
-Storage::Storage(std::size_t bytes, MemoryCategory category) : bytes_(bytes), category_(category) {
-  data_ = detail::BlockCache::instance().acquire(bytes);
+Storage::Storage(std::size_t bytes, MemoryCategory category, Device device)
+    : bytes_(bytes), category_(category), device_(device) {
+  data_ = detail::device_allocate(bytes, device);
   MIXPREC_CHECK(data_ != nullptr, ValueError, "Storage",
-                "out of memory allocating " << bytes << " bytes; reduce the batch size or model");
+                "out of memory allocating " << bytes << " bytes on " << to_string(device)
+                                          << "; reduce the batch size or model");
   detail::track_alloc(category_, bytes_);
 }
 
 Storage::~Storage() {
   detail::track_free(category_, bytes_);
-  detail::BlockCache::instance().release(data_, bytes_);
+  detail::device_release(data_, bytes_, device_);
 }
 
 void Storage::set_category(MemoryCategory category) {

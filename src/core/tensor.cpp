@@ -4,6 +4,7 @@
 #include <sstream>
 
 #include "mixprec/core/convert.h"
+#include "mixprec/core/transfer.h"
 #include "kernels/elementwise.h"
 
 namespace mixprec {
@@ -39,23 +40,24 @@ detail::TensorImpl& Tensor::impl() const {
   return *impl_;
 }
 
-Tensor Tensor::empty(const Shape& shape, DType dtype, MemoryCategory category) {
+Tensor Tensor::empty(const Shape& shape, DType dtype, MemoryCategory category, Device device) {
   for (std::int64_t s : shape) {
     MIXPREC_CHECK(s >= 0, ShapeError, "Tensor::empty",
                   "negative dimension in shape " << to_string(shape));
   }
   auto impl = std::make_shared<detail::TensorImpl>();
   const std::int64_t n = mixprec::numel(shape);
-  impl->storage = std::make_shared<Storage>(static_cast<std::size_t>(n) * size_of(dtype), category);
+  impl->storage = std::make_shared<Storage>(static_cast<std::size_t>(n) * size_of(dtype), category,
+                                          device);
   impl->shape = shape;
   impl->strides = contiguous_strides(shape);
   impl->dtype = dtype;
   return Tensor(std::move(impl));
 }
 
-Tensor Tensor::zeros(const Shape& shape, DType dtype, MemoryCategory category) {
-  Tensor t = empty(shape, dtype, category);
-  std::memset(t.data_ptr(), 0, t.nbytes());  // +0.0 is all-zero bits in every dtype
+Tensor Tensor::zeros(const Shape& shape, DType dtype, MemoryCategory category, Device device) {
+  Tensor t = empty(shape, dtype, category, device);
+  device_memset(t.data_ptr(), 0, t.nbytes(), t.device());  // +0.0: all-zero bits in every dtype
   return t;
 }
 
@@ -66,7 +68,7 @@ Tensor Tensor::full(const Shape& shape, float value, DType dtype) {
   if (is_storage_only(dtype)) {  // no fill kernel for fp8: round once, repeat the byte
     std::uint8_t byte = 0;
     convert(&value, DType::f32, &byte, dtype, 1);
-    std::memset(t.data_ptr(), byte, t.nbytes());
+    device_memset(t.data_ptr(), byte, t.nbytes(), t.device());
     return t;
   }
   kernels::fill(t.data_ptr(), dtype, t.numel(), value);
@@ -79,7 +81,23 @@ Tensor Tensor::from_vector(const std::vector<float>& values, const Shape& shape,
                 values.size() << " values do not fill shape " << to_string(shape) << " ("
                               << mixprec::numel(shape) << " elements)");
   Tensor t = empty(shape, dtype);
-  convert(values.data(), DType::f32, t.data_ptr(), dtype, values.size());
+  if (t.device().is_host()) {
+    detail::count_transfer(false, t.nbytes(), t.device());  // the conversion writes in place
+    convert(values.data(), DType::f32, t.data_ptr(), dtype, values.size());
+    return t;
+  }
+  std::vector<std::uint8_t> staged(t.nbytes());
+  convert(values.data(), DType::f32, staged.data(), dtype, values.size());
+  upload(t.data_ptr(), staged.data(), staged.size(), t.device());
+  return t;
+}
+
+Tensor Tensor::from_bytes(const void* bytes, std::size_t size, const Shape& shape, DType dtype) {
+  Tensor t = empty(shape, dtype);
+  MIXPREC_CHECK(size == t.nbytes(), ShapeError, "Tensor::from_bytes",
+                size << " bytes do not fill shape " << to_string(shape) << " of " << name(dtype)
+                     << " (" << t.nbytes() << " bytes)");
+  upload(t.data_ptr(), bytes, size, t.device());
   return t;
 }
 
@@ -112,7 +130,35 @@ void* Tensor::data_ptr() const {
 std::vector<float> Tensor::to_vector() const {
   const Tensor c = detach().contiguous();
   std::vector<float> out(static_cast<std::size_t>(c.numel()));
-  convert(c.data_ptr(), c.dtype(), out.data(), DType::f32, out.size());
+  if (c.device().is_host()) {
+    detail::count_transfer(true, c.nbytes(), c.device());  // the conversion reads in place
+    convert(c.data_ptr(), c.dtype(), out.data(), DType::f32, out.size());
+    return out;
+  }
+  const std::vector<std::uint8_t> bytes = c.to_bytes();
+  convert(bytes.data(), c.dtype(), out.data(), DType::f32, out.size());
+  return out;
+}
+
+std::vector<std::uint8_t> Tensor::to_bytes() const {
+  const Tensor c = detach().contiguous();
+  std::vector<std::uint8_t> out(c.nbytes());
+  download(out.data(), c.data_ptr(), out.size(), c.device());
+  return out;
+}
+
+Tensor Tensor::to(Device device) const {
+  if (this->device() == device) return *this;
+  const Tensor c = detach().contiguous();
+  Tensor out = empty(c.shape(), c.dtype(), c.category(), device);
+  if (c.device().is_host()) {
+    upload(out.data_ptr(), c.data_ptr(), c.nbytes(), device);
+  } else if (device.is_host()) {
+    download(out.data_ptr(), c.data_ptr(), c.nbytes(), c.device());
+  } else {  // device to device through the host (no peer copies yet)
+    const std::vector<std::uint8_t> bytes = c.to_bytes();
+    upload(out.data_ptr(), bytes.data(), bytes.size(), device);
+  }
   return out;
 }
 

@@ -157,7 +157,7 @@ class CsvReader {
 
     const auto features = static_cast<std::int64_t>(features_.size());
     CsvDataset out;
-    out.data.images = Tensor::empty({n, features}, DType::f32, MemoryCategory::workspace);
+    out.data.images = Tensor::empty({n, features}, DType::f32, MemoryCategory::workspace, Device{});
     if (opts_.target == CsvTarget::class_id) out.data.labels.resize(static_cast<std::size_t>(n));
     if (opts_.target == CsvTarget::value) out.data.values.resize(static_cast<std::size_t>(n));
     float* x = out.data.images.data<float>();

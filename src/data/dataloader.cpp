@@ -7,6 +7,7 @@
 // put in the ring in place of that batch, so the caller sees it exactly where the synchronous
 // path would have thrown it. start_epoch and the destructor set `stop` and join; every wait
 // of the producer also wakes on `stop`, so joining cannot hang.
+#include "mixprec/core/transfer.h"
 #include "mixprec/data/dataloader.h"
 
 #include <algorithm>
@@ -90,12 +91,12 @@ struct DataLoader::State {
     shape.insert(shape.end(), sample_shape.begin(), sample_shape.end());
     Batch out;
     out.index = b;
-    out.inputs = Tensor::empty(shape, DType::f32, MemoryCategory::workspace);
+    Tensor host = Tensor::empty(shape, DType::f32, MemoryCategory::workspace, Device{});
     const bool regression = data.labels.empty();
     (regression ? out.values.resize(static_cast<std::size_t>(rows))
                 : out.targets.resize(static_cast<std::size_t>(rows)));
     const float* src = data.images.data<float>();
-    float* dst = out.inputs.data<float>();
+    float* dst = host.data<float>();
     const std::size_t row_bytes = static_cast<std::size_t>(features) * sizeof(float);
     for (std::int64_t i = 0; i < rows; ++i) {
       const std::int64_t s = order[static_cast<std::size_t>(begin + i)];
@@ -117,6 +118,8 @@ struct DataLoader::State {
         out.targets[static_cast<std::size_t>(i)] = data.labels[static_cast<std::size_t>(s)];
       }
     }
+    const TransferReason why("batch upload");
+    out.inputs = host.to(current_device());  // one upload per batch (nothing on the cpu device)
     return out;
   }
 

@@ -1,6 +1,7 @@
 // Dataset checks. check_finite runs one whole-tensor max-|x| reduction (vectorised, threaded,
 // NaN-propagating), which settles the common all-finite case at memory bandwidth; only when it
 // finds a NaN or Inf does a second, per-sample pass locate the first one for the message.
+#include "mixprec/core/transfer.h"
 #include "mixprec/data/dataset.h"
 
 #include <cmath>
@@ -8,7 +9,7 @@
 #include <limits>
 #include <vector>
 
-#include "kernels/reduce.h"
+#include "kernels/backend.h"
 #include "mixprec/core/convert.h"
 #include "mixprec/core/error.h"
 
@@ -48,14 +49,16 @@ void check_finite(const Dataset& d, const std::string& what) {
   const std::int64_t features = per_sample(x);
   if (n == 0 || features == 0) return;
   float amax = 0.0f;
-  kernels::reduce(kernels::ReduceOp::amax, x.data_ptr(), x.dtype(), 1, n * features, 1, &amax,
-                  DType::f32);
+  // Data sets live on the host (the loader uploads each batch): the host's kernels scan them.
+  const kernels::Backend& host = kernels::host_backend();
+  host.reduce(kernels::ReduceOp::amax, x.data_ptr(), x.dtype(), 1, n * features, 1, &amax,
+              DType::f32);
   if (finite_value(amax)) return;
 
   // Error path: per-sample max-|x| finds the first bad sample, then its row is scanned.
   std::vector<float> per(static_cast<std::size_t>(n));
-  kernels::reduce(kernels::ReduceOp::amax, x.data_ptr(), x.dtype(), n, features, 1, per.data(),
-                  DType::f32);
+  host.reduce(kernels::ReduceOp::amax, x.data_ptr(), x.dtype(), n, features, 1, per.data(),
+              DType::f32);
   std::int64_t sample = 0;
   while (sample < n && finite_value(per[static_cast<std::size_t>(sample)])) ++sample;
   MIXPREC_ASSERT(sample < n);
@@ -97,7 +100,7 @@ Dataset subset(const Dataset& d, std::int64_t begin, std::int64_t count) {
   Shape shape = x.shape();
   shape[0] = count;
   Dataset out;
-  out.images = Tensor::empty(shape, x.dtype(), MemoryCategory::workspace);
+  out.images = Tensor::empty(shape, x.dtype(), MemoryCategory::workspace, Device{});
   const std::size_t row_bytes = static_cast<std::size_t>(per_sample(x)) * size_of(x.dtype());
   if (count > 0 && row_bytes > 0) {
     std::memcpy(out.images.data_ptr(),

@@ -270,7 +270,7 @@ Dataset load_fashion_mnist(const std::string& dir, bool train, std::int64_t limi
   const std::int64_t n = limit == -1 ? images.count : std::min(limit, images.count);
   constexpr std::int64_t kPixels = 28 * 28;
   Dataset out;
-  out.images = Tensor::empty({n, kPixels}, DType::f32, MemoryCategory::workspace);
+  out.images = Tensor::empty({n, kPixels}, DType::f32, MemoryCategory::workspace, Device{});
   // A 256-entry table gives each byte value the exact same float the formula would.
   std::array<float, 256> table{};
   for (int v = 0; v < 256; ++v) {
@@ -301,7 +301,7 @@ IdxDataset load_idx_dataset(const std::string& dir, bool train, std::int64_t lim
   out.rows = images.rows;
   out.cols = images.cols;
   const std::int64_t pixels = images.rows * images.cols;
-  out.data.images = Tensor::empty({n, pixels}, DType::f32, MemoryCategory::workspace);
+  out.data.images = Tensor::empty({n, pixels}, DType::f32, MemoryCategory::workspace, Device{});
   float* dst = out.data.images.data<float>();
   const auto total = static_cast<std::size_t>(n * pixels);
   for (std::size_t i = 0; i < total; ++i) dst[i] = static_cast<float>(images.pixels[i]) / 255.0f;

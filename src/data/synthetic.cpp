@@ -1,3 +1,4 @@
+#include "mixprec/core/transfer.h"
 #include "mixprec/data/synthetic.h"
 
 #include <algorithm>
@@ -18,6 +19,10 @@ Dataset make_synthetic(std::int64_t n, std::int64_t features, std::int64_t class
   d.images = Tensor::randn({n, features}, input_seed);
   const Tensor teacher = Tensor::randn({features, classes}, seed * 0x9E3779B97F4A7C15ull);
   const std::vector<float> scores = matmul(d.images, teacher).to_vector();
+  {
+    const TransferReason why("data set to the host");
+    d.images = d.images.to(Device{});  // data sets live on the host; the loader uploads batches
+  }
   d.labels.resize(static_cast<std::size_t>(n));
   for (std::int64_t i = 0; i < n; ++i) {
     const auto row = scores.begin() + i * classes;

@@ -23,7 +23,7 @@ constexpr std::int64_t kMaxClasses = 65536;
 Dataset take(const Dataset& d, const std::vector<std::int64_t>& rows) {
   const std::int64_t f = d.images.size(1);
   Dataset out;
-  out.images = Tensor::empty({static_cast<std::int64_t>(rows.size()), f}, DType::f32, MemoryCategory::workspace);
+  out.images = Tensor::empty({static_cast<std::int64_t>(rows.size()), f}, DType::f32, MemoryCategory::workspace, Device{});
   const float* src = d.images.data<float>();
   float* dst = out.images.data<float>();
   for (std::size_t i = 0; i < rows.size(); ++i) {

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "mixprec/core/transfer.h"
 #include "mixprec/core/error.h"
 #include "mixprec/core/random.h"
 #include "mixprec/data/text_corpus.h"
@@ -45,9 +46,9 @@ struct TextWindows::State {
     const std::int64_t rows = opts.random ? bs : std::min(bs, windows - b * bs);
     Batch out;
     out.index = b;
-    out.inputs = Tensor::empty({rows, t}, DType::f32, MemoryCategory::workspace);
+    Tensor host = Tensor::empty({rows, t}, DType::f32, MemoryCategory::workspace, Device{});
     out.targets.resize(static_cast<std::size_t>(rows * t));
-    float* dst = out.inputs.data<float>();
+    float* dst = host.data<float>();
     for (std::int64_t r = 0; r < rows; ++r) {
       const std::uint8_t* src = text.data() + start_of(b, r);
       for (std::int64_t j = 0; j < t; ++j) {
@@ -55,6 +56,8 @@ struct TextWindows::State {
         out.targets[static_cast<std::size_t>(r * t + j)] = src[j + 1];
       }
     }
+    const TransferReason why("batch upload");
+    out.inputs = host.to(current_device());
     return out;
   }
 };

@@ -19,6 +19,7 @@
 #include <sstream>
 
 #include "mixprec/core/error.h"
+#include "mixprec/core/transfer.h"
 #include "mixprec/io/atomic_file.h"
 
 namespace mixprec::io {
@@ -262,8 +263,10 @@ SafetensorsFile decode(std::string_view bytes, const std::string& what, const ch
   }
   out.tensors.reserve(entries.size());
   for (const Entry& e : entries) {
-    Tensor t = Tensor::empty(e.shape, e.dtype, MemoryCategory::workspace);
-    if (e.end > e.begin) std::memcpy(t.data_ptr(), buffer.data() + e.begin, e.end - e.begin);
+    // Loading is an upload: the tensor lands on the current device.
+    const TransferReason why("checkpoint load");
+    Tensor t = Tensor::from_bytes(buffer.data() + e.begin, e.end - e.begin, e.shape, e.dtype);
+    t.set_category(MemoryCategory::workspace);
     out.tensors.emplace_back(e.name, std::move(t));
   }
   return out;
@@ -313,8 +316,10 @@ std::string encode_safetensors(const std::vector<std::pair<std::string, Tensor>>
   const std::uint64_t n = text.size();
   out.append(reinterpret_cast<const char*>(&n), 8);
   out += text;
+  const TransferReason why("checkpoint save");
   for (const Tensor& c : contiguous) {
-    out.append(static_cast<const char*>(c.data_ptr()), c.nbytes());
+    const std::vector<std::uint8_t> bytes = c.to_bytes();  // a download on a device
+    out.append(reinterpret_cast<const char*>(bytes.data()), bytes.size());
   }
   return out;
 }

@@ -8,6 +8,7 @@
 #include <string_view>
 #include <utility>
 
+#include "mixprec/core/device.h"
 #include "mixprec/core/error.h"
 #include "mixprec/core/verbose.h"
 
@@ -25,8 +26,9 @@ const Backend* from_env() {
   const std::string_view s(v);
   if (s == "cpu") return &cpu_backend();
   if (s == "ref") return &ref_backend();
+  if (s == "devsim") return &devsim_backend();  // core/device.cpp reads it too: memory follows
   env_warning() = std::string("MIXPREC_BACKEND=") + v +
-                  " is not a backend (known: cpu, ref); running the cpu backend";
+                  " is not a backend (known: cpu, ref, devsim); running the cpu backend";
   std::fprintf(stderr, "mixprec: warning: %s\n", env_warning().c_str());
   return &cpu_backend();
 }
@@ -41,10 +43,19 @@ std::atomic<const Backend*>& active() {
 const Backend& backend() { return *active().load(std::memory_order_relaxed); }
 
 std::string set_backend(const std::string& name) {
-  const Backend* next = name == "cpu" ? &cpu_backend() : name == "ref" ? &ref_backend() : nullptr;
+  const Backend* next = name == "cpu"      ? &cpu_backend()
+                        : name == "ref"    ? &ref_backend()
+                        : name == "devsim" ? &devsim_backend()
+                                           : nullptr;
   MIXPREC_CHECK(next != nullptr, ValueError, "set_backend",
-                "unknown backend '" << name << "'; known: cpu, ref");
+                "unknown backend '" << name << "'; known: cpu, ref, devsim");
+  set_current_device(next == &devsim_backend() ? Device{DeviceType::devsim, 0} : Device{});
   return active().exchange(next)->name;
+}
+
+const Backend& host_backend() {
+  const Backend& b = backend();
+  return &b == &devsim_backend() ? ref_backend() : b;
 }
 
 std::string backend_env_warning() {
@@ -61,8 +72,9 @@ namespace {
 template <class Entry, class... Args>
 decltype(auto) call(Entry Backend::*entry, const char* op, Args&&... args) {
   const Backend& b = backend();
-  if (&b == &ref_backend() && verbose_enabled()) {
-    verbose_log(op, "-", "ref", "MIXPREC_BACKEND=ref");
+  if (&b != &cpu_backend() && verbose_enabled()) {
+    verbose_log(op, "-", b.name, b.name == std::string_view("ref") ? "MIXPREC_BACKEND=ref"
+                                                                   : "MIXPREC_BACKEND=devsim");
   }
   return (b.*entry)(std::forward<Args>(args)...);
 }
@@ -201,8 +213,14 @@ void adam_update(const OptimArrays& a, const AdamScalars& s, std::size_t n,
 void ema_update(const void* param, DType param_dtype, float* shadow, std::int64_t n, float a) {
   call(&Backend::ema_update, "ema_update", param, param_dtype, shadow, n, a);
 }
+void unscale(void* data, int dtype, std::size_t n, float inv, float* found_inf, float* amax) {
+  MIXPREC_ASSERT(found_inf != nullptr);
+  call(&Backend::unscale, "unscale", data, dtype, n, inv, found_inf, amax);
+}
 bool unscale_inplace(void* data, int dtype, std::size_t n, float inv, float* amax) {
-  return call(&Backend::unscale_inplace, "unscale_inplace", data, dtype, n, inv, amax);
+  float found = 0.0f;
+  unscale(data, dtype, n, inv, &found, amax);
+  return found != 0.0f;
 }
 // attention.h
 void attention_forward(const AttentionDesc& desc, const void* q, const void* k, const void* v,

@@ -75,7 +75,7 @@ struct Backend {
   decltype(&ref::adam_update) adam_update;
   decltype(&ref::ema_update) ema_update;
   // unscale.h
-  decltype(&ref::unscale_inplace) unscale_inplace;
+  decltype(&ref::unscale) unscale;
   // attention.h: scaled dot-product attention
   decltype(&ref::attention_forward) attention_forward;
   decltype(&ref::attention_backward) attention_backward;
@@ -96,13 +96,21 @@ struct Backend {
   decltype(&ref::cumsum) cumsum;
 };
 
-/// The backend kernels run on now: MIXPREC_BACKEND (cpu|ref; default cpu) or set_backend().
+/// The backend kernels run on now: MIXPREC_BACKEND (cpu|ref|devsim; default cpu) or set_backend().
 const Backend& backend();
-/// The two built-in backends.
+/// The built-in backends: cpu, ref, and devsim (the reference on simulated device memory; see
+/// mixprec/core/device.h).
 const Backend& cpu_backend();
 const Backend& ref_backend();
-/// Selects the backend by name for this process; returns the previous one's name. An unknown
-/// name throws ValueError naming the known ones.
+const Backend& devsim_backend();
+/// The kernels for host memory under the active backend: the active one when its device is the
+/// host (cpu, ref), the reference for devsim (whose kernels are the reference, so the bits agree).
+/// What the public conversions of raw host arrays (mixprec/core/convert.h) and the data loaders
+/// run.
+const Backend& host_backend();
+/// Selects the backend by name for this process and makes its device current (devsim:0 for
+/// devsim, else cpu); returns the previous one's name. An unknown name throws ValueError naming
+/// the known ones. Tensors already allocated stay where they are.
 std::string set_backend(const std::string& name);
 /// What MIXPREC_BACKEND asked for, if it named no backend (the warning printed once), else empty.
 std::string backend_env_warning();

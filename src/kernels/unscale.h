@@ -36,14 +36,24 @@ bool unscale_16bit_ref(const std::uint16_t* in, std::uint16_t* out, std::size_t 
 /// returns whether any element was Inf/NaN before or after, and raises *amax (if not null) as the
 /// reference does. The cpu backend runs the Highway kernel of the best target allowed (every
 /// dtype). Neither the verdict nor amax depends on the target or thread count.
+/// Host memory only (tests, benchmarks): the verdict comes back as a bool.
 bool unscale_inplace(void* data, int dtype, std::size_t n, float inv, float* amax = nullptr);
+
+/// The backend entry, for memory on any device: as unscale_inplace, but the verdict is written
+/// where the data lives: *found_inf (an f32 flag in device memory) is set to 1 if any element
+/// was Inf/NaN and left alone otherwise, so a loop over every parameter raises one flag and one
+/// amax and the host reads both once per step (PyTorch's
+/// _amp_foreach_non_finite_check_and_unscale_). found_inf must not be null; amax may be.
+void unscale(void* data, int dtype, std::size_t n, float inv, float* found_inf, float* amax);
 
 namespace ref {
 bool unscale_inplace(void* data, int dtype, std::size_t n, float inv, float* amax = nullptr);
+void unscale(void* data, int dtype, std::size_t n, float inv, float* found_inf, float* amax);
 }  // namespace ref
 
 namespace cpu {
 bool unscale_inplace(void* data, int dtype, std::size_t n, float inv, float* amax = nullptr);
+void unscale(void* data, int dtype, std::size_t n, float inv, float* found_inf, float* amax);
 }  // namespace cpu
 
 }  // namespace mixprec::kernels

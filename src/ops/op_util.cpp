@@ -1,6 +1,7 @@
 #include "ops/op_util.h"
 
 #include "kernels/reduce.h"
+#include "mixprec/core/transfer.h"
 
 namespace mixprec::ops::detail {
 
@@ -40,6 +41,15 @@ Shape broadcast_strides(const Tensor& t, const Shape& shape) {
 
 kernels::StridedInput strided(const Tensor& t) {
   return {t.data_ptr(), t.dtype(), std::span<const std::int64_t>(t.strides())};
+}
+
+std::shared_ptr<Storage> upload_indices(const std::vector<std::int64_t>& indices,
+                                        const char* why) {
+  const std::size_t bytes = indices.size() * sizeof(std::int64_t);
+  auto s = std::make_shared<Storage>(bytes, MemoryCategory::workspace);
+  const TransferReason reason(why);
+  upload(s->data(), indices.data(), bytes, s->device());
+  return s;
 }
 
 Tensor materialize(const Tensor& t, DType dtype, MemoryCategory category) {
@@ -106,4 +116,5 @@ std::int64_t wrap_dim(const char* op, std::int64_t dim, std::int64_t nd) {
   return dim < 0 ? dim + nd : dim;
 }
 
-}  // namespace mixprec::ops::detail
+}  // namespace mixprec::ops::detail#include "mixprec/core/transfer.h"
+

@@ -33,6 +33,10 @@ kernels::StridedInput strided(const Tensor& t);
 Tensor binary_raw(kernels::BinaryOp op, const Tensor& a, const Tensor& b);
 Tensor binary_raw(kernels::BinaryOp op, const Tensor& a, const Tensor& b, DType dtype);
 
+/// Index values (class targets, token ids) copied to the current device, where kernels read them:
+/// one counted upload (reason `why`), the documented point where a batch's indices cross.
+std::shared_ptr<Storage> upload_indices(const std::vector<std::int64_t>& indices, const char* why);
+
 /// A fresh contiguous copy of t in dtype, filed under category.
 Tensor materialize(const Tensor& t, DType dtype, MemoryCategory category);
 

@@ -1,4 +1,5 @@
 // softmax, log_softmax, cross_entropy and mse_loss with autograd.
+#include "kernels/reduce.h"
 #include "kernels/softmax.h"
 #include "mixprec/ops/elementwise.h"
 #include "mixprec/ops/nn_functional.h"
@@ -52,24 +53,25 @@ Tensor softmax_impl(const Tensor& x_arg, std::int64_t dim, bool log) {
 
 class CrossEntropyNode final : public autograd::Node {
  public:
-  CrossEntropyNode(Tensor logits, std::vector<std::int64_t> targets, float smoothing)
+  CrossEntropyNode(Tensor logits, std::shared_ptr<Storage> targets, float smoothing)
       : logits_(std::move(logits)), targets_(std::move(targets)), smoothing_(smoothing) {}
   const char* name() const override { return "cross_entropy"; }
   void release_saved() override { logits_ = Tensor(); }
   std::vector<Tensor> backward(const Tensor& dy) override {
     const std::int64_t rows = logits_.size(0), cols = logits_.size(1);
-    const std::vector<float> per_row(static_cast<std::size_t>(rows),
-                                     dy.item() / static_cast<float>(rows));
+    // d(mean)/d(row) = dy / rows for every row, computed where dy lives (no host read).
+    const Tensor per_row = ops::detail::binary_raw(
+        kernels::BinaryOp::div, dy, Tensor::full({rows}, static_cast<float>(rows)), DType::f32);
     Tensor dx = Tensor::empty(logits_.shape(), logits_.dtype());
     kernels::cross_entropy_backward(logits_.data_ptr(), logits_.dtype(), rows, cols,
-                                    targets_.data(), smoothing_, per_row.data(), dx.data_ptr(),
-                                    dx.dtype());
+                                    static_cast<const std::int64_t*>(targets_->data()),
+                                    smoothing_, per_row.data<float>(), dx.data_ptr(), dx.dtype());
     return {dx};
   }
 
  private:
   Tensor logits_;
-  std::vector<std::int64_t> targets_;
+  std::shared_ptr<Storage> targets_;  // int64 [rows] on the logits' device
   float smoothing_;
 };
 
@@ -94,13 +96,17 @@ Tensor cross_entropy(const Tensor& logits_arg, const std::vector<std::int64_t>& 
                 "label_smoothing must be in [0, 1), got " << label_smoothing);
   const Tensor c = logits.detach().contiguous();
   const std::int64_t rows = c.size(0), cols = c.size(1);
-  std::vector<float> per_row(static_cast<std::size_t>(rows));
-  kernels::cross_entropy(c.data_ptr(), c.dtype(), rows, cols, targets.data(), label_smoothing,
-                         per_row.data());
-  double total = 0.0;  // the batch mean in double: the loss is reported, not just trained on
-  for (float v : per_row) total += v;
-  Tensor loss = Tensor::scalar(static_cast<float>(total / static_cast<double>(rows)), DType::f32);
-  record<CrossEntropyNode>(loss, {&logits}, c, targets, label_smoothing);
+  std::shared_ptr<Storage> device_targets =
+      ops::detail::upload_indices(targets, "cross-entropy targets");
+  Tensor per_row = Tensor::empty({rows}, DType::f32);
+  kernels::cross_entropy(c.data_ptr(), c.dtype(), rows, cols,
+                         static_cast<const std::int64_t*>(device_targets->data()),
+                         label_smoothing, per_row.data<float>());
+  // The batch mean stays on the device (f32 accumulation, as every reduction).
+  Tensor loss = Tensor::empty({}, DType::f32);
+  kernels::reduce(kernels::ReduceOp::mean, per_row.data_ptr(), DType::f32, 1, rows, 1,
+                  loss.data_ptr(), DType::f32);
+  record<CrossEntropyNode>(loss, {&logits}, c, std::move(device_targets), label_smoothing);
   prof.done(loss, {&logits}, static_cast<double>(logits.numel()));
   return loss;
 }

@@ -13,6 +13,7 @@
 #include "kernels/elementwise.h"
 #include "kernels/reduce.h"
 #include "mixprec/core/error.h"
+#include "mixprec/core/transfer.h"
 
 namespace mixprec::optim {
 namespace {
@@ -59,12 +60,21 @@ void scatter(const Tensor& c, const Tensor& g) {
   g.bump_version();
 }
 
-/// Reduces one gradient to a single f32 value (norm2 or amax over all its elements).
-float reduce_all(kernels::ReduceOp op, const Tensor& g) {
-  const Tensor c = gather(g);
-  float out = 0.0f;
-  kernels::reduce(op, c.data_ptr(), c.dtype(), 1, c.numel(), 1, &out, DType::f32);
-  return out;
+/// Reduces every gradient to one f32 value (norm2 or amax over all its elements), each into its
+/// slot of one tensor on the gradients' device, then reads them with one download: one host
+/// synchronisation per call, not one per parameter.
+std::vector<float> reduce_each(kernels::ReduceOp op, const std::vector<Tensor>& grads) {
+  if (grads.empty()) return {};
+  Tensor out = Tensor::zeros({static_cast<std::int64_t>(grads.size())}, DType::f32,
+                             MemoryCategory::workspace);
+  for (std::size_t i = 0; i < grads.size(); ++i) {
+    if (grads[i].numel() == 0) continue;
+    const Tensor c = gather(grads[i]);
+    kernels::reduce(op, c.data_ptr(), c.dtype(), 1, c.numel(), 1, out.data<float>() + i,
+                    DType::f32);
+  }
+  const TransferReason why("gradient norm");
+  return out.to_vector();
 }
 
 }  // namespace
@@ -91,15 +101,16 @@ float clip_grad_norm(const std::vector<Tensor>& params, float max_norm, float no
   // Per-tensor results are f32 (kernel accumulation); across tensors we combine in double so
   // thousands of parameter tensors add no rounding of their own.
   double total = 0.0;
-  for (const Tensor& g : grads) {
-    if (g.numel() == 0) continue;
+  const std::vector<float> each =
+      reduce_each(inf_norm ? kernels::ReduceOp::amax : kernels::ReduceOp::norm2, grads);
+  for (std::size_t i = 0; i < each.size(); ++i) {
+    if (grads[i].numel() == 0) continue;
+    const double v = each[i];
     if (inf_norm) {
-      const double m = reduce_all(kernels::ReduceOp::amax, g);
-      if (std::isnan(m) || m > total) total = m;  // NaN must win, like torch's max
+      if (std::isnan(v) || v > total) total = v;  // NaN must win, like torch's max
       if (std::isnan(total)) break;
     } else {
-      const double n = reduce_all(kernels::ReduceOp::norm2, g);
-      total += n * n;
+      total += v * v;
     }
   }
   if (combine) total = combine(total);

@@ -6,9 +6,10 @@
 #include <cstring>
 #include <set>
 
+#include "kernels/convert.h"
 #include "kernels/copy.h"
 #include "kernels/ema.h"
-#include "mixprec/core/convert.h"
+#include "mixprec/core/transfer.h"
 #include "mixprec/core/error.h"
 
 namespace mixprec::optim {
@@ -31,7 +32,8 @@ EMA::EMA(NamedParams params, float decay, bool warmup)
   for (const auto& entry : params_) {
     const Tensor& p = entry.second;
     Tensor s = Tensor::empty(p.shape(), DType::f32, MemoryCategory::optimizer_state);
-    convert(p.data_ptr(), p.dtype(), s.data_ptr(), DType::f32, static_cast<std::size_t>(p.numel()));
+    kernels::convert(p.data_ptr(), p.dtype(), s.data_ptr(), DType::f32,
+                     static_cast<std::size_t>(p.numel()));
     shadows_.push_back(std::move(s));
   }
 }
@@ -78,8 +80,8 @@ void EMA::copy_to(const NamedParams& params) const {
   }
   for (std::size_t j = 0; j < params.size(); ++j) {
     const Tensor& t = params[j].second;
-    convert(shadows_[source[j]].data_ptr(), DType::f32, t.data_ptr(), t.dtype(),
-            static_cast<std::size_t>(t.numel()));
+    kernels::convert(shadows_[source[j]].data_ptr(), DType::f32, t.data_ptr(), t.dtype(),
+                     static_cast<std::size_t>(t.numel()));
     t.bump_version();
   }
 }
@@ -89,7 +91,7 @@ EMA::Swap::Swap(const EMA& ema) : ema_(ema) {
   for (const auto& entry : ema.params_) {  // may throw (allocation): nothing written yet
     const Tensor& p = entry.second;
     Tensor b = Tensor::empty(p.shape(), p.dtype(), MemoryCategory::workspace);
-    std::memcpy(b.data_ptr(), p.data_ptr(), p.nbytes());
+    device_copy(b.data_ptr(), p.data_ptr(), p.nbytes(), p.device());
     backup_.push_back(std::move(b));
   }
   try {
@@ -105,7 +107,7 @@ EMA::Swap::~Swap() { restore(); }
 void EMA::Swap::restore() noexcept {
   for (std::size_t i = 0; i < backup_.size(); ++i) {
     const Tensor& p = ema_.params_[i].second;
-    std::memcpy(p.data_ptr(), backup_[i].data_ptr(), p.nbytes());
+    device_copy(p.data_ptr(), backup_[i].data_ptr(), p.nbytes(), p.device());
     p.bump_version();
   }
 }

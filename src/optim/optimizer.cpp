@@ -8,7 +8,8 @@
 
 #include "diagnostics/op_scope.h"
 #include "mixprec/autograd/node.h"
-#include "mixprec/core/convert.h"
+#include "kernels/convert.h"
+#include "mixprec/core/transfer.h"
 #include "mixprec/core/error.h"
 
 namespace mixprec::optim {
@@ -88,7 +89,7 @@ Optimizer::Optimizer(std::string name, std::vector<Tensor> params, float lr,
     const Tensor& p = params_[i];
     if (p.dtype() == DType::f32) continue;
     Tensor master = Tensor::empty(p.shape(), DType::f32, MemoryCategory::optimizer_state);
-    convert(p.data_ptr(), p.dtype(), master.data_ptr(), DType::f32, numel(i));
+    kernels::convert(p.data_ptr(), p.dtype(), master.data_ptr(), DType::f32, numel(i));
     masters_[i] = master;
   }
 }
@@ -285,7 +286,9 @@ void Optimizer::load_state(const OptimizerState& state) {
   for (std::size_t k = 0; k < mine.size(); ++k) {
     const Tensor& dst = mine[k].second;
     if (dst.data_ptr() != sources[k].data_ptr()) {
-      std::memcpy(dst.data_ptr(), sources[k].data_ptr(), dst.nbytes());
+      // Sources from a checkpoint were uploaded when it was read: same device, a device copy.
+      const Tensor src = sources[k].device() == dst.device() ? sources[k] : sources[k].to(dst.device());
+      device_copy(dst.data_ptr(), src.data_ptr(), dst.nbytes(), dst.device());
     }
     dst.bump_version();
   }
@@ -303,8 +306,8 @@ void Optimizer::load_state(const OptimizerState& state) {
   for (std::size_t i = 0; i < params_.size(); ++i) {
     param_steps_[i] = static_cast<std::int64_t>(*scalars.at(param_key(i, "step")));
     if (!masters_[i].defined()) continue;
-    convert(masters_[i].data_ptr(), DType::f32, params_[i].data_ptr(), params_[i].dtype(),
-            numel(i));
+    kernels::convert(masters_[i].data_ptr(), DType::f32, params_[i].data_ptr(), params_[i].dtype(),
+                     numel(i));
     params_[i].bump_version();
   }
 }

@@ -1,9 +1,11 @@
 #pragma once
-/// A 64-byte aligned block of bytes owned by one or more tensors, tracked by memory category.
+/// A 64-byte aligned block of bytes on one device, owned by one or more tensors, tracked by memory
+/// category.
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
 
+#include "mixprec/core/device.h"
 #include "mixprec/core/memory.h"
 
 namespace mixprec {
@@ -14,16 +16,19 @@ namespace mixprec {
 class Storage {
  public:
   static constexpr std::size_t kAlignment = 64;
-  /// Allocates `bytes` (uninitialised, 64-byte aligned) under `category`.
-  Storage(std::size_t bytes, MemoryCategory category);
+  /// Allocates `bytes` (uninitialised, 64-byte aligned) under `category` on `device` (through
+  /// that device's allocator: the host block cache for cpu).
+  Storage(std::size_t bytes, MemoryCategory category, Device device = current_device());
   ~Storage();
   Storage(const Storage&) = delete;
   Storage& operator=(const Storage&) = delete;
 
+  /// The block's address on its device: dereferenceable by the host only if device().is_host().
   void* data() noexcept { return data_; }
   const void* data() const noexcept { return data_; }
   std::size_t bytes() const noexcept { return bytes_; }
   MemoryCategory category() const noexcept { return category_; }
+  Device device() const noexcept { return device_; }
   /// Re-files the bytes under another category (e.g. a tensor that becomes a parameter).
   void set_category(MemoryCategory category);
   /// Incremented by every in-place modification.
@@ -34,6 +39,7 @@ class Storage {
   void* data_ = nullptr;
   std::size_t bytes_ = 0;
   MemoryCategory category_;
+  Device device_;
   std::atomic<std::uint64_t> version_{0};
 };
 

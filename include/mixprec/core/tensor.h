@@ -70,15 +70,19 @@ class Tensor {
   }
 
   // ---- factories (contiguous, new storage) ----
-  /// Uninitialised tensor of the given shape and dtype.
+  /// Uninitialised tensor of the given shape and dtype on `device` (data loaders build batches
+  /// on the host, Device{}, and upload them).
   static Tensor empty(const Shape& shape, DType dtype = DType::f32,
-                      MemoryCategory category = MemoryCategory::activation);
+                      MemoryCategory category = MemoryCategory::activation,
+                      Device device = current_device());
   static Tensor zeros(const Shape& shape, DType dtype = DType::f32,
-                      MemoryCategory category = MemoryCategory::activation);
+                      MemoryCategory category = MemoryCategory::activation,
+                      Device device = current_device());
   static Tensor ones(const Shape& shape, DType dtype = DType::f32);
   /// Every element set to value (rounded once to dtype).
   static Tensor full(const Shape& shape, float value, DType dtype = DType::f32);
-  /// Copies values (rounded to dtype) into a new tensor; values.size() must equal numel(shape).
+  /// Copies values (rounded to dtype) into a new tensor on current_device() (one counted upload
+  /// there); values.size() must equal numel(shape).
   static Tensor from_vector(const std::vector<float>& values, const Shape& shape,
                             DType dtype = DType::f32);
   /// A 0-d tensor holding value.
@@ -106,24 +110,33 @@ class Tensor {
   bool is_same(const Tensor& other) const noexcept { return impl_ == other.impl_; }
   /// Memory category of the underlying storage; set_category re-files it.
   MemoryCategory category() const { return impl().storage->category(); }
+  /// The device the storage lives on (see device.h).
+  Device device() const { return impl().storage->device(); }
   void set_category(MemoryCategory category) const { impl().storage->set_category(category); }
   /// Version of the storage (increases on every in-place write).
   std::uint64_t version() const { return impl().storage->version(); }
   void bump_version() const { impl().storage->bump_version(); }
 
   // ---- data access ----
-  /// Pointer to the first element (storage + offset).
+  /// Address of the first element (storage + offset) on device(): pass it to kernels; only on a
+  /// host device may the host dereference it (to_vector/item/to(Device) move values across).
   void* data_ptr() const;
-  /// Typed pointer; throws DTypeError if T does not match dtype().
+  /// Typed data_ptr(); throws DTypeError if T does not match dtype().
   template <class T> T* data() const {
     MIXPREC_CHECK(dtype_of<T> == dtype(), DTypeError, "Tensor::data",
                   "tensor is " << name(dtype()) << ", not " << name(dtype_of<T>));
     return static_cast<T*>(data_ptr());
   }
-  /// All elements in row-major order, widened to float.
+  /// All elements in row-major order, widened to float: one counted download (a host
+  /// synchronisation on a device; name why with a TransferReason).
   std::vector<float> to_vector() const;
-  /// The value of a one-element tensor.
+  /// The value of a one-element tensor (one counted download, as to_vector).
   float item() const;
+  /// The raw bytes of a contiguous copy, in row-major order (one counted download).
+  std::vector<std::uint8_t> to_bytes() const;
+  /// A new contiguous tensor of `bytes` (row-major, dtype's encoding) on current_device() (one
+  /// counted upload); bytes.size() must equal numel(shape) * size_of(dtype).
+  static Tensor from_bytes(const void* bytes, std::size_t size, const Shape& shape, DType dtype);
 
   // ---- views and copies (differentiable; defined in the ops layer) ----
   Tensor reshape(const Shape& shape) const;
@@ -135,6 +148,8 @@ class Tensor {
   /// Cast to dtype (rounding to nearest even); returns *this if already dtype. Casts to fp8 are
   /// straight-through for autograd: the gradient passes unchanged, in f32.
   Tensor to(DType dtype) const;
+  /// A copy on `device` (one counted transfer; *this if already there). Not tracked by autograd.
+  Tensor to(Device device) const;
   /// A new tensor with the same values (not tracked by autograd).
   Tensor clone() const;
   /// A handle sharing the data but cut from the autograd graph.

@@ -37,7 +37,7 @@ const Backend& cpu_backend() {
     &cpu::sgd_update,
     &cpu::adam_update,
     &cpu::ema_update,
-    &cpu::unscale_inplace,
+    &cpu::unscale,
     // attention.h
     &cpu::attention_forward,
     &cpu::attention_backward,

@@ -70,4 +70,8 @@ bool unscale_inplace(void* data, int dtype, std::size_t n, float inv, float* ama
   return found;
 }
 
+void unscale(void* data, int dtype, std::size_t n, float inv, float* found_inf, float* amax) {
+  if (unscale_inplace(data, dtype, n, inv, amax)) *found_inf = 1.0f;
+}
+
 }  // namespace mixprec::kernels::cpu

@@ -36,7 +36,7 @@ const Backend& ref_backend() {
     &ref::sgd_update,
     &ref::adam_update,
     &ref::ema_update,
-    &ref::unscale_inplace,
+    &ref::unscale,
     // attention.h
     &ref::attention_forward,
     &ref::attention_backward,

@@ -72,6 +72,9 @@ bool unscale_inplace(void* data, int dtype, std::size_t n, float inv, float* ama
   auto* p = static_cast<std::uint16_t*>(data);
   return unscale_16bit_ref(p, p, n, inv, dtype, amax);
 }
+void unscale(void* data, int dtype, std::size_t n, float inv, float* found_inf, float* amax) {
+  if (unscale_inplace(data, dtype, n, inv, amax)) *found_inf = 1.0f;
+}
 }  // namespace ref
 
 }  // namespace mixprec::kernels
