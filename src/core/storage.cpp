@@ -11,16 +11,19 @@ Storage::Storage(std::size_t bytes, MemoryCategory category, Device device)
   MIXPREC_CHECK(data_ != nullptr, ValueError, "Storage",
                 "out of memory allocating " << bytes << " bytes on " << to_string(device)
                                           << "; reduce the batch size or model");
-  detail::track_alloc(category_, bytes_);
+  // The tracker counts the memory of the device that computes: on a device run, host staging
+  // buffers (a batch before its upload) are not device memory and stay out of the peaks.
+  tracked_ = device == current_device();
+  if (tracked_) detail::track_alloc(category_, bytes_);
 }
 
 Storage::~Storage() {
-  detail::track_free(category_, bytes_);
+  if (tracked_) detail::track_free(category_, bytes_);
   detail::device_release(data_, bytes_, device_);
 }
 
 void Storage::set_category(MemoryCategory category) {
-  detail::track_move(category_, category, bytes_);
+  if (tracked_) detail::track_move(category_, category, bytes_);
   category_ = category;
 }
 

@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "kernels/elementwise.h"
 #include "mixprec/core/error.h"
 #include "mixprec/ops/embedding.h"
 
@@ -15,11 +16,12 @@ Embedding::Embedding(std::int64_t num_embeddings, std::int64_t dim, std::uint64_
   MIXPREC_CHECK(padding_idx >= -1 && padding_idx < num_embeddings, ValueError, "Embedding",
                 "padding_idx must be -1 (none) or a row in [0, " << num_embeddings << "), got "
                                                                  << padding_idx);
-  Tensor w = Tensor::randn({num_embeddings, dim}, seed);
-  auto* data = static_cast<float*>(w.data_ptr());
-  for (std::int64_t i = 0; i < w.numel(); ++i) data[i] *= 0.02f;
+  // N(0, 0.02) as GPT-2 initialises its tables: randn's values scaled in f32 on the device (the
+  // affine kernel rounds 0.02 * x once, as the host loop did), the padding row zeroed there.
+  Tensor w = Tensor::randn({num_embeddings, dim}, seed, DType::f32, 0.0f, 1.0f);
+  kernels::affine(w.data_ptr(), DType::f32, w.data_ptr(), DType::f32, w.numel(), 0.02f, 0.0f);
   if (padding_idx >= 0) {
-    for (std::int64_t j = 0; j < dim; ++j) data[padding_idx * dim + j] = 0.0f;
+    kernels::fill(w.data<float>() + padding_idx * dim, DType::f32, dim, 0.0f);
   }
   weight_ = register_parameter("weight", w);
 }

@@ -20,6 +20,7 @@ constexpr const char* kOp = "scaled_dot_product_attention";
 struct MaskView {
   Tensor mask;  // f32 contiguous, at the user's shape (never expanded)
   std::vector<std::int64_t> offsets;
+  std::shared_ptr<Storage> device_offsets;  // the offsets where the kernels read them
   std::int64_t stride_q = 0, stride_k = 0;
 };
 
@@ -39,6 +40,7 @@ MaskView make_mask_view(const Tensor& attn_mask, const Shape& scores_shape, std:
     }
     m.offsets[static_cast<std::size_t>(b)] = off;
   }
+  m.device_offsets = ops::detail::upload_indices(m.offsets, "attention mask offsets");
   return m;
 }
 
@@ -46,7 +48,7 @@ kernels::AttentionDesc describe(const MaskView* m) {
   kernels::AttentionDesc d;
   if (m != nullptr && m->mask.defined()) {
     d.mask = static_cast<const float*>(m->mask.data_ptr());
-    d.mask_offsets = m->offsets.data();
+    d.mask_offsets = static_cast<const std::int64_t*>(m->device_offsets->data());
     d.mask_stride_q = m->stride_q;
     d.mask_stride_k = m->stride_k;
   }

@@ -14,24 +14,25 @@ using ops::detail::record;
 // Keeps the indices (not a tensor) and the table's shape and dtype; never the table itself.
 class EmbeddingNode final : public autograd::Node {
  public:
-  EmbeddingNode(std::vector<std::int64_t> indices, std::int64_t rows, std::int64_t cols,
-                DType dtype, std::int64_t padding_idx)
-      : indices_(std::move(indices)), rows_(rows), cols_(cols), dtype_(dtype),
+  EmbeddingNode(std::shared_ptr<Storage> indices, std::int64_t count, std::int64_t rows,
+                std::int64_t cols, DType dtype, std::int64_t padding_idx)
+      : indices_(std::move(indices)), count_(count), rows_(rows), cols_(cols), dtype_(dtype),
         padding_idx_(padding_idx) {}
   const char* name() const override { return "embedding"; }
   bool saves_tensors() const override { return false; }
   std::vector<Tensor> backward(const Tensor& dy_in) override {
     const Tensor dy = dy_in.contiguous();
     Tensor dweight = Tensor::empty({rows_, cols_}, dtype_);
-    kernels::embedding_backward(dy.data_ptr(), dy.dtype(), indices_.data(),
-                                static_cast<std::int64_t>(indices_.size()), rows_, cols_,
+    kernels::embedding_backward(dy.data_ptr(), dy.dtype(),
+                                static_cast<const std::int64_t*>(indices_->data()), count_,
+                                rows_, cols_,
                                 padding_idx_, dweight.data_ptr(), dtype_);
     return {dweight};
   }
 
  private:
-  std::vector<std::int64_t> indices_;
-  std::int64_t rows_, cols_;
+  std::shared_ptr<Storage> indices_;  // int64 [count] on the device
+  std::int64_t count_, rows_, cols_;
   DType dtype_;
   std::int64_t padding_idx_;
 };
@@ -61,9 +62,13 @@ Tensor embedding(const Tensor& weight_arg, const std::vector<std::int64_t>& indi
   Tensor out = Tensor::empty(out_shape, table.dtype());
   // Checks every index (ValueError naming it and V) and padding_idx before writing anything.
   kernels::detail::check_embedding_args(op, rows, cols, indices.data(), count, padding_idx);
-  kernels::embedding(table.data_ptr(), table.dtype(), rows, cols, indices.data(), count,
+  std::shared_ptr<Storage> device_indices =
+      ops::detail::upload_indices(indices, "embedding indices");
+  kernels::embedding(table.data_ptr(), table.dtype(), rows, cols,
+                     static_cast<const std::int64_t*>(device_indices->data()), count,
                      out.data_ptr());
-  record<EmbeddingNode>(out, {&weight}, indices, rows, cols, weight.dtype(), padding_idx);
+  record<EmbeddingNode>(out, {&weight}, std::move(device_indices), count, rows, cols,
+                        weight.dtype(), padding_idx);
   prof.done(out, {&weight}, 0.0);  // a copy: no arithmetic
   return out;
 }

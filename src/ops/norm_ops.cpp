@@ -1,11 +1,14 @@
 // batch_norm and layer_norm with autograd; the loops run in kernels/norm.h. Per-channel and
-// per-feature parameters are handed to the kernels as f32 copies (they are small), so weights of
-// any dtype work and the affine step always computes in f32.
+// per-feature parameters are handed to the kernels as f32 copies on the device (they are small),
+// so weights of any dtype work and the affine step always computes in f32; statistics and
+// parameter gradients are f32 tensors beside them: nothing crosses to the host.
 #include <cmath>
 #include <vector>
 
+#include "kernels/ema.h"
 #include "kernels/norm.h"
 #include "mixprec/amp/autocast.h"
+#include "mixprec/core/transfer.h"
 #include "mixprec/ops/normalization.h"
 #include "diagnostics/op_scope.h"
 #include "ops/norm_util.h"
@@ -15,16 +18,15 @@ namespace mixprec {
 namespace {
 
 using ops::detail::data_or_null;
-using ops::detail::f32_values;
+using ops::detail::f32_buffer;
 using ops::detail::param_grad;
 using ops::detail::ParamInfo;
 using ops::detail::record;
 
 class BatchNormNode final : public autograd::Node {
  public:
-  BatchNormNode(Tensor x, kernels::BatchNormDims dims, std::vector<float> mean,
-                std::vector<float> var, std::vector<float> weight, ParamInfo w, ParamInfo b,
-                float eps, bool training)
+  BatchNormNode(Tensor x, kernels::BatchNormDims dims, Tensor mean, Tensor var, Tensor weight,
+                ParamInfo w, ParamInfo b, float eps, bool training)
       : x_(std::move(x)), dims_(dims), mean_(std::move(mean)), var_(std::move(var)),
         weight_(std::move(weight)), w_(std::move(w)), b_(std::move(b)), eps_(eps),
         training_(training) {}
@@ -32,21 +34,21 @@ class BatchNormNode final : public autograd::Node {
   void release_saved() override { x_ = Tensor(); }
   std::vector<Tensor> backward(const Tensor& dy_in) override {
     const Tensor dy = dy_in.contiguous().to(x_.dtype());
-    const auto c = static_cast<std::size_t>(dims_.c);
     Tensor dx = next[0].fn ? Tensor::empty(x_.shape(), x_.dtype()) : Tensor();
-    std::vector<float> dw(next[1].fn ? c : 0), db(next[2].fn ? c : 0);
+    const Tensor dw = f32_buffer(dims_.c, next[1].fn != nullptr);
+    const Tensor db = f32_buffer(dims_.c, next[2].fn != nullptr);
     kernels::batch_norm_backward(x_.data_ptr(), x_.dtype(), dy.data_ptr(), dy.dtype(), dims_,
-                                 mean_.data(), var_.data(), eps_, data_or_null(weight_),
-                                 training_, dx.defined() ? dx.data_ptr() : nullptr, x_.dtype(),
+                                 mean_.data<float>(), var_.data<float>(), eps_,
+                                 data_or_null(weight_), training_,
+                                 dx.defined() ? dx.data_ptr() : nullptr, x_.dtype(),
                                  data_or_null(dw), data_or_null(db));
-    return {dx, dw.empty() ? Tensor() : param_grad(dw, w_.shape, w_.dtype),
-            db.empty() ? Tensor() : param_grad(db, b_.shape, b_.dtype)};
+    return {dx, param_grad(dw, w_.shape, w_.dtype), param_grad(db, b_.shape, b_.dtype)};
   }
 
  private:
   Tensor x_;
   kernels::BatchNormDims dims_;
-  std::vector<float> mean_, var_, weight_;
+  Tensor mean_, var_, weight_;  // f32 on the device
   ParamInfo w_, b_;
   float eps_;
   bool training_;
@@ -54,29 +56,28 @@ class BatchNormNode final : public autograd::Node {
 
 class LayerNormNode final : public autograd::Node {
  public:
-  LayerNormNode(Tensor x, std::int64_t rows, std::int64_t cols, std::vector<float> mean,
-                std::vector<float> rstd, std::vector<float> weight, ParamInfo w, ParamInfo b)
+  LayerNormNode(Tensor x, std::int64_t rows, std::int64_t cols, Tensor mean, Tensor rstd,
+                Tensor weight, ParamInfo w, ParamInfo b)
       : x_(std::move(x)), rows_(rows), cols_(cols), mean_(std::move(mean)),
         rstd_(std::move(rstd)), weight_(std::move(weight)), w_(std::move(w)), b_(std::move(b)) {}
   const char* name() const override { return "layer_norm"; }
   void release_saved() override { x_ = Tensor(); }
   std::vector<Tensor> backward(const Tensor& dy_in) override {
     const Tensor dy = dy_in.contiguous().to(x_.dtype());
-    const auto cols = static_cast<std::size_t>(cols_);
     Tensor dx = next[0].fn ? Tensor::empty(x_.shape(), x_.dtype()) : Tensor();
-    std::vector<float> dw(next[1].fn ? cols : 0), db(next[2].fn ? cols : 0);
+    const Tensor dw = f32_buffer(cols_, next[1].fn != nullptr);
+    const Tensor db = f32_buffer(cols_, next[2].fn != nullptr);
     kernels::layer_norm_backward(x_.data_ptr(), x_.dtype(), dy.data_ptr(), dy.dtype(), rows_,
-                                 cols_, mean_.data(), rstd_.data(), data_or_null(weight_),
-                                 dx.defined() ? dx.data_ptr() : nullptr, x_.dtype(),
-                                 data_or_null(dw), data_or_null(db));
-    return {dx, dw.empty() ? Tensor() : param_grad(dw, w_.shape, w_.dtype),
-            db.empty() ? Tensor() : param_grad(db, b_.shape, b_.dtype)};
+                                 cols_, mean_.data<float>(), rstd_.data<float>(),
+                                 data_or_null(weight_), dx.defined() ? dx.data_ptr() : nullptr,
+                                 x_.dtype(), data_or_null(dw), data_or_null(db));
+    return {dx, param_grad(dw, w_.shape, w_.dtype), param_grad(db, b_.shape, b_.dtype)};
   }
 
  private:
   Tensor x_;
   std::int64_t rows_, cols_;
-  std::vector<float> mean_, rstd_, weight_;
+  Tensor mean_, rstd_, weight_;  // f32 on the device
   ParamInfo w_, b_;
 };
 
@@ -97,6 +98,20 @@ std::vector<float> f32_values(const Tensor& t) {
 
 Tensor param_grad(const std::vector<float>& g, const Shape& shape, DType dtype) {
   return Tensor::from_vector(g, shape, dtype);
+}
+
+Tensor f32_copy(const Tensor& t) {
+  return t.defined() ? materialize(t.detach(), DType::f32, MemoryCategory::workspace) : Tensor();
+}
+
+Tensor f32_buffer(std::int64_t n, bool wanted) {
+  return wanted ? Tensor::empty({n}, DType::f32, MemoryCategory::workspace) : Tensor();
+}
+
+Tensor param_grad(const Tensor& g, const Shape& shape, DType dtype) {
+  if (!g.defined()) return Tensor();
+  const Tensor shaped = g.reshape(shape);
+  return dtype == DType::f32 ? shaped : materialize(shaped, dtype, MemoryCategory::activation);
 }
 
 void check_running(const char* op, const Tensor& t, std::int64_t c, const char* what) {
@@ -146,14 +161,23 @@ BatchNormInputs prepare_batch_norm(const char* op, const Tensor& x, const Tensor
   return out;
 }
 
+void update_running(Tensor& running, const Tensor& batch, double factor, float momentum) {
+  Tensor target = batch;
+  if (factor != 1.0) {
+    target = Tensor::empty(batch.shape(), DType::f32, MemoryCategory::workspace);
+    kernels::affine(batch.data_ptr(), DType::f32, target.data_ptr(), DType::f32, batch.numel(),
+                    static_cast<float>(factor), 0.0f);
+  }
+  kernels::ema_update(target.data_ptr(), DType::f32, running.data<float>(), running.numel(),
+                      momentum);
+  running.bump_version();
+}
+
 void update_running(Tensor& running, const std::vector<float>& batch, double factor,
                     float momentum) {
-  float* r = running.data<float>();
-  for (std::size_t c = 0; c < batch.size(); ++c) {
-    r[c] = static_cast<float>((1.0 - momentum) * static_cast<double>(r[c]) +
-                              static_cast<double>(momentum) * batch[c] * factor);
-  }
-  running.bump_version();
+  const TransferReason why("synchronised batch-norm statistics");
+  update_running(running, Tensor::from_vector(batch, {static_cast<std::int64_t>(batch.size())}),
+                 factor, momentum);
 }
 
 }  // namespace ops::detail
@@ -174,23 +198,21 @@ Tensor batch_norm(const Tensor& x_arg, Tensor& running_mean, Tensor& running_var
                     << to_string(x.shape()) << "; use a batch of at least 2 or eval mode");
 
   const Tensor xc = x.detach().contiguous();
-  const std::vector<float> w = f32_values(weight), b = f32_values(bias);
-  const auto c = static_cast<std::size_t>(d.c);
-  std::vector<float> mean(c), var(c);
-  if (!training) {
-    mean = running_mean.to_vector();
-    var = running_var.to_vector();
-  }
+  const Tensor w = ops::detail::f32_copy(weight), b = ops::detail::f32_copy(bias);
+  // Training: the kernel writes the batch statistics here; eval: copies of the running ones.
+  const Tensor mean = training ? ops::detail::f32_buffer(d.c) : ops::detail::f32_copy(running_mean);
+  const Tensor var = training ? ops::detail::f32_buffer(d.c) : ops::detail::f32_copy(running_var);
   Tensor y = Tensor::empty(x.shape(), x.dtype());
   kernels::batch_norm_forward(xc.data_ptr(), xc.dtype(), d, data_or_null(w), data_or_null(b), eps,
-                              training, mean.data(), var.data(), y.data_ptr(), y.dtype());
+                              training, mean.data<float>(), var.data<float>(), y.data_ptr(),
+                              y.dtype());
   if (training && running_mean.defined()) {
     const double count = static_cast<double>(d.n * d.s);
     ops::detail::update_running(running_mean, mean, 1.0, momentum);
     ops::detail::update_running(running_var, var, count / (count - 1.0), momentum);
   }
-  record<BatchNormNode>(y, {&x, &weight, &bias}, xc, d, std::move(mean), std::move(var), w,
-                        ParamInfo::of(weight), ParamInfo::of(bias), eps, training);
+  record<BatchNormNode>(y, {&x, &weight, &bias}, xc, d, mean, var, w, ParamInfo::of(weight),
+                        ParamInfo::of(bias), eps, training);
   prof.done(y, {&x, &weight, &bias});
   return y;
 }
@@ -219,14 +241,14 @@ Tensor layer_norm(const Tensor& x_arg, std::int64_t normalized_dims, const Tenso
                 "eps must be finite and >= 0, got " << eps);
   const std::int64_t rows = x.numel() / cols;
   const Tensor xc = x.detach().contiguous();
-  const std::vector<float> w = f32_values(weight), b = f32_values(bias);
-  std::vector<float> mean(static_cast<std::size_t>(rows)), rstd(static_cast<std::size_t>(rows));
+  const Tensor w = ops::detail::f32_copy(weight), b = ops::detail::f32_copy(bias);
+  const Tensor mean = ops::detail::f32_buffer(rows), rstd = ops::detail::f32_buffer(rows);
   Tensor y = Tensor::empty(x.shape(), x.dtype());
   kernels::layer_norm_forward(xc.data_ptr(), xc.dtype(), rows, cols, data_or_null(w),
-                              data_or_null(b), eps, y.data_ptr(), y.dtype(), mean.data(),
-                              rstd.data());
-  record<LayerNormNode>(y, {&x, &weight, &bias}, xc, rows, cols, std::move(mean),
-                        std::move(rstd), w, ParamInfo::of(weight), ParamInfo::of(bias));
+                              data_or_null(b), eps, y.data_ptr(), y.dtype(), mean.data<float>(),
+                              rstd.data<float>());
+  record<LayerNormNode>(y, {&x, &weight, &bias}, xc, rows, cols, mean, rstd, w,
+                        ParamInfo::of(weight), ParamInfo::of(bias));
   prof.done(y, {&x, &weight, &bias});
   return y;
 }

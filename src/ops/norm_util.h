@@ -10,13 +10,24 @@
 
 namespace mixprec::ops::detail {
 
-/// Values of an optional parameter widened to f32 (empty when undefined).
+/// Values of an optional parameter widened to f32 on the host (empty when undefined): one
+/// download; for the synchronised batch norm, whose statistics travel between ranks.
 std::vector<float> f32_values(const Tensor& t);
 inline const float* data_or_null(const std::vector<float>& v) { return v.empty() ? nullptr : v.data(); }
 inline float* data_or_null(std::vector<float>& v) { return v.empty() ? nullptr : v.data(); }
 
+/// An optional parameter as a fresh contiguous f32 copy on its device (undefined when
+/// undefined): what the norm kernels read, whatever the parameter's dtype.
+Tensor f32_copy(const Tensor& t);
+/// A contiguous f32 [n] tensor on the current device, for statistics and parameter gradients the
+/// kernels write; undefined when `wanted` is false.
+Tensor f32_buffer(std::int64_t n, bool wanted = true);
+inline float* data_or_null(const Tensor& t) { return t.defined() ? t.data<float>() : nullptr; }
+
 /// A gradient of a parameter, in the parameter's dtype and shape.
 Tensor param_grad(const std::vector<float>& g, const Shape& shape, DType dtype);
+/// The same from the kernel's f32 [n] gradient on the device (undefined stays undefined).
+Tensor param_grad(const Tensor& g, const Shape& shape, DType dtype);
 
 /// What backward needs to know of an optional parameter once its values are copied.
 struct ParamInfo {
@@ -51,8 +62,11 @@ BatchNormInputs prepare_batch_norm(const char* op, const Tensor& x, const Tensor
                                    const Tensor& running_var, const Tensor& weight, const Tensor& bias,
                                    bool training, float momentum, float eps);
 
-/// running = (1 - momentum) * running + momentum * batch * factor, in double, in place; bumps
-/// the version. factor n / (n - 1) turns a biased batch variance into the unbiased one.
+/// running += momentum * (batch * factor - running) in f32 on the device (the ema_update kernel;
+/// batch * factor rounded once), in place; bumps the version. factor n / (n - 1) turns a biased
+/// batch variance into the unbiased one.
+void update_running(Tensor& running, const Tensor& batch, double factor, float momentum);
+/// The same from host values (the synchronised batch norm's combined statistics): one upload.
 void update_running(Tensor& running, const std::vector<float>& batch, double factor,
                     float momentum);
 

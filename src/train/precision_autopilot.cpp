@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "mixprec/autograd/node.h"
+#include "mixprec/core/transfer.h"
 #include "mixprec/core/error.h"
 #include "mixprec/diagnostics/tensor_stats.h"
 #include "mixprec/io/atomic_file.h"
@@ -72,9 +73,12 @@ struct RangeCounts {
   double low_fraction(Format f) const { return fraction(f == Format::fp16 ? fp16_low : bf16_low); }
 
   void add(const Tensor& t) {
-    const Tensor f32 = t.dtype() == DType::f32 && t.is_contiguous() ? t : t.contiguous().to(DType::f32);
-    const float* x = static_cast<const float*>(f32.data_ptr());
-    const std::int64_t n = f32.numel();
+    // On sampled steps only: the values cross to the host (one counted download) and the
+    // counting runs there; a device keeps its tensors for every other step.
+    const TransferReason why("autopilot statistics (sampled steps)");
+    const std::vector<float> values = t.to_vector();
+    const float* x = values.data();
+    const auto n = static_cast<std::int64_t>(values.size());
     const diagnostics::CastThresholds& h = diagnostics::cast_thresholds(Format::fp16);
     const diagnostics::CastThresholds& b = diagnostics::cast_thresholds(Format::bf16);
     const float h_zero = static_cast<float>(h.zero_max), h_sub = static_cast<float>(h.subnormal_end);

@@ -6,6 +6,7 @@
 #include <limits>
 #include <optional>
 
+#include "kernels/elementwise.h"
 #include "mixprec/amp/autocast.h"
 #include "mixprec/core/cpu_features.h"
 #include "mixprec/core/error.h"
@@ -214,7 +215,8 @@ float TrainStep::unscale_and_clip() {
       const Tensor g = p.grad();
       if (!g.defined() || g.numel() == 0) continue;
       MIXPREC_ASSERT(g.dtype() == DType::f32 && g.is_contiguous());
-      static_cast<float*>(g.data_ptr())[0] = std::numeric_limits<float>::infinity();
+      // Written where the gradient lives (a one-element fill), not through a host pointer.
+      kernels::fill(g.data_ptr(), DType::f32, 1, std::numeric_limits<float>::infinity());
       g.bump_version();
       break;
     }

@@ -222,13 +222,50 @@ mpi_case() {  # mpi_case TARGET ARGS...: 2 ranks, a checkpoint and a log
   require "2 ranks" '"ranks":2' train.jsonl
 }
 
+# --- 0. bench, under $A only, in the background while the cases run: its machine-peak measurement
+# (a 2048^3 GEMM, ~40 s on the scalar kernels) dwarfs everything else, and all it reports besides
+# times and memory are FLOP counts and shapes, so it is only checked to succeed with a sane report.
+bench_pid=
+if [ -z "$ONLY" ] || grep -qE -- "$ONLY" <<<"bench.gpt-mini.fp16"; then
+  mkdir -p "$WORK/bench"
+  ( cd "$WORK/bench" && export MIXPREC_BACKEND="$A" &&
+    step bench json "$MIXPREC" bench --model gpt-mini --precision fp16 "${TRANSFORMER[@]}" \
+      --checkpoint-activations --batch-size 2 --steps 2 --warmup 1 --threads 1 --json ) &
+  bench_pid=$!
+fi
+bench_verdict() {
+  local status=$1 s st
+  if [ -e "$WORK/bench/.failed" ]; then
+    read -r s st < "$WORK/bench/.failed"
+    echo "FAIL bench.gpt-mini.fp16 under MIXPREC_BACKEND=$A: $(describe_status "$st"); the end of its stderr:"
+    grep -v '^\s*$' "$WORK/bench/bench.err" | tail -n 6 | sed 's/^/       /'
+  elif [ "$status" -ne 0 ]; then
+    echo "FAIL bench.gpt-mini.fp16 under MIXPREC_BACKEND=$A: $(describe_status "$status")"
+  elif ! python3 -c '
+import json, math, sys
+r = json.load(open(sys.argv[1]))
+assert r["model"] == "gpt-mini" and r["steps"] == 2 and r["precision"] == "fp16", r
+assert r["flops_per_step"] > 0 and r["gemm_flops_per_step"] > 0 and r["layers"], r
+assert all(math.isfinite(r["step_ms"][k]) and r["step_ms"][k] > 0 for k in ("min", "median", "max")), r
+' "$WORK/bench/bench.json" > "$WORK/bench/check.out" 2>&1; then
+    echo "FAIL bench.gpt-mini.fp16 under MIXPREC_BACKEND=$A: a bad report: $(tail -n 1 "$WORK/bench/check.out")"
+  else
+    echo "ok   bench.gpt-mini.fp16: succeeded under $A with a sane report (run once, not compared)"
+    return 0
+  fi
+  failures=$((failures + 1))
+}
+
 # --- 1. every model in every precision ---
 PRECISIONS=(fp32 bf16 fp16 pure-bf16 pure-bf16-sr auto auto-layer)
 for target in mlp cnn resnet seed-mlp sensor-mlp gpt-mini csv csv-reg; do
   for p in "${PRECISIONS[@]}"; do
+    # seed-mlp has 21M parameters (240 MB of checkpoint per run): 4 precisions only.
+    if [ "$target" = seed-mlp ] && [[ " pure-bf16 pure-bf16-sr auto " == *" $p "* ]]; then continue; fi
     run_case "$target.$p" matrix_case "$target" "$p"
   done
 done
+skip "seed-mlp.pure-bf16|seed-mlp.pure-bf16-sr|seed-mlp.auto" "left out for time (21M parameters, the slowest model on the scalar kernels); these modes run on every other model"
 skip "eval of sensor-mlp.fp16" "every step of that run is skipped (fp16 overflows on the raw sensor counts), its test loss is NaN, stored as null, and eval/--resume refuse the checkpoint: \"state.json: field 'test_loss' is missing or has the wrong type\" (a CLI bug, under every backend)"
 
 # --- 2. features ---
@@ -269,14 +306,11 @@ run_case parity.mlp step parity json "$MIXPREC" parity "${ARGS[@]}" --max-steps 
   --precisions fp32,bf16,fp16,pure-bf16,pure-bf16-sr,auto-layer --json
 model_args csv
 run_case parity.csv step parity json "$MIXPREC" parity "${ARGS[@]}" --max-steps 3 --precisions fp32,bf16,fp16 --json
-# profile and bench: only the counts (ops, calls, FLOPs, bytes, dtypes, shapes) are compared; the
-# roofline verdict and the floors follow the measured (timed) peaks.
+# profile: only the counts (ops, calls, FLOPs, bytes, dtypes) are compared, ops matched by name; the
+# roofline verdict follows the measured (timed) peaks.
 IGNORE=verdict,roof_pct,share_pct,machine \
   run_case profile.cnn.bf16 step profile json "$MIXPREC" profile --model cnn --precision bf16 --steps 1 \
   --warmup 0 --batch-size 4 --threads 1 --json
-IGNORE=warnings,gemm_note,floor_ratio,hw_floor_ratio \
-  run_case bench.gpt-mini.fp16 step bench json "$MIXPREC" bench --model gpt-mini --precision fp16 "${TRANSFORMER[@]}" \
-  --checkpoint-activations --batch-size 2 --steps 2 --warmup 1 --threads 1 --json
 
 # --- 3. data parallel: 2 ranks ---
 if [ -z "$MPIRUN" ]; then
@@ -294,5 +328,9 @@ else
     --policy-out policy.json
 fi
 
+if [ -n "$bench_pid" ]; then
+  wait "$bench_pid"
+  bench_verdict $?
+fi
 echo "$((SECONDS - START)) s"
 finish

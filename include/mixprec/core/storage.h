@@ -40,6 +40,7 @@ class Storage {
   std::size_t bytes_ = 0;
   MemoryCategory category_;
   Device device_;
+  bool tracked_ = false;  // counted by the memory tracker (memory of the current device)
   std::atomic<std::uint64_t> version_{0};
 };
 
