@@ -83,8 +83,9 @@ MachinePeaks measure_machine_peaks(std::int64_t gemm_n, std::int64_t copy_mib, i
   // A parallel memcpy over buffers much larger than the caches; both are touched first so page
   // faults are not timed.
   p.copy_bytes = copy_mib << 20;
-  const Tensor src = Tensor::empty({p.copy_bytes / 4}, DType::f32, MemoryCategory::workspace);
-  const Tensor dst = Tensor::empty({p.copy_bytes / 4}, DType::f32, MemoryCategory::workspace);
+  // Host buffers: this is the host's copy bandwidth, which the host's passes run at.
+  const Tensor src = Tensor::empty({p.copy_bytes / 4}, DType::f32, MemoryCategory::workspace, Device{});
+  const Tensor dst = Tensor::empty({p.copy_bytes / 4}, DType::f32, MemoryCategory::workspace, Device{});
   char* from = static_cast<char*>(src.data_ptr());
   char* to = static_cast<char*>(dst.data_ptr());
   std::memset(from, 1, static_cast<std::size_t>(p.copy_bytes));
@@ -126,7 +127,9 @@ StepProfile profile_training_steps(const std::string& model, const std::string& 
   for (int i = 0; i < warmup; ++i) bench.step();
   Profile session;
   double wall_s = 0;
+  const TransferStats before = transfer_stats();
   for (int i = 0; i < steps; ++i) wall_s += seconds_of([&] { bench.step(); });
+  r.transfers = transfer_delta(before, transfer_stats());
   r.wall_ms = wall_s * 1e3;
   r.data = session.data();
   return r;
@@ -150,11 +153,26 @@ std::string format_step_profile(const StepProfile& p, std::size_t max_rows) {
   const double recorded = ms(p.data.recorded_ns);
   std::snprintf(line, sizeof line,
                 "steps: %.2f ms in %d steps (%.2f ms/step); ops %.2f ms (%.1f%%), unattributed "
-                "(autograd bookkeeping, allocation, glue) %.2f ms\n\n",
+                "(autograd bookkeeping, allocation, glue) %.2f ms\n",
                 p.wall_ms, p.steps, p.wall_ms / std::max(p.steps, 1), recorded,
                 p.wall_ms > 0 ? 100.0 * recorded / p.wall_ms : 0.0,
                 std::max(0.0, p.wall_ms - recorded));
   os << line;
+  const double per = std::max(p.steps, 1);
+  std::snprintf(line, sizeof line,
+                "host transfers per step: %.1f downloads (host synchronisations), %.1f uploads; "
+                "%.0f bytes down, %.0f bytes up (on %s)\n",
+                static_cast<double>(p.transfers.downloads) / per,
+                static_cast<double>(p.transfers.uploads) / per,
+                static_cast<double>(p.transfers.bytes_down) / per,
+                static_cast<double>(p.transfers.bytes_up) / per, to_string(current_device()).c_str());
+  os << line;
+  for (const auto& [why, count] : p.transfers.downloads_by_reason) {
+    std::snprintf(line, sizeof line, "  download: %-40s %.1f per step\n", why.c_str(),
+                  static_cast<double>(count) / per);
+    os << line;
+  }
+  os << "\n";
   std::snprintf(line, sizeof line, "%-18s %-9s %-5s %7s %10s %7s %9s %11s %9s  %-13s %6s\n", "op",
                 "phase", "dtype", "count", "total ms", "share%", "GFLOP/s", "bytes", "FLOP/B",
                 "verdict", "roof%");
@@ -242,6 +260,12 @@ std::string to_json(const StepProfile& p, int indent) {
          {"unattributed_ms", std::max(0.0, p.wall_ms - recorded)},
          {"ops", ops},
          {"casts", {{"count", p.data.cast_count}, {"total_ms", ms(p.data.cast_ns)}}},
+         {"transfers",
+          {{"downloads_per_step", static_cast<double>(p.transfers.downloads) / std::max(p.steps, 1)},
+           {"uploads_per_step", static_cast<double>(p.transfers.uploads) / std::max(p.steps, 1)},
+           {"bytes_down_per_step", static_cast<double>(p.transfers.bytes_down) / std::max(p.steps, 1)},
+           {"bytes_up_per_step", static_cast<double>(p.transfers.bytes_up) / std::max(p.steps, 1)},
+           {"downloads_by_reason", p.transfers.downloads_by_reason}}},
          {"could_run_lower", lower},
          {"could_run_lower_ms", ms(lower_ns)}};
   return j.dump(indent);

@@ -7,6 +7,7 @@
 #include <cstring>
 #include <limits>
 
+#include "mixprec/core/transfer.h"
 #include "mixprec/core/error.h"
 #include "mixprec/numerics/formats.h"
 
@@ -100,6 +101,11 @@ void TensorStats::add(double x, double multiplier, double source_max) noexcept {
 }
 
 void TensorStats::add(const Tensor& t, double multiplier) {
+  if (!t.device().is_host()) {  // statistics are counted on the host: one counted download
+    const TransferReason why("inspect statistics");
+    add(t.to(Device{}), multiplier);
+    return;
+  }
   const double source_max = traits(t.dtype()).max;
   dispatch(t.dtype(), [&](auto zero) {
     using T = decltype(zero);

@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "mixprec/core/transfer.h"
 #include "kernels/elementwise.h"
 #include "mixprec/core/error.h"
 #include "mixprec/ops/embedding.h"
@@ -35,6 +36,9 @@ Tensor Embedding::forward(const Tensor& indices) {
 }
 
 std::vector<std::int64_t> indices_from_tensor(const Tensor& t, const char* op) {
+  // Token ids arrive as a tensor; the lookup checks them on the host and uploads them again
+  // (the price of an index tensor without an integer dtype: one download per forward).
+  const TransferReason why("embedding indices");
   const std::vector<float> values = t.to(DType::f32).to_vector();
   std::vector<std::int64_t> out;
   out.reserve(values.size());

@@ -3,6 +3,7 @@
 #include <cmath>
 #include <numbers>
 
+#include "mixprec/core/transfer.h"
 #include "mixprec/core/error.h"
 #include "mixprec/ops/nn_functional.h"
 #include "mixprec/train/trainer.h"
@@ -28,6 +29,7 @@ class ClassificationEvaluation : public Evaluation {
   explicit ClassificationEvaluation(std::int64_t classes) : confusion_(classes) {}
   void add(const Tensor& logits, const data::Batch& batch) override {
     const auto n = static_cast<double>(batch.targets.size());
+    const TransferReason why("evaluation loss");
     loss_sum_ += static_cast<double>(cross_entropy(logits, batch.targets).item()) * n;
     count_ += n;
     confusion_.add_logits(logits, batch.targets);
@@ -49,6 +51,7 @@ class LanguageModelEvaluation : public Evaluation {
   explicit LanguageModelEvaluation(std::int64_t vocab) : vocab_(vocab) {}
   void add(const Tensor& logits, const data::Batch& batch) override {
     const auto n = static_cast<double>(batch.targets.size());
+    const TransferReason why("evaluation loss");
     loss_sum_ += static_cast<double>(cross_entropy(token_rows(logits, batch, vocab_), batch.targets).item()) * n;
     tokens_ += n;
   }

@@ -6,6 +6,7 @@
 #include <limits>
 #include <optional>
 
+#include "mixprec/core/transfer.h"
 #include "kernels/elementwise.h"
 #include "mixprec/amp/autocast.h"
 #include "mixprec/core/cpu_features.h"
@@ -193,6 +194,7 @@ double TrainStep::accumulate(const std::function<Tensor()>& forward_loss) {
     if (s.autopilot && s.autopilot->sampling()) watch.emplace(s.autopilot->observer());
     loss = forward_loss();
   }
+  const TransferReason why("loss for the log");
   const double value = loss.item();
   if (s.config.accum > 1) loss = loss * (1.0f / static_cast<float>(s.config.accum));
   // Data parallel: the last micro-batch's gradients are final, so buckets may leave during its

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "mixprec/core/dtype.h"
+#include "mixprec/core/transfer.h"
 #include "mixprec/diagnostics/profiler.h"
 
 namespace mixprec::diagnostics {
@@ -42,6 +43,9 @@ struct StepProfile {
   int steps = 0, warmup = 0;
   MachinePeaks peaks;
   double wall_ms = 0;           ///< wall time of the profiled steps, summed
+  /// Host <-> device crossings during the profiled steps (core/transfer.h): downloads are host
+  /// synchronisations; bytes count only what crossed to or from a device (0 on cpu).
+  TransferStats transfers;
   ProfileData data;             ///< the op table, the casts, the "could run lower" list
 };
 
@@ -65,7 +69,8 @@ std::string format_step_profile(const StepProfile& profile, std::size_t max_rows
 /// ridge_flop_per_byte, gemm_n, copy_bytes}, wall_ms, recorded_ms, unattributed_ms,
 /// ops[{op, phase, dtype, count, total_ms, share_pct, flops, bytes, gflops, intensity, verdict,
 /// roof_pct}],
-/// casts{count, total_ms}, could_run_lower[{op, phase, dtype, count, total_ms, share_pct, reason}],
+/// casts{count, total_ms}, transfers{downloads_per_step, uploads_per_step, bytes_down_per_step,
+/// bytes_up_per_step, downloads_by_reason{reason: count over the steps}}, could_run_lower[{op, phase, dtype, count, total_ms, share_pct, reason}],
 /// could_run_lower_ms.
 std::string to_json(const StepProfile& profile, int indent = 2);
 
