@@ -3,8 +3,10 @@
 #include <algorithm>
 #include <cstring>
 
+#include "kernels/elementwise.h"
 #include "mixprec/autograd/node.h"
 #include "mixprec/core/error.h"
+#include "mixprec/core/transfer.h"
 #include "mixprec/dist/sharded_parameters.h"
 
 namespace mixprec::dist {
@@ -124,7 +126,24 @@ void GradientSync::copy_in(std::size_t param) {
                     << " gradient (16-bit parameters: --precision pure-bf16) is not supported "
                        "with several ranks yet");
   const Tensor c = g.contiguous();
-  std::memcpy(out, c.data_ptr(), n * sizeof(float));
+  const TransferReason why("gradient all-reduce");  // MPI reads host buffers
+  download(out, c.data_ptr(), n * sizeof(float), c.device());
+}
+
+/// g[0, n) = in[0, n) * inv where g lives: the averaged sums cross back (one upload), then one
+/// multiply by the broadcast f32 scalar inv rounds each element once, as on the host.
+static void scale_into(const Tensor& g, std::size_t begin, const float* in, std::size_t n, float inv) {
+  if (n == 0) return;
+  float* out = g.data<float>() + begin;
+  {
+    const TransferReason why("gradient all-reduce");
+    upload(out, in, n * sizeof(float), g.device());
+  }
+  const Tensor factor = Tensor::full({}, inv, DType::f32);
+  const std::int64_t shape[] = {static_cast<std::int64_t>(n)};
+  const std::int64_t unit[] = {1}, zero[] = {0};
+  kernels::binary(kernels::BinaryOp::mul, shape, {out, DType::f32, unit},
+                  {factor.data_ptr(), DType::f32, zero}, out, DType::f32);
 }
 
 void GradientSync::send(std::size_t bucket) {
@@ -163,10 +182,8 @@ void GradientSync::average() {
       const Tensor g = params_[i].grad();
       if (!g.defined()) continue;
       MIXPREC_ASSERT(g.is_contiguous());
-      float* out = static_cast<float*>(g.data_ptr());
-      const float* in = flat_.data() + offsets_[i];
-      const auto n = static_cast<std::size_t>(params_[i].numel());
-      for (std::size_t j = 0; j < n; ++j) out[j] = in[j] * inv;
+      scale_into(g, 0, flat_.data() + offsets_[i], static_cast<std::size_t>(params_[i].numel()),
+                 inv);
       g.bump_version();
     }
     return;
@@ -180,9 +197,7 @@ void GradientSync::average() {
       continue;
     }
     MIXPREC_ASSERT(g.is_contiguous());
-    float* out = static_cast<float*>(g.data_ptr()) + piece.begin;
-    const float* in = flat_.data() + piece.flat;
-    for (std::size_t j = 0; j < piece.count; ++j) out[j] = in[j] * inv;
+    scale_into(g, piece.begin, flat_.data() + piece.flat, piece.count, inv);
     g.bump_version();
     const Tensor part = g.detach().reshape({g.numel()}).slice(
         0, static_cast<std::int64_t>(piece.begin), static_cast<std::int64_t>(piece.begin + piece.count));
