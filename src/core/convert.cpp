@@ -59,24 +59,46 @@ std::uint16_t f32_to_f16_bits_stochastic(float value, std::uint32_t random_bits)
 
 // ---- bulk conversions ----
 
+namespace {
+
+// Host arrays run on the active backend when it computes on the host (cpu, ref: the logged
+// dispatch of kernels::convert), else on the host's kernels (kernels::host_backend()).
+void host_convert(const void* src, DType src_dtype, void* dst, DType dst_dtype, std::size_t n) {
+  if (&kernels::host_backend() == &kernels::backend()) {
+    kernels::convert(src, src_dtype, dst, dst_dtype, n);
+  } else {
+    kernels::host_backend().convert(src, src_dtype, dst, dst_dtype, n);
+  }
+}
+void host_convert_stochastic(const float* src, void* dst, DType dst_dtype, std::size_t n,
+                             std::uint64_t seed, std::uint64_t offset) {
+  if (&kernels::host_backend() == &kernels::backend()) {
+    kernels::convert_stochastic(src, dst, dst_dtype, n, seed, offset);
+  } else {
+    kernels::host_backend().convert_stochastic(src, dst, dst_dtype, n, seed, offset);
+  }
+}
+
+}  // namespace
+
 void convert_f32_to_bf16(const float* src, bfloat16* dst, std::size_t n) {
   check_convert_buffers("convert_f32_to_bf16", src, 4, dst, 2, n);
-  kernels::host_backend().convert(src, DType::f32, dst, DType::bf16, n);
+  host_convert(src, DType::f32, dst, DType::bf16, n);
 }
 
 void convert_bf16_to_f32(const bfloat16* src, float* dst, std::size_t n) {
   check_convert_buffers("convert_bf16_to_f32", src, 2, dst, 4, n);
-  kernels::host_backend().convert(src, DType::bf16, dst, DType::f32, n);
+  host_convert(src, DType::bf16, dst, DType::f32, n);
 }
 
 void convert_f32_to_f16(const float* src, float16* dst, std::size_t n) {
   check_convert_buffers("convert_f32_to_f16", src, 4, dst, 2, n);
-  kernels::host_backend().convert(src, DType::f32, dst, DType::f16, n);
+  host_convert(src, DType::f32, dst, DType::f16, n);
 }
 
 void convert_f16_to_f32(const float16* src, float* dst, std::size_t n) {
   check_convert_buffers("convert_f16_to_f32", src, 2, dst, 4, n);
-  kernels::host_backend().convert(src, DType::f16, dst, DType::f32, n);
+  host_convert(src, DType::f16, dst, DType::f32, n);
 }
 
 void convert(const void* src, DType src_dtype, void* dst, DType dst_dtype, std::size_t n) {
@@ -93,7 +115,7 @@ void convert(const void* src, DType src_dtype, void* dst, DType dst_dtype, std::
   } else {
     check_convert_buffers(op, src, size_of(src_dtype), dst, size_of(dst_dtype), n);
   }
-  kernels::host_backend().convert(src, src_dtype, dst, dst_dtype, n);
+  host_convert(src, src_dtype, dst, dst_dtype, n);
 }
 
 void convert_f32_to_bf16_stochastic(const float* src, bfloat16* dst, std::size_t n,
@@ -101,7 +123,7 @@ void convert_f32_to_bf16_stochastic(const float* src, bfloat16* dst, std::size_t
   constexpr const char* op = "convert_f32_to_bf16_stochastic";
   check_convert_buffers(op, src, 4, dst, 2, n);
   check_counter_offset(op, offset, n);
-  kernels::host_backend().convert_stochastic(src, dst, DType::bf16, n, seed, offset);
+  host_convert_stochastic(src, dst, DType::bf16, n, seed, offset);
 }
 
 void convert_f32_to_f16_stochastic(const float* src, float16* dst, std::size_t n,
@@ -109,7 +131,7 @@ void convert_f32_to_f16_stochastic(const float* src, float16* dst, std::size_t n
   constexpr const char* op = "convert_f32_to_f16_stochastic";
   check_convert_buffers(op, src, 4, dst, 2, n);
   check_counter_offset(op, offset, n);
-  kernels::host_backend().convert_stochastic(src, dst, DType::f16, n, seed, offset);
+  host_convert_stochastic(src, dst, DType::f16, n, seed, offset);
 }
 
 }  // namespace mixprec

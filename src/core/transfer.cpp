@@ -46,7 +46,10 @@ void count_transfer(bool down, std::size_t bytes, Device device) {
       ++c.stats.uploads;
       c.stats.bytes_up += crossed;
     }
-    if (verbose_enabled()) first = c.logged.emplace(down ? "download" : "upload", why).second;
+    // Only real crossings are logged: on the host nothing moves (the counts still mark the point).
+    if (verbose_enabled() && !device.is_host()) {
+      first = c.logged.emplace(down ? "download" : "upload", why).second;
+    }
   }
   if (first) {
     std::fprintf(stderr, "mixprec: transfer: %s of %zu bytes %s %s (%s); later ones are counted "

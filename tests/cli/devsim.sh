@@ -5,16 +5,17 @@
 # runs write that holds the arithmetic must be identical: the checkpoints' tensors (weights,
 # optimizer state, --save-initial-weights), their state.json (scaler, optimizer scalars, partial
 # sums, metrics), the JSONL logs, the --policy-out files, and the outputs of eval --json,
-# generate, predict, inspect --json, parity --json, profile --json and bench --json. Times,
-# speeds, memory and host facts are left out (tests/cli/devsim_compare.py says which keys).
+# generate, predict, inspect --json, parity --json and profile --json. Times, speeds, memory and
+# host facts are left out (tests/cli/devsim_compare.py says which keys).
 #   - every model (mlp, cnn, resnet, seed-mlp, sensor-mlp, gpt-mini, mlp on a csv table for
-#     classification and for regression) in every precision, each with a checkpoint, a log and
-#     eval of the checkpoint (predict for the tables);
+#     classification and for regression) in every precision (seed-mlp, 21M parameters: fp32,
+#     bf16, fp16, auto-layer), each with a checkpoint, a log and eval of the checkpoint (predict
+#     for the tables);
 #   - features: --accum, --clip, checkpoint + --resume, --checkpoint-every-steps, eval, generate,
-#     predict, inspect, profile, parity, bench, --dropout, --checkpoint-activations,
-#     --inject-overflow, predictive loss scaling, sgd/adamw, --detect-anomaly, --tensorboard,
-#     --policy replay;
-#   - data parallel: mpirun -np 2 (only when MPIRUN is given).
+#     predict, inspect, profile, parity, --dropout, --checkpoint-activations, --inject-overflow,
+#     predictive loss scaling, sgd/adamw, --detect-anomaly, --tensorboard, --policy replay;
+#     bench runs under devsim only (its report is times and FLOP counts) and must succeed;
+#   - data parallel: mpirun -np 2 (only when MPIRUN is given; without it they are skipped, said).
 # A crash, a time-out or a non-zero exit under either backend fails, naming the case, the step
 # and the end of its stderr. Cases run under both backends at once (2 processes, --threads 1).
 # Usage: devsim.sh MIXPREC [MPIRUN]
@@ -24,7 +25,7 @@
 if [ $# -lt 1 ]; then echo "usage: $0 PATH/TO/mixprec [PATH/TO/mpirun]"; exit 2; fi
 source "$(dirname "$0")/common.sh"
 HERE="$(cd "$(dirname "$0")" && pwd)"
-case "$MIXPREC" in /*) ;; *) MIXPREC="$PWD/$MIXPREC" ;; esac
+case "$MIXPREC" in /*) ;; */*) MIXPREC="$PWD/$MIXPREC" ;; *) MIXPREC="$(command -v "$MIXPREC" || echo "$MIXPREC")" ;; esac
 MPIRUN="${2:-}"
 A="${DEVSIM_BACKEND:-devsim}"
 B=ref
@@ -121,7 +122,7 @@ run_case() {
     out="$(python3 "$HERE/devsim_compare.py" "$name" "$WORK/1/$name" "$WORK/2/$name" "$A" "$B" "${IGNORE:-}")" || bad=1
     echo "$out$([ "$bad" -eq 0 ] && echo " [$((SECONDS - t0)) s]")"
   fi
-  [ "$bad" -eq 0 ] && rm -rf "$WORK/1/$name" "$WORK/2/$name" || failures=$((failures + 1))
+  if [ "$bad" -eq 0 ]; then rm -rf "$WORK/1/$name" "$WORK/2/$name"; else failures=$((failures + 1)); fi
 }
 
 skip() {  # skip NAME REASON: a case that cannot run, said out loud

@@ -39,7 +39,8 @@ IGNORED = re.compile(
 # counts of data, not memory use, and stay compared.
 KEPT = {"bits_per_byte", "bytes"}
 
-MAX_REPORTS = 8  # differences printed per file
+MAX_REPORTS = 4  # differences printed per file
+MAX_LINES = 16  # lines printed per case
 
 # Lists whose order is not part of the result (profile sorts its ops by measured time): their
 # dicts are matched by these identity keys.
@@ -180,11 +181,11 @@ def compare_bytes(pa, pb):
     a, b = open(pa, "rb").read(), open(pb, "rb").read()
     if a == b:
         return []
-    i = next((k for k in range(min(len(a), len(b))) if a[k] != b[k]), min(len(a), len(b)))
-    line = a[:i].count(b"\n") + 1
-    return [("byte %d (line %d) of %d/%d" % (i, line, len(a), len(b)),
-             a[max(0, i - 20):i + 40].decode("utf-8", "replace"),
-             b[max(0, i - 20):i + 40].decode("utf-8", "replace"))]
+    la, lb = a.split(b"\n"), b.split(b"\n")
+    i = next((k for k in range(min(len(la), len(lb))) if la[k] != lb[k]), min(len(la), len(lb)))
+    def line(ls):
+        return repr(ls[i].decode("utf-8", "replace")[:160]) if i < len(ls) else "<end of file>"
+    return [("line %d (%d/%d bytes)" % (i + 1, len(a), len(b)), line(la), line(lb))]
 
 
 SKIPPED = re.compile(r"(\.err|\.skip|^MANIFEST\.json|^\.mixprec-lock|^\.failed.*)$")
@@ -208,7 +209,7 @@ def main():
         for f in sorted(only):
             failed.append("FAIL %s: %s wrote %s, the other backend did not" % (case, name, f))
     compared = {"tensors": 0, "json": 0, "bytes": 0}
-    for rel in sorted(fa & fb):
+    for rel in sorted(fa & fb, key=lambda r: (r.count(os.sep), r)):
         pa, pb = os.path.join(da, rel), os.path.join(db, rel)
         try:
             if rel.endswith(".safetensors"):
@@ -231,7 +232,9 @@ def main():
         if len(diffs) > MAX_REPORTS:
             failed.append("FAIL %s: %s: ... and %d more differences" % (case, rel, len(diffs) - MAX_REPORTS))
     if failed:
-        print("\n".join(failed))
+        print("\n".join(failed[:MAX_LINES]))
+        if len(failed) > MAX_LINES:
+            print("FAIL %s: ... %d more lines of differences" % (case, len(failed) - MAX_LINES))
         sys.exit(1)
     if not fa:
         print("FAIL %s: no output files to compare" % case)

@@ -33,11 +33,13 @@ run_env scalar MIXPREC_ISA=scalar
 check_target scalar_target "$(class_fact scalar_target)" "$WORK/scalar"
 
 run_env unknown_backend MIXPREC_BACKEND=cuda
-check unknown_backend_warns "MIXPREC_BACKEND=cuda is not a backend (known: cpu, ref); running the cpu backend" "$WORK/unknown_backend"
+check unknown_backend_warns "MIXPREC_BACKEND=cuda is not a backend (known: cpu, ref, devsim); running the cpu backend" "$WORK/unknown_backend"
 check unknown_backend_runs "^backend:   cpu" "$WORK/unknown_backend"
 
 run_env ref_backend MIXPREC_BACKEND=ref
 check ref_backend "^backend:   ref" "$WORK/ref_backend"
+run_env devsim_backend MIXPREC_BACKEND=devsim
+check devsim_backend "^backend:   devsim" "$WORK/devsim_backend"
 
 # A whole (short) training run on the reference backend, with verbose logging: every kernel
 # call must say it ran the reference.
