@@ -15,7 +15,7 @@
 #include <cstring>
 #include <vector>
 
-#include "kernels/convert.h"
+#include "kernels/backend.h"
 #include "mixprec/core/dtype.h"
 #include "mixprec/core/error.h"
 
@@ -109,7 +109,7 @@ class MpiPendingReduction final : public PendingReduction {
       if (wire != WireDType::f32) {
         std::vector<unsigned char>& packed = scratch_.packed[static_cast<std::size_t>(to)];
         packed.resize(theirs.count * width);
-        kernels::convert(data + theirs.begin, DType::f32, packed.data(), dt, theirs.count);
+        kernels::host_backend().convert(data + theirs.begin, DType::f32, packed.data(), dt, theirs.count);
         send = packed.data();
       }
       requests_.push_back(MPI_REQUEST_NULL);
@@ -147,9 +147,9 @@ class MpiPendingReduction final : public PendingReduction {
     // rounded like the travelling terms on a 16-bit wire.
     float* out = data_ + mine_.begin;
     if (wire_ != WireDType::f32) {
-      kernels::convert(out, DType::f32, slot(me), dt, mine_.count);
+      kernels::host_backend().convert(out, DType::f32, slot(me), dt, mine_.count);
       scratch_.widened.resize(static_cast<std::size_t>(p) * mine_.count);
-      kernels::convert(scratch_.received.data(), dt, scratch_.widened.data(), DType::f32, scratch_.widened.size());
+      kernels::host_backend().convert(scratch_.received.data(), dt, scratch_.widened.data(), DType::f32, scratch_.widened.size());
       for (int k = 0; k < p; ++k) terms[static_cast<std::size_t>(k)] = scratch_.widened.data() + static_cast<std::size_t>(k) * mine_.count;
     } else {
       for (int k = 0; k < p; ++k) terms[static_cast<std::size_t>(k)] = reinterpret_cast<const float*>(slot(k));
@@ -239,14 +239,14 @@ void MpiCommunicator::allgather(float* data, std::size_t n, WireDType wire) cons
     gathered.resize(offset * width);
     const Shard mine = round_part(my_shard(n), r, per);
     unsigned char* my_slot = gathered.data() + static_cast<std::size_t>(displs[rank_]) * width;
-    kernels::convert(data + mine.begin, DType::f32, my_slot, dt, mine.count);
+    kernels::host_backend().convert(data + mine.begin, DType::f32, my_slot, dt, mine.count);
     check(MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, gathered.data(), counts.data(),
                          displs.data(), wire == WireDType::f32 ? MPI_FLOAT : MPI_UINT16_T, comm_),
           "allgather", "MPI_Allgatherv");
     // Every share, the owner's own included, becomes the value that travelled.
     for (int k = 0; k < p; ++k) {
       const Shard part = round_part(shard(n, k), r, per);
-      kernels::convert(gathered.data() + static_cast<std::size_t>(displs[k]) * width, dt,
+      kernels::host_backend().convert(gathered.data() + static_cast<std::size_t>(displs[k]) * width, dt,
                        data + part.begin, DType::f32, part.count);
     }
   }

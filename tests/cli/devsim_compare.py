@@ -26,12 +26,13 @@ import re
 import struct
 import sys
 
-# Keys whose values are measurements of this run (time, speed, memory, allocations) or describe
-# the host, not results of the arithmetic. Matched against the key name alone, at any depth.
+# Keys whose values are measurements of this run (time, speed, memory, allocations, host<->device
+# transfers: the reference has no device) or describe the host, not results of the arithmetic.
+# Matched against the key name alone, at any depth.
 IGNORED = re.compile(
     r"(^|_)(seconds|second|ms|us|ns|time|times|elapsed|started|created|wall|gflops|gbps|"
     r"throughput|memory|rss|allocations|cached|cache|host|hostname|pid|hardware|cpu|onednn|"
-    r"max_isa|cpu_flags|backend|threads_detected)($|_)"
+    r"max_isa|cpu_flags|backend|device|transfers)($|_)"
     r"|^block_cache$|^peak_bytes$|^peak_memory_bytes$|^samples_per_second$|^tokens_per_second$"
     r"|^peak_gflops$|^peak_gbytes_per_s$|_bytes$"
 )
