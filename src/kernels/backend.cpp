@@ -245,6 +245,9 @@ void embedding_backward(const void* dy, DType dy_dtype, const std::int64_t* indi
   call(&Backend::embedding_backward, "embedding_backward", dy, dy_dtype, indices, n, rows, cols,
        padding_idx, dweight, dweight_dtype);
 }
+void indices_from_values(const void* values, DType dtype, std::int64_t n, std::int64_t* out) {
+  call(&Backend::indices_from_values, "indices_from_values", values, dtype, n, out);
+}
 // masked_fill.h (transformer ops: attention masks)
 void masked_fill(std::span<const std::int64_t> shape, const void* x, DType dtype,
                  const StridedInput& mask, float value, void* out) {

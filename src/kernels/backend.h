@@ -82,6 +82,7 @@ struct Backend {
   // embedding.h (transformer ops: embedding lookup)
   decltype(&ref::embedding) embedding;
   decltype(&ref::embedding_backward) embedding_backward;
+  decltype(&ref::indices_from_values) indices_from_values;
   // masked_fill.h (transformer ops: attention masks)
   decltype(&ref::masked_fill) masked_fill;
   decltype(&ref::where) where;

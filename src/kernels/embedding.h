@@ -23,7 +23,14 @@ void embedding_backward(const void* dy, DType dy_dtype, const std::int64_t* indi
                         std::int64_t n, std::int64_t rows, std::int64_t cols,
                         std::int64_t padding_idx, void* dweight, DType dweight_dtype);
 
+/// out[i] = values[i] as an index, for n values of a compute dtype (f32, bf16, f16): token ids
+/// carried by a float tensor become the int64 indices the kernels above read, where they live.
+/// A value that is not a whole number in [0, 2^24) throws ValueError naming its position
+/// (before anything is written).
+void indices_from_values(const void* values, DType dtype, std::int64_t n, std::int64_t* out);
+
 namespace ref {
+void indices_from_values(const void* values, DType dtype, std::int64_t n, std::int64_t* out);
 void embedding(const void* weight, DType dtype, std::int64_t rows, std::int64_t cols,
                const std::int64_t* indices, std::int64_t n, void* out);
 void embedding_backward(const void* dy, DType dy_dtype, const std::int64_t* indices,

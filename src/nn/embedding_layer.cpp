@@ -32,7 +32,7 @@ Tensor Embedding::lookup(const std::vector<std::int64_t>& indices, const Shape& 
 }
 
 Tensor Embedding::forward(const Tensor& indices) {
-  return lookup(indices_from_tensor(indices, "Embedding"), indices.shape());
+  return embedding_by_ids(weight_, indices, padding_idx_);  // the ids stay where they are
 }
 
 std::vector<std::int64_t> indices_from_tensor(const Tensor& t, const char* op) {

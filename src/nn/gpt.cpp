@@ -25,12 +25,20 @@ GPT::GPT(const GptConfig& c) : config_(c) {
 }
 
 Tensor GPT::logits(const std::vector<std::int64_t>& ids, std::int64_t batch, std::int64_t t) {
+  check_length(batch, t);
+  return head(tokens_->lookup(ids, {batch, t}), t);
+}
+
+void GPT::check_length(std::int64_t batch, std::int64_t t) const {
   MIXPREC_CHECK(batch >= 1 && t >= 1 && t <= config_.context, ValueError, "GPT",
                 "sequences must have 1 to " << config_.context << " tokens (the context), got "
                                             << t << " (batch " << batch << ")");
+}
+
+Tensor GPT::head(const Tensor& token_embeddings, std::int64_t t) {
   std::vector<std::int64_t> pos(static_cast<std::size_t>(t));
   for (std::int64_t i = 0; i < t; ++i) pos[static_cast<std::size_t>(i)] = i;
-  Tensor h = tokens_->lookup(ids, {batch, t}) + positions_->lookup(pos, {t});
+  Tensor h = token_embeddings + positions_->lookup(pos, {t});
   h = (*drop_)(h);
   for (const auto& block : blocks_) h = (*block)(h);
   // The head is the token table itself (weight tying): logits = h E^T.
@@ -40,7 +48,9 @@ Tensor GPT::logits(const std::vector<std::int64_t>& ids, std::int64_t batch, std
 Tensor GPT::forward(const Tensor& ids) {
   MIXPREC_CHECK(ids.defined() && ids.dim() == 2, ShapeError, "GPT",
                 "takes token ids [B, T], got " << (ids.defined() ? to_string(ids.shape()) : "undefined"));
-  return logits(indices_from_tensor(ids, "GPT"), ids.size(0), ids.size(1));
+  check_length(ids.size(0), ids.size(1));
+  // The ids stay on the device: the embedding converts them there (no host read per step).
+  return head((*tokens_)(ids), ids.size(1));
 }
 
 }  // namespace mixprec::nn

@@ -1,5 +1,6 @@
-// Gradient clipping. Norms go through kernels::reduce (f32 accumulation, vectorised); scaling
-// through kernels::affine in place; value clipping through in-place maximum/minimum kernels. A
+// Gradient clipping. Norms go through kernels::reduce (f32 accumulation, vectorised), into one
+// tensor per call; the coefficient is computed and applied where the gradients live (a broadcast
+// mul in place); value clipping through in-place maximum/minimum kernels. A
 // strided gradient is gathered into a contiguous workspace copy and scattered back, so any
 // layout works and contiguous ones cost no copy.
 #include "mixprec/optim/clip_grad.h"
@@ -11,6 +12,7 @@
 #include "diagnostics/op_scope.h"
 #include "kernels/copy.h"
 #include "kernels/elementwise.h"
+#include "kernels/masked_fill.h"
 #include "kernels/reduce.h"
 #include "mixprec/core/error.h"
 #include "mixprec/core/transfer.h"
@@ -61,10 +63,8 @@ void scatter(const Tensor& c, const Tensor& g) {
 }
 
 /// Reduces every gradient to one f32 value (norm2 or amax over all its elements), each into its
-/// slot of one tensor on the gradients' device, then reads them with one download: one host
-/// synchronisation per call, not one per parameter.
-std::vector<float> reduce_each(kernels::ReduceOp op, const std::vector<Tensor>& grads) {
-  if (grads.empty()) return {};
+/// slot of one f32 tensor on the gradients' device (0 for an empty gradient).
+Tensor norms_of(kernels::ReduceOp op, const std::vector<Tensor>& grads) {
   Tensor out = Tensor::zeros({static_cast<std::int64_t>(grads.size())}, DType::f32,
                              MemoryCategory::workspace);
   for (std::size_t i = 0; i < grads.size(); ++i) {
@@ -73,50 +73,138 @@ std::vector<float> reduce_each(kernels::ReduceOp op, const std::vector<Tensor>& 
     kernels::reduce(op, c.data_ptr(), c.dtype(), 1, c.numel(), 1, out.data<float>() + i,
                     DType::f32);
   }
-  const TransferReason why("gradient norm");
-  return out.to_vector();
+  return out;
 }
 
 }  // namespace
 
-float clip_grad_norm(const std::vector<Tensor>& params, float max_norm, float norm_type,
-                     bool error_if_nonfinite, const std::function<double(double)>& combine) {
-  constexpr const char* op = "clip_grad_norm";
+namespace {
+
+void check_clip_args(const char* op, float max_norm, float norm_type) {
   const bool inf_norm = std::isinf(norm_type) && norm_type > 0.0f;
   MIXPREC_CHECK(inf_norm || norm_type == 2.0f, ValueError, op,
                 "norm_type must be 2 or infinity, got " << norm_type);
   MIXPREC_CHECK(max_norm > 0.0f, ValueError, op,
                 "max_norm must be > 0, got " << max_norm << "; pass the largest total norm to allow");
+}
+
+/// Reports the norm's reads (and, when clipping, the scaling pass) to the profiler.
+double work_of(const std::vector<Tensor>& grads, double* bytes) {
+  double elements = 0;
+  *bytes = 0;
+  for (const Tensor& g : grads) {
+    elements += static_cast<double>(g.numel());
+    *bytes += static_cast<double>(g.nbytes());
+  }
+  return elements;
+}
+
+/// Multiplies every gradient in place by the 0-d f32 `coef` (broadcast), where it lives.
+void scale_all(const std::vector<Tensor>& grads, const Tensor& coef) {
+  const std::int64_t scalar[] = {0}, unit[] = {1};
+  for (const Tensor& g : grads) {
+    if (g.numel() == 0) continue;
+    const Tensor c = gather(g);
+    const std::int64_t shape[] = {c.numel()};
+    kernels::binary(kernels::BinaryOp::mul, shape, {c.data_ptr(), c.dtype(), unit},
+                    {coef.data_ptr(), DType::f32, scalar}, c.data_ptr(), c.dtype());
+    scatter(c, g);
+  }
+}
+
+/// op(a, b) on two 0-d f32 tensors.
+Tensor scalar_op(kernels::BinaryOp op, const Tensor& a, const Tensor& b) {
+  Tensor out = Tensor::empty({}, DType::f32, MemoryCategory::workspace);
+  const std::int64_t shape[] = {1}, unit[] = {1};
+  kernels::binary(op, shape, {a.data_ptr(), DType::f32, unit}, {b.data_ptr(), DType::f32, unit},
+                  out.data_ptr(), DType::f32);
+  return out;
+}
+
+}  // namespace
+
+Tensor clip_grad_norm_tensor(const std::vector<Tensor>& params, float max_norm, float norm_type) {
+  constexpr const char* op = "clip_grad_norm";
+  check_clip_args(op, max_norm, norm_type);
+  const bool inf_norm = std::isinf(norm_type);
   const std::vector<Tensor> grads = unscaled_grads(op, params);
   diagnostics::detail::OpScope prof(diagnostics::detail::ScopeKind::optimizer, op);
-  double elements = 0, bytes = 0;  // the norm reads every gradient once
-  if (prof.active()) {
-    for (const Tensor& g : grads) {
-      elements += static_cast<double>(g.numel());
-      bytes += static_cast<double>(g.nbytes());
-    }
-    diagnostics::detail::add_work(elements, bytes);
-  }
+  double bytes = 0;
+  const double elements = prof.active() ? work_of(grads, &bytes) : 0.0;
+  if (prof.active()) diagnostics::detail::add_work(elements, bytes);
 
-  // Per-tensor results are f32 (kernel accumulation); across tensors we combine in double so
-  // thousands of parameter tensors add no rounding of their own.
+  const kernels::ReduceOp reduce = inf_norm ? kernels::ReduceOp::amax : kernels::ReduceOp::norm2;
+  Tensor total = Tensor::zeros({}, DType::f32, MemoryCategory::workspace);
+  if (!grads.empty()) {
+    const Tensor each = norms_of(reduce, grads);
+    kernels::reduce(reduce, each.data_ptr(), DType::f32, 1, each.numel(), 1, total.data_ptr(),
+                    DType::f32);
+  }
+  if (std::isinf(max_norm) || grads.empty()) {  // nothing to clip: coef would be 1
+    prof.done_work(DType::f32);
+    return total;
+  }
+  // coef = min(max_norm / (total + eps), 1), or 1 when the total is not finite (total - total
+  // is 0 only for a finite total), all in f32 on the device.
+  const Tensor coef_raw = scalar_op(
+      kernels::BinaryOp::minimum,
+      scalar_op(kernels::BinaryOp::div, Tensor::full({}, max_norm),
+                scalar_op(kernels::BinaryOp::add, total, Tensor::full({}, static_cast<float>(kNormEps)))),
+      Tensor::full({}, 1.0f));
+  const Tensor finite = scalar_op(kernels::BinaryOp::eq,
+                                  scalar_op(kernels::BinaryOp::sub, total, total),
+                                  Tensor::zeros({}, DType::f32));
+  Tensor coef = Tensor::empty({}, DType::f32, MemoryCategory::workspace);
+  const Tensor one = Tensor::full({}, 1.0f);
+  kernels::where(1, finite.data_ptr(), DType::f32, coef_raw.data_ptr(), one.data_ptr(),
+                 DType::f32, coef.data_ptr());
+  scale_all(grads, coef);
+  diagnostics::detail::add_work(elements, 2.0 * bytes);  // the scaling pass reads and writes
+  prof.done_work(DType::f32);
+  return total;
+}
+
+float clip_grad_norm(const std::vector<Tensor>& params, float max_norm, float norm_type,
+                     bool error_if_nonfinite, const std::function<double(double)>& combine) {
+  constexpr const char* op = "clip_grad_norm";
+  check_clip_args(op, max_norm, norm_type);
+  const bool inf_norm = std::isinf(norm_type);
+  if (!combine) {
+    const Tensor total = clip_grad_norm_tensor(params, max_norm, norm_type);
+    const TransferReason why("gradient norm");
+    const float total_f = total.item();
+    MIXPREC_CHECK(std::isfinite(total_f) || !error_if_nonfinite, ValueError, op,
+                  "the total norm of order " << norm_type << " of the gradients is " << total_f
+                      << "; the gradients contain NaN or Inf (skip this step, or pass "
+                         "error_if_nonfinite = false)");
+    return total_f;
+  }
+  // Across processes: this process's per-tensor values cross to the host once, are combined in
+  // double, and the job's total decides one coefficient.
+  const std::vector<Tensor> grads = unscaled_grads(op, params);
+  diagnostics::detail::OpScope prof(diagnostics::detail::ScopeKind::optimizer, op);
+  double bytes = 0;
+  const double elements = prof.active() ? work_of(grads, &bytes) : 0.0;
+  if (prof.active()) diagnostics::detail::add_work(elements, bytes);
   double total = 0.0;
-  const std::vector<float> each =
-      reduce_each(inf_norm ? kernels::ReduceOp::amax : kernels::ReduceOp::norm2, grads);
-  for (std::size_t i = 0; i < each.size(); ++i) {
-    if (grads[i].numel() == 0) continue;
-    const double v = each[i];
-    if (inf_norm) {
-      if (std::isnan(v) || v > total) total = v;  // NaN must win, like torch's max
-      if (std::isnan(total)) break;
-    } else {
-      total += v * v;
+  if (!grads.empty()) {
+    const TransferReason why("gradient norm");
+    const std::vector<float> each =
+        norms_of(inf_norm ? kernels::ReduceOp::amax : kernels::ReduceOp::norm2, grads).to_vector();
+    for (std::size_t i = 0; i < each.size(); ++i) {
+      if (grads[i].numel() == 0) continue;
+      const double v = each[i];
+      if (inf_norm) {
+        if (std::isnan(v) || v > total) total = v;  // NaN must win, like torch's max
+        if (std::isnan(total)) break;
+      } else {
+        total += v * v;
+      }
     }
   }
-  if (combine) total = combine(total);
+  total = combine(total);
   if (!inf_norm) total = std::sqrt(total);
   const float total_f = static_cast<float>(total);
-
   if (!std::isfinite(total_f)) {
     MIXPREC_CHECK(!error_if_nonfinite, ValueError, op,
                   "the total norm of order " << norm_type << " of the gradients is " << total_f
@@ -126,18 +214,10 @@ float clip_grad_norm(const std::vector<Tensor>& params, float max_norm, float no
     return total_f;
   }
   const double coef = double{max_norm} / (total + kNormEps);
-  if (!(coef < 1.0)) {
-    prof.done_work(DType::f32);
-    return total_f;
+  if (coef < 1.0) {
+    scale_all(grads, Tensor::full({}, static_cast<float>(coef)));
+    diagnostics::detail::add_work(elements, 2.0 * bytes);
   }
-  const float coef_f = static_cast<float>(coef);
-  for (const Tensor& g : grads) {
-    if (g.numel() == 0) continue;
-    const Tensor c = gather(g);
-    kernels::affine(c.data_ptr(), c.dtype(), c.data_ptr(), c.dtype(), c.numel(), coef_f, 0.0f);
-    scatter(c, g);
-  }
-  diagnostics::detail::add_work(elements, 2.0 * bytes);  // the scaling pass reads and writes
   prof.done_work(DType::f32);
   return total_f;
 }

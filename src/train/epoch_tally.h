@@ -8,6 +8,8 @@
 #include <cstdint>
 #include <optional>
 
+#include "mixprec/core/tensor.h"
+#include "mixprec/core/transfer.h"
 #include "mixprec/train/trainer.h"
 #include "train/train_checkpoint.h"
 
@@ -61,6 +63,27 @@ struct EpochTally {
     ++norms;
     norm_max = std::max(norm_max, static_cast<double>(norm));
   }
+  // A step's norm still on the device (0-d f32): copied into the next slot of a device buffer,
+  // read with one download when the buffer is full or a figure is needed (flush_norms), and
+  // added in step order, so the sums are the same as adding each norm when it came.
+  void add_norm(const Tensor& norm) {
+    if (!pending_norms.defined()) {
+      pending_norms = Tensor::empty({kPendingNorms}, DType::f32, MemoryCategory::workspace);
+    }
+    device_copy(pending_norms.data<float>() + pending, norm.data_ptr(), sizeof(float),
+                pending_norms.device());
+    if (++pending == kPendingNorms) flush_norms();
+  }
+  void flush_norms() {
+    if (pending == 0) return;
+    const TransferReason why("gradient norms for the epoch's figures");
+    const std::vector<float> values = pending_norms.slice(0, 0, pending).to_vector();
+    pending = 0;
+    for (const float v : values) add_norm(v);
+  }
+  static constexpr std::int64_t kPendingNorms = 256;
+  Tensor pending_norms;       // f32 [kPendingNorms] on the device
+  std::int64_t pending = 0;
   // This rank's mean of the finite losses (0 before any).
   double mean_loss() const {
     return micro > nonfinite ? loss_sum / static_cast<double>(micro - nonfinite) : 0.0;

@@ -206,7 +206,7 @@ double TrainStep::accumulate(const std::function<Tensor()>& forward_loss) {
   return value;
 }
 
-float TrainStep::unscale_and_clip() {
+Tensor TrainStep::unscale_and_clip() {
   State& s = *s_;
   // Averaged before unscaling: every rank then holds the same scaled gradients (or, sharded,
   // its share of them), so the Inf/NaN check below agrees across ranks.
@@ -226,7 +226,7 @@ float TrainStep::unscale_and_clip() {
   if (s.sync) s.sync->average();
   s.scaler->unscale(*s.optimizer);
   const float bound = s.config.clip > 0 ? s.config.clip : std::numeric_limits<float>::infinity();
-  if (!s.sharded()) return optim::clip_grad_norm(s.optimizer->params(), bound);
+  if (!s.sharded()) return optim::clip_grad_norm_tensor(s.optimizer->params(), bound);
   // Sharded: each rank checked and measures only its share; the job's verdict and norm are
   // the maximum and the sum over the ranks.
   const dist::Communicator& comm = *s.comm;
@@ -234,8 +234,9 @@ float TrainStep::unscale_and_clip() {
     const double any = comm.allreduce_max(found ? 1.0 : 0.0);
     return std::make_pair(any != 0.0, static_cast<float>(comm.allreduce_max(amax)));
   });
-  return optim::clip_grad_norm(s.optimizer->params(), bound, 2.0f, false,
-                               [&](double squares) { return comm.allreduce_sum(squares); });
+  const float norm = optim::clip_grad_norm(s.optimizer->params(), bound, 2.0f, false,
+                                           [&](double squares) { return comm.allreduce_sum(squares); });
+  return Tensor::full({}, norm);
 }
 
 bool TrainStep::apply() {

@@ -150,6 +150,7 @@ std::vector<EpochMetrics> Trainer::run() {
     // The training half of the epoch's metrics, as they stand after `more` says whether batches
     // are left. Collective under mpirun (the mean loss over ranks).
     auto training_metrics = [&](bool more) {
+      tally.flush_norms();
       m.complete = !more;
       m.epoch_batches = tally.micro;
       m.train_seconds = tally.seconds_before + seconds_since(t0);
@@ -174,6 +175,7 @@ std::vector<EpochMetrics> Trainer::run() {
     // Collective: the exact sums of the epoch so far (data parallel: the losses' mean over the
     // ranks, so that a resume on any number of ranks continues from the global figure).
     auto partial_sums = [&] {
+      tally.flush_norms();
       const double losses =
           s.comm->size() == 1 ? tally.loss_sum : s.comm->allreduce_sum(tally.loss_sum) / s.comm->size();
       return detail::PartialSums{losses, tally.norm_sum, tally.norms};
@@ -215,8 +217,17 @@ std::vector<EpochMetrics> Trainer::run() {
         more = s.train->next(batch);
       }
       // Data parallel: the step averages the gradients over the ranks before unscaling.
-      const float norm = s.step->unscale_and_clip();
-      tally.add_norm(norm);
+      const Tensor norm_tensor = s.step->unscale_and_clip();
+      // The norm stays on the device until a log needs it: TensorBoard's per-step scalar reads
+      // it now; otherwise it waits in the tally's device buffer for the epoch's figures.
+      float norm = 0.0f;
+      if (s.tensorboard) {
+        const TransferReason why("tensorboard scalars");
+        norm = norm_tensor.item();
+        tally.add_norm(norm);
+      } else {
+        tally.add_norm(norm_tensor);
+      }
       const std::int64_t step_index = s.steps_taken();
       const double lr_used = optimizer.lr(), scale_used = scaler.get_scale();
       if (s.tensorboard && s.tensorboard->histograms_due(step_index)) {

@@ -2,6 +2,8 @@
 // and a padding row included), output shape and dtype, 16-bit tables, autocast and errors.
 #include <gtest/gtest.h>
 
+#include <limits>
+
 #include <string>
 
 #include "gradcheck.h"
@@ -79,6 +81,27 @@ TEST(Embedding, BadInputsThrowTypedErrorsNamingTheOp) {
   EXPECT_THROW(embedding(w, {0, 1, 2}, {2, 2}), ShapeError);      // 3 indices for 4 elements
   expect_msg([&] { embedding(w, {0, 1, 2}, {2, 2}); }, "3 indices");
   EXPECT_THROW(embedding(w.to(DType::f8e4m3), {0}), DTypeError);
+}
+
+// Token ids carried by a float tensor (what the data loaders make) give the same rows and the
+// same gradient as the same ids passed as integers; a non-whole or out-of-range id is refused.
+TEST(Embedding, IdsInATensorMatchIdsInAVector) {
+  const Tensor w = Tensor::randn({6, 5}, 3).set_requires_grad();
+  const Tensor ids = Tensor::from_vector({5, 0, 2, 2, 1, 5}, {2, 3});
+  const Tensor a = embedding_by_ids(w, ids, 1);
+  EXPECT_EQ(a.shape(), (Shape{2, 3, 5}));
+  const Tensor b = embedding(w, {5, 0, 2, 2, 1, 5}, {2, 3}, 1);
+  EXPECT_EQ(a.to_vector(), b.to_vector());
+  a.backward(Tensor::ones({2, 3, 5}));
+  const std::vector<float> ga = w.grad().to_vector();
+  w.set_grad(Tensor());
+  b.backward(Tensor::ones({2, 3, 5}));
+  EXPECT_EQ(ga, w.grad().to_vector());
+  for (float bad : {2.5f, -1.0f, 6.0f, std::numeric_limits<float>::quiet_NaN()}) {
+    const Tensor b_ids = Tensor::from_vector({0, bad}, {2});
+    EXPECT_THROW(embedding_by_ids(w.detach(), b_ids), ValueError) << bad;
+  }
+  EXPECT_THROW(embedding_by_ids(w.detach(), ids.to(DType::f8e4m3)), DTypeError);
 }
 
 }  // namespace

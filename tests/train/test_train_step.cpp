@@ -71,7 +71,7 @@ TEST(TrainStep, MatchesTheLoopWrittenOutByHandBitForBit) {
       }
       scaler.unscale(opt);
       norm_by_hand = optim::clip_grad_norm(opt.params(), 0.5f);
-      EXPECT_EQ(step.unscale_and_clip(), norm_by_hand);
+      EXPECT_EQ(step.unscale_and_clip().item(), norm_by_hand);
       EXPECT_EQ(step.apply(), scaler.step(opt));
       scaler.update();
       sched.step();
@@ -88,7 +88,7 @@ TEST(TrainStep, ClipsTheGlobalNormAndReportsItBeforeClipping) {
   TrainStep step(*model, StepConfig{.precision = "fp32", .lr = 1e-3f, .clip = 1e-3f});
   const Batch data = batch(1);
   step.accumulate([&] { return cross_entropy((*model)(data.x), data.y); });
-  const float norm = step.unscale_and_clip();
+  const float norm = step.unscale_and_clip().item();
   EXPECT_GT(norm, 1e-3f);
   // After clipping, the gradients' global norm is the bound.
   const float after = optim::clip_grad_norm(step.optimizer().params(), std::numeric_limits<float>::infinity());
@@ -105,7 +105,7 @@ TEST(TrainStep, SkipsAnOverflowedStepAndHoldsTheSchedule) {
   const Batch data = batch(2);
   // A loss multiplied by 1e30 overflows every fp16 gradient: the step must be skipped.
   step.accumulate([&] { return cross_entropy((*model)(data.x), data.y) * 1e30f; });
-  EXPECT_FALSE(std::isfinite(step.unscale_and_clip()));
+  EXPECT_FALSE(std::isfinite(step.unscale_and_clip().item()));
   const double scale = step.scaler().get_scale();
   EXPECT_FALSE(step.apply());
   EXPECT_EQ(step.optimizer().steps(), 0);
@@ -115,7 +115,7 @@ TEST(TrainStep, SkipsAnOverflowedStepAndHoldsTheSchedule) {
   // The next clean step applies.
   const StepOutcome ok = step.run([&] { return cross_entropy((*model)(data.x), data.y); });
   EXPECT_TRUE(ok.applied);
-  EXPECT_TRUE(std::isfinite(ok.grad_norm));
+  EXPECT_TRUE(std::isfinite(ok.grad_norm.item()));
   EXPECT_NE(values(*model), before);
 }
 

@@ -40,6 +40,10 @@ class GPT : public Module {
   const GptConfig& config() const { return config_; }
 
  private:
+  void check_length(std::int64_t batch, std::int64_t t) const;
+  /// Positions, blocks, final norm and the tied head on token embeddings [B, T, D].
+  Tensor head(const Tensor& token_embeddings, std::int64_t t);
+
   GptConfig config_;
   std::shared_ptr<Embedding> tokens_, positions_;
   std::shared_ptr<Dropout> drop_;

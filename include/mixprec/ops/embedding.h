@@ -20,6 +20,11 @@ namespace mixprec {
 /// DTypeError for an fp8 table.
 Tensor embedding(const Tensor& weight, const std::vector<std::int64_t>& indices,
                  const Shape& index_shape, std::int64_t padding_idx = -1);
+/// embedding() of indices carried by a tensor of whole numbers (f32, bf16 or f16; token ids as
+/// the data loaders make them): the output is [*indices.shape(), D]. The ids become int64
+/// indices where they live (kernels::indices_from_values), so nothing crosses to the host;
+/// ValueError for a value that is not a whole number in [0, 2^24) or outside [0, V).
+Tensor embedding_by_ids(const Tensor& weight, const Tensor& indices, std::int64_t padding_idx = -1);
 /// embedding() of a 1-d list of indices: [indices.size(), D], no padding row.
 Tensor embedding(const Tensor& weight, const std::vector<std::int64_t>& indices);
 

@@ -12,11 +12,15 @@ namespace mixprec::optim {
 /// Rescales the gradients of `params` in place so that their total norm is at most max_norm, and
 /// returns the total norm before clipping (f32). Parameters without a gradient are ignored;
 /// gradients may be f32, bf16 or f16 and of any layout.
-///  - norm_type 2: each gradient's sum of squares is accumulated in f32 (kernels::reduce norm2),
-///    the per-tensor norms are squared and summed in double across tensors, then square-rooted.
-///    norm_type infinity (std::numeric_limits<float>::infinity()): the largest |g| of all.
-///  - coef = max_norm / (total + 1e-6) is applied (one pass per gradient, rounded once to the
-///    gradient's dtype) only if coef < 1, as PyTorch's clamp(max=1) does.
+///  - norm_type 2: each gradient's norm is accumulated in f32 (kernels::reduce norm2) into its
+///    slot of one tensor, and the total is the f32 norm2 of those (PyTorch's vector_norm of the
+///    stacked norms). norm_type infinity (std::numeric_limits<float>::infinity()): the largest
+///    |g| of all (NaN wins).
+///  - coef = min(max_norm / (total + 1e-6), 1) in f32 multiplies every gradient (one pass per
+///    gradient, rounded once to the gradient's dtype; skipped when max_norm is infinite), as
+///    PyTorch's clamp(max=1) does.
+///  - Everything stays where the gradients live (clip_grad_norm_tensor); clip_grad_norm reads the
+///    total with one download.
 ///  - A non-finite total (NaN/Inf gradients, e.g. a step the GradScaler will skip) leaves the
 ///    gradients untouched (PyTorch would multiply them by NaN or 0) and is returned as is, or
 ///    throws ValueError when error_if_nonfinite.
@@ -25,9 +29,18 @@ namespace mixprec::optim {
 ///    for infinity) and returns the whole job's, so every process clips by the global norm.
 /// Throws StateError if any gradient has grad_scale() != 1 (not unscaled yet), ValueError if
 /// max_norm is not > 0 (NaN included) or norm_type is neither 2 nor infinity.
+///  - With combine, the per-tensor values are read (one download), combined across processes in
+///    double (squares summed) and the coefficient computed in double, on the host.
 float clip_grad_norm(const std::vector<Tensor>& params, float max_norm, float norm_type = 2.0f,
                      bool error_if_nonfinite = false,
                      const std::function<double(double)>& combine = {});
+
+/// clip_grad_norm without a host read: the total comes back as a 0-d f32 tensor on the
+/// gradients' device and the coefficient is applied there (a non-finite total leaves the
+/// gradients untouched through a device-side select). What the training step uses, so that the
+/// norm crosses to the host only when a log needs it.
+Tensor clip_grad_norm_tensor(const std::vector<Tensor>& params, float max_norm,
+                             float norm_type = 2.0f);
 
 /// Clamps every element of every defined gradient of `params` to [-clip_value, clip_value] in
 /// place (a bound not representable in a 16-bit gradient's dtype is rounded to nearest even);

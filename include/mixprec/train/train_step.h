@@ -82,8 +82,9 @@ OverflowInjection parse_overflow_injection(const std::string& text);
 
 /// What one optimizer step did.
 struct StepOutcome {
-  float grad_norm = 0;   ///< global L2 norm of the unscaled gradients before clipping (Inf/NaN
-                         ///< on a step the scaler skips)
+  /// Global L2 norm of the unscaled gradients before clipping (Inf/NaN on a step the scaler
+  /// skips): a 0-d f32 tensor where the gradients live; item() reads it (one download).
+  Tensor grad_norm;
   bool applied = false;  ///< false when the scaler skipped the update (Inf/NaN gradients)
 };
 
@@ -106,8 +107,9 @@ class TrainStep {
   double accumulate(const std::function<Tensor()>& forward_loss);
   /// After the micro-batches: averages the gradients over the ranks (data parallel), unscales
   /// them and measures their global norm, clipping it when clip > 0. Returns the norm (Inf/NaN
-  /// when the step will be skipped).
-  float unscale_and_clip();
+  /// when the step will be skipped) as a 0-d f32 tensor where the gradients live: reading it is
+  /// the caller's choice (one download), so a step needs no host read for it.
+  Tensor unscale_and_clip();
   /// Applies the update (skipped on Inf/NaN), updates the scale and the schedule, zeroes the
   /// gradients. Returns whether the update was applied.
   bool apply();

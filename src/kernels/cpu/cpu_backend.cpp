@@ -44,6 +44,7 @@ const Backend& cpu_backend() {
     // embedding.h (transformer ops: embedding lookup)
     &cpu::embedding,
     &cpu::embedding_backward,
+    &ref::indices_from_values,  // a check and a cast per token: the reference loop is the kernel
     // masked_fill.h (transformer ops: attention masks)
     &cpu::masked_fill,
     &cpu::where,

@@ -137,6 +137,7 @@ const Backend& devsim_backend() {
       MIXPREC_DEVSIM(attention_backward),
       MIXPREC_DEVSIM(embedding),
       MIXPREC_DEVSIM(embedding_backward),
+      MIXPREC_DEVSIM(indices_from_values),
       MIXPREC_DEVSIM(masked_fill),
       MIXPREC_DEVSIM(where),
       MIXPREC_DEVSIM(batch_norm_stats),

@@ -1,5 +1,6 @@
 // Reference embedding kernels: a row copy per index, and a scatter-add into an f32 table in
 // index order, rounded once at the end. The spec the cpu backend must match bit for bit.
+#include <cmath>
 #include <cstring>
 #include <vector>
 
@@ -25,6 +26,23 @@ void detail::check_embedding_args(const char* op, std::int64_t rows, std::int64_
 }
 
 namespace ref {
+
+void indices_from_values(const void* values, DType dtype, std::int64_t n, std::int64_t* out) {
+  MIXPREC_CHECK(n >= 0, ShapeError, "indices_from_values", "negative count " << n);
+  MIXPREC_CHECK(n == 0 || (values != nullptr && out != nullptr), ValueError, "indices_from_values",
+                "null values or out");
+  dispatch(dtype, [&](auto t) {
+    const auto* v = static_cast<const decltype(t)*>(values);
+    for (std::int64_t i = 0; i < n; ++i) {  // every value checked before anything is written
+      const float x = static_cast<float>(v[i]);
+      MIXPREC_CHECK(x >= 0.0f && x < 16777216.0f && x == std::floor(x), ValueError,
+                    "indices_from_values",
+                    "index " << i << " is " << x << ", not a whole number in [0, 2^24); pass "
+                             "token ids");
+    }
+    for (std::int64_t i = 0; i < n; ++i) out[i] = static_cast<std::int64_t>(static_cast<float>(v[i]));
+  });
+}
 
 void embedding(const void* weight, DType dtype, std::int64_t rows, std::int64_t cols,
                const std::int64_t* indices, std::int64_t n, void* out) {

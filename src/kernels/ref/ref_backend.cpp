@@ -43,6 +43,7 @@ const Backend& ref_backend() {
     // embedding.h (transformer ops: embedding lookup)
     &ref::embedding,
     &ref::embedding_backward,
+    &ref::indices_from_values,
     // masked_fill.h (transformer ops: attention masks)
     &ref::masked_fill,
     &ref::where,
