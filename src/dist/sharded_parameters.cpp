@@ -12,6 +12,7 @@
 
 #include "mixprec/autograd/node.h"
 #include "mixprec/core/error.h"
+#include "mixprec/core/transfer.h"
 
 namespace mixprec::dist {
 namespace {
@@ -92,17 +93,19 @@ std::vector<optim::ParamGroup> ShardedParameters::local_groups(
 
 void ShardedParameters::gather_parameters(std::vector<float>& flat) const {
   flat.resize(total_);
+  // MPI exchanges host buffers: this rank's pieces cross down, the others' come back up.
+  const TransferReason why("parameter all-gather");
   for (const ParameterPiece& p : pieces_) {
-    std::memcpy(flat.data() + p.flat, p.view.data_ptr(), p.count * sizeof(float));
+    download(flat.data() + p.flat, p.view.data_ptr(), p.count * sizeof(float), p.view.device());
   }
   comm_->allgather(flat.data(), total_);
   // Only the other ranks' elements come back: this rank's pieces were updated in place.
   const Shard mine = share();
   for (std::size_t i = 0; i < params_.size(); ++i) {
     const std::size_t first = offsets_[i], last = first + static_cast<std::size_t>(params_[i].numel());
-    float* out = static_cast<float*>(params_[i].data_ptr());
+    float* out = static_cast<float*>(params_[i].data_ptr());  // device memory: never read here
     const auto copy = [&](std::size_t lo, std::size_t hi) {
-      if (lo < hi) std::memcpy(out + (lo - first), flat.data() + lo, (hi - lo) * sizeof(float));
+      if (lo < hi) upload(out + (lo - first), flat.data() + lo, (hi - lo) * sizeof(float), params_[i].device());
     };
     copy(first, std::min(last, mine.begin));            // before my share
     copy(std::max(first, mine.end()), last);            // after it
@@ -138,7 +141,8 @@ optim::OptimizerState ShardedParameters::gather_state(const optim::Optimizer& lo
     std::vector<float>& flat = flats[parsed->second];
     flat.resize(total_, 0.0f);
     const Tensor c = t.to(DType::f32).contiguous();
-    std::memcpy(flat.data() + piece.flat, c.data_ptr(), piece.count * sizeof(float));
+    const TransferReason why("optimizer state all-gather");
+    download(flat.data() + piece.flat, c.data_ptr(), piece.count * sizeof(float), c.device());
   }
   // std::map iterates in name order: the same sequence of collectives on every rank.
   for (auto& [buffer, flat] : flats) comm_->allgather(flat.data(), total_);
@@ -147,8 +151,9 @@ optim::OptimizerState ShardedParameters::gather_state(const optim::Optimizer& lo
   for (const std::string& name : full_tensor_names(local)) {
     const auto [i, buffer] = *split_param_name(name);
     Tensor full = Tensor::empty(params_[i].shape(), DType::f32, MemoryCategory::workspace);
-    std::memcpy(full.data_ptr(), flats.at(buffer).data() + offsets_[i],
-                static_cast<std::size_t>(params_[i].numel()) * sizeof(float));
+    const TransferReason why("optimizer state all-gather");
+    upload(full.data_ptr(), flats.at(buffer).data() + offsets_[i],
+           static_cast<std::size_t>(params_[i].numel()) * sizeof(float), full.device());
     out.tensors.emplace_back(name, full);
   }
 
@@ -193,10 +198,10 @@ void ShardedParameters::load_state(optim::Optimizer& local, const optim::Optimiz
     MIXPREC_CHECK(source.numel() == params_[piece.param].numel(), StateError, kOp,
                   "load_state: '" << key << "' has " << source.numel() << " elements but parameter "
                                   << piece.param << " has " << params_[piece.param].numel());
-    const Tensor flat = source.to(DType::f32).contiguous();
     Tensor part = Tensor::empty({static_cast<std::int64_t>(piece.count)}, DType::f32, MemoryCategory::workspace);
-    std::memcpy(part.data_ptr(), static_cast<const float*>(flat.data_ptr()) + piece.begin,
-                piece.count * sizeof(float));
+    const Tensor flat = source.to(DType::f32).contiguous().to(part.device());
+    device_copy(part.data_ptr(), static_cast<const float*>(flat.data_ptr()) + piece.begin,
+                piece.count * sizeof(float), part.device());
     mine.tensors.emplace_back(name, part);
   }
   for (const auto& [name, v] : local.state_scalars()) {

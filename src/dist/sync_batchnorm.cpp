@@ -23,6 +23,7 @@
 #include "kernels/norm.h"
 #include "mixprec/amp/autocast.h"
 #include "mixprec/core/error.h"
+#include "mixprec/core/transfer.h"
 #include "mixprec/ops/normalization.h"
 #include "ops/norm_util.h"
 #include "ops/op_util.h"
@@ -58,25 +59,55 @@ namespace {
 using ops::detail::data_or_null;
 using ops::detail::ParamInfo;
 
+// The per-channel reductions the kernels write in double, where the data lives; they cross to
+// the host for the exchange between ranks (MPI reads host buffers) and the combined values
+// cross back: the documented transfer points of the synchronised batch norm.
+std::shared_ptr<Storage> device_doubles(std::size_t n) {
+  return std::make_shared<Storage>(n * sizeof(double), MemoryCategory::workspace);
+}
+std::vector<double> to_host(const Storage& s, std::size_t n) {
+  std::vector<double> out(n);
+  const TransferReason why("synchronised batch-norm statistics");
+  download(out.data(), s.data(), n * sizeof(double), s.device());
+  return out;
+}
+std::shared_ptr<Storage> to_device(const std::vector<double>& v) {
+  auto s = device_doubles(v.size());
+  const TransferReason why("synchronised batch-norm statistics");
+  upload(s->data(), v.data(), v.size() * sizeof(double), s->device());
+  return s;
+}
+Tensor f32_to_device(const std::vector<float>& v) {
+  const TransferReason why("synchronised batch-norm statistics");
+  return Tensor::from_vector(v, {static_cast<std::int64_t>(v.size())});
+}
+const double* doubles(const std::shared_ptr<Storage>& s) {
+  return static_cast<const double*>(s->data());
+}
+double* doubles(Storage& s) { return static_cast<double*>(s.data()); }
+
 class SyncBatchNormNode final : public autograd::Node {
  public:
-  SyncBatchNormNode(const Communicator* comm, Tensor x, kernels::BatchNormDims dims,
-                    std::vector<float> mean, std::vector<float> var, std::vector<float> weight,
-                    ParamInfo w, ParamInfo b, float eps, double count)
+  SyncBatchNormNode(const Communicator* comm, Tensor x, kernels::BatchNormDims dims, Tensor mean,
+                    Tensor var, std::vector<float> var_host, Tensor weight, ParamInfo w,
+                    ParamInfo b, float eps, double count)
       : comm_(comm), x_(std::move(x)), dims_(dims), mean_(std::move(mean)), var_(std::move(var)),
-        weight_(std::move(weight)), w_(std::move(w)), b_(std::move(b)), eps_(eps), count_(count) {}
+        var_host_(std::move(var_host)), weight_(std::move(weight)), w_(std::move(w)),
+        b_(std::move(b)), eps_(eps), count_(count) {}
   const char* name() const override { return "sync_batch_norm"; }
   void release_saved() override { x_ = Tensor(); }
   std::vector<Tensor> backward(const Tensor& dy_in) override {
     const Tensor dy = dy_in.contiguous().to(x_.dtype());
     const auto c = static_cast<std::size_t>(dims_.c);
-    std::vector<double> sum_dy(c), sum_dy_xmu(c);
+    const auto sums_dy = device_doubles(c), sums_dy_xmu = device_doubles(c);
     kernels::batch_norm_backward_reduce(x_.data_ptr(), x_.dtype(), dy.data_ptr(), dy.dtype(),
-                                        dims_, mean_.data(), sum_dy.data(), sum_dy_xmu.data());
+                                        dims_, mean_.data<float>(), doubles(*sums_dy),
+                                        doubles(*sums_dy_xmu));
+    std::vector<double> sum_dy = to_host(*sums_dy, c), sum_dy_xmu = to_host(*sums_dy_xmu, c);
     // This rank's share of the parameter gradients, by batch_norm_backward's formulas.
     std::vector<float> dw(next[1].fn ? c : 0), db(next[2].fn ? c : 0);
     for (std::size_t i = 0; i < dw.size(); ++i) {
-      dw[i] = static_cast<float>(sum_dy_xmu[i]) * kernels::norm_invstd(var_[i], eps_);
+      dw[i] = static_cast<float>(sum_dy_xmu[i]) * kernels::norm_invstd(var_host_[i], eps_);
     }
     for (std::size_t i = 0; i < db.size(); ++i) db[i] = static_cast<float>(sum_dy[i]);
     Tensor dx;
@@ -100,10 +131,12 @@ class SyncBatchNormNode final : public autograd::Node {
         sum_dy_xmu[i] = b;
       }
       dx = Tensor::empty(x_.shape(), x_.dtype());
+      const auto global_dy = to_device(sum_dy), global_dy_xmu = to_device(sum_dy_xmu);
       kernels::batch_norm_backward_elemt(x_.data_ptr(), x_.dtype(), dy.data_ptr(), dy.dtype(),
-                                         dims_, mean_.data(), var_.data(), eps_,
-                                         data_or_null(weight_), sum_dy.data(), sum_dy_xmu.data(),
-                                         count_, dx.data_ptr(), x_.dtype());
+                                         dims_, mean_.data<float>(), var_.data<float>(), eps_,
+                                         data_or_null(weight_), doubles(global_dy),
+                                         doubles(global_dy_xmu), count_, dx.data_ptr(),
+                                         x_.dtype());
     }
     return {dx, dw.empty() ? Tensor() : ops::detail::param_grad(dw, w_.shape, w_.dtype),
             db.empty() ? Tensor() : ops::detail::param_grad(db, b_.shape, b_.dtype)};
@@ -113,7 +146,9 @@ class SyncBatchNormNode final : public autograd::Node {
   const Communicator* comm_;
   Tensor x_;
   kernels::BatchNormDims dims_;
-  std::vector<float> mean_, var_, weight_;
+  Tensor mean_, var_;            // f32 on the device (the global statistics)
+  std::vector<float> var_host_;  // the global variance on the host, for dweight
+  Tensor weight_;                // f32 copy on the device
   ParamInfo w_, b_;
   float eps_;
   double count_;  // values per channel in the global batch
@@ -138,8 +173,9 @@ Tensor sync_batch_norm(const Communicator& comm, const Tensor& x_arg, Tensor& ru
   const auto c = static_cast<std::size_t>(d.c);
 
   const Tensor xc = x.detach().contiguous();
-  std::vector<double> local_mean(c), local_m2(c);
-  kernels::batch_norm_stats(xc.data_ptr(), xc.dtype(), d, local_mean.data(), local_m2.data());
+  const auto means = device_doubles(c), m2s = device_doubles(c);
+  kernels::batch_norm_stats(xc.data_ptr(), xc.dtype(), d, doubles(*means), doubles(*m2s));
+  const std::vector<double> local_mean = to_host(*means, c), local_m2 = to_host(*m2s, c);
   // One slot per rank: [count, mean_0, m2_0, mean_1, m2_1, ...].
   std::vector<double> mine(1 + 2 * c), all;
   mine[0] = static_cast<double>(d.n * d.s);
@@ -168,16 +204,18 @@ Tensor sync_batch_norm(const Communicator& comm, const Tensor& x_arg, Tensor& ru
     var[i] = static_cast<float>(m.m2 / m.count);
   }
 
-  const std::vector<float> w = ops::detail::f32_values(weight), b = ops::detail::f32_values(bias);
+  const Tensor w = ops::detail::f32_copy(weight), b = ops::detail::f32_copy(bias);
+  const Tensor mean_d = f32_to_device(mean), var_d = f32_to_device(var);
   Tensor y = Tensor::empty(x.shape(), x.dtype());
   // training = false: normalise with the given (global) statistics.
   kernels::batch_norm_forward(xc.data_ptr(), xc.dtype(), d, data_or_null(w), data_or_null(b), eps,
-                              false, mean.data(), var.data(), y.data_ptr(), y.dtype());
+                              false, mean_d.data<float>(), var_d.data<float>(), y.data_ptr(),
+                              y.dtype());
   if (running_mean.defined()) {
-    ops::detail::update_running(running_mean, mean, 1.0, momentum);
-    ops::detail::update_running(running_var, var, count / (count - 1.0), momentum);
+    ops::detail::update_running(running_mean, mean_d, 1.0, momentum);
+    ops::detail::update_running(running_var, var_d, count / (count - 1.0), momentum);
   }
-  ops::detail::record<SyncBatchNormNode>(y, {&x, &weight, &bias}, &comm, xc, d, std::move(mean),
+  ops::detail::record<SyncBatchNormNode>(y, {&x, &weight, &bias}, &comm, xc, d, mean_d, var_d,
                                          std::move(var), w, ParamInfo::of(weight),
                                          ParamInfo::of(bias), eps, count);
   prof.done(y, {&x, &weight, &bias});

@@ -8,7 +8,6 @@
 #include "kernels/ema.h"
 #include "kernels/norm.h"
 #include "mixprec/amp/autocast.h"
-#include "mixprec/core/transfer.h"
 #include "mixprec/ops/normalization.h"
 #include "diagnostics/op_scope.h"
 #include "ops/norm_util.h"
@@ -92,10 +91,6 @@ void check_param(const char* op, const Tensor& t, const Shape& shape, const char
 
 namespace ops::detail {
 
-std::vector<float> f32_values(const Tensor& t) {
-  return t.defined() ? t.detach().to_vector() : std::vector<float>();
-}
-
 Tensor param_grad(const std::vector<float>& g, const Shape& shape, DType dtype) {
   return Tensor::from_vector(g, shape, dtype);
 }
@@ -171,13 +166,6 @@ void update_running(Tensor& running, const Tensor& batch, double factor, float m
   kernels::ema_update(target.data_ptr(), DType::f32, running.data<float>(), running.numel(),
                       momentum);
   running.bump_version();
-}
-
-void update_running(Tensor& running, const std::vector<float>& batch, double factor,
-                    float momentum) {
-  const TransferReason why("synchronised batch-norm statistics");
-  update_running(running, Tensor::from_vector(batch, {static_cast<std::int64_t>(batch.size())}),
-                 factor, momentum);
 }
 
 }  // namespace ops::detail

@@ -10,12 +10,6 @@
 
 namespace mixprec::ops::detail {
 
-/// Values of an optional parameter widened to f32 on the host (empty when undefined): one
-/// download; for the synchronised batch norm, whose statistics travel between ranks.
-std::vector<float> f32_values(const Tensor& t);
-inline const float* data_or_null(const std::vector<float>& v) { return v.empty() ? nullptr : v.data(); }
-inline float* data_or_null(std::vector<float>& v) { return v.empty() ? nullptr : v.data(); }
-
 /// An optional parameter as a fresh contiguous f32 copy on its device (undefined when
 /// undefined): what the norm kernels read, whatever the parameter's dtype.
 Tensor f32_copy(const Tensor& t);
@@ -66,8 +60,6 @@ BatchNormInputs prepare_batch_norm(const char* op, const Tensor& x, const Tensor
 /// batch * factor rounded once), in place; bumps the version. factor n / (n - 1) turns a biased
 /// batch variance into the unbiased one.
 void update_running(Tensor& running, const Tensor& batch, double factor, float momentum);
-/// The same from host values (the synchronised batch norm's combined statistics): one upload.
-void update_running(Tensor& running, const std::vector<float>& batch, double factor,
-                    float momentum);
+
 
 }  // namespace mixprec::ops::detail

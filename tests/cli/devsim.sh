@@ -335,21 +335,11 @@ else
   JOBS=1  # 2 ranks each already
   # One feature per case, so that a failure names it.
   run_case mpi.mlp.fp32 mpi_case mlp --precision fp32 --max-steps 3
-  # Not yet device-ready (issue 23, remaining): ZeRO-1's parameter gather and the synchronised
-  # batch norm's statistics still read tensor memory on the host. Said, not hidden.
-  if [ "$A" = devsim ]; then
-    skip mpi.mlp.fp32-shard "--shard-optimizer gathers parameters through host memory (not device-ready yet)"
-  else
-    run_case mpi.mlp.fp32-shard mpi_case mlp --precision fp32 --max-steps 3 --shard-optimizer
-  fi
+  run_case mpi.mlp.fp32-shard mpi_case mlp --precision fp32 --max-steps 3 --shard-optimizer
   run_case mpi.mlp.fp16-inject mpi_case mlp --precision fp16 --max-steps 4 --inject-overflow 2@1
   run_case mpi.mlp.fp16-wire mpi_case mlp --precision fp16 --max-steps 3 --wire-dtype fp16
   run_case mpi.resnet.bf16 mpi_case resnet --precision bf16 --max-steps 2 --clip 1.0
-  if [ "$A" = devsim ]; then
-    skip mpi.resnet.bf16-syncbn "--sync-batchnorm passes host statistics to its kernels (not device-ready yet)"
-  else
-    run_case mpi.resnet.bf16-syncbn mpi_case resnet --precision bf16 --max-steps 2 --sync-batchnorm
-  fi
+  run_case mpi.resnet.bf16-syncbn mpi_case resnet --precision bf16 --max-steps 2 --sync-batchnorm
   run_case mpi.gpt-mini.bf16 mpi_case gpt-mini --precision bf16 --max-steps 3 --accum 2
   run_case mpi.gpt-mini.bf16-wire mpi_case gpt-mini --precision bf16 --max-steps 3 --wire-dtype bf16
   run_case mpi.sensor-mlp.auto-layer mpi_case sensor-mlp --precision auto-layer --compute fp16 --max-steps 4 \
