@@ -3,6 +3,7 @@
 #include <cmath>
 #include <cstdio>
 
+#include "mixprec/core/transfer.h"
 #include "mixprec/autograd/node.h"
 #include "mixprec/nn/module.h"
 #include "mixprec/ops/reduce.h"
@@ -19,6 +20,7 @@ bool has_non_finite(const Tensor& t, bool nan_only) {
   if (t.numel() == 0) return false;
   NoGradGuard no_grad;
   // fp8 has no kernels: widen it (exactly) to look for NaN/Inf.
+  const TransferReason why("anomaly check (--detect-anomaly)");
   const float m = max_abs(is_storage_only(t.dtype()) ? t.to(DType::f32) : t).item();
   return nan_only ? std::isnan(m) : !std::isfinite(m);
 }
@@ -42,6 +44,7 @@ void set_anomaly_step(std::int64_t step) noexcept { tls_step = step; }
 std::string describe_values(const Tensor& t) {
   std::string out = to_string(t.shape()) + " " + name(t.dtype());
   if (t.numel() == 0) return out + ": empty";
+  const TransferReason why("anomaly report (--detect-anomaly)");
   const std::vector<float> v = t.to_vector();
   double lo = INFINITY, hi = -INFINITY, abs_sum = 0;
   std::int64_t nans = 0, infs = 0, finite = 0;

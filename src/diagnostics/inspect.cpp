@@ -9,6 +9,7 @@
 #include <memory>
 #include <unordered_map>
 
+#include "mixprec/core/transfer.h"
 #include "mixprec/amp/autocast.h"
 #include "mixprec/amp/grad_scaler.h"
 #include "mixprec/amp/precision.h"
@@ -74,6 +75,7 @@ void collect_leaves(const nn::Module& m, std::vector<const nn::Module*>& out) {
 // parameter itself (f32 parameters, and pure-bf16-sr's bf16 ones).
 std::vector<float> master_values(const optim::Optimizer& opt, std::size_t i) {
   const Tensor& master = opt.master(i);
+  const TransferReason why("inspect weights");
   return master.defined() ? master.to_vector() : opt.params()[i].to_vector();
 }
 

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <numeric>
 
+#include "mixprec/core/transfer.h"
 #include "mixprec/autograd/node.h"
 #include "mixprec/core/error.h"
 #include "mixprec/core/random.h"
@@ -94,6 +95,7 @@ std::vector<std::int64_t> sample(GPT& model, const std::vector<std::int64_t>& pr
   for (std::int64_t i = 0; i < opts.tokens; ++i) {
     const std::int64_t t = std::min<std::int64_t>(static_cast<std::int64_t>(seq.size()), context);
     const std::vector<std::int64_t> window(seq.end() - t, seq.end());
+    const TransferReason why("sampling logits");
     const std::vector<float> logits = model.logits(window, 1, t).slice(1, t - 1, t).to_vector();
     for (std::size_t j = 0; j < logits.size(); ++j) {
       MIXPREC_CHECK(std::isfinite(logits[j]), ValueError, kOp,

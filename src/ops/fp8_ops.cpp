@@ -9,6 +9,7 @@
 
 #include "mixprec/amp/autocast.h"
 #include "mixprec/autograd/node.h"
+#include "mixprec/core/transfer.h"
 #include "mixprec/core/verbose.h"
 #include "mixprec/ops/elementwise.h"
 #include "mixprec/ops/nn_functional.h"
@@ -113,6 +114,8 @@ Fp8Quantized fp8_quantize(const Tensor& x, DType format) {
   float amax = 0.0f;
   if (wide.numel() > 0) {
     autograd::NoGradGuard no_grad;
+    // The scale is a host float in this API (Fp8Quantized::scale): one counted download.
+    const TransferReason why("fp8 scale (amax)");
     amax = max_abs(wide).item();
   }
   MIXPREC_CHECK(std::isfinite(amax), ValueError, op,

@@ -3,6 +3,7 @@
 #include <cmath>
 #include <cstdio>
 
+#include "mixprec/core/transfer.h"
 #include "mixprec/core/error.h"
 
 namespace mixprec::train {
@@ -27,6 +28,7 @@ void ConfusionMatrix::add_logits(const Tensor& logits, const std::vector<std::in
                 ShapeError, "ConfusionMatrix",
                 "logits must be [N, " << n_ << "] with N = " << targets.size() << " targets, got "
                                       << to_string(logits.shape()));
+  const TransferReason why("evaluation outputs");
   const std::vector<float> v = logits.to_vector();
   for (std::size_t i = 0; i < targets.size(); ++i) {
     const float* row = v.data() + static_cast<std::int64_t>(i) * n_;

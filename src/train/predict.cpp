@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdio>
 
+#include "mixprec/core/transfer.h"
 #include "mixprec/amp/autocast.h"
 #include "mixprec/autograd/node.h"
 #include "mixprec/core/error.h"
@@ -41,6 +42,7 @@ Predictions predict_checkpoint(const std::string& checkpoint, const std::string&
     const std::int64_t n = std::min(kBatch, p.rows - begin);
     const Tensor in = Tensor::from_vector(
         std::vector<float>(x.begin() + begin * f, x.begin() + (begin + n) * f), {n, f});
+    const TransferReason why("predictions");
     const std::vector<float> out = (*m.model)(in).to(DType::f32).to_vector();
     MIXPREC_CHECK(static_cast<std::int64_t>(out.size()) == n * outputs, ValueError, "predict",
                   "checkpoint '" << m.path << "': the model gives " << out.size() / static_cast<std::size_t>(n)

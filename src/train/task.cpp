@@ -84,6 +84,7 @@ class RegressionEvaluation : public Evaluation {
   RegressionEvaluation(float mean, float stddev) : mean_(mean), stddev_(stddev) {}
   void add(const Tensor& output, const data::Batch& batch) override {
     const Tensor target = regression_target(output, batch);
+    const TransferReason why("evaluation outputs");
     const std::vector<float> out = output.to(DType::f32).to_vector();
     for (std::size_t i = 0; i < out.size(); ++i) {
       const double standard_error = static_cast<double>(out[i]) - batch.values[i];

@@ -3,6 +3,8 @@
 
 #include <cmath>
 
+#include "mixprec/core/transfer.h"
+
 namespace mixprec::train::detail {
 namespace {
 
@@ -21,6 +23,7 @@ const char* kRanges =
     "elements that the current loss scale still leaves below 2^-24.";
 
 std::vector<double> log2_abs(const Tensor& t, double scale, double* underflow) {
+  const TransferReason why("tensorboard histograms");
   const std::vector<float> v = t.to(DType::f32).to_vector();
   std::vector<double> out;
   out.reserve(v.size());
