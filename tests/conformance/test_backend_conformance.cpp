@@ -522,6 +522,21 @@ Outs run_embedding(const Backend& b, DType t, bool backward) {
   return {exact("dweight", std::move(dw)), exact("dweight_f32", std::move(dw32))};
 }
 
+// Token ids in a float buffer of dtype t (whole numbers up to the largest t holds exactly below
+// 2^24) become int64 indices; compared as f32 (exact below 2^24).
+Outs run_indices_from_values(const Backend& b, DType t) {
+  const std::int64_t n = 5003;
+  const float top = t == DType::f32 ? 16777215.0f : 2048.0f;  // bf16/f16: exact integers
+  Buffer v(t, n);
+  for (std::int64_t i = 0; i < n; ++i) v.set(i, std::fmod(static_cast<float>(i) * 7919.0f, top));
+  v.set(n - 1, top);
+  std::vector<std::int64_t> idx(static_cast<std::size_t>(n), -1);
+  b.indices_from_values(v.data(), t, n, idx.data());
+  Buffer as_f32(DType::f32, n);
+  for (std::int64_t i = 0; i < n; ++i) as_f32.set(i, static_cast<float>(idx[static_cast<std::size_t>(i)]));
+  return {exact("indices", std::move(as_f32))};
+}
+
 // ---- transformer ops: attention masks ----
 
 Outs run_masked_fill(const Backend& b, DType t) {
@@ -801,6 +816,9 @@ std::vector<Case> cases() {
                    return run_embedding(b, t, bwd);
                  }});
   }
+  c.push_back({"indices_from_values", F, [](const Backend& b, DType t) {
+                 return run_indices_from_values(b, t);
+               }});
   // transformer ops: attention masks
   c.push_back({"masked_fill", F, [](const Backend& b, DType t) { return run_masked_fill(b, t); }});
   // where: a bf16 condition with zeros, NaN and negative zero; Inf/NaN in both branches.
