@@ -33,7 +33,9 @@
 namespace mixprec::kernels {
 
 /// One backend: a name and one function per kernel. Each entry has exactly the signature and
-/// contract of the kernels:: function of the same name (see the family headers).
+/// contract of the kernels:: function of the same name (see the family headers). Tables are
+/// filled with designated initializers (.unary = &cpu::unary), so two entries of the same
+/// signature cannot be swapped by position.
 struct Backend {
   const char* name;
   // elementwise.h

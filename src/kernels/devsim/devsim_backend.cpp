@@ -95,13 +95,13 @@ struct OnDevice<Fn, Name> {
   }
 };
 
-#define MIXPREC_DEVSIM(entry) &OnDevice<&ref::entry, #entry>::run
+#define MIXPREC_DEVSIM(entry) .entry = &OnDevice<&ref::entry, #entry>::run
 
 }  // namespace
 
 const Backend& devsim_backend() {
   static const Backend b{
-      "devsim",
+      .name = "devsim",
       MIXPREC_DEVSIM(unary),
       MIXPREC_DEVSIM(binary),
       MIXPREC_DEVSIM(affine),
