@@ -14,6 +14,7 @@
 #include <string>
 
 #include "kernels/attention.h"
+#include "kernels/backend_entries.h"
 #include "kernels/conv.h"
 #include "kernels/convert.h"
 #include "kernels/copy.h"
@@ -38,65 +39,9 @@ namespace mixprec::kernels {
 /// signature cannot be swapped by position.
 struct Backend {
   const char* name;
-  // elementwise.h
-  decltype(&ref::unary) unary;
-  decltype(&ref::binary) binary;
-  decltype(&ref::affine) affine;
-  decltype(&ref::unary_backward) unary_backward;
-  decltype(&ref::fill) fill;
-  // copy.h, convert.h
-  decltype(&ref::copy) copy;
-  decltype(&ref::convert) convert;
-  decltype(&ref::convert_stochastic) convert_stochastic;
-  // reduce.h
-  decltype(&ref::reduce) reduce;
-  // softmax.h
-  decltype(&ref::softmax) softmax;
-  decltype(&ref::softmax_backward) softmax_backward;
-  decltype(&ref::cross_entropy) cross_entropy;
-  decltype(&ref::cross_entropy_backward) cross_entropy_backward;
-  // norm.h
-  decltype(&ref::batch_norm_forward) batch_norm_forward;
-  decltype(&ref::batch_norm_backward) batch_norm_backward;
-  decltype(&ref::layer_norm_forward) layer_norm_forward;
-  decltype(&ref::layer_norm_backward) layer_norm_backward;
-  // conv.h: convolution and pooling
-  decltype(&ref::conv2d) conv2d;
-  decltype(&ref::conv2d_backward_data) conv2d_backward_data;
-  decltype(&ref::conv2d_backward_weights) conv2d_backward_weights;
-  decltype(&ref::max_pool2d) max_pool2d;
-  decltype(&ref::max_pool2d_backward) max_pool2d_backward;
-  decltype(&ref::avg_pool2d) avg_pool2d;
-  decltype(&ref::avg_pool2d_backward) avg_pool2d_backward;
-  decltype(&ref::global_avg_pool2d) global_avg_pool2d;
-  decltype(&ref::global_avg_pool2d_backward) global_avg_pool2d_backward;
-  // matmul.h
-  decltype(&ref::matmul) matmul;
-  // optim.h
-  decltype(&ref::sgd_update) sgd_update;
-  decltype(&ref::adam_update) adam_update;
-  decltype(&ref::ema_update) ema_update;
-  // unscale.h
-  decltype(&ref::unscale) unscale;
-  // attention.h: scaled dot-product attention
-  decltype(&ref::attention_forward) attention_forward;
-  decltype(&ref::attention_backward) attention_backward;
-  // embedding.h (transformer ops: embedding lookup)
-  decltype(&ref::embedding) embedding;
-  decltype(&ref::embedding_backward) embedding_backward;
-  decltype(&ref::indices_from_values) indices_from_values;
-  // masked_fill.h (transformer ops: attention masks)
-  decltype(&ref::masked_fill) masked_fill;
-  decltype(&ref::where) where;
-  // norm.h (batch norm split into reductions and element-wise passes: dist::sync_batch_norm)
-  decltype(&ref::batch_norm_stats) batch_norm_stats;
-  decltype(&ref::batch_norm_backward_reduce) batch_norm_backward_reduce;
-  decltype(&ref::batch_norm_backward_elemt) batch_norm_backward_elemt;
-  // random.h (Philox streams: random bits, uniform tensors, dropout masks)
-  decltype(&ref::random_bits) random_bits;
-  decltype(&ref::random_uniform) random_uniform;
-  // scan.h (running sums: cumsum, its backward, index ramps)
-  decltype(&ref::cumsum) cumsum;
+#define MIXPREC_BACKEND_FIELD(entry) decltype(&ref::entry) entry;
+  MIXPREC_KERNEL_ENTRIES(MIXPREC_BACKEND_FIELD)
+#undef MIXPREC_BACKEND_FIELD
 };
 
 /// The backend kernels run on now: MIXPREC_BACKEND (cpu|ref|devsim; default cpu) or set_backend().

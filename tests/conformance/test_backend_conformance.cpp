@@ -742,13 +742,13 @@ std::vector<Case> cases() {
                    return o;
                  }});
     for (bool training : {true, false}) {
-      c.push_back({std::string("batch_norm") + (training ? "_train" : "_eval") +
-                       (bwd ? "_backward" : ""),
+      c.push_back({std::string(bwd ? "batch_norm_backward" : "batch_norm_forward") +
+                       (training ? "_train" : "_eval"),
                    F, [bwd, training](const Backend& b, DType t) {
                      return run_batch_norm(b, t, training, bwd);
                    }});
     }
-    c.push_back({std::string("layer_norm") + (bwd ? "_backward" : ""), F,
+    c.push_back({std::string(bwd ? "layer_norm_backward" : "layer_norm_forward"), F,
                  [bwd](const Backend& b, DType t) { return run_layer_norm(b, t, bwd); }});
     c.push_back({std::string("max_pool2d") + (bwd ? "_backward" : ""), F,
                  [bwd](const Backend& b, DType t) {
