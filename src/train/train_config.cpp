@@ -1,5 +1,6 @@
 // TrainConfig validation and its JSON form; EpochMetrics' JSON form.
 #include <cmath>
+#include <limits>
 
 #include "mixprec/amp/precision.h"
 #include "mixprec/core/error.h"
@@ -153,6 +154,11 @@ void get(const json& j, const char* key, T& out, const std::string& what) {
   try {
     if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {
       out = io::json_integer<T>(j.at(key), "checkpoint", what + ": field '" + key + "'");
+    } else if constexpr (std::is_floating_point_v<T>) {
+      // JSON has no NaN or Inf: a metric that was not finite (an epoch whose every step was
+      // skipped has no test loss, say) was written as null and reads back as NaN.
+      const json& v = j.at(key);
+      out = v.is_null() ? std::numeric_limits<T>::quiet_NaN() : v.get<T>();
     } else {
       out = j.at(key).get<T>();
     }
