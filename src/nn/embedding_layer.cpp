@@ -1,8 +1,5 @@
 #include "mixprec/nn/embedding_layer.h"
 
-#include <cmath>
-
-#include "mixprec/core/transfer.h"
 #include "kernels/elementwise.h"
 #include "mixprec/core/error.h"
 #include "mixprec/ops/embedding.h"
@@ -33,22 +30,6 @@ Tensor Embedding::lookup(const std::vector<std::int64_t>& indices, const Shape& 
 
 Tensor Embedding::forward(const Tensor& indices) {
   return embedding_by_ids(weight_, indices, padding_idx_);  // the ids stay where they are
-}
-
-std::vector<std::int64_t> indices_from_tensor(const Tensor& t, const char* op) {
-  // Token ids arrive as a tensor; the lookup checks them on the host and uploads them again
-  // (the price of an index tensor without an integer dtype: one download per forward).
-  const TransferReason why("embedding indices");
-  const std::vector<float> values = t.to(DType::f32).to_vector();
-  std::vector<std::int64_t> out;
-  out.reserve(values.size());
-  for (std::size_t i = 0; i < values.size(); ++i) {
-    const float v = values[i];
-    MIXPREC_CHECK(std::isfinite(v) && v == std::floor(v) && std::fabs(v) < 16777216.0f, ValueError, op,
-                  "index " << i << " is " << v << ", not a whole number below 2^24; pass token ids");
-    out.push_back(static_cast<std::int64_t>(v));
-  }
-  return out;
 }
 
 }  // namespace mixprec::nn

@@ -26,7 +26,4 @@ class Embedding : public Module {
   Tensor weight_;
 };
 
-/// The whole numbers in t (row-major), as indices; ValueError naming the first that is not one.
-std::vector<std::int64_t> indices_from_tensor(const Tensor& t, const char* op);
-
 }  // namespace mixprec::nn
