@@ -43,25 +43,55 @@
 #include <span>
 
 #include "mixprec/core/dtype.h"
+#include "mixprec/core/op_list.h"
 
 namespace mixprec::kernels {
 
-/// Unary elementwise ops. gelu is the exact erf form: x * 0.5 * (1 + erf(x / sqrt(2))).
-/// gelu_tanh is the tanh approximation (PyTorch's approximate='tanh'),
-/// x * 0.5 * (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))), evaluated as x / (1 + e^-w) with
-/// w = x (c1 + c2 x^2), c1 = 2 sqrt(2/pi), c2 = 0.044715 c1 (the same function: 1 + tanh(u) =
-/// 2 / (1 + e^-2u)), which avoids the cancellation of 1 + tanh for negative x.
+/// The elementwise ops, one enumerator per row of mixprec/core/op_list.h (the math of each is
+/// kernels::math::<op> in elementwise_math.h).
 enum class UnaryOp : std::uint8_t {
-  neg, abs, exp, log, sqrt, rsqrt, reciprocal, square, relu, gelu, tanh, sigmoid, gelu_tanh
+#define MIXPREC_UNARY_ENUMERATOR(op, ...) op,
+  MIXPREC_UNARY_OPS(MIXPREC_UNARY_ENUMERATOR)
+#undef MIXPREC_UNARY_ENUMERATOR
 };
-/// Binary elementwise ops. pow is std::pow(a, b) (exact where std::pow is: the vector path
-/// evaluates it lane by lane, Highway 1.0.3 having no vector pow). The comparisons eq and ge give
-/// 1 where a == b (a >= b), else 0, and 0 when either is NaN: masks for gradients and dropout
-/// that stay in tensor memory.
-enum class BinaryOp : std::uint8_t { add, sub, mul, div, maximum, minimum, pow, eq, ge };
+enum class BinaryOp : std::uint8_t {
+#define MIXPREC_BINARY_ENUMERATOR(op, ...) op,
+  MIXPREC_BINARY_OPS(MIXPREC_BINARY_ENUMERATOR)
+#undef MIXPREC_BINARY_ENUMERATOR
+};
 
-const char* name(UnaryOp op);
-const char* name(BinaryOp op);
+/// A unary op's row of the list, as values.
+struct UnaryOpInfo {
+  UnaryOp op;
+  const char* name;
+  bool grad_reads_x;    ///< the backward reads the forward input x (else the output y)
+  bool grad_exact;      ///< the vector backward is bit-identical to the reference's
+  double simd_ulps;     ///< accuracy bound of the vector forward (0: bit-identical)
+  double ref_ulps;      ///< accuracy bound of the reference forward (0: exact IEEE ops)
+  float lo, hi;         ///< a domain tests draw inputs from
+};
+inline constexpr UnaryOpInfo kUnaryOps[] = {
+#define MIXPREC_UNARY_INFO(op, api, policy, reads, grad, simd, ref, lo, hi, why) \
+  {UnaryOp::op, #op, #reads[0] == 'x', #grad[0] == 'e', simd, ref, lo, hi},
+    MIXPREC_UNARY_OPS(MIXPREC_UNARY_INFO)
+#undef MIXPREC_UNARY_INFO
+};
+inline constexpr BinaryOp kBinaryOps[] = {
+#define MIXPREC_BINARY_VALUE(op, ...) BinaryOp::op,
+    MIXPREC_BINARY_OPS(MIXPREC_BINARY_VALUE)
+#undef MIXPREC_BINARY_VALUE
+};
+inline constexpr const char* kBinaryOpNames[] = {
+#define MIXPREC_BINARY_NAME(op, ...) #op,
+    MIXPREC_BINARY_OPS(MIXPREC_BINARY_NAME)
+#undef MIXPREC_BINARY_NAME
+};
+
+constexpr const UnaryOpInfo& info(UnaryOp op) { return kUnaryOps[static_cast<int>(op)]; }
+constexpr const char* name(UnaryOp op) { return info(op).name; }
+constexpr const char* name(BinaryOp op) { return kBinaryOpNames[static_cast<int>(op)]; }
+/// Whether the backward formula of op reads x (else y); the other operand may be null.
+constexpr bool grad_reads_x(UnaryOp op) { return info(op).grad_reads_x; }
 
 /// A read-only strided operand: data pointer, dtype and per-dimension strides in elements
 /// (stride 0 on a broadcast dimension). Its shape is the shape passed to the kernel.

@@ -158,29 +158,22 @@ class CastNode final : public autograd::Node {
 
 }  // namespace
 
-Tensor neg(const Tensor& x) { return unary_op(amp::OpKind::neg, UnaryOp::neg, x); }
-Tensor abs(const Tensor& x) { return unary_op(amp::OpKind::abs, UnaryOp::abs, x); }
-Tensor exp(const Tensor& x) { return unary_op(amp::OpKind::exp, UnaryOp::exp, x); }
-Tensor log(const Tensor& x) { return unary_op(amp::OpKind::log, UnaryOp::log, x); }
-Tensor sqrt(const Tensor& x) { return unary_op(amp::OpKind::sqrt, UnaryOp::sqrt, x); }
-Tensor rsqrt(const Tensor& x) { return unary_op(amp::OpKind::rsqrt, UnaryOp::rsqrt, x); }
-Tensor reciprocal(const Tensor& x) { return unary_op(amp::OpKind::reciprocal, UnaryOp::reciprocal, x); }
-Tensor square(const Tensor& x) { return unary_op(amp::OpKind::square, UnaryOp::square, x); }
-Tensor relu(const Tensor& x) { return unary_op(amp::OpKind::relu, UnaryOp::relu, x); }
-Tensor gelu(const Tensor& x) { return unary_op(amp::OpKind::gelu, UnaryOp::gelu, x); }
+#define MIXPREC_DEFINE_UNARY_FN(op, api, ...) \
+  MIXPREC_OP_IF_##api(Tensor op(const Tensor& x) { return unary_op(amp::OpKind::op, UnaryOp::op, x); })
+MIXPREC_UNARY_OPS(MIXPREC_DEFINE_UNARY_FN)
+#undef MIXPREC_DEFINE_UNARY_FN
+
 Tensor gelu(const Tensor& x, GeluApproximation approximate) {
   return unary_op(amp::OpKind::gelu,
                   approximate == GeluApproximation::tanh ? UnaryOp::gelu_tanh : UnaryOp::gelu, x);
 }
-Tensor tanh(const Tensor& x) { return unary_op(amp::OpKind::tanh, UnaryOp::tanh, x); }
-Tensor sigmoid(const Tensor& x) { return unary_op(amp::OpKind::sigmoid, UnaryOp::sigmoid, x); }
 
-Tensor add(const Tensor& a, const Tensor& b) { return binary_op(amp::OpKind::add, BinaryOp::add, a, b); }
-Tensor sub(const Tensor& a, const Tensor& b) { return binary_op(amp::OpKind::sub, BinaryOp::sub, a, b); }
-Tensor mul(const Tensor& a, const Tensor& b) { return binary_op(amp::OpKind::mul, BinaryOp::mul, a, b); }
-Tensor div(const Tensor& a, const Tensor& b) { return binary_op(amp::OpKind::div, BinaryOp::div, a, b); }
-Tensor maximum(const Tensor& a, const Tensor& b) { return binary_op(amp::OpKind::maximum, BinaryOp::maximum, a, b); }
-Tensor minimum(const Tensor& a, const Tensor& b) { return binary_op(amp::OpKind::minimum, BinaryOp::minimum, a, b); }
+#define MIXPREC_DEFINE_BINARY_FN(op, api, ...)                 \
+  MIXPREC_OP_IF_##api(Tensor op(const Tensor& a, const Tensor& b) { \
+    return binary_op(amp::OpKind::op, BinaryOp::op, a, b);          \
+  })
+MIXPREC_BINARY_OPS(MIXPREC_DEFINE_BINARY_FN)
+#undef MIXPREC_DEFINE_BINARY_FN
 
 Tensor affine(const Tensor& x_in, float alpha, float beta) {
   diagnostics::detail::OpScope prof(amp::OpKind::affine);

@@ -1,29 +1,28 @@
 #pragma once
 /// The autocast policy table: for every op, which dtype it computes in under amp::Autocast.
-/// This is the single source of truth; `mixprec ops` prints it and docs/autocast.md explains it.
+/// Generated from the op list (mixprec/core/op_list.h); `mixprec ops` prints it and
+/// docs/autocast.md explains it.
 #include <array>
 #include <cstdint>
 #include <string>
 
 #include "mixprec/core/dtype.h"
+#include "mixprec/core/op_list.h"
 
 namespace mixprec::amp {
 
-/// Every op that consults the autocast policy.
+/// Every op that consults the autocast policy: the rows of mixprec/core/op_list.h with a
+/// policy (the other ops, then the unary and binary elementwise ops).
 enum class OpKind : std::uint8_t {
-  // lower precision: GEMM-bound, where 16-bit inputs pay off and fp32 accumulation keeps accuracy
-  matmul, bmm, linear, addmm, conv2d,
-  // fp32: range- or accumulation-sensitive
-  softmax, log_softmax, cross_entropy, mse_loss, exp, log, pow, reciprocal, rsqrt, sum, mean,
-  norm, cumsum, layer_norm,
-  // promote: combine inputs of different dtypes in the widest one
-  add, sub, mul, div, maximum, minimum, cat, stack, where,
-  // pass-through: run in whatever dtype the input has
-  neg, abs, sqrt, square, relu, gelu, tanh, sigmoid, affine, amax, dropout, batch_norm, max_pool2d, avg_pool2d,
-  // appended (rows are in enum order; new ops go at the end)
-  scaled_dot_product_attention,  // lower precision: two GEMMs, softmax kept in fp32 inside
-  // transformer ops (pass-through): embedding lookup and masking
-  embedding, masked_fill,
+#define MIXPREC_OPKIND_OTHER(op, ...) op,
+#define MIXPREC_OPKIND_UNARY(op, api, policy, ...) MIXPREC_OP_IF_##policy(op,)
+#define MIXPREC_OPKIND_BINARY(op, api, policy, ...) MIXPREC_OP_IF_##policy(op,)
+  MIXPREC_AUTOCAST_OPS(MIXPREC_OPKIND_OTHER)
+  MIXPREC_UNARY_OPS(MIXPREC_OPKIND_UNARY)
+  MIXPREC_BINARY_OPS(MIXPREC_OPKIND_BINARY)
+#undef MIXPREC_OPKIND_OTHER
+#undef MIXPREC_OPKIND_UNARY
+#undef MIXPREC_OPKIND_BINARY
 };
 
 /// What autocast does with an op's floating-point inputs.
@@ -34,6 +33,15 @@ enum class CastPolicy : std::uint8_t {
   pass_through,     ///< no casts; output in the input dtype
 };
 
+/// How many ops consult the policy.
+inline constexpr std::size_t kOpKindCount = 0
+#define MIXPREC_COUNT_OTHER(...) +1
+#define MIXPREC_COUNT_ELEMENTWISE(op, api, policy, ...) MIXPREC_OP_IF_##policy(+1)
+    MIXPREC_AUTOCAST_OPS(MIXPREC_COUNT_OTHER) MIXPREC_UNARY_OPS(MIXPREC_COUNT_ELEMENTWISE)
+        MIXPREC_BINARY_OPS(MIXPREC_COUNT_ELEMENTWISE);
+#undef MIXPREC_COUNT_OTHER
+#undef MIXPREC_COUNT_ELEMENTWISE
+
 /// One row of the table.
 struct OpPolicy {
   OpKind op;
@@ -43,7 +51,7 @@ struct OpPolicy {
 };
 
 /// The table, indexed by static_cast<size_t>(OpKind).
-extern const std::array<OpPolicy, 45> kOpPolicyTable;
+extern const std::array<OpPolicy, kOpKindCount> kOpPolicyTable;
 
 /// The row of an op.
 const OpPolicy& policy_row(OpKind op);

@@ -4,21 +4,17 @@
 /// Every op computes in f32 internally and rounds once to the output dtype.
 #include <cstdint>
 
+#include "mixprec/core/op_list.h"
 #include "mixprec/core/tensor.h"
 
 namespace mixprec {
 
-Tensor neg(const Tensor& x);
-Tensor abs(const Tensor& x);
-Tensor exp(const Tensor& x);
-Tensor log(const Tensor& x);
-Tensor sqrt(const Tensor& x);
-Tensor rsqrt(const Tensor& x);
-Tensor reciprocal(const Tensor& x);
-Tensor square(const Tensor& x);
-Tensor relu(const Tensor& x);
-/// Exact (erf) GELU: x * Phi(x).
-Tensor gelu(const Tensor& x);
+/// Tensor op(const Tensor& x) for every unary op of mixprec/core/op_list.h whose api is fn
+/// (relu(x), gelu(x) in the exact erf form, silu(x), ...): the list says what each computes,
+/// its autocast row and its gradient's accuracy.
+#define MIXPREC_DECLARE_UNARY_FN(op, api, ...) MIXPREC_OP_IF_##api(Tensor op(const Tensor& x);)
+MIXPREC_UNARY_OPS(MIXPREC_DECLARE_UNARY_FN)
+#undef MIXPREC_DECLARE_UNARY_FN
 /// Which GELU: the exact erf form, or the tanh approximation of GPT-2/BERT (PyTorch's
 /// approximate='tanh').
 enum class GeluApproximation : std::uint8_t { none, tanh };
@@ -27,19 +23,15 @@ enum class GeluApproximation : std::uint8_t { none, tanh };
 /// w = 2 sqrt(2/pi) (x + 0.044715 x^3) (the same function, without the cancellation of 1 + tanh
 /// for negative x); accuracy in src/kernels/elementwise.h. Same autocast row as gelu(x).
 Tensor gelu(const Tensor& x, GeluApproximation approximate);
-Tensor tanh(const Tensor& x);
-Tensor sigmoid(const Tensor& x);
 /// x ** exponent elementwise (computed in f32; NaN for negative x with a non-integer exponent).
 Tensor pow(const Tensor& x, float exponent);
 
-Tensor add(const Tensor& a, const Tensor& b);
-Tensor sub(const Tensor& a, const Tensor& b);
-Tensor mul(const Tensor& a, const Tensor& b);
-Tensor div(const Tensor& a, const Tensor& b);
-/// Elementwise maximum; NaN propagates. The gradient goes to a where a >= b, else to b.
-Tensor maximum(const Tensor& a, const Tensor& b);
-/// Elementwise minimum; NaN propagates. The gradient goes to a where a <= b, else to b.
-Tensor minimum(const Tensor& a, const Tensor& b);
+/// One differentiable function per binary op of the list whose api is fn: add, sub, mul, div,
+/// maximum and minimum (NaN propagates; the gradient goes to a where a wins or ties, else to b).
+#define MIXPREC_DECLARE_BINARY_FN(op, api, ...) \
+  MIXPREC_OP_IF_##api(Tensor op(const Tensor& a, const Tensor& b);)
+MIXPREC_BINARY_OPS(MIXPREC_DECLARE_BINARY_FN)
+#undef MIXPREC_DECLARE_BINARY_FN
 /// alpha * x + beta in x's dtype.
 Tensor affine(const Tensor& x, float alpha, float beta);
 

@@ -62,18 +62,6 @@ std::int64_t checked_numel(const char* op, std::span<const std::int64_t> shape,
   return n;
 }
 
-/// Whether the backward formula of op reads the forward input x (else the output y); must
-/// agree with the reference (tests pass null for the operand that is not read).
-bool grad_reads_x(UnaryOp op) {
-  switch (op) {
-    case UnaryOp::abs: case UnaryOp::log: case UnaryOp::square: case UnaryOp::relu:
-    case UnaryOp::gelu: case UnaryOp::gelu_tanh:
-      return true;
-    default:
-      return false;
-  }
-}
-
 /// Why the vector kernels cannot take these dtypes (a storage-only one), or empty.
 std::string fp8_reason(DType a, DType b, DType c) {
   for (DType t : {a, b, c}) {
@@ -151,40 +139,6 @@ void gather(const void* src, DType dt, std::int64_t stride, std::int64_t m, void
 }
 
 }  // namespace
-
-const char* name(UnaryOp op) {
-  switch (op) {
-    case UnaryOp::neg: return "neg";
-    case UnaryOp::abs: return "abs";
-    case UnaryOp::exp: return "exp";
-    case UnaryOp::log: return "log";
-    case UnaryOp::sqrt: return "sqrt";
-    case UnaryOp::rsqrt: return "rsqrt";
-    case UnaryOp::reciprocal: return "reciprocal";
-    case UnaryOp::square: return "square";
-    case UnaryOp::relu: return "relu";
-    case UnaryOp::gelu: return "gelu";
-    case UnaryOp::tanh: return "tanh";
-    case UnaryOp::sigmoid: return "sigmoid";
-    case UnaryOp::gelu_tanh: return "gelu_tanh";
-  }
-  return "?";
-}
-
-const char* name(BinaryOp op) {
-  switch (op) {
-    case BinaryOp::add: return "add";
-    case BinaryOp::sub: return "sub";
-    case BinaryOp::mul: return "mul";
-    case BinaryOp::div: return "div";
-    case BinaryOp::maximum: return "maximum";
-    case BinaryOp::minimum: return "minimum";
-    case BinaryOp::pow: return "pow";
-    case BinaryOp::eq: return "eq";
-    case BinaryOp::ge: return "ge";
-  }
-  return "?";
-}
 
 namespace cpu {
 void unary(UnaryOp op, std::span<const std::int64_t> shape, const StridedInput& in, void* out,

@@ -84,94 +84,24 @@ HWY_INLINE void Map2Any(const void* a, int da, const void* b, int db, void* out,
 
 // ------------------------------------------------------------------ op tables
 
-/// Calls fn(f) with f(d, x) the vector function of a unary op.
+/// Calls fn(M{}) with M the vector struct of op (vecmath-inl.h, cpu::vec).
 template <class Fn>
 HWY_INLINE void WithUnary(UnaryOp op, Fn&& fn) {
   switch (op) {
-    case UnaryOp::neg: return fn([](DF, VF x) { return hn::Neg(x); });
-    case UnaryOp::abs: return fn([](DF, VF x) { return hn::Abs(x); });
-    case UnaryOp::exp: return fn([](DF d, VF x) { return ExpF(d, x); });
-    case UnaryOp::log: return fn([](DF d, VF x) { return LogF(d, x); });
-    case UnaryOp::sqrt: return fn([](DF, VF x) { return hn::Sqrt(x); });
-    case UnaryOp::rsqrt:  // a true division, not an approximate rsqrt: same bits as 1/std::sqrt
-      return fn([](DF d, VF x) { return hn::Div(hn::Set(d, 1.0f), hn::Sqrt(x)); });
-    case UnaryOp::reciprocal: return fn([](DF d, VF x) { return hn::Div(hn::Set(d, 1.0f), x); });
-    case UnaryOp::square: return fn([](DF, VF x) { return hn::Mul(x, x); });
-    case UnaryOp::relu:  // +0 where x <= 0 (also -0); x where x > 0 or NaN
-      return fn([](DF d, VF x) { return hn::IfThenZeroElse(hn::Le(x, hn::Zero(d)), x); });
-    case UnaryOp::gelu: return fn([](DF d, VF x) { return GeluF(d, x); });
-    case UnaryOp::tanh: return fn([](DF d, VF x) { return TanhF(d, x); });
-    case UnaryOp::sigmoid: return fn([](DF d, VF x) { return SigmoidF(d, x); });
-    case UnaryOp::gelu_tanh: return fn([](DF d, VF x) { return GeluTanhF(d, x); });
+#define MIXPREC_UNARY_CASE(o, ...) \
+  case UnaryOp::o: return fn(vec::o{});
+    MIXPREC_UNARY_OPS(MIXPREC_UNARY_CASE)
+#undef MIXPREC_UNARY_CASE
   }
 }
 
-/// std::pow lane by lane (Highway 1.0.3 has no vector pow): bit-identical to the reference.
-HWY_INLINE VF PowPerLane(DF d, VF a, VF b) {
-  HWY_ALIGN float av[HWY_MAX_BYTES / sizeof(float)];
-  HWY_ALIGN float bv[HWY_MAX_BYTES / sizeof(float)];
-  hn::Store(a, d, av);
-  hn::Store(b, d, bv);
-  for (std::size_t i = 0; i < hn::Lanes(d); ++i) av[i] = std::pow(av[i], bv[i]);
-  return hn::Load(d, av);
-}
-
-/// Calls fn(f) with f(d, a, b) the vector function of a binary op.
 template <class Fn>
 HWY_INLINE void WithBinary(BinaryOp op, Fn&& fn) {
   switch (op) {
-    case BinaryOp::add: return fn([](DF, VF a, VF b) { return hn::Add(a, b); });
-    case BinaryOp::sub: return fn([](DF, VF a, VF b) { return hn::Sub(a, b); });
-    case BinaryOp::mul: return fn([](DF, VF a, VF b) { return hn::Mul(a, b); });
-    case BinaryOp::div: return fn([](DF, VF a, VF b) { return hn::Div(a, b); });
-    case BinaryOp::maximum: return fn([](DF, VF a, VF b) { return NanMax(a, b); });
-    case BinaryOp::minimum: return fn([](DF, VF a, VF b) { return NanMin(a, b); });
-    case BinaryOp::pow: return fn([](DF d, VF a, VF b) { return PowPerLane(d, a, b); });
-    // Comparisons are false for NaN, so a NaN operand gives 0, as in the reference.
-    case BinaryOp::eq:
-      return fn([](DF d, VF a, VF b) { return hn::IfThenElseZero(hn::Eq(a, b), hn::Set(d, 1.0f)); });
-    case BinaryOp::ge:
-      return fn([](DF d, VF a, VF b) { return hn::IfThenElseZero(hn::Ge(a, b), hn::Set(d, 1.0f)); });
-  }
-}
-
-/// Calls fn(f) with f(d, v, dy) = dx, v as documented in elementwise_simd.h; each formula is
-/// the reference's (ref/elementwise_ref.cpp), operation for operation.
-template <class Fn>
-HWY_INLINE void WithUnaryGrad(UnaryOp op, Fn&& fn) {
-  switch (op) {
-    case UnaryOp::neg: return fn([](DF, VF, VF g) { return hn::Neg(g); });
-    case UnaryOp::abs:  // sign(x) dy with sign(+-0) = +0 and sign(NaN) = NaN
-      return fn([](DF d, VF x, VF g) {
-        const VF zero = hn::Zero(d);
-        VF s = hn::IfThenElse(hn::Eq(x, zero), zero, x);
-        s = hn::IfThenElse(hn::Lt(x, zero), hn::Set(d, -1.0f), s);
-        s = hn::IfThenElse(hn::Gt(x, zero), hn::Set(d, 1.0f), s);
-        return hn::Mul(s, g);
-      });
-    case UnaryOp::exp: return fn([](DF, VF y, VF g) { return hn::Mul(g, y); });
-    case UnaryOp::log: return fn([](DF, VF x, VF g) { return hn::Div(g, x); });
-    case UnaryOp::sqrt:  // dy / (2 y); 2 y = y + y exactly
-      return fn([](DF, VF y, VF g) { return hn::Div(g, hn::Add(y, y)); });
-    case UnaryOp::rsqrt:  // dy * (((-0.5 y) y) y)
-      return fn([](DF d, VF y, VF g) {
-        return hn::Mul(g, hn::Mul(hn::Mul(hn::Mul(hn::Set(d, -0.5f), y), y), y));
-      });
-    case UnaryOp::reciprocal:
-      return fn([](DF, VF y, VF g) { return hn::Mul(g, hn::Neg(hn::Mul(y, y))); });
-    case UnaryOp::square: return fn([](DF, VF x, VF g) { return hn::Mul(g, hn::Add(x, x)); });
-    case UnaryOp::relu:
-      return fn([](DF d, VF x, VF g) { return hn::IfThenElseZero(hn::Gt(x, hn::Zero(d)), g); });
-    case UnaryOp::gelu: return fn([](DF d, VF x, VF g) { return GeluGradF(d, x, g); });
-    case UnaryOp::tanh:
-      return fn([](DF d, VF y, VF g) {
-        return hn::Mul(g, hn::Sub(hn::Set(d, 1.0f), hn::Mul(y, y)));
-      });
-    case UnaryOp::sigmoid:
-      return fn([](DF d, VF y, VF g) {
-        return hn::Mul(g, hn::Mul(y, hn::Sub(hn::Set(d, 1.0f), y)));
-      });
-    case UnaryOp::gelu_tanh: return fn([](DF d, VF x, VF g) { return GeluTanhGradF(d, x, g); });
+#define MIXPREC_BINARY_CASE(o, ...) \
+  case BinaryOp::o: return fn(vec::o{});
+    MIXPREC_BINARY_OPS(MIXPREC_BINARY_CASE)
+#undef MIXPREC_BINARY_CASE
   }
 }
 
@@ -180,8 +110,9 @@ HWY_INLINE void WithUnaryGrad(UnaryOp op, Fn&& fn) {
 void UnaryRow(int op, const void* in, int din, void* out, int dout, std::size_t n) {
   WithDType(din, [&](auto ti) {
     WithDType(dout, [&](auto to) {
-      WithUnary(static_cast<UnaryOp>(op), [&](auto f) {
-        Map1<decltype(ti)::value, decltype(to)::value>(in, out, n, f);
+      WithUnary(static_cast<UnaryOp>(op), [&](auto m) {
+        Map1<decltype(ti)::value, decltype(to)::value>(in, out, n,
+                                                        [](DF d, VF x) { return decltype(m)::forward(d, x); });
       });
     });
   });
@@ -191,7 +122,8 @@ void BinaryRow(int op, const void* a, int da, const void* b, int db, int side, f
                void* out, int dout, std::size_t n) {
   WithDType(dout, [&](auto to) {
     constexpr int DO = decltype(to)::value;
-    WithBinary(static_cast<BinaryOp>(op), [&](auto f) {
+    WithBinary(static_cast<BinaryOp>(op), [&](auto m) {
+      const auto f = [](DF d, VF p, VF q) { return decltype(m)::apply(d, p, q); };
       if (side == static_cast<int>(ScalarSide::none)) {
         Map2Any<DO>(a, da, b, db, out, n, f);
       } else if (side == static_cast<int>(ScalarSide::b)) {
@@ -225,8 +157,9 @@ void AffineRow(const void* in, int din, void* out, int dout, std::size_t n, floa
 void UnaryBackwardRow(int op, const void* v, int dv, const void* dy, int dg, void* dx, int dout,
                       std::size_t n) {
   WithDType(dout, [&](auto to) {
-    WithUnaryGrad(static_cast<UnaryOp>(op), [&](auto f) {
-      Map2Any<decltype(to)::value>(v, dv, dy, dg, dx, n, f);
+    WithUnary(static_cast<UnaryOp>(op), [&](auto m) {
+      Map2Any<decltype(to)::value>(v, dv, dy, dg, dx, n,
+                                   [](DF d, VF x, VF g) { return decltype(m)::backward(d, x, g); });
     });
   });
 }

@@ -27,8 +27,8 @@ void binary_row(BinaryOp op, const void* a, DType a_dtype, const void* b, DType 
 void affine_row(const void* in, DType in_dtype, void* out, DType out_dtype, std::int64_t n,
                 float alpha, float beta);
 
-/// dx[i] = op'(v[i]) dy[i] in the reference's formula, v the forward input x for
-/// abs/log/square/relu/gelu/gelu_tanh and the forward output y for every other op.
+/// dx[i] = op'(v[i]) dy[i] in the reference's formula, v the forward input x where
+/// grad_reads_x(op), else the forward output y.
 void unary_backward_row(UnaryOp op, const void* v, DType v_dtype, const void* dy, DType dy_dtype,
                         void* dx, DType dx_dtype, std::int64_t n);
 

@@ -24,6 +24,7 @@
 #include "hwy/contrib/math/math-inl.h"
 #include "hwy/highway.h"
 #include "kernels/cpu/convert-inl.h"
+#include "kernels/elementwise_math.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace mixprec::kernels::cpu {
@@ -162,9 +163,12 @@ HWY_INLINE V ErfcF(D d, V x) {
   return KeepNaN(x, res);
 }
 
-/// 1/sqrt(2) and 1/sqrt(2 pi), as the reference spells them.
-inline constexpr float kSqrt1_2 = 0.70710678118654752f;
-inline constexpr float kInvSqrt2Pi = 0.39894228040143268f;
+using math::kInvSqrt2Pi;
+using math::kSqrt1_2;
+using math::kGeluTanhC1;
+using math::kGeluTanhC2;
+using math::kGeluTanhC3;
+using math::kGeluTanhGradEdge;
 
 /// Exact GELU in the reference's operation order: (0.5 x) erfc(-x / sqrt2).
 template <class D, class V>
@@ -181,12 +185,6 @@ HWY_INLINE V GeluGradF(D d, V x, V dy) {
   const V pdf = hn::Mul(hn::Set(d, kInvSqrt2Pi), e);
   return hn::Mul(dy, hn::Add(cdf, hn::Mul(x, pdf)));
 }
-
-/// gelu_tanh's constants, as the reference spells them: w = x (c1 + c2 x^2), w' = c1 + c3 x^2.
-inline constexpr float kGeluTanhC1 = 1.5957691216057308f;    // 2 sqrt(2/pi)
-inline constexpr float kGeluTanhC2 = 0.071354816272600249f;  // 0.044715 * c1
-inline constexpr float kGeluTanhC3 = 0.21406444881780075f;   // 3 * c2
-inline constexpr float kGeluTanhGradEdge = 10.0f;
 
 /// w = x (c1 + c2 x^2): separate multiplies and adds (no MulAdd) so that w has the reference's
 /// bits on every target; only the exp differs.
@@ -217,6 +215,95 @@ HWY_INLINE V GeluTanhGradF(D d, V x, V dy) {
   g = hn::IfThenZeroElse(hn::Lt(x, hn::Set(d, -kGeluTanhGradEdge)), g);
   return hn::Mul(dy, g);
 }
+
+/// silu: x s with s from e = e^-|x| as kernels::math::silu, operation for operation.
+template <class D, class V>
+HWY_INLINE V SiluF(D d, V x) {
+  const V one = hn::Set(d, 1.0f);
+  const V e = ExpF(d, hn::Neg(hn::Abs(x)));
+  const V r = hn::Div(one, hn::Add(one, e));
+  return hn::Mul(x, hn::IfThenElse(hn::Ge(x, hn::Zero(d)), r, hn::Mul(e, r)));
+}
+
+/// silu'(x) dy = s (1 + x (1 - s)) dy as kernels::math::silu::backward.
+template <class D, class V>
+HWY_INLINE V SiluGradF(D d, V x, V dy) {
+  const V one = hn::Set(d, 1.0f);
+  const V e = ExpF(d, hn::Neg(hn::Abs(x)));
+  const V r = hn::Div(one, hn::Add(one, e));
+  const V er = hn::Mul(e, r);
+  const auto pos = hn::Ge(x, hn::Zero(d));
+  const V s = hn::IfThenElse(pos, r, er);
+  const V oms = hn::IfThenElse(pos, er, r);
+  return hn::Mul(dy, hn::Mul(s, hn::Add(one, hn::Mul(x, oms))));
+}
+
+/// std::pow lane by lane (Highway 1.0.3 has no vector pow): bit-identical to the reference.
+template <class D, class V>
+HWY_INLINE V PowPerLane(D d, V a, V b) {
+  HWY_ALIGN float av[HWY_MAX_BYTES / sizeof(float)];
+  HWY_ALIGN float bv[HWY_MAX_BYTES / sizeof(float)];
+  hn::Store(a, d, av);
+  hn::Store(b, d, bv);
+  for (std::size_t i = 0; i < hn::Lanes(d); ++i) av[i] = std::pow(av[i], bv[i]);
+  return hn::Load(d, av);
+}
+
+// ------------------------------------------------------------------ the ops, as vectors
+
+/// One struct per op of mixprec/core/op_list.h, named as in kernels::math (elementwise_math.h):
+/// forward(d, x), backward(d, v, dy) with v as the list's `reads` column says, apply(d, a, b).
+/// Each repeats the reference's IEEE operations in its order; only the transcendental
+/// functions (ExpF, LogF, TanhF, ErfcF) differ, within the list's ulp bounds.
+namespace vec {
+#define MIXPREC_VEC_UNARY(op, fwd, bwd)                                       \
+  struct op {                                                                 \
+    template <class D, class V>                                               \
+    HWY_INLINE static V forward(D d, V x) { (void)d; return fwd; }            \
+    template <class D, class V>                                               \
+    HWY_INLINE static V backward(D d, V v, V g) { (void)d; (void)v; return bwd; } \
+  };
+MIXPREC_VEC_UNARY(neg, hn::Neg(x), hn::Neg(g))
+// sign(x) dy with sign(+-0) = +0 and sign(NaN) = NaN
+MIXPREC_VEC_UNARY(abs, hn::Abs(x), hn::Mul(hn::IfThenElse(hn::Gt(v, hn::Zero(d)), hn::Set(d, 1.0f),
+                          hn::IfThenElse(hn::Lt(v, hn::Zero(d)), hn::Set(d, -1.0f),
+                          hn::IfThenElse(hn::Eq(v, hn::Zero(d)), hn::Zero(d), v))), g))
+MIXPREC_VEC_UNARY(exp, ExpF(d, x), hn::Mul(g, v))
+MIXPREC_VEC_UNARY(log, LogF(d, x), hn::Div(g, v))
+// dy / (2 y); 2 y = y + y exactly
+MIXPREC_VEC_UNARY(sqrt, hn::Sqrt(x), hn::Div(g, hn::Add(v, v)))
+// a true division, not an approximate rsqrt; backward dy * (((-0.5 y) y) y)
+MIXPREC_VEC_UNARY(rsqrt, hn::Div(hn::Set(d, 1.0f), hn::Sqrt(x)),
+                  hn::Mul(g, hn::Mul(hn::Mul(hn::Mul(hn::Set(d, -0.5f), v), v), v)))
+MIXPREC_VEC_UNARY(reciprocal, hn::Div(hn::Set(d, 1.0f), x), hn::Mul(g, hn::Neg(hn::Mul(v, v))))
+MIXPREC_VEC_UNARY(square, hn::Mul(x, x), hn::Mul(g, hn::Add(v, v)))
+// +0 where x <= 0 (also -0); x where x > 0 or NaN
+MIXPREC_VEC_UNARY(relu, hn::IfThenZeroElse(hn::Le(x, hn::Zero(d)), x),
+                  hn::IfThenElseZero(hn::Gt(v, hn::Zero(d)), g))
+MIXPREC_VEC_UNARY(gelu, GeluF(d, x), GeluGradF(d, v, g))
+MIXPREC_VEC_UNARY(tanh, TanhF(d, x), hn::Mul(g, hn::Sub(hn::Set(d, 1.0f), hn::Mul(v, v))))
+MIXPREC_VEC_UNARY(sigmoid, SigmoidF(d, x), hn::Mul(g, hn::Mul(v, hn::Sub(hn::Set(d, 1.0f), v))))
+MIXPREC_VEC_UNARY(gelu_tanh, GeluTanhF(d, x), GeluTanhGradF(d, v, g))
+MIXPREC_VEC_UNARY(silu, SiluF(d, x), SiluGradF(d, v, g))
+#undef MIXPREC_VEC_UNARY
+
+#define MIXPREC_VEC_BINARY(op, expr)                                   \
+  struct op {                                                          \
+    template <class D, class V>                                        \
+    HWY_INLINE static V apply(D d, V a, V b) { (void)d; return expr; } \
+  };
+MIXPREC_VEC_BINARY(add, hn::Add(a, b))
+MIXPREC_VEC_BINARY(sub, hn::Sub(a, b))
+MIXPREC_VEC_BINARY(mul, hn::Mul(a, b))
+MIXPREC_VEC_BINARY(div, hn::Div(a, b))
+MIXPREC_VEC_BINARY(maximum, NanMax(a, b))
+MIXPREC_VEC_BINARY(minimum, NanMin(a, b))
+MIXPREC_VEC_BINARY(pow, PowPerLane(d, a, b))
+// Comparisons are false for NaN, so a NaN operand gives 0, as in the reference.
+MIXPREC_VEC_BINARY(eq, hn::IfThenElseZero(hn::Eq(a, b), hn::Set(d, 1.0f)))
+MIXPREC_VEC_BINARY(ge, hn::IfThenElseZero(hn::Ge(a, b), hn::Set(d, 1.0f)))
+#undef MIXPREC_VEC_BINARY
+}  // namespace vec
 
 }  // namespace HWY_NAMESPACE
 }  // namespace mixprec::kernels::cpu

@@ -2,16 +2,17 @@
 // NaN-propagating max/min shared by the reference kernels (elementwise maximum/minimum and the
 // max/min/amax reductions): a NaN a wins, then a NaN b, else the larger (smaller); on a tie
 // (-0 vs +0) b. The vector code makes exactly the same choices.
+#include "kernels/host_device.h"
 
 namespace mixprec::kernels::ref {
 
-inline float nan_max(float a, float b) {
+MIXPREC_HD inline float nan_max(float a, float b) {
   if (a != a) return a;
   if (b != b) return b;
   return a > b ? a : b;
 }
 
-inline float nan_min(float a, float b) {
+MIXPREC_HD inline float nan_min(float a, float b) {
   if (a != a) return a;
   if (b != b) return b;
   return a < b ? a : b;
