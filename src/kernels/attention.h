@@ -26,6 +26,7 @@
 #include <cstdint>
 
 #include "mixprec/core/dtype.h"
+#include "kernels/entry_point.h"
 
 namespace mixprec::kernels {
 
@@ -42,6 +43,7 @@ struct AttentionDesc {
   std::uint64_t seed = 0;
 };
 
+namespace ref {
 /// out [bh, tq, dv] and lse [bh, tq] (f32) from q, k, v.
 void attention_forward(const AttentionDesc& desc, const void* q, const void* k, const void* v,
                        void* out, float* lse);
@@ -52,26 +54,16 @@ void attention_forward(const AttentionDesc& desc, const void* q, const void* k, 
 void attention_backward(const AttentionDesc& desc, const void* q, const void* k, const void* v,
                         const void* out, const float* lse, const void* dout, void* dq, void* dk,
                         void* dv);
+}  // namespace ref
 
 namespace detail {
 /// Throws ShapeError / DTypeError / ValueError (naming op) for a desc the kernels reject.
 void check_attention_desc(const char* op, const AttentionDesc& desc);
 }  // namespace detail
 
-namespace ref {
-void attention_forward(const AttentionDesc& desc, const void* q, const void* k, const void* v,
-                       void* out, float* lse);
-void attention_backward(const AttentionDesc& desc, const void* q, const void* k, const void* v,
-                        const void* out, const float* lse, const void* dout, void* dq, void* dk,
-                        void* dv);
-}  // namespace ref
-
-namespace cpu {
-void attention_forward(const AttentionDesc& desc, const void* q, const void* k, const void* v,
-                       void* out, float* lse);
-void attention_backward(const AttentionDesc& desc, const void* q, const void* k, const void* v,
-                        const void* out, const float* lse, const void* dout, void* dq, void* dk,
-                        void* dv);
-}  // namespace cpu
+/// The attention kernels, in table order: kernels::<name> forwards to the active backend
+/// (kernels/entry_point.h); each backend implements ref::<name>'s signature.
+#define MIXPREC_ATTENTION_KERNELS(X) X(attention_forward) X(attention_backward)
+MIXPREC_ATTENTION_KERNELS(MIXPREC_ENTRY_POINT)
 
 }  // namespace mixprec::kernels

@@ -3,6 +3,10 @@
 #include "kernels/backend.h"
 
 #include <atomic>
+#include <concepts>
+#include <iterator>
+#include <span>
+#include <type_traits>
 #include <cstdio>
 #include <cstdlib>
 #include <string_view>
@@ -53,6 +57,8 @@ std::string set_backend(const std::string& name) {
   return active().exchange(next)->name;
 }
 
+const Backend& set_backend(const Backend& b) { return *active().exchange(&b); }
+
 const Backend& host_backend() {
   const Backend& b = backend();
   return &b == &devsim_backend() ? ref_backend() : b;
@@ -67,208 +73,83 @@ std::string backend_env_warning() {
 
 namespace {
 
-/// Calls one entry of the active backend. On the reference backend the verbose log gets one
-/// line per call (the cpu kernels log their own, naming the SIMD target that ran).
-template <class Entry, class... Args>
-decltype(auto) call(Entry Backend::*entry, const char* op, Args&&... args) {
-  const Backend& b = backend();
-  if (&b != &cpu_backend() && verbose_enabled()) {
-    verbose_log(op, "-", b.name, b.name == std::string_view("ref") ? "MIXPREC_BACKEND=ref"
-                                                                   : "MIXPREC_BACKEND=devsim");
+/// The table field of kernel `Name` (&Backend::unary for "unary").
+template <EntryName Name>
+consteval auto field_of() {
+  constexpr std::string_view name(Name.text);
+#define MIXPREC_FIELD_CASE(entry) if constexpr (name == #entry) return &Backend::entry; else
+  MIXPREC_KERNEL_ENTRIES(MIXPREC_FIELD_CASE)
+#undef MIXPREC_FIELD_CASE
+  return nullptr;
+}
+
+/// The dtypes a call names: DType arguments and the dtype of descriptors and strided operands.
+struct CallDTypes {
+  DType v[8];
+  std::size_t n = 0;
+  template <class T>
+  void add(const T& arg) {
+    if constexpr (std::is_same_v<T, DType>) {
+      if (n < std::size(v)) v[n++] = arg;
+    } else if constexpr (requires { { arg.dtype } -> std::convertible_to<DType>; }) {
+      if (n < std::size(v)) v[n++] = arg.dtype;
+    }
   }
-  return (b.*entry)(std::forward<Args>(args)...);
+  std::span<const DType> span() const { return {v, n}; }
+  std::string label() const {
+    std::string s;
+    for (std::size_t i = 0; i < n; ++i) s.append(i ? "," : "").append(name(v[i]));
+    return s.empty() ? "-" : s;
+  }
+};
+
+/// Where a call that backend `b` cannot run goes: its fallback (logged), or a BackendError
+/// naming the kernel, the dtypes and the backend.
+const Backend& fall_back(const Backend& b, const char* entry, bool filled,
+                         const CallDTypes& dtypes, bool fallback_filled) {
+  const std::string why = std::string(b.name) + " has no " + entry + " kernel" +
+                          (filled ? " for " + dtypes.label() : std::string());
+  const Backend* fb = b.fallback != nullptr ? &b.fallback() : nullptr;
+  MIXPREC_CHECK(fb != nullptr && fallback_filled, BackendError, entry,
+                why << " and no fallback to run it on; use a dtype it supports or another "
+                       "backend (MIXPREC_BACKEND)");
+  if (verbose_enabled()) verbose_log(entry, dtypes.label(), "reference", why);
+  return *fb;
 }
 
 }  // namespace
 
-void unary(UnaryOp op, std::span<const std::int64_t> shape, const StridedInput& in, void* out,
-           DType out_dtype) {
-  call(&Backend::unary, "unary", op, shape, in, out, out_dtype);
+template <EntryName Name, class R, class... P>
+R EntryPoint<Name, R(P...)>::operator()(P... args) const {
+  constexpr auto field = field_of<Name>();
+  const Backend& b = backend();
+  if (b.supports == nullptr && b.*field != nullptr) {
+    // A backend without restrictions (ref, devsim): the verbose log names it on every call
+    // (the cpu kernels log their own lines, naming the SIMD target that ran).
+    if (verbose_enabled()) {
+      verbose_log(Name.text, "-", b.name,
+                  &b == &ref_backend() ? "MIXPREC_BACKEND=ref" : "MIXPREC_BACKEND=devsim");
+    }
+    return (b.*field)(std::forward<P>(args)...);
+  }
+  CallDTypes dtypes;
+  (dtypes.add(args), ...);
+  const bool filled = b.*field != nullptr;
+  if (filled && (b.supports == nullptr || b.supports(entry_index(Name.text), dtypes.span()))) {
+    return (b.*field)(std::forward<P>(args)...);
+  }
+  const bool fallback_filled = b.fallback != nullptr && b.fallback().*field != nullptr;
+  return (fall_back(b, Name.text, filled, dtypes, fallback_filled).*field)(std::forward<P>(args)...);
 }
-void binary(BinaryOp op, std::span<const std::int64_t> shape, const StridedInput& a,
-            const StridedInput& b, void* out, DType out_dtype) {
-  call(&Backend::binary, "binary", op, shape, a, b, out, out_dtype);
-}
-void affine(const void* in, DType in_dtype, void* out, DType out_dtype, std::int64_t n,
-            float alpha, float beta) {
-  call(&Backend::affine, "affine", in, in_dtype, out, out_dtype, n, alpha, beta);
-}
-void unary_backward(UnaryOp op, const void* x, DType x_dtype, const void* y, DType y_dtype,
-                    const void* dy, DType dy_dtype, void* dx, DType dx_dtype, std::int64_t n) {
-  call(&Backend::unary_backward, "unary_backward", op, x, x_dtype, y, y_dtype, dy, dy_dtype, dx, dx_dtype, n);
-}
-void fill(void* out, DType dtype, std::int64_t n, float value) {
-  call(&Backend::fill, "fill", out, dtype, n, value);
-}
-void copy(std::span<const std::int64_t> shape, const StridedInput& in, const StridedOutput& out) {
-  call(&Backend::copy, "copy", shape, in, out);
-}
-void convert(const void* src, DType src_dtype, void* dst, DType dst_dtype, std::size_t n) {
-  call(&Backend::convert, "convert", src, src_dtype, dst, dst_dtype, n);
-}
-void convert_stochastic(const float* src, void* dst, DType dst_dtype, std::size_t n,
-                        std::uint64_t seed, std::uint64_t offset) {
-  call(&Backend::convert_stochastic, "convert_stochastic", src, dst, dst_dtype, n, seed, offset);
-}
-void reduce(ReduceOp op, const void* in, DType in_dtype, std::int64_t outer, std::int64_t n,
-            std::int64_t inner, void* out, DType out_dtype) {
-  call(&Backend::reduce, "reduce", op, in, in_dtype, outer, n, inner, out, out_dtype);
-}
-void softmax(const void* in, DType in_dtype, std::int64_t rows, std::int64_t cols, void* out,
-             DType out_dtype, bool log) {
-  call(&Backend::softmax, "softmax", in, in_dtype, rows, cols, out, out_dtype, log);
-}
-void softmax_backward(const void* y, DType y_dtype, const void* dy, DType dy_dtype,
-                      std::int64_t rows, std::int64_t cols, void* dx, DType dx_dtype, bool log) {
-  call(&Backend::softmax_backward, "softmax_backward", y, y_dtype, dy, dy_dtype, rows, cols, dx, dx_dtype, log);
-}
-void cross_entropy(const void* logits, DType dtype, std::int64_t rows, std::int64_t cols,
-                   const std::int64_t* targets, float label_smoothing, float* loss_per_row) {
-  call(&Backend::cross_entropy, "cross_entropy", logits, dtype, rows, cols, targets, label_smoothing, loss_per_row);
-}
-void cross_entropy_backward(const void* logits, DType dtype, std::int64_t rows,
-                            std::int64_t cols, const std::int64_t* targets, float label_smoothing,
-                            const float* grad_per_row, void* dlogits, DType dlogits_dtype) {
-  call(&Backend::cross_entropy_backward, "cross_entropy_backward", logits, dtype, rows, cols, targets, label_smoothing,
-                                   grad_per_row, dlogits, dlogits_dtype);
-}
-void batch_norm_forward(const void* x, DType x_dtype, BatchNormDims d, const float* weight,
-                        const float* bias, float eps, bool training, float* mean, float* var,
-                        void* y, DType y_dtype) {
-  call(&Backend::batch_norm_forward, "batch_norm_forward", x, x_dtype, d, weight, bias, eps, training, mean, var, y, y_dtype);
-}
-void batch_norm_backward(const void* x, DType x_dtype, const void* dy, DType dy_dtype,
-                         BatchNormDims d, const float* mean, const float* var, float eps,
-                         const float* weight, bool training, void* dx, DType dx_dtype,
-                         float* dweight, float* dbias) {
-  call(&Backend::batch_norm_backward, "batch_norm_backward", x, x_dtype, dy, dy_dtype, d, mean, var, eps, weight, training, dx,
-                                dx_dtype, dweight, dbias);
-}
-void batch_norm_stats(const void* x, DType x_dtype, BatchNormDims d, double* mean, double* m2) {
-  call(&Backend::batch_norm_stats, "batch_norm_stats", x, x_dtype, d, mean, m2);
-}
-void batch_norm_backward_reduce(const void* x, DType x_dtype, const void* dy, DType dy_dtype,
-                                BatchNormDims d, const float* mean, double* sum_dy,
-                                double* sum_dy_xmu) {
-  call(&Backend::batch_norm_backward_reduce, "batch_norm_backward_reduce", x, x_dtype, dy, dy_dtype, d, mean, sum_dy,
-       sum_dy_xmu);
-}
-void batch_norm_backward_elemt(const void* x, DType x_dtype, const void* dy, DType dy_dtype,
-                               BatchNormDims d, const float* mean, const float* var, float eps,
-                               const float* weight, const double* sum_dy,
-                               const double* sum_dy_xmu, double count, void* dx, DType dx_dtype) {
-  call(&Backend::batch_norm_backward_elemt, "batch_norm_backward_elemt", x, x_dtype, dy, dy_dtype, d, mean, var, eps,
-       weight, sum_dy, sum_dy_xmu, count, dx, dx_dtype);
-}
-void layer_norm_forward(const void* x, DType x_dtype, std::int64_t rows, std::int64_t cols,
-                        const float* weight, const float* bias, float eps, void* y,
-                        DType y_dtype, float* mean, float* rstd) {
-  call(&Backend::layer_norm_forward, "layer_norm_forward", x, x_dtype, rows, cols, weight, bias, eps, y, y_dtype, mean, rstd);
-}
-void layer_norm_backward(const void* x, DType x_dtype, const void* dy, DType dy_dtype,
-                         std::int64_t rows, std::int64_t cols, const float* mean,
-                         const float* rstd, const float* weight, void* dx, DType dx_dtype,
-                         float* dweight, float* dbias) {
-  call(&Backend::layer_norm_backward, "layer_norm_backward", x, x_dtype, dy, dy_dtype, rows, cols, mean, rstd, weight, dx,
-                                dx_dtype, dweight, dbias);
-}
-void conv2d(const Conv2dDesc& d, const void* x, const void* weight, const void* bias, void* y) {
-  call(&Backend::conv2d, "conv2d", d, x, weight, bias, y);
-}
-void conv2d_backward_data(const Conv2dDesc& d, const void* dy, const void* weight, void* dx) {
-  call(&Backend::conv2d_backward_data, "conv2d_backward_data", d, dy, weight, dx);
-}
-void conv2d_backward_weights(const Conv2dDesc& d, const void* x, const void* dy, void* dweight,
-                             void* dbias) {
-  call(&Backend::conv2d_backward_weights, "conv2d_backward_weights", d, x, dy, dweight, dbias);
-}
-void max_pool2d(const Pool2dDesc& d, const void* x, void* y, std::int32_t* argmax) {
-  call(&Backend::max_pool2d, "max_pool2d", d, x, y, argmax);
-}
-void max_pool2d_backward(const Pool2dDesc& d, const void* dy, const std::int32_t* argmax,
-                         void* dx) {
-  call(&Backend::max_pool2d_backward, "max_pool2d_backward", d, dy, argmax, dx);
-}
-void avg_pool2d(const Pool2dDesc& d, const void* x, void* y) { call(&Backend::avg_pool2d, "avg_pool2d", d, x, y); }
-void avg_pool2d_backward(const Pool2dDesc& d, const void* dy, void* dx) {
-  call(&Backend::avg_pool2d_backward, "avg_pool2d_backward", d, dy, dx);
-}
-void global_avg_pool2d(const void* x, DType dtype, std::int64_t planes, std::int64_t hw, void* y) {
-  call(&Backend::global_avg_pool2d, "global_avg_pool2d", x, dtype, planes, hw, y);
-}
-void global_avg_pool2d_backward(const void* dy, DType dtype, std::int64_t planes,
-                                std::int64_t hw, void* dx) {
-  call(&Backend::global_avg_pool2d_backward, "global_avg_pool2d_backward", dy, dtype, planes, hw, dx);
-}
-void matmul(const MatmulDesc& desc, const void* a, const void* b, const void* bias, void* c) {
-  call(&Backend::matmul, "matmul", desc, a, b, bias, c);
-}
-void sgd_update(const OptimArrays& a, const SgdScalars& s, std::size_t n, std::uint64_t rng_stream) {
-  call(&Backend::sgd_update, "sgd_update", a, s, n, rng_stream);
-}
-void adam_update(const OptimArrays& a, const AdamScalars& s, std::size_t n,
-                 std::uint64_t rng_stream) {
-  call(&Backend::adam_update, "adam_update", a, s, n, rng_stream);
-}
-void ema_update(const void* param, DType param_dtype, float* shadow, std::int64_t n, float a) {
-  call(&Backend::ema_update, "ema_update", param, param_dtype, shadow, n, a);
-}
-void unscale(void* data, int dtype, std::size_t n, float inv, float* found_inf, float* amax) {
-  MIXPREC_ASSERT(found_inf != nullptr);
-  call(&Backend::unscale, "unscale", data, dtype, n, inv, found_inf, amax);
-}
+
+#define MIXPREC_INSTANTIATE_ENTRY_POINT(entry) template struct EntryPoint<#entry, decltype(ref::entry)>;
+MIXPREC_KERNEL_ENTRIES(MIXPREC_INSTANTIATE_ENTRY_POINT)
+#undef MIXPREC_INSTANTIATE_ENTRY_POINT
+
 bool unscale_inplace(void* data, int dtype, std::size_t n, float inv, float* amax) {
   float found = 0.0f;
   unscale(data, dtype, n, inv, &found, amax);
   return found != 0.0f;
-}
-// attention.h
-void attention_forward(const AttentionDesc& desc, const void* q, const void* k, const void* v,
-                       void* out, float* lse) {
-  call(&Backend::attention_forward, "attention_forward", desc, q, k, v, out, lse);
-}
-void attention_backward(const AttentionDesc& desc, const void* q, const void* k, const void* v,
-                        const void* out, const float* lse, const void* dout, void* dq, void* dk,
-                        void* dv) {
-  call(&Backend::attention_backward, "attention_backward", desc, q, k, v, out, lse, dout, dq,
-       dk, dv);
-}
-
-// embedding.h (transformer ops: embedding lookup)
-void embedding(const void* weight, DType dtype, std::int64_t rows, std::int64_t cols,
-               const std::int64_t* indices, std::int64_t n, void* out) {
-  call(&Backend::embedding, "embedding", weight, dtype, rows, cols, indices, n, out);
-}
-void embedding_backward(const void* dy, DType dy_dtype, const std::int64_t* indices,
-                        std::int64_t n, std::int64_t rows, std::int64_t cols,
-                        std::int64_t padding_idx, void* dweight, DType dweight_dtype) {
-  call(&Backend::embedding_backward, "embedding_backward", dy, dy_dtype, indices, n, rows, cols,
-       padding_idx, dweight, dweight_dtype);
-}
-void indices_from_values(const void* values, DType dtype, std::int64_t n, std::int64_t* out) {
-  call(&Backend::indices_from_values, "indices_from_values", values, dtype, n, out);
-}
-// masked_fill.h (transformer ops: attention masks)
-void masked_fill(std::span<const std::int64_t> shape, const void* x, DType dtype,
-                 const StridedInput& mask, float value, void* out) {
-  call(&Backend::masked_fill, "masked_fill", shape, x, dtype, mask, value, out);
-}
-void where(std::int64_t n, const void* cond, DType cond_dtype, const void* a, const void* b,
-           DType dtype, void* out) {
-  call(&Backend::where, "where", n, cond, cond_dtype, a, b, dtype, out);
-}
-// random.h (Philox streams)
-void random_bits(std::uint64_t seed, std::uint64_t offset, std::uint32_t* out, std::size_t n) {
-  call(&Backend::random_bits, "random_bits", seed, offset, out, n);
-}
-void random_uniform(void* out, DType dtype, std::int64_t n, std::uint64_t seed,
-                    std::uint64_t offset, float low, float high) {
-  call(&Backend::random_uniform, "random_uniform", out, dtype, n, seed, offset, low, high);
-}
-// scan.h (running sums)
-void cumsum(const void* in, DType in_dtype, std::int64_t rows, std::int64_t cols, void* out,
-            DType out_dtype, bool reverse) {
-  call(&Backend::cumsum, "cumsum", in, in_dtype, rows, cols, out, out_dtype, reverse);
 }
 
 }  // namespace mixprec::kernels

@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <span>
 #include <string>
+#include <string_view>
 
 #include "kernels/attention.h"
 #include "kernels/backend_entries.h"
@@ -33,13 +34,33 @@
 
 namespace mixprec::kernels {
 
+/// The kernels' names in table order; a kernel's index there identifies it to supports().
+inline constexpr std::string_view kEntryNames[] = {
+#define MIXPREC_ENTRY_NAME(entry) #entry,
+    MIXPREC_KERNEL_ENTRIES(MIXPREC_ENTRY_NAME)
+#undef MIXPREC_ENTRY_NAME
+};
+/// The index of kernel `name` (a name not in the list does not compile).
+consteval std::size_t entry_index(std::string_view name) {
+  for (std::size_t i = 0; i < std::size(kEntryNames); ++i) {
+    if (kEntryNames[i] == name) return i;
+  }
+  throw "not a kernel of the list (kernels/backend_entries.h)";
+}
+
 /// One backend: a name and one function per kernel. Each entry has exactly the signature and
 /// contract of the kernels:: function of the same name (see the family headers). Tables are
 /// filled with designated initializers (.unary = &cpu::unary), so two entries of the same
 /// signature cannot be swapped by position.
 struct Backend {
   const char* name;
-#define MIXPREC_BACKEND_FIELD(entry) decltype(&ref::entry) entry;
+  /// Whether this backend runs kernel `entry` (its entry_index) on these dtypes (the call's DType arguments and the
+  /// dtypes of its descriptors, in order). Null: every entry it fills, any dtype.
+  bool (*supports)(std::size_t entry, std::span<const DType> dtypes) = nullptr;
+  /// The backend that runs what this one leaves empty or does not support, on the same memory
+  /// (the reference, for cpu); null: none, such a call is a BackendError.
+  const Backend& (*fallback)() = nullptr;
+#define MIXPREC_BACKEND_FIELD(entry) decltype(&ref::entry) entry = nullptr;
   MIXPREC_KERNEL_ENTRIES(MIXPREC_BACKEND_FIELD)
 #undef MIXPREC_BACKEND_FIELD
 };
@@ -60,6 +81,9 @@ const Backend& host_backend();
 /// devsim, else cpu); returns the previous one's name. An unknown name throws ValueError naming
 /// the known ones. Tensors already allocated stay where they are.
 std::string set_backend(const std::string& name);
+/// Makes `b` the active backend (a table of your own: see "Adding a backend" in
+/// docs/ARCHITECTURE.md); returns the previous one. The current device is left as it is.
+const Backend& set_backend(const Backend& b);
 /// What MIXPREC_BACKEND asked for, if it named no backend (the warning printed once), else empty.
 std::string backend_env_warning();
 

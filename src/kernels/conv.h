@@ -9,6 +9,7 @@
 #include <cstdint>
 
 #include "mixprec/core/dtype.h"
+#include "kernels/entry_point.h"
 
 namespace mixprec::kernels {
 
@@ -33,6 +34,7 @@ struct Conv2dDesc {
 /// (stride <= 0, negative padding) or DTypeError (bias dtype neither dtype nor f32) naming op.
 void validate_conv2d(const char* op, const Conv2dDesc& d);
 
+namespace ref {
 /// y = conv(x, weight) + bias. bias may be null when !has_bias.
 void conv2d(const Conv2dDesc& d, const void* x, const void* weight, const void* bias, void* y);
 /// dx [n, c, h, w] = the gradient of conv w.r.t. x given dy [n, o, ho, wo] (overwrites dx).
@@ -41,6 +43,7 @@ void conv2d_backward_data(const Conv2dDesc& d, const void* dy, const void* weigh
 /// dy (overwrites both).
 void conv2d_backward_weights(const Conv2dDesc& d, const void* x, const void* dy, void* dweight,
                              void* dbias);
+}  // namespace ref
 
 /// How bf16 convolutions run. automatic: oneDNN's bf16 kernels when max_isa() >= avx512_bf16
 /// or the input has fewer than 16 channels (memory-bound: converting costs more than oneDNN's
@@ -80,6 +83,7 @@ struct Pool2dDesc {
 /// kernel larger than the padded input) naming op.
 void validate_pool2d(const char* op, const Pool2dDesc& d);
 
+namespace ref {
 /// y = max over each window; argmax (may be null) receives, per output, the index within its
 /// input plane (row * w + col) of the first maximum in row-major window order. A NaN in a
 /// window wins (the first NaN), so NaN propagates. Padding never wins.
@@ -98,35 +102,13 @@ void global_avg_pool2d(const void* x, DType dtype, std::int64_t planes, std::int
 /// dx [planes, hw] = dy [planes] / hw broadcast over each plane.
 void global_avg_pool2d_backward(const void* dy, DType dtype, std::int64_t planes,
                                 std::int64_t hw, void* dx);
-
-namespace ref {
-void conv2d(const Conv2dDesc& d, const void* x, const void* weight, const void* bias, void* y);
-void conv2d_backward_data(const Conv2dDesc& d, const void* dy, const void* weight, void* dx);
-void conv2d_backward_weights(const Conv2dDesc& d, const void* x, const void* dy, void* dweight,
-                             void* dbias);
-void max_pool2d(const Pool2dDesc& d, const void* x, void* y, std::int32_t* argmax);
-void max_pool2d_backward(const Pool2dDesc& d, const void* dy, const std::int32_t* argmax,
-                         void* dx);
-void avg_pool2d(const Pool2dDesc& d, const void* x, void* y);
-void avg_pool2d_backward(const Pool2dDesc& d, const void* dy, void* dx);
-void global_avg_pool2d(const void* x, DType dtype, std::int64_t planes, std::int64_t hw, void* y);
-void global_avg_pool2d_backward(const void* dy, DType dtype, std::int64_t planes,
-                                std::int64_t hw, void* dx);
 }  // namespace ref
 
-namespace cpu {
-void conv2d(const Conv2dDesc& d, const void* x, const void* weight, const void* bias, void* y);
-void conv2d_backward_data(const Conv2dDesc& d, const void* dy, const void* weight, void* dx);
-void conv2d_backward_weights(const Conv2dDesc& d, const void* x, const void* dy, void* dweight,
-                             void* dbias);
-void max_pool2d(const Pool2dDesc& d, const void* x, void* y, std::int32_t* argmax);
-void max_pool2d_backward(const Pool2dDesc& d, const void* dy, const std::int32_t* argmax,
-                         void* dx);
-void avg_pool2d(const Pool2dDesc& d, const void* x, void* y);
-void avg_pool2d_backward(const Pool2dDesc& d, const void* dy, void* dx);
-void global_avg_pool2d(const void* x, DType dtype, std::int64_t planes, std::int64_t hw, void* y);
-void global_avg_pool2d_backward(const void* dy, DType dtype, std::int64_t planes,
-                                std::int64_t hw, void* dx);
-}  // namespace cpu
+/// The conv kernels, in table order: kernels::<name> forwards to the active backend
+/// (kernels/entry_point.h); each backend implements ref::<name>'s signature.
+#define MIXPREC_CONV_KERNELS(X) X(conv2d) X(conv2d_backward_data) X(conv2d_backward_weights) \
+  X(max_pool2d) X(max_pool2d_backward) X(avg_pool2d) X(avg_pool2d_backward) X(global_avg_pool2d) \
+  X(global_avg_pool2d_backward)
+MIXPREC_CONV_KERNELS(MIXPREC_ENTRY_POINT)
 
 }  // namespace mixprec::kernels

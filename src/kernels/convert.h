@@ -6,9 +6,11 @@
 #include <cstdint>
 
 #include "mixprec/core/dtype.h"
+#include "kernels/entry_point.h"
 
 namespace mixprec::kernels {
 
+namespace ref {
 /// Converts n contiguous elements from src_dtype to dst_dtype (round to nearest even; any pair,
 /// fp8 included). src and dst do not overlap (checked by the caller), except that for
 /// src_dtype == dst_dtype the call is a memmove and overlap is fine.
@@ -17,21 +19,18 @@ void convert(const void* src, DType src_dtype, void* dst, DType dst_dtype, std::
 /// random_bits(seed, offset + i) of random.h (the caller checks offset + n does not overflow).
 void convert_stochastic(const float* src, void* dst, DType dst_dtype, std::size_t n,
                         std::uint64_t seed, std::uint64_t offset);
-
-namespace ref {
-void convert(const void* src, DType src_dtype, void* dst, DType dst_dtype, std::size_t n);
-void convert_stochastic(const float* src, void* dst, DType dst_dtype, std::size_t n,
-                        std::uint64_t seed, std::uint64_t offset);
 }  // namespace ref
 
 namespace cpu {
-void convert(const void* src, DType src_dtype, void* dst, DType dst_dtype, std::size_t n);
-void convert_stochastic(const float* src, void* dst, DType dst_dtype, std::size_t n,
-                        std::uint64_t seed, std::uint64_t offset);
 /// out[i] = random_bits(seed, offset + i) of random.h: the vector Philox behind
 /// fill_random_bits (which checks the arguments; not a backend entry: there is one definition
 /// of the stream, and every backend must reproduce it).
 void philox_fill(std::uint64_t seed, std::uint64_t offset, std::uint32_t* out, std::size_t n);
 }  // namespace cpu
+
+/// The convert kernels, in table order: kernels::<name> forwards to the active backend
+/// (kernels/entry_point.h); each backend implements ref::<name>'s signature.
+#define MIXPREC_CONVERT_KERNELS(X) X(convert) X(convert_stochastic)
+MIXPREC_CONVERT_KERNELS(MIXPREC_ENTRY_POINT)
 
 }  // namespace mixprec::kernels

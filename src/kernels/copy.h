@@ -4,6 +4,7 @@
 #include <span>
 
 #include "kernels/elementwise.h"
+#include "kernels/entry_point.h"
 
 namespace mixprec::kernels {
 
@@ -14,16 +15,15 @@ struct StridedOutput {
   std::span<const std::int64_t> strides;
 };
 
+namespace ref {
 /// out[idx] = in[idx] converted to out's dtype (round to nearest even) for every index of shape.
 /// Contiguous-to-contiguous copies go through the vectorised bulk conversions.
 void copy(std::span<const std::int64_t> shape, const StridedInput& in, const StridedOutput& out);
-
-namespace ref {
-void copy(std::span<const std::int64_t> shape, const StridedInput& in, const StridedOutput& out);
 }  // namespace ref
 
-namespace cpu {
-void copy(std::span<const std::int64_t> shape, const StridedInput& in, const StridedOutput& out);
-}  // namespace cpu
+/// The copy kernels, in table order: kernels::<name> forwards to the active backend
+/// (kernels/entry_point.h); each backend implements ref::<name>'s signature.
+#define MIXPREC_COPY_KERNELS(X) X(copy)
+MIXPREC_COPY_KERNELS(MIXPREC_ENTRY_POINT)
 
 }  // namespace mixprec::kernels

@@ -44,6 +44,7 @@
 
 #include "mixprec/core/dtype.h"
 #include "mixprec/core/op_list.h"
+#include "kernels/entry_point.h"
 
 namespace mixprec::kernels {
 
@@ -101,6 +102,7 @@ struct StridedInput {
   std::span<const std::int64_t> strides;
 };
 
+namespace ref {
 /// out[i] = op(in[i]) over `shape`; out is contiguous row-major with out_dtype; in is strided.
 void unary(UnaryOp op, std::span<const std::int64_t> shape, const StridedInput& in, void* out,
            DType out_dtype);
@@ -117,29 +119,11 @@ void unary_backward(UnaryOp op, const void* x, DType x_dtype, const void* y, DTy
                     const void* dy, DType dy_dtype, void* dx, DType dx_dtype, std::int64_t n);
 /// Fills n contiguous elements of dtype with value (rounded once to dtype).
 void fill(void* out, DType dtype, std::int64_t n, float value);
-
-namespace ref {
-void unary(UnaryOp op, std::span<const std::int64_t> shape, const StridedInput& in, void* out,
-           DType out_dtype);
-void binary(BinaryOp op, std::span<const std::int64_t> shape, const StridedInput& a,
-            const StridedInput& b, void* out, DType out_dtype);
-void affine(const void* in, DType in_dtype, void* out, DType out_dtype, std::int64_t n,
-            float alpha, float beta);
-void unary_backward(UnaryOp op, const void* x, DType x_dtype, const void* y, DType y_dtype,
-                    const void* dy, DType dy_dtype, void* dx, DType dx_dtype, std::int64_t n);
-void fill(void* out, DType dtype, std::int64_t n, float value);
 }  // namespace ref
 
-namespace cpu {
-void unary(UnaryOp op, std::span<const std::int64_t> shape, const StridedInput& in, void* out,
-           DType out_dtype);
-void binary(BinaryOp op, std::span<const std::int64_t> shape, const StridedInput& a,
-            const StridedInput& b, void* out, DType out_dtype);
-void affine(const void* in, DType in_dtype, void* out, DType out_dtype, std::int64_t n,
-            float alpha, float beta);
-void unary_backward(UnaryOp op, const void* x, DType x_dtype, const void* y, DType y_dtype,
-                    const void* dy, DType dy_dtype, void* dx, DType dx_dtype, std::int64_t n);
-void fill(void* out, DType dtype, std::int64_t n, float value);
-}  // namespace cpu
+/// The elementwise kernels, in table order: kernels::<name> forwards to the active backend
+/// (kernels/entry_point.h); each backend implements ref::<name>'s signature.
+#define MIXPREC_ELEMENTWISE_KERNELS(X) X(unary) X(binary) X(affine) X(unary_backward) X(fill)
+MIXPREC_ELEMENTWISE_KERNELS(MIXPREC_ENTRY_POINT)
 
 }  // namespace mixprec::kernels

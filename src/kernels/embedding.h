@@ -5,9 +5,11 @@
 #include <cstdint>
 
 #include "mixprec/core/dtype.h"
+#include "kernels/entry_point.h"
 
 namespace mixprec::kernels {
 
+namespace ref {
 /// out[i, :] = weight[indices[i], :] for i < n: rows of `cols` elements of dtype, copied bit for
 /// bit. weight is [rows, cols], out [n, cols], both contiguous. An index outside [0, rows)
 /// throws ValueError naming it, its position and rows (before anything is written).
@@ -28,23 +30,7 @@ void embedding_backward(const void* dy, DType dy_dtype, const std::int64_t* indi
 /// A value that is not a whole number in [0, 2^24) throws ValueError naming its position
 /// (before anything is written).
 void indices_from_values(const void* values, DType dtype, std::int64_t n, std::int64_t* out);
-
-namespace ref {
-void indices_from_values(const void* values, DType dtype, std::int64_t n, std::int64_t* out);
-void embedding(const void* weight, DType dtype, std::int64_t rows, std::int64_t cols,
-               const std::int64_t* indices, std::int64_t n, void* out);
-void embedding_backward(const void* dy, DType dy_dtype, const std::int64_t* indices,
-                        std::int64_t n, std::int64_t rows, std::int64_t cols,
-                        std::int64_t padding_idx, void* dweight, DType dweight_dtype);
 }  // namespace ref
-
-namespace cpu {
-void embedding(const void* weight, DType dtype, std::int64_t rows, std::int64_t cols,
-               const std::int64_t* indices, std::int64_t n, void* out);
-void embedding_backward(const void* dy, DType dy_dtype, const std::int64_t* indices,
-                        std::int64_t n, std::int64_t rows, std::int64_t cols,
-                        std::int64_t padding_idx, void* dweight, DType dweight_dtype);
-}  // namespace cpu
 
 namespace detail {
 /// The argument checks both backends share (ShapeError for negative sizes, ValueError for an
@@ -52,5 +38,10 @@ namespace detail {
 void check_embedding_args(const char* op, std::int64_t rows, std::int64_t cols,
                           const std::int64_t* indices, std::int64_t n, std::int64_t padding_idx);
 }  // namespace detail
+
+/// The embedding kernels, in table order: kernels::<name> forwards to the active backend
+/// (kernels/entry_point.h); each backend implements ref::<name>'s signature.
+#define MIXPREC_EMBEDDING_KERNELS(X) X(embedding) X(embedding_backward) X(indices_from_values)
+MIXPREC_EMBEDDING_KERNELS(MIXPREC_ENTRY_POINT)
 
 }  // namespace mixprec::kernels

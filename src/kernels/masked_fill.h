@@ -7,9 +7,11 @@
 
 #include "kernels/elementwise.h"
 #include "mixprec/core/dtype.h"
+#include "kernels/entry_point.h"
 
 namespace mixprec::kernels {
 
+namespace ref {
 /// out[i] = mask[i] != 0 ? value : x[i] over `shape`. x and out are contiguous row-major of
 /// dtype (f32, bf16 or f16; out may be x itself); mask is a strided view of `shape` (stride 0
 /// where it is broadcast) of any compute dtype, nonzero meaning fill (NaN counts as nonzero, as
@@ -22,19 +24,11 @@ void masked_fill(std::span<const std::int64_t> shape, const void* x, DType dtype
 /// A selection, so Inf or NaN in the branch not taken never reaches out.
 void where(std::int64_t n, const void* cond, DType cond_dtype, const void* a, const void* b,
            DType dtype, void* out);
-
-namespace ref {
-void masked_fill(std::span<const std::int64_t> shape, const void* x, DType dtype,
-                 const StridedInput& mask, float value, void* out);
-void where(std::int64_t n, const void* cond, DType cond_dtype, const void* a, const void* b,
-           DType dtype, void* out);
 }  // namespace ref
 
-namespace cpu {
-void masked_fill(std::span<const std::int64_t> shape, const void* x, DType dtype,
-                 const StridedInput& mask, float value, void* out);
-void where(std::int64_t n, const void* cond, DType cond_dtype, const void* a, const void* b,
-           DType dtype, void* out);
-}  // namespace cpu
+/// The masked_fill kernels, in table order: kernels::<name> forwards to the active backend
+/// (kernels/entry_point.h); each backend implements ref::<name>'s signature.
+#define MIXPREC_MASKED_FILL_KERNELS(X) X(masked_fill) X(where)
+MIXPREC_MASKED_FILL_KERNELS(MIXPREC_ENTRY_POINT)
 
 }  // namespace mixprec::kernels

@@ -8,6 +8,7 @@
 #include <cstdint>
 
 #include "mixprec/core/dtype.h"
+#include "kernels/entry_point.h"
 
 namespace mixprec::kernels {
 
@@ -35,10 +36,12 @@ struct MatmulDesc {
   bool bf16_fpmath = false;
 };
 
+namespace ref {
 /// Runs the GEMM described by desc; throws ShapeError/DTypeError on a bad description and
 /// BackendError if oneDNN fails at run time.
 /// MIXPREC_MATMUL=ref in the environment forces the reference kernel (for debugging).
 void matmul(const MatmulDesc& desc, const void* a, const void* b, const void* bias, void* c);
+}  // namespace ref
 
 /// How bf16 GEMMs run. automatic: oneDNN's bf16 kernel when max_isa() >= avx512_bf16 (native
 /// bf16 dot products), else A and B widened to f32 (exact) for oneDNN's f32 kernel, because
@@ -61,14 +64,9 @@ std::uint64_t matmul_cache_hits();
 /// Empties the primitive cache (the hit counter keeps counting); for tests.
 void matmul_cache_clear();
 
-namespace ref {
-/// The spec: validates like kernels::matmul, then a plain triple loop with f32 accumulation.
-void matmul(const MatmulDesc& desc, const void* a, const void* b, const void* bias, void* c);
-}  // namespace ref
-
-namespace cpu {
-/// The spec: validates like kernels::matmul, then a plain triple loop with f32 accumulation.
-void matmul(const MatmulDesc& desc, const void* a, const void* b, const void* bias, void* c);
-}  // namespace cpu
+/// The matmul kernels, in table order: kernels::<name> forwards to the active backend
+/// (kernels/entry_point.h); each backend implements ref::<name>'s signature.
+#define MIXPREC_MATMUL_KERNELS(X) X(matmul)
+MIXPREC_MATMUL_KERNELS(MIXPREC_ENTRY_POINT)
 
 }  // namespace mixprec::kernels

@@ -11,6 +11,7 @@
 #include <cstdint>
 
 #include "mixprec/core/dtype.h"
+#include "kernels/entry_point.h"
 
 namespace mixprec::kernels {
 
@@ -21,6 +22,7 @@ struct BatchNormDims {
   std::int64_t s = 1;
 };
 
+namespace ref {
 /// y[n, c, s] = (x - mean[c]) * invstd[c] * weight[c] + bias[c], invstd = 1 / sqrt(var + eps).
 /// training: mean/var [c] are outputs (batch mean and biased batch variance over n*s values);
 /// otherwise inputs (the running statistics). weight/bias are f32 [c] or null (1 and 0).
@@ -37,6 +39,7 @@ void batch_norm_backward(const void* x, DType x_dtype, const void* dy, DType dy_
                          BatchNormDims d, const float* mean, const float* var, float eps,
                          const float* weight, bool training, void* dx, DType dx_dtype,
                          float* dweight, float* dbias);
+}  // namespace ref
 
 // ---- batch norm split into reductions and element-wise passes (dist::sync_batch_norm) ----
 // The kernels above reduce and apply in one call. A batch split over ranks needs the
@@ -45,6 +48,7 @@ void batch_norm_backward(const void* x, DType x_dtype, const void* dy, DType dy_
 // with training = false and the combined mean and variance; backward,
 // batch_norm_backward_reduce then batch_norm_backward_elemt with the combined sums.
 
+namespace ref {
 /// Per-channel moments of x in double, to be combined across ranks (Chan et al.'s parallel
 /// formula): mean[c] = sum / M and m2[c] = sum over the M = n*s values of (x - mean[c])^2. M may be
 /// 0 or 1 (then mean 0 / the value, m2 0). NaN or Inf in a channel make its moments NaN/Inf.
@@ -79,6 +83,7 @@ void layer_norm_backward(const void* x, DType x_dtype, const void* dy, DType dy_
                          std::int64_t rows, std::int64_t cols, const float* mean,
                          const float* rstd, const float* weight, void* dx, DType dx_dtype,
                          float* dweight, float* dbias);
+}  // namespace ref
 
 /// The per-channel coefficients of the training-mode batch-norm backward, dx = dy * k1 +
 /// ((x - mean) * k2 + k3), from the gradient sums over `count` values; one formula for every
@@ -93,60 +98,17 @@ BatchNormGradCoefs batch_norm_grad_coefs(float var, float eps, float weight, dou
 /// the CPU kernels agree on it exactly.
 float norm_invstd(float var, float eps);
 
-namespace ref {
-void batch_norm_forward(const void* x, DType x_dtype, BatchNormDims d, const float* weight,
-                        const float* bias, float eps, bool training, float* mean, float* var,
-                        void* y, DType y_dtype);
-void batch_norm_backward(const void* x, DType x_dtype, const void* dy, DType dy_dtype,
-                         BatchNormDims d, const float* mean, const float* var, float eps,
-                         const float* weight, bool training, void* dx, DType dx_dtype,
-                         float* dweight, float* dbias);
-void layer_norm_forward(const void* x, DType x_dtype, std::int64_t rows, std::int64_t cols,
-                        const float* weight, const float* bias, float eps, void* y,
-                        DType y_dtype, float* mean, float* rstd);
-void layer_norm_backward(const void* x, DType x_dtype, const void* dy, DType dy_dtype,
-                         std::int64_t rows, std::int64_t cols, const float* mean,
-                         const float* rstd, const float* weight, void* dx, DType dx_dtype,
-                         float* dweight, float* dbias);
-void batch_norm_stats(const void* x, DType x_dtype, BatchNormDims d, double* mean, double* m2);
-void batch_norm_backward_reduce(const void* x, DType x_dtype, const void* dy, DType dy_dtype,
-                                BatchNormDims d, const float* mean, double* sum_dy,
-                                double* sum_dy_xmu);
-void batch_norm_backward_elemt(const void* x, DType x_dtype, const void* dy, DType dy_dtype,
-                               BatchNormDims d, const float* mean, const float* var, float eps,
-                               const float* weight, const double* sum_dy,
-                               const double* sum_dy_xmu, double count, void* dx, DType dx_dtype);
-}  // namespace ref
-
-namespace cpu {
-void batch_norm_forward(const void* x, DType x_dtype, BatchNormDims d, const float* weight,
-                        const float* bias, float eps, bool training, float* mean, float* var,
-                        void* y, DType y_dtype);
-void batch_norm_backward(const void* x, DType x_dtype, const void* dy, DType dy_dtype,
-                         BatchNormDims d, const float* mean, const float* var, float eps,
-                         const float* weight, bool training, void* dx, DType dx_dtype,
-                         float* dweight, float* dbias);
-void layer_norm_forward(const void* x, DType x_dtype, std::int64_t rows, std::int64_t cols,
-                        const float* weight, const float* bias, float eps, void* y,
-                        DType y_dtype, float* mean, float* rstd);
-void layer_norm_backward(const void* x, DType x_dtype, const void* dy, DType dy_dtype,
-                         std::int64_t rows, std::int64_t cols, const float* mean,
-                         const float* rstd, const float* weight, void* dx, DType dx_dtype,
-                         float* dweight, float* dbias);
-void batch_norm_stats(const void* x, DType x_dtype, BatchNormDims d, double* mean, double* m2);
-void batch_norm_backward_reduce(const void* x, DType x_dtype, const void* dy, DType dy_dtype,
-                                BatchNormDims d, const float* mean, double* sum_dy,
-                                double* sum_dy_xmu);
-void batch_norm_backward_elemt(const void* x, DType x_dtype, const void* dy, DType dy_dtype,
-                               BatchNormDims d, const float* mean, const float* var, float eps,
-                               const float* weight, const double* sum_dy,
-                               const double* sum_dy_xmu, double count, void* dx, DType dx_dtype);
-}  // namespace cpu
-
 namespace detail {
 /// Argument checks shared by the reference and the dispatcher (ShapeError/ValueError naming op).
 void check_batch_norm_args(const char* op, BatchNormDims d, float eps, bool training);
 void check_layer_norm_args(const char* op, std::int64_t rows, std::int64_t cols, float eps);
 }  // namespace detail
+
+/// The norm kernels, in table order: kernels::<name> forwards to the active backend
+/// (kernels/entry_point.h); each backend implements ref::<name>'s signature.
+#define MIXPREC_NORM_KERNELS(X) X(batch_norm_forward) X(batch_norm_backward) X(batch_norm_stats) \
+  X(batch_norm_backward_reduce) X(batch_norm_backward_elemt) X(layer_norm_forward) \
+  X(layer_norm_backward)
+MIXPREC_NORM_KERNELS(MIXPREC_ENTRY_POINT)
 
 }  // namespace mixprec::kernels

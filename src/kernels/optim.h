@@ -6,6 +6,7 @@
 /// could also instantiate (ODR safety).
 #include <cstddef>
 #include <cstdint>
+#include "kernels/entry_point.h"
 
 namespace mixprec::kernels {
 
@@ -78,23 +79,18 @@ void adam_update_ref(const OptimArrays& a, const AdamScalars& s, std::size_t cou
 
 // --- Entry points (on the active backend): chunks, threads, random bits. ---
 
+namespace ref {
 /// Applies an SGD update to n elements starting at `a`; for kWriteStochastic, element i rounds
 /// with random_bits(rng_stream, i) (random.h), whatever the ISA or thread count.
 void sgd_update(const OptimArrays& a, const SgdScalars& s, std::size_t n, std::uint64_t rng_stream);
 /// Applies an Adam/AdamW update to n elements (random bits as for sgd_update).
 void adam_update(const OptimArrays& a, const AdamScalars& s, std::size_t n,
                  std::uint64_t rng_stream);
-
-namespace ref {
-void sgd_update(const OptimArrays& a, const SgdScalars& s, std::size_t n, std::uint64_t rng_stream);
-void adam_update(const OptimArrays& a, const AdamScalars& s, std::size_t n,
-                 std::uint64_t rng_stream);
 }  // namespace ref
 
-namespace cpu {
-void sgd_update(const OptimArrays& a, const SgdScalars& s, std::size_t n, std::uint64_t rng_stream);
-void adam_update(const OptimArrays& a, const AdamScalars& s, std::size_t n,
-                 std::uint64_t rng_stream);
-}  // namespace cpu
+/// The optim kernels, in table order: kernels::<name> forwards to the active backend
+/// (kernels/entry_point.h); each backend implements ref::<name>'s signature.
+#define MIXPREC_OPTIM_KERNELS(X) X(sgd_update) X(adam_update)
+MIXPREC_OPTIM_KERNELS(MIXPREC_ENTRY_POINT)
 
 }  // namespace mixprec::kernels

@@ -7,9 +7,11 @@
 #include <cstdint>
 
 #include "mixprec/core/dtype.h"
+#include "kernels/entry_point.h"
 
 namespace mixprec::kernels {
 
+namespace ref {
 /// out[i] = random_bits(seed, offset + i) of random.h, n 32-bit words (the caller checks that
 /// offset + n does not overflow).
 void random_bits(std::uint64_t seed, std::uint64_t offset, std::uint32_t* out, std::size_t n);
@@ -18,17 +20,11 @@ void random_bits(std::uint64_t seed, std::uint64_t offset, std::uint32_t* out, s
 /// Tensor::uniform are drawn with it.
 void random_uniform(void* out, DType dtype, std::int64_t n, std::uint64_t seed,
                     std::uint64_t offset, float low, float high);
-
-namespace ref {
-void random_bits(std::uint64_t seed, std::uint64_t offset, std::uint32_t* out, std::size_t n);
-void random_uniform(void* out, DType dtype, std::int64_t n, std::uint64_t seed,
-                    std::uint64_t offset, float low, float high);
 }  // namespace ref
 
-namespace cpu {
-void random_bits(std::uint64_t seed, std::uint64_t offset, std::uint32_t* out, std::size_t n);
-void random_uniform(void* out, DType dtype, std::int64_t n, std::uint64_t seed,
-                    std::uint64_t offset, float low, float high);
-}  // namespace cpu
+/// The random kernels, in table order: kernels::<name> forwards to the active backend
+/// (kernels/entry_point.h); each backend implements ref::<name>'s signature.
+#define MIXPREC_RANDOM_KERNELS(X) X(random_bits) X(random_uniform)
+MIXPREC_RANDOM_KERNELS(MIXPREC_ENTRY_POINT)
 
 }  // namespace mixprec::kernels

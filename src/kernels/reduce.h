@@ -5,6 +5,7 @@
 #include <cstdint>
 
 #include "mixprec/core/dtype.h"
+#include "kernels/entry_point.h"
 
 namespace mixprec::kernels {
 
@@ -12,19 +13,16 @@ namespace mixprec::kernels {
 enum class ReduceOp : std::uint8_t { sum, mean, max, min, amax, norm1, norm2 };
 const char* name(ReduceOp op);
 
+namespace ref {
 /// out[o, i] = reduce_k in[o, k, i] for o < outer, k < n, i < inner; out has outer*inner
 /// elements of out_dtype. n must be >= 1 for max/min/amax.
 void reduce(ReduceOp op, const void* in, DType in_dtype, std::int64_t outer, std::int64_t n,
             std::int64_t inner, void* out, DType out_dtype);
-
-namespace ref {
-void reduce(ReduceOp op, const void* in, DType in_dtype, std::int64_t outer, std::int64_t n,
-            std::int64_t inner, void* out, DType out_dtype);
 }  // namespace ref
 
-namespace cpu {
-void reduce(ReduceOp op, const void* in, DType in_dtype, std::int64_t outer, std::int64_t n,
-            std::int64_t inner, void* out, DType out_dtype);
-}  // namespace cpu
+/// The reduce kernels, in table order: kernels::<name> forwards to the active backend
+/// (kernels/entry_point.h); each backend implements ref::<name>'s signature.
+#define MIXPREC_REDUCE_KERNELS(X) X(reduce)
+MIXPREC_REDUCE_KERNELS(MIXPREC_ENTRY_POINT)
 
 }  // namespace mixprec::kernels

@@ -5,9 +5,11 @@
 #include <cstdint>
 
 #include "mixprec/core/dtype.h"
+#include "kernels/entry_point.h"
 
 namespace mixprec::kernels {
 
+namespace ref {
 /// out = softmax(in) (or log_softmax when log is true) along each row of cols elements.
 void softmax(const void* in, DType in_dtype, std::int64_t rows, std::int64_t cols, void* out,
              DType out_dtype, bool log);
@@ -25,29 +27,12 @@ void cross_entropy(const void* logits, DType dtype, std::int64_t rows, std::int6
 void cross_entropy_backward(const void* logits, DType dtype, std::int64_t rows,
                             std::int64_t cols, const std::int64_t* targets, float label_smoothing,
                             const float* grad_per_row, void* dlogits, DType dlogits_dtype);
-
-namespace ref {
-void softmax(const void* in, DType in_dtype, std::int64_t rows, std::int64_t cols, void* out,
-             DType out_dtype, bool log);
-void softmax_backward(const void* y, DType y_dtype, const void* dy, DType dy_dtype,
-                      std::int64_t rows, std::int64_t cols, void* dx, DType dx_dtype, bool log);
-void cross_entropy(const void* logits, DType dtype, std::int64_t rows, std::int64_t cols,
-                   const std::int64_t* targets, float label_smoothing, float* loss_per_row);
-void cross_entropy_backward(const void* logits, DType dtype, std::int64_t rows,
-                            std::int64_t cols, const std::int64_t* targets, float label_smoothing,
-                            const float* grad_per_row, void* dlogits, DType dlogits_dtype);
 }  // namespace ref
 
-namespace cpu {
-void softmax(const void* in, DType in_dtype, std::int64_t rows, std::int64_t cols, void* out,
-             DType out_dtype, bool log);
-void softmax_backward(const void* y, DType y_dtype, const void* dy, DType dy_dtype,
-                      std::int64_t rows, std::int64_t cols, void* dx, DType dx_dtype, bool log);
-void cross_entropy(const void* logits, DType dtype, std::int64_t rows, std::int64_t cols,
-                   const std::int64_t* targets, float label_smoothing, float* loss_per_row);
-void cross_entropy_backward(const void* logits, DType dtype, std::int64_t rows,
-                            std::int64_t cols, const std::int64_t* targets, float label_smoothing,
-                            const float* grad_per_row, void* dlogits, DType dlogits_dtype);
-}  // namespace cpu
+/// The softmax kernels, in table order: kernels::<name> forwards to the active backend
+/// (kernels/entry_point.h); each backend implements ref::<name>'s signature.
+#define MIXPREC_SOFTMAX_KERNELS(X) X(softmax) X(softmax_backward) X(cross_entropy) \
+  X(cross_entropy_backward)
+MIXPREC_SOFTMAX_KERNELS(MIXPREC_ENTRY_POINT)
 
 }  // namespace mixprec::kernels

@@ -6,6 +6,7 @@
 /// kernels::unscale_inplace runs on the active backend (kernels/backend.h).
 #include <cstddef>
 #include <cstdint>
+#include "kernels/entry_point.h"
 
 namespace mixprec::kernels {
 
@@ -39,21 +40,26 @@ bool unscale_16bit_ref(const std::uint16_t* in, std::uint16_t* out, std::size_t 
 /// Host memory only (tests, benchmarks): the verdict comes back as a bool.
 bool unscale_inplace(void* data, int dtype, std::size_t n, float inv, float* amax = nullptr);
 
+namespace ref {
 /// The backend entry, for memory on any device: as unscale_inplace, but the verdict is written
 /// where the data lives: *found_inf (an f32 flag in device memory) is set to 1 if any element
 /// was Inf/NaN and left alone otherwise, so a loop over every parameter raises one flag and one
 /// amax and the host reads both once per step (PyTorch's
 /// _amp_foreach_non_finite_check_and_unscale_). found_inf must not be null; amax may be.
 void unscale(void* data, int dtype, std::size_t n, float inv, float* found_inf, float* amax);
+}  // namespace ref
 
 namespace ref {
 bool unscale_inplace(void* data, int dtype, std::size_t n, float inv, float* amax = nullptr);
-void unscale(void* data, int dtype, std::size_t n, float inv, float* found_inf, float* amax);
 }  // namespace ref
 
 namespace cpu {
 bool unscale_inplace(void* data, int dtype, std::size_t n, float inv, float* amax = nullptr);
-void unscale(void* data, int dtype, std::size_t n, float inv, float* found_inf, float* amax);
 }  // namespace cpu
+
+/// The unscale kernels, in table order: kernels::<name> forwards to the active backend
+/// (kernels/entry_point.h); each backend implements ref::<name>'s signature.
+#define MIXPREC_UNSCALE_KERNELS(X) X(unscale)
+MIXPREC_UNSCALE_KERNELS(MIXPREC_ENTRY_POINT)
 
 }  // namespace mixprec::kernels

@@ -4,10 +4,15 @@
 // unfilled or untested.
 #include <gtest/gtest.h>
 
+#include <cstdint>
+#include <span>
 #include <string>
 #include <vector>
 
 #include "kernels/backend.h"
+#include "mixprec/core/error.h"
+#include "mixprec/core/half.h"
+#include "mixprec/core/verbose.h"
 
 namespace mixprec::kernels {
 namespace {
@@ -20,11 +25,13 @@ std::vector<std::string> entry_names() {
   return out;
 }
 
+// Every entry runs somewhere on every built-in backend: in its own table, or in its fallback's.
 TEST(BackendTable, EveryBuiltInTableFillsEveryEntry) {
   for (const Backend* b : {&cpu_backend(), &ref_backend(), &devsim_backend()}) {
     std::vector<std::string> missing;
+    const Backend* fb = b->fallback != nullptr ? &b->fallback() : nullptr;
 #define MIXPREC_CHECK_ENTRY(entry) \
-  if (b->entry == nullptr) missing.emplace_back(#entry);
+  if (b->entry == nullptr && (fb == nullptr || fb->entry == nullptr)) missing.emplace_back(#entry);
     MIXPREC_KERNEL_ENTRIES(MIXPREC_CHECK_ENTRY)
 #undef MIXPREC_CHECK_ENTRY
     EXPECT_TRUE(missing.empty()) << b->name << " leaves " << missing.size()
@@ -51,6 +58,87 @@ TEST(BackendTable, EveryEntryHasAConformanceCase) {
     EXPECT_TRUE(found) << "no conformance case for the backend entry '" << entry
                        << "' (name a case after it in test_backend_conformance.cpp)";
   }
+}
+
+/// Makes a backend active for one scope.
+class ActiveBackend {
+ public:
+  explicit ActiveBackend(const Backend& b) : previous_(set_backend(b)) {}
+  ~ActiveBackend() { set_backend(previous_); }
+  ActiveBackend(const ActiveBackend&) = delete;
+  ActiveBackend& operator=(const ActiveBackend&) = delete;
+
+ private:
+  const Backend& previous_;
+};
+
+/// A backend with one kernel (fill, f32 only), to exercise the one fallback mechanism.
+bool f32_only(std::size_t, std::span<const DType> dtypes) {
+  for (DType t : dtypes) {
+    if (t != DType::f32) return false;
+  }
+  return true;
+}
+void fill_with_sevens(void* out, DType, std::int64_t n, float) {
+  for (std::int64_t i = 0; i < n; ++i) static_cast<float*>(out)[i] = 7.0f;
+}
+
+TEST(BackendFallback, AnUnsupportedDtypeOrAMissingEntryRunsTheFallbackAndSaysSo) {
+  const Backend partial{.name = "partial", .supports = &f32_only, .fallback = &ref_backend,
+                        .fill = &fill_with_sevens};
+  ActiveBackend use(partial);
+  float f[3];
+  fill(f, DType::f32, 3, 1.0f);  // supported: the backend's own kernel
+  EXPECT_EQ(f[2], 7.0f);
+  set_verbose(true);
+  ::testing::internal::CaptureStderr();
+  bfloat16 h[3];
+  fill(h, DType::bf16, 3, 1.0f);  // a dtype it does not support: the reference
+  const float src[2] = {1.5f, -2.0f};
+  float dst[2];
+  convert(src, DType::f32, dst, DType::f32, 2);  // an entry it lacks: the reference
+  const std::string log = ::testing::internal::GetCapturedStderr();
+  set_verbose(false);
+  EXPECT_EQ(static_cast<float>(h[2]), 1.0f);
+  EXPECT_EQ(dst[1], -2.0f);
+  EXPECT_NE(log.find("mixprec: fill bf16: ran reference; skipped: partial has no fill kernel for "
+                     "bf16"), std::string::npos) << log;
+  EXPECT_NE(log.find("mixprec: convert f32,f32: ran reference; skipped: partial has no convert "
+                     "kernel"), std::string::npos) << log;
+}
+
+TEST(BackendFallback, WithoutAFallbackTheErrorNamesKernelDtypeAndBackend) {
+  const Backend lonely{.name = "lonely", .supports = &f32_only, .fill = &fill_with_sevens};
+  ActiveBackend use(lonely);
+  bfloat16 h[3];
+  try {
+    fill(h, DType::bf16, 3, 1.0f);
+    ADD_FAILURE() << "expected a BackendError";
+  } catch (const BackendError& e) {
+    EXPECT_NE(std::string(e.what()).find("fill: lonely has no fill kernel for bf16 and no "
+                                         "fallback"), std::string::npos) << e.what();
+  }
+  float f[1];
+  EXPECT_THROW(copy({}, {f, DType::f32, {}}, {f, DType::f32, {}}), BackendError);  // not filled
+}
+
+// On the cpu backend an fp8 call of a computing kernel runs the reference, logged, which refuses
+// it with the op's name; a conversion of fp8 stays on the cpu kernels.
+TEST(BackendFallback, CpuSendsFp8ComputeToTheReference) {
+  ActiveBackend use(cpu_backend());
+  std::uint8_t f8[4] = {};
+  const std::int64_t shape[] = {4}, one[] = {1};
+  set_verbose(true);
+  ::testing::internal::CaptureStderr();
+  EXPECT_THROW(unary(UnaryOp::neg, shape, {f8, DType::f8e4m3, one}, f8, DType::f8e4m3),
+               DTypeError);
+  float wide[4];
+  convert(f8, DType::f8e4m3, wide, DType::f32, 4);
+  const std::string log = ::testing::internal::GetCapturedStderr();
+  set_verbose(false);
+  EXPECT_NE(log.find("mixprec: unary f8e4m3,f8e4m3: ran reference; skipped: cpu has no unary "
+                     "kernel for f8e4m3,f8e4m3"), std::string::npos) << log;
+  EXPECT_EQ(log.find("convert f8e4m3,f32: ran reference"), std::string::npos) << log;
 }
 
 }  // namespace

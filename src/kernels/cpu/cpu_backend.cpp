@@ -1,12 +1,37 @@
 // The "cpu" backend: Highway vector kernels with run-time SIMD dispatch, oneDNN for matmul and
-// convolution.
+// convolution. It fills the entries it implements, in table order (designated initializers);
+// the rest, and the calls its kernels do not take (supports), run on the reference: the one
+// fallback of kernels::EntryPoint, logged by MIXPREC_VERBOSE.
+#include <algorithm>
+
 #include "kernels/backend.h"
 
 namespace mixprec::kernels {
+namespace {
+
+/// The kernels that compute in their dtypes, and so take no storage-only (fp8) one: no vector
+/// kernel computes in fp8, so those calls run the reference, which refuses them with the op's
+/// name (DTypeError). Copies, conversions and the rest move fp8 bytes themselves.
+bool cpu_supports(std::size_t entry, std::span<const DType> dtypes) {
+  switch (entry) {
+    case entry_index("unary"): case entry_index("binary"): case entry_index("affine"): case entry_index("unary_backward"):
+    case entry_index("fill"): case entry_index("reduce"): case entry_index("softmax"): case entry_index("softmax_backward"):
+    case entry_index("cross_entropy"): case entry_index("cross_entropy_backward"): case entry_index("ema_update"):
+    case entry_index("embedding_backward"): case entry_index("masked_fill"): case entry_index("where"):
+    case entry_index("cumsum"):
+      return std::none_of(dtypes.begin(), dtypes.end(), is_storage_only);
+    default:
+      return true;
+  }
+}
+
+}  // namespace
 
 const Backend& cpu_backend() {
   static const Backend b{
     .name = "cpu",
+    .supports = &cpu_supports,
+    .fallback = &ref_backend,
     .unary = &cpu::unary,
     .binary = &cpu::binary,
     .affine = &cpu::affine,
@@ -22,6 +47,9 @@ const Backend& cpu_backend() {
     .cross_entropy_backward = &cpu::cross_entropy_backward,
     .batch_norm_forward = &cpu::batch_norm_forward,
     .batch_norm_backward = &cpu::batch_norm_backward,
+    .batch_norm_stats = &cpu::batch_norm_stats,
+    .batch_norm_backward_reduce = &cpu::batch_norm_backward_reduce,
+    .batch_norm_backward_elemt = &cpu::batch_norm_backward_elemt,
     .layer_norm_forward = &cpu::layer_norm_forward,
     .layer_norm_backward = &cpu::layer_norm_backward,
     .conv2d = &cpu::conv2d,
@@ -38,25 +66,16 @@ const Backend& cpu_backend() {
     .adam_update = &cpu::adam_update,
     .ema_update = &cpu::ema_update,
     .unscale = &cpu::unscale,
-    // attention.h
     .attention_forward = &cpu::attention_forward,
     .attention_backward = &cpu::attention_backward,
-    // embedding.h (transformer ops: embedding lookup)
     .embedding = &cpu::embedding,
     .embedding_backward = &cpu::embedding_backward,
-    .indices_from_values = &ref::indices_from_values,  // a check and a cast per token: the reference loop is the kernel
-    // masked_fill.h (transformer ops: attention masks)
     .masked_fill = &cpu::masked_fill,
     .where = &cpu::where,
-    // norm.h (batch norm split into reductions and element-wise passes)
-    .batch_norm_stats = &cpu::batch_norm_stats,
-    .batch_norm_backward_reduce = &cpu::batch_norm_backward_reduce,
-    .batch_norm_backward_elemt = &cpu::batch_norm_backward_elemt,
-    // random.h (Philox streams)
     .random_bits = &cpu::random_bits,
     .random_uniform = &cpu::random_uniform,
-    // scan.h (running sums)
     .cumsum = &cpu::cumsum,
+    // indices_from_values: a check and a cast per token; the reference loop is the kernel.
   };
   return b;
 }

@@ -3,10 +3,11 @@
 // Every strided/broadcast layout runs vectorised: the shapes are collapsed to rows of a
 // contiguous, broadcast (stride 0) or strided last dimension; strided rows are gathered into
 // a small contiguous block first. Only storage-only dtypes (fp8) are refused, as the
-// reference refuses them.
+// reference refuses them (the entry point sends fp8 calls to the reference: cpu_backend.cpp).
 #include <algorithm>
 #include <cstddef>
 #include <cstring>
+#include <initializer_list>
 #include <string>
 #include <vector>
 
@@ -16,6 +17,12 @@
 
 namespace mixprec::kernels {
 namespace {
+
+/// Direct calls with a storage-only (fp8) dtype: DTypeError naming op (through the backend
+/// table they never get here: cpu_supports sends them to the reference, which refuses them).
+void require_compute_dtypes(const char* op, std::initializer_list<DType> dtypes) {
+  for (DType t : dtypes) require_compute_dtype(op, t);
+}
 
 /// Elements per parallel task: big enough to amortise a dispatch, small enough to balance.
 constexpr std::int64_t kChunk = 16384;
@@ -60,16 +67,6 @@ std::int64_t checked_numel(const char* op, std::span<const std::int64_t> shape,
     n *= d;
   }
   return n;
-}
-
-/// Why the vector kernels cannot take these dtypes (a storage-only one), or empty.
-std::string fp8_reason(DType a, DType b, DType c) {
-  for (DType t : {a, b, c}) {
-    if (is_storage_only(t)) {
-      return std::string(name(t)) + " is a storage-only dtype: no vector kernel computes in it";
-    }
-  }
-  return {};
 }
 
 /// The rows of a collapsed layout: `rows` runs of `inner` elements; row r of operand k starts
@@ -145,10 +142,7 @@ void unary(UnaryOp op, std::span<const std::int64_t> shape, const StridedInput& 
            DType out_dtype) {
   const std::int64_t n = checked_numel(name(op), shape, in.strides, in.strides);
   const std::string label = dtype_label(in.dtype, out_dtype);
-  if (const std::string why = fp8_reason(in.dtype, out_dtype, out_dtype); !why.empty()) {
-    log_reference(name(op), label, why);
-    return ref::unary(op, shape, in, out, out_dtype);  // throws DTypeError, as the spec does
-  }
+  require_compute_dtypes(name(op), {in.dtype, out_dtype});
   log_simd(name(op), label);
   if (n == 0) return;
   const RowPlan<1> plan(collapse(shape, in.strides, {}, 1));
@@ -170,10 +164,7 @@ void binary(BinaryOp op, std::span<const std::int64_t> shape, const StridedInput
             const StridedInput& b, void* out, DType out_dtype) {
   const std::int64_t n = checked_numel(name(op), shape, a.strides, b.strides);
   const std::string label = dtype_label(a.dtype, out_dtype);
-  if (const std::string why = fp8_reason(a.dtype, b.dtype, out_dtype); !why.empty()) {
-    log_reference(name(op), label, why);
-    return ref::binary(op, shape, a, b, out, out_dtype);  // throws DTypeError, as the spec does
-  }
+  require_compute_dtypes(name(op), {a.dtype, b.dtype, out_dtype});
   log_simd(name(op), label);
   if (n == 0) return;
   const RowPlan<2> plan(collapse(shape, a.strides, b.strides, 2));
@@ -228,10 +219,7 @@ void affine(const void* in, DType in_dtype, void* out, DType out_dtype, std::int
             float alpha, float beta) {
   MIXPREC_CHECK(n >= 0, ShapeError, "affine", "negative element count " << n);
   const std::string label = dtype_label(in_dtype, out_dtype);
-  if (const std::string why = fp8_reason(in_dtype, out_dtype, out_dtype); !why.empty()) {
-    log_reference("affine", label, why);
-    return ref::affine(in, in_dtype, out, out_dtype, n, alpha, beta);
-  }
+  require_compute_dtypes("affine", {in_dtype, out_dtype});
   log_simd("affine", label);
   parallel_chunks(n, kChunk, [&](std::int64_t begin, std::int64_t len) {
     affine_row(at(in, in_dtype, begin), in_dtype, at(out, out_dtype, begin), out_dtype, len,
@@ -247,12 +235,10 @@ void unary_backward(UnaryOp op, const void* x, DType x_dtype, const void* y, DTy
   const void* v = use_x ? x : y;
   const DType v_dtype = use_x ? x_dtype : y_dtype;
   const std::string label = dtype_label(dy_dtype, dx_dtype);
-  const std::string why = fp8_reason(v_dtype, dy_dtype, dx_dtype);
-  if ((v == nullptr && n > 0) || !why.empty()) {
-    // The reference reports the missing operand, or refuses the fp8 dtype.
-    if (!why.empty()) log_reference(op_name, label, why);
+  if (v == nullptr && n > 0) {  // the reference reports the missing operand
     return ref::unary_backward(op, x, x_dtype, y, y_dtype, dy, dy_dtype, dx, dx_dtype, n);
   }
+  require_compute_dtypes(op_name.c_str(), {v_dtype, dy_dtype, dx_dtype});
   log_simd(op_name, label);
   parallel_chunks(n, kChunk, [&](std::int64_t begin, std::int64_t len) {
     unary_backward_row(op, at(v, v_dtype, begin), v_dtype, at(dy, dy_dtype, begin), dy_dtype,
@@ -262,10 +248,7 @@ void unary_backward(UnaryOp op, const void* x, DType x_dtype, const void* y, DTy
 
 void fill(void* out, DType dtype, std::int64_t n, float value) {
   MIXPREC_CHECK(n >= 0, ShapeError, "fill", "negative element count " << n);
-  if (const std::string why = fp8_reason(dtype, dtype, dtype); !why.empty()) {
-    log_reference("fill", name(dtype), why);
-    return ref::fill(out, dtype, n, value);
-  }
+  require_compute_dtypes("fill", {dtype});
   log_simd("fill", name(dtype));
   parallel_chunks(n, kChunk, [&](std::int64_t begin, std::int64_t len) {
     fill_row(at(out, dtype, begin), dtype, len, value);

@@ -8,10 +8,7 @@
 namespace mixprec::kernels::cpu {
 
 void ema_update(const void* param, DType param_dtype, float* shadow, std::int64_t n, float a) {
-  if (is_storage_only(param_dtype)) {
-    log_reference("ema_update", name(param_dtype), "a storage-only dtype: no kernel computes in it");
-    return ref::ema_update(param, param_dtype, shadow, n, a);  // throws DTypeError
-  }
+  require_compute_dtype("ema_update", param_dtype);  // fp8 calls run the reference (cpu_backend.cpp)
   MIXPREC_CHECK(n >= 0, ShapeError, "ema_update", "negative element count " << n);
   log_simd("ema_update", name(param_dtype));
   dispatch(param_dtype, [&](auto t) {

@@ -53,11 +53,8 @@ void embedding_backward(const void* dy, DType dy_dtype, const std::int64_t* indi
                         std::int64_t padding_idx, void* dweight, DType dweight_dtype) {
   detail::check_embedding_args("embedding_backward", rows, cols, indices, n, padding_idx);
   const std::string label = dtype_label(dy_dtype, dweight_dtype);
-  if (is_storage_only(dy_dtype) || is_storage_only(dweight_dtype)) {
-    log_reference("embedding_backward", label, "a storage-only dtype: no kernel computes in it");
-    return ref::embedding_backward(dy, dy_dtype, indices, n, rows, cols, padding_idx, dweight,
-                                   dweight_dtype);  // throws DTypeError, as the spec does
-  }
+  require_compute_dtype("embedding_backward", dy_dtype);  // fp8 calls run the reference
+  require_compute_dtype("embedding_backward", dweight_dtype);
   log_simd("embedding_backward", label);
   // Counting sort by destination row: start[r]..start[r+1] lists row r's positions i, in
   // increasing order (padding rows get none).

@@ -28,10 +28,8 @@ constexpr std::int64_t kGather = 1024;   // mask elements gathered at a time fro
 void masked_fill(std::span<const std::int64_t> shape, const void* x, DType dtype,
                  const StridedInput& mask, float value, void* out) {
   const std::string label = dtype_label(mask.dtype, dtype);
-  if (is_storage_only(dtype) || is_storage_only(mask.dtype)) {
-    log_reference("masked_fill", label, "a storage-only dtype: no kernel computes in it");
-    return ref::masked_fill(shape, x, dtype, mask, value, out);  // throws DTypeError
-  }
+  require_compute_dtype("masked_fill", dtype);  // fp8 calls run the reference
+  require_compute_dtype("masked_fill", mask.dtype);
   MIXPREC_CHECK(mask.strides.size() == shape.size(), ShapeError, "masked_fill",
                 "mask has " << mask.strides.size() << " strides for a rank-" << shape.size()
                             << " shape");
@@ -120,10 +118,7 @@ void select_bits(const float* c, const U* a, const U* b, U* out, std::int64_t n)
 void where(std::int64_t n, const void* cond, DType cond_dtype, const void* a, const void* b,
            DType dtype, void* out) {
   const std::string label = dtype_label(cond_dtype, dtype);
-  if (is_storage_only(cond_dtype)) {
-    log_reference("where", label, "a storage-only condition dtype: no kernel computes in it");
-    return ref::where(n, cond, cond_dtype, a, b, dtype, out);  // throws DTypeError
-  }
+  require_compute_dtype("where", cond_dtype);  // fp8 calls run the reference
   MIXPREC_CHECK(n >= 0, ShapeError, "where", "negative element count " << n);
   log_simd("where", label);
   // The condition is widened to f32 a block at a time by the vector conversion (NaN stays

@@ -69,12 +69,8 @@ void reduce(ReduceOp op, const void* in, DType in_dtype, std::int64_t outer, std
   MIXPREC_CHECK(n >= 1 || !is_max_like(op), ValueError, name(op),
                 "cannot reduce an empty axis (it has no identity)");
   const std::string label = dtype_label(in_dtype, out_dtype);
-  if (is_storage_only(in_dtype) || is_storage_only(out_dtype)) {
-    // Nothing computes in fp8, the reference included: say so, then refuse with the op's name.
-    log_reference(name(op), label, "fp8 dtypes are storage-only");
-    require_compute_dtype(name(op), in_dtype);
-    require_compute_dtype(name(op), out_dtype);
-  }
+  require_compute_dtype(name(op), in_dtype);  // fp8 calls run the reference
+  require_compute_dtype(name(op), out_dtype);
   log_simd(name(op), label);
   const bool parallel = outer * n * inner >= kParallelMinWork;
 

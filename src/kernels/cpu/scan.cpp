@@ -15,10 +15,8 @@ namespace mixprec::kernels::cpu {
 void cumsum(const void* in, DType in_dtype, std::int64_t rows, std::int64_t cols, void* out,
             DType out_dtype, bool reverse) {
   const std::string label = dtype_label(in_dtype, out_dtype);
-  if (is_storage_only(in_dtype) || is_storage_only(out_dtype)) {
-    log_reference("cumsum", label, "a storage-only dtype: no kernel computes in it");
-    return ref::cumsum(in, in_dtype, rows, cols, out, out_dtype, reverse);  // throws DTypeError
-  }
+  require_compute_dtype("cumsum", in_dtype);  // fp8 calls run the reference
+  require_compute_dtype("cumsum", out_dtype);
   MIXPREC_CHECK(rows >= 0 && cols >= 0, ShapeError, "cumsum",
                 "needs rows, cols >= 0, got " << rows << " x " << cols);
   log_simd("cumsum", label);

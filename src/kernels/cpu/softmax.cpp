@@ -128,11 +128,8 @@ void softmax(const void* in, DType in_dtype, std::int64_t rows, std::int64_t col
   MIXPREC_CHECK(rows >= 0 && cols >= 0, ShapeError, op,
                 "negative extent (rows " << rows << ", cols " << cols << ")");
   const std::string label = dtype_label(in_dtype, out_dtype);
-  if (is_storage_only(in_dtype) || is_storage_only(out_dtype)) {
-    log_reference(op, label, "fp8 dtypes are storage-only");
-    require_compute_dtype(op, in_dtype);
-    require_compute_dtype(op, out_dtype);
-  }
+  require_compute_dtype(op, in_dtype);  // fp8 calls run the reference
+  require_compute_dtype(op, out_dtype);
   log_simd(op, label);
   if (rows == 0 || cols == 0) return;
   const std::int64_t chunks = chunk_count(cols);
@@ -183,10 +180,7 @@ void softmax_backward(const void* y, DType y_dtype, const void* dy, DType dy_dty
                 "negative extent (rows " << rows << ", cols " << cols << ")");
   std::string label = dtype_label(dy_dtype, dx_dtype);
   if (y_dtype != dy_dtype) label = std::string(name(y_dtype)) + "," + label;
-  if (is_storage_only(y_dtype) || is_storage_only(dy_dtype) || is_storage_only(dx_dtype)) {
-    log_reference(op, label, "fp8 dtypes are storage-only");
-    for (DType t : {y_dtype, dy_dtype, dx_dtype}) require_compute_dtype(op, t);
-  }
+  for (DType t : {y_dtype, dy_dtype, dx_dtype}) require_compute_dtype(op, t);
   log_simd(op, label);
   if (rows == 0 || cols == 0) return;
   const std::int64_t chunks = chunk_count(cols);
@@ -214,10 +208,7 @@ void softmax_backward(const void* y, DType y_dtype, const void* dy, DType dy_dty
 void cross_entropy(const void* logits, DType dtype, std::int64_t rows, std::int64_t cols,
                    const std::int64_t* targets, float label_smoothing, float* loss_per_row) {
   detail::check_cross_entropy_args("cross_entropy", rows, cols, targets, label_smoothing);
-  if (is_storage_only(dtype)) {
-    log_reference("cross_entropy", name(dtype), "fp8 dtypes are storage-only");
-    require_compute_dtype("cross_entropy", dtype);
-  }
+  require_compute_dtype("cross_entropy", dtype);
   log_simd("cross_entropy", name(dtype));
   if (rows == 0) return;
   const std::int64_t chunks = chunk_count(cols);
@@ -254,11 +245,8 @@ void cross_entropy_backward(const void* logits, DType dtype, std::int64_t rows,
   detail::check_cross_entropy_args("cross_entropy_backward", rows, cols, targets,
                                    label_smoothing);
   const std::string label = dtype_label(dtype, dlogits_dtype);
-  if (is_storage_only(dtype) || is_storage_only(dlogits_dtype)) {
-    log_reference("cross_entropy_backward", label, "fp8 dtypes are storage-only");
-    require_compute_dtype("cross_entropy_backward", dtype);
-    require_compute_dtype("cross_entropy_backward", dlogits_dtype);
-  }
+  require_compute_dtype("cross_entropy_backward", dtype);
+  require_compute_dtype("cross_entropy_backward", dlogits_dtype);
   log_simd("cross_entropy_backward", label);
   if (rows == 0 || cols == 0) return;
   const std::int64_t chunks = chunk_count(cols);

@@ -16,15 +16,6 @@
 namespace mixprec::kernels {
 namespace {
 
-/// A string literal as a template argument, to name the kernel in errors.
-template <std::size_t N>
-struct EntryName {
-  char text[N];
-  constexpr EntryName(const char (&s)[N]) {  // NOLINT(google-explicit-constructor)
-    for (std::size_t i = 0; i < N; ++i) text[i] = s[i];
-  }
-};
-
 /// Translates device addresses for one call of the kernel `Name`; `arg` counts the arguments.
 template <EntryName Name>
 struct Translator {
