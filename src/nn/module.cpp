@@ -4,9 +4,9 @@
 #include <set>
 
 #include "kernels/copy.h"
-#include "mixprec/amp/autocast.h"
-#include "mixprec/autograd/anomaly.h"
-#include "mixprec/autograd/node.h"
+#include "mixprec/runtime/autocast.h"
+#include "mixprec/runtime/anomaly.h"
+#include "mixprec/runtime/node.h"
 
 namespace mixprec::nn {
 

@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "kernels/norm.h"
-#include "mixprec/core/tensor.h"
+#include "mixprec/tensor/tensor.h"
 
 namespace mixprec::ops::detail {
 

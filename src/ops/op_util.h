@@ -7,8 +7,8 @@
 
 #include "kernels/copy.h"
 #include "kernels/elementwise.h"
-#include "mixprec/autograd/node.h"
-#include "mixprec/core/tensor.h"
+#include "mixprec/runtime/node.h"
+#include "mixprec/tensor/tensor.h"
 
 namespace mixprec::ops::detail {
 

@@ -8,7 +8,7 @@
 
 #include "mixprec/core/transfer.h"
 #include "kernels/elementwise.h"
-#include "mixprec/amp/autocast.h"
+#include "mixprec/runtime/autocast.h"
 #include "mixprec/core/cpu_features.h"
 #include "mixprec/core/error.h"
 #include "mixprec/dist/data_parallel.h"

@@ -5,11 +5,11 @@
 #include <cstdio>
 #include <optional>
 
-#include "mixprec/amp/autocast.h"
+#include "mixprec/runtime/autocast.h"
 #include "mixprec/amp/grad_scaler.h"
 #include "mixprec/amp/precision.h"
-#include "mixprec/autograd/anomaly.h"
-#include "mixprec/autograd/node.h"
+#include "mixprec/runtime/anomaly.h"
+#include "mixprec/runtime/node.h"
 #include "mixprec/core/cpu_features.h"
 #include "mixprec/core/error.h"
 #include "mixprec/dist/agreement.h"

@@ -4,7 +4,7 @@
 /// Every op computes in f32 internally and rounds once to the output dtype.
 #include <cstdint>
 
-#include "mixprec/core/tensor.h"
+#include "mixprec/tensor/tensor.h"
 
 namespace mixprec {
 
