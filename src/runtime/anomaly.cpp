@@ -3,17 +3,36 @@
 #include <cmath>
 #include <cstdio>
 
+#include "kernels/reduce.h"
 #include "mixprec/core/transfer.h"
 #include "mixprec/runtime/node.h"
-#include "mixprec/nn/module.h"
-#include "mixprec/ops/reduce.h"
+#include "runtime/op_scope.h"
 
 namespace mixprec::autograd {
 namespace {
 
 thread_local bool tls_anomaly = false;
 thread_local std::int64_t tls_step = -1;
-thread_local std::vector<const nn::Module*> tls_modules;
+// The running modules, innermost last, each with how nn names it.
+struct RunningModule {
+  const nn::Module* module;
+  anomaly_detail::ModuleDescriber describe;
+};
+thread_local std::vector<RunningModule> tls_modules;
+
+// max |x| of a non-empty tensor as a 0-d tensor: what ops' max_abs computes (ops/reduce.h: the
+// same kernel, the same profiler row), called on the kernel here because anomaly mode sits
+// below the ops.
+Tensor max_abs_of(const Tensor& x) {
+  diagnostics::detail::OpScope prof(diagnostics::detail::ScopeKind::op, "max_abs");
+  require_compute_dtype("max_abs", x.dtype());
+  const Tensor c = x.contiguous();
+  Tensor out = Tensor::empty({}, x.dtype());
+  kernels::reduce(kernels::ReduceOp::amax, c.data_ptr(), c.dtype(), 1, x.numel(), 1,
+                  out.data_ptr(), out.dtype());
+  prof.done(out, {&x}, static_cast<double>(x.numel()));
+  return out;
+}
 
 // True if t holds a NaN or an Inf (max |x| propagates NaN).
 bool has_non_finite(const Tensor& t, bool nan_only) {
@@ -21,7 +40,7 @@ bool has_non_finite(const Tensor& t, bool nan_only) {
   NoGradGuard no_grad;
   // fp8 has no kernels: widen it (exactly) to look for NaN/Inf.
   const TransferReason why("anomaly check (--detect-anomaly)");
-  const float m = max_abs(is_storage_only(t.dtype()) ? t.to(DType::f32) : t).item();
+  const float m = max_abs_of(is_storage_only(t.dtype()) ? t.to(DType::f32) : t).item();
   return nan_only ? std::isnan(m) : !std::isfinite(m);
 }
 
@@ -70,14 +89,15 @@ std::string describe_values(const Tensor& t) {
 
 namespace anomaly_detail {
 
-ModuleScope::ModuleScope(const nn::Module& module) { tls_modules.push_back(&module); }
+ModuleScope::ModuleScope(const nn::Module& module, ModuleDescriber describe) {
+  tls_modules.push_back({&module, describe});
+}
 ModuleScope::~ModuleScope() { tls_modules.pop_back(); }
 
 std::string current_module() {
   if (tls_modules.empty()) return "";
-  const nn::Module& m = *tls_modules.back();
-  const std::string path = m.path();
-  return "'" + (path.empty() ? std::string("<root>") : path) + "' (" + m.type_name() + ")";
+  const RunningModule& m = tls_modules.back();
+  return m.describe(*m.module);
 }
 
 void check_forward(const char* op, const Tensor& output, const std::vector<const Tensor*>& inputs,

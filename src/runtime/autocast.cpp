@@ -2,10 +2,8 @@
 
 #include <unordered_map>
 
-#include "runtime/weight_copies.h"
 #include "mixprec/runtime/node.h"
-#include "ops/op_util.h"
-#include "mixprec/ops/elementwise.h"
+#include "runtime/weight_copies.h"
 
 namespace mixprec::amp {
 namespace {
@@ -46,7 +44,8 @@ Tensor cast_for_autocast(const Tensor& t, DType to) {
       }
     }
   }
-  // A copy kept from the previous step (written by the optimizer, or cast then and unchanged).
+  // A copy kept from the previous step (written by the optimizer, or cast then and unchanged),
+  // in the store lent to this thread (the TrainStep's) or the process default.
   // The kept copy is stored detached (it must not hold the graph, or the parameter, alive);
   // each use links it to the parameter with a fresh cast node.
   Tensor out;
@@ -55,7 +54,7 @@ Tensor cast_for_autocast(const Tensor& t, DType to) {
     out = ops::detail::reuse_cast(t, kept);
   } else {
     ++tls.stats.casts;
-    out = cast(t, to);
+    out = t.to(to);  // the cast op (Tensor::to is cast())
     if (cacheable) detail::publish_weight_copy(t, out.detach());
   }
   if (cacheable) tls.cache[t.impl_ptr().get()] = CachedCast{t.impl_ptr(), t.version(), to, out};

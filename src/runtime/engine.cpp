@@ -6,7 +6,7 @@
 #include "mixprec/runtime/node.h"
 #include "runtime/op_scope.h"
 #include "kernels/elementwise.h"
-#include "ops/op_util.h"
+#include "runtime/grad_util.h"
 
 namespace mixprec::autograd {
 namespace {
@@ -52,7 +52,7 @@ class AccumulateGrad final : public Node {
         leaf_->grad = std::move(adopted);
         diagnostics::detail::add_work(0.0, 0.0);  // tells the profiler nothing was copied
       } else {
-        Tensor g = ops::detail::materialize(grad_output, leaf_->dtype, MemoryCategory::gradient);
+        Tensor g = runtime::detail::materialize(grad_output, leaf_->dtype, MemoryCategory::gradient);
         leaf_->grad = g.impl_ptr();
       }
     } else {
@@ -66,7 +66,7 @@ class AccumulateGrad final : public Node {
                         << " but .grad already holds gradients scaled by " << leaf_->grad_scale
                         << "; keep one loss scale across accumulated micro-batches (update the "
                            "GradScaler only after optimizer steps) or zero the gradients");
-      ops::detail::add_into(existing, grad_output);
+      runtime::detail::add_into(existing, grad_output);
     }
     if (leaf_->post_accumulate_grad_hook) (*leaf_->post_accumulate_grad_hook)();
     return {};
@@ -244,7 +244,7 @@ void backward(const Tensor& root, const Tensor& gradient, bool retain_graph) {
       if (!next) continue;
       if (i < input_grads.size() && input_grads[i].defined()) {
         auto [it, inserted] = grads.try_emplace(next.get(), input_grads[i]);
-        if (!inserted) it->second = ops::detail::sum_gradients(it->second, input_grads[i]);
+        if (!inserted) it->second = runtime::detail::sum_gradients(it->second, input_grads[i]);
       }
       if (--pending[next.get()] == 0) ready.push_back(next);
     }

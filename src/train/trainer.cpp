@@ -95,6 +95,7 @@ ConfusionMatrix Trainer::evaluate(double* mean_loss) {
 std::unique_ptr<Evaluation> Trainer::State::evaluate() {
   autograd::NoGradGuard no_grad;
   model->eval();
+  const amp::UseWeightCopies copies(step->weight_copies());
   amp::Autocast region(step->autocast(), step->compute_dtype());
   std::unique_ptr<Evaluation> e = task->evaluation();
   eval->start_epoch(0);

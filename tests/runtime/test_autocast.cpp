@@ -161,7 +161,7 @@ TEST(Autocast, EachWeightIsCastOncePerRegion) {
   }
   {
     // A new region starts with an empty cache, but the parameters' 16-bit copies are kept across
-    // regions while the parameters do not change (amp/weight_copies.h): only the input is cast.
+    // regions while the parameters do not change (runtime/weight_copies.h): only the input is cast.
     Autocast region;
     model->forward(x);
     EXPECT_EQ(cast_stats().casts, 7u);

@@ -3,7 +3,7 @@
 /// largest magnitude, and how many values would overflow, flush to zero or become subnormal in
 /// FP16, BF16, FP8 E4M3 and FP8 E5M2; a histogram of binades, so that the flush-to-zero count at
 /// any power-of-two loss scale can be computed afterwards; and the weight updates a 16-bit weight
-/// could not take. The numeric core of `mixprec inspect` (diagnostics/inspect.h).
+/// could not take. The numeric core of `mixprec inspect` (train/inspect.h).
 ///
 /// Format limits come from numerics::format_info (numerics/formats.h); every threshold here is
 /// derived from that table and agrees with numerics::quantize, round-to-nearest-even included.

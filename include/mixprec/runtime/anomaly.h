@@ -53,10 +53,15 @@ void set_anomaly_step(std::int64_t step) noexcept;
 std::string describe_values(const Tensor& t);
 
 namespace anomaly_detail {
-/// Marks `module` as the innermost module running on this thread (nn::Module::operator()).
+/// How a module is named in anomaly errors, e.g. "'features.3' (Conv2d)": nn passes its own
+/// (anomaly mode sits below nn and cannot ask a Module for its path).
+using ModuleDescriber = std::string (*)(const nn::Module& module);
+
+/// Marks `module` as the innermost module running on this thread (nn::Module::operator()),
+/// named by `describe` if an anomaly is reported while it runs.
 class ModuleScope {
  public:
-  explicit ModuleScope(const nn::Module& module);
+  ModuleScope(const nn::Module& module, ModuleDescriber describe);
   ~ModuleScope();
   ModuleScope(const ModuleScope&) = delete;
   ModuleScope& operator=(const ModuleScope&) = delete;

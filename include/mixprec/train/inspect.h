@@ -2,7 +2,7 @@
 /// Mixed-precision readiness, layer by layer: trains a model for a few steps in one precision
 /// mode and records, for every leaf module, its activations (output), the gradient of its
 /// output, the gradient of its parameters and the update of its parameters each step; then says
-/// what FP16, BF16 and FP8 would do to them (diagnostics/tensor_stats.h), gives each layer a
+/// what FP16, BF16 and FP8 would do to them (numerics/tensor_stats.h), gives each layer a
 /// verdict by one written rule (decide_verdict), flags GEMM dimensions that waste vector lanes,
 /// and estimates bytes per parameter per precision mode. What `mixprec inspect` prints;
 /// docs/diagnostics.md explains every number.
@@ -71,7 +71,7 @@ struct LayerReport {
   TensorStats weight_grad;       ///< gradients of the module's parameters (weight and bias), unscaled
   TensorStats weight_grad_scaled;  ///< the same times the loss scale; empty unless fp16
   TensorStats weight_update;     ///< Δw = master after - master before, of the steps not skipped
-  LostUpdates lost_updates;      ///< of those updates (diagnostics/tensor_stats.h)
+  LostUpdates lost_updates;      ///< of those updates (numerics/tensor_stats.h)
   /// Largest fraction of this layer's unscaled gradients (output and parameters) that would
   /// flush to zero in fp16 at the reference loss scale 2^InspectReport::reference_scale_log2.
   double fp16_grad_underflow_at_reference = 0;
