@@ -13,7 +13,7 @@
 #include <chrono>
 #include <cstdint>
 
-#include "mixprec/core/tensor.h"
+#include "mixprec/tensor/tensor.h"
 #include "mixprec/data/dataloader.h"
 
 namespace {

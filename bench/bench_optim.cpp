@@ -16,7 +16,7 @@
 #include "copy_floor.h"
 #include "kernels/backend.h"
 #include "mixprec/core/cpu_features.h"
-#include "mixprec/core/tensor.h"
+#include "mixprec/tensor/tensor.h"
 #include "mixprec/optim/adam.h"
 
 namespace {

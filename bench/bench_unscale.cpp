@@ -16,7 +16,7 @@
 #include "kernels/backend.h"
 #include "kernels/unscale.h"
 #include "mixprec/core/cpu_features.h"
-#include "mixprec/core/tensor.h"
+#include "mixprec/tensor/tensor.h"
 
 namespace {
 

@@ -8,7 +8,7 @@
 # sweep is sampled here (MIXPREC_SAMPLED_SWEEPS): under qemu it would take hours.
 #
 # ARM64_SCOPE=ci (what .ci/run uses) builds and runs less, to fit CI on 2 cores: only the core,
-# kernel and conformance tests (every kernel against the reference on every target qemu offers),
+# tensor, kernel and conformance tests (every kernel against the reference on every target qemu offers),
 # plus a smoke run of the mixprec CLI under qemu (`mixprec env`, a short training run). The
 # default, ARM64_SCOPE=full, runs the whole suite: use it for kernel changes.
 #
@@ -72,7 +72,7 @@ scope=${ARM64_SCOPE:-full}
 scope_args=(-DMIXPREC_TEST_DIRS= -DMIXPREC_BUILD_TOOLS=OFF)
 targets=(mixprec mixprec_tests mixprec_tsan_check)
 if [ "$scope" = ci ]; then
-  scope_args=(-DMIXPREC_TEST_DIRS="core;kernels;conformance" -DMIXPREC_BUILD_TOOLS=ON -DMIXPREC_MPI=OFF)
+  scope_args=(-DMIXPREC_TEST_DIRS="core;tensor;kernels;conformance" -DMIXPREC_BUILD_TOOLS=ON -DMIXPREC_MPI=OFF)
   targets=(mixprec mixprec_tests mixprec_cli)
 elif [ "$scope" != full ]; then
   echo "check-arm64: ARM64_SCOPE must be ci or full, got '$scope'" >&2

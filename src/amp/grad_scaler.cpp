@@ -21,7 +21,7 @@
 #include <tuple>
 #include <utility>
 
-#include "diagnostics/op_scope.h"
+#include "runtime/op_scope.h"
 #include "kernels/unscale.h"
 #include "mixprec/core/error.h"
 #include "mixprec/core/transfer.h"

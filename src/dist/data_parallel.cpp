@@ -4,7 +4,7 @@
 #include <cstring>
 
 #include "kernels/elementwise.h"
-#include "mixprec/autograd/node.h"
+#include "mixprec/runtime/node.h"
 #include "mixprec/core/error.h"
 #include "mixprec/core/transfer.h"
 #include "mixprec/dist/sharded_parameters.h"

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "mixprec/dist/communicator.h"
+#include "mixprec/runtime/communicator.h"
 
 namespace mixprec::dist {
 

@@ -10,7 +10,7 @@
 #include <optional>
 #include <set>
 
-#include "mixprec/autograd/node.h"
+#include "mixprec/runtime/node.h"
 #include "mixprec/core/error.h"
 #include "mixprec/core/transfer.h"
 

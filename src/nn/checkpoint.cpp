@@ -5,8 +5,8 @@
 
 #include <cstdint>
 
-#include "mixprec/amp/autocast.h"
-#include "mixprec/autograd/node.h"
+#include "mixprec/runtime/autocast.h"
+#include "mixprec/runtime/node.h"
 #include "mixprec/core/error.h"
 
 namespace mixprec::nn {

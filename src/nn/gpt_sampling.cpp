@@ -8,7 +8,7 @@
 #include <numeric>
 
 #include "mixprec/core/transfer.h"
-#include "mixprec/autograd/node.h"
+#include "mixprec/runtime/node.h"
 #include "mixprec/core/error.h"
 #include "mixprec/core/random.h"
 

@@ -4,9 +4,9 @@
 #include <set>
 
 #include "kernels/copy.h"
-#include "mixprec/amp/autocast.h"
-#include "mixprec/autograd/anomaly.h"
-#include "mixprec/autograd/node.h"
+#include "mixprec/runtime/autocast.h"
+#include "mixprec/runtime/anomaly.h"
+#include "mixprec/runtime/node.h"
 
 namespace mixprec::nn {
 
@@ -127,6 +127,12 @@ void Module::set_random_state(const std::vector<std::uint64_t>& state) {
 namespace {
 // The observer of leaf modules on this thread (ForwardObserverScope); null almost always.
 thread_local ForwardObserver* tls_forward_observer = nullptr;
+
+// How anomaly errors name a running module: "'features.3' (Conv2d)".
+std::string describe_for_anomaly(const Module& m) {
+  const std::string path = m.path();
+  return "'" + (path.empty() ? std::string("<root>") : path) + "' (" + m.type_name() + ")";
+}
 }  // namespace
 
 ForwardObserverScope::ForwardObserverScope(ForwardObserver* observer)
@@ -138,7 +144,7 @@ ForwardObserverScope::~ForwardObserverScope() { tls_forward_observer = previous_
 
 Tensor Module::operator()(const Tensor& x) {
   std::optional<autograd::anomaly_detail::ModuleScope> anomaly_scope;
-  if (autograd::anomaly_enabled()) [[unlikely]] anomaly_scope.emplace(*this);
+  if (autograd::anomaly_enabled()) [[unlikely]] anomaly_scope.emplace(*this, &describe_for_anomaly);
   // One thread-local test when no observer is installed; observers see leaf modules only, so
   // each value is observed once (a Sequential's output is its last child's).
   if (ForwardObserver* observer = tls_forward_observer; observer != nullptr && children_.empty())
@@ -159,7 +165,7 @@ Tensor Module::forward_inputs(const std::vector<Tensor>& inputs) {
 Tensor Module::operator()(const std::vector<Tensor>& inputs) {
   if (inputs.size() == 1) return (*this)(inputs[0]);
   std::optional<autograd::anomaly_detail::ModuleScope> anomaly_scope;
-  if (autograd::anomaly_enabled()) [[unlikely]] anomaly_scope.emplace(*this);
+  if (autograd::anomaly_enabled()) [[unlikely]] anomaly_scope.emplace(*this, &describe_for_anomaly);
   if (!has_compute_override_) return forward_inputs(inputs);
   const bool lower = compute_override_ != DType::f32;
   amp::Autocast region(lower, lower ? compute_override_ : amp::autocast_dtype());

@@ -1,6 +1,6 @@
 #include "mixprec/nn/norm_layers.h"
 
-#include "mixprec/dist/sync_batchnorm.h"
+#include "mixprec/ops/sync_batchnorm.h"
 #include "mixprec/ops/normalization.h"
 
 namespace mixprec::nn {

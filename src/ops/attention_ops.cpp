@@ -5,9 +5,9 @@
 #include <string>
 
 #include "kernels/attention.h"
-#include "mixprec/amp/autocast.h"
+#include "mixprec/runtime/autocast.h"
 #include "mixprec/ops/attention.h"
-#include "diagnostics/op_scope.h"
+#include "runtime/op_scope.h"
 #include "ops/op_util.h"
 
 namespace mixprec {

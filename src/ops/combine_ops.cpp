@@ -2,9 +2,9 @@
 #include "mixprec/ops/combine.h"
 
 #include "kernels/masked_fill.h"
-#include "mixprec/amp/autocast.h"
+#include "mixprec/runtime/autocast.h"
 #include "mixprec/ops/elementwise.h"
-#include "diagnostics/op_scope.h"
+#include "runtime/op_scope.h"
 #include "ops/op_util.h"
 
 namespace mixprec {

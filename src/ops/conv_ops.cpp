@@ -2,9 +2,9 @@
 #include "mixprec/ops/conv.h"
 
 #include "kernels/conv.h"
-#include "mixprec/amp/autocast.h"
+#include "mixprec/runtime/autocast.h"
 #include "mixprec/ops/elementwise.h"
-#include "diagnostics/op_scope.h"
+#include "runtime/op_scope.h"
 #include "ops/op_util.h"
 
 namespace mixprec {

@@ -2,7 +2,7 @@
 #include "mixprec/core/random.h"
 #include "mixprec/ops/elementwise.h"
 #include "mixprec/ops/nn_functional.h"
-#include "diagnostics/op_scope.h"
+#include "runtime/op_scope.h"
 #include "ops/op_util.h"
 
 namespace mixprec {

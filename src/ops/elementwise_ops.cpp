@@ -1,8 +1,8 @@
 // Unary, binary and affine elementwise ops with their autograd nodes.
 #include "mixprec/ops/elementwise.h"
 
-#include "mixprec/amp/autocast.h"
-#include "diagnostics/op_scope.h"
+#include "mixprec/runtime/autocast.h"
+#include "runtime/op_scope.h"
 #include "ops/op_util.h"
 
 namespace mixprec {

@@ -2,8 +2,8 @@
 #include "mixprec/ops/embedding.h"
 
 #include "kernels/embedding.h"
-#include "mixprec/amp/autocast.h"
-#include "diagnostics/op_scope.h"
+#include "mixprec/runtime/autocast.h"
+#include "runtime/op_scope.h"
 #include "ops/op_util.h"
 
 namespace mixprec {

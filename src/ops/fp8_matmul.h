@@ -2,7 +2,7 @@
 // Private: the fp8 emulation behind matmul() and linear() (src/ops/fp8_ops.cpp).
 #include <initializer_list>
 
-#include "mixprec/core/tensor.h"
+#include "mixprec/tensor/tensor.h"
 
 namespace mixprec::ops::detail {
 

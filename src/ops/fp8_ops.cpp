@@ -7,8 +7,8 @@
 #include <cmath>
 #include <string>
 
-#include "mixprec/amp/autocast.h"
-#include "mixprec/autograd/node.h"
+#include "mixprec/runtime/autocast.h"
+#include "mixprec/runtime/node.h"
 #include "mixprec/core/transfer.h"
 #include "mixprec/core/verbose.h"
 #include "mixprec/ops/elementwise.h"

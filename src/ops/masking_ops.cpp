@@ -5,8 +5,8 @@
 
 #include "kernels/masked_fill.h"
 #include "kernels/scan.h"
-#include "mixprec/amp/autocast.h"
-#include "diagnostics/op_scope.h"
+#include "mixprec/runtime/autocast.h"
+#include "runtime/op_scope.h"
 #include "ops/op_util.h"
 
 namespace mixprec {

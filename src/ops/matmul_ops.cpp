@@ -2,9 +2,9 @@
 #include "kernels/matmul.h"
 #include "kernels/reduce.h"
 #include "mixprec/ops/nn_functional.h"
-#include "mixprec/amp/autocast.h"
-#include "mixprec/amp/matmul_precision.h"
-#include "diagnostics/op_scope.h"
+#include "mixprec/runtime/autocast.h"
+#include "mixprec/runtime/matmul_precision.h"
+#include "runtime/op_scope.h"
 #include "ops/fp8_matmul.h"
 #include "ops/op_util.h"
 

@@ -7,9 +7,9 @@
 
 #include "kernels/ema.h"
 #include "kernels/norm.h"
-#include "mixprec/amp/autocast.h"
+#include "mixprec/runtime/autocast.h"
 #include "mixprec/ops/normalization.h"
-#include "diagnostics/op_scope.h"
+#include "runtime/op_scope.h"
 #include "ops/norm_util.h"
 #include "ops/op_util.h"
 

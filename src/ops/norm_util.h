@@ -1,12 +1,12 @@
 #pragma once
 // Private helpers of batch_norm (ops/norm_ops.cpp) shared with the synchronised batch norm
-// (dist/sync_batchnorm.cpp): argument checks, f32 copies of per-channel parameters, the running
+// (ops/sync_batchnorm_ops.cpp): argument checks, f32 copies of per-channel parameters, the running
 // statistics update. One copy of each, so the two ops cannot drift apart.
 #include <cstdint>
 #include <vector>
 
 #include "kernels/norm.h"
-#include "mixprec/core/tensor.h"
+#include "mixprec/tensor/tensor.h"
 
 namespace mixprec::ops::detail {
 

@@ -11,8 +11,6 @@ void require_defined(const char* op, const Tensor& t, const char* arg) {
                              "moved-from); pass a tensor that holds data");
 }
 
-DType promote(DType a, DType b) { return a == b ? a : DType::f32; }
-
 Shape broadcast_shapes(const char* op, const Shape& a, const Shape& b) {
   const std::size_t nd = std::max(a.size(), b.size());
   Shape out(nd);
@@ -39,10 +37,6 @@ Shape broadcast_strides(const Tensor& t, const Shape& shape) {
   return strides;
 }
 
-kernels::StridedInput strided(const Tensor& t) {
-  return {t.data_ptr(), t.dtype(), std::span<const std::int64_t>(t.strides())};
-}
-
 std::shared_ptr<Storage> upload_indices(const std::vector<std::int64_t>& indices,
                                         const char* why) {
   const std::size_t bytes = indices.size() * sizeof(std::int64_t);
@@ -50,13 +44,6 @@ std::shared_ptr<Storage> upload_indices(const std::vector<std::int64_t>& indices
   const TransferReason reason(why);
   upload(s->data(), indices.data(), bytes, s->device());
   return s;
-}
-
-Tensor materialize(const Tensor& t, DType dtype, MemoryCategory category) {
-  Tensor out = Tensor::empty(t.shape(), dtype, category);
-  const Shape out_strides = out.strides();
-  kernels::copy(t.shape(), strided(t), {out.data_ptr(), dtype, out_strides});
-  return out;
 }
 
 Tensor binary_raw(kernels::BinaryOp op, const Tensor& a, const Tensor& b) {
@@ -70,20 +57,6 @@ Tensor binary_raw(kernels::BinaryOp op, const Tensor& a, const Tensor& b, DType 
   const Shape sb = broadcast_strides(b, shape);
   kernels::binary(op, shape, {a.data_ptr(), a.dtype(), sa}, {b.data_ptr(), b.dtype(), sb},
                   out.data_ptr(), dtype);
-  return out;
-}
-
-void add_into(Tensor& dst, const Tensor& src) {
-  MIXPREC_ASSERT(dst.is_contiguous() && dst.shape() == src.shape());
-  kernels::binary(kernels::BinaryOp::add, dst.shape(), strided(dst), strided(src), dst.data_ptr(),
-                  dst.dtype());
-  dst.bump_version();
-}
-
-Tensor sum_gradients(const Tensor& a, const Tensor& b) {
-  const DType dtype = promote(a.dtype(), b.dtype());
-  Tensor out = Tensor::empty(a.shape(), dtype, MemoryCategory::gradient);
-  kernels::binary(kernels::BinaryOp::add, a.shape(), strided(a), strided(b), out.data_ptr(), dtype);
   return out;
 }
 

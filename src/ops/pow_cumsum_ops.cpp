@@ -3,11 +3,11 @@
 #include <cmath>
 
 #include "kernels/scan.h"
-#include "mixprec/amp/autocast.h"
+#include "mixprec/runtime/autocast.h"
 #include "mixprec/ops/elementwise.h"
 #include "mixprec/ops/nn_functional.h"
 #include "mixprec/ops/reduce.h"
-#include "diagnostics/op_scope.h"
+#include "runtime/op_scope.h"
 #include "ops/op_util.h"
 
 namespace mixprec {

@@ -4,8 +4,8 @@
 #include "kernels/reduce.h"
 #include "mixprec/ops/combine.h"
 #include "mixprec/ops/elementwise.h"
-#include "mixprec/amp/autocast.h"
-#include "diagnostics/op_scope.h"
+#include "mixprec/runtime/autocast.h"
+#include "runtime/op_scope.h"
 #include "ops/op_util.h"
 
 namespace mixprec {

@@ -4,8 +4,8 @@
 #include "mixprec/ops/elementwise.h"
 #include "mixprec/ops/nn_functional.h"
 #include "mixprec/ops/reduce.h"
-#include "mixprec/amp/autocast.h"
-#include "diagnostics/op_scope.h"
+#include "mixprec/runtime/autocast.h"
+#include "runtime/op_scope.h"
 #include "ops/op_util.h"
 
 namespace mixprec {

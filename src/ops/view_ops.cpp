@@ -2,7 +2,7 @@
 #include <algorithm>
 #include <numeric>
 
-#include "diagnostics/op_scope.h"
+#include "runtime/op_scope.h"
 #include "ops/op_util.h"
 
 namespace mixprec {

@@ -9,7 +9,7 @@
 #include <limits>
 #include <string>
 
-#include "diagnostics/op_scope.h"
+#include "runtime/op_scope.h"
 #include "kernels/copy.h"
 #include "kernels/elementwise.h"
 #include "kernels/masked_fill.h"

@@ -4,7 +4,7 @@
 #include <cstddef>
 
 #include "kernels/optim.h"
-#include "mixprec/core/tensor.h"
+#include "mixprec/tensor/tensor.h"
 #include "mixprec/optim/optimizer.h"
 
 namespace mixprec::optim::detail {

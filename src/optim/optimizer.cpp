@@ -1,13 +1,13 @@
 #include "mixprec/optim/optimizer.h"
 
-#include "amp/weight_copies.h"
+#include "runtime/weight_copies.h"
 
 #include <cmath>
 #include <cstring>
 #include <map>
 
-#include "diagnostics/op_scope.h"
-#include "mixprec/autograd/node.h"
+#include "runtime/op_scope.h"
+#include "mixprec/runtime/node.h"
 #include "kernels/convert.h"
 #include "mixprec/core/transfer.h"
 #include "mixprec/core/error.h"

@@ -8,7 +8,7 @@
 #include <cstdint>
 #include <optional>
 
-#include "mixprec/core/tensor.h"
+#include "mixprec/tensor/tensor.h"
 #include "mixprec/core/transfer.h"
 #include "mixprec/train/trainer.h"
 #include "train/train_checkpoint.h"

@@ -12,10 +12,10 @@
 
 #include <nlohmann/json.hpp>
 
-#include "mixprec/autograd/node.h"
+#include "mixprec/runtime/node.h"
 #include "mixprec/core/transfer.h"
 #include "mixprec/core/error.h"
-#include "mixprec/diagnostics/tensor_stats.h"
+#include "mixprec/numerics/tensor_stats.h"
 #include "mixprec/io/atomic_file.h"
 #include "mixprec/nn/conv_layers.h"
 #include "mixprec/nn/layers.h"

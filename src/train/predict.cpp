@@ -5,8 +5,8 @@
 #include <cstdio>
 
 #include "mixprec/core/transfer.h"
-#include "mixprec/amp/autocast.h"
-#include "mixprec/autograd/node.h"
+#include "mixprec/runtime/autocast.h"
+#include "mixprec/runtime/node.h"
 #include "mixprec/core/error.h"
 #include "mixprec/data/tabular.h"
 #include "mixprec/train/checkpoint_model.h"

@@ -19,7 +19,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "mixprec/core/tensor.h"
+#include "mixprec/tensor/tensor.h"
 #include "mixprec/io/tensorboard.h"
 
 namespace mixprec::train::detail {

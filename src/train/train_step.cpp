@@ -8,7 +8,7 @@
 
 #include "mixprec/core/transfer.h"
 #include "kernels/elementwise.h"
-#include "mixprec/amp/autocast.h"
+#include "mixprec/runtime/autocast.h"
 #include "mixprec/core/cpu_features.h"
 #include "mixprec/core/error.h"
 #include "mixprec/dist/data_parallel.h"
@@ -79,6 +79,9 @@ OverflowInjection parse_overflow_injection(const std::string& text) {
 }
 
 struct TrainStep::State {
+  // The 16-bit weight copies autocast makes and the optimizer rewrites (first member: it
+  // outlives the optimizer, which may hold one of them during an update).
+  amp::WeightCopies weight_copies;
   StepConfig config;
   amp::PrecisionMode mode = amp::PrecisionMode::fp32;
   std::string precision_name, auto_reason;
@@ -187,6 +190,7 @@ TrainStep::~TrainStep() = default;
 
 double TrainStep::accumulate(const std::function<Tensor()>& forward_loss) {
   State& s = *s_;
+  const amp::UseWeightCopies copies(s.weight_copies);  // forward and backward (recomputation)
   Tensor loss;
   {
     amp::Autocast region(s.autocast, s.compute);
@@ -241,6 +245,7 @@ Tensor TrainStep::unscale_and_clip() {
 
 bool TrainStep::apply() {
   State& s = *s_;
+  const amp::UseWeightCopies copies(s.weight_copies);  // the optimizer rewrites them
   // The step's index counts skipped steps (what max_steps counts); the scale is the one its
   // backward ran at.
   const std::int64_t step = s.optimizer->steps() + s.scaler->stats().skipped_steps;
@@ -298,6 +303,7 @@ void TrainStep::load_full_optimizer_state(const optim::OptimizerState& state) {
   }
 }
 amp::GradScaler& TrainStep::scaler() { return *s_->scaler; }
+amp::WeightCopies& TrainStep::weight_copies() { return s_->weight_copies; }
 optim::LRScheduler* TrainStep::scheduler() { return s_->scheduler.get(); }
 PrecisionAutopilot* TrainStep::autopilot() { return s_->autopilot.get(); }
 const PrecisionAutopilot* TrainStep::autopilot() const { return s_->autopilot.get(); }

@@ -5,11 +5,11 @@
 #include <cstdio>
 #include <optional>
 
-#include "mixprec/amp/autocast.h"
+#include "mixprec/runtime/autocast.h"
 #include "mixprec/amp/grad_scaler.h"
 #include "mixprec/amp/precision.h"
-#include "mixprec/autograd/anomaly.h"
-#include "mixprec/autograd/node.h"
+#include "mixprec/runtime/anomaly.h"
+#include "mixprec/runtime/node.h"
 #include "mixprec/core/cpu_features.h"
 #include "mixprec/core/error.h"
 #include "mixprec/dist/agreement.h"
@@ -95,6 +95,7 @@ ConfusionMatrix Trainer::evaluate(double* mean_loss) {
 std::unique_ptr<Evaluation> Trainer::State::evaluate() {
   autograd::NoGradGuard no_grad;
   model->eval();
+  const amp::UseWeightCopies copies(step->weight_copies());
   amp::Autocast region(step->autocast(), step->compute_dtype());
   std::unique_ptr<Evaluation> e = task->evaluation();
   eval->start_epoch(0);

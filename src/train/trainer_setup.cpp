@@ -8,7 +8,7 @@
 
 #include "mixprec/core/cpu_features.h"
 #include "mixprec/core/error.h"
-#include "mixprec/core/runtime.h"
+#include "mixprec/runtime/runtime.h"
 #include "mixprec/dist/agreement.h"
 #include "mixprec/dist/data_parallel.h"
 #include "mixprec/dist/world.h"

@@ -12,7 +12,7 @@
 
 #include "mixprec/amp/grad_scaler.h"
 #include "mixprec/core/error.h"
-#include "mixprec/core/tensor.h"
+#include "mixprec/tensor/tensor.h"
 #include "mixprec/ops/elementwise.h"
 #include "mixprec/ops/reduce.h"
 #include "mixprec/optim/sgd.h"

@@ -11,7 +11,7 @@
 
 #include "mixprec/amp/grad_scaler.h"
 #include "mixprec/core/error.h"
-#include "mixprec/core/tensor.h"
+#include "mixprec/tensor/tensor.h"
 #include "mixprec/optim/sgd.h"
 
 namespace mixprec::amp {

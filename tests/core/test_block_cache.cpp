@@ -4,7 +4,7 @@
 
 #include "core/block_cache.h"
 #include "mixprec/core/memory.h"
-#include "mixprec/core/tensor.h"
+#include "mixprec/tensor/tensor.h"
 
 namespace mixprec {
 namespace {

@@ -13,7 +13,7 @@
 #include "mixprec/amp/precision.h"
 #include "mixprec/core/cpu_class.h"
 #include "mixprec/core/cpu_features.h"
-#include "mixprec/core/runtime.h"
+#include "mixprec/runtime/runtime.h"
 #include "mixprec/train/step_bench.h"
 
 namespace mixprec {

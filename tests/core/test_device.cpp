@@ -10,7 +10,7 @@
 #include "kernels/elementwise.h"
 #include "mixprec/core/device.h"
 #include "mixprec/core/error.h"
-#include "mixprec/core/tensor.h"
+#include "mixprec/tensor/tensor.h"
 #include "mixprec/core/transfer.h"
 
 namespace mixprec {

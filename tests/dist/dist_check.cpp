@@ -19,7 +19,7 @@
 
 #include "dist/mpi_communicator.h"
 #include "mixprec/core/error.h"
-#include "mixprec/core/tensor.h"
+#include "mixprec/tensor/tensor.h"
 #include "mixprec/dist/agreement.h"
 #include "mixprec/dist/data_parallel.h"
 #include "mixprec/dist/sharded_parameters.h"

@@ -13,12 +13,12 @@
 #include <string>
 #include <vector>
 
-#include "dist/sync_batchnorm_detail.h"
+#include "ops/sync_batchnorm_detail.h"
 #include "dist/thread_group.h"
 #include "kernels/backend.h"
 #include "mixprec/core/error.h"
 #include "mixprec/dist/single_process.h"
-#include "mixprec/dist/sync_batchnorm.h"
+#include "mixprec/ops/sync_batchnorm.h"
 #include "mixprec/nn/layers.h"
 #include "mixprec/nn/norm_layers.h"
 #include "mixprec/ops/normalization.h"

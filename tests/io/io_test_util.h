@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "mixprec/core/tensor.h"
+#include "mixprec/tensor/tensor.h"
 
 namespace mixprec::io::test {
 

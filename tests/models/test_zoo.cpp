@@ -1,6 +1,6 @@
 #include <gtest/gtest.h>
 
-#include "mixprec/autograd/node.h"
+#include "mixprec/runtime/node.h"
 #include "mixprec/core/error.h"
 #include "mixprec/models/zoo.h"
 #include "mixprec/nn/layers.h"

@@ -11,9 +11,9 @@
 #include <cstdio>
 #include <map>
 
-#include "mixprec/amp/autocast.h"
+#include "mixprec/runtime/autocast.h"
 #include "mixprec/amp/grad_scaler.h"
-#include "mixprec/autograd/node.h"
+#include "mixprec/runtime/node.h"
 #include "mixprec/core/error.h"
 #include "mixprec/core/memory.h"
 #include "mixprec/nn/checkpoint.h"

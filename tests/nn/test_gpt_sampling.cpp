@@ -10,8 +10,8 @@
 #include <string>
 #include <vector>
 
-#include "mixprec/amp/autocast.h"
-#include "mixprec/autograd/node.h"
+#include "mixprec/runtime/autocast.h"
+#include "mixprec/runtime/node.h"
 #include "mixprec/core/error.h"
 #include "mixprec/nn/gpt_sampling.h"
 

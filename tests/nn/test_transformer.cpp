@@ -6,7 +6,7 @@
 #include <cmath>
 #include <limits>
 
-#include "mixprec/amp/autocast.h"
+#include "mixprec/runtime/autocast.h"
 #include "mixprec/core/error.h"
 #include "mixprec/nn/transformer.h"
 #include "mixprec/ops/elementwise.h"

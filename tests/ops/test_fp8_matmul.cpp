@@ -11,9 +11,9 @@
 #include <string>
 #include <vector>
 
-#include "mixprec/amp/autocast.h"
+#include "mixprec/runtime/autocast.h"
 #include "mixprec/core/float8.h"
-#include "mixprec/core/tensor.h"
+#include "mixprec/tensor/tensor.h"
 #include "mixprec/numerics/formats.h"
 #include "mixprec/ops/elementwise.h"
 #include "mixprec/ops/fp8.h"

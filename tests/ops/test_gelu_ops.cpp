@@ -2,7 +2,7 @@
 // double (f32, bf16, f16), that it is a different function from the exact (erf) default, its
 // gradient dtype, and nn::GELU's choice of form. Kernel accuracy on every SIMD target is in
 // tests/kernels/test_elementwise.cpp; the gradient by finite differences in
-// tests/autograd/test_gradcheck_ops.cpp.
+// tests/runtime/test_gradcheck_ops.cpp.
 #include <gtest/gtest.h>
 
 #include <cmath>

@@ -10,7 +10,7 @@
 
 #include "mixprec/core/cpu_features.h"
 #include "mixprec/core/error.h"
-#include "mixprec/core/tensor.h"
+#include "mixprec/tensor/tensor.h"
 #include "mixprec/optim/clip_grad.h"
 
 namespace mixprec::optim {

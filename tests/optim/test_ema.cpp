@@ -12,7 +12,7 @@
 
 #include "mixprec/core/error.h"
 #include "mixprec/core/memory.h"
-#include "mixprec/core/tensor.h"
+#include "mixprec/tensor/tensor.h"
 #include "mixprec/optim/ema.h"
 
 namespace mixprec::optim {

@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "mixprec/core/error.h"
-#include "mixprec/core/tensor.h"
+#include "mixprec/tensor/tensor.h"
 #include "mixprec/optim/lr_scheduler.h"
 #include "mixprec/optim/sgd.h"
 

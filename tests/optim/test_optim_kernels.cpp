@@ -21,7 +21,7 @@
 #include "kernels/optim.h"
 #include "mixprec/core/cpu_features.h"
 #include "mixprec/core/half.h"
-#include "mixprec/core/tensor.h"
+#include "mixprec/tensor/tensor.h"
 #include "mixprec/core/verbose.h"
 #include "mixprec/optim/adam.h"
 #include "mixprec/optim/sgd.h"

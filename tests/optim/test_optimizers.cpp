@@ -11,7 +11,7 @@
 
 #include "mixprec/core/error.h"
 #include "mixprec/core/memory.h"
-#include "mixprec/core/tensor.h"
+#include "mixprec/tensor/tensor.h"
 #include "mixprec/optim/adam.h"
 #include "mixprec/optim/sgd.h"
 

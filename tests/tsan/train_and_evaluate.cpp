@@ -11,10 +11,10 @@
 #include <cmath>
 #include <thread>
 
-#include "mixprec/amp/autocast.h"
-#include "mixprec/autograd/node.h"
+#include "mixprec/runtime/autocast.h"
+#include "mixprec/runtime/node.h"
 #include "mixprec/core/memory.h"
-#include "mixprec/core/runtime.h"
+#include "mixprec/runtime/runtime.h"
 #include "mixprec/data/dataloader.h"
 #include "mixprec/data/synthetic.h"
 #include "mixprec/models/zoo.h"

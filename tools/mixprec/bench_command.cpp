@@ -12,7 +12,7 @@
 #include "step_flags.h"
 #include "mixprec/amp/precision.h"
 #include "mixprec/core/error.h"
-#include "mixprec/core/runtime.h"
+#include "mixprec/runtime/runtime.h"
 #include "mixprec/models/zoo.h"
 #include "mixprec/train/step_bench.h"
 #include "train_options.h"

@@ -14,7 +14,7 @@
 #include "mixprec/amp/precision.h"
 #include "mixprec/core/cpu_class.h"
 #include "mixprec/core/cpu_features.h"
-#include "mixprec/core/runtime.h"
+#include "mixprec/runtime/runtime.h"
 #include "mixprec/dist/world.h"
 
 namespace mixprec::tools {

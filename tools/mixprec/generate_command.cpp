@@ -4,7 +4,7 @@
 #include <string>
 
 #include "commands.h"
-#include "mixprec/amp/autocast.h"
+#include "mixprec/runtime/autocast.h"
 #include "mixprec/core/error.h"
 #include "mixprec/nn/gpt.h"
 #include "mixprec/nn/gpt_sampling.h"

@@ -12,8 +12,8 @@
 #include "commands.h"
 #include "mixprec/amp/precision.h"
 #include "mixprec/core/error.h"
-#include "mixprec/core/runtime.h"
-#include "mixprec/diagnostics/inspect.h"
+#include "mixprec/runtime/runtime.h"
+#include "mixprec/train/inspect.h"
 #include "mixprec/models/zoo.h"
 
 namespace mixprec::tools {

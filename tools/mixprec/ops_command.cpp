@@ -3,7 +3,7 @@
 #include <string>
 
 #include "commands.h"
-#include "mixprec/amp/op_policy.h"
+#include "mixprec/runtime/op_policy.h"
 
 namespace mixprec::tools {
 

@@ -25,7 +25,7 @@
 #include <string_view>
 #include <vector>
 
-#include "mixprec/core/tensor.h"
+#include "mixprec/tensor/tensor.h"
 
 namespace mixprec::optim {
 class Optimizer;

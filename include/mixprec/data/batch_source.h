@@ -5,7 +5,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "mixprec/core/tensor.h"
+#include "mixprec/tensor/tensor.h"
 
 namespace mixprec::data {
 

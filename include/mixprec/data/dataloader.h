@@ -13,7 +13,7 @@
 #include <memory>
 #include <vector>
 
-#include "mixprec/core/tensor.h"
+#include "mixprec/tensor/tensor.h"
 #include "mixprec/data/batch_source.h"
 #include "mixprec/data/idx.h"
 

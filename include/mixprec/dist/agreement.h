@@ -8,7 +8,7 @@
 #include <string>
 
 #include "mixprec/core/error.h"
-#include "mixprec/dist/communicator.h"
+#include "mixprec/runtime/communicator.h"
 
 namespace mixprec::dist {
 

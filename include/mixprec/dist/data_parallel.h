@@ -6,9 +6,9 @@
 #include <memory>
 #include <vector>
 
-#include "mixprec/core/tensor.h"
+#include "mixprec/tensor/tensor.h"
 #include "mixprec/data/batch_source.h"
-#include "mixprec/dist/communicator.h"
+#include "mixprec/runtime/communicator.h"
 
 namespace mixprec::dist {
 

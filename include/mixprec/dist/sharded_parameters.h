@@ -11,8 +11,8 @@
 #include <string>
 #include <vector>
 
-#include "mixprec/core/tensor.h"
-#include "mixprec/dist/communicator.h"
+#include "mixprec/tensor/tensor.h"
+#include "mixprec/runtime/communicator.h"
 #include "mixprec/optim/optimizer.h"
 
 namespace mixprec::dist {

@@ -19,7 +19,7 @@
 #include <utility>
 #include <vector>
 
-#include "mixprec/core/tensor.h"
+#include "mixprec/tensor/tensor.h"
 
 namespace mixprec::io {
 

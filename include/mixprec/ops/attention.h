@@ -3,7 +3,7 @@
 #include <cstdint>
 #include <optional>
 
-#include "mixprec/core/tensor.h"
+#include "mixprec/tensor/tensor.h"
 
 namespace mixprec {
 

@@ -3,7 +3,7 @@
 /// contiguous first). Sums accumulate in f32 whatever the dtype; outputs keep the input dtype.
 #include <cstdint>
 
-#include "mixprec/core/tensor.h"
+#include "mixprec/tensor/tensor.h"
 
 namespace mixprec {
 

@@ -5,7 +5,7 @@
 #include <cstdint>
 
 #include "mixprec/core/op_list.h"
-#include "mixprec/core/tensor.h"
+#include "mixprec/tensor/tensor.h"
 
 namespace mixprec {
 

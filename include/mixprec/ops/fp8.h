@@ -5,7 +5,7 @@
 /// output). This header adds per-tensor scaling, which real fp8 training needs because the
 /// formats' range is small (E4M3 tops out at 448): quantise with a power-of-two scale chosen from
 /// max |x|, multiply, and apply the two scales to the f32 result.
-#include "mixprec/core/tensor.h"
+#include "mixprec/tensor/tensor.h"
 
 namespace mixprec {
 

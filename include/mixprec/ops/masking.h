@@ -2,7 +2,7 @@
 /// Masks for attention: masked_fill and the causal mask it is usually given.
 #include <cstdint>
 
-#include "mixprec/core/tensor.h"
+#include "mixprec/tensor/tensor.h"
 
 namespace mixprec {
 

@@ -3,7 +3,7 @@
 /// f32 (from the widened input values), whatever the input dtype.
 #include <cstdint>
 
-#include "mixprec/core/tensor.h"
+#include "mixprec/tensor/tensor.h"
 
 namespace mixprec {
 

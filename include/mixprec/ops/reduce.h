@@ -3,7 +3,7 @@
 /// dtype (so the sum of 1024 bf16 ones is exactly 1024, not the 256 a bf16 running sum gives).
 #include <cstdint>
 
-#include "mixprec/core/tensor.h"
+#include "mixprec/tensor/tensor.h"
 
 namespace mixprec {
 

@@ -8,7 +8,7 @@
 #include <utility>
 #include <vector>
 
-#include "mixprec/core/tensor.h"
+#include "mixprec/tensor/tensor.h"
 
 namespace mixprec::optim {
 

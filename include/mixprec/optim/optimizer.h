@@ -8,7 +8,7 @@
 #include <utility>
 #include <vector>
 
-#include "mixprec/core/tensor.h"
+#include "mixprec/tensor/tensor.h"
 
 namespace mixprec::kernels {
 struct OptimArrays;
@@ -153,9 +153,10 @@ class Optimizer {
   std::vector<std::size_t> param_group_;    ///< per param: its group
   std::vector<double> group_lr_scale_{1.0};  ///< per group
   std::vector<double> group_weight_decay_{-1.0};  ///< per group; < 0: the optimizer's own
-  // The 16-bit weight copy (amp's, see src/amp/weight_copies.h) that the update running now may
-  // write in its pass, and whether the update took it (optim_arrays sets it); step() then marks
-  // the copy current at the parameter's new version.
+  // The 16-bit weight copy (amp::WeightCopies, mixprec/runtime/weight_copies.h: the store lent
+  // to this thread) that the update running now may write in its pass, and whether the update
+  // took it (optim_arrays sets it); step() then marks the copy current at the parameter's new
+  // version.
   Tensor pending_copy_;
   mutable bool pending_copy_taken_ = false;
   friend kernels::OptimArrays detail::optim_arrays(const Optimizer&, std::size_t, const Tensor&);

@@ -29,7 +29,7 @@
 #include <vector>
 
 #include "mixprec/core/dtype.h"
-#include "mixprec/dist/communicator.h"
+#include "mixprec/runtime/communicator.h"
 #include "mixprec/nn/module.h"
 
 namespace mixprec::train {

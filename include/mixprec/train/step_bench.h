@@ -11,7 +11,7 @@
 
 #include "mixprec/core/cpu_features.h"
 #include "mixprec/core/memory.h"
-#include "mixprec/core/tensor.h"
+#include "mixprec/tensor/tensor.h"
 #include "mixprec/models/zoo.h"
 #include "mixprec/nn/module.h"
 #include "mixprec/train/train_step.h"

@@ -11,7 +11,7 @@
 #include <memory>
 #include <string>
 
-#include "mixprec/core/tensor.h"
+#include "mixprec/tensor/tensor.h"
 #include "mixprec/data/batch_source.h"
 #include "mixprec/models/zoo.h"
 #include "mixprec/train/metrics.h"

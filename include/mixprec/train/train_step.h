@@ -3,8 +3,8 @@
 /// and `mixprec inspect` all run it, so what the benchmark times is exactly what training does.
 ///
 /// It owns the precision setup (the precision mode resolved, the autocast policy, parameters cast
-/// to their storage dtype, fp32 masters or stochastic rounding), the optimizer, the GradScaler and
-/// the learning-rate schedule, and runs one optimizer step as the seeds prescribe:
+/// to their storage dtype, fp32 masters or stochastic rounding), the optimizer, the GradScaler,
+/// the learning-rate schedule and the store of autocast's 16-bit weight copies, and runs one optimizer step as the seeds prescribe:
 ///   for each of `accum` micro-batches: forward and loss under autocast only, then
 ///     scaler.scale(loss / accum).backward() outside it;
 ///   scaler.unscale(optimizer), which (fp16) also measures the gradient norm in the same pass;
@@ -25,12 +25,13 @@
 
 #include "mixprec/amp/grad_scaler.h"
 #include "mixprec/amp/precision.h"
-#include "mixprec/core/tensor.h"
-#include "mixprec/dist/communicator.h"
+#include "mixprec/tensor/tensor.h"
+#include "mixprec/runtime/communicator.h"
 #include "mixprec/dist/sharded_parameters.h"
 #include "mixprec/nn/module.h"
 #include "mixprec/optim/lr_scheduler.h"
 #include "mixprec/optim/optimizer.h"
+#include "mixprec/runtime/weight_copies.h"
 #include "mixprec/train/precision_autopilot.h"
 
 namespace mixprec::train {
@@ -145,6 +146,10 @@ class TrainStep {
   void load_full_optimizer_state(const optim::OptimizerState& state);
   amp::GradScaler& scaler();
   optim::LRScheduler* scheduler();  ///< null for "none"
+  /// The 16-bit weight copies of this step's model (amp::WeightCopies): accumulate() and apply()
+  /// lend them to their autocast regions and optimizer step; lend them (amp::UseWeightCopies)
+  /// to other forward passes of the model, e.g. evaluation, so that they reuse the copies too.
+  amp::WeightCopies& weight_copies();
   /// The per-layer precision autopilot of auto-layer (null in every other mode).
   PrecisionAutopilot* autopilot();
   const PrecisionAutopilot* autopilot() const;

@@ -1,0 +1,77 @@
+#pragma once
+/// Profiles whole training steps of a built-in model (the steps `mixprec bench` times) op by op,
+/// and puts each op on this machine's roofline: what `mixprec profile` prints.
+#include <cstdint>
+#include <string>
+
+#include "mixprec/core/dtype.h"
+#include "mixprec/core/transfer.h"
+#include "mixprec/runtime/profiler.h"
+
+namespace mixprec::diagnostics {
+
+/// This machine's measured ceilings, the two lines of its roofline.
+struct MachinePeaks {
+  double gflops = 0;            ///< best GEMM rate through mixprec::matmul in gemm_dtype, GFLOP/s
+  DType gemm_dtype = DType::f32;
+  double gbytes_per_s = 0;      ///< best large-copy rate (bytes read + written), GB/s
+  std::int64_t gemm_n = 0;      ///< the GEMM measured was gemm_n x gemm_n x gemm_n
+  std::int64_t copy_bytes = 0;  ///< size of the buffer copied
+  /// The ridge point in FLOP/byte: ops with a higher arithmetic intensity can reach the compute
+  /// peak, ops below it are limited by memory bandwidth.
+  double ridge() const { return gbytes_per_s > 0 ? gflops / gbytes_per_s : 0.0; }
+};
+
+/// Measures the peaks on the current threads: the best of `repeats` GEMMs in gemm_dtype (both
+/// operands and the result; f32 accumulation) of size gemm_n
+/// (after one untimed call that creates the oneDNN primitive) and the best of `repeats` parallel
+/// copies of copy_mib MiB. Takes well under a second at the defaults. ValueError unless
+/// gemm_n in [16, 8192], copy_mib in [1, 4096] and repeats in [1, 100].
+MachinePeaks measure_machine_peaks(std::int64_t gemm_n = 1024, std::int64_t copy_mib = 64,
+                                   int repeats = 5, DType gemm_dtype = DType::f32);
+
+/// "compute-bound" when flops / bytes >= peaks.ridge(), "memory-bound" below it, "n/a" when the
+/// op moved no bytes or did no arithmetic (a pure copy is "memory-bound" only if it did FLOPs).
+const char* roofline_verdict(double flops, double bytes, const MachinePeaks& peaks);
+
+/// What profile_training_steps measured.
+struct StepProfile {
+  std::string model;
+  std::string precision;        ///< the resolved mode, e.g. "bf16"
+  std::int64_t batch_size = 0;
+  int threads = 0;
+  int steps = 0, warmup = 0;
+  MachinePeaks peaks;
+  double wall_ms = 0;           ///< wall time of the profiled steps, summed
+  /// Host <-> device crossings during the profiled steps (core/transfer.h): downloads are host
+  /// synchronisations; bytes count only what crossed to or from a device (0 on cpu).
+  TransferStats transfers;
+  ProfileData data;             ///< the op table, the casts, the "could run lower" list
+};
+
+/// Runs warmup unprofiled steps, then steps steps under a Profile session, each step the
+/// StepBenchmark's (forward and loss under autocast, scaled backward, unscale, gradient norm,
+/// optimizer step, scaler update, zero_grad). batch_size 0 = the model's default. ValueError on
+/// an unknown model or precision, a batch size outside [0, 65536], steps outside [1, 100000] or
+/// warmup outside [0, 100000].
+StepProfile profile_training_steps(const std::string& model, const std::string& precision,
+                                   std::int64_t batch_size, int steps, int warmup,
+                                   const MachinePeaks& peaks, std::uint64_t seed = 0);
+
+/// The profile as text: a header with the peaks and the ridge point, the op table sorted by
+/// total time (op, phase, dtype, count, total ms, share %, GFLOP/s, bytes moved, FLOP/byte,
+/// verdict, roof% = GFLOP/s over min(peak GFLOP/s, FLOP/B * peak GB/s); at most max_rows rows,
+/// 0 = all), the casts, and the "could run lower" list.
+std::string format_step_profile(const StepProfile& profile, std::size_t max_rows = 0);
+
+/// The profile as a JSON object with the stable keys documented in docs/diagnostics.md: model,
+/// precision, batch_size, threads, steps, warmup, machine{peak_gflops, peak_gbytes_per_s,
+/// ridge_flop_per_byte, gemm_n, copy_bytes}, wall_ms, recorded_ms, unattributed_ms,
+/// ops[{op, phase, dtype, count, total_ms, share_pct, flops, bytes, gflops, intensity, verdict,
+/// roof_pct}],
+/// casts{count, total_ms}, transfers{downloads_per_step, uploads_per_step, bytes_down_per_step,
+/// bytes_up_per_step, downloads_by_reason{reason: count over the steps}}, could_run_lower[{op, phase, dtype, count, total_ms, share_pct, reason}],
+/// could_run_lower_ms.
+std::string to_json(const StepProfile& profile, int indent = 2);
+
+}  // namespace mixprec::diagnostics

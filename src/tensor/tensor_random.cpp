@@ -1,0 +1,35 @@
+// Random tensor factories: every element is a pure function of (seed, index), so a tensor's
+// values do not depend on threading or on how it is split.
+#include <cmath>
+#include <numbers>
+
+#include "kernels/random.h"
+#include "mixprec/core/convert.h"
+#include "mixprec/core/random.h"
+#include "mixprec/tensor/tensor.h"
+
+namespace mixprec {
+
+Tensor Tensor::uniform(const Shape& shape, std::uint64_t seed, float low, float high, DType dtype) {
+  MIXPREC_CHECK(low <= high, ValueError, "Tensor::uniform",
+                "low (" << low << ") must not exceed high (" << high << ")");
+  Tensor t = empty(shape, dtype);
+  kernels::random_uniform(t.data_ptr(), dtype, t.numel(), seed, 0, low, high);
+  return t;
+}
+
+Tensor Tensor::randn(const Shape& shape, std::uint64_t seed, DType dtype, float mean, float stddev) {
+  const std::int64_t n = mixprec::numel(shape);
+  std::vector<float> values(static_cast<std::size_t>(n));
+  for (std::int64_t i = 0; i < n; ++i) {
+    // Box-Muller on the pair of uniforms (2i, 2i+1); 1 - u keeps the log argument in (0, 1].
+    const auto k = static_cast<std::uint64_t>(i);
+    const double u1 = 1.0 - static_cast<double>(mixprec::uniform(seed, 2 * k));
+    const double u2 = static_cast<double>(mixprec::uniform(seed, 2 * k + 1));
+    const double z = std::sqrt(-2.0 * std::log(u1)) * std::cos(2.0 * std::numbers::pi * u2);
+    values[static_cast<std::size_t>(i)] = mean + stddev * static_cast<float>(z);
+  }
+  return from_vector(values, shape, dtype);
+}
+
+}  // namespace mixprec
