@@ -114,4 +114,19 @@ decltype(auto) dispatch(DType t, Fn&& fn) {
   return fn(float{});
 }
 
+/// dispatch over two or three dtypes at once: fn(a, b[, c]) with one scalar value per dtype
+/// (the reference kernels' mixed-dtype loops).
+template <class Fn>
+decltype(auto) dispatch(DType a, DType b, Fn&& fn) {
+  return dispatch(a, [&](auto ta) -> decltype(auto) {
+    return dispatch(b, [&](auto tb) -> decltype(auto) { return fn(ta, tb); });
+  });
+}
+template <class Fn>
+decltype(auto) dispatch(DType a, DType b, DType c, Fn&& fn) {
+  return dispatch(a, b, [&](auto ta, auto tb) -> decltype(auto) {
+    return dispatch(c, [&](auto tc) -> decltype(auto) { return fn(ta, tb, tc); });
+  });
+}
+
 }  // namespace mixprec

@@ -15,16 +15,6 @@
 HWY_BEFORE_NAMESPACE();
 namespace mixprec::kernels::cpu {
 namespace HWY_NAMESPACE {
-namespace hn = hwy::HWY_NAMESPACE;
-
-using DF = hn::ScalableTag<float>;
-using VF = hn::Vec<DF>;
-
-/// Lanes summed in lane order (deterministic per target).
-HWY_INLINE float FoldLanes(DF d, VF v) {
-  return FoldLanesInOrder(d, v, [](float a, float b) { return a + b; });
-}
-
 /// e^(x - sub) for x - sub <= 0 or -inf: Highway's Exp is specified on [-FLT_MAX, 104], so the
 /// argument is clamped below at -1000 (e^-1000 is 0 in f32); NaN passes through as std::exp's.
 HWY_INLINE VF ExpNonPositive(DF d, VF x) {
@@ -43,7 +33,7 @@ HWY_INLINE float DotF32(const float* HWY_RESTRICT a, const float* HWY_RESTRICT b
     s1 = hn::MulAdd(hn::LoadU(d, a + i + N), hn::LoadU(d, b + i + N), s1);
   }
   for (; i + N <= n; i += N) s0 = hn::MulAdd(hn::LoadU(d, a + i), hn::LoadU(d, b + i), s0);
-  float s = FoldLanes(d, hn::Add(s0, s1));
+  float s = SumLanesInOrder(d, hn::Add(s0, s1));
   for (; i < n; ++i) s += a[i] * b[i];  // only on targets wider than the 16-float padding
   return s;
 }
@@ -77,7 +67,7 @@ float TypedDotT(const void* a, const void* b, std::size_t n) {
   std::size_t i = 0;
   for (; i + N <= n; i += N) s = hn::MulAdd(LoadF32<DT>(d, a, i), LoadF32<DT>(d, b, i), s);
   if (i < n) s = hn::MulAdd(LoadF32N<DT>(d, a, i, n - i), LoadF32N<DT>(d, b, i, n - i), s);
-  return FoldLanes(d, s);
+  return SumLanesInOrder(d, s);
 }
 
 // ---- exported entry points
@@ -135,7 +125,7 @@ float ExpSub(float* x, std::int64_t n_in, float sub) {
     StoreF32N<kF32>(d, e, x, i, n - i);
     s = hn::Add(s, e);
   }
-  return FoldLanes(d, s);
+  return SumLanesInOrder(d, s);
 }
 
 void ExpSubEach(float* x, std::int64_t n_in, const float* sub) {

@@ -292,6 +292,20 @@ HWY_INLINE float FoldLanesInOrder(DF d, hn::Vec<DF> v, Op op) {
   return r;
 }
 
+/// The lane types of the kernels: f32 vectors of the target's full width and their integer views
+/// (one definition for every *_simd.cpp that includes this header).
+using DF = hn::ScalableTag<float>;
+using VF = hn::Vec<DF>;
+using DU = hn::RebindToUnsigned<DF>;
+using VU = hn::Vec<DU>;
+using DI = hn::RebindToSigned<DF>;
+using VI = hn::Vec<DI>;
+
+/// v's lanes summed left to right: FoldLanesInOrder with +, deterministic per target.
+HWY_INLINE float SumLanesInOrder(DF d, VF v) {
+  return FoldLanesInOrder(d, v, [](float a, float b) { return a + b; });
+}
+
 // ---- register level: 16-bit patterns in u16 lanes <-> f32 lanes
 
 // The hardware f16 converters (exact, see the top): F16C on x86 AVX2 / AVX-512, AArch64.

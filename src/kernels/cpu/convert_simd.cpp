@@ -24,12 +24,7 @@
 HWY_BEFORE_NAMESPACE();
 namespace mixprec::kernels::cpu {
 namespace HWY_NAMESPACE {
-namespace hn = hwy::HWY_NAMESPACE;
 namespace {
-
-using DF = hn::ScalableTag<float>;
-using DU = hn::RebindToUnsigned<DF>;
-using VU = hn::Vec<DU>;
 
 // ---------------------------------------------------------------------------------------------
 // Any pair of dtypes: LoadF32 widens exactly, StoreF32 rounds once (convert-inl.h covers f32,

@@ -19,8 +19,6 @@
 HWY_BEFORE_NAMESPACE();
 namespace mixprec::kernels::cpu {
 namespace HWY_NAMESPACE {
-namespace hn = hwy::HWY_NAMESPACE;
-
 inline const void* Offset(const void* p, int dt, std::size_t i) {
   return static_cast<const char*>(p) + i * ElemBytes(dt);
 }

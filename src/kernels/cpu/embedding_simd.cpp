@@ -16,8 +16,6 @@
 HWY_BEFORE_NAMESPACE();
 namespace mixprec::kernels::cpu {
 namespace HWY_NAMESPACE {
-namespace hn = hwy::HWY_NAMESPACE;
-
 void CopyRow(const void* src, void* dst, std::size_t bytes) {
   const hn::ScalableTag<std::uint8_t> d8;
   const std::size_t N = hn::Lanes(d8);

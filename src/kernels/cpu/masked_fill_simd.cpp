@@ -17,8 +17,6 @@
 HWY_BEFORE_NAMESPACE();
 namespace mixprec::kernels::cpu {
 namespace HWY_NAMESPACE {
-namespace hn = hwy::HWY_NAMESPACE;
-
 template <class T, class TM>
 HWY_INLINE void FillRow(const T* x, const TM* m, T fill, T* out, std::size_t n) {
   const hn::ScalableTag<float> d;

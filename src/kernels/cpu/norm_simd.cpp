@@ -25,8 +25,6 @@
 HWY_BEFORE_NAMESPACE();
 namespace mixprec::kernels::cpu {
 namespace HWY_NAMESPACE {
-namespace hn = hwy::HWY_NAMESPACE;
-
 // ---- row reductions ----
 
 template <class T>

@@ -28,11 +28,6 @@ namespace mixprec::kernels::cpu {
 namespace HWY_NAMESPACE {
 namespace {
 
-namespace hn = hwy::HWY_NAMESPACE;
-using DF = hn::ScalableTag<float>;
-using DU = hn::RebindToUnsigned<DF>;
-using VF = hn::Vec<DF>;
-
 /// a * b + c with one rounding, like std::fma (see the file comment for the non-FMA targets).
 HWY_INLINE VF Fma(VF a, VF b, VF c) {
 #if HWY_NATIVE_FMA

@@ -18,8 +18,6 @@
 HWY_BEFORE_NAMESPACE();
 namespace mixprec::kernels::cpu {
 namespace HWY_NAMESPACE {
-namespace hn = hwy::HWY_NAMESPACE;
-
 #if HWY_TARGET != HWY_SCALAR
 /// Lanes(d)/2 32-bit values at p, each twice, in order: [p0, p0, p1, p1, ...] as d's type.
 template <class D, class DHalf>

@@ -30,11 +30,6 @@
 HWY_BEFORE_NAMESPACE();
 namespace mixprec::kernels::cpu {
 namespace HWY_NAMESPACE {
-namespace hn = hwy::HWY_NAMESPACE;
-
-using DF = hn::ScalableTag<float>;
-using DU = hn::RebindToUnsigned<DF>;
-using DI = hn::RebindToSigned<DF>;
 
 // Valid input range [begin, end) of the window of output `out` along one axis (as the reference).
 struct Span {

@@ -21,8 +21,6 @@
 HWY_BEFORE_NAMESPACE();
 namespace mixprec::kernels::cpu {
 namespace HWY_NAMESPACE {
-namespace hn = hwy::HWY_NAMESPACE;
-
 template <ReduceOp OP>
 constexpr bool kMaxLike = OP == ReduceOp::max || OP == ReduceOp::min || OP == ReduceOp::amax;
 

@@ -205,6 +205,22 @@ void softmax_backward(const void* y, DType y_dtype, const void* dy, DType dy_dty
                kNoRowStep));
 }
 
+namespace {
+/// The chunk pass both cross-entropy directions start with: for each chunk c of a finite row r,
+/// the sum of e^(x - max) into exp_part[r * chunks + c] and, if shift_part is not null, the sum
+/// of x - max into shift_part[r * chunks + c].
+auto exp_stats_chunk(const RowMax& mx, const void* logits, DType dtype, std::int64_t cols,
+                     std::int64_t chunks, float* exp_part, float* shift_part) {
+  return [=, &mx](std::int64_t r, std::int64_t c, float*) {
+    if (!mx.finite(r)) return;
+    const Span sp = span(cols, c);
+    const std::int64_t k = r * chunks + c;
+    simd_exp_stats(dtype, at(logits, dtype, r * cols + sp.begin), sp.size, mx.m[r],
+                   exp_part + k, shift_part != nullptr ? shift_part + k : nullptr, nullptr);
+  };
+}
+}  // namespace
+
 void cross_entropy(const void* logits, DType dtype, std::int64_t rows, std::int64_t cols,
                    const std::int64_t* targets, float label_smoothing, float* loss_per_row) {
   detail::check_cross_entropy_args("cross_entropy", rows, cols, targets, label_smoothing);
@@ -216,13 +232,7 @@ void cross_entropy(const void* logits, DType dtype, std::int64_t rows, std::int6
   RowMax mx(logits, dtype, rows, cols);
   std::vector<float> exp_part(static_cast<std::size_t>(rows * chunks)), shift_part(exp_part.size());
   run_rows(rows, cols, mx.as_pass(),
-           pass(
-               [&](std::int64_t r, std::int64_t c, float*) {
-                 if (!mx.finite(r)) return;
-                 const Span sp = span(cols, c);
-                 simd_exp_stats(dtype, at(logits, dtype, r * cols + sp.begin), sp.size, mx.m[r],
-                                &exp_part[r * chunks + c], &shift_part[r * chunks + c], nullptr);
-               },
+           pass(exp_stats_chunk(mx, logits, dtype, cols, chunks, exp_part.data(), shift_part.data()),
                [&](std::int64_t r) {
                  if (!mx.finite(r)) {
                    loss_per_row[r] = kNaN;
@@ -256,13 +266,7 @@ void cross_entropy_backward(const void* logits, DType dtype, std::int64_t rows,
   RowMax mx(logits, dtype, rows, cols);
   std::vector<float> part(static_cast<std::size_t>(rows * chunks)), total(static_cast<std::size_t>(rows));
   run_rows(rows, cols, mx.as_pass(),
-           pass(
-               [&](std::int64_t r, std::int64_t c, float*) {
-                 if (!mx.finite(r)) return;
-                 const Span sp = span(cols, c);
-                 simd_exp_stats(dtype, at(logits, dtype, r * cols + sp.begin), sp.size, mx.m[r],
-                                &part[r * chunks + c], nullptr, nullptr);
-               },
+           pass(exp_stats_chunk(mx, logits, dtype, cols, chunks, part.data(), nullptr),
                [&](std::int64_t r) {
                  if (mx.finite(r)) total[r] = combine(part, r, chunks);
                }),

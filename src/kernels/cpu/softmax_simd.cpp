@@ -18,16 +18,6 @@
 HWY_BEFORE_NAMESPACE();
 namespace mixprec::kernels::cpu {
 namespace HWY_NAMESPACE {
-namespace hn = hwy::HWY_NAMESPACE;
-
-using DF = hn::ScalableTag<float>;
-using VF = hn::Vec<DF>;
-
-/// Lanes summed in lane order (deterministic per target).
-HWY_INLINE float SumLanes(DF d, VF v) {
-  return FoldLanesInOrder(d, v, [](float a, float b) { return a + b; });
-}
-
 /// e^x for any x: Highway's Exp is specified on [-FLT_MAX, 104] and maps NaN to 0, so clamp
 /// above (e^89 already overflows to Inf) and pass NaN through, as std::exp does.
 HWY_INLINE VF ExpAny(DF d, VF x) {
@@ -97,8 +87,8 @@ void ExpStatsT(const void* x, std::size_t n, float m, float* sum_exp, float* sum
       }
     }
   }
-  *sum_exp = SumLanes(d, hn::Add(s0, s1));
-  if (sum_shifted) *sum_shifted = SumLanes(d, hn::Add(t0, t1));
+  *sum_exp = SumLanesInOrder(d, hn::Add(s0, s1));
+  if (sum_shifted) *sum_shifted = SumLanesInOrder(d, hn::Add(t0, t1));
 }
 
 /// Calls f(i, count) for each vector of [0, n): full vectors, then one partial (count < N).
@@ -170,7 +160,7 @@ float DotT(const void* y, const void* dy, std::size_t n) {
   }
   for (; i + N <= n; i += N) a0 = hn::Add(a0, term(i, N));
   if (i < n) a1 = hn::Add(a1, term(i, n - i));
-  return SumLanes(d, hn::Add(hn::Add(a0, a1), hn::Add(a2, a3)));
+  return SumLanesInOrder(d, hn::Add(hn::Add(a0, a1), hn::Add(a2, a3)));
 }
 
 /// softmax: dx = y * (dy - s); log-softmax: dx = dy - exp(y) * s.

@@ -30,12 +30,6 @@ namespace mixprec::kernels::cpu {
 namespace HWY_NAMESPACE {
 namespace {
 
-namespace hn = hwy::HWY_NAMESPACE;
-using DF = hn::ScalableTag<float>;
-using DI = hn::RebindToSigned<DF>;
-using VF = hn::Vec<DF>;
-using VI = hn::Vec<DI>;
-
 constexpr std::int32_t kMaxFiniteBits = 0x7f7fffff;
 
 /// Raises `all` by the magnitude bits of y and, with kAmax, `finite` by those of its finite lanes.

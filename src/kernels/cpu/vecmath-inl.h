@@ -29,10 +29,7 @@
 HWY_BEFORE_NAMESPACE();
 namespace mixprec::kernels::cpu {
 namespace HWY_NAMESPACE {
-namespace hn = hwy::HWY_NAMESPACE;
 
-using DF = hn::ScalableTag<float>;
-using VF = hn::Vec<DF>;
 
 // ------------------------------------------------------------------ exact helpers
 

@@ -63,26 +63,24 @@ void copy(std::span<const std::int64_t> shape, const StridedInput& in, const Str
   // General case: an odometer over the shape, converting element by element through float.
   const std::size_t nd = shape.size();
   std::vector<std::int64_t> idx(nd, 0);
-  dispatch(in.dtype, [&](auto in_tag) {
+  dispatch(in.dtype, out.dtype, [&](auto in_tag, auto out_tag) {
     using In = decltype(in_tag);
-    dispatch(out.dtype, [&](auto out_tag) {
-      using Out = decltype(out_tag);
-      const In* src = static_cast<const In*>(in.data);
-      Out* dst = static_cast<Out*>(out.data);
-      std::int64_t in_off = 0, out_off = 0;
-      for (std::int64_t count = 0; count < n; ++count) {
-        dst[out_off] = Out(static_cast<float>(src[in_off]));
-        for (std::size_t d = nd; d-- > 0;) {  // advance the odometer
-          ++idx[d];
-          in_off += in.strides[d];
-          out_off += out.strides[d];
-          if (idx[d] < shape[d]) break;
-          in_off -= in.strides[d] * shape[d];
-          out_off -= out.strides[d] * shape[d];
-          idx[d] = 0;
-        }
+    using Out = decltype(out_tag);
+    const In* src = static_cast<const In*>(in.data);
+    Out* dst = static_cast<Out*>(out.data);
+    std::int64_t in_off = 0, out_off = 0;
+    for (std::int64_t count = 0; count < n; ++count) {
+      dst[out_off] = Out(static_cast<float>(src[in_off]));
+      for (std::size_t d = nd; d-- > 0;) {  // advance the odometer
+        ++idx[d];
+        in_off += in.strides[d];
+        out_off += out.strides[d];
+        if (idx[d] < shape[d]) break;
+        in_off -= in.strides[d] * shape[d];
+        out_off -= out.strides[d] * shape[d];
+        idx[d] = 0;
       }
-    });
+    }
   });
 }
 }  // namespace ref

@@ -86,16 +86,14 @@ void for_each_index(std::span<const std::int64_t> shape,
 void unary(UnaryOp op, std::span<const std::int64_t> shape, const StridedInput& in, void* out,
            DType out_dtype) {
   const std::span<const std::int64_t> strides[1] = {in.strides};
-  dispatch(in.dtype, [&](auto ti) {
+  dispatch(in.dtype, out_dtype, [&](auto ti, auto to) {
     using TI = decltype(ti);
-    dispatch(out_dtype, [&](auto to) {
-      using TO = decltype(to);
-      const TI* src = static_cast<const TI*>(in.data);
-      TO* dst = static_cast<TO*>(out);
-      with_unary(op, [&](auto m) {
-        for_each_index(shape, strides, [&](std::int64_t i, const std::int64_t* off) {
-          dst[i] = TO(m.forward(static_cast<float>(src[off[0]])));
-        });
+    using TO = decltype(to);
+    const TI* src = static_cast<const TI*>(in.data);
+    TO* dst = static_cast<TO*>(out);
+    with_unary(op, [&](auto m) {
+      for_each_index(shape, strides, [&](std::int64_t i, const std::int64_t* off) {
+        dst[i] = TO(m.forward(static_cast<float>(src[off[0]])));
       });
     });
   });
@@ -104,20 +102,16 @@ void unary(UnaryOp op, std::span<const std::int64_t> shape, const StridedInput& 
 void binary(BinaryOp op, std::span<const std::int64_t> shape, const StridedInput& a,
             const StridedInput& b, void* out, DType out_dtype) {
   const std::span<const std::int64_t> strides[2] = {a.strides, b.strides};
-  dispatch(a.dtype, [&](auto ta) {
+  dispatch(a.dtype, b.dtype, out_dtype, [&](auto ta, auto tb, auto to) {
     using TA = decltype(ta);
-    dispatch(b.dtype, [&](auto tb) {
-      using TB = decltype(tb);
-      dispatch(out_dtype, [&](auto to) {
-        using TO = decltype(to);
-        const TA* pa = static_cast<const TA*>(a.data);
-        const TB* pb = static_cast<const TB*>(b.data);
-        TO* dst = static_cast<TO*>(out);
-        with_binary(op, [&](auto m) {
-          for_each_index(shape, strides, [&](std::int64_t i, const std::int64_t* off) {
-            dst[i] = TO(m.apply(static_cast<float>(pa[off[0]]), static_cast<float>(pb[off[1]])));
-          });
-        });
+    using TB = decltype(tb);
+    using TO = decltype(to);
+    const TA* pa = static_cast<const TA*>(a.data);
+    const TB* pb = static_cast<const TB*>(b.data);
+    TO* dst = static_cast<TO*>(out);
+    with_binary(op, [&](auto m) {
+      for_each_index(shape, strides, [&](std::int64_t i, const std::int64_t* off) {
+        dst[i] = TO(m.apply(static_cast<float>(pa[off[0]]), static_cast<float>(pb[off[1]])));
       });
     });
   });
@@ -125,14 +119,12 @@ void binary(BinaryOp op, std::span<const std::int64_t> shape, const StridedInput
 
 void affine(const void* in, DType in_dtype, void* out, DType out_dtype, std::int64_t n,
             float alpha, float beta) {
-  dispatch(in_dtype, [&](auto ti) {
+  dispatch(in_dtype, out_dtype, [&](auto ti, auto to) {
     using TI = decltype(ti);
-    dispatch(out_dtype, [&](auto to) {
-      using TO = decltype(to);
-      const TI* src = static_cast<const TI*>(in);
-      TO* dst = static_cast<TO*>(out);
-      for (std::int64_t i = 0; i < n; ++i) dst[i] = TO(alpha * static_cast<float>(src[i]) + beta);
-    });
+    using TO = decltype(to);
+    const TI* src = static_cast<const TI*>(in);
+    TO* dst = static_cast<TO*>(out);
+    for (std::int64_t i = 0; i < n; ++i) dst[i] = TO(alpha * static_cast<float>(src[i]) + beta);
   });
 }
 
@@ -144,21 +136,17 @@ void unary_backward(UnaryOp op, const void* x, DType x_dtype, const void* y, DTy
   const DType in_dtype = use_x ? x_dtype : y_dtype;
   MIXPREC_CHECK(in != nullptr || n == 0, ValueError, "unary_backward",
                 name(op) << " backward needs the forward " << (use_x ? "input x" : "output y"));
-  dispatch(in_dtype, [&](auto ti) {
+  dispatch(in_dtype, dy_dtype, dx_dtype, [&](auto ti, auto tg, auto to) {
     using TI = decltype(ti);
-    dispatch(dy_dtype, [&](auto tg) {
-      using TG = decltype(tg);
-      dispatch(dx_dtype, [&](auto to) {
-        using TO = decltype(to);
-        const TI* v = static_cast<const TI*>(in);
-        const TG* g = static_cast<const TG*>(dy);
-        TO* dst = static_cast<TO*>(dx);
-        with_unary(op, [&](auto m) {
-          for (std::int64_t i = 0; i < n; ++i) {
-            dst[i] = TO(m.backward(static_cast<float>(v[i]), static_cast<float>(g[i])));
-          }
-        });
-      });
+    using TG = decltype(tg);
+    using TO = decltype(to);
+    const TI* v = static_cast<const TI*>(in);
+    const TG* g = static_cast<const TG*>(dy);
+    TO* dst = static_cast<TO*>(dx);
+    with_unary(op, [&](auto m) {
+      for (std::int64_t i = 0; i < n; ++i) {
+        dst[i] = TO(m.backward(static_cast<float>(v[i]), static_cast<float>(g[i])));
+      }
     });
   });
 }

@@ -18,27 +18,25 @@ void masked_fill(std::span<const std::int64_t> shape, const void* x, DType dtype
     MIXPREC_CHECK(d >= 0, ShapeError, "masked_fill", "negative dimension " << d << " in shape");
     n *= d;
   }
-  dispatch(dtype, [&](auto tx) {
+  dispatch(dtype, mask.dtype, [&](auto tx, auto tm) {
     using T = decltype(tx);
-    dispatch(mask.dtype, [&](auto tm) {
-      using TM = decltype(tm);
-      const T fill(value);
-      const T* src = static_cast<const T*>(x);
-      const TM* m = static_cast<const TM*>(mask.data);
-      T* dst = static_cast<T*>(out);
-      std::vector<std::int64_t> idx(rank, 0);
-      std::int64_t off = 0;  // the mask's offset at idx
-      for (std::int64_t i = 0; i < n; ++i) {
-        // A copy of the element (bits, a NaN's payload too), not a round trip through f32.
-        dst[i] = static_cast<float>(m[off]) != 0.0f ? fill : src[i];
-        for (std::size_t d = rank; d-- > 0;) {
-          off += mask.strides[d];
-          if (++idx[d] < shape[d]) break;
-          off -= mask.strides[d] * shape[d];
-          idx[d] = 0;
-        }
+    using TM = decltype(tm);
+    const T fill(value);
+    const T* src = static_cast<const T*>(x);
+    const TM* m = static_cast<const TM*>(mask.data);
+    T* dst = static_cast<T*>(out);
+    std::vector<std::int64_t> idx(rank, 0);
+    std::int64_t off = 0;  // the mask's offset at idx
+    for (std::int64_t i = 0; i < n; ++i) {
+      // A copy of the element (bits, a NaN's payload too), not a round trip through f32.
+      dst[i] = static_cast<float>(m[off]) != 0.0f ? fill : src[i];
+      for (std::size_t d = rank; d-- > 0;) {
+        off += mask.strides[d];
+        if (++idx[d] < shape[d]) break;
+        off -= mask.strides[d] * shape[d];
+        idx[d] = 0;
       }
-    });
+    }
   });
 }
 

@@ -49,36 +49,34 @@ void batch_norm_forward(const void* x, DType x_dtype, BatchNormDims d, const flo
                         void* y, DType y_dtype) {
   detail::check_batch_norm_args("batch_norm", d, eps, training);
   const double count = static_cast<double>(d.n * d.s);
-  dispatch(x_dtype, [&](auto tx) {
+  dispatch(x_dtype, y_dtype, [&](auto tx, auto ty) {
     using TX = decltype(tx);
-    dispatch(y_dtype, [&](auto ty) {
-      using TY = decltype(ty);
-      for (std::int64_t c = 0; c < d.c; ++c) {
-        auto idx = [&](std::int64_t n, std::int64_t s) { return (n * d.c + c) * d.s + s; };
-        if (training) {
-          double sum = 0.0;
-          for (std::int64_t n = 0; n < d.n; ++n)
-            for (std::int64_t s = 0; s < d.s; ++s) sum += at<TX>(x, idx(n, s));
-          const float m = static_cast<float>(sum / count);
-          double sq = 0.0;
-          for (std::int64_t n = 0; n < d.n; ++n)
-            for (std::int64_t s = 0; s < d.s; ++s) {
-              const double dev = static_cast<double>(at<TX>(x, idx(n, s))) - m;
-              sq += dev * dev;
-            }
-          mean[c] = m;
-          var[c] = static_cast<float>(sq / count);
-        }
-        const float invstd = norm_invstd(var[c], eps);
-        const float w = weight != nullptr ? weight[c] : 1.0f;
-        const float b = bias != nullptr ? bias[c] : 0.0f;
+    using TY = decltype(ty);
+    for (std::int64_t c = 0; c < d.c; ++c) {
+      auto idx = [&](std::int64_t n, std::int64_t s) { return (n * d.c + c) * d.s + s; };
+      if (training) {
+        double sum = 0.0;
+        for (std::int64_t n = 0; n < d.n; ++n)
+          for (std::int64_t s = 0; s < d.s; ++s) sum += at<TX>(x, idx(n, s));
+        const float m = static_cast<float>(sum / count);
+        double sq = 0.0;
         for (std::int64_t n = 0; n < d.n; ++n)
           for (std::int64_t s = 0; s < d.s; ++s) {
-            const float v = at<TX>(x, idx(n, s));
-            static_cast<TY*>(y)[idx(n, s)] = TY((v - mean[c]) * (invstd * w) + b);
+            const double dev = static_cast<double>(at<TX>(x, idx(n, s))) - m;
+            sq += dev * dev;
           }
+        mean[c] = m;
+        var[c] = static_cast<float>(sq / count);
       }
-    });
+      const float invstd = norm_invstd(var[c], eps);
+      const float w = weight != nullptr ? weight[c] : 1.0f;
+      const float b = bias != nullptr ? bias[c] : 0.0f;
+      for (std::int64_t n = 0; n < d.n; ++n)
+        for (std::int64_t s = 0; s < d.s; ++s) {
+          const float v = at<TX>(x, idx(n, s));
+          static_cast<TY*>(y)[idx(n, s)] = TY((v - mean[c]) * (invstd * w) + b);
+        }
+    }
   });
 }
 
@@ -88,38 +86,34 @@ void batch_norm_backward(const void* x, DType x_dtype, const void* dy, DType dy_
                          float* dweight, float* dbias) {
   detail::check_batch_norm_args("batch_norm_backward", d, eps, training);
   const double count = static_cast<double>(d.n * d.s);
-  dispatch(x_dtype, [&](auto tx) {
+  dispatch(x_dtype, dy_dtype, dx_dtype, [&](auto tx, auto tdy, auto tdx) {
     using TX = decltype(tx);
-    dispatch(dy_dtype, [&](auto tdy) {
-      using TDY = decltype(tdy);
-      dispatch(dx_dtype, [&](auto tdx) {
-        using TDX = decltype(tdx);
-        for (std::int64_t c = 0; c < d.c; ++c) {
-          auto idx = [&](std::int64_t n, std::int64_t s) { return (n * d.c + c) * d.s + s; };
-          const float m = mean[c];
-          double sum_dy = 0.0, sum_dy_xmu = 0.0;
-          for (std::int64_t n = 0; n < d.n; ++n)
-            for (std::int64_t s = 0; s < d.s; ++s) {
-              const double g = at<TDY>(dy, idx(n, s));
-              sum_dy += g;
-              sum_dy_xmu += g * (static_cast<double>(at<TX>(x, idx(n, s))) - m);
-            }
-          const float invstd = norm_invstd(var[c], eps);
-          if (dweight != nullptr) dweight[c] = static_cast<float>(sum_dy_xmu) * invstd;
-          if (dbias != nullptr) dbias[c] = static_cast<float>(sum_dy);
-          if (dx == nullptr) continue;
-          const auto [k1, k2, k3] =
-              batch_norm_grad_coefs(var[c], eps, weight != nullptr ? weight[c] : 1.0f, sum_dy,
-                                    sum_dy_xmu, count, training);
-          for (std::int64_t n = 0; n < d.n; ++n)
-            for (std::int64_t s = 0; s < d.s; ++s) {
-              const float g = at<TDY>(dy, idx(n, s));
-              const float xmu = at<TX>(x, idx(n, s)) - m;
-              static_cast<TDX*>(dx)[idx(n, s)] = TDX(g * k1 + xmu * k2 + k3);
-            }
+    using TDY = decltype(tdy);
+    using TDX = decltype(tdx);
+    for (std::int64_t c = 0; c < d.c; ++c) {
+      auto idx = [&](std::int64_t n, std::int64_t s) { return (n * d.c + c) * d.s + s; };
+      const float m = mean[c];
+      double sum_dy = 0.0, sum_dy_xmu = 0.0;
+      for (std::int64_t n = 0; n < d.n; ++n)
+        for (std::int64_t s = 0; s < d.s; ++s) {
+          const double g = at<TDY>(dy, idx(n, s));
+          sum_dy += g;
+          sum_dy_xmu += g * (static_cast<double>(at<TX>(x, idx(n, s))) - m);
         }
-      });
-    });
+      const float invstd = norm_invstd(var[c], eps);
+      if (dweight != nullptr) dweight[c] = static_cast<float>(sum_dy_xmu) * invstd;
+      if (dbias != nullptr) dbias[c] = static_cast<float>(sum_dy);
+      if (dx == nullptr) continue;
+      const auto [k1, k2, k3] =
+          batch_norm_grad_coefs(var[c], eps, weight != nullptr ? weight[c] : 1.0f, sum_dy,
+                                sum_dy_xmu, count, training);
+      for (std::int64_t n = 0; n < d.n; ++n)
+        for (std::int64_t s = 0; s < d.s; ++s) {
+          const float g = at<TDY>(dy, idx(n, s));
+          const float xmu = at<TX>(x, idx(n, s)) - m;
+          static_cast<TDX*>(dx)[idx(n, s)] = TDX(g * k1 + xmu * k2 + k3);
+        }
+    }
   });
 }
 
@@ -150,23 +144,21 @@ void batch_norm_backward_reduce(const void* x, DType x_dtype, const void* dy, DT
                                 BatchNormDims d, const float* mean, double* sum_dy,
                                 double* sum_dy_xmu) {
   detail::check_batch_norm_args("batch_norm_backward_reduce", d, 0.0f, false);
-  dispatch(x_dtype, [&](auto tx) {
+  dispatch(x_dtype, dy_dtype, [&](auto tx, auto tdy) {
     using TX = decltype(tx);
-    dispatch(dy_dtype, [&](auto tdy) {
-      using TDY = decltype(tdy);
-      for (std::int64_t c = 0; c < d.c; ++c) {
-        auto idx = [&](std::int64_t n, std::int64_t s) { return (n * d.c + c) * d.s + s; };
-        double a = 0.0, b = 0.0;
-        for (std::int64_t n = 0; n < d.n; ++n)
-          for (std::int64_t s = 0; s < d.s; ++s) {
-            const double g = at<TDY>(dy, idx(n, s));
-            a += g;
-            b += g * (static_cast<double>(at<TX>(x, idx(n, s))) - mean[c]);
-          }
-        sum_dy[c] = a;
-        sum_dy_xmu[c] = b;
-      }
-    });
+    using TDY = decltype(tdy);
+    for (std::int64_t c = 0; c < d.c; ++c) {
+      auto idx = [&](std::int64_t n, std::int64_t s) { return (n * d.c + c) * d.s + s; };
+      double a = 0.0, b = 0.0;
+      for (std::int64_t n = 0; n < d.n; ++n)
+        for (std::int64_t s = 0; s < d.s; ++s) {
+          const double g = at<TDY>(dy, idx(n, s));
+          a += g;
+          b += g * (static_cast<double>(at<TX>(x, idx(n, s))) - mean[c]);
+        }
+      sum_dy[c] = a;
+      sum_dy_xmu[c] = b;
+    }
   });
 }
 
@@ -175,26 +167,22 @@ void batch_norm_backward_elemt(const void* x, DType x_dtype, const void* dy, DTy
                                const float* weight, const double* sum_dy,
                                const double* sum_dy_xmu, double count, void* dx, DType dx_dtype) {
   detail::check_batch_norm_args("batch_norm_backward_elemt", d, eps, false);
-  dispatch(x_dtype, [&](auto tx) {
+  dispatch(x_dtype, dy_dtype, dx_dtype, [&](auto tx, auto tdy, auto tdx) {
     using TX = decltype(tx);
-    dispatch(dy_dtype, [&](auto tdy) {
-      using TDY = decltype(tdy);
-      dispatch(dx_dtype, [&](auto tdx) {
-        using TDX = decltype(tdx);
-        for (std::int64_t c = 0; c < d.c; ++c) {
-          auto idx = [&](std::int64_t n, std::int64_t s) { return (n * d.c + c) * d.s + s; };
-          const auto [k1, k2, k3] =
-              batch_norm_grad_coefs(var[c], eps, weight != nullptr ? weight[c] : 1.0f,
-                                    sum_dy[c], sum_dy_xmu[c], count, true);
-          for (std::int64_t n = 0; n < d.n; ++n)
-            for (std::int64_t s = 0; s < d.s; ++s) {
-              const float g = at<TDY>(dy, idx(n, s));
-              const float xmu = at<TX>(x, idx(n, s)) - mean[c];
-              static_cast<TDX*>(dx)[idx(n, s)] = TDX(g * k1 + xmu * k2 + k3);
-            }
+    using TDY = decltype(tdy);
+    using TDX = decltype(tdx);
+    for (std::int64_t c = 0; c < d.c; ++c) {
+      auto idx = [&](std::int64_t n, std::int64_t s) { return (n * d.c + c) * d.s + s; };
+      const auto [k1, k2, k3] =
+          batch_norm_grad_coefs(var[c], eps, weight != nullptr ? weight[c] : 1.0f,
+                                sum_dy[c], sum_dy_xmu[c], count, true);
+      for (std::int64_t n = 0; n < d.n; ++n)
+        for (std::int64_t s = 0; s < d.s; ++s) {
+          const float g = at<TDY>(dy, idx(n, s));
+          const float xmu = at<TX>(x, idx(n, s)) - mean[c];
+          static_cast<TDX*>(dx)[idx(n, s)] = TDX(g * k1 + xmu * k2 + k3);
         }
-      });
-    });
+    }
   });
 }
 
@@ -202,32 +190,30 @@ void layer_norm_forward(const void* x, DType x_dtype, std::int64_t rows, std::in
                         const float* weight, const float* bias, float eps, void* y,
                         DType y_dtype, float* mean, float* rstd) {
   detail::check_layer_norm_args("layer_norm", rows, cols, eps);
-  dispatch(x_dtype, [&](auto tx) {
+  dispatch(x_dtype, y_dtype, [&](auto tx, auto ty) {
     using TX = decltype(tx);
-    dispatch(y_dtype, [&](auto ty) {
-      using TY = decltype(ty);
-      for (std::int64_t r = 0; r < rows; ++r) {
-        const std::int64_t base = r * cols;
-        double sum = 0.0;
-        for (std::int64_t j = 0; j < cols; ++j) sum += at<TX>(x, base + j);
-        const float m = cols > 0 ? static_cast<float>(sum / static_cast<double>(cols)) : 0.0f;
-        double sq = 0.0;
-        for (std::int64_t j = 0; j < cols; ++j) {
-          const double dev = static_cast<double>(at<TX>(x, base + j)) - m;
-          sq += dev * dev;
-        }
-        const float v = cols > 0 ? static_cast<float>(sq / static_cast<double>(cols)) : 0.0f;
-        const float rs = norm_invstd(v, eps);
-        mean[r] = m;
-        rstd[r] = rs;
-        for (std::int64_t j = 0; j < cols; ++j) {
-          const float xhat = (at<TX>(x, base + j) - m) * rs;
-          const float w = weight != nullptr ? weight[j] : 1.0f;
-          const float b = bias != nullptr ? bias[j] : 0.0f;
-          static_cast<TY*>(y)[base + j] = TY(xhat * w + b);
-        }
+    using TY = decltype(ty);
+    for (std::int64_t r = 0; r < rows; ++r) {
+      const std::int64_t base = r * cols;
+      double sum = 0.0;
+      for (std::int64_t j = 0; j < cols; ++j) sum += at<TX>(x, base + j);
+      const float m = cols > 0 ? static_cast<float>(sum / static_cast<double>(cols)) : 0.0f;
+      double sq = 0.0;
+      for (std::int64_t j = 0; j < cols; ++j) {
+        const double dev = static_cast<double>(at<TX>(x, base + j)) - m;
+        sq += dev * dev;
       }
-    });
+      const float v = cols > 0 ? static_cast<float>(sq / static_cast<double>(cols)) : 0.0f;
+      const float rs = norm_invstd(v, eps);
+      mean[r] = m;
+      rstd[r] = rs;
+      for (std::int64_t j = 0; j < cols; ++j) {
+        const float xhat = (at<TX>(x, base + j) - m) * rs;
+        const float w = weight != nullptr ? weight[j] : 1.0f;
+        const float b = bias != nullptr ? bias[j] : 0.0f;
+        static_cast<TY*>(y)[base + j] = TY(xhat * w + b);
+      }
+    }
   });
 }
 
@@ -236,43 +222,39 @@ void layer_norm_backward(const void* x, DType x_dtype, const void* dy, DType dy_
                          const float* rstd, const float* weight, void* dx, DType dx_dtype,
                          float* dweight, float* dbias) {
   detail::check_layer_norm_args("layer_norm_backward", rows, cols, 0.0f);
-  dispatch(x_dtype, [&](auto tx) {
+  dispatch(x_dtype, dy_dtype, dx_dtype, [&](auto tx, auto tdy, auto tdx) {
     using TX = decltype(tx);
-    dispatch(dy_dtype, [&](auto tdy) {
-      using TDY = decltype(tdy);
-      dispatch(dx_dtype, [&](auto tdx) {
-        using TDX = decltype(tdx);
-        if (dx != nullptr) {
-          for (std::int64_t r = 0; r < rows; ++r) {
-            const std::int64_t base = r * cols;
-            double sum_g = 0.0, sum_g_xhat = 0.0;
-            for (std::int64_t j = 0; j < cols; ++j) {
-              const double g = static_cast<double>(at<TDY>(dy, base + j)) *
-                               (weight != nullptr ? weight[j] : 1.0f);
-              sum_g += g;
-              sum_g_xhat += g * ((at<TX>(x, base + j) - mean[r]) * rstd[r]);
-            }
-            const float a = static_cast<float>(sum_g / static_cast<double>(cols));
-            const float b = static_cast<float>(sum_g_xhat / static_cast<double>(cols));
-            for (std::int64_t j = 0; j < cols; ++j) {
-              const float g = at<TDY>(dy, base + j) * (weight != nullptr ? weight[j] : 1.0f);
-              const float xhat = (at<TX>(x, base + j) - mean[r]) * rstd[r];
-              static_cast<TDX*>(dx)[base + j] = TDX(rstd[r] * (g - a - xhat * b));
-            }
-          }
+    using TDY = decltype(tdy);
+    using TDX = decltype(tdx);
+    if (dx != nullptr) {
+      for (std::int64_t r = 0; r < rows; ++r) {
+        const std::int64_t base = r * cols;
+        double sum_g = 0.0, sum_g_xhat = 0.0;
+        for (std::int64_t j = 0; j < cols; ++j) {
+          const double g = static_cast<double>(at<TDY>(dy, base + j)) *
+                           (weight != nullptr ? weight[j] : 1.0f);
+          sum_g += g;
+          sum_g_xhat += g * ((at<TX>(x, base + j) - mean[r]) * rstd[r]);
         }
-        for (std::int64_t j = 0; j < cols && (dweight != nullptr || dbias != nullptr); ++j) {
-          double sw = 0.0, sb = 0.0;
-          for (std::int64_t r = 0; r < rows; ++r) {
-            const double g = at<TDY>(dy, r * cols + j);
-            sb += g;
-            sw += g * ((at<TX>(x, r * cols + j) - mean[r]) * rstd[r]);
-          }
-          if (dweight != nullptr) dweight[j] = static_cast<float>(sw);
-          if (dbias != nullptr) dbias[j] = static_cast<float>(sb);
+        const float a = static_cast<float>(sum_g / static_cast<double>(cols));
+        const float b = static_cast<float>(sum_g_xhat / static_cast<double>(cols));
+        for (std::int64_t j = 0; j < cols; ++j) {
+          const float g = at<TDY>(dy, base + j) * (weight != nullptr ? weight[j] : 1.0f);
+          const float xhat = (at<TX>(x, base + j) - mean[r]) * rstd[r];
+          static_cast<TDX*>(dx)[base + j] = TDX(rstd[r] * (g - a - xhat * b));
         }
-      });
-    });
+      }
+    }
+    for (std::int64_t j = 0; j < cols && (dweight != nullptr || dbias != nullptr); ++j) {
+      double sw = 0.0, sb = 0.0;
+      for (std::int64_t r = 0; r < rows; ++r) {
+        const double g = at<TDY>(dy, r * cols + j);
+        sb += g;
+        sw += g * ((at<TX>(x, r * cols + j) - mean[r]) * rstd[r]);
+      }
+      if (dweight != nullptr) dweight[j] = static_cast<float>(sw);
+      if (dbias != nullptr) dbias[j] = static_cast<float>(sb);
+    }
   });
 }
 

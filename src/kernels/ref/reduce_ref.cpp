@@ -43,23 +43,21 @@ void reduce(ReduceOp op, const void* in, DType in_dtype, std::int64_t outer, std
                 "negative extent (outer " << outer << ", n " << n << ", inner " << inner << ")");
   MIXPREC_CHECK(n >= 1 || (op != ReduceOp::max && op != ReduceOp::min && op != ReduceOp::amax),
                 ValueError, name(op), "cannot reduce an empty axis (it has no identity)");
-  dispatch(in_dtype, [&](auto ti) {
+  dispatch(in_dtype, out_dtype, [&](auto ti, auto to) {
     using TI = decltype(ti);
-    dispatch(out_dtype, [&](auto to) {
-      using TO = decltype(to);
-      const TI* src = static_cast<const TI*>(in);
-      TO* dst = static_cast<TO*>(out);
-      with_reduce(op, n, [&](float init, auto step, auto finish) {
-        for (std::int64_t o = 0; o < outer; ++o) {
-          for (std::int64_t i = 0; i < inner; ++i) {
-            float acc = init;
-            for (std::int64_t k = 0; k < n; ++k) {
-              acc = step(acc, static_cast<float>(src[(o * n + k) * inner + i]));
-            }
-            dst[o * inner + i] = TO(finish(acc));
+    using TO = decltype(to);
+    const TI* src = static_cast<const TI*>(in);
+    TO* dst = static_cast<TO*>(out);
+    with_reduce(op, n, [&](float init, auto step, auto finish) {
+      for (std::int64_t o = 0; o < outer; ++o) {
+        for (std::int64_t i = 0; i < inner; ++i) {
+          float acc = init;
+          for (std::int64_t k = 0; k < n; ++k) {
+            acc = step(acc, static_cast<float>(src[(o * n + k) * inner + i]));
           }
+          dst[o * inner + i] = TO(finish(acc));
         }
-      });
+      }
     });
   });
 }

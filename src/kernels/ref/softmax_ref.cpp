@@ -51,52 +51,46 @@ float row_max(const std::vector<float>& x) {
 void softmax(const void* in, DType in_dtype, std::int64_t rows, std::int64_t cols, void* out,
              DType out_dtype, bool log) {
   check_rows(log ? "log_softmax" : "softmax", rows, cols);
-  dispatch(in_dtype, [&](auto ti) {
+  dispatch(in_dtype, out_dtype, [&](auto ti, auto to) {
     using TI = decltype(ti);
-    dispatch(out_dtype, [&](auto to) {
-      using TO = decltype(to);
-      for (std::int64_t r = 0; r < rows; ++r) {
-        const std::vector<float> x = load_row(static_cast<const TI*>(in) + r * cols, cols);
-        TO* y = static_cast<TO*>(out) + r * cols;
-        const float m = row_max(x);
-        float sum = 0.0f;
-        for (float v : x) sum += std::exp(v - m);
-        if (log) {
-          const float lse = std::log(sum);
-          for (std::int64_t c = 0; c < cols; ++c) y[c] = TO((x[c] - m) - lse);
-        } else {
-          const float inv = 1.0f / sum;
-          for (std::int64_t c = 0; c < cols; ++c) y[c] = TO(std::exp(x[c] - m) * inv);
-        }
+    using TO = decltype(to);
+    for (std::int64_t r = 0; r < rows; ++r) {
+      const std::vector<float> x = load_row(static_cast<const TI*>(in) + r * cols, cols);
+      TO* y = static_cast<TO*>(out) + r * cols;
+      const float m = row_max(x);
+      float sum = 0.0f;
+      for (float v : x) sum += std::exp(v - m);
+      if (log) {
+        const float lse = std::log(sum);
+        for (std::int64_t c = 0; c < cols; ++c) y[c] = TO((x[c] - m) - lse);
+      } else {
+        const float inv = 1.0f / sum;
+        for (std::int64_t c = 0; c < cols; ++c) y[c] = TO(std::exp(x[c] - m) * inv);
       }
-    });
+    }
   });
 }
 
 void softmax_backward(const void* y, DType y_dtype, const void* dy, DType dy_dtype,
                       std::int64_t rows, std::int64_t cols, void* dx, DType dx_dtype, bool log) {
   check_rows(log ? "log_softmax_backward" : "softmax_backward", rows, cols);
-  dispatch(y_dtype, [&](auto ty) {
+  dispatch(y_dtype, dy_dtype, dx_dtype, [&](auto ty, auto tg, auto to) {
     using TY = decltype(ty);
-    dispatch(dy_dtype, [&](auto tg) {
-      using TG = decltype(tg);
-      dispatch(dx_dtype, [&](auto to) {
-        using TO = decltype(to);
-        for (std::int64_t r = 0; r < rows; ++r) {
-          const std::vector<float> yr = load_row(static_cast<const TY*>(y) + r * cols, cols);
-          const std::vector<float> g = load_row(static_cast<const TG*>(dy) + r * cols, cols);
-          TO* d = static_cast<TO*>(dx) + r * cols;
-          float s = 0.0f;
-          if (log) {
-            for (float v : g) s += v;  // sum(dy)
-            for (std::int64_t c = 0; c < cols; ++c) d[c] = TO(g[c] - std::exp(yr[c]) * s);
-          } else {
-            for (std::int64_t c = 0; c < cols; ++c) s += g[c] * yr[c];  // sum(dy * y)
-            for (std::int64_t c = 0; c < cols; ++c) d[c] = TO(yr[c] * (g[c] - s));
-          }
-        }
-      });
-    });
+    using TG = decltype(tg);
+    using TO = decltype(to);
+    for (std::int64_t r = 0; r < rows; ++r) {
+      const std::vector<float> yr = load_row(static_cast<const TY*>(y) + r * cols, cols);
+      const std::vector<float> g = load_row(static_cast<const TG*>(dy) + r * cols, cols);
+      TO* d = static_cast<TO*>(dx) + r * cols;
+      float s = 0.0f;
+      if (log) {
+        for (float v : g) s += v;  // sum(dy)
+        for (std::int64_t c = 0; c < cols; ++c) d[c] = TO(g[c] - std::exp(yr[c]) * s);
+      } else {
+        for (std::int64_t c = 0; c < cols; ++c) s += g[c] * yr[c];  // sum(dy * y)
+        for (std::int64_t c = 0; c < cols; ++c) d[c] = TO(yr[c] * (g[c] - s));
+      }
+    }
   });
 }
 
@@ -127,24 +121,22 @@ void cross_entropy_backward(const void* logits, DType dtype, std::int64_t rows,
                                    label_smoothing);
   const float s = label_smoothing;
   const float q_off = s / static_cast<float>(cols);  // smoothed target mass off the label
-  dispatch(dtype, [&](auto t) {
+  dispatch(dtype, dlogits_dtype, [&](auto t, auto to) {
     using T = decltype(t);
-    dispatch(dlogits_dtype, [&](auto to) {
-      using TO = decltype(to);
-      for (std::int64_t r = 0; r < rows; ++r) {
-        const std::vector<float> x = load_row(static_cast<const T*>(logits) + r * cols, cols);
-        TO* d = static_cast<TO*>(dlogits) + r * cols;
-        const float m = row_max(x);
-        float sum = 0.0f;
-        for (float v : x) sum += std::exp(v - m);
-        const float inv = 1.0f / sum;
-        const float g = grad_per_row[r];
-        for (std::int64_t c = 0; c < cols; ++c) {
-          const float q = c == targets[r] ? q_off + (1.0f - s) : q_off;
-          d[c] = TO(g * (std::exp(x[c] - m) * inv - q));
-        }
+    using TO = decltype(to);
+    for (std::int64_t r = 0; r < rows; ++r) {
+      const std::vector<float> x = load_row(static_cast<const T*>(logits) + r * cols, cols);
+      TO* d = static_cast<TO*>(dlogits) + r * cols;
+      const float m = row_max(x);
+      float sum = 0.0f;
+      for (float v : x) sum += std::exp(v - m);
+      const float inv = 1.0f / sum;
+      const float g = grad_per_row[r];
+      for (std::int64_t c = 0; c < cols; ++c) {
+        const float q = c == targets[r] ? q_off + (1.0f - s) : q_off;
+        d[c] = TO(g * (std::exp(x[c] - m) * inv - q));
       }
-    });
+    }
   });
 }
 
