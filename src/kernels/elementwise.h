@@ -8,7 +8,7 @@
 ///  - Bit-identical on every SIMD target: neg, abs, sqrt, rsqrt (a true 1/sqrt), reciprocal,
 ///    square, relu, add, sub, mul, div, maximum, minimum (NaN propagation and +-0 ties exactly
 ///    as ref/nan_minmax.h), affine (alpha*x, then + beta: two roundings, no FMA, like the
-///    reference), fill, every backward formula except gelu's and gelu_tanh's, and every f32<->bf16/f16
+///    reference), fill, every backward formula the op list marks grad = exact, and every f32<->bf16/f16
 ///    conversion. NaN/Inf/-0 results match the reference's; only which NaN survives when BOTH
 ///    operands of a binary op are NaN is left open (IEEE 754 does not fix it).
 ///  - Transcendental ops: max error in f32 ulps of the exact result (ulps of subnormal results
@@ -17,6 +17,7 @@
 ///    target this CPU runs, and on the reference). "FMA targets" = AVX2, AVX3, NEON, SVE (the
 ///    same fused operations, hence the same bits per lane); SSE4 and the scalar fallback compute
 ///    a*b+c with two roundings.
+///    The bounds are the simd and ref columns of the op list (mixprec/core/op_list.h); measured:
 ///      op       domain               bound  measured: FMA / SSE4,scalar / ref (glibc)
 ///      exp      [-110, 89]           1.5    0.96 / 0.94 / 0.50   (> 88.7228: +Inf; < -104: 0)
 ///      log      [1e-45, FLT_MAX]     1.5    0.78 / 0.78 / 0.67
@@ -27,7 +28,10 @@
 ///      gelu_tanh [-10, FLT_MAX]      2.5    1.97 / 1.97 / 1.97   (below -10.07 e^-w overflows
 ///                                                                  and all give -0, abs
 ///                                                                  error < 2^-124)
-///    (the reference is held to 1.0 / 1.0 / 2.5 / 2.5 / 4.5 / 2.5). gelu_tanh is measured
+///      silu     [-87.3, FLT_MAX]     3.5    3.01 / 3.01 / 3.01   (below -87.3 e^-|x| is
+///                                                                  subnormal: abs error
+///                                                                  < 2^-120)
+///    (the reference is held to 1.0 / 1.0 / 2.5 / 2.5 / 4.5 / 2.5 / 3.5). gelu_tanh is measured
 ///    against x / (1 + e^-w) in double with w = x (c1 + c2 x^2) rounded to f32 as the kernels
 ///    compute it (three IEEE operations, no FMA: the same bits in every implementation); the
 ///    rounding of w itself moves the result by up to |w| (1 - sigmoid(w)) * 2 ulps (relative),
