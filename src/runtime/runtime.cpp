@@ -6,7 +6,9 @@
 #include <sstream>
 
 #include "kernels/backend.h"
+#include "mixprec/core/device.h"
 #include "mixprec/core/error.h"
+#include "mixprec/core/gpu.h"
 
 namespace mixprec {
 
@@ -42,5 +44,24 @@ std::string onednn_description() {
 }
 
 std::string kernel_backend() { return kernels::backend().name; }
+
+void set_device(const std::string& text) {
+  const Device device = parse_device(text);
+  switch (device.type) {
+    case DeviceType::cpu:
+      // The host backend MIXPREC_BACKEND chose (cpu, or ref), or cpu after devsim.
+      if (kernels::backend().name == std::string("devsim")) kernels::set_backend("cpu");
+      return;
+    case DeviceType::devsim:
+      kernels::set_backend("devsim");
+      return;
+    case DeviceType::cuda:
+      require_gpu(device.index);  // a build without CUDA, no driver, no GPU, no GPU N
+      MIXPREC_CHECK(false, BackendError, "cuda",
+                    "this build finds " << gpu_inventory().gpus[device.index].name
+                                        << " but has no CUDA kernels yet (docs/cuda.md says "
+                                           "what runs where); run on --device cpu");
+  }
+}
 
 }  // namespace mixprec

@@ -27,4 +27,9 @@ void add_env_command(CLI::App& app);
 /// `mixprec inspect`: per-layer mixed-precision readiness of a built-in model.
 void add_inspect_command(CLI::App& app);
 
+/// --device cpu|devsim|cuda[:N] on a command that computes: selected while the arguments are
+/// parsed (mixprec::set_device), so a device that cannot run fails with one line before the
+/// command writes anything.
+void add_device_flag(CLI::App* cmd);
+
 }  // namespace mixprec::tools

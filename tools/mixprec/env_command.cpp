@@ -14,6 +14,7 @@
 #include "mixprec/amp/precision.h"
 #include "mixprec/core/cpu_class.h"
 #include "mixprec/core/cpu_features.h"
+#include "mixprec/core/gpu.h"
 #include "mixprec/runtime/runtime.h"
 #include "mixprec/dist/world.h"
 
@@ -59,6 +60,45 @@ std::string level_list(const CpuClass& c) {
 }
 
 // `mixprec env --classes`: the table of CPU classes, what mixprec decides on each.
+/// "tf32 bf16 fp16 fp8": the tensor-core input types of a GPU.
+std::string tensor_types(const GpuInfo& g) {
+  std::string s;
+  for (const auto& [label, on] : {std::pair{"tf32", g.tensor_tf32}, std::pair{"bf16", g.tensor_bf16},
+                                  std::pair{"fp16", g.tensor_fp16}, std::pair{"fp8", g.tensor_fp8}}) {
+    if (on) s.append(s.empty() ? "" : " ").append(label);
+  }
+  return s.empty() ? "none" : s;
+}
+
+nlohmann::json gpus_json() {
+  const GpuInventory& inv = gpu_inventory();
+  nlohmann::json out{{"built_with_cuda", inv.built_with_cuda}, {"gpus", nlohmann::json::array()}};
+  for (const GpuInfo& g : inv.gpus) {
+    out["gpus"].push_back({{"index", g.index}, {"name", g.name},
+                           {"compute_capability", std::to_string(g.cc_major) + "." + std::to_string(g.cc_minor)},
+                           {"sms", g.sm_count}, {"memory_bytes", g.memory_bytes},
+                           {"tensor_core_types", tensor_types(g)}});
+  }
+  if (!inv.why_none.empty()) out["why_none"] = inv.why_none;
+  return out;
+}
+
+void print_gpus() {
+  const GpuInventory& inv = gpu_inventory();
+  if (inv.gpus.empty()) {
+    std::printf("gpus:      none: %s
+", inv.why_none.c_str());
+    return;
+  }
+  for (const GpuInfo& g : inv.gpus) {
+    std::printf("gpu:       cuda:%d %s, compute capability %d.%d, %d SMs, %.1f GiB, tensor cores: %s
+",
+                g.index, g.name.c_str(), g.cc_major, g.cc_minor, g.sm_count,
+                static_cast<double>(g.memory_bytes) / (1024.0 * 1024.0 * 1024.0),
+                tensor_types(g).c_str());
+  }
+}
+
 void print_classes(bool json) {
   nlohmann::json rows = nlohmann::json::array();
   for (const CpuClass& c : cpu_classes()) {
@@ -182,6 +222,7 @@ void add_env_command(CLI::App& app) {
       out["simd_target"] = simd_target();
       out["backend"] = kernel_backend();
       out["mpi"] = {{"built_in", dist::mpi_built_in()}};
+      out["cuda"] = gpus_json();
       if (dist::mpi_built_in()) out["mpi"]["library"] = dist::mpi_library_version();
       const std::string w = isa_env_warning();
       if (!w.empty()) out["isa_warning"] = w;
@@ -212,6 +253,7 @@ void add_env_command(CLI::App& app) {
       std::printf("executed:  %s (the level this CPU really runs for max_isa %s)\n",
                   name(executed_isa()), name(max_isa()));
     std::printf("backend:   %s (MIXPREC_BACKEND=cpu|ref)\n", kernel_backend().c_str());
+    print_gpus();
     if (dist::mpi_built_in())
       std::printf("mpi:       built in (%s); run N ranks with mpirun -np N\n",
                   dist::mpi_library_version().c_str());

@@ -25,6 +25,10 @@ int main(int argc, char** argv) {
   mixprec::tools::add_formats_command(app);
   mixprec::tools::add_env_command(app);
   mixprec::tools::add_inspect_command(app);
+  for (const char* name : {"train", "eval", "predict", "generate", "parity", "bench", "profile",
+                           "inspect"}) {
+    mixprec::tools::add_device_flag(app.get_subcommand(name));
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

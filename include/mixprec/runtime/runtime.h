@@ -15,5 +15,10 @@ std::string onednn_description();
 /// The kernel backend that runs: "cpu" (Highway + oneDNN) or "ref" (the scalar reference), chosen
 /// by MIXPREC_BACKEND.
 std::string kernel_backend();
+/// Runs what follows on `device`: "cpu" (the host backend MIXPREC_BACKEND chose: cpu or ref),
+/// "devsim" (the simulated device) or "cuda[:N]". Throws ValueError for text that names no
+/// device, and BackendError with one line saying why a device cannot be used: a build without
+/// CUDA, no NVIDIA driver, no GPU, no GPU N, or no CUDA kernels in this build (docs/cuda.md).
+void set_device(const std::string& device);
 
 }  // namespace mixprec

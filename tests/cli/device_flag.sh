@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# --device on the commands that compute: cpu and devsim run; cuda on a machine or build that
+# cannot run it fails with one line saying why (no driver, no GPU, a build without CUDA, no
+# CUDA kernels yet) and a non-zero exit, before anything is written. `mixprec env` lists the
+# GPUs or says why there are none, and the JSON agrees.
+source "$(dirname "$0")/common.sh"
+SMALL=(--model mlp --limit-train 256 --limit-test 100 --threads 1 --no-progress)
+
+why="$("$MIXPREC" env --json | python3 -c '
+import json, sys
+c = json.load(sys.stdin)["cuda"]
+print("" if c["gpus"] else c["why_none"])')" || { echo "FAIL env_json: no cuda section"; exit 1; }
+if [ -n "$why" ]; then
+  # No usable GPU here (CI): every computing command refuses cuda with that reason.
+  expect_failure train_cuda "$why" "$MIXPREC" train "${SMALL[@]}" --device cuda --checkpoint-dir "$WORK/cuda_ckpt"
+  [ -e "$WORK/cuda_ckpt" ] && { echo "FAIL train_cuda: wrote $WORK/cuda_ckpt"; failures=$((failures + 1)); }
+  expect_failure bench_cuda "$why" "$MIXPREC" bench --model mlp --steps 1 --device cuda:0
+  expect_failure eval_cuda "$why" "$MIXPREC" eval --checkpoint "$WORK/none" --device cuda
+  "$MIXPREC" env | grep -q "^gpus:      none: $why" || { echo "FAIL env_text: no 'gpus: none' line"; failures=$((failures + 1)); }
+else
+  # A machine with a GPU: a GPU index past the last one names how many there are.
+  expect_failure bench_cuda_index "no GPU 99" "$MIXPREC" bench --model mlp --steps 1 --device cuda:99
+  "$MIXPREC" env | grep -q "^gpu:       cuda:0 " || { echo "FAIL env_text: no 'gpu: cuda:0' line"; failures=$((failures + 1)); }
+fi
+expect_failure bad_device "tpu" "$MIXPREC" bench --model mlp --steps 1 --device tpu
+expect_failure negative_index "cuda" "$MIXPREC" bench --model mlp --steps 1 --device cuda:-1
+
+# cpu and devsim run where they say: the verbose log names the backend of every kernel call.
+devsim_log="$(MIXPREC_VERBOSE=1 "$MIXPREC" bench --model mlp --steps 1 --warmup 0 --threads 1 --device devsim 2>&1 >/dev/null)"
+if grep -q "ran devsim" <<<"$devsim_log" && ! grep -q "ran AVX\|ran SSE4\|ran NEON\|ran SVE\|ran SCALAR" <<<"$devsim_log"; then
+  echo "ok   devsim: --device devsim runs the simulated device's kernels"
+else
+  echo "FAIL devsim: --device devsim did not run on devsim: $(head -n 3 <<<"$devsim_log")"; failures=$((failures + 1))
+fi
+cpu_log="$(MIXPREC_VERBOSE=1 "$MIXPREC" bench --model mlp --steps 1 --warmup 0 --threads 1 --device cpu 2>&1 >/dev/null)"
+if grep -q "ran devsim" <<<"$cpu_log"; then
+  echo "FAIL cpu: --device cpu ran devsim kernels"; failures=$((failures + 1))
+else
+  echo "ok   cpu: --device cpu runs the host kernels"
+fi
+finish
