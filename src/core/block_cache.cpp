@@ -28,15 +28,19 @@ std::size_t initial_limit() {
   return static_cast<std::size_t>(mb) << 20;
 }
 
+void* host_allocate(std::size_t bytes) { return std::aligned_alloc(kAlignment, bytes); }
+void host_free(void* block) { std::free(block); }
+
 }  // namespace
 
 BlockCache& BlockCache::instance() {
   // Never destroyed: tensors in static objects may be freed after main returns.
-  static BlockCache* cache = new BlockCache();
+  static BlockCache* cache = new BlockCache({&host_allocate, &host_free}, initial_limit());
   return *cache;
 }
 
-BlockCache::BlockCache() : limit_(initial_limit()) {}
+BlockCache::BlockCache(SystemAllocator system, std::size_t limit)
+    : system_(system), limit_(limit) {}
 
 std::size_t BlockCache::rounded_size(std::size_t bytes) noexcept {
   const std::size_t unit = bytes < kSmall ? kAlignment : kPage;
@@ -57,7 +61,10 @@ void* BlockCache::acquire(std::size_t bytes) {
     }
     ++system_allocations_;
   }
-  return std::aligned_alloc(kAlignment, size);
+  if (void* block = system_.allocate(size)) return block;
+  // Out of memory: what this cache holds may be enough if returned (freed blocks of other sizes).
+  empty();
+  return system_.allocate(size);
 }
 
 void BlockCache::release(void* block, std::size_t bytes) {
@@ -71,13 +78,13 @@ void BlockCache::release(void* block, std::size_t bytes) {
       return;
     }
   }
-  std::free(block);
+  system_.free(block);
 }
 
 void BlockCache::trim_to(std::size_t limit) {
   for (auto& [size, blocks] : free_) {
     while (cached_ > limit && !blocks.empty()) {
-      std::free(blocks.back());
+      system_.free(blocks.back());
       blocks.pop_back();
       cached_ -= size;
     }

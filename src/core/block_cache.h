@@ -12,13 +12,24 @@
 
 namespace mixprec::detail {
 
+/// Where a cache gets and returns the memory it does not have: the host's aligned_alloc/free,
+/// or a device's (cudaMalloc/cudaFree). allocate returns nullptr when out of memory.
+struct SystemAllocator {
+  void* (*allocate)(std::size_t bytes);
+  void (*free)(void* block);
+};
+
 class BlockCache {
  public:
-  /// The process-wide cache (what Storage uses).
+  /// The process-wide cache of host memory (what cpu and devsim Storage use).
   static BlockCache& instance();
 
+  /// A cache over `system`, keeping at most `limit` bytes in free blocks.
+  BlockCache(SystemAllocator system, std::size_t limit);
+
   /// A block of at least `bytes` bytes, 64-byte aligned, from the cache if one of the same
-  /// rounded size is free, else from the system. nullptr if the system is out of memory.
+  /// rounded size is free, else from the system; if the system is out of memory, the cached
+  /// blocks are returned to it and the request tried once more. nullptr if it still fails.
   void* acquire(std::size_t bytes);
   /// Returns a block acquired with the same `bytes`; kept for reuse while the cache stays under
   /// its limit, else freed at once.
@@ -36,9 +47,9 @@ class BlockCache {
   static std::size_t rounded_size(std::size_t bytes) noexcept;
 
  private:
-  BlockCache();
   void trim_to(std::size_t limit);  // caller holds mu_
 
+  SystemAllocator system_;
   std::mutex mu_;
   std::unordered_map<std::size_t, std::vector<void*>> free_;  // rounded size -> free blocks
   std::size_t cached_ = 0;

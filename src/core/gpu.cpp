@@ -5,6 +5,7 @@
 
 #include <string>
 
+#include "core/cuda_runtime.h"
 #include "mixprec/core/error.h"
 
 #ifdef MIXPREC_HAVE_CUDA
@@ -77,4 +78,61 @@ void require_gpu(int index) {
                           << (inv.gpus.size() == 1 ? "" : std::to_string(inv.gpus.size() - 1) + ")"));
 }
 
+namespace detail {
+
+#ifdef MIXPREC_HAVE_CUDA
+namespace {
+
+void check(cudaError_t err, const char* call, std::size_t bytes) {
+  MIXPREC_CHECK(err == cudaSuccess, BackendError, call,
+                cudaGetErrorName(err) << " (" << cudaGetErrorString(err) << ") moving or asking for "
+                                      << bytes << " bytes");
+}
+
+void* cuda_allocate(std::size_t bytes) {
+  void* p = nullptr;
+  if (cudaMalloc(&p, bytes) != cudaSuccess) {
+    (void)cudaGetLastError();  // out of memory is not sticky: clear it, the caller decides
+    return nullptr;
+  }
+  return p;
+}
+void cuda_release(void* p) { (void)cudaFree(p); }
+
+}  // namespace
+
+BlockCache& cuda_block_cache() {
+  // Never destroyed: tensors in static objects may be freed after main returns.
+  static BlockCache* cache =
+      new BlockCache({&cuda_allocate, &cuda_release}, ~std::size_t{0});
+  return *cache;
+}
+void cuda_set_device(int index) { check(cudaSetDevice(index), "cudaSetDevice", 0); }
+void cuda_download(void* dst, const void* src, std::size_t bytes) {
+  check(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToHost), "cudaMemcpy (download)", bytes);
+}
+void cuda_upload(void* dst, const void* src, std::size_t bytes) {
+  check(cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice), "cudaMemcpy (upload)", bytes);
+}
+void cuda_device_copy(void* dst, const void* src, std::size_t bytes) {
+  check(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToDevice), "cudaMemcpy (device copy)", bytes);
+}
+void cuda_memset(void* dst, int value, std::size_t bytes) {
+  check(cudaMemset(dst, value, bytes), "cudaMemset", bytes);
+}
+#else
+namespace {
+[[noreturn]] void no_cuda(const char* call) {
+  throw_error<BackendError>(call, gpu_inventory().why_none);
+}
+}  // namespace
+BlockCache& cuda_block_cache() { no_cuda("cuda allocation"); }
+void cuda_set_device(int) { no_cuda("cudaSetDevice"); }
+void cuda_download(void*, const void*, std::size_t) { no_cuda("download"); }
+void cuda_upload(void*, const void*, std::size_t) { no_cuda("upload"); }
+void cuda_device_copy(void*, const void*, std::size_t) { no_cuda("device_copy"); }
+void cuda_memset(void*, int, std::size_t) { no_cuda("device_memset"); }
+#endif
+
+}  // namespace detail
 }  // namespace mixprec

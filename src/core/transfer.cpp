@@ -3,13 +3,16 @@
 
 #include <cstdio>
 #include <cstring>
+#include <sstream>
 #include <mutex>
 #include <set>
 #include <utility>
 
 #include "core/block_cache.h"
+#include "core/cuda_runtime.h"
 #include "core/devsim_memory.h"
 #include "mixprec/core/error.h"
+#include "mixprec/core/memory.h"
 #include "mixprec/core/verbose.h"
 
 namespace mixprec {
@@ -70,8 +73,6 @@ void check_device_pointer(const void* p, std::size_t bytes, Device device, const
                   "the device pointer " << p << " is not devsim memory (a host pointer passed "
                   "where device memory belongs; a mixprec bug, please report it)");
   }
-  MIXPREC_CHECK(device.type != DeviceType::cuda, BackendError, what,
-                "this build has no CUDA runtime to move bytes to or from " << to_string(device));
 }
 
 }  // namespace
@@ -106,6 +107,7 @@ void download(void* dst, const void* src, std::size_t bytes, Device device) {
   check_device_pointer(src, bytes, device, "download");
   detail::count_transfer(true, bytes, device);
   if (bytes == 0) return;
+  if (device.type == DeviceType::cuda) return detail::cuda_download(dst, src, bytes);
   const void* host = device.type == DeviceType::devsim ? detail::devsim_untag(src) : src;
   std::memcpy(dst, host, bytes);
 }
@@ -114,6 +116,7 @@ void upload(void* dst, const void* src, std::size_t bytes, Device device) {
   check_device_pointer(dst, bytes, device, "upload");
   detail::count_transfer(false, bytes, device);
   if (bytes == 0) return;
+  if (device.type == DeviceType::cuda) return detail::cuda_upload(dst, src, bytes);
   void* host = device.type == DeviceType::devsim ? detail::devsim_untag(dst) : dst;
   std::memcpy(host, src, bytes);
 }
@@ -122,6 +125,7 @@ void device_copy(void* dst, const void* src, std::size_t bytes, Device device) {
   check_device_pointer(dst, bytes, device, "device_copy");
   check_device_pointer(src, bytes, device, "device_copy");
   if (bytes == 0) return;
+  if (device.type == DeviceType::cuda) return detail::cuda_device_copy(dst, src, bytes);
   const bool sim = device.type == DeviceType::devsim;
   std::memcpy(sim ? detail::devsim_untag(dst) : dst, sim ? detail::devsim_untag(src) : src, bytes);
 }
@@ -129,6 +133,7 @@ void device_copy(void* dst, const void* src, std::size_t bytes, Device device) {
 void device_memset(void* dst, int value, std::size_t bytes, Device device) {
   check_device_pointer(dst, bytes, device, "device_memset");
   if (bytes == 0) return;
+  if (device.type == DeviceType::cuda) return detail::cuda_memset(dst, value, bytes);
   void* host = device.type == DeviceType::devsim ? detail::devsim_untag(dst) : dst;
   std::memset(host, value, bytes);
 }
@@ -143,17 +148,29 @@ void* device_allocate(std::size_t bytes, Device device) {
       void* block = BlockCache::instance().acquire(bytes);
       return block == nullptr ? nullptr : devsim_tag(block);
     }
-    case DeviceType::cuda: break;
+    case DeviceType::cuda: {
+      void* block = cuda_block_cache().acquire(bytes);
+      if (block == nullptr) {
+        const MemoryStats m = memory_stats();
+        std::ostringstream peaks;
+        for (std::size_t c = 0; c < kMemoryCategoryCount; ++c) {
+          peaks << (c ? ", " : "") << name(static_cast<MemoryCategory>(c)) << ' ' << m.peak[c];
+        }
+        MIXPREC_CHECK(false, BackendError, "Storage",
+                      to_string(device) << " is out of memory: " << bytes
+                                        << " bytes asked for, " << m.total_current
+                                        << " bytes in tensors (peaks by category, bytes: "
+                                        << peaks.str() << ")");
+      }
+      return block;
+    }
   }
-  MIXPREC_CHECK(false, BackendError, "Storage",
-                "cannot allocate on " << to_string(device)
-                                      << ": this build has no CUDA runtime (build with "
-                                         "MIXPREC_CUDA=ON on a machine with the toolkit)");
   return nullptr;
 }
 
 void device_release(void* block, std::size_t bytes, Device device) {
   if (block == nullptr) return;
+  if (device.type == DeviceType::cuda) return cuda_block_cache().release(block, bytes);
   BlockCache::instance().release(device.type == DeviceType::devsim ? devsim_untag(block) : block,
                                  bytes);
 }

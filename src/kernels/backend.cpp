@@ -50,10 +50,13 @@ std::string set_backend(const std::string& name) {
   const Backend* next = name == "cpu"      ? &cpu_backend()
                         : name == "ref"    ? &ref_backend()
                         : name == "devsim" ? &devsim_backend()
+                        : name == "cuda"   ? &cuda_backend()
                                            : nullptr;
   MIXPREC_CHECK(next != nullptr, ValueError, "set_backend",
-                "unknown backend '" << name << "'; known: cpu, ref, devsim");
-  set_current_device(next == &devsim_backend() ? Device{DeviceType::devsim, 0} : Device{});
+                "unknown backend '" << name << "'; known: cpu, ref, devsim, cuda");
+  set_current_device(next == &devsim_backend() ? Device{DeviceType::devsim, 0}
+                     : next == &cuda_backend() ? Device{DeviceType::cuda, 0}
+                                               : Device{});
   return active().exchange(next)->name;
 }
 

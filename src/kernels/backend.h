@@ -72,13 +72,15 @@ const Backend& backend();
 const Backend& cpu_backend();
 const Backend& ref_backend();
 const Backend& devsim_backend();
+/// The NVIDIA GPU backend (docs/cuda.md): the kernels written so far; empty without CUDA.
+const Backend& cuda_backend();
 /// The kernels for host memory under the active backend: the active one when its device is the
 /// host (cpu, ref), the reference for devsim (whose kernels are the reference, so the bits agree).
 /// What the public conversions of raw host arrays (mixprec/core/convert.h) and the data loaders
 /// run.
 const Backend& host_backend();
 /// Selects the backend by name for this process and makes its device current (devsim:0 for
-/// devsim, else cpu); returns the previous one's name. An unknown name throws ValueError naming
+/// devsim, cuda:0 for cuda, else cpu); returns the previous one's name. An unknown name throws ValueError naming
 /// the known ones. Tensors already allocated stay where they are.
 std::string set_backend(const std::string& name);
 /// Makes `b` the active backend (a table of your own: see "Adding a backend" in

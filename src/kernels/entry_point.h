@@ -31,11 +31,20 @@ struct EntryPoint<Name, R(P...)> {
   R operator()(P... args) const;
 };
 
-/// (cpu::k is declared first: declared after kernels::k, it would shadow it.)
+/// (cpu::k is declared first: declared after kernels::k, it would shadow it.) The .cu files
+/// implement kernels and never call entry points, and nvcc's front end does not match
+/// EntryPoint's partial specialisation on a string: under nvcc only the declarations remain.
+#if defined(__CUDACC__)
+#define MIXPREC_ENTRY_POINT(entry) \
+  namespace cpu {                  \
+  decltype(ref::entry) entry;      \
+  }
+#else
 #define MIXPREC_ENTRY_POINT(entry)                                       \
   namespace cpu {                                                        \
   decltype(ref::entry) entry;                                            \
   }                                                                      \
   inline constexpr EntryPoint<#entry, decltype(ref::entry)> entry{};
+#endif
 
 }  // namespace mixprec::kernels

@@ -5,6 +5,7 @@
 #include <dnnl.hpp>
 #include <sstream>
 
+#include "core/cuda_runtime.h"
 #include "kernels/backend.h"
 #include "mixprec/core/device.h"
 #include "mixprec/core/error.h"
@@ -57,10 +58,10 @@ void set_device(const std::string& text) {
       return;
     case DeviceType::cuda:
       require_gpu(device.index);  // a build without CUDA, no driver, no GPU, no GPU N
-      MIXPREC_CHECK(false, BackendError, "cuda",
-                    "this build finds " << gpu_inventory().gpus[device.index].name
-                                        << " but has no CUDA kernels yet (docs/cuda.md says "
-                                           "what runs where); run on --device cpu");
+      detail::cuda_set_device(device.index);
+      kernels::set_backend("cuda");
+      set_current_device(device);
+      return;
   }
 }
 

@@ -141,5 +141,24 @@ TEST(BackendFallback, CpuSendsFp8ComputeToTheReference) {
   EXPECT_EQ(log.find("convert f8e4m3,f32: ran reference"), std::string::npos) << log;
 }
 
+// The cuda table (partial until issue 25 is done): a kernel it lacks is one BackendError naming
+// kernel, dtypes and backend, raised before any memory is touched, on every machine.
+TEST(BackendFallback, TheCudaTableRefusesWhatItLacksByName) {
+  const Backend& cuda = cuda_backend();
+  EXPECT_EQ(cuda.fallback, nullptr);  // the reference cannot read device memory
+  EXPECT_EQ(cuda.matmul, nullptr);
+  ActiveBackend use(cuda);
+  float f[4] = {};
+  try {
+    copy({}, {f, DType::f32, {}}, {f, DType::f32, {}});
+    ADD_FAILURE() << "expected a BackendError";
+  } catch (const BackendError& e) {
+    EXPECT_NE(std::string(e.what()).find("copy: cuda has no copy kernel"), std::string::npos)
+        << e.what();
+  }
+  const DType fp8[] = {DType::f8e4m3};
+  EXPECT_FALSE(cuda.supports(entry_index("unary"), fp8));
+}
+
 }  // namespace
 }  // namespace mixprec::kernels

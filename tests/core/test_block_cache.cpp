@@ -94,5 +94,62 @@ TEST(BlockCache, TrackerCountsLiveTensorsNotCachedBlocks) {
   EXPECT_EQ(memory_stats().total_current, live_before);
 }
 
+// A cache over a device's allocator (what cudaMalloc/cudaFree sit behind): a device with room
+// for 4 KiB blocks, counting what reaches it.
+struct FakeDevice {
+  static inline int live = 0, allocations = 0, capacity = 3;
+  static void* allocate(std::size_t bytes) {
+    if (live == capacity) return nullptr;  // out of memory
+    ++live;
+    ++allocations;
+    return ::operator new(bytes);
+  }
+  static void release(void* block) {
+    --live;
+    ::operator delete(block);
+  }
+};
+
+TEST(BlockCache, OverADeviceAllocatorAStepLoopStopsAllocatingAfterItsFirstStep) {
+  FakeDevice::live = FakeDevice::allocations = 0;
+  detail::BlockCache cache({&FakeDevice::allocate, &FakeDevice::release}, std::size_t{1} << 20);
+  for (int step = 0; step < 5; ++step) {  // each step: two blocks, freed at its end
+    void* a = cache.acquire(4096);
+    void* b = cache.acquire(4096);
+    ASSERT_NE(a, nullptr);
+    ASSERT_NE(b, nullptr);
+    cache.release(a, 4096);
+    cache.release(b, 4096);
+  }
+  EXPECT_EQ(FakeDevice::allocations, 2);  // the first step's; the rest came from the cache
+  cache.empty();
+  EXPECT_EQ(FakeDevice::live, 0);
+}
+
+TEST(BlockCache, OutOfDeviceMemoryReturnsTheCachedBlocksAndTriesAgain) {
+  FakeDevice::live = FakeDevice::allocations = 0;
+  detail::BlockCache cache({&FakeDevice::allocate, &FakeDevice::release}, std::size_t{1} << 20);
+  // Three small blocks fill the device, then sit in the cache.
+  void* small[3];
+  for (void*& p : small) p = cache.acquire(1024);
+  for (void* p : small) cache.release(p, 1024);
+  EXPECT_EQ(FakeDevice::live, 3);
+  // A block of another size: the device is full, so the cache gives its blocks back first.
+  void* big = cache.acquire(8192);
+  ASSERT_NE(big, nullptr);
+  EXPECT_EQ(FakeDevice::live, 1);
+  EXPECT_EQ(cache.cached_bytes(), 0u);
+  // Truly out of memory: nullptr, never a crash.
+  void* more[2] = {cache.acquire(8192), cache.acquire(8192)};
+  EXPECT_NE(more[0], nullptr);
+  EXPECT_NE(more[1], nullptr);
+  EXPECT_EQ(cache.acquire(8192), nullptr);
+  cache.release(big, 8192);
+  cache.release(more[0], 8192);
+  cache.release(more[1], 8192);
+  cache.empty();
+  EXPECT_EQ(FakeDevice::live, 0);
+}
+
 }  // namespace
 }  // namespace mixprec

@@ -69,10 +69,17 @@ TEST(SetDevice, SelectsTheBackendOrSaysWhyNot) {
   EXPECT_NE(kernel_backend(), "devsim");
   const std::string host = kernel_backend();
   EXPECT_THROW(set_device("tpu"), ValueError);
-  // No CUDA kernels in this build yet: cuda is refused on every machine, with the reason.
-  EXPECT_THROW(set_device("cuda"), BackendError);
-  EXPECT_THROW(set_device("cuda:3"), BackendError);
-  EXPECT_EQ(kernel_backend(), host);  // a refused device changes nothing
+  const GpuInventory& inv = gpu_inventory();
+  if (inv.gpus.empty()) {
+    EXPECT_THROW(set_device("cuda"), BackendError);
+    EXPECT_EQ(kernel_backend(), host);  // a refused device changes nothing
+  } else {
+    set_device("cuda");
+    EXPECT_EQ(kernel_backend(), "cuda");
+    set_device("cpu");
+  }
+  EXPECT_THROW(set_device("cuda:" + std::to_string(inv.gpus.size())), BackendError);
+  EXPECT_EQ(kernel_backend(), host);
   if (before == "devsim") set_device("devsim");
 }
 

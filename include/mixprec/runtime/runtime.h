@@ -18,7 +18,8 @@ std::string kernel_backend();
 /// Runs what follows on `device`: "cpu" (the host backend MIXPREC_BACKEND chose: cpu or ref),
 /// "devsim" (the simulated device) or "cuda[:N]". Throws ValueError for text that names no
 /// device, and BackendError with one line saying why a device cannot be used: a build without
-/// CUDA, no NVIDIA driver, no GPU, no GPU N, or no CUDA kernels in this build (docs/cuda.md).
+/// CUDA, no NVIDIA driver, no GPU, no GPU N. On cuda, a kernel the CUDA backend does not have
+/// yet is a BackendError naming it when first called (docs/cuda.md says which exist).
 void set_device(const std::string& device);
 
 }  // namespace mixprec
