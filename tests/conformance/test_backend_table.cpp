@@ -157,7 +157,7 @@ TEST(BackendFallback, TheCudaTableRefusesWhatItLacksByName) {
         << e.what();
   }
   const DType fp8[] = {DType::f8e4m3};
-  EXPECT_FALSE(cuda.supports(entry_index("unary"), fp8));
+  EXPECT_FALSE(cuda.supports(entry_index("unary"), std::span<const DType>(fp8)));
 }
 
 }  // namespace

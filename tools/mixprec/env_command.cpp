@@ -86,13 +86,11 @@ nlohmann::json gpus_json() {
 void print_gpus() {
   const GpuInventory& inv = gpu_inventory();
   if (inv.gpus.empty()) {
-    std::printf("gpus:      none: %s
-", inv.why_none.c_str());
+    std::printf("gpus:      none: %s\n", inv.why_none.c_str());
     return;
   }
   for (const GpuInfo& g : inv.gpus) {
-    std::printf("gpu:       cuda:%d %s, compute capability %d.%d, %d SMs, %.1f GiB, tensor cores: %s
-",
+    std::printf("gpu:       cuda:%d %s, compute capability %d.%d, %d SMs, %.1f GiB, tensor cores: %s\n",
                 g.index, g.name.c_str(), g.cc_major, g.cc_minor, g.sm_count,
                 static_cast<double>(g.memory_bytes) / (1024.0 * 1024.0 * 1024.0),
                 tensor_types(g).c_str());
