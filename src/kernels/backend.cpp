@@ -130,8 +130,7 @@ R EntryPoint<Name, R(P...)>::operator()(P... args) const {
     // A backend without restrictions (ref, devsim): the verbose log names it on every call
     // (the cpu kernels log their own lines, naming the SIMD target that ran).
     if (verbose_enabled()) {
-      verbose_log(Name.text, "-", b.name,
-                  &b == &ref_backend() ? "MIXPREC_BACKEND=ref" : "MIXPREC_BACKEND=devsim");
+      verbose_log(Name.text, "-", b.name, std::string("MIXPREC_BACKEND=") + b.name);
     }
     return (b.*field)(std::forward<P>(args)...);
   }

@@ -48,6 +48,15 @@ consteval std::size_t entry_index(std::string_view name) {
   throw "not a kernel of the list (kernels/backend_entries.h)";
 }
 
+/// True if no dtype of a call is storage-only (fp8): what a backend whose kernels compute in
+/// f32/bf16/f16 supports (cpu's computing kernels, cuda's).
+inline bool computes_in(std::span<const DType> dtypes) {
+  for (DType t : dtypes) {
+    if (is_storage_only(t)) return false;
+  }
+  return true;
+}
+
 /// One backend: a name and one function per kernel. Each entry has exactly the signature and
 /// contract of the kernels:: function of the same name (see the family headers). Tables are
 /// filled with designated initializers (.unary = &cpu::unary), so two entries of the same

@@ -2,8 +2,6 @@
 // convolution. It fills the entries it implements, in table order (designated initializers);
 // the rest, and the calls its kernels do not take (supports), run on the reference: the one
 // fallback of kernels::EntryPoint, logged by MIXPREC_VERBOSE.
-#include <algorithm>
-
 #include "kernels/backend.h"
 
 namespace mixprec::kernels {
@@ -19,7 +17,7 @@ bool cpu_supports(std::size_t entry, std::span<const DType> dtypes) {
     case entry_index("cross_entropy"): case entry_index("cross_entropy_backward"): case entry_index("ema_update"):
     case entry_index("embedding_backward"): case entry_index("masked_fill"): case entry_index("where"):
     case entry_index("cumsum"):
-      return std::none_of(dtypes.begin(), dtypes.end(), is_storage_only);
+      return computes_in(dtypes);
     default:
       return true;
   }

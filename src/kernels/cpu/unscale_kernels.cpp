@@ -71,6 +71,7 @@ bool unscale_inplace(void* data, int dtype, std::size_t n, float inv, float* ama
 }
 
 void unscale(void* data, int dtype, std::size_t n, float inv, float* found_inf, float* amax) {
+  MIXPREC_ASSERT(found_inf != nullptr);  // the contract (unscale.h): one flag, never null
   if (unscale_inplace(data, dtype, n, inv, amax)) *found_inf = 1.0f;
 }
 

@@ -3,8 +3,6 @@
 // kernel it does not have yet is one BackendError naming kernel, dtypes and backend
 // (kernels::EntryPoint), never a wrong number. In a build without CUDA the table is empty;
 // --device refuses cuda before it could be reached.
-#include <algorithm>
-
 #include "kernels/backend.h"
 #ifdef MIXPREC_HAVE_CUDA
 #include "kernels/cuda/cuda_kernels.h"
@@ -14,9 +12,7 @@ namespace mixprec::kernels {
 namespace {
 
 /// No kernel computes in a storage-only (fp8) dtype; every other dtype is computed in f32.
-bool cuda_supports(std::size_t, std::span<const DType> dtypes) {
-  return std::none_of(dtypes.begin(), dtypes.end(), is_storage_only);
-}
+bool cuda_supports(std::size_t, std::span<const DType> dtypes) { return computes_in(dtypes); }
 
 }  // namespace
 

@@ -6,6 +6,7 @@
 #include <cstdint>
 
 #include "kernels/unscale.h"
+#include "mixprec/core/error.h"
 #include "mixprec/core/half.h"
 
 namespace mixprec::kernels {
@@ -73,6 +74,7 @@ bool unscale_inplace(void* data, int dtype, std::size_t n, float inv, float* ama
   return unscale_16bit_ref(p, p, n, inv, dtype, amax);
 }
 void unscale(void* data, int dtype, std::size_t n, float inv, float* found_inf, float* amax) {
+  MIXPREC_ASSERT(found_inf != nullptr);  // the contract (unscale.h): one flag, never null
   if (unscale_inplace(data, dtype, n, inv, amax)) *found_inf = 1.0f;
 }
 }  // namespace ref
