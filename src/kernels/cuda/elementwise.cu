@@ -5,82 +5,15 @@
 // --fmad=false, so a*b+c is two roundings here as in the reference, and every op whose list row
 // says simd 0 gives the reference's bits. Transcendentals use CUDA's libdevice (within the op
 // list's bounds). Deterministic: each element is one thread's, no reductions.
-#include <cuda_runtime.h>
-
 #include <cstdint>
 
 #include "kernels/cuda/cuda_kernels.h"
+#include "kernels/cuda/launch.cuh"
 #include "kernels/elementwise.h"
 #include "kernels/elementwise_math.h"
-#include "mixprec/core/error.h"
-#include "mixprec/core/half.h"
 
 namespace mixprec::kernels::cuda {
 namespace {
-
-/// A strided layout as a kernel argument: shapes and strides are host values.
-constexpr int kMaxRank = 8;
-struct Layout {
-  int rank = 0;
-  std::int64_t shape[kMaxRank] = {};
-  std::int64_t stride[2][kMaxRank] = {};
-};
-
-Layout layout(const char* op, std::span<const std::int64_t> shape,
-              std::span<const std::int64_t> s0, std::span<const std::int64_t> s1) {
-  MIXPREC_CHECK(shape.size() <= kMaxRank, ShapeError, op,
-                "the cuda kernels take up to " << kMaxRank << " dimensions, got " << shape.size());
-  MIXPREC_CHECK(s0.size() == shape.size() && s1.size() == shape.size(), ShapeError, op,
-                "an operand has " << (s0.size() != shape.size() ? s0.size() : s1.size())
-                                  << " strides for a rank-" << shape.size()
-                                  << " shape; pass one stride per dimension");
-  Layout l;
-  l.rank = static_cast<int>(shape.size());
-  for (int d = 0; d < l.rank; ++d) {
-    MIXPREC_CHECK(shape[d] >= 0, ShapeError, op, "negative dimension " << shape[d] << " in shape");
-    l.shape[d] = shape[d];
-    l.stride[0][d] = s0[d];
-    l.stride[1][d] = s1[d];
-  }
-  return l;
-}
-
-std::int64_t numel(const Layout& l) {
-  std::int64_t n = 1;
-  for (int d = 0; d < l.rank; ++d) n *= l.shape[d];
-  return n;
-}
-
-/// Operand k's element offset for output element i (row-major over the shape).
-__device__ std::int64_t offset(const Layout& l, int k, std::int64_t i) {
-  std::int64_t off = 0;
-  for (int d = l.rank - 1; d >= 0; --d) {
-    const std::int64_t idx = i % l.shape[d];
-    i /= l.shape[d];
-    off += idx * l.stride[k][d];
-  }
-  return off;
-}
-
-__device__ float load(const void* p, DType t, std::int64_t i) {
-  switch (t) {
-    case DType::bf16: return bf16_bits_to_f32(static_cast<const std::uint16_t*>(p)[i]);
-    case DType::f16: return f16_bits_to_f32(static_cast<const std::uint16_t*>(p)[i]);
-    default: return static_cast<const float*>(p)[i];
-  }
-}
-
-__device__ void store(void* p, DType t, std::int64_t i, float v) {
-  switch (t) {
-    case DType::bf16: static_cast<std::uint16_t*>(p)[i] = f32_to_bf16_bits(v); break;
-    case DType::f16: static_cast<std::uint16_t*>(p)[i] = f32_to_f16_bits(v); break;
-    default: static_cast<float*>(p)[i] = v; break;
-  }
-}
-
-#define MIXPREC_GRID_STRIDE(i, n) \
-  for (std::int64_t i = blockIdx.x * std::int64_t{blockDim.x} + threadIdx.x; i < (n); \
-       i += std::int64_t{gridDim.x} * blockDim.x)
 
 template <class Op>
 __global__ void unary_kernel(Layout l, std::int64_t n, const void* in, DType din, void* out,
@@ -111,19 +44,6 @@ __global__ void fill_kernel(std::int64_t n, void* out, DType dt, float value) {
   MIXPREC_GRID_STRIDE(i, n) store(out, dt, i, value);
 }
 
-/// Blocks of 256 threads, enough to cover n (capped; the loops stride over the rest).
-dim3 grid(std::int64_t n) {
-  const std::int64_t blocks = (n + 255) / 256;
-  return dim3(static_cast<unsigned>(blocks < 65535 ? (blocks > 0 ? blocks : 1) : 65535));
-}
-
-void check_launch(const char* op) {
-  const cudaError_t err = cudaGetLastError();
-  MIXPREC_CHECK(err == cudaSuccess, BackendError, op,
-                "kernel launch failed: " << cudaGetErrorName(err) << " ("
-                                         << cudaGetErrorString(err) << ")");
-}
-
 }  // namespace
 
 void unary(UnaryOp op, std::span<const std::int64_t> shape, const StridedInput& in, void* out,
@@ -134,7 +54,7 @@ void unary(UnaryOp op, std::span<const std::int64_t> shape, const StridedInput& 
   switch (op) {
 #define MIXPREC_CUDA_UNARY(o, ...)                                                     \
   case UnaryOp::o:                                                                     \
-    unary_kernel<math::o><<<grid(n), 256>>>(l, n, in.data, in.dtype, out, out_dtype); \
+    unary_kernel<math::o><<<grid(n), kThreads, 0, stream()>>>(l, n, in.data, in.dtype, out, out_dtype); \
     break;
     MIXPREC_UNARY_OPS(MIXPREC_CUDA_UNARY)
 #undef MIXPREC_CUDA_UNARY
@@ -150,7 +70,7 @@ void binary(BinaryOp op, std::span<const std::int64_t> shape, const StridedInput
   switch (op) {
 #define MIXPREC_CUDA_BINARY(o, ...)                                                          \
   case BinaryOp::o:                                                                          \
-    binary_kernel<math::o><<<grid(n), 256>>>(l, n, a.data, a.dtype, b.data, b.dtype, out,  \
+    binary_kernel<math::o><<<grid(n), kThreads, 0, stream()>>>(l, n, a.data, a.dtype, b.data, b.dtype, out,  \
                                              out_dtype);                                     \
     break;
     MIXPREC_BINARY_OPS(MIXPREC_CUDA_BINARY)
@@ -163,7 +83,7 @@ void affine(const void* in, DType in_dtype, void* out, DType out_dtype, std::int
             float alpha, float beta) {
   MIXPREC_CHECK(n >= 0, ShapeError, "affine", "negative element count " << n);
   if (n == 0) return;
-  affine_kernel<<<grid(n), 256>>>(n, in, in_dtype, out, out_dtype, alpha, beta);
+  affine_kernel<<<grid(n), kThreads, 0, stream()>>>(n, in, in_dtype, out, out_dtype, alpha, beta);
   check_launch("affine");
 }
 
@@ -179,7 +99,7 @@ void unary_backward(UnaryOp op, const void* x, DType x_dtype, const void* y, DTy
   switch (op) {
 #define MIXPREC_CUDA_UNARY_BACKWARD(o, ...)                                                    \
   case UnaryOp::o:                                                                             \
-    unary_backward_kernel<math::o><<<grid(n), 256>>>(n, v, dv, dy, dy_dtype, dx, dx_dtype);  \
+    unary_backward_kernel<math::o><<<grid(n), kThreads, 0, stream()>>>(n, v, dv, dy, dy_dtype, dx, dx_dtype);  \
     break;
     MIXPREC_UNARY_OPS(MIXPREC_CUDA_UNARY_BACKWARD)
 #undef MIXPREC_CUDA_UNARY_BACKWARD
@@ -190,7 +110,7 @@ void unary_backward(UnaryOp op, const void* x, DType x_dtype, const void* y, DTy
 void fill(void* out, DType dtype, std::int64_t n, float value) {
   MIXPREC_CHECK(n >= 0, ShapeError, "fill", "negative element count " << n);
   if (n == 0) return;
-  fill_kernel<<<grid(n), 256>>>(n, out, dtype, value);
+  fill_kernel<<<grid(n), kThreads, 0, stream()>>>(n, out, dtype, value);
   check_launch("fill");
 }
 
