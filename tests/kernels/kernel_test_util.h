@@ -7,9 +7,12 @@
 #include <cstdint>
 #include <cstring>
 #include <functional>
+#include <map>
+#include <mutex>
 #include <random>
 #include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "mixprec/core/cpu_features.h"
@@ -18,6 +21,77 @@
 namespace mixprec::ktest {
 
 inline constexpr DType kAllDTypes[] = {DType::f32, DType::bf16, DType::f16};
+
+/// The host memory a device conformance run may copy to a device: every Buffer and HostArray
+/// registers [begin, begin + bytes) while it lives, so a kernel argument that points into one
+/// can be staged whole (tests/conformance/device_staging.h). A pointer found in no range is a
+/// host side-array the harness cannot size: that run fails and names the argument.
+class HostRanges {
+ public:
+  static HostRanges& instance() {
+    static HostRanges r;
+    return r;
+  }
+  void add(const void* begin, std::size_t bytes) {
+    std::lock_guard<std::mutex> lock(mu_);
+    ranges_[static_cast<const std::uint8_t*>(begin)] = bytes;
+  }
+  void remove(const void* begin) {
+    std::lock_guard<std::mutex> lock(mu_);
+    ranges_.erase(static_cast<const std::uint8_t*>(begin));
+  }
+  /// The registered range that contains p, or {nullptr, 0}.
+  std::pair<const std::uint8_t*, std::size_t> find(const void* p) const {
+    std::lock_guard<std::mutex> lock(mu_);
+    const auto* q = static_cast<const std::uint8_t*>(p);
+    auto it = ranges_.upper_bound(q);
+    if (it == ranges_.begin()) return {nullptr, 0};
+    --it;
+    if (q < it->first + it->second) return {it->first, it->second};
+    return {nullptr, 0};
+  }
+
+ private:
+  mutable std::mutex mu_;
+  std::map<const std::uint8_t*, std::size_t> ranges_;
+};
+
+/// Bytes on the heap registered with HostRanges while they live (the heap block moves with the
+/// vector, so a move keeps the registration; a copy registers its own).
+class RegisteredBytes {
+ public:
+  explicit RegisteredBytes(std::size_t bytes) : bytes_(bytes) { enroll(); }
+  RegisteredBytes(const RegisteredBytes& o) : bytes_(o.bytes_) { enroll(); }
+  RegisteredBytes(RegisteredBytes&& o) noexcept : bytes_(std::move(o.bytes_)) { o.bytes_.clear(); }
+  RegisteredBytes& operator=(const RegisteredBytes& o) {
+    if (this != &o) {
+      withdraw();
+      bytes_ = o.bytes_;
+      enroll();
+    }
+    return *this;
+  }
+  RegisteredBytes& operator=(RegisteredBytes&& o) noexcept {
+    if (this != &o) {
+      withdraw();
+      bytes_ = std::move(o.bytes_);
+      o.bytes_.clear();
+    }
+    return *this;
+  }
+  ~RegisteredBytes() { withdraw(); }
+  std::uint8_t* data() { return bytes_.data(); }
+  const std::uint8_t* data() const { return bytes_.data(); }
+
+ private:
+  void enroll() {
+    if (!bytes_.empty()) HostRanges::instance().add(bytes_.data(), bytes_.size());
+  }
+  void withdraw() {
+    if (!bytes_.empty()) HostRanges::instance().remove(bytes_.data());
+  }
+  std::vector<std::uint8_t> bytes_;
+};
 
 /// n elements of one dtype in a byte buffer, with f32 get/set (set rounds like T(value)).
 class Buffer {
@@ -49,7 +123,26 @@ class Buffer {
  private:
   DType dtype_;
   std::int64_t n_;
-  std::vector<std::uint8_t> bytes_;
+  RegisteredBytes bytes_;
+};
+
+/// n values of a plain type (indices, per-row factors, single results) in registered memory:
+/// what a kernel reads or writes beside its Buffers, so a device run can stage it too.
+template <class T>
+class HostArray {
+ public:
+  explicit HostArray(std::size_t n, T value = T{}) : n_(n), bytes_((n ? n : 1) * sizeof(T)) {
+    for (std::size_t i = 0; i < n; ++i) data()[i] = value;
+  }
+  T* data() { return reinterpret_cast<T*>(bytes_.data()); }
+  const T* data() const { return reinterpret_cast<const T*>(bytes_.data()); }
+  T& operator[](std::size_t i) { return data()[i]; }
+  const T& operator[](std::size_t i) const { return data()[i]; }
+  std::size_t size() const { return n_; }
+
+ private:
+  std::size_t n_;
+  RegisteredBytes bytes_;
 };
 
 /// Uniform values in [lo, hi), rounded to dtype; deterministic for a seed.

@@ -1,0 +1,813 @@
+// The backend conformance cases: see conformance_cases.h. (In the spirit of ggml's
+// test-backend-ops.) Semantic tests (edge cases, error messages, gradients by finite differences)
+// stay in the per-family test files; the comparison against the reference lives here only.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "conformance/conformance_cases.h"
+#include "kernels/backend.h"
+#include "kernels/kernel_test_util.h"
+#include "mixprec/core/half.h"
+
+namespace mixprec::kernels::conformance {
+namespace {
+
+using ktest::Buffer;
+using ktest::HostArray;
+using ktest::random_buffer;
+
+Out exact(std::string what, Buffer b) { return {std::move(what), std::move(b), true, 0.0, 0.0}; }
+Out close(std::string what, Buffer b, double atol, double k) {
+  return {std::move(what), std::move(b), false, atol, k};
+}
+
+constexpr DType kFloat[] = {DType::f32, DType::bf16, DType::f16};
+std::vector<DType> all_float() { return {std::begin(kFloat), std::end(kFloat)}; }
+
+/// The dtype's contiguous strides for a shape.
+std::vector<std::int64_t> contiguous(const std::vector<std::int64_t>& shape) {
+  std::vector<std::int64_t> s(shape.size(), 1);
+  for (std::size_t i = shape.size(); i-- > 1;) s[i - 1] = s[i] * shape[i];
+  return s;
+}
+
+/// int32 data (argmax) carried in an f32-sized buffer, compared by bits.
+Buffer int_buffer(const HostArray<std::int32_t>& v) {
+  Buffer b(DType::f32, static_cast<std::int64_t>(v.size()));
+  if (v.size() != 0) std::memcpy(b.data(), v.data(), v.size() * sizeof(std::int32_t));
+  return b;
+}
+
+// Tolerances. "k" counts units of eps(dtype) relative to |ref|: one rounding of the output is
+// 0.5, the vector transcendental functions add a few ulp of f32 (negligible next to a bf16/f16
+// rounding, but it can flip one rounding: hence 1 eps of the output dtype plus margin).
+constexpr double kRound = 1.0;      // exact-in-f32 math, results rounded once: may differ by
+                                    // one rounding only where summation order differs
+constexpr double kTranscendental = 4.0;
+
+// ---- elementwise ----
+
+Outs run_unary(const Backend& b, DType t, UnaryOp op, float lo, float hi, std::int64_t n) {
+  const Buffer x = random_buffer(t, n, lo, hi, 11);
+  Buffer y(t, n);
+  const std::vector<std::int64_t> shape{n}, strides{1};
+  b.unary(op, shape, {x.data(), t, strides}, y.data(), t);
+  const bool is_exact = info(op).simd_ulps == 0.0;  // the op list: bit-identical
+  if (is_exact) return {exact("y", std::move(y))};
+  return {close("y", std::move(y), 1e-30, kTranscendental)};
+}
+
+Outs run_unary_backward(const Backend& b, DType t, UnaryOp op, float lo, float hi) {
+  const std::int64_t n = 1027;
+  const Buffer x = random_buffer(t, n, lo, hi, 12);
+  Buffer y(t, n);
+  const std::vector<std::int64_t> shape{n}, strides{1};
+  ref::unary(op, shape, {x.data(), t, strides}, y.data(), t);  // forward output, same for all
+  const Buffer dy = random_buffer(t, n, -1.0f, 1.0f, 13);
+  Buffer dx(t, n);
+  b.unary_backward(op, x.data(), t, y.data(), t, dy.data(), t, dx.data(), t, n);
+  // gelu' = Phi(x) + x phi(x) cancels near x = -0.75 (both terms ~0.23, the sum ~0): there the
+  // few-ulp errors of each term (in both implementations) are absolute, not relative to the
+  // result; |dy| <= 1 and Phi, |x| phi <= 1.2, so 8 f32 ulps of 1 bound them.
+  // gelu_tanh' = s (1 + x w' e s) cancels at the same place, with terms of the same size.
+  // silu' = s (1 + x (1 - s)) cancels near x = -1.28 likewise. Ops whose gradient recomputes a
+  // transcendental are those the op list marks grad = ulps.
+  const double atol = info(op).grad_exact ? 1e-30 : 8 * 1.1920928955078125e-07;
+  return {close("dx", std::move(dx), atol, kTranscendental)};
+}
+
+Outs run_binary(const Backend& b, DType t, BinaryOp op, std::vector<std::int64_t> shape,
+                std::vector<std::int64_t> b_shape) {
+  // b_shape broadcasts against shape (1 where broadcast).
+  std::int64_t na = 1, nb = 1;
+  for (auto s : shape) na *= s;
+  for (auto s : b_shape) nb *= s;
+  const Buffer a = random_buffer(t, na, 0.5f, 4.0f, 14);
+  const Buffer bb = random_buffer(t, nb, 0.5f, 4.0f, 15);
+  std::vector<std::int64_t> sa = contiguous(shape), sb = contiguous(b_shape);
+  for (std::size_t i = 0; i < shape.size(); ++i) {
+    if (b_shape[i] == 1 && shape[i] != 1) sb[i] = 0;
+  }
+  Buffer y(t, na);
+  b.binary(op, shape, {a.data(), t, sa}, {bb.data(), t, sb}, y.data(), t);
+  return {exact("y", std::move(y))};  // one correctly rounded operation per element
+}
+
+// ---- reductions, softmax, cross-entropy ----
+
+Outs run_reduce(const Backend& b, DType t, ReduceOp op, std::int64_t outer, std::int64_t n,
+                std::int64_t inner) {
+  const Buffer x = random_buffer(t, outer * n * inner, -2.0f, 2.0f, 16);
+  Buffer y(t, outer * inner);
+  b.reduce(op, x.data(), t, outer, n, inner, y.data(), t);
+  const bool max_like = op == ReduceOp::max || op == ReduceOp::min || op == ReduceOp::amax;
+  if (max_like) return {exact("y", std::move(y))};
+  // Summation order differs: n * eps(f32) * sum|x| (sum |x| <= 2n), plus one output rounding.
+  const double atol = static_cast<double>(n) * 2.0 * n * 1.2e-7;
+  return {close("y", std::move(y), atol, kRound)};
+}
+
+Outs run_softmax(const Backend& b, DType t, bool log, bool backward) {
+  const std::int64_t rows = 7, cols = 1029;
+  const Buffer x = random_buffer(t, rows * cols, -8.0f, 8.0f, 17);
+  Buffer y(t, rows * cols);
+  if (!backward) {
+    b.softmax(x.data(), t, rows, cols, y.data(), t, log);
+    return {close("y", std::move(y), 1e-6, kTranscendental)};
+  }
+  ref::softmax(x.data(), t, rows, cols, y.data(), t, log);
+  const Buffer dy = random_buffer(t, rows * cols, -1.0f, 1.0f, 18);
+  Buffer dx(t, rows * cols);
+  b.softmax_backward(y.data(), t, dy.data(), t, rows, cols, dx.data(), t, log);
+  return {close("dx", std::move(dx), 1e-5, kTranscendental)};
+}
+
+Outs run_cross_entropy(const Backend& b, DType t, bool backward, float smoothing) {
+  const std::int64_t rows = 33, cols = 101;
+  const Buffer logits = random_buffer(t, rows * cols, -6.0f, 6.0f, 19);
+  HostArray<std::int64_t> targets(static_cast<std::size_t>(rows));
+  for (std::int64_t r = 0; r < rows; ++r) targets[r] = (r * 37) % cols;
+  if (!backward) {
+    Buffer loss(DType::f32, rows);
+    b.cross_entropy(logits.data(), t, rows, cols, targets.data(), smoothing,
+                    static_cast<float*>(loss.data()));
+    return {close("loss", std::move(loss), 1e-5, 8.0)};
+  }
+  HostArray<float> g(static_cast<std::size_t>(rows), 0.25f);
+  Buffer dlogits(t, rows * cols);
+  b.cross_entropy_backward(logits.data(), t, rows, cols, targets.data(), smoothing, g.data(),
+                           dlogits.data(), t);
+  return {close("dlogits", std::move(dlogits), 1e-7, kTranscendental)};
+}
+
+// ---- normalisation ----
+
+Outs run_batch_norm(const Backend& b, DType t, bool training, bool backward) {
+  const BatchNormDims d{5, 6, 49};
+  const std::int64_t n = d.n * d.c * d.s;
+  const Buffer x = random_buffer(t, n, -3.0f, 5.0f, 20);
+  const Buffer w = random_buffer(DType::f32, d.c, 0.5f, 1.5f, 21);
+  const Buffer bias = random_buffer(DType::f32, d.c, -0.5f, 0.5f, 22);
+  Buffer mean(DType::f32, d.c), var(DType::f32, d.c);
+  if (!training) {
+    mean = random_buffer(DType::f32, d.c, 0.0f, 1.0f, 23);
+    var = random_buffer(DType::f32, d.c, 0.5f, 2.0f, 24);
+  }
+  auto* wp = static_cast<const float*>(w.data());
+  Buffer y(t, n);
+  if (!backward) {
+    b.batch_norm_forward(x.data(), t, d, wp, static_cast<const float*>(bias.data()), 1e-5f,
+                         training, static_cast<float*>(mean.data()),
+                         static_cast<float*>(var.data()), y.data(), t);
+    Outs o{close("y", std::move(y), 1e-5, 4.0)};
+    if (training) {
+      o.push_back(close("mean", std::move(mean), 1e-6, 8.0));
+      o.push_back(close("var", std::move(var), 1e-6, 8.0));
+    }
+    return o;
+  }
+  ref::batch_norm_forward(x.data(), t, d, wp, static_cast<const float*>(bias.data()), 1e-5f,
+                          training, static_cast<float*>(mean.data()),
+                          static_cast<float*>(var.data()), y.data(), t);
+  const Buffer dy = random_buffer(t, n, -1.0f, 1.0f, 25);
+  Buffer dx(t, n), dw(DType::f32, d.c), db(DType::f32, d.c);
+  b.batch_norm_backward(x.data(), t, dy.data(), t, d, static_cast<const float*>(mean.data()),
+                        static_cast<const float*>(var.data()), 1e-5f, wp, training, dx.data(), t,
+                        static_cast<float*>(dw.data()), static_cast<float*>(db.data()));
+  return {close("dx", std::move(dx), 1e-4, 8.0), close("dweight", std::move(dw), 1e-4, 8.0),
+          close("dbias", std::move(db), 1e-4, 8.0)};
+}
+
+/// Per-channel doubles (statistics, gradient sums) as an f32 buffer for comparison.
+Buffer f32_buffer(const HostArray<double>& v) {
+  Buffer b(DType::f32, static_cast<std::int64_t>(v.size()));
+  for (std::size_t i = 0; i < v.size(); ++i) b.set(static_cast<std::int64_t>(i), static_cast<float>(v[i]));
+  return b;
+}
+
+// The split batch norm of dist::sync_batch_norm: 0 = stats, 1 = backward_reduce, 2 = backward_elemt
+// (with sums and a count from "other ranks", not this batch's).
+Outs run_batch_norm_split(const Backend& b, DType t, int pass) {
+  const BatchNormDims d{5, 6, 49};
+  const std::int64_t n = d.n * d.c * d.s;
+  const auto c = static_cast<std::size_t>(d.c);
+  const Buffer x = random_buffer(t, n, -3.0f, 5.0f, 20);
+  const Buffer dy = random_buffer(t, n, -1.0f, 1.0f, 25);
+  const Buffer mean = random_buffer(DType::f32, d.c, 0.0f, 1.0f, 23);
+  const Buffer var = random_buffer(DType::f32, d.c, 0.5f, 2.0f, 24);
+  const Buffer w = random_buffer(DType::f32, d.c, 0.5f, 1.5f, 21);
+  const auto* mp = static_cast<const float*>(mean.data());
+  HostArray<double> a(c), s(c);
+  if (pass == 0) {
+    b.batch_norm_stats(x.data(), t, d, a.data(), s.data());
+    return {close("mean", f32_buffer(a), 1e-6, 8.0), close("m2", f32_buffer(s), 1e-4, 8.0)};
+  }
+  if (pass == 1) {
+    b.batch_norm_backward_reduce(x.data(), t, dy.data(), t, d, mp, a.data(), s.data());
+    return {close("sum_dy", f32_buffer(a), 1e-4, 8.0), close("sum_dy_xmu", f32_buffer(s), 1e-4, 8.0)};
+  }
+  for (std::size_t i = 0; i < c; ++i) {
+    a[i] = 5.0 * static_cast<double>(i) - 12.0;
+    s[i] = 3.5 - static_cast<double>(i);
+  }
+  Buffer dx(t, n);
+  b.batch_norm_backward_elemt(x.data(), t, dy.data(), t, d, mp, static_cast<const float*>(var.data()),
+                              1e-5f, static_cast<const float*>(w.data()), a.data(), s.data(),
+                              4.0 * static_cast<double>(d.n * d.s), dx.data(), t);
+  return {close("dx", std::move(dx), 1e-4, 8.0)};
+}
+
+Outs run_layer_norm(const Backend& b, DType t, bool backward) {
+  const std::int64_t rows = 9, cols = 515;
+  const Buffer x = random_buffer(t, rows * cols, -3.0f, 5.0f, 26);
+  const Buffer w = random_buffer(DType::f32, cols, 0.5f, 1.5f, 27);
+  const Buffer bias = random_buffer(DType::f32, cols, -0.5f, 0.5f, 28);
+  Buffer mean(DType::f32, rows), rstd(DType::f32, rows), y(t, rows * cols);
+  auto* wp = static_cast<const float*>(w.data());
+  if (!backward) {
+    b.layer_norm_forward(x.data(), t, rows, cols, wp, static_cast<const float*>(bias.data()),
+                         1e-5f, y.data(), t, static_cast<float*>(mean.data()),
+                         static_cast<float*>(rstd.data()));
+    return {close("y", std::move(y), 1e-5, 4.0), close("mean", std::move(mean), 1e-6, 8.0),
+            close("rstd", std::move(rstd), 1e-6, 8.0)};
+  }
+  ref::layer_norm_forward(x.data(), t, rows, cols, wp, static_cast<const float*>(bias.data()),
+                          1e-5f, y.data(), t, static_cast<float*>(mean.data()),
+                          static_cast<float*>(rstd.data()));
+  const Buffer dy = random_buffer(t, rows * cols, -1.0f, 1.0f, 29);
+  Buffer dx(t, rows * cols), dw(DType::f32, cols), db(DType::f32, cols);
+  b.layer_norm_backward(x.data(), t, dy.data(), t, rows, cols,
+                        static_cast<const float*>(mean.data()),
+                        static_cast<const float*>(rstd.data()), wp, dx.data(), t,
+                        static_cast<float*>(dw.data()), static_cast<float*>(db.data()));
+  return {close("dx", std::move(dx), 1e-4, 8.0), close("dweight", std::move(dw), 1e-4, 8.0),
+          close("dbias", std::move(db), 1e-4, 8.0)};
+}
+
+// ---- pooling and convolution ----
+
+Pool2dDesc pool_desc(DType t, std::int64_t kernel, std::int64_t stride, std::int64_t padding) {
+  Pool2dDesc d;
+  d.n = 2, d.c = 3, d.h = 13, d.w = 15, d.kernel = kernel, d.stride = stride, d.padding = padding;
+  d.dtype = t;
+  return d;
+}
+
+Outs run_max_pool(const Backend& b, DType t, std::int64_t kernel, std::int64_t stride,
+                  std::int64_t padding, bool backward) {
+  const Pool2dDesc d = pool_desc(t, kernel, stride, padding);
+  const std::int64_t nx = d.n * d.c * d.h * d.w, ny = d.n * d.c * d.out_h() * d.out_w();
+  const Buffer x = random_buffer(t, nx, -4.0f, 4.0f, 30);
+  Buffer y(t, ny);
+  HostArray<std::int32_t> argmax(static_cast<std::size_t>(ny));
+  if (!backward) {
+    b.max_pool2d(d, x.data(), y.data(), argmax.data());
+    return {exact("y", std::move(y)), exact("argmax", int_buffer(argmax))};
+  }
+  ref::max_pool2d(d, x.data(), y.data(), argmax.data());
+  const Buffer dy = random_buffer(t, ny, -1.0f, 1.0f, 31);
+  Buffer dx(t, nx);
+  b.max_pool2d_backward(d, dy.data(), argmax.data(), dx.data());
+  // Overlapping windows sum in f32 in a fixed order; disjoint ones copy.
+  return {close("dx", std::move(dx), 1e-6, kRound)};
+}
+
+Outs run_avg_pool(const Backend& b, DType t, std::int64_t kernel, std::int64_t stride,
+                  std::int64_t padding, bool backward) {
+  const Pool2dDesc d = pool_desc(t, kernel, stride, padding);
+  const std::int64_t nx = d.n * d.c * d.h * d.w, ny = d.n * d.c * d.out_h() * d.out_w();
+  if (!backward) {
+    const Buffer x = random_buffer(t, nx, -4.0f, 4.0f, 32);
+    Buffer y(t, ny);
+    b.avg_pool2d(d, x.data(), y.data());
+    return {close("y", std::move(y), 1e-6, kRound)};
+  }
+  const Buffer dy = random_buffer(t, ny, -1.0f, 1.0f, 33);
+  Buffer dx(t, nx);
+  b.avg_pool2d_backward(d, dy.data(), dx.data());
+  return {close("dx", std::move(dx), 1e-6, kRound)};
+}
+
+Outs run_global_avg_pool(const Backend& b, DType t, bool backward) {
+  const std::int64_t planes = 37, hw = 49;
+  if (!backward) {
+    const Buffer x = random_buffer(t, planes * hw, -4.0f, 4.0f, 34);
+    Buffer y(t, planes);
+    b.global_avg_pool2d(x.data(), t, planes, hw, y.data());
+    return {close("y", std::move(y), 1e-6, kRound)};
+  }
+  const Buffer dy = random_buffer(t, planes, -1.0f, 1.0f, 35);
+  Buffer dx(t, planes * hw);
+  b.global_avg_pool2d_backward(dy.data(), t, planes, hw, dx.data());
+  return {close("dx", std::move(dx), 1e-7, kRound)};
+}
+
+Conv2dDesc conv_desc(DType t) {
+  Conv2dDesc d;
+  d.n = 2, d.c = 3, d.h = 9, d.w = 11, d.o = 5, d.kh = 3, d.kw = 3, d.stride = 1, d.padding = 1;
+  d.dtype = t, d.has_bias = true, d.bias_dtype = DType::f32;
+  return d;
+}
+
+Outs run_conv(const Backend& b, DType t, int pass) {
+  const Conv2dDesc d = conv_desc(t);
+  const std::int64_t nx = d.n * d.c * d.h * d.w, nw = d.o * d.c * d.kh * d.kw;
+  const std::int64_t ny = d.n * d.o * d.out_h() * d.out_w();
+  const Buffer x = random_buffer(t, nx, -1.0f, 1.0f, 36);
+  const Buffer w = random_buffer(t, nw, -1.0f, 1.0f, 37);
+  const Buffer bias = random_buffer(DType::f32, d.o, -1.0f, 1.0f, 38);
+  const Buffer dy = random_buffer(t, ny, -1.0f, 1.0f, 39);
+  // Sums of c*kh*kw = 27 (or n*ho*wo = 198) products of values below 1 in magnitude.
+  const double atol = 198 * 1.2e-7 * 4;
+  if (pass == 0) {
+    Buffer y(t, ny);
+    b.conv2d(d, x.data(), w.data(), bias.data(), y.data());
+    return {close("y", std::move(y), atol, kRound)};
+  }
+  if (pass == 1) {
+    Buffer dx(t, nx);
+    b.conv2d_backward_data(d, dy.data(), w.data(), dx.data());
+    return {close("dx", std::move(dx), atol, kRound)};
+  }
+  Buffer dw(t, nw), db(DType::f32, d.o);
+  b.conv2d_backward_weights(d, x.data(), dy.data(), dw.data(), db.data());
+  return {close("dweight", std::move(dw), atol, kRound), close("dbias", std::move(db), atol, kRound)};
+}
+
+// ---- matmul ----
+
+Outs run_matmul(const Backend& b, DType t, bool trans_a, bool trans_b, bool bias) {
+  MatmulDesc d;
+  d.m = 17, d.n = 23, d.k = 65, d.trans_a = trans_a, d.trans_b = trans_b;
+  d.dtype = t, d.c_dtype = t, d.has_bias = bias, d.bias_dtype = DType::f32;
+  const Buffer a = random_buffer(t, d.m * d.k, -1.0f, 1.0f, 40);
+  const Buffer bb = random_buffer(t, d.k * d.n, -1.0f, 1.0f, 41);
+  const Buffer bv = random_buffer(DType::f32, d.n, -1.0f, 1.0f, 42);
+  Buffer c(t, d.m * d.n);
+  b.matmul(d, a.data(), bb.data(), bias ? bv.data() : nullptr, c.data());
+  return {close("c", std::move(c), 65 * 1.2e-7 * 4, kRound)};
+}
+
+// ---- conversions ----
+
+/// n values of dtype t (fp8 included) from random f32 values, rounded by the reference.
+Buffer random_any(DType t, std::int64_t n, float lo, float hi, std::uint32_t seed) {
+  const Buffer f = random_buffer(DType::f32, n, lo, hi, seed);
+  Buffer out(is_storage_only(t) ? DType::f32 : t, n);  // storage size <= 4 bytes per element
+  ref::convert(f.data(), DType::f32, out.data(), t, static_cast<std::size_t>(n));
+  return out;
+}
+
+/// Bits of n elements of dtype t stored at the start of buf, widened into an f32-sized buffer.
+Buffer bits_of(const Buffer& buf, DType t, std::int64_t n) {
+  Buffer out(DType::f32, n);
+  std::memset(out.data(), 0, static_cast<std::size_t>(n) * 4);
+  const std::size_t sz = size_of(t);
+  for (std::int64_t i = 0; i < n; ++i) {
+    std::memcpy(static_cast<char*>(out.data()) + i * 4,
+                static_cast<const char*>(buf.data()) + i * static_cast<std::int64_t>(sz), sz);
+  }
+  return out;
+}
+
+Outs run_convert(const Backend& b, DType from, DType to) {
+  const std::int64_t n = 70001;  // above the parallel threshold, with a tail
+  Buffer src = random_any(from, n, -70000.0f, 70000.0f, 43);
+  // Specials at the start: zeros, tiny, huge, Inf, NaN.
+  if (from == DType::f32) {
+    const float specials[] = {0.0f, -0.0f, 1e-40f, -1e-40f, 3.0e38f, INFINITY, -INFINITY, NAN,
+                              65504.0f, 65520.0f, 6.1e-5f, 5.9e-8f, 448.0f, 57344.0f};
+    std::memcpy(src.data(), specials, sizeof(specials));
+  }
+  Buffer dst(DType::f32, n);
+  b.convert(src.data(), from, dst.data(), to, static_cast<std::size_t>(n));
+  return {exact("dst bits", bits_of(dst, to, n))};
+}
+
+Outs run_convert_stochastic(const Backend& b, DType to, std::uint64_t offset) {
+  const std::int64_t n = 70001;
+  const Buffer src = random_buffer(DType::f32, n, -3.0f, 3.0f, 44);
+  Buffer dst(DType::f32, n);
+  b.convert_stochastic(static_cast<const float*>(src.data()), dst.data(), to,
+                       static_cast<std::size_t>(n), 1234, offset);
+  return {exact("dst bits", bits_of(dst, to, n))};
+}
+
+// ---- optimizers and the scaler ----
+
+/// Runs one SGD or Adam update on n parameters of dtype t with write mode `write` and returns
+/// the parameter, master and state afterwards (all bit-exact by the spec); copy_dtype bf16/f16
+/// (f32 parameters only) also writes the 16-bit weight copy, f32 none.
+Outs run_optim(const Backend& b, DType t, bool adam, int write, DType grad_dtype,
+               DType copy_dtype = DType::f32) {
+  const std::int64_t n = 40007;
+  Buffer param = random_buffer(t, n, -1.0f, 1.0f, 45);
+  Buffer master = random_buffer(DType::f32, n, -1.0f, 1.0f, 46);
+  if (write == kWriteMaster) {  // the master rounds to the parameter
+    for (std::int64_t i = 0; i < n; ++i) param.set(i, master.get(i));
+  }
+  const Buffer grad = random_buffer(grad_dtype, n, -0.1f, 0.1f, 47);
+  Buffer s0 = random_buffer(DType::f32, n, -0.01f, 0.01f, 48);
+  Buffer s1 = random_buffer(DType::f32, n, 0.0f, 0.01f, 49);
+  OptimArrays a{};
+  a.param = param.data();
+  a.master = write == kWriteMaster ? static_cast<float*>(master.data()) : nullptr;
+  a.grad = grad.data();
+  a.state0 = static_cast<float*>(s0.data());
+  a.state1 = adam ? static_cast<float*>(s1.data()) : nullptr;
+  a.param_dtype = static_cast<int>(t);
+  a.grad_dtype = static_cast<int>(grad_dtype);
+  a.write = write;
+  Buffer copy = random_buffer(copy_dtype, n, -1.0f, 1.0f, 50);
+  if (copy_dtype != DType::f32) {
+    a.copy = copy.data();
+    a.copy_dtype = static_cast<int>(copy_dtype);
+  }
+  if (adam) {
+    AdamScalars s{};
+    s.beta1 = 0.9f, s.one_minus_beta1 = 0.1f, s.beta2 = 0.999f, s.one_minus_beta2 = 0.001f;
+    s.eps = 1e-8f, s.l2_weight_decay = 0.01f, s.decay = 1.0f, s.step_size = 1e-3f;
+    s.inv_sqrt_bias_correction2 = 1.5f;
+    b.adam_update(a, s, static_cast<std::size_t>(n), 99);
+  } else {
+    SgdScalars s{};
+    s.lr = 0.05f, s.momentum = 0.9f, s.one_minus_dampening = 1.0f, s.weight_decay = 1e-4f;
+    s.nesterov = 1, s.first_step = 0;
+    b.sgd_update(a, s, static_cast<std::size_t>(n), 99);
+  }
+  Outs o{exact("param", std::move(param)), exact("state0", std::move(s0))};
+  if (adam) o.push_back(exact("state1", std::move(s1)));
+  if (write == kWriteMaster) o.push_back(exact("master", std::move(master)));
+  if (copy_dtype != DType::f32) o.push_back(exact("copy", std::move(copy)));
+  return o;
+}
+
+Outs run_unscale(const Backend& b, DType t, bool with_non_finite) {
+  const std::int64_t n = 70001;
+  Buffer g = random_buffer(t, n, -1000.0f, 1000.0f, 50);
+  if (with_non_finite) g.set(n - 3, INFINITY);
+  Buffer verdict(DType::f32, 2);  // found_inf, amax
+  verdict.set(0, 0.0f);
+  verdict.set(1, 0.0f);
+  auto* found = static_cast<float*>(verdict.data());
+  b.unscale(g.data(), static_cast<int>(t), static_cast<std::size_t>(n), 1.0f / 1024.0f, found,
+            found + 1);
+  return {exact("grad", std::move(g)), exact("found_inf, amax", std::move(verdict))};
+}
+
+// ---- transformer ops: embedding lookup ----
+
+Outs run_embedding(const Backend& b, DType t, bool backward) {
+  // Many indices into a small table: every row gets hundreds of contributions (threads split
+  // the destination rows); row 3 is the padding row.
+  const std::int64_t rows = 41, cols = 257, n = 4099;
+  HostArray<std::int64_t> idx(static_cast<std::size_t>(n));
+  for (std::int64_t i = 0; i < n; ++i) idx[static_cast<std::size_t>(i)] = (i * 7919) % rows;
+  if (!backward) {
+    const Buffer w = random_buffer(t, rows * cols, -3.0f, 3.0f, 61);
+    Buffer y(t, n * cols);
+    b.embedding(w.data(), t, rows, cols, idx.data(), n, y.data());
+    return {exact("y", std::move(y))};
+  }
+  const Buffer dy = random_buffer(t, n * cols, -1.0f, 1.0f, 62);
+  Buffer dw(t, rows * cols), dw32(DType::f32, rows * cols);
+  b.embedding_backward(dy.data(), t, idx.data(), n, rows, cols, 3, dw.data(), t);
+  b.embedding_backward(dy.data(), t, idx.data(), n, rows, cols, -1, dw32.data(), DType::f32);
+  return {exact("dweight", std::move(dw)), exact("dweight_f32", std::move(dw32))};
+}
+
+// Token ids in a float buffer of dtype t (whole numbers up to the largest t holds exactly below
+// 2^24) become int64 indices; compared as f32 (exact below 2^24).
+Outs run_indices_from_values(const Backend& b, DType t) {
+  const std::int64_t n = 5003;
+  const float top = t == DType::f32 ? 16777215.0f : 2048.0f;  // bf16/f16: exact integers
+  Buffer v(t, n);
+  for (std::int64_t i = 0; i < n; ++i) v.set(i, std::fmod(static_cast<float>(i) * 7919.0f, top));
+  v.set(n - 1, top);
+  HostArray<std::int64_t> idx(static_cast<std::size_t>(n), -1);
+  b.indices_from_values(v.data(), t, n, idx.data());
+  Buffer as_f32(DType::f32, n);
+  for (std::int64_t i = 0; i < n; ++i) as_f32.set(i, static_cast<float>(idx[static_cast<std::size_t>(i)]));
+  return {exact("indices", std::move(as_f32))};
+}
+
+// ---- transformer ops: attention masks ----
+
+Outs run_masked_fill(const Backend& b, DType t) {
+  // Scores [B, H, T, T] with a causal [T, T] mask (bf16) broadcast over B and H, and a flat
+  // contiguous f32 mask above the parallel threshold.
+  const std::int64_t B = 3, H = 4, T = 67;
+  const Buffer x = random_buffer(t, B * H * T * T, -4.0f, 4.0f, 63);
+  Buffer causal(DType::bf16, T * T);
+  for (std::int64_t i = 0; i < T; ++i) {
+    for (std::int64_t j = 0; j < T; ++j) causal.set(i * T + j, j > i ? 1.0f : 0.0f);
+  }
+  const std::vector<std::int64_t> shape{B, H, T, T}, strides{0, 0, T, 1};
+  Buffer y(t, B * H * T * T);
+  b.masked_fill(shape, x.data(), t, {causal.data(), DType::bf16, strides}, -1e4f, y.data());
+  const std::int64_t n = 70001;
+  const Buffer x2 = random_buffer(t, n, -4.0f, 4.0f, 64);
+  const Buffer m2 = random_buffer(DType::f32, n, -1.0f, 1.0f, 65);  // ~all nonzero but a few
+  const std::vector<std::int64_t> flat{n}, one{1};
+  Buffer y2(t, n);
+  b.masked_fill(flat, x2.data(), t, {m2.data(), DType::f32, one}, 0.5f, y2.data());
+  return {exact("y_causal", std::move(y)), exact("y_flat", std::move(y2))};
+}
+
+// ---- the table ----
+
+// ---- attention ----
+
+/// Attention with a partial query block, a partial key block, the causal cut, an additive
+/// [tq, tk] mask broadcast over batch-heads (some keys blocked) and, optionally, dropout. The
+/// backward runs on the reference forward's out and lse, so it is compared alone.
+Outs run_attention(const Backend& b, DType t, bool backward, float dropout_p) {
+  AttentionDesc d;
+  d.bh = 3; d.tq = 67; d.tk = 75; d.d = 24; d.dv = 20;
+  d.dtype = t;
+  d.scale = 0.2f;
+  d.causal = true;
+  d.dropout_p = dropout_p;
+  d.seed = 31;
+  const Buffer q = random_buffer(t, d.bh * d.tq * d.d, -2.0f, 2.0f, 60);
+  const Buffer k = random_buffer(t, d.bh * d.tk * d.d, -2.0f, 2.0f, 61);
+  const Buffer v = random_buffer(t, d.bh * d.tk * d.dv, -1.0f, 1.0f, 62);
+  const Buffer m = random_buffer(DType::f32, d.tq * d.tk, -1.0f, 1.0f, 63);
+  HostArray<float> mask(static_cast<std::size_t>(d.tq * d.tk));
+  for (std::size_t i = 0; i < mask.size(); ++i) {
+    mask[i] = i % 11 == 4 ? -INFINITY : m.get(static_cast<std::int64_t>(i));
+  }
+  const HostArray<std::int64_t> offsets(static_cast<std::size_t>(d.bh), 0);
+  d.mask = mask.data();
+  d.mask_offsets = offsets.data();
+  d.mask_stride_q = d.tk;
+  d.mask_stride_k = 1;
+  Buffer out(t, d.bh * d.tq * d.dv), lse(DType::f32, d.bh * d.tq);
+  // Reordered f32 sums (d or tk terms) relative to values of order 1, plus one rounding.
+  const double atol = 2e-5;
+  if (!backward) {
+    b.attention_forward(d, q.data(), k.data(), v.data(), out.data(), static_cast<float*>(lse.data()));
+    return {close("out", std::move(out), atol, kTranscendental),
+            close("lse", std::move(lse), atol, kTranscendental)};
+  }
+  ref::attention_forward(d, q.data(), k.data(), v.data(), out.data(), static_cast<float*>(lse.data()));
+  const Buffer dout = random_buffer(t, d.bh * d.tq * d.dv, -1.0f, 1.0f, 64);
+  Buffer dq(t, d.bh * d.tq * d.d), dk(t, d.bh * d.tk * d.d), dv(t, d.bh * d.tk * d.dv);
+  b.attention_backward(d, q.data(), k.data(), v.data(), out.data(),
+                       static_cast<const float*>(lse.data()), dout.data(), dq.data(), dk.data(),
+                       dv.data());
+  return {close("dq", std::move(dq), 4 * atol, kTranscendental),
+          close("dk", std::move(dk), 4 * atol, kTranscendental),
+          close("dv", std::move(dv), 4 * atol, kTranscendental)};
+}
+
+}  // namespace
+
+std::vector<Case> cases() {
+  std::vector<Case> c;
+  const auto F = all_float();
+  struct U { UnaryOp op; const char* name; float lo, hi; };
+  std::vector<U> unary_ops;  // every op of the list, over the list's domain
+  for (const UnaryOpInfo& i : kUnaryOps) unary_ops.push_back({i.op, i.name, i.lo, i.hi});
+  for (const U& u : unary_ops) {
+    c.push_back({std::string("unary_") + u.name, F, [u](const Backend& b, DType t) {
+                   return run_unary(b, t, u.op, u.lo, u.hi, 70001);
+                 }});
+    c.push_back({std::string("unary_backward_") + u.name, F, [u](const Backend& b, DType t) {
+                   return run_unary_backward(b, t, u.op, u.lo, u.hi);
+                 }});
+  }
+  struct Bi { BinaryOp op; const char* name; };
+  std::vector<Bi> binary_ops;
+  for (BinaryOp op : kBinaryOps) binary_ops.push_back({op, name(op)});
+  for (const Bi& bi : binary_ops) {
+    c.push_back({std::string("binary_") + bi.name, F, [bi](const Backend& b, DType t) {
+                   Outs o = run_binary(b, t, bi.op, {70001}, {70001});
+                   for (Out& x : run_binary(b, t, bi.op, {37, 129}, {1, 129})) o.push_back(std::move(x));
+                   for (Out& x : run_binary(b, t, bi.op, {37, 129}, {37, 1})) o.push_back(std::move(x));
+                   for (Out& x : run_binary(b, t, bi.op, {5, 7, 33}, {1, 1, 1})) o.push_back(std::move(x));
+                   for (Out& x : run_binary(b, t, bi.op, {5, 7, 33}, {5, 1, 33})) o.push_back(std::move(x));
+                   return o;
+                 }});
+  }
+  c.push_back({"affine", F, [](const Backend& b, DType t) {
+                 const std::int64_t n = 70001;
+                 const Buffer x = random_buffer(t, n, -4.0f, 4.0f, 51);
+                 Buffer y(t, n);
+                 b.affine(x.data(), t, y.data(), t, n, 0.75f, -0.125f);
+                 return Outs{close("y", std::move(y), 1e-30, kRound)};
+               }});
+  c.push_back({"fill", F, [](const Backend& b, DType t) {
+                 Buffer y(t, 70001);
+                 b.fill(y.data(), t, 70001, 0.3f);
+                 return Outs{exact("y", std::move(y))};
+               }});
+  c.push_back({"copy_transposed", F, [](const Backend& b, DType t) {
+                 const std::vector<std::int64_t> shape{37, 129}, in_strides{1, 37}, out_strides{129, 1};
+                 const Buffer x = random_buffer(t, 37 * 129, -4.0f, 4.0f, 52);
+                 Buffer y(DType::f32, 37 * 129);
+                 b.copy(shape, {x.data(), t, in_strides}, {y.data(), DType::f32, out_strides});
+                 return Outs{exact("y", std::move(y))};
+               }});
+  const DType all[] = {DType::f32, DType::bf16, DType::f16, DType::f8e4m3, DType::f8e5m2};
+  for (DType from : all) {
+    for (DType to : all) {
+      if (from == to) continue;
+      c.push_back({std::string("convert_") + name(from) + "_to_" + name(to), {DType::f32},
+                   [from, to](const Backend& b, DType) { return run_convert(b, from, to); }});
+    }
+  }
+  for (DType to : {DType::bf16, DType::f16}) {
+    c.push_back({std::string("convert_stochastic_f32_to_") + name(to), {DType::f32},
+                 [to](const Backend& b, DType) {
+                   Outs o = run_convert_stochastic(b, to, 0);
+                   for (Out& x : run_convert_stochastic(b, to, 7)) o.push_back(std::move(x));
+                   return o;
+                 }});
+  }
+  // Philox streams: raw bits at an odd offset (a block boundary inside), and uniform tensors in
+  // every dtype (fp8 too) over a shifted range, above the parallel threshold with a tail.
+  c.push_back({"random_bits", {DType::f32}, [](const Backend& b, DType) {
+                 const std::int64_t n = 70001;
+                 Buffer bits(DType::f32, n);
+                 b.random_bits(99, 6, static_cast<std::uint32_t*>(bits.data()), static_cast<std::size_t>(n));
+                 return Outs{exact("bits", std::move(bits))};
+               }});
+  for (DType to : all) {
+    c.push_back({std::string("random_uniform_") + name(to), {DType::f32}, [to](const Backend& b, DType) {
+                   const std::int64_t n = 70001;
+                   Buffer y(DType::f32, n);  // storage size <= 4 bytes per element
+                   b.random_uniform(y.data(), to, n, 7, 3, -2.5f, 4.0f);
+                   return Outs{exact("y bits", bits_of(y, to, n))};
+                 }});
+  }
+  // Running sums: 37 rows of 1029 (threaded, a tail) and one long row of 70001, both ways.
+  c.push_back({"cumsum", F, [](const Backend& b, DType t) {
+                 Outs o;
+                 for (bool reverse : {false, true}) {
+                   const Buffer x = random_buffer(t, 37 * 1029, -2.0f, 2.0f, reverse ? 71 : 70);
+                   Buffer y(t, 37 * 1029);
+                   b.cumsum(x.data(), t, 37, 1029, y.data(), t, reverse);
+                   o.push_back(exact(reverse ? "rows reverse" : "rows", std::move(y)));
+                   const Buffer x2 = random_buffer(t, 70001, -1.0f, 1.0f, reverse ? 73 : 72);
+                   Buffer y2(DType::f32, 70001);
+                   b.cumsum(x2.data(), t, 1, 70001, y2.data(), DType::f32, reverse);
+                   o.push_back(exact(reverse ? "long reverse" : "long", std::move(y2)));
+                 }
+                 return o;
+               }});
+  // EMA of weights: a parameter of each float dtype into an f32 shadow, threaded with a tail.
+  c.push_back({"ema_update", F, [](const Backend& b, DType t) {
+                 const std::int64_t n = 70001;
+                 const Buffer p = random_buffer(t, n, -3.0f, 3.0f, 80);
+                 Buffer shadow = random_buffer(DType::f32, n, -3.0f, 3.0f, 81);
+                 b.ema_update(p.data(), t, static_cast<float*>(shadow.data()), n, 0.001f);
+                 return Outs{exact("shadow", std::move(shadow))};
+               }});
+  struct R { ReduceOp op; const char* name; };
+  const R reduce_ops[] = {{ReduceOp::sum, "sum"},   {ReduceOp::mean, "mean"}, {ReduceOp::max, "max"},
+                          {ReduceOp::min, "min"},   {ReduceOp::amax, "amax"}, {ReduceOp::norm1, "norm1"},
+                          {ReduceOp::norm2, "norm2"}};
+  for (const R& r : reduce_ops) {
+    c.push_back({std::string("reduce_") + r.name, F, [r](const Backend& b, DType t) {
+                   Outs o = run_reduce(b, t, r.op, 1, 70001, 1);      // one long row (threads)
+                   for (Out& x : run_reduce(b, t, r.op, 13, 517, 1)) o.push_back(std::move(x));
+                   for (Out& x : run_reduce(b, t, r.op, 3, 41, 67)) o.push_back(std::move(x));
+                   return o;
+                 }});
+  }
+  for (bool log : {false, true}) {
+    for (bool bwd : {false, true}) {
+      c.push_back({std::string(log ? "log_softmax" : "softmax") + (bwd ? "_backward" : ""), F,
+                   [log, bwd](const Backend& b, DType t) { return run_softmax(b, t, log, bwd); }});
+    }
+  }
+  for (bool bwd : {false, true}) {
+    c.push_back({std::string("cross_entropy") + (bwd ? "_backward" : ""), F,
+                 [bwd](const Backend& b, DType t) {
+                   Outs o = run_cross_entropy(b, t, bwd, 0.0f);
+                   for (Out& x : run_cross_entropy(b, t, bwd, 0.1f)) o.push_back(std::move(x));
+                   return o;
+                 }});
+    for (bool training : {true, false}) {
+      c.push_back({std::string(bwd ? "batch_norm_backward" : "batch_norm_forward") +
+                       (training ? "_train" : "_eval"),
+                   F, [bwd, training](const Backend& b, DType t) {
+                     return run_batch_norm(b, t, training, bwd);
+                   }});
+    }
+    c.push_back({std::string(bwd ? "layer_norm_backward" : "layer_norm_forward"), F,
+                 [bwd](const Backend& b, DType t) { return run_layer_norm(b, t, bwd); }});
+    c.push_back({std::string("max_pool2d") + (bwd ? "_backward" : ""), F,
+                 [bwd](const Backend& b, DType t) {
+                   Outs o = run_max_pool(b, t, 2, 2, 0, bwd);
+                   for (Out& x : run_max_pool(b, t, 3, 2, 1, bwd)) o.push_back(std::move(x));
+                   return o;
+                 }});
+    c.push_back({std::string("avg_pool2d") + (bwd ? "_backward" : ""), F,
+                 [bwd](const Backend& b, DType t) {
+                   Outs o = run_avg_pool(b, t, 2, 2, 0, bwd);
+                   for (Out& x : run_avg_pool(b, t, 3, 2, 1, bwd)) o.push_back(std::move(x));
+                   return o;
+                 }});
+    c.push_back({std::string("global_avg_pool2d") + (bwd ? "_backward" : ""), F,
+                 [bwd](const Backend& b, DType t) { return run_global_avg_pool(b, t, bwd); }});
+  }
+  for (int pass = 0; pass < 3; ++pass) {
+    const char* names[] = {"conv2d", "conv2d_backward_data", "conv2d_backward_weights"};
+    c.push_back({names[pass], F, [pass](const Backend& b, DType t) { return run_conv(b, t, pass); }});
+  }
+  c.push_back({"matmul", F, [](const Backend& b, DType t) {
+                 Outs o;
+                 for (bool ta : {false, true}) {
+                   for (bool tb : {false, true}) {
+                     for (Out& x : run_matmul(b, t, ta, tb, ta == tb)) o.push_back(std::move(x));
+                   }
+                 }
+                 return o;
+               }});
+  for (bool adam : {false, true}) {
+    c.push_back({adam ? "adam_update" : "sgd_update", F, [adam](const Backend& b, DType t) {
+                   Outs o;
+                   const std::vector<int> writes =
+                       t == DType::f32 ? std::vector<int>{kWriteInPlace}
+                                       : std::vector<int>{kWriteMaster, kWriteStochastic};
+                   for (int w : writes) {
+                     for (DType g : {DType::f32, t}) {
+                       for (Out& x : run_optim(b, t, adam, w, g)) o.push_back(std::move(x));
+                     }
+                   }
+                   if (t == DType::f32) {  // the 16-bit weight copy written in the same pass
+                     for (DType copy : {DType::bf16, DType::f16}) {
+                       for (Out& x : run_optim(b, t, adam, kWriteInPlace, t, copy)) o.push_back(std::move(x));
+                     }
+                   }
+                   return o;
+                 }});
+  }
+  c.push_back({"unscale", F, [](const Backend& b, DType t) {
+                 Outs o = run_unscale(b, t, false);
+                 for (Out& x : run_unscale(b, t, true)) o.push_back(std::move(x));
+                 return o;
+               }});
+  // attention.h
+  for (bool bwd : {false, true}) {
+    c.push_back({bwd ? "attention_backward" : "attention_forward", F, [bwd](const Backend& b, DType t) {
+                   Outs o = run_attention(b, t, bwd, 0.0f);
+                   for (Out& x : run_attention(b, t, bwd, 0.25f)) o.push_back(std::move(x));
+                   return o;
+                 }});
+  }
+  // transformer ops: embedding lookup
+  for (bool bwd : {false, true}) {
+    c.push_back({bwd ? "embedding_backward" : "embedding", F, [bwd](const Backend& b, DType t) {
+                   return run_embedding(b, t, bwd);
+                 }});
+  }
+  c.push_back({"indices_from_values", F, [](const Backend& b, DType t) {
+                 return run_indices_from_values(b, t);
+               }});
+  // transformer ops: attention masks
+  c.push_back({"masked_fill", F, [](const Backend& b, DType t) { return run_masked_fill(b, t); }});
+  // where: a bf16 condition with zeros, NaN and negative zero; Inf/NaN in both branches.
+  c.push_back({"where", F, [](const Backend& b, DType t) {
+                 const std::int64_t n = 70001;
+                 Buffer cond = random_buffer(DType::bf16, n, -1.0f, 1.0f, 66);
+                 for (std::int64_t i = 0; i < n; i += 3) cond.set(i, 0.0f);
+                 cond.set(1, NAN);
+                 cond.set(4, -0.0f);
+                 Buffer x = random_buffer(t, n, -4.0f, 4.0f, 67), y = random_buffer(t, n, -4.0f, 4.0f, 68);
+                 x.set(2, INFINITY);
+                 y.set(5, NAN);
+                 Buffer out(t, n);
+                 b.where(n, cond.data(), DType::bf16, x.data(), y.data(), t, out.data());
+                 return Outs{exact("y", std::move(out))};
+               }});
+  // batch norm split into reductions and element-wise passes (dist::sync_batch_norm)
+  const char* split_names[] = {"batch_norm_stats", "batch_norm_backward_reduce",
+                               "batch_norm_backward_elemt"};
+  for (int pass = 0; pass < 3; ++pass) {
+    c.push_back({split_names[pass], F,
+                 [pass](const Backend& b, DType t) { return run_batch_norm_split(b, t, pass); }});
+  }
+  return c;
+}
+
+void compare(const Outs& got, const Outs& want, const std::string& where) {
+  ASSERT_EQ(got.size(), want.size()) << where;
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    const std::string what = where + " output " + std::to_string(i) + " (" + want[i].what + ")";
+    if (want[i].exact) {
+      ktest::expect_bitwise(got[i].buf, want[i].buf, what);
+    } else {
+      ktest::expect_close(got[i].buf, want[i].buf, want[i].atol, want[i].k, what);
+    }
+  }
+}
+
+}  // namespace mixprec::kernels::conformance

@@ -1,0 +1,57 @@
+#pragma once
+// The backend conformance cases (conformance_cases.cpp): every kernel of the Backend table, in
+// every dtype it takes, run on a given backend from inputs generated from fixed seeds, each output
+// with how it must match the reference's:
+//   exact:  the same bits (conversions, optimizer updates, unscale, max/min, pooling maxima, ...)
+//   close:  |got - ref| <= atol + |ref| * k * eps(dtype); NaN meets NaN, Inf the same Inf.
+// Two harnesses run them: test_backend_conformance.cpp (cpu on every SIMD target) and
+// test_device_conformance.cpp (a device backend, its buffers staged to the device).
+#include <functional>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "kernels/backend.h"
+#include "kernels/kernel_test_util.h"
+
+namespace mixprec::kernels::conformance {
+
+/// One output of a kernel run and how it must match the reference.
+struct Out {
+  std::string what;
+  ktest::Buffer buf;
+  bool exact = false;
+  double atol = 0.0;
+  double k = 0.0;
+};
+using Outs = std::vector<Out>;
+
+/// A kernel case: a name (the entry it covers), the dtypes it runs in, and the run itself.
+struct Case {
+  std::string name;
+  std::vector<DType> dtypes;
+  std::function<Outs(const Backend&, DType)> run;
+};
+
+/// gtest prints a case by its name (not its bytes).
+inline void PrintTo(const Case& c, std::ostream* os) { *os << c.name; }
+
+/// Every case, one or more per entry of the table.
+std::vector<Case> cases();
+
+/// Expects got to match want output by output (gtest failures name `where`).
+void compare(const Outs& got, const Outs& want, const std::string& where);
+
+/// Sets the active backend for the scope (kernels may call entry points internally).
+class BackendScope {
+ public:
+  explicit BackendScope(const Backend& b) : saved_(set_backend(b.name)) {}
+  ~BackendScope() { set_backend(saved_); }
+  BackendScope(const BackendScope&) = delete;
+  BackendScope& operator=(const BackendScope&) = delete;
+
+ private:
+  std::string saved_;
+};
+
+}  // namespace mixprec::kernels::conformance
