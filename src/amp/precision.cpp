@@ -168,6 +168,23 @@ PrecisionChoice choose_precision(const CpuFeatures& cpu) {
           "GEMMs would be emulated through fp32 and gain no speed; fp16 would save memory only"};
 }
 
+PrecisionChoice choose_precision(const GpuInfo& gpu) {
+  const std::string what = gpu.name + " (compute capability " + std::to_string(gpu.cc_major) +
+                           "." + std::to_string(gpu.cc_minor) + ")";
+  if (gpu.tensor_bf16) {
+    return {PrecisionMode::bf16, "bf16: " + what +
+                                     " has bf16 Tensor Cores; bf16 keeps fp32's range, so no loss "
+                                     "scaling is needed"};
+  }
+  if (gpu.tensor_fp16) {
+    return {PrecisionMode::fp16, "fp16: " + what +
+                                     " has fp16 Tensor Cores but none for bf16; fp16's range needs "
+                                     "the GradScaler, which fp16 runs with by default"};
+  }
+  return {PrecisionMode::fp32,
+          "fp32: " + what + " has no Tensor Cores, so 16-bit GEMMs would gain no speed"};
+}
+
 DType default_layer_compute(const CpuFeatures& cpu) {
   const bool native_bf16 = cpu.avx512_bf16 || cpu.amx_bf16 || cpu.arm_bf16;
   const bool native_fp16 = cpu.avx512_fp16 || cpu.arm_fp16;

@@ -11,7 +11,8 @@ namespace {
 std::atomic<int>& global_precision() {
   static std::atomic<int> p{[] {
     const char* v = std::getenv("MIXPREC_MATMUL_PRECISION");
-    return v != nullptr && std::string_view(v) == "medium" ? 1 : 0;
+    return static_cast<int>(v != nullptr && v[0] != '\0' ? parse_matmul_precision(v)
+                                                           : MatmulPrecision::highest);
   }()};
   return p;
 }
@@ -21,14 +22,20 @@ thread_local int tls_override = -1;  // -1: no guard active on this thread
 }  // namespace
 
 const char* name(MatmulPrecision precision) {
-  return precision == MatmulPrecision::medium ? "medium" : "highest";
+  switch (precision) {
+    case MatmulPrecision::high: return "high";
+    case MatmulPrecision::medium: return "medium";
+    case MatmulPrecision::highest: break;
+  }
+  return "highest";
 }
 
 MatmulPrecision parse_matmul_precision(std::string_view text) {
   if (text == "highest") return MatmulPrecision::highest;
+  if (text == "high") return MatmulPrecision::high;
   if (text == "medium") return MatmulPrecision::medium;
   MIXPREC_CHECK(false, ValueError, "matmul_precision",
-                "unknown matmul precision '" << text << "'; use highest or medium");
+                "unknown matmul precision '" << text << "'; use highest, high or medium");
   return MatmulPrecision::highest;
 }
 

@@ -11,6 +11,7 @@
 #include "mixprec/runtime/autocast.h"
 #include "mixprec/core/cpu_features.h"
 #include "mixprec/core/error.h"
+#include "mixprec/core/gpu.h"
 #include "mixprec/dist/data_parallel.h"
 #include "mixprec/ops/elementwise.h"
 #include "mixprec/optim/adam.h"
@@ -112,7 +113,11 @@ TrainStep::TrainStep(nn::Module& model, const StepConfig& config, const dist::Co
   s.config = config;
   s.mode = amp::parse_precision_mode(config.precision);
   if (s.mode == amp::PrecisionMode::automatic) {
-    const amp::PrecisionChoice choice = amp::choose_precision(cpu_features());
+    const Device device = current_device();
+    const amp::PrecisionChoice choice =
+        device.type == DeviceType::cuda
+            ? amp::choose_precision(gpu_inventory().gpus.at(static_cast<std::size_t>(device.index)))
+            : amp::choose_precision(cpu_features());
     s.mode = choice.mode;
     s.auto_reason = choice.reason;
   }

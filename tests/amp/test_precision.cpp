@@ -92,6 +92,21 @@ TEST(PrecisionChoice, AutoPicksBf16OnlyWithNativeBf16DotProducts) {
   EXPECT_EQ(choose_precision(amx).mode, PrecisionMode::bf16);
 }
 
+TEST(PrecisionChoice, AutoOnAGpuFollowsTheTensorCoresOfItsGeneration) {
+  const auto on = [](int major, int minor) {
+    GpuInfo g = tensor_core_types(major, minor);
+    g.name = "test GPU";
+    return choose_precision(g);
+  };
+  EXPECT_EQ(on(9, 0).mode, PrecisionMode::bf16);  // Hopper
+  EXPECT_EQ(on(8, 0).mode, PrecisionMode::bf16);  // Ampere
+  EXPECT_NE(on(8, 0).reason.find("compute capability 8.0"), std::string::npos) << on(8, 0).reason;
+  EXPECT_EQ(on(7, 5).mode, PrecisionMode::fp16);  // Turing: fp16 Tensor Cores only
+  EXPECT_EQ(on(7, 0).mode, PrecisionMode::fp16);  // Volta
+  EXPECT_NE(on(7, 0).reason.find("GradScaler"), std::string::npos);
+  EXPECT_EQ(on(6, 1).mode, PrecisionMode::fp32);  // Pascal
+}
+
 TEST(PrecisionChoice, Fp16WithoutScalerWarnsLoudly) {
   const CpuFeatures cpu;
   EXPECT_NE(precision_warnings(PrecisionMode::fp16, false, cpu).find("WARNING: fp16 without a GradScaler"),

@@ -30,7 +30,16 @@ TEST(MatmulPrecision, DefaultIsHighestAndGuardsNest) {
   EXPECT_EQ(matmul_precision(), MatmulPrecision::medium);
   set_matmul_precision(MatmulPrecision::highest);
   EXPECT_EQ(parse_matmul_precision("medium"), MatmulPrecision::medium);
-  EXPECT_THROW(parse_matmul_precision("high"), ValueError);
+  EXPECT_EQ(parse_matmul_precision("high"), MatmulPrecision::high);
+  EXPECT_STREQ(name(MatmulPrecision::high), "high");
+  EXPECT_THROW(parse_matmul_precision("tf32"), ValueError);
+}
+
+TEST(MatmulPrecision, HighIsHighestOnACpu) {
+  // TF32 exists on GPUs only: a CPU GEMM under "high" computes true f32 products.
+  const std::vector<float> highest = probe().to_vector();
+  MatmulPrecisionGuard high(MatmulPrecision::high);
+  EXPECT_EQ(probe().to_vector(), highest);
 }
 
 TEST(MatmulPrecision, HighestIsTrueF32) {

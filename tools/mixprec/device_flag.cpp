@@ -1,7 +1,9 @@
-// --device for the commands that compute (main.cpp adds it to each).
+// Where and how the commands that compute run: --device and --matmul-precision (main.cpp adds
+// them to each).
 #include <string>
 
 #include "commands.h"
+#include "mixprec/runtime/matmul_precision.h"
 #include "mixprec/runtime/runtime.h"
 
 namespace mixprec::tools {
@@ -12,6 +14,16 @@ void add_device_flag(CLI::App* cmd) {
       "Where to run: cpu (default; MIXPREC_BACKEND picks cpu or ref), devsim (the simulated "
       "device), cuda or cuda:N (an NVIDIA GPU; `mixprec env` lists them or says why there are "
       "none)");
+}
+
+void add_matmul_precision_flag(CLI::App* cmd) {
+  cmd->add_option_function<std::string>(
+         "--matmul-precision",
+         [](const std::string& p) { amp::set_matmul_precision(amp::parse_matmul_precision(p)); },
+         "f32 GEMMs: highest (true f32; default, or MIXPREC_MATMUL_PRECISION), high (TF32 Tensor "
+         "Cores on a GPU, as PyTorch's allow_tf32; a CPU has no TF32: as highest) or medium (bf16 "
+         "products with f32 accumulation on CPUs with native bf16; TF32 on a GPU)")
+      ->check(CLI::IsMember({"highest", "high", "medium"}));
 }
 
 }  // namespace mixprec::tools

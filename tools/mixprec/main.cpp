@@ -28,6 +28,7 @@ int main(int argc, char** argv) {
   for (const char* name : {"train", "eval", "predict", "generate", "parity", "bench", "profile",
                            "inspect"}) {
     mixprec::tools::add_device_flag(app.get_subcommand(name));
+    mixprec::tools::add_matmul_precision_flag(app.get_subcommand(name));
   }
   try {
     app.parse(argc, argv);

@@ -6,6 +6,7 @@
 #include <string_view>
 
 #include "mixprec/core/cpu_features.h"
+#include "mixprec/core/gpu.h"
 #include "mixprec/core/dtype.h"
 
 namespace mixprec::nn {
@@ -71,6 +72,10 @@ struct PrecisionChoice {
 /// The "auto" rule: bf16 where the CPU has native bf16 dot products (AVX512_BF16 or AMX-BF16),
 /// else fp32 (bf16 would only be emulated: slower than fp32 for compute).
 PrecisionChoice choose_precision(const CpuFeatures& cpu);
+/// The "auto" rule on an NVIDIA GPU (the seeds' table by generation): bf16 from sm_80 (Ampere:
+/// bf16 Tensor Cores, fp32's range, no scaler); fp16 with the GradScaler on sm_70 to sm_75
+/// (Volta, Turing: fp16 Tensor Cores only); fp32 below (no Tensor Cores).
+PrecisionChoice choose_precision(const GpuInfo& gpu);
 /// The 16-bit dtype auto-layer starts its layers in when --compute is not given: f16 where the
 /// CPU has native fp16 arithmetic but no native bf16 dot products (AVX512_FP16 or Armv8.2
 /// FP16 without BF16), else bf16 (its range spares most layers the GradScaler's trial and error).

@@ -91,8 +91,9 @@ struct StepOutcome {
 
 class TrainStep {
  public:
-  /// Resolves the precision (auto: amp::choose_precision for this CPU), casts the model's
-  /// parameters to the policy's storage dtypes, and builds the optimizer over
+  /// Resolves the precision (auto: amp::choose_precision for this CPU, or for the GPU when the
+  /// current device is cuda), casts the model's parameters to the policy's storage dtypes, and
+  /// builds the optimizer over
   /// model.parameters(), the scaler (enabled for fp16 only) and the schedule.
   /// ValueError on an invalid config (config.validate).
   /// comm: the ranks of a data-parallel job (not owned; null or one rank: a single process).
