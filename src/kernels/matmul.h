@@ -34,6 +34,9 @@ struct MatmulDesc {
   /// (oneDNN fpmath_mode::bf16; MatmulPrecision::medium). Honoured only on CPUs with native
   /// bf16 dot products; elsewhere the GEMM runs in full f32 and the verbose log says why.
   bool bf16_fpmath = false;
+  /// f32 inputs on a GPU: products on TF32 Tensor Cores (PyTorch's allow_tf32 / matmul
+  /// precision high or medium), accumulated in f32; the CPU ignores it.
+  bool tf32 = false;
 };
 
 namespace ref {

@@ -22,6 +22,7 @@ void gemm(const Tensor& a, bool ta, const Tensor& b, bool tb, std::int64_t m, st
   d.dtype = a.dtype();
   d.c_dtype = c.dtype();
   d.bf16_fpmath = a.dtype() == DType::f32 && amp::matmul_precision() == amp::MatmulPrecision::medium;
+  d.tf32 = a.dtype() == DType::f32 && amp::matmul_precision() != amp::MatmulPrecision::highest;
   const void* bias_data = nullptr;
   if (bias != nullptr && bias->defined()) {
     d.has_bias = true;

@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "kernels/matmul.h"
+#include "kernels/matmul_math.h"
 #include "mixprec/core/error.h"
 #include "mixprec/core/half.h"
 
@@ -91,10 +92,11 @@ void matmul(const MatmulDesc& d, const void* a, const void* b, const void* bias,
     for (std::size_t j = 0; j < n; ++j) {
       float acc = 0.0f;
       for (std::size_t p = 0; p < k; ++p) acc += a32[i * k + p] * bt32[j * k + p];
-      if (d.has_bias) acc += load(bias, d.bias_dtype, j);
-      if (d.post_op == MatmulPostOp::relu) acc = acc < 0.0f ? 0.0f : acc;
-      if (d.accumulate) acc += load(c, d.c_dtype, i * n + j);
-      store(c, d.c_dtype, i * n + j, acc);
+      const float bias_j = d.has_bias ? load(bias, d.bias_dtype, j) : 0.0f;
+      const float c_old = d.accumulate ? load(c, d.c_dtype, i * n + j) : 0.0f;
+      store(c, d.c_dtype, i * n + j,
+            math::matmul_epilogue(acc, d.has_bias, bias_j, d.post_op == MatmulPostOp::relu,
+                                  d.accumulate, c_old));
     }
   }
 }

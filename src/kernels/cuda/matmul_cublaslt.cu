@@ -1,0 +1,393 @@
+// kernels::matmul on the GPU: cuBLASLt GEMMs, f32 accumulation (TF32 Tensor Cores for f32
+// inputs only when desc.tf32 allows it; bf16_fpmath is the CPU's knob and is ignored here), and
+// a finishing kernel for what cuBLASLt's epilogues cannot compute as the spec does.
+//
+// Row-major operands: a row-major [r, c] buffer is a column-major [c, r] one with ld c, so
+// C = op(A) op(B) (row-major [m, n]) is computed as the column-major C^T = op(B)^T op(A)^T
+// ([n, m], ld n): our B is cuBLASLt's A and our A its B, each with its own transpose flag, and
+// nothing is copied. The alternative, CUBLASLT_ORDER_ROW layouts, is taken by fewer of
+// cuBLASLt's kernels (the Tensor Core ones want column order). With the swap, the rows of
+// cuBLASLt's D are C's columns, so its bias epilogue (one value per row of D, broadcast along
+// the row) adds the [N] bias to C's columns, as the spec says.
+//
+// What cuBLASLt writes into C directly (D = C): op(A) op(B) [+ bias] [+ C], the bias through
+// CUBLASLT_EPILOGUE_BIAS when it has C's dtype (cuBLASLt's bias has D's type), accumulate as
+// beta = 1: one rounding to c_dtype of an f32 value, as the spec. What it cannot: relu (its
+// RELU epilogue is max(x, 0), which turns NaN into 0, where the spec's relu passes NaN through
+// (reported on NVIDIA's forum, "Incorrect result of cublasLtMatmul with CUBLASLT_EPILOGUE_RELU
+// when input is NaN"); and with accumulate it would apply relu after adding C), and an f32 bias
+// with a 16-bit C. Those write the f32 product to scratch, and the finishing kernel computes
+// the spec's tail, math::matmul_epilogue (kernels/matmul_math.h, the reference's own code):
+// C = round([C +] post_op(product [+ bias])). k == 0 is the finishing kernel on a zero product.
+//
+// Deterministic: each problem's algorithm is chosen once (the plan cache) by cuBLASLt's
+// heuristic, itself a function of the problem and the GPU; cuBLAS gives the same bits run to
+// run for a fixed algorithm on GPUs of the same architecture and SM count, with work on one
+// stream (cuBLAS docs, "Results reproducibility"). The heuristic may only pick split-K schemes that keep the spec's one
+// rounding: none, or f32 partial products summed in a separate pass (COMPUTE_TYPE); never
+// INPLACE or OUTPUT_TYPE, which round the partial sums to C's dtype.
+#include <cublasLt.h>
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+
+#include "kernels/cuda/cuda_kernels.h"
+#include "kernels/cuda/launch.cuh"
+#include "kernels/cuda/matmul_cublaslt.h"
+#include "kernels/matmul.h"
+#include "kernels/matmul_math.h"
+#include "mixprec/core/verbose.h"
+
+namespace mixprec::kernels::cuda {
+namespace {
+
+/// cuBLASLt's recommendation for Hopper; plenty for Ampere.
+constexpr std::size_t kWorkspaceBytes = std::size_t{32} << 20;
+/// Plans kept before the cache empties itself (a training run has a few per Linear layer).
+constexpr std::size_t kPlanCacheCapacity = 256;
+/// cuBLASLt's own default alignment preference, and the most any of its kernels asks for.
+constexpr std::uint32_t kMaxAlignment = 256;
+
+const char* or_unknown(const char* s) { return s != nullptr ? s : "unknown status"; }
+
+/// Throws BackendError naming the cuBLASLt call and its status.
+void check_lt(cublasStatus_t status, const char* call) {
+  MIXPREC_CHECK(status == CUBLAS_STATUS_SUCCESS, BackendError, "matmul",
+                call << " failed: " << or_unknown(cublasLtGetStatusName(status)) << " ("
+                     << or_unknown(cublasLtGetStatusString(status)) << ")");
+}
+
+cudaDataType lt_type(DType t) {
+  switch (t) {
+    case DType::f32: return CUDA_R_32F;
+    case DType::bf16: return CUDA_R_16BF;
+    case DType::f16: return CUDA_R_16F;
+    default: break;  // validate_matmul admits no other dtype
+  }
+  MIXPREC_ASSERT(false);
+  return CUDA_R_32F;
+}
+
+/// The largest power of two (up to kMaxAlignment) dividing p's address: the heuristic must
+/// only pick kernels that can read the operands where they are (a view may start mid-block).
+std::uint32_t alignment(const void* p) {
+  const auto addr = reinterpret_cast<std::uintptr_t>(p);
+  const std::uintptr_t lowest_bit = addr & (~addr + 1);
+  return lowest_bit == 0 || lowest_bit > kMaxAlignment ? kMaxAlignment
+                                                        : static_cast<std::uint32_t>(lowest_bit);
+}
+
+// ---- the process's handle and workspace
+
+struct Context {
+  cublasLtHandle_t handle;
+  void* workspace;  ///< kWorkspaceBytes of device memory, shared by every call
+};
+
+Context* create_context() {
+  cublasLtHandle_t handle = nullptr;
+  check_lt(cublasLtCreate(&handle), "cublasLtCreate");
+  void* workspace = mixprec::detail::cuda_block_cache().acquire(kWorkspaceBytes);
+  if (workspace == nullptr) {
+    (void)cublasLtDestroy(handle);
+    MIXPREC_CHECK(false, BackendError, "matmul",
+                  "out of device memory for cuBLASLt's " << (kWorkspaceBytes >> 20)
+                                                         << " MiB workspace");
+  }
+  return new Context{handle, workspace};
+}
+
+/// Created on the first GEMM, on the device current then (the process uses one: set_device),
+/// thread-safe (a function-local static; retried if creation threw). Never destroyed: static
+/// objects may still run GEMMs at exit, and cuBLASLt must not be torn down after the runtime.
+/// One workspace serves all threads because every call runs on stream(), one stream, which
+/// orders the GEMMs that use it; a stream per thread would need a workspace per stream.
+const Context& context() {
+  static const Context* const ctx = create_context();
+  return *ctx;
+}
+
+// ---- plans: descriptors, layouts and the chosen algorithm, per problem
+
+/// Everything a plan depends on. out_dtype is D's (C's, or f32 for a scratch product); a bias
+/// has out_dtype. Alignments are in bytes (powers of two up to 256): the chosen algorithm is
+/// only valid for operands at least that aligned.
+struct Key {
+  std::int64_t m, n, k;
+  bool trans_a, trans_b;
+  DType dtype, out_dtype;
+  bool bias;
+  bool accumulate;
+  bool tf32;
+  std::uint32_t align_a, align_b, align_out, align_bias;
+  bool operator==(const Key&) const = default;
+};
+
+void hash_mix(std::size_t& h, std::uint64_t v) {
+  h ^= v + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
+}
+
+struct KeyHash {
+  std::size_t operator()(const Key& key) const noexcept {
+    std::size_t h = 0;
+    hash_mix(h, static_cast<std::uint64_t>(key.m));
+    hash_mix(h, static_cast<std::uint64_t>(key.n));
+    hash_mix(h, static_cast<std::uint64_t>(key.k));
+    hash_mix(h, static_cast<std::uint64_t>(key.trans_a) | std::uint64_t{key.trans_b} << 1 |
+                    std::uint64_t{key.bias} << 2 | std::uint64_t{key.accumulate} << 3 |
+                    std::uint64_t{key.tf32} << 4 | static_cast<std::uint64_t>(key.dtype) << 8 |
+                    static_cast<std::uint64_t>(key.out_dtype) << 16);
+    hash_mix(h, std::uint64_t{key.align_a} | std::uint64_t{key.align_b} << 16 |
+                    std::uint64_t{key.align_out} << 32 | std::uint64_t{key.align_bias} << 48);
+    return h;
+  }
+};
+
+/// Names follow cuBLASLt's roles: lt_a is our B, lt_b our A, lt_d both C and D (in place).
+struct Plan {
+  cublasLtMatmulDesc_t op = nullptr;
+  cublasLtMatrixLayout_t lt_a = nullptr, lt_b = nullptr, lt_d = nullptr;
+  cublasLtMatmulAlgo_t algo{};
+  /// The bias pointer is an attribute of op: held from setting it until cublasLtMatmul has
+  /// read it, so two threads running the same plan cannot swap biases.
+  std::mutex bias_mu;
+
+  Plan() = default;
+  Plan(const Plan&) = delete;
+  Plan& operator=(const Plan&) = delete;
+  ~Plan() {
+    // Host objects only: safe while GEMMs that used them are still running on the device.
+    if (lt_d != nullptr) (void)cublasLtMatrixLayoutDestroy(lt_d);
+    if (lt_b != nullptr) (void)cublasLtMatrixLayoutDestroy(lt_b);
+    if (lt_a != nullptr) (void)cublasLtMatrixLayoutDestroy(lt_a);
+    if (op != nullptr) (void)cublasLtMatmulDescDestroy(op);
+  }
+};
+
+template <class T>
+void set_op_attribute(cublasLtMatmulDesc_t op, cublasLtMatmulDescAttributes_t attribute,
+                      const T& value) {
+  check_lt(cublasLtMatmulDescSetAttribute(op, attribute, &value, sizeof(value)),
+           "cublasLtMatmulDescSetAttribute");
+}
+
+template <class T>
+void set_preference(cublasLtMatmulPreference_t pref,
+                    cublasLtMatmulPreferenceAttributes_t attribute, const T& value) {
+  check_lt(cublasLtMatmulPreferenceSetAttribute(pref, attribute, &value, sizeof(value)),
+           "cublasLtMatmulPreferenceSetAttribute");
+}
+
+struct PreferenceDeleter {
+  void operator()(cublasLtMatmulPreferenceOpaque_t* pref) const {
+    (void)cublasLtMatmulPreferenceDestroy(pref);
+  }
+};
+
+std::string describe(const Key& key) {
+  return std::string(name(key.dtype)) + " " + std::to_string(key.m) + "x" +
+         std::to_string(key.n) + "x" + std::to_string(key.k) + (key.trans_a ? " A^T" : "") +
+         (key.trans_b ? " B^T" : "") + " -> " + name(key.out_dtype) +
+         (key.bias ? " + bias" : "") + (key.tf32 ? " (tf32)" : "");
+}
+
+/// The plan for key; bias (device, only its address is read) is the first call's, which the
+/// heuristic looks at for its alignment.
+std::shared_ptr<Plan> create_plan(const Context& ctx, const Key& key, const void* bias) {
+  auto plan = std::make_shared<Plan>();
+  check_lt(cublasLtMatmulDescCreate(&plan->op,
+                                    key.tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F,
+                                    CUDA_R_32F),
+           "cublasLtMatmulDescCreate");
+  const std::int32_t op_a = key.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
+  const std::int32_t op_b = key.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
+  set_op_attribute(plan->op, CUBLASLT_MATMUL_DESC_TRANSA, op_a);
+  set_op_attribute(plan->op, CUBLASLT_MATMUL_DESC_TRANSB, op_b);
+  if (key.bias) {
+    const std::uint32_t epilogue = CUBLASLT_EPILOGUE_BIAS;
+    const std::int32_t bias_type = lt_type(key.out_dtype);
+    set_op_attribute(plan->op, CUBLASLT_MATMUL_DESC_EPILOGUE, epilogue);
+    set_op_attribute(plan->op, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, bias_type);
+    set_op_attribute(plan->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, bias);
+  }
+
+  // Stored shapes, column-major: our B is [k, n] row-major = [n, k] column-major (ld n), or
+  // [n, k] row-major = [k, n] column-major (ld k) when trans_b; likewise our A.
+  const auto m = static_cast<std::uint64_t>(key.m);
+  const auto n = static_cast<std::uint64_t>(key.n);
+  const auto k = static_cast<std::uint64_t>(key.k);
+  const cudaDataType in = lt_type(key.dtype);
+  check_lt(key.trans_b ? cublasLtMatrixLayoutCreate(&plan->lt_a, in, k, n, key.k)
+                       : cublasLtMatrixLayoutCreate(&plan->lt_a, in, n, k, key.n),
+           "cublasLtMatrixLayoutCreate (B)");
+  check_lt(key.trans_a ? cublasLtMatrixLayoutCreate(&plan->lt_b, in, m, k, key.m)
+                       : cublasLtMatrixLayoutCreate(&plan->lt_b, in, k, m, key.k),
+           "cublasLtMatrixLayoutCreate (A)");
+  check_lt(cublasLtMatrixLayoutCreate(&plan->lt_d, lt_type(key.out_dtype), n, m, key.n),
+           "cublasLtMatrixLayoutCreate (C)");
+
+  cublasLtMatmulPreference_t raw_pref = nullptr;
+  check_lt(cublasLtMatmulPreferenceCreate(&raw_pref), "cublasLtMatmulPreferenceCreate");
+  const std::unique_ptr<cublasLtMatmulPreferenceOpaque_t, PreferenceDeleter> pref(raw_pref);
+  const std::uint64_t workspace_bytes = kWorkspaceBytes;
+  const std::uint32_t reductions = CUBLASLT_REDUCTION_SCHEME_NONE |
+                                   CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE;
+  set_preference(raw_pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, workspace_bytes);
+  set_preference(raw_pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, reductions);
+  set_preference(raw_pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, key.align_b);
+  set_preference(raw_pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, key.align_a);
+  set_preference(raw_pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, key.align_out);
+  set_preference(raw_pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, key.align_out);
+
+  cublasLtMatmulHeuristicResult_t result{};
+  int found = 0;
+  check_lt(cublasLtMatmulAlgoGetHeuristic(ctx.handle, plan->op, plan->lt_a, plan->lt_b,
+                                          plan->lt_d, plan->lt_d, raw_pref, 1, &result, &found),
+           "cublasLtMatmulAlgoGetHeuristic");
+  MIXPREC_CHECK(found > 0 && result.state == CUBLAS_STATUS_SUCCESS, BackendError, "matmul",
+                "cuBLASLt has no algorithm for a " << describe(key) << " GEMM within a "
+                    << (kWorkspaceBytes >> 20) << " MiB workspace without split-K rounding"
+                    << (found > 0 ? std::string(": ") + or_unknown(cublasLtGetStatusName(
+                                                            result.state))
+                                  : std::string()));
+  plan->algo = result.algo;
+  return plan;
+}
+
+/// Bounded and thread-safe: when full it empties itself (callers keep the plans they hold).
+class PlanCache {
+ public:
+  std::shared_ptr<Plan> find(const Key& key) {
+    std::lock_guard<std::mutex> lock(mu_);
+    const auto it = plans_.find(key);
+    return it == plans_.end() ? nullptr : it->second;
+  }
+  /// Inserts unless another thread raced us to it; returns the plan now cached.
+  std::shared_ptr<Plan> insert(const Key& key, std::shared_ptr<Plan> plan) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (const auto it = plans_.find(key); it != plans_.end()) return it->second;
+    if (plans_.size() >= kPlanCacheCapacity) plans_.clear();
+    plans_.emplace(key, plan);
+    return plan;
+  }
+  std::size_t size() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return plans_.size();
+  }
+
+ private:
+  std::mutex mu_;
+  std::unordered_map<Key, std::shared_ptr<Plan>, KeyHash> plans_;
+};
+
+/// Never destroyed, like the context (plans may be in use at exit).
+PlanCache& plan_cache() {
+  static PlanCache* const cache = new PlanCache;
+  return *cache;
+}
+
+/// out = op(A) op(B) [+ bias] [+ out] by one cuBLASLt call, out [m, n] row-major of out_dtype,
+/// bias (null: none) of out_dtype. Returns whether the plan came from the cache.
+bool gemm(const MatmulDesc& d, const void* a, const void* b, const void* bias, void* out,
+          DType out_dtype, bool accumulate) {
+  const Context& ctx = context();
+  const Key key{.m = d.m, .n = d.n, .k = d.k,
+                .trans_a = d.trans_a, .trans_b = d.trans_b,
+                .dtype = d.dtype, .out_dtype = out_dtype,
+                .bias = bias != nullptr,
+                .accumulate = accumulate,
+                .tf32 = d.tf32 && d.dtype == DType::f32,
+                .align_a = alignment(a), .align_b = alignment(b), .align_out = alignment(out),
+                .align_bias = bias != nullptr ? alignment(bias) : 0};
+  std::shared_ptr<Plan> plan = plan_cache().find(key);
+  const bool cached = plan != nullptr;
+  if (!cached) plan = plan_cache().insert(key, create_plan(ctx, key, bias));
+
+  const float alpha = 1.0f;
+  const float beta = accumulate ? 1.0f : 0.0f;
+  std::unique_lock<std::mutex> bias_lock(plan->bias_mu, std::defer_lock);
+  if (bias != nullptr) {
+    bias_lock.lock();
+    set_op_attribute(plan->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, bias);
+  }
+  check_lt(cublasLtMatmul(ctx.handle, plan->op, &alpha, b, plan->lt_a, a, plan->lt_b, &beta, out,
+                          plan->lt_d, out, plan->lt_d, &plan->algo, ctx.workspace,
+                          kWorkspaceBytes, stream()),
+           "cublasLtMatmul");
+  return cached;
+}
+
+// ---- the finishing kernel
+
+/// c[i] = round([c[i] +] post_op(product[i] [+ bias[i % n]])), one thread per element of the
+/// row-major [total / n, n] C; product null means zero (k == 0), bias null means none.
+__global__ void finish_kernel(std::int64_t total, std::int64_t n, const float* product,
+                              const void* bias, DType bias_dtype, bool relu, bool accumulate,
+                              void* c, DType c_dtype) {
+  MIXPREC_GRID_STRIDE(i, total) {
+    const float acc = product != nullptr ? product[i] : 0.0f;
+    const float bias_j = bias != nullptr ? load(bias, bias_dtype, i % n) : 0.0f;
+    const float c_old = accumulate ? load(c, c_dtype, i) : 0.0f;
+    store(c, c_dtype, i,
+          math::matmul_epilogue(acc, bias != nullptr, bias_j, relu, accumulate, c_old));
+  }
+}
+
+void finish(const MatmulDesc& d, const float* product, const void* bias, void* c) {
+  const std::int64_t total = d.m * d.n;
+  finish_kernel<<<grid(total), kThreads, 0, stream()>>>(
+      total, d.n, product, d.has_bias ? bias : nullptr, d.bias_dtype,
+      d.post_op == MatmulPostOp::relu, d.accumulate, c, d.c_dtype);
+  check_launch("matmul (finish)");
+}
+
+void log_call(const MatmulDesc& d, const std::string& impl) {
+  verbose_log("matmul", name(d.dtype), impl);
+}
+
+}  // namespace
+
+std::size_t cublaslt_cache_size() { return plan_cache().size(); }
+
+void matmul(const MatmulDesc& desc, const void* a, const void* b, const void* bias, void* c) {
+  validate_matmul(desc, a, b, bias, c);
+  if (desc.m == 0 || desc.n == 0) return;
+  const bool verbose = verbose_enabled();
+  if (desc.k == 0) {
+    finish(desc, nullptr, bias, c);
+    if (verbose) log_call(desc, "cuda finishing kernel (k == 0: bias/zero fill)");
+    return;
+  }
+  const bool relu = desc.post_op == MatmulPostOp::relu;
+  const char* tf32 = desc.tf32 && desc.dtype == DType::f32 ? " tf32" : "";
+  if (!relu && (!desc.has_bias || desc.bias_dtype == desc.c_dtype)) {
+    const bool cached = gemm(desc, a, b, desc.has_bias ? bias : nullptr, c, desc.c_dtype,
+                             desc.accumulate);
+    if (verbose) {
+      log_call(desc, std::string("cublasLt") + tf32 + (desc.has_bias ? " + bias epilogue" : "") +
+                         (desc.accumulate ? " (beta 1)" : "") + (cached ? " (cached)" : ""));
+    }
+    return;
+  }
+  // relu, or an f32 bias with a 16-bit C: the f32 product, then the spec's tail.
+  const std::size_t bytes =
+      static_cast<std::size_t>(desc.m) * static_cast<std::size_t>(desc.n) * sizeof(float);
+  const Scratch product(bytes);
+  MIXPREC_CHECK(product.as<float>() != nullptr, BackendError, "matmul",
+                "out of device memory for the " << bytes << "-byte f32 product of a " << desc.m
+                                                << "x" << desc.n << " GEMM");
+  const bool cached = gemm(desc, a, b, nullptr, product.as<float>(), DType::f32, false);
+  finish(desc, product.as<float>(), bias, c);
+  if (verbose) {
+    log_call(desc, std::string("cublasLt") + tf32 + " f32 product" + (cached ? " (cached)" : "") +
+                       " + cuda finishing kernel (" + (relu ? "relu: NaN-preserving" : "f32 bias") +
+                       ")");
+  }
+}
+
+}  // namespace mixprec::kernels::cuda
