@@ -1,11 +1,13 @@
 // Reference max / average / global-average pooling, forward and backward: plain loops over
-// planes, sums in f32, one rounding per output. The spec; kernels:: runs these same loops over
+// planes, sums in f32, one rounding per output; the per-window math is kernels/pool_math.h's
+// (shared with the CUDA kernels). The spec; kernels:: runs these same loops over
 // chunks of planes in parallel (pool.cpp), so results do not depend on the thread count.
 #include <algorithm>
 #include <limits>
 #include <vector>
 
 #include "kernels/conv.h"
+#include "kernels/pool_math.h"
 #include "mixprec/core/error.h"
 
 namespace mixprec::kernels {
@@ -31,21 +33,14 @@ void validate_pool2d(const char* op, const Pool2dDesc& d) {
 namespace ref {
 namespace {
 
-// Valid input rows [y0, y1) (and columns likewise) of the window of output row oy.
-struct Span {
-  std::int64_t begin, end;
-};
-inline Span window(std::int64_t out, const Pool2dDesc& d, std::int64_t extent) {
-  const std::int64_t start = out * d.stride - d.padding;
-  return {std::max<std::int64_t>(start, 0), std::min(start + d.kernel, extent)};
-}
+using pool::Span;
 
 template <class Fn>
 void for_each_window(const Pool2dDesc& d, Fn&& fn) {
   const std::int64_t ho = d.out_h(), wo = d.out_w();
   for (std::int64_t oy = 0; oy < ho; ++oy) {
-    const Span ry = window(oy, d, d.h);
-    for (std::int64_t ox = 0; ox < wo; ++ox) fn(oy * wo + ox, ry, window(ox, d, d.w));
+    const Span ry = pool::window(oy, d, d.h);
+    for (std::int64_t ox = 0; ox < wo; ++ox) fn(oy * wo + ox, ry, pool::window(ox, d, d.w));
   }
 }
 
@@ -59,19 +54,9 @@ void max_pool2d(const Pool2dDesc& d, const void* x_raw, void* y_raw, std::int32_
     for (std::int64_t p = 0; p < planes; ++p) {
       const T* x = static_cast<const T*>(x_raw) + p * in_plane;
       T* y = static_cast<T*>(y_raw) + p * out_plane;
+      const auto at = [x](std::int64_t i) { return static_cast<float>(x[i]); };
       for_each_window(d, [&](std::int64_t out, Span ry, Span rx) {
-        std::int64_t best_i = ry.begin * d.w + rx.begin;
-        float best = static_cast<float>(x[best_i]);
-        for (std::int64_t iy = ry.begin; iy < ry.end && best == best; ++iy) {
-          for (std::int64_t ix = rx.begin; ix < rx.end; ++ix) {
-            const float v = static_cast<float>(x[iy * d.w + ix]);
-            if (v > best || v != v) {  // strictly greater keeps the first max; NaN wins once
-              best = v;
-              best_i = iy * d.w + ix;
-              if (v != v) break;
-            }
-          }
-        }
+        const std::int64_t best_i = pool::window_argmax(ry, rx, d.w, at);
         y[out] = x[best_i];
         if (argmax != nullptr) argmax[p * out_plane + out] = static_cast<std::int32_t>(best_i);
       });
@@ -105,15 +90,9 @@ void avg_pool2d(const Pool2dDesc& d, const void* x_raw, void* y_raw) {
     for (std::int64_t p = 0; p < planes; ++p) {
       const T* x = static_cast<const T*>(x_raw) + p * in_plane;
       T* y = static_cast<T*>(y_raw) + p * out_plane;
+      const auto at = [x](std::int64_t i) { return static_cast<float>(x[i]); };
       for_each_window(d, [&](std::int64_t out, Span ry, Span rx) {
-        float sum = 0.0f;
-        for (std::int64_t iy = ry.begin; iy < ry.end; ++iy) {
-          for (std::int64_t ix = rx.begin; ix < rx.end; ++ix) {
-            sum += static_cast<float>(x[iy * d.w + ix]);
-          }
-        }
-        const auto count = static_cast<float>((ry.end - ry.begin) * (rx.end - rx.begin));
-        y[out] = T(sum / count);
+        y[out] = T(pool::window_mean(ry, rx, d.w, at));
       });
     }
   });
@@ -129,8 +108,7 @@ void avg_pool2d_backward(const Pool2dDesc& d, const void* dy_raw, void* dx_raw) 
       const T* dy = static_cast<const T*>(dy_raw) + p * out_plane;
       std::fill(acc.begin(), acc.end(), 0.0f);
       for_each_window(d, [&](std::int64_t out, Span ry, Span rx) {
-        const auto count = static_cast<float>((ry.end - ry.begin) * (rx.end - rx.begin));
-        const float g = static_cast<float>(dy[out]) / count;
+        const float g = static_cast<float>(dy[out]) / pool::window_count(ry, rx);
         for (std::int64_t iy = ry.begin; iy < ry.end; ++iy) {
           for (std::int64_t ix = rx.begin; ix < rx.end; ++ix) {
             acc[static_cast<std::size_t>(iy * d.w + ix)] += g;
