@@ -12,6 +12,7 @@
 
 #include "mixprec/core/dtype.h"
 #include "kernels/entry_point.h"
+#include "kernels/norm_math.h"  // norm_invstd, batch_norm_grad_coefs: one formula everywhere
 
 namespace mixprec::kernels {
 
@@ -84,19 +85,6 @@ void layer_norm_backward(const void* x, DType x_dtype, const void* dy, DType dy_
                          const float* rstd, const float* weight, void* dx, DType dx_dtype,
                          float* dweight, float* dbias);
 }  // namespace ref
-
-/// The per-channel coefficients of the training-mode batch-norm backward, dx = dy * k1 +
-/// ((x - mean) * k2 + k3), from the gradient sums over `count` values; one formula for every
-/// implementation (fused or split), so they agree on it exactly.
-struct BatchNormGradCoefs {
-  float k1, k2, k3;
-};
-BatchNormGradCoefs batch_norm_grad_coefs(float var, float eps, float weight, double sum_dy,
-                                         double sum_dy_xmu, double count, bool training);
-
-/// 1 / sqrt(var + eps) in f32: the one formula every implementation uses, so the reference and
-/// the CPU kernels agree on it exactly.
-float norm_invstd(float var, float eps);
 
 namespace detail {
 /// Argument checks shared by the reference and the dispatcher (ShapeError/ValueError naming op).

@@ -18,4 +18,9 @@ MIXPREC_HD inline float nan_min(float a, float b) {
   return a < b ? a : b;
 }
 
+/// Whether nan_max(a, b) (nan_min(a, b)) returns b rather than a: for a reduction that must know
+/// which element it kept (one that combines partial results gathered out of index order).
+MIXPREC_HD inline bool nan_max_keeps_b(float a, float b) { return a == a && (b != b || !(a > b)); }
+MIXPREC_HD inline bool nan_min_keeps_b(float a, float b) { return a == a && (b != b || !(a < b)); }
+
 }  // namespace mixprec::kernels::ref

@@ -1,22 +1,12 @@
 // Reference batch norm and layer norm: plain scalar loops, the spec. Sums accumulate in double
 // (so the reference is more accurate than any f32 kernel it is compared with), statistics are
-// rounded to f32 once, and every per-element formula is the one written in kernels/norm.h.
+// rounded to f32 once, and every per-element formula is the one written in kernels/norm.h, computed
+// by kernels/norm_math.h (which a device backend compiles too).
 #include <cmath>
 
 #include "kernels/norm.h"
 
 namespace mixprec::kernels {
-
-float norm_invstd(float var, float eps) { return 1.0f / std::sqrt(var + eps); }
-
-BatchNormGradCoefs batch_norm_grad_coefs(float var, float eps, float weight, double sum_dy,
-                                         double sum_dy_xmu, double count, bool training) {
-  const float invstd = norm_invstd(var, eps);
-  const float k1 = weight * invstd;
-  if (!training) return {k1, 0.0f, 0.0f};
-  return {k1, -k1 * invstd * invstd * static_cast<float>(sum_dy_xmu / count),
-          -k1 * static_cast<float>(sum_dy / count)};
-}
 
 void detail::check_batch_norm_args(const char* op, BatchNormDims d, float eps, bool training) {
   MIXPREC_CHECK(d.n >= 0 && d.c >= 0 && d.s >= 0, ShapeError, op,
@@ -74,7 +64,8 @@ void batch_norm_forward(const void* x, DType x_dtype, BatchNormDims d, const flo
       for (std::int64_t n = 0; n < d.n; ++n)
         for (std::int64_t s = 0; s < d.s; ++s) {
           const float v = at<TX>(x, idx(n, s));
-          static_cast<TY*>(y)[idx(n, s)] = TY((v - mean[c]) * (invstd * w) + b);
+          static_cast<TY*>(y)[idx(n, s)] =
+              TY(norm_math::batch_norm_apply(v, mean[c], invstd, w, b));
         }
     }
   });
@@ -104,14 +95,14 @@ void batch_norm_backward(const void* x, DType x_dtype, const void* dy, DType dy_
       if (dweight != nullptr) dweight[c] = static_cast<float>(sum_dy_xmu) * invstd;
       if (dbias != nullptr) dbias[c] = static_cast<float>(sum_dy);
       if (dx == nullptr) continue;
-      const auto [k1, k2, k3] =
+      const BatchNormGradCoefs k =
           batch_norm_grad_coefs(var[c], eps, weight != nullptr ? weight[c] : 1.0f, sum_dy,
                                 sum_dy_xmu, count, training);
       for (std::int64_t n = 0; n < d.n; ++n)
         for (std::int64_t s = 0; s < d.s; ++s) {
           const float g = at<TDY>(dy, idx(n, s));
           const float xmu = at<TX>(x, idx(n, s)) - m;
-          static_cast<TDX*>(dx)[idx(n, s)] = TDX(g * k1 + xmu * k2 + k3);
+          static_cast<TDX*>(dx)[idx(n, s)] = TDX(norm_math::batch_norm_grad_apply(g, xmu, k));
         }
     }
   });
@@ -173,14 +164,14 @@ void batch_norm_backward_elemt(const void* x, DType x_dtype, const void* dy, DTy
     using TDX = decltype(tdx);
     for (std::int64_t c = 0; c < d.c; ++c) {
       auto idx = [&](std::int64_t n, std::int64_t s) { return (n * d.c + c) * d.s + s; };
-      const auto [k1, k2, k3] =
+      const BatchNormGradCoefs k =
           batch_norm_grad_coefs(var[c], eps, weight != nullptr ? weight[c] : 1.0f,
                                 sum_dy[c], sum_dy_xmu[c], count, true);
       for (std::int64_t n = 0; n < d.n; ++n)
         for (std::int64_t s = 0; s < d.s; ++s) {
           const float g = at<TDY>(dy, idx(n, s));
           const float xmu = at<TX>(x, idx(n, s)) - mean[c];
-          static_cast<TDX*>(dx)[idx(n, s)] = TDX(g * k1 + xmu * k2 + k3);
+          static_cast<TDX*>(dx)[idx(n, s)] = TDX(norm_math::batch_norm_grad_apply(g, xmu, k));
         }
     }
   });
@@ -208,10 +199,10 @@ void layer_norm_forward(const void* x, DType x_dtype, std::int64_t rows, std::in
       mean[r] = m;
       rstd[r] = rs;
       for (std::int64_t j = 0; j < cols; ++j) {
-        const float xhat = (at<TX>(x, base + j) - m) * rs;
+        const float xhat = norm_math::layer_norm_xhat(at<TX>(x, base + j), m, rs);
         const float w = weight != nullptr ? weight[j] : 1.0f;
         const float b = bias != nullptr ? bias[j] : 0.0f;
-        static_cast<TY*>(y)[base + j] = TY(xhat * w + b);
+        static_cast<TY*>(y)[base + j] = TY(norm_math::layer_norm_apply(xhat, w, b));
       }
     }
   });
@@ -234,14 +225,15 @@ void layer_norm_backward(const void* x, DType x_dtype, const void* dy, DType dy_
           const double g = static_cast<double>(at<TDY>(dy, base + j)) *
                            (weight != nullptr ? weight[j] : 1.0f);
           sum_g += g;
-          sum_g_xhat += g * ((at<TX>(x, base + j) - mean[r]) * rstd[r]);
+          sum_g_xhat += g * norm_math::layer_norm_xhat(at<TX>(x, base + j), mean[r], rstd[r]);
         }
         const float a = static_cast<float>(sum_g / static_cast<double>(cols));
         const float b = static_cast<float>(sum_g_xhat / static_cast<double>(cols));
         for (std::int64_t j = 0; j < cols; ++j) {
           const float g = at<TDY>(dy, base + j) * (weight != nullptr ? weight[j] : 1.0f);
-          const float xhat = (at<TX>(x, base + j) - mean[r]) * rstd[r];
-          static_cast<TDX*>(dx)[base + j] = TDX(rstd[r] * (g - a - xhat * b));
+          const float xhat = norm_math::layer_norm_xhat(at<TX>(x, base + j), mean[r], rstd[r]);
+          static_cast<TDX*>(dx)[base + j] =
+              TDX(norm_math::layer_norm_grad_apply(rstd[r], g, a, xhat, b));
         }
       }
     }
@@ -250,7 +242,7 @@ void layer_norm_backward(const void* x, DType x_dtype, const void* dy, DType dy_
       for (std::int64_t r = 0; r < rows; ++r) {
         const double g = at<TDY>(dy, r * cols + j);
         sb += g;
-        sw += g * ((at<TX>(x, r * cols + j) - mean[r]) * rstd[r]);
+        sw += g * norm_math::layer_norm_xhat(at<TX>(x, r * cols + j), mean[r], rstd[r]);
       }
       if (dweight != nullptr) dweight[j] = static_cast<float>(sw);
       if (dbias != nullptr) dbias[j] = static_cast<float>(sb);

@@ -6,7 +6,17 @@ namespace mixprec::kernels::detail {
 
 /// Throws ShapeError for negative rows/cols and ValueError ("<op>: ...") for a target outside
 /// [0, cols) or a label_smoothing outside [0, 1]; op is "cross_entropy" or its backward.
+/// Reads targets on the host: check_cross_entropy_scalars and check_cross_entropy_target are its
+/// two halves, for a backend whose targets live in device memory.
 void check_cross_entropy_args(const char* op, std::int64_t rows, std::int64_t cols,
                               const std::int64_t* targets, float label_smoothing);
+
+/// Every check of check_cross_entropy_args that does not read the targets.
+void check_cross_entropy_scalars(const char* op, std::int64_t rows, std::int64_t cols,
+                                 const std::int64_t* targets, float label_smoothing);
+
+/// ValueError naming op, the row and the target if the target is outside [0, cols).
+void check_cross_entropy_target(const char* op, std::int64_t row, std::int64_t target,
+                                std::int64_t cols);
 
 }  // namespace mixprec::kernels::detail

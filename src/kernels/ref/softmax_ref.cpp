@@ -6,21 +6,30 @@
 
 #include "kernels/ref/softmax_checks.h"
 #include "kernels/softmax.h"
+#include "kernels/softmax_math.h"
 
 namespace mixprec::kernels {
 
-void detail::check_cross_entropy_args(const char* op, std::int64_t rows, std::int64_t cols,
-                                      const std::int64_t* targets, float label_smoothing) {
+void detail::check_cross_entropy_scalars(const char* op, std::int64_t rows, std::int64_t cols,
+                                         const std::int64_t* targets, float label_smoothing) {
   MIXPREC_CHECK(rows >= 0 && cols >= 0, ShapeError, op,
                 "negative extent (rows " << rows << ", cols " << cols << ")");
   MIXPREC_CHECK(label_smoothing >= 0.0f && label_smoothing <= 1.0f, ValueError, op,
                 "label_smoothing must be in [0, 1], got " << label_smoothing);
   MIXPREC_CHECK(rows == 0 || targets != nullptr, ValueError, op, "targets is null");
-  for (std::int64_t r = 0; r < rows; ++r) {
-    MIXPREC_CHECK(targets[r] >= 0 && targets[r] < cols, ValueError, op,
-                  "target " << targets[r] << " at row " << r << " is out of range [0, " << cols
-                            << "); targets must be class indices");
-  }
+}
+
+void detail::check_cross_entropy_target(const char* op, std::int64_t row, std::int64_t target,
+                                        std::int64_t cols) {
+  MIXPREC_CHECK(target >= 0 && target < cols, ValueError, op,
+                "target " << target << " at row " << row << " is out of range [0, " << cols
+                          << "); targets must be class indices");
+}
+
+void detail::check_cross_entropy_args(const char* op, std::int64_t rows, std::int64_t cols,
+                                      const std::int64_t* targets, float label_smoothing) {
+  check_cross_entropy_scalars(op, rows, cols, targets, label_smoothing);
+  for (std::int64_t r = 0; r < rows; ++r) check_cross_entropy_target(op, r, targets[r], cols);
 }
 
 namespace ref {
@@ -42,7 +51,7 @@ std::vector<float> load_row(const T* p, std::int64_t cols) {
 /// NaN-propagating row max (a NaN makes the whole row NaN, which is what we want).
 float row_max(const std::vector<float>& x) {
   float m = -INFINITY;
-  for (float v : x) m = (m != m) ? m : (v != v || v > m) ? v : m;
+  for (float v : x) m = softmax_math::row_max_step(m, v);
   return m;
 }
 
@@ -62,10 +71,14 @@ void softmax(const void* in, DType in_dtype, std::int64_t rows, std::int64_t col
       for (float v : x) sum += std::exp(v - m);
       if (log) {
         const float lse = std::log(sum);
-        for (std::int64_t c = 0; c < cols; ++c) y[c] = TO((x[c] - m) - lse);
+        for (std::int64_t c = 0; c < cols; ++c) {
+          y[c] = TO(softmax_math::log_softmax_value(x[c], m, lse));
+        }
       } else {
         const float inv = 1.0f / sum;
-        for (std::int64_t c = 0; c < cols; ++c) y[c] = TO(std::exp(x[c] - m) * inv);
+        for (std::int64_t c = 0; c < cols; ++c) {
+          y[c] = TO(softmax_math::softmax_value(x[c], m, inv));
+        }
       }
     }
   });
@@ -85,10 +98,14 @@ void softmax_backward(const void* y, DType y_dtype, const void* dy, DType dy_dty
       float s = 0.0f;
       if (log) {
         for (float v : g) s += v;  // sum(dy)
-        for (std::int64_t c = 0; c < cols; ++c) d[c] = TO(g[c] - std::exp(yr[c]) * s);
+        for (std::int64_t c = 0; c < cols; ++c) {
+          d[c] = TO(softmax_math::log_softmax_grad(g[c], yr[c], s));
+        }
       } else {
         for (std::int64_t c = 0; c < cols; ++c) s += g[c] * yr[c];  // sum(dy * y)
-        for (std::int64_t c = 0; c < cols; ++c) d[c] = TO(yr[c] * (g[c] - s));
+        for (std::int64_t c = 0; c < cols; ++c) {
+          d[c] = TO(softmax_math::softmax_grad(g[c], yr[c], s));
+        }
       }
     }
   });
@@ -107,9 +124,9 @@ void cross_entropy(const void* logits, DType dtype, std::int64_t rows, std::int6
       for (float v : x) sum += std::exp(v - m);
       const float lse = std::log(sum);
       float sum_logp = 0.0f;
-      for (float v : x) sum_logp += (v - m) - lse;
-      const float logp_t = (x[targets[r]] - m) - lse;
-      loss_per_row[r] = -(1.0f - s) * logp_t - (s / static_cast<float>(cols)) * sum_logp;
+      for (float v : x) sum_logp += softmax_math::log_softmax_value(v, m, lse);
+      const float logp_t = softmax_math::log_softmax_value(x[targets[r]], m, lse);
+      loss_per_row[r] = softmax_math::cross_entropy_loss(logp_t, sum_logp, s, cols);
     }
   });
 }
@@ -120,7 +137,7 @@ void cross_entropy_backward(const void* logits, DType dtype, std::int64_t rows,
   detail::check_cross_entropy_args("cross_entropy_backward", rows, cols, targets,
                                    label_smoothing);
   const float s = label_smoothing;
-  const float q_off = s / static_cast<float>(cols);  // smoothed target mass off the label
+  const float q_off = softmax_math::cross_entropy_off_mass(s, cols);
   dispatch(dtype, dlogits_dtype, [&](auto t, auto to) {
     using T = decltype(t);
     using TO = decltype(to);
@@ -133,8 +150,7 @@ void cross_entropy_backward(const void* logits, DType dtype, std::int64_t rows,
       const float inv = 1.0f / sum;
       const float g = grad_per_row[r];
       for (std::int64_t c = 0; c < cols; ++c) {
-        const float q = c == targets[r] ? q_off + (1.0f - s) : q_off;
-        d[c] = TO(g * (std::exp(x[c] - m) * inv - q));
+        d[c] = TO(softmax_math::cross_entropy_grad(g, x[c], m, inv, c == targets[r], q_off, s));
       }
     }
   });
