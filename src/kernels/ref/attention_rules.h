@@ -1,17 +1,20 @@
 #pragma once
 // The per-element rules of attention that the reference and the blocked kernel must share
 // exactly: the additive mask lookup, the causal cut and the dropout decision (kernels/attention.h).
+// MIXPREC_HD: the CUDA kernels call these very functions on the device (the desc's pointers are
+// device memory there, as the contract says; the RNG is constexpr).
 #include <cmath>
 #include <cstdint>
 
 #include "kernels/attention.h"
+#include "kernels/host_device.h"
 #include "mixprec/core/random.h"
 
 namespace mixprec::kernels::detail {
 
 /// What s = scale * (q_i . k_j) becomes once the causal cut and the mask apply.
-inline float masked_score(const AttentionDesc& d, std::int64_t b, std::int64_t i, std::int64_t j,
-                          float s) {
+MIXPREC_HD inline float masked_score(const AttentionDesc& d, std::int64_t b, std::int64_t i,
+                                     std::int64_t j, float s) {
   if (d.causal && j > i) return -INFINITY;
   if (d.mask != nullptr) s += d.mask[d.mask_offsets[b] + i * d.mask_stride_q + j * d.mask_stride_k];
   return s;
@@ -19,15 +22,15 @@ inline float masked_score(const AttentionDesc& d, std::int64_t b, std::int64_t i
 
 /// The dropout factor of probability (b, i, j): 0 if dropped, 1/(1-p) if kept. The decision is
 /// uniform(seed, index) >= p at index (b*tq + i)*tk + j, as the dropout op draws its mask.
-inline float dropout_factor(const AttentionDesc& d, std::int64_t b, std::int64_t i,
-                            std::int64_t j) {
+MIXPREC_HD inline float dropout_factor(const AttentionDesc& d, std::int64_t b, std::int64_t i,
+                                       std::int64_t j) {
   if (d.dropout_p == 0.0f) return 1.0f;
   const auto index = static_cast<std::uint64_t>((b * d.tq + i) * d.tk + j);
   return uniform(d.seed, index) >= d.dropout_p ? 1.0f / (1.0f - d.dropout_p) : 0.0f;
 }
 
 /// The same decision from 32 random bits already drawn for that index (random_bits(seed, index)).
-inline float dropout_factor_from_bits(float p, std::uint32_t bits) {
+MIXPREC_HD inline float dropout_factor_from_bits(float p, std::uint32_t bits) {
   return static_cast<float>(bits >> 8) * 0x1p-24f >= p ? 1.0f / (1.0f - p) : 0.0f;
 }
 
