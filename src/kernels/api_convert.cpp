@@ -1,15 +1,15 @@
 // The public bulk conversions of host arrays: argument checks, then the host kernels of the active
 // backend (kernels::host_backend(): convert, convert_stochastic), whose cpu and ref implementations are bit-identical to the
-// scalar functions of half.h / float8.h. Also the scalar stochastic rounding itself, the
-// specification of both backends' stochastic kernels.
+// scalar functions of half.h / float8.h. Also the public scalar stochastic rounding, whose
+// definition (shared with device kernels) is kernels/stochastic_rounding.h.
 #include "mixprec/core/convert.h"
 
-#include <bit>
 #include <cstdint>
 #include <string>
 
 #include "kernels/convert_checks.h"
 #include "kernels/backend.h"
+#include "kernels/stochastic_rounding.h"
 #include "mixprec/core/error.h"
 
 namespace mixprec {
@@ -17,44 +17,14 @@ namespace mixprec {
 using detail::check_convert_buffers;
 using detail::check_counter_offset;
 
-// ---- scalar stochastic rounding (the specification) ----
+// ---- scalar stochastic rounding (the specification, in kernels/stochastic_rounding.h) ----
 
 std::uint16_t f32_to_bf16_bits_stochastic(float value, std::uint32_t random_bits) noexcept {
-  const std::uint32_t x = std::bit_cast<std::uint32_t>(value);
-  if ((x & 0x7fffffffu) > 0x7f800000u) return f32_to_bf16_bits(value);  // NaN: quiet, as RNE
-  // The dropped 16 bits d carry into the kept part iff (random_bits >> 16) + d >= 2^16, which
-  // has probability d / 2^16. Inf has d = 0 and stays Inf; above max the carry reaches Inf.
-  return static_cast<std::uint16_t>((x + (random_bits >> 16)) >> 16);
+  return kernels::stochastic_bf16_bits(value, random_bits);
 }
 
 std::uint16_t f32_to_f16_bits_stochastic(float value, std::uint32_t random_bits) noexcept {
-  const std::uint32_t x = std::bit_cast<std::uint32_t>(value);
-  const std::uint32_t sign = (x >> 16) & 0x8000u;
-  const std::uint32_t a = x & 0x7fffffffu;
-  if (a >= 0x7f800000u) return f32_to_f16_bits(value);                      // Inf, NaN: as RNE
-  if (a >= 0x47800000u) return static_cast<std::uint16_t>(sign | 0x7c00u);  // >= 2^16: past Inf
-  std::uint32_t kept;       // the magnitude truncated to f16, as a bit pattern
-  std::uint32_t fraction;   // floor(dropped fraction of one f16 spacing * 2^32)
-  if (a >= 0x38800000u) {   // >= 2^-14: normal f16, 13 dropped bits
-    kept = (a - (112u << 23)) >> 13;
-    fraction = (a & 0x1fffu) << 19;
-  } else {
-    // Subnormal f16: the value is m * 2^(e - 150) = (m >> s) units of 2^-24 with s = 126 - e
-    // (an fp32 denormal has e = 0 but the scale of e = 1 and no implicit bit).
-    const std::uint32_t e = a >> 23;
-    const std::uint32_t m = (a & 0x7fffffu) | (e != 0 ? 0x800000u : 0u);
-    const std::uint32_t s = 126u - (e != 0 ? e : 1u);  // 14 .. 125
-    const std::uint64_t rest = s < 32 ? (m & ((1u << s) - 1u)) : m;
-    kept = s < 32 ? m >> s : 0u;
-    fraction = s <= 32 ? static_cast<std::uint32_t>(rest << (32 - s))
-               : s < 64 ? static_cast<std::uint32_t>(rest >> (s - 32))
-                        : 0u;
-  }
-  // Round up iff random_bits + fraction carries out of 32 bits: probability fraction / 2^32.
-  // A carry out of the mantissa moves to the next binade, and from 65504 to Inf (0x7c00).
-  const std::uint32_t up = static_cast<std::uint32_t>(
-      (static_cast<std::uint64_t>(random_bits) + fraction) >> 32);
-  return static_cast<std::uint16_t>(sign | (kept + up));
+  return kernels::stochastic_f16_bits(value, random_bits);
 }
 
 // ---- bulk conversions ----

@@ -35,8 +35,19 @@ void indices_from_values(const void* values, DType dtype, std::int64_t n, std::i
 namespace detail {
 /// The argument checks both backends share (ShapeError for negative sizes, ValueError for an
 /// index outside [0, rows) or padding_idx >= rows); op names the kernel in the message.
+/// check_embedding_sizes, then check_embedding_index for every index, in order.
 void check_embedding_args(const char* op, std::int64_t rows, std::int64_t cols,
                           const std::int64_t* indices, std::int64_t n, std::int64_t padding_idx);
+/// The checks of check_embedding_args that read no index (indices is only compared with null):
+/// what a backend whose indices live in device memory checks on the host.
+void check_embedding_sizes(const char* op, std::int64_t rows, std::int64_t cols,
+                           const std::int64_t* indices, std::int64_t n, std::int64_t padding_idx);
+/// ValueError naming index, its position and rows unless 0 <= index < rows.
+void check_embedding_index(const char* op, std::int64_t index, std::int64_t position,
+                           std::int64_t rows);
+/// ValueError naming position and value unless value is a token id (is_token_id, token_id.h):
+/// indices_from_values' check of one value.
+void check_token_id(std::int64_t position, float value);
 }  // namespace detail
 
 /// The embedding kernels, in table order: kernels::<name> forwards to the active backend

@@ -1,28 +1,43 @@
 // Reference embedding kernels: a row copy per index, and a scatter-add into an f32 table in
 // index order, rounded once at the end. The spec the cpu backend must match bit for bit.
-#include <cmath>
 #include <cstring>
 #include <vector>
 
 #include "kernels/embedding.h"
+#include "kernels/token_id.h"
 #include "mixprec/core/error.h"
 
 namespace mixprec::kernels {
 
-void detail::check_embedding_args(const char* op, std::int64_t rows, std::int64_t cols,
-                                  const std::int64_t* indices, std::int64_t n,
-                                  std::int64_t padding_idx) {
+void detail::check_embedding_sizes(const char* op, std::int64_t rows, std::int64_t cols,
+                                   const std::int64_t* indices, std::int64_t n,
+                                   std::int64_t padding_idx) {
   MIXPREC_CHECK(rows >= 0 && cols >= 0 && n >= 0, ShapeError, op,
                 "negative size: table [" << rows << ", " << cols << "], " << n << " indices");
   MIXPREC_CHECK(n == 0 || indices != nullptr, ValueError, op, "indices is null");
   MIXPREC_CHECK(padding_idx < rows, ValueError, op,
                 "padding_idx " << padding_idx << " is out of range for a table of " << rows
                                << " rows (negative means none)");
-  for (std::int64_t i = 0; i < n; ++i) {
-    MIXPREC_CHECK(indices[i] >= 0 && indices[i] < rows, ValueError, op,
-                  "index " << indices[i] << " at position " << i << " is out of range [0, "
-                           << rows << ") for a table of " << rows << " rows");
-  }
+}
+
+void detail::check_embedding_index(const char* op, std::int64_t index, std::int64_t position,
+                                   std::int64_t rows) {
+  MIXPREC_CHECK(index >= 0 && index < rows, ValueError, op,
+                "index " << index << " at position " << position << " is out of range [0, "
+                         << rows << ") for a table of " << rows << " rows");
+}
+
+void detail::check_embedding_args(const char* op, std::int64_t rows, std::int64_t cols,
+                                  const std::int64_t* indices, std::int64_t n,
+                                  std::int64_t padding_idx) {
+  check_embedding_sizes(op, rows, cols, indices, n, padding_idx);
+  for (std::int64_t i = 0; i < n; ++i) check_embedding_index(op, indices[i], i, rows);
+}
+
+void detail::check_token_id(std::int64_t position, float value) {
+  MIXPREC_CHECK(is_token_id(value), ValueError, "indices_from_values",
+                "index " << position << " is " << value << ", not a whole number in [0, 2^24); "
+                         << "pass token ids");
 }
 
 namespace ref {
@@ -34,11 +49,7 @@ void indices_from_values(const void* values, DType dtype, std::int64_t n, std::i
   dispatch(dtype, [&](auto t) {
     const auto* v = static_cast<const decltype(t)*>(values);
     for (std::int64_t i = 0; i < n; ++i) {  // every value checked before anything is written
-      const float x = static_cast<float>(v[i]);
-      MIXPREC_CHECK(x >= 0.0f && x < 16777216.0f && x == std::floor(x), ValueError,
-                    "indices_from_values",
-                    "index " << i << " is " << x << ", not a whole number in [0, 2^24); pass "
-                             "token ids");
+      detail::check_token_id(i, static_cast<float>(v[i]));
     }
     for (std::int64_t i = 0; i < n; ++i) out[i] = static_cast<std::int64_t>(static_cast<float>(v[i]));
   });

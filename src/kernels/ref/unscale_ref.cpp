@@ -1,13 +1,12 @@
 // Scalar reference of the fused unscale + non-finite check (+ optional amax): the specification
-// the AVX-512 kernel must match bit for bit.
-#include <algorithm>
-#include <cmath>
+// the AVX-512 kernel must match bit for bit. The per-element step is kernels/unscale_math.h
+// (shared with the CUDA kernel).
 #include <cstddef>
 #include <cstdint>
 
 #include "kernels/unscale.h"
+#include "kernels/unscale_math.h"
 #include "mixprec/core/error.h"
-#include "mixprec/core/half.h"
 
 namespace mixprec::kernels {
 namespace {
@@ -21,11 +20,8 @@ bool f32_loop(const float* in, float* out, std::size_t n, float inv, float* amax
   for (std::size_t i = 0; i < n; ++i) {
     const float x = in[i];
     const float y = x * inv;
-    // Non-short-circuit '|' keeps the loop branch-free; both sides are checked on purpose (the
-    // specification), even though y is non-finite whenever x is for a finite non-zero inv.
-    found |= !std::isfinite(x) | !std::isfinite(y);
-    // Only finite outputs enter amax: Inf/NaN are reported by the verdict instead.
-    if constexpr (kAmax) a = std::isfinite(y) ? std::max(a, std::fabs(y)) : a;
+    found |= unscale_math::non_finite(x, y);
+    if constexpr (kAmax) a = unscale_math::raise_amax(a, y);
     out[i] = y;
   }
   if constexpr (kAmax) *amax = a;
@@ -39,13 +35,11 @@ bool bits16_loop(const std::uint16_t* in, std::uint16_t* out, std::size_t n, flo
   bool found = false;
   float a = kAmax ? *amax : 0.0f;
   for (std::size_t i = 0; i < n; ++i) {
-    const float x = bf16 ? bf16_bits_to_f32(in[i]) : f16_bits_to_f32(in[i]);
-    const std::uint16_t bits = bf16 ? f32_to_bf16_bits(x * inv) : f32_to_f16_bits(x * inv);
-    // Check the rounded result: a product that overflows the 16-bit range becomes Inf there.
-    const float y = bf16 ? bf16_bits_to_f32(bits) : f16_bits_to_f32(bits);
-    found |= !std::isfinite(x) | !std::isfinite(y);
-    if constexpr (kAmax) a = std::isfinite(y) ? std::max(a, std::fabs(y)) : a;
-    out[i] = bits;
+    // The rounded result is checked: a product that overflows the 16-bit range is Inf there.
+    const unscale_math::Unscaled16 u = unscale_math::unscale_16bit(in[i], inv, bf16);
+    found |= unscale_math::non_finite(u.x, u.y);
+    if constexpr (kAmax) a = unscale_math::raise_amax(a, u.y);
+    out[i] = u.bits;
   }
   if constexpr (kAmax) *amax = a;
   return found;

@@ -1,0 +1,53 @@
+// The CUDA strided copy with dtype conversion, one thread per element of the shape: element i
+// (row-major) is read at the input's offset and written at the output's, as
+// D(static_cast<float>(s)), the reference's own expression with the host's constexpr scalar types
+// (exact widening, one rounding to nearest even; fp8 included). A copy between two buffers of
+// the same fp8 dtype moves bytes, as the reference's bulk path does (E5M2 NaN payloads kept).
+// Deterministic: each output element is one thread's (the output's strides do not alias).
+#include <cstdint>
+
+#include "kernels/copy.h"
+#include "kernels/cuda/cuda_kernels.h"
+#include "kernels/cuda/launch.cuh"
+#include "kernels/cuda/layout_collapse.cuh"
+#include "kernels/cuda/storage_types.cuh"
+
+namespace mixprec::kernels::cuda {
+namespace {
+
+template <class S, class D>
+__global__ void copy_kernel(Layout l, std::int64_t n, const S* src, D* dst) {
+  MIXPREC_GRID_STRIDE(i, n) {
+    dst[collapsed_offset(l, 1, i)] = D(static_cast<float>(src[collapsed_offset(l, 0, i)]));
+  }
+}
+
+__global__ void copy_bytes_kernel(Layout l, std::int64_t n, const std::uint8_t* src,
+                                  std::uint8_t* dst) {
+  MIXPREC_GRID_STRIDE(i, n) dst[collapsed_offset(l, 1, i)] = src[collapsed_offset(l, 0, i)];
+}
+
+}  // namespace
+
+void copy(std::span<const std::int64_t> shape, const StridedInput& in, const StridedOutput& out) {
+  const Layout full = layout("copy", shape, in.strides, out.strides);
+  const std::int64_t n = numel(full);
+  if (n == 0) return;
+  const Layout l = collapsed(full);
+  if (in.dtype == out.dtype && is_storage_only(in.dtype)) {
+    copy_bytes_kernel<<<grid(n), kThreads, 0, stream()>>>(
+        l, n, static_cast<const std::uint8_t*>(in.data), static_cast<std::uint8_t*>(out.data));
+  } else {
+    with_storage_type(in.dtype, [&](auto s) {
+      with_storage_type(out.dtype, [&](auto d) {
+        using S = decltype(s);
+        using D = decltype(d);
+        copy_kernel<S, D><<<grid(n), kThreads, 0, stream()>>>(l, n, static_cast<const S*>(in.data),
+                                                              static_cast<D*>(out.data));
+      });
+    });
+  }
+  check_launch("copy");
+}
+
+}  // namespace mixprec::kernels::cuda

@@ -1,0 +1,117 @@
+// The CUDA fused gradient unscale: each element the reference's own step
+// (kernels/unscale_math.h, MIXPREC_HD), in place, in a grid-stride loop. The verdict and amax
+// stay in device memory, as the contract says:
+//  - found_inf: a block that saw an Inf/NaN input or output writes 1.0f to it (every writer
+//    writes the same value, and nothing else writes it: the reference's "set to 1, else left
+//    alone", deterministic);
+//  - amax: each block's largest finite |out| goes to scratch (a fixed tree per block), then one
+//    block takes the largest of those and raises *amax to it with the reference's std::max.
+//    The reference folds std::max(a, |y|) from the prior *amax over every element; over
+//    non-negative non-NaN values that is std::max(prior, the largest |y|, +0 if none), which
+//    no order of comparisons can change (-0 and +0 compare equal and the prior is kept on a
+//    tie, as in the fold).
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+
+#include "kernels/cuda/cuda_kernels.h"
+#include "kernels/cuda/launch.cuh"
+#include "kernels/unscale.h"
+#include "kernels/unscale_math.h"
+
+namespace mixprec::kernels::cuda {
+namespace {
+
+/// Blocks of the unscale pass: enough to fill an H100 (132 SMs of 2048 threads), few enough
+/// that one block combines their amax partials quickly.
+constexpr unsigned kMaxUnscaleBlocks = 1024;
+
+/// b if a < b, else a: std::max's choice, so a tie keeps the left operand as the reference's.
+__device__ inline float max_of(float a, float b) { return a < b ? b : a; }
+
+/// The largest v over the block's threads, for non-negative non-NaN v; every thread must call
+/// it. The result is valid in thread 0.
+__device__ float block_max(float v) {
+  __shared__ float warp_max[kThreads / 32];
+  for (int step = 16; step > 0; step /= 2) v = max_of(v, __shfl_down_sync(0xffffffffu, v, step));
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  if (lane == 0) warp_max[warp] = v;
+  __syncthreads();
+  if (warp == 0) {
+    v = lane < kThreads / 32 ? warp_max[lane] : 0.0f;
+    for (int step = 16; step > 0; step /= 2) v = max_of(v, __shfl_down_sync(0xffffffffu, v, step));
+  }
+  return v;
+}
+
+/// kDType: kUnscaleF32, kUnscaleBF16, or kUnscaleF16 for every other code (the reference's
+/// reading of dtype).
+template <int kDType, bool kAmax>
+__global__ void unscale_kernel(void* data, std::int64_t n, float inv, float* found_inf,
+                               float* block_amax) {
+  bool found = false;
+  float a = 0.0f;  // the largest finite |y| this thread saw; +0 if none
+  MIXPREC_GRID_STRIDE(i, n) {
+    float y;
+    if constexpr (kDType == kUnscaleF32) {
+      float* p = static_cast<float*>(data);
+      const float x = p[i];
+      y = x * inv;
+      found |= unscale_math::non_finite(x, y);
+      p[i] = y;
+    } else {
+      std::uint16_t* p = static_cast<std::uint16_t*>(data);
+      const unscale_math::Unscaled16 u =
+          unscale_math::unscale_16bit(p[i], inv, kDType == kUnscaleBF16);
+      y = u.y;
+      found |= unscale_math::non_finite(u.x, u.y);
+      p[i] = u.bits;
+    }
+    if constexpr (kAmax) a = unscale_math::raise_amax(a, y);
+  }
+  if (__syncthreads_or(found) != 0 && threadIdx.x == 0) *found_inf = 1.0f;
+  if constexpr (kAmax) {
+    const float m = block_max(a);
+    if (threadIdx.x == 0) block_amax[blockIdx.x] = m;
+  }
+}
+
+/// One block: *amax = std::max(*amax, the largest of the blocks' partials).
+__global__ void combine_amax_kernel(const float* block_amax, unsigned blocks, float* amax) {
+  float m = 0.0f;
+  for (unsigned j = threadIdx.x; j < blocks; j += blockDim.x) m = max_of(m, block_amax[j]);
+  m = block_max(m);
+  if (threadIdx.x == 0) *amax = max_of(*amax, m);
+}
+
+template <int kDType>
+void launch_unscale(void* data, std::int64_t n, float inv, float* found_inf, float* amax) {
+  const unsigned blocks = std::min(grid(n).x, kMaxUnscaleBlocks);
+  if (amax == nullptr) {
+    unscale_kernel<kDType, false><<<blocks, kThreads, 0, stream()>>>(data, n, inv, found_inf,
+                                                                     nullptr);
+    check_launch("unscale");
+    return;
+  }
+  Scratch partials(blocks * sizeof(float));
+  unscale_kernel<kDType, true><<<blocks, kThreads, 0, stream()>>>(data, n, inv, found_inf,
+                                                                  partials.as<float>());
+  check_launch("unscale");
+  combine_amax_kernel<<<1, kThreads, 0, stream()>>>(partials.as<float>(), blocks, amax);
+  check_launch("unscale (amax)");
+}
+
+}  // namespace
+
+void unscale(void* data, int dtype, std::size_t n, float inv, float* found_inf, float* amax) {
+  MIXPREC_ASSERT(found_inf != nullptr);  // the contract (unscale.h): one flag, never null
+  if (n == 0) return;
+  const auto count = static_cast<std::int64_t>(n);
+  switch (dtype) {
+    case kUnscaleF32: launch_unscale<kUnscaleF32>(data, count, inv, found_inf, amax); break;
+    case kUnscaleBF16: launch_unscale<kUnscaleBF16>(data, count, inv, found_inf, amax); break;
+    default: launch_unscale<kUnscaleF16>(data, count, inv, found_inf, amax); break;
+  }
+}
+
+}  // namespace mixprec::kernels::cuda
