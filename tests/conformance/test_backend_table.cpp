@@ -143,21 +143,37 @@ TEST(BackendFallback, CpuSendsFp8ComputeToTheReference) {
 
 // The cuda table (partial until issue 25 is done): a kernel it lacks is one BackendError naming
 // kernel, dtypes and backend, raised before any memory is touched, on every machine.
-TEST(BackendFallback, TheCudaTableRefusesWhatItLacksByName) {
+TEST(BackendFallback, TheCudaTableRefusesWhatItDoesNotSupportByName) {
   const Backend& cuda = cuda_backend();
   EXPECT_EQ(cuda.fallback, nullptr);  // the reference cannot read device memory
-  EXPECT_EQ(cuda.matmul, nullptr);
+  // A CUDA build fills every entry; a build without CUDA none (--device refuses cuda there).
+  int filled = 0, entries = 0;
+#define MIXPREC_COUNT_FILLED(entry) \
+  ++entries;                        \
+  filled += cuda.entry != nullptr ? 1 : 0;
+  MIXPREC_KERNEL_ENTRIES(MIXPREC_COUNT_FILLED)
+#undef MIXPREC_COUNT_FILLED
+  EXPECT_EQ(filled, MIXPREC_TESTS_CUDA ? entries : 0);
+
+  // fp8 is storage only: conversions and copies take it, computing kernels are refused it by
+  // name before they could misread its bytes as f32.
+  const DType fp8[] = {DType::f8e4m3, DType::f8e4m3};
+  const DType to_fp8[] = {DType::f32, DType::f8e5m2};
+  EXPECT_FALSE(cuda.supports(entry_index("unary"), std::span<const DType>(fp8)));
+  EXPECT_FALSE(cuda.supports(entry_index("matmul"), std::span<const DType>(fp8)));
+  EXPECT_TRUE(cuda.supports(entry_index("convert"), std::span<const DType>(to_fp8)));
+  EXPECT_TRUE(cuda.supports(entry_index("copy"), std::span<const DType>(fp8)));
   ActiveBackend use(cuda);
-  float f[4] = {};
+  std::uint8_t x[4] = {}, y[4] = {};
+  const std::int64_t shape[] = {4}, strides[] = {1};
   try {
-    copy({}, {f, DType::f32, {}}, {f, DType::f32, {}});
+    unary(UnaryOp::neg, shape, {x, DType::f8e4m3, strides}, y, DType::f8e4m3);
     ADD_FAILURE() << "expected a BackendError";
   } catch (const BackendError& e) {
-    EXPECT_NE(std::string(e.what()).find("copy: cuda has no copy kernel"), std::string::npos)
+    EXPECT_NE(std::string(e.what()).find("unary: cuda has no unary kernel for f8e4m3,f8e4m3"),
+              std::string::npos)
         << e.what();
   }
-  const DType fp8[] = {DType::f8e4m3};
-  EXPECT_FALSE(cuda.supports(entry_index("unary"), std::span<const DType>(fp8)));
 }
 
 }  // namespace

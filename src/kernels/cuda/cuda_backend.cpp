@@ -1,6 +1,6 @@
-// The "cuda" backend's table: what the .cu files of this folder implement, in table order
-// (designated initializers). It has no fallback (the reference cannot read device memory): a
-// kernel it does not have yet is one BackendError naming kernel, dtypes and backend
+// The "cuda" backend's table: every entry is a kernel of this folder (the .cu file of its family;
+// matmul through cuBLASLt). It has no fallback (the reference cannot read device memory): a call
+// it does not support is one BackendError naming kernel, dtypes and backend
 // (kernels::EntryPoint), never a wrong number. In a build without CUDA the table is empty;
 // --device refuses cuda before it could be reached.
 #include "kernels/backend.h"
@@ -11,8 +11,19 @@
 namespace mixprec::kernels {
 namespace {
 
-/// No kernel computes in a storage-only (fp8) dtype; every other dtype is computed in f32.
-bool cuda_supports(std::size_t, std::span<const DType> dtypes) { return computes_in(dtypes); }
+/// fp8 is storage only: the kernels that move or convert bytes take it (as on the cpu); every
+/// other kernel computes in f32 from f32/bf16/f16 loads and is refused an fp8 operand here (a
+/// BackendError naming kernel and dtypes), never handed bytes it would misread.
+bool cuda_supports(std::size_t entry, std::span<const DType> dtypes) {
+  switch (entry) {
+    case entry_index("copy"): case entry_index("convert"): case entry_index("convert_stochastic"):
+    case entry_index("random_bits"): case entry_index("random_uniform"): case entry_index("embedding"):
+    case entry_index("where"):
+      return true;
+    default:
+      return computes_in(dtypes);
+  }
+}
 
 }  // namespace
 
@@ -21,11 +32,9 @@ const Backend& cuda_backend() {
     .name = "cuda",
     .supports = &cuda_supports,
 #ifdef MIXPREC_HAVE_CUDA
-    .unary = &cuda::unary,
-    .binary = &cuda::binary,
-    .affine = &cuda::affine,
-    .unary_backward = &cuda::unary_backward,
-    .fill = &cuda::fill,
+#define MIXPREC_CUDA_ENTRY(entry) .entry = &cuda::entry,
+    MIXPREC_KERNEL_ENTRIES(MIXPREC_CUDA_ENTRY)
+#undef MIXPREC_CUDA_ENTRY
 #endif
   };
   return b;
