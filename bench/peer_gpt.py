@@ -1,15 +1,22 @@
 #!/usr/bin/env python3
-"""PyTorch (CPU) peer of mixprec's byte-level GPT (`--model gpt-mini`): the same model, started from
-the same weights, trained on the same batches with the same step, optimizer and schedule, so
-bench/compare_gpt.sh can set validation loss and tokens/s side by side.
+"""PyTorch peer of mixprec's byte-level GPT (`--model gpt-mini`), on the CPU or (--device cuda) an
+NVIDIA GPU: the same model, started from the same weights, trained on the same batches with the
+same step, optimizer and schedule, so bench/compare_gpt.sh can set validation loss and tokens/s
+side by side.
 
 Usage: peer_gpt.py --train --init INIT.safetensors --max-steps N [model, data and step flags] [--json]
-       peer_gpt.py --time [--init FILE] [--steps N] [--warmup W] [--batch-size B] [--json]
+       peer_gpt.py --time [--init FILE] [--steps N] [--warmup W] [--batch-size B] [--compile]
+                          [--vocab V] [--json]
        peer_gpt.py --check-forward --init FILE [--batch-size B] [--seed S] [--eval] [--json]
+   each also takes [--device cpu|cuda|cuda:N] [--matmul-precision highest|high|medium]
 Typical use (the weights written by `mixprec train ... --save-initial-weights init.safetensors`):
   build-peer/bin/python bench/peer_gpt.py --train --init init.safetensors --precision fp32 \\
       --max-steps 300 --batch-size 16 --optimizer adamw --weight-decay 0.1 \\
       --no-decay bias,norm,embedding --clip 1 --scheduler cosine --json
+A GPT-2-small-shaped step on a GPU (as `mixprec bench --model gpt-mini --device cuda` with the
+same --layers/--heads/--width/--context/--batch-size; the vocabulary stays gpt-mini's 256):
+  python bench/peer_gpt.py --time --device cuda --precision bf16 --layers 12 --heads 12 \\
+      --width 768 --context 1024 --batch-size 8 [--compile] --json
 (build-peer/ is the venv bench/setup-peer.sh makes: torch 2.x and numpy from PyPI; the
 safetensors file is parsed here, so the safetensors package is not needed).
 
@@ -19,7 +26,9 @@ dict, so the file loads by name (any missing, extra or mis-shaped tensor is an e
   per block i (blocks.i.*): h = h + drop(attn(ln1(h))), then h = h + drop(proj(gelu_tanh(fc(ln2(h)))))
     attn: q_proj, k_proj, v_proj, out_proj = Linear(d, d, bias); heads of d / heads;
           causal scaled_dot_product_attention (scale 1/sqrt(head_dim))
-  logits = ln_f(h) @ tokens.weight^T (tied head, no bias). LayerNorm eps 1e-5; vocabulary 256.
+  logits = ln_f(h) @ tokens.weight^T (tied head, no bias). LayerNorm eps 1e-5; vocabulary 256
+  (the bytes; --vocab V, --time only, changes it: mixprec's GPT models are all 256, so compare
+  with the default).
 --context/--layers/--heads/--width default to gpt-mini's 128/4/4/128 (0 = that default, as
 mixprec's flags); the file's shapes must agree, and --heads must be the run's (the file cannot tell).
 
@@ -43,10 +52,10 @@ zero_grad. Adam / AdamW: betas 0.9/0.999, eps 1e-8, L2 (adam) or decoupled (adam
 --scheduler cosine: lr_t = lr * (1 + cos(pi t / S)) / 2 in double, rounded to f32 (ours), t = the
 applied optimizer steps (a step the scaler skips does not advance it), S = min(max(1,
 ceil(batches_per_epoch / accum) * epochs), max_steps). --max-steps counts skipped steps too.
-Precisions (weights and optimizer state stay f32):
+Precisions (weights and optimizer state stay f32; DEV is "cpu" or "cuda", per --device):
   fp32  no autocast.
-  bf16  torch.autocast("cpu", dtype=torch.bfloat16) around forward + loss (and evaluation).
-  fp16  torch.autocast("cpu", dtype=torch.float16) and torch.amp.GradScaler("cpu") (init scale
+  bf16  torch.autocast(DEV, dtype=torch.bfloat16) around forward + loss (and evaluation).
+  fp16  torch.autocast(DEV, dtype=torch.float16) and torch.amp.GradScaler(DEV) (init scale
         2^16, growth interval --scaler-growth-interval, ours' dynamic scaling).
 
 Modes:
@@ -58,13 +67,37 @@ Modes:
                    and targets (`mixprec bench --model gpt-mini`: batch 16 windows by default, Adam
                    lr 1e-3, no schedule, gradient norm computed, nothing clipped); median step ms and
                    tokens/s. A first step slower than --slow-step-s shortens the run to ~--budget-s.
+                   --compile times torch.compile(model) (inductor, default mode; the optimizer,
+                   scaler and norm stay eager) instead: one extra untimed step first compiles it
+                   (its wall time is "compile_seconds"; the warm-up and timed steps follow as
+                   without --compile), and the JSON says "compiled": true. If compiling (or a
+                   compiled step) fails, the JSON has "compiled": false and "compile_error" (the
+                   exception's type and first lines), one line goes to stderr, and the step times
+                   are those of the eager model, timed afresh (exit status 0).
   --check-forward  one forward + backward on training batch 0 of epoch 0 from --init (no update):
                    the loss and the gradient norm, to set against the train_loss and grad_norm_max
                    of `mixprec train ... --max-steps 1 --batch-size B` (fp32: equal to ~1e-5);
                    --eval adds the validation loss of the initial weights.
+Devices (--device, default cpu; bench/peer_pytorch.py's flag, same checks):
+  cpu     everything on the CPU with --threads threads.
+  cuda, cuda:N  the model, the batches (cut on the CPU, then copied), the gradients and the
+          optimizer state on that NVIDIA GPU (cuda = cuda:0); --threads still sets the CPU
+          threads. The loss and the gradient norm are read every step (device syncs, as ours),
+          and torch.cuda.synchronize() runs before the clock is read at every step boundary
+          (--time and --train) and at the ends of a --train epoch. The JSON adds the GPU's name,
+          torch.version.cuda, cuDNN's version, the TF32 switches and "peak_device_bytes"
+          (torch.cuda.max_memory_allocated() after the run; the peak counter is reset before it).
+  A device that cannot be used (a torch without CUDA, no usable GPU, cuda:N past the last GPU, a
+  GPU that fails its first allocation) is bad usage: one line on stderr, exit status 2.
+--matmul-precision highest|high|medium (default highest; mixprec's flag's names, recorded as
+"matmul_precision"): highest = true f32 (torch.set_float32_matmul_precision("highest"), so
+torch.backends.cuda.matmul.allow_tf32 is False, and torch.backends.cudnn.allow_tf32 = False);
+high and medium = TF32 Tensor Cores on a GPU (set_float32_matmul_precision(NAME), allow_tf32 and
+cudnn.allow_tf32 True). On the CPU the default changes nothing, and high/medium are
+set_float32_matmul_precision(NAME) alone (oneDNN; medium = bf16 products where the CPU has them).
 --json prints one JSON object; results also carry the torch version, threads, BLAS/oneDNN build,
-CPU flags and max_rss_bytes. Exit status: 0 on success, 1 on a failure (a bad weights file, a
-diverged loss), 2 on bad usage.
+CPU flags, "device", "matmul_precision" and max_rss_bytes. Exit status: 0 on success, 1 on a
+failure (a bad weights file, a diverged loss), 2 on bad usage (an unusable --device included).
 """
 import argparse
 import json
@@ -176,6 +209,7 @@ class TextData:
                           "of --context %d needs %d in each" % (n, len(self.train), len(self.val),
                                                                 t, t + 1))
         self.context, self.batch_size, self.seed = t, b, args.seed
+        self.device = args.torch_device
         if args.limit_train > 0:
             self.batches_per_epoch = (args.limit_train + b - 1) // b
         else:
@@ -188,10 +222,12 @@ class TextData:
         self.offsets = np.arange(t + 1, dtype=np.int64)
 
     def _windows(self, text, starts):
-        """inputs [rows, T] and targets [rows, T] (int64) of the windows at `starts`."""
+        """inputs [rows, T] and targets [rows, T] (int64) of the windows at `starts`, on the
+        run's device (cut on the CPU, then copied)."""
         rows = text[np.asarray(starts, dtype=np.int64)[:, None] + self.offsets]
         rows = torch.from_numpy(rows.astype(np.int64))
-        return rows[:, :-1].contiguous(), rows[:, 1:].contiguous()
+        return (rows[:, :-1].contiguous().to(self.device),
+                rows[:, 1:].contiguous().to(self.device))
 
     def train_batch(self, epoch, batch):
         """Batch `batch` of 0-based epoch `epoch`: the windows text_windows.window_starts gives."""
@@ -275,7 +311,7 @@ def build_model(args):
 
     if args.width % args.heads:
         raise Failure("--heads %d does not divide --width %d" % (args.heads, args.width))
-    return GPT(VOCAB, args.context, args.width, args.heads, args.layers, args.dropout)
+    return GPT(args.vocab, args.context, args.width, args.heads, args.layers, args.dropout)
 
 
 SAFETENSORS_DTYPES = {"F32": ("<f4", None), "F16": ("<f2", None), "F64": ("<f8", None),
@@ -391,13 +427,14 @@ class Step:
         cls = torch.optim.AdamW if args.optimizer == "adamw" else torch.optim.Adam
         self.opt = cls(groups, lr=self.base_lr, betas=(0.9, 0.999), eps=1e-8, weight_decay=wd)
         self.lower = getattr(torch, LOWER[args.precision]) if args.precision in LOWER else None
+        self.device_type = args.torch_device.type  # autocast's and the scaler's: cpu or cuda
         self.scaler = None
         if args.precision == "fp16":
             if not hasattr(torch, "amp") or not hasattr(torch.amp, "GradScaler"):
                 raise Failure("fp16 needs torch.amp.GradScaler (torch >= 2.3); this is torch %s"
                               % torch.__version__)
-            self.scaler = torch.amp.GradScaler("cpu", init_scale=65536.0, growth_factor=2.0,
-                                               backoff_factor=0.5,
+            self.scaler = torch.amp.GradScaler(self.device_type, init_scale=65536.0,
+                                               growth_factor=2.0, backoff_factor=0.5,
                                                growth_interval=args.scaler_growth_interval)
         self.schedule_steps = schedule_steps
         self.applied = 0  # optimizer updates applied: the schedule's t
@@ -414,14 +451,14 @@ class Step:
         if self.lower is None:
             logits = self.model(x)
         else:
-            with torch.autocast("cpu", dtype=self.lower):
+            with torch.autocast(self.device_type, dtype=self.lower):
                 logits = self.model(x)
             if not self.checked and logits.dtype != self.lower:
-                raise Failure("torch %s did not autocast the model to %s on the CPU (its logits "
+                raise Failure("torch %s did not autocast the model to %s on %s (its logits "
                               "are %s), so its numbers would be fp32's"
-                              % (torch.__version__, self.lower, logits.dtype))
+                              % (torch.__version__, self.lower, self.device_type, logits.dtype))
             self.checked = True
-        return F.cross_entropy(logits.float().reshape(-1, VOCAB), y.reshape(-1))
+        return F.cross_entropy(logits.float().reshape(-1, logits.shape[-1]), y.reshape(-1))
 
     def backward(self, x, y, accum=1):
         """One micro-batch: returns the loss value (before the 1/accum factor)."""
@@ -489,15 +526,17 @@ def evaluate(model, step, data):
 
 # --- modes ---------------------------------------------------------------------------------------
 def environment(args):
-    return {"framework": "pytorch", "version": torch.__version__, "threads": torch.get_num_threads(),
-            "blas": BLAS, "torch_build": common.torch_build(), "cpu_flags": common.cpu_flags(),
-            "load_average": list(os.getloadavg()),
-            "max_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024}
+    env = {"framework": "pytorch", "version": torch.__version__,
+           "threads": torch.get_num_threads(), "blas": BLAS, "torch_build": common.torch_build(),
+           "cpu_flags": common.cpu_flags(), "load_average": list(os.getloadavg()),
+           "max_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024}
+    env.update(common.device_info(args.torch_device, args.matmul_precision))
+    return env
 
 
 def model_config(args):
     return {"context": args.context, "layers": args.layers, "heads": args.heads,
-            "width": args.width, "dropout": args.dropout, "vocab": VOCAB}
+            "width": args.width, "dropout": args.dropout, "vocab": args.vocab}
 
 
 def step_config(args):
@@ -510,6 +549,7 @@ def step_config(args):
 def make_model(args):
     model = build_model(args)
     loaded = load_init(model, args.init) if args.init else 0
+    model.to(args.torch_device)  # built and loaded on the CPU: the same weights on every device
     model.train()
     return model, loaded
 
@@ -528,12 +568,15 @@ def run_train(args):
     epochs, taken, stop = [], 0, False
     first_loss = first_norm = None
     total_seconds = total_tokens = 0
+    sync = common.device_sync(args.torch_device)  # a no-op on the CPU
     for epoch in range(1, args.epochs + 1):
         loss_sum, micro, norms, samples = 0.0, 0, [], 0
         skipped_before = step.skipped
+        sync()
         t0 = time.perf_counter()
         batch = 0
         while batch < data.batches_per_epoch and not stop:
+            sync()
             s0 = time.perf_counter()
             in_step, step_loss = 0, 0.0
             while batch < data.batches_per_epoch and in_step < args.accum:
@@ -552,6 +595,7 @@ def run_train(args):
             if math.isfinite(norm):
                 norms.append(norm)
             step.apply()
+            sync()
             step_ms.append((time.perf_counter() - s0) * 1e3)
             taken += 1
             mean = step_loss / in_step
@@ -568,6 +612,7 @@ def run_train(args):
                           flush=True)
             if args.max_steps > 0 and taken >= args.max_steps:
                 stop = True
+        sync()
         seconds = time.perf_counter() - t0
         total_seconds += seconds
         total_tokens += samples * args.context
@@ -610,15 +655,57 @@ def run_train(args):
     return result
 
 
-def run_time(args):
+def summarize_error(e, lines=3, limit=1000):
+    """An exception as one string: its type and its first `lines` non-empty lines (without
+    Dynamo's generic hints about TORCHDYNAMO_VERBOSE / TORCH_LOGS)."""
+    text = [" ".join(x.split()) for x in str(e).splitlines()
+            if x.strip() and "TORCHDYNAMO_VERBOSE" not in x and "TORCH_LOGS" not in x]
+    return ("%s: %s" % (type(e).__name__, " | ".join(text[:lines])))[:limit]
+
+
+def time_model(args, compiled):
+    """(timings, compile fields) of --time's steps on a fresh model: eager, or (compiled=True)
+    through torch.compile after one untimed compiling step."""
+    device = args.torch_device
+    common.reset_device_memory(device)
     torch.manual_seed(args.seed)
     model, loaded = make_model(args)
+    extra = {}
+    if compiled:
+        model = torch.compile(model, backend="inductor")  # default mode
     step = Step(model, args, 1)
     g = torch.Generator().manual_seed(args.seed + 1)
-    x = torch.randint(0, VOCAB, (args.batch_size, args.context), generator=g)
-    y = torch.randint(0, VOCAB, (args.batch_size, args.context), generator=g)
-    times, cpu, warmup, steps, shortened = common.time_steps(step, x, y, args.warmup, args.steps,
-                                                             args)
+    x = torch.randint(0, args.vocab, (args.batch_size, args.context), generator=g).to(device)
+    y = torch.randint(0, args.vocab, (args.batch_size, args.context), generator=g).to(device)
+    sync = common.device_sync(device) if device.type == "cuda" else None
+    if compiled:  # the compiling step: not a warm-up step, so it cannot shorten the run
+        extra["compile_seconds"] = common.time_one(step, x, y, sync)[0] / 1e3
+    timed = common.time_steps(step, x, y, args.warmup, args.steps, args, sync=sync)
+    return timed, extra
+
+
+def run_time(args):
+    compile_fields = {"compile": args.compile, "compiled": False}
+    timed = None
+    if args.compile:
+        try:
+            timed, extra = time_model(args, compiled=True)
+            compile_fields.update(extra, compiled=True, compile_backend="inductor",
+                                  compile_mode="default")
+        except Failure:
+            raise
+        except Exception as e:  # noqa: BLE001  (dynamo/inductor errors, a missing compiler, ...)
+            compile_fields["compile_error"] = summarize_error(e)
+            print("peer_gpt.py: torch.compile failed (%s); timing the eager model"
+                  % summarize_error(e, lines=1, limit=300), file=sys.stderr)
+        if timed is None:  # outside the except block, so the failed model can be freed
+            try:
+                torch._dynamo.reset()
+            except Exception:  # noqa: BLE001
+                pass
+    if timed is None:
+        timed, _ = time_model(args, compiled=False)
+    times, cpu, warmup, steps, shortened = timed
     median = statistics.median(times)
     result = {"mode": "time", "precision": args.precision, "model": model_config(args),
               "step": step_config(args), "init": args.init, "batch_size": args.batch_size,
@@ -627,6 +714,7 @@ def run_time(args):
               "step_cpu_ms": {"median": statistics.median(cpu)},
               "tokens_per_second": args.batch_size * args.context / (median / 1e3),
               "grad_norm": common.grad_norm_method()}
+    result.update(compile_fields)
     result.update(environment(args))
     return result
 
@@ -667,6 +755,9 @@ def parse(argv):
     m = p.add_argument_group("model (0 = gpt-mini's default)")
     for k in ("context", "layers", "heads", "width"):
         m.add_argument("--" + k, type=int, default=0, help="default %d" % GPT_MINI[k])
+    m.add_argument("--vocab", type=int, default=0,
+                   help="--time only: vocabulary size (default %d, the bytes; mixprec's GPTs are "
+                        "all %d)" % (VOCAB, VOCAB))
     m.add_argument("--dropout", type=float, default=0.0)
     d = p.add_argument_group("data")
     d.add_argument("--data", default="", help="text:PATH[,PATH...] (default %s)" % FORTUNES)
@@ -693,7 +784,15 @@ def parse(argv):
     s.add_argument("--epochs", type=int, default=1)
     s.add_argument("--max-steps", type=int, default=-1, help="-1 = run all --epochs")
     r = p.add_argument_group("run")
-    r.add_argument("--threads", type=int, default=2, help="torch.set_num_threads (default 2)")
+    r.add_argument("--threads", type=int, default=2,
+                   help="torch.set_num_threads: the CPU's threads (default 2)")
+    r.add_argument("--device", type=common.device_arg, default="cpu",
+                   help="cpu (default), cuda or cuda:N (an NVIDIA GPU; see Devices below)")
+    r.add_argument("--matmul-precision", choices=common.MATMUL_PRECISIONS, default="highest",
+                   help="f32 GEMMs: highest (true f32; default), high or medium (TF32 on a GPU)")
+    r.add_argument("--compile", action="store_true",
+                   help="--time: time torch.compile(model) (inductor); a failure falls back to "
+                        "eager and is reported as compile_error")
     r.add_argument("--log-every", type=int, default=0,
                    help="--train: a train-loss point every N steps (default: 20 points)")
     r.add_argument("--steps", type=int, default=10, help="--time: timed steps (default 10)")
@@ -710,6 +809,13 @@ def parse(argv):
         if getattr(args, k) < 0:
             p.error("--%s must be >= 1 (0 = default)" % k)
         setattr(args, k, getattr(args, k) or GPT_MINI[k])
+    if args.vocab < 0:
+        p.error("--vocab must be >= 1 (0 = %d)" % VOCAB)
+    args.vocab = args.vocab or VOCAB
+    if args.vocab != VOCAB and not args.time:
+        p.error("--vocab is for --time only: the text is bytes, a vocabulary of %d" % VOCAB)
+    if args.compile and not args.time:
+        p.error("--compile is for --time only")
     if args.batch_size < 0:
         p.error("--batch-size must be >= 1")
     args.batch_size = args.batch_size or (16 if args.time else 128)
@@ -736,15 +842,29 @@ def parse(argv):
 def print_text(r):
     env = "pytorch %s, threads %d, blas %s, cpu flags: %s" % (
         r["version"], r["threads"], r["blas"], " ".join(r["cpu_flags"]))
+    if "device_name" in r:
+        env += "\ndevice %s: %s (capability %s), cuda %s, cudnn %s, matmul precision %s (tf32: " \
+               "matmul %s, cudnn %s), peak device memory %.0f MiB" % (
+                   r["device"], r["device_name"], ".".join(map(str, r["device_capability"])),
+                   r["cuda_version"], r["cudnn_version"], r["matmul_precision"],
+                   r["tf32"]["cuda_matmul"], r["tf32"]["cudnn"], r["peak_device_bytes"] / 2**20)
+    elif r["matmul_precision"] != "highest":
+        env += ", matmul precision %s" % r["matmul_precision"]
     if r["mode"] == "check-forward":
         print("check-forward %s, batch %d, seed %d: loss %.8f, grad norm %.8f%s"
               % (r["precision"], r["batch_size"], r["seed"], r["loss"], r["grad_norm"],
                  ", val loss %.8f" % r["val_loss"] if "val_loss" in r else ""))
     elif r["mode"] == "time":
         ms = r["step_ms"]
-        print("time %s, batch %d x %d tokens: median %.2f ms (min %.2f, max %.2f), %.0f tokens/s"
-              % (r["precision"], r["batch_size"], r["model"]["context"], ms["median"], ms["min"],
-                 ms["max"], r["tokens_per_second"]))
+        print("time %s%s, batch %d x %d tokens: median %.2f ms (min %.2f, max %.2f), %.0f tokens/s"
+              % (r["precision"], ", torch.compile" if r["compiled"] else "", r["batch_size"],
+                 r["model"]["context"], ms["median"], ms["min"], ms["max"],
+                 r["tokens_per_second"]))
+        if r["compiled"]:
+            print("compiled in %.1f s (the untimed first step)" % r["compile_seconds"])
+        if "compile_error" in r:
+            print("note: torch.compile failed, these are the eager model's times: %s"
+                  % r["compile_error"])
         if r["shortened"]:
             print("note: shortened: %s" % r["shortened"])
     else:
@@ -764,6 +884,8 @@ def main(argv=None):
     import torch.nn as nn_module
     import torch.nn.functional as functional
     torch, nn, F, np = torch_module, nn_module, functional, np_module
+    args.torch_device = common.setup_device(args.device, args.matmul_precision, "peer_gpt.py")
+    common.reset_device_memory(args.torch_device)  # --time resets again per timed model
     BLAS = common.blas_library()
     if common.reference_blas(BLAS):
         print("peer_gpt.py: WARNING: torch's fp32 GEMMs use the reference BLAS %s (slow, not a "

@@ -1,10 +1,11 @@
 #!/usr/bin/env python3
-"""PyTorch (CPU) peer of `mixprec bench`: the same workloads, batch sizes, optimizer and step
-structure, timed the same way (per-step wall-clock after a warm-up), so bench/compare.sh can print
-ours/theirs ratios.
+"""PyTorch peer of `mixprec bench` (on the CPU, or on an NVIDIA GPU with --device cuda): the same
+workloads, batch sizes, optimizer and step structure, timed the same way (per-step wall-clock
+after a warm-up), so bench/compare.sh can print ours/theirs ratios.
 
 Usage: peer_pytorch.py [--workload seed-mlp|cnn|all] [--precision fp32|bf16|fp16|all]
                        [--steps N] [--warmup W] [--threads T] [--real-epoch] [--json]
+                       [--device cpu|cuda|cuda:N] [--matmul-precision highest|high|medium]
 Typical use: build-peer/bin/python bench/peer_pytorch.py --workload cnn --precision fp16 --json
 (build-peer/ is the venv bench/setup-peer.sh makes: torch 2.x from PyPI).
 
@@ -17,11 +18,37 @@ Workloads (the models of src/models/zoo.cpp):
 Every step is the one `mixprec bench` times: forward + cross-entropy under the precision's
 autocast, (scaled) backward, unscale, the total gradient norm (computed every step, nothing
 clipped), Adam (lr 1e-3) step through the scaler, scaler update, gradients dropped.
-Precisions (weights and Adam state stay fp32 in all three):
+Precisions (weights and Adam state stay fp32 in all three; DEV is "cpu" or "cuda", per --device):
   fp32  no autocast; the scaler is disabled (a pass-through, as ours is).
-  bf16  torch.autocast("cpu", dtype=torch.bfloat16) around forward + loss; no loss scaling.
-  fp16  torch.autocast("cpu", dtype=torch.float16) around forward + loss, with the dynamic loss
-        scaler torch.amp.GradScaler("cpu") (init scale 2^16, growth interval 2000: ours' too).
+  bf16  torch.autocast(DEV, dtype=torch.bfloat16) around forward + loss; no loss scaling.
+  fp16  torch.autocast(DEV, dtype=torch.float16) around forward + loss, with the dynamic loss
+        scaler torch.amp.GradScaler(DEV) (init scale 2^16, growth interval 2000: ours' too).
+
+Devices (--device, default cpu):
+  cpu     everything on the CPU, with --threads threads (torch.set_num_threads).
+  cuda, cuda:N  the model, the data, the gradients and the Adam state on that NVIDIA GPU
+          (torch.cuda.set_device(N); cuda = cuda:0); --threads still sets the CPU threads.
+          Each step still reads the loss (loss.item(), a device sync) as ours does, and
+          torch.cuda.synchronize() runs before the clock is read at every step boundary, so a
+          step's time is its whole device time (step_cpu_ms then includes the host's waiting).
+          torch.cuda.reset_peak_memory_stats() runs before each run and
+          torch.cuda.max_memory_allocated() after it: "peak_device_bytes" (the table's dev_MiB).
+          The JSON adds the GPU's name (torch.cuda.get_device_name), torch.version.cuda,
+          torch.backends.cudnn.version() and the TF32 switches in effect. cuDNN autotuning
+          (torch.backends.cudnn.benchmark) stays off, torch's default; Adam is torch's default
+          implementation for CUDA tensors (foreach, not fused).
+  A device that cannot be used (a torch without CUDA, no usable GPU, cuda:N past the last GPU,
+  a GPU that fails its first allocation) is bad usage: one line on stderr, exit status 2.
+--matmul-precision highest|high|medium (default highest; the names of mixprec's flag, recorded in
+the JSON as "matmul_precision"): f32 matrix products and convolutions.
+  highest  true f32: torch.set_float32_matmul_precision("highest") (so
+           torch.backends.cuda.matmul.allow_tf32 = False) and torch.backends.cudnn.allow_tf32 =
+           False (torch's default for cuDNN is True: this turns TF32 convolutions off).
+  high, medium  TF32 Tensor Cores on the GPU: torch.set_float32_matmul_precision(NAME) (so
+           cuda.matmul.allow_tf32 = True) and cudnn.allow_tf32 = True.
+  On the CPU the default changes nothing; high or medium there is
+  torch.set_float32_matmul_precision(NAME) alone (oneDNN's reduced-precision f32 products:
+  medium = bf16 on CPUs that have it; mixprec's high on a CPU is highest, torch's may not be).
 
 A precision whose first step is slower than --slow-step-s (16-bit autocast on CPUs without
 AVX512_BF16/AVX512_FP16 can be ~100x slower than fp32) is not skipped but shortened: at most one
@@ -29,12 +56,14 @@ warm-up step and fewer timed steps (at least 2) so the run fits in about --budge
 JSON's "shortened" then says why (false otherwise). --real-epoch stops after --epoch-budget-s and
 extrapolates the epoch from the batches done, also noted in "shortened".
 
-Each JSON result also has the torch version, the threads, torch's BLAS/oneDNN build, and
-max_rss_bytes: the peak resident memory of this whole process up to the end of that run (runs
-in one process accumulate; bench/compare.sh starts one process per run).
+Each JSON result also has the torch version, the threads, torch's BLAS/oneDNN build, "device"
+and "matmul_precision", and max_rss_bytes: the peak resident memory of this whole process up to
+the end of that run (runs in one process accumulate; bench/compare.sh starts one process per
+run).
 """
 import argparse
 import collections
+import gc
 import gzip
 import json
 import math
@@ -44,6 +73,7 @@ import resource
 import statistics
 import sys
 import time
+import warnings
 
 torch = nn = None  # imported in main(), after the thread environment is set
 
@@ -52,6 +82,8 @@ FASHION_DIR = "/usr/share/datasets/fashion-mnist"
 CPU_FLAG_PREFIXES = ("avx512", "amx")
 CPU_FLAGS_EXACT = ("avx2", "f16c", "fma")
 PRECISIONS = ("fp32", "bf16", "fp16")
+MATMUL_PRECISIONS = ("highest", "high", "medium")
+DEVICE_RE = re.compile(r"^(cpu|cuda(:[0-9]+)?)$")
 BLAS = "unknown"  # set in main()
 
 
@@ -138,6 +170,111 @@ def torch_build():
     }
 
 
+# --- devices -------------------------------------------------------------------------------------
+def device_arg(text):
+    """argparse type of --device: cpu, cuda or cuda:N (checked against the machine later)."""
+    if not DEVICE_RE.match(text):
+        raise argparse.ArgumentTypeError("invalid --device %r: give cpu, cuda or cuda:N" % text)
+    return text
+
+
+def _one_line(text):
+    """The first non-empty line of `text`, whitespace collapsed."""
+    for line in str(text).splitlines():
+        if line.strip():
+            return " ".join(line.split())
+    return ""
+
+
+def setup_device(spec, matmul_precision, prog):
+    """The torch.device of --device `spec` after checking it can be used, with --matmul-precision
+    applied; exits with one line on stderr and status 2 (bad usage) when it cannot be used."""
+    def unusable(why):
+        sys.stderr.write("%s: --device %s cannot be used: %s\n" % (prog, spec, why))
+        sys.exit(2)
+
+    if spec == "cpu":
+        if matmul_precision != "highest":  # torch's CPU default is highest: nothing to change
+            torch.set_float32_matmul_precision(matmul_precision)
+        return torch.device("cpu")
+    index = int(spec.split(":", 1)[1]) if ":" in spec else 0
+    if torch.version.cuda is None or not torch.backends.cuda.is_built():
+        unusable("this torch (%s) was built without CUDA" % torch.__version__)
+    with warnings.catch_warnings(record=True) as caught:  # e.g. "CUDA initialization: ..."
+        warnings.simplefilter("always")
+        available = torch.cuda.is_available()
+        count = torch.cuda.device_count() if available else 0
+    if not available or count == 0:
+        why = "no usable CUDA GPU (torch.cuda.is_available() is False"
+        notes = [_one_line(w.message) for w in caught if _one_line(w.message)]
+        if notes:
+            why += ": " + notes[0]
+        if os.environ.get("CUDA_VISIBLE_DEVICES") is not None:
+            why += "; CUDA_VISIBLE_DEVICES=%r" % os.environ["CUDA_VISIBLE_DEVICES"]
+        unusable(why + ")")
+    if index >= count:
+        unusable("cuda:%d is out of range: this machine shows %d GPU%s (cuda:0%s)"
+                 % (index, count, "" if count == 1 else "s",
+                    "" if count == 1 else "..cuda:%d" % (count - 1)))
+    device = torch.device("cuda", index)
+    try:
+        torch.cuda.set_device(device)
+        torch.zeros(1, device=device).add_(1).item()  # the first allocation and kernel
+    except Exception as e:  # noqa: BLE001  (a driver/runtime/architecture mismatch, a busy GPU)
+        unusable("%s: %s" % (type(e).__name__, _one_line(e)))
+    tf32 = matmul_precision != "highest"
+    torch.set_float32_matmul_precision(matmul_precision)  # cuBLAS: highest = IEEE f32, else TF32
+    if torch.backends.cuda.matmul.allow_tf32 != tf32:  # a torch where the two are not linked
+        torch.backends.cuda.matmul.allow_tf32 = tf32
+    torch.backends.cudnn.allow_tf32 = tf32  # cuDNN convolutions (torch's default is True)
+    return device
+
+
+def device_sync(device):
+    """A function that waits for the device's queued work (a no-op on the CPU)."""
+    if device.type == "cuda":
+        return lambda: torch.cuda.synchronize(device)
+    return lambda: None
+
+
+def reset_device_memory(device):
+    """Before a run: frees the cached blocks of earlier runs and restarts the peak counter."""
+    if device.type == "cuda":
+        gc.collect()
+        torch.cuda.empty_cache()
+        torch.cuda.reset_peak_memory_stats(device)
+
+
+def device_info(device, matmul_precision, peak=True):
+    """The JSON fields of the device: always "device" and "matmul_precision"; on a GPU also its
+    name, torch.version.cuda, cuDNN's version, the TF32 switches and (peak=True)
+    peak_device_bytes = torch.cuda.max_memory_allocated() since reset_device_memory."""
+    info = {"device": str(device), "matmul_precision": matmul_precision}
+    if device.type != "cuda":
+        return info
+
+    def read(get):
+        try:
+            return get()
+        except Exception as e:  # noqa: BLE001  (torch >= 2.9 refuses mixed legacy/new settings)
+            return "unreadable: %s" % _one_line(e)
+
+    info.update({
+        "device_name": torch.cuda.get_device_name(device),
+        "device_capability": list(torch.cuda.get_device_capability(device)),
+        "cuda_version": torch.version.cuda,
+        "cudnn_version": read(torch.backends.cudnn.version),
+        "tf32": {"cuda_matmul": read(lambda: torch.backends.cuda.matmul.allow_tf32),
+                 "cudnn": read(lambda: torch.backends.cudnn.allow_tf32),
+                 "float32_matmul_precision": read(torch.get_float32_matmul_precision)},
+        "cudnn_benchmark": torch.backends.cudnn.benchmark,
+    })
+    if peak:
+        torch.cuda.synchronize(device)
+        info["peak_device_bytes"] = torch.cuda.max_memory_allocated(device)
+    return info
+
+
 # --- workloads -----------------------------------------------------------------------------------
 # A workload: its model factory, batch size, a maker of one synthetic batch (inputs, targets), and
 # the steps of one real epoch (None: no data set). The loss is cross-entropy over the last axis of
@@ -196,8 +333,9 @@ class Step:
 
     LOWER = {"bf16": "bfloat16", "fp16": "float16"}
 
-    def __init__(self, model, precision):
+    def __init__(self, model, precision, device_type="cpu"):
         self.model = model
+        self.device_type = device_type  # "cpu" or "cuda": autocast's and the scaler's
         self.params = [p for p in model.parameters() if p.requires_grad]
         self.opt = torch.optim.Adam(self.params, lr=1e-3)
         self.loss_fn = nn.CrossEntropyLoss()
@@ -208,7 +346,8 @@ class Step:
                 sys.exit("peer_pytorch.py: fp16 needs torch.amp.GradScaler (torch >= 2.3); this "
                          "is torch %s (make the peer venv with bench/setup-peer.sh)"
                          % torch.__version__)
-            self.scaler = torch.amp.GradScaler("cpu")  # init 2^16, x2 per 2000 clean, x0.5
+            # init 2^16, x2 per 2000 clean, x0.5
+            self.scaler = torch.amp.GradScaler(device_type)
         self.checked = False
 
     def loss(self, out, y):
@@ -219,19 +358,19 @@ class Step:
     def forward_loss(self, x, y):
         if self.lower is None:
             return self.loss(self.model(x), y)
-        with torch.autocast("cpu", dtype=self.lower):
+        with torch.autocast(self.device_type, dtype=self.lower):
             out = self.model(x)
-            # A torch without CPU autocast for this dtype warns and runs fp32: refuse that.
+            # A torch without autocast for this dtype here warns and runs fp32: refuse that.
             if not self.checked and out.dtype != self.lower:
-                sys.exit("peer_pytorch.py: torch %s did not autocast the model to %s on the CPU "
+                sys.exit("peer_pytorch.py: torch %s did not autocast the model to %s on %s "
                          "(its output is %s), so its numbers would be fp32's"
-                         % (torch.__version__, self.lower, out.dtype))
+                         % (torch.__version__, self.lower, self.device_type, out.dtype))
             self.checked = True
             return self.loss(out, y)
 
     def __call__(self, x, y):
         loss = self.forward_loss(x, y)
-        value = loss.item()  # ours reads the loss here too (CPU execution is synchronous)
+        value = loss.item()  # ours reads the loss here too (on a GPU: a sync, as ours')
         if self.scaler is None:
             loss.backward()
             total_grad_norm(self.params)
@@ -249,20 +388,26 @@ class Step:
         return value
 
 
-def time_one(step, x, y):
-    """(wall ms, process CPU ms over all threads) of one step."""
+def time_one(step, x, y, sync=None):
+    """(wall ms, process CPU ms over all threads) of one step; `sync` (a GPU's
+    torch.cuda.synchronize) runs before the clock is read at both of its boundaries."""
+    if sync:
+        sync()
     c0, t0 = time.process_time(), time.perf_counter()
     step(x, y)
+    if sync:
+        sync()
     return (time.perf_counter() - t0) * 1e3, (time.process_time() - c0) * 1e3
 
 
-def time_steps(step, x, y, warmup, steps, args):
+def time_steps(step, x, y, warmup, steps, args, sync=None):
     """Per-step wall-clock and process-CPU milliseconds of the timed steps, the warm-up and timed
     step counts actually run, and the reason they were shortened (False if not). The first step
     (a warm-up one, or the first timed one when warmup is 0) is timed: when it is slower than
     --slow-step-s and the planned run would exceed --budget-s, warm-up drops to at most the one
-    step done and the timed steps to what fits the budget (at least 2, at most as asked)."""
-    first = time_one(step, x, y)
+    step done and the timed steps to what fits the budget (at least 2, at most as asked). `sync`:
+    as time_one's (None on the CPU)."""
+    first = time_one(step, x, y, sync)
     times, cpu = ([], []) if warmup > 0 else ([first[0]], [first[1]])
     first_s = first[0] / 1e3
     shortened = False
@@ -279,7 +424,7 @@ def time_steps(step, x, y, warmup, steps, args):
     for _ in range(warmup - 1):  # the first warm-up step is done
         step(x, y)
     while len(times) < steps:
-        wall, c = time_one(step, x, y)
+        wall, c = time_one(step, x, y, sync)
         times.append(wall)
         cpu.append(c)
     return times, cpu, warmup, steps, shortened
@@ -295,9 +440,10 @@ def read_idx(path):
     return np.frombuffer(data, dtype=np.uint8, offset=4 + 4 * ndim).reshape(dims)
 
 
-def real_epoch(step, batch_size, budget_s):
+def real_epoch(step, batch_size, budget_s, device):
     """(seconds, batches run, batches in the epoch) of one shuffled epoch over the Fashion-MNIST
-    training set, stopped once `budget_s` seconds have passed."""
+    training set, stopped once `budget_s` seconds have passed. On a GPU each batch is copied to it
+    inside the timed loop (as a data loader's would be), and the clock is read after a sync."""
     images = read_idx(os.path.join(FASHION_DIR, "train-images-idx3-ubyte.gz"))
     labels = read_idx(os.path.join(FASHION_DIR, "train-labels-idx1-ubyte.gz"))
     x_all = torch.from_numpy(images.astype("float32") / 255.0).unsqueeze(1)
@@ -305,25 +451,33 @@ def real_epoch(step, batch_size, budget_s):
     y_all = torch.from_numpy(labels.astype("int64"))
     perm = torch.randperm(x_all.shape[0])
     total = math.ceil(x_all.shape[0] / batch_size)
+    sync = device_sync(device)
     done = 0
+    sync()
     t0 = time.perf_counter()
     for i in range(0, x_all.shape[0], batch_size):
         idx = perm[i:i + batch_size]
-        step(x_all[idx], y_all[idx])
+        step(x_all[idx].to(device), y_all[idx].to(device))
         done += 1
-        if time.perf_counter() - t0 > budget_s:
+        if time.perf_counter() - t0 > budget_s:  # each step's loss.item() has synced
             break
+    sync()
     return time.perf_counter() - t0, done, total
 
 
 def run(workload, precision, args):
+    device = args.torch_device
+    reset_device_memory(device)
     torch.manual_seed(0)
     wl = WORKLOADS[workload]
-    model = wl.build()
+    model = wl.build().to(device)  # built on the CPU from the seed, so the weights are the CPU's
     model.train()
-    step = Step(model, precision)
-    x, y = wl.make_batch(wl.batch_size)
-    times, cpu, warmup, steps, shortened = time_steps(step, x, y, args.warmup, args.steps, args)
+    step = Step(model, precision, device.type)
+    x, y = wl.make_batch(wl.batch_size)  # made on the CPU: the same batch on every device
+    x, y = x.to(device), y.to(device)
+    times, cpu, warmup, steps, shortened = time_steps(step, x, y, args.warmup, args.steps, args,
+                                                      sync=device_sync(device) if
+                                                      device.type == "cuda" else None)
     result = {
         "framework": "pytorch",
         "version": torch.__version__,
@@ -346,7 +500,7 @@ def run(workload, precision, args):
         result["epoch_seconds"] = result["step_ms"]["median"] * wl.steps_per_epoch / 1e3
         result["epoch_seconds_source"] = "extrapolated"
         if args.real_epoch:
-            seconds, done, total = real_epoch(step, wl.batch_size, args.epoch_budget_s)
+            seconds, done, total = real_epoch(step, wl.batch_size, args.epoch_budget_s, device)
             result["epoch_seconds"] = seconds * total / done
             result["epoch_batches"] = done
             result["epoch_seconds_source"] = "measured"
@@ -358,6 +512,7 @@ def run(workload, precision, args):
                 result["shortened"] = "; ".join(s for s in (shortened, note) if s)
     # ru_maxrss is in KiB on Linux: the whole process's peak so far (python, torch, data).
     result["max_rss_bytes"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    result.update(device_info(device, args.matmul_precision))
     return result
 
 
@@ -384,6 +539,11 @@ def main():
                    help="wall-clock seconds a slow run is shortened to fit (default 120)")
     p.add_argument("--epoch-budget-s", type=float, default=600.0,
                    help="--real-epoch stops after this many seconds and extrapolates (default 600)")
+    p.add_argument("--device", type=device_arg, default="cpu",
+                   help="cpu (default), cuda or cuda:N (an NVIDIA GPU; see Devices below)")
+    p.add_argument("--matmul-precision", choices=MATMUL_PRECISIONS, default="highest",
+                   help="f32 GEMMs/convolutions: highest (true f32; default), high or medium "
+                        "(TF32 on a GPU); see below")
     p.add_argument("--json", action="store_true", help="print a JSON list instead of a table")
     args = p.parse_args()
     if args.steps < 1 or args.warmup < 0 or args.threads < 1:
@@ -394,6 +554,7 @@ def main():
         p.error("--real-epoch needs the Fashion-MNIST files in " + FASHION_DIR)
 
     import_torch(args.threads)
+    args.torch_device = setup_device(args.device, args.matmul_precision, p.prog)
     global BLAS
     BLAS = blas_library()
     if reference_blas(BLAS):
@@ -413,15 +574,26 @@ def main():
           "cpu flags: %s" % (torch.__version__, sys.version.split()[0], args.threads, BLAS,
                              build["mkl"], build["onednn"], build["cpu_capability"],
                              " ".join(cpu_flags())))
-    print("%-9s %-5s %6s %10s %10s %10s %10s %8s %9s" % (
+    gpu = args.torch_device.type == "cuda"
+    if gpu:
+        r0 = results[0]
+        print("device %s: %s (capability %s), cuda %s, cudnn %s, matmul precision %s (tf32: "
+              "matmul %s, cudnn %s)" % (
+                  r0["device"], r0["device_name"], ".".join(map(str, r0["device_capability"])),
+                  r0["cuda_version"], r0["cudnn_version"], r0["matmul_precision"],
+                  r0["tf32"]["cuda_matmul"], r0["tf32"]["cudnn"]))
+    elif args.matmul_precision != "highest":
+        print("matmul precision %s" % args.matmul_precision)
+    print("%-9s %-5s %6s %10s %10s %10s %10s %8s %9s%s" % (
         "workload", "prec", "batch", "median_ms", "min_ms", "max_ms", "cpu_ms", "epoch_s",
-        "rss_MiB"))
+        "rss_MiB", " %9s" % "dev_MiB" if gpu else ""))
     for r in results:
         ms = r["step_ms"]
         epoch = "%.1f" % r["epoch_seconds"] if "epoch_seconds" in r else "-"
-        print("%-9s %-5s %6d %10.2f %10.2f %10.2f %10.2f %8s %9.0f" % (
+        print("%-9s %-5s %6d %10.2f %10.2f %10.2f %10.2f %8s %9.0f%s" % (
             r["workload"], r["precision"], r["batch_size"], ms["median"], ms["min"], ms["max"],
-            r["step_cpu_ms"]["median"], epoch, r["max_rss_bytes"] / 2**20))
+            r["step_cpu_ms"]["median"], epoch, r["max_rss_bytes"] / 2**20,
+            " %9.0f" % (r["peak_device_bytes"] / 2**20) if gpu else ""))
     for r in results:
         if r["shortened"]:
             print("note: %s %s shortened: %s" % (r["workload"], r["precision"], r["shortened"]))
