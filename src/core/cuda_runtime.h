@@ -21,5 +21,7 @@ void cuda_download(void* dst, const void* src, std::size_t bytes);
 void cuda_upload(void* dst, const void* src, std::size_t bytes);
 void cuda_device_copy(void* dst, const void* src, std::size_t bytes);
 void cuda_memset(void* dst, int value, std::size_t bytes);
+/// Waits for all work queued on the current GPU (cudaDeviceSynchronize).
+void cuda_synchronize();
 
 }  // namespace mixprec::detail

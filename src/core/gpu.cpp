@@ -120,6 +120,7 @@ void cuda_device_copy(void* dst, const void* src, std::size_t bytes) {
 void cuda_memset(void* dst, int value, std::size_t bytes) {
   check(cudaMemset(dst, value, bytes), "cudaMemset", bytes);
 }
+void cuda_synchronize() { check(cudaDeviceSynchronize(), "cudaDeviceSynchronize", 0); }
 #else
 namespace {
 [[noreturn]] void no_cuda(const char* call) {
@@ -132,6 +133,7 @@ void cuda_download(void*, const void*, std::size_t) { no_cuda("download"); }
 void cuda_upload(void*, const void*, std::size_t) { no_cuda("upload"); }
 void cuda_device_copy(void*, const void*, std::size_t) { no_cuda("device_copy"); }
 void cuda_memset(void*, int, std::size_t) { no_cuda("device_memset"); }
+void cuda_synchronize() { no_cuda("synchronize"); }
 #endif
 
 }  // namespace detail

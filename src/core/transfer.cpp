@@ -138,6 +138,10 @@ void device_memset(void* dst, int value, std::size_t bytes, Device device) {
   std::memset(host, value, bytes);
 }
 
+void synchronize(Device device) {
+  if (device.type == DeviceType::cuda) detail::cuda_synchronize();
+}
+
 namespace detail {
 
 void* device_allocate(std::size_t bytes, Device device) {

@@ -13,6 +13,7 @@
 #include "mixprec/runtime/autocast.h"
 #include "mixprec/runtime/node.h"
 #include "mixprec/core/error.h"
+#include "mixprec/core/transfer.h"
 
 namespace mixprec::diagnostics {
 
@@ -36,6 +37,14 @@ std::uint64_t now_ns() {
   return static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
                                         std::chrono::steady_clock::now().time_since_epoch())
                                         .count());
+}
+
+/// The clock once the device has finished what was queued: on a GPU an op's kernels are only
+/// queued when it returns, so a profiled op waits for them at its start and end (profiling
+/// serialises the device, as CUDA_LAUNCH_BLOCKING would; unprofiled runs never wait here).
+std::uint64_t device_done_ns() {
+  synchronize(current_device());
+  return now_ns();
 }
 
 // Row key; `reason` is empty for the op table and set for "could run lower" entries.
@@ -155,7 +164,7 @@ void OpScope::begin(ScopeKind kind, const char* name, int policy_of) {
   child_ns_ = 0;
   self_ns_ = 0;
   flops_ = bytes_ = child_flops_ = child_bytes_ = 0;
-  start_ns_ = recorded_ ? now_ns() : 0;
+  start_ns_ = recorded_ ? device_done_ns() : 0;
 }
 
 void OpScope::end() noexcept {
@@ -175,7 +184,7 @@ void OpScope::finish(DType dtype, double own_flops, double own_bytes) {
     }
     return;
   }
-  const std::uint64_t elapsed = now_ns() - start_ns_;
+  const std::uint64_t elapsed = device_done_ns() - start_ns_;
   for (OpScope* a = parent_; a != nullptr; a = a->parent_) {
     if (a->recorded_) {
       a->child_ns_ += elapsed;

@@ -17,6 +17,7 @@
 #include "mixprec/amp/precision.h"
 #include "mixprec/runtime/node.h"
 #include "mixprec/core/error.h"
+#include "mixprec/core/transfer.h"
 #include "mixprec/runtime/runtime.h"
 #include "mixprec/train/step_profile.h"
 #include "mixprec/models/zoo.h"
@@ -108,13 +109,16 @@ std::vector<GemmCall> make_gemm_calls(const std::vector<LayerCost>& layers, DTyp
   return calls;
 }
 
-// Milliseconds taken by fn, once per repetition.
+// Milliseconds taken by fn, once per repetition, up to the end of the device work it queued.
 std::vector<double> time_each(int repetitions, const std::function<void()>& fn) {
   std::vector<double> ms;
   ms.reserve(static_cast<std::size_t>(repetitions));
+  const Device device = current_device();
+  synchronize(device);
   for (int r = 0; r < repetitions; ++r) {
     const auto t0 = std::chrono::steady_clock::now();
     fn();
+    synchronize(device);
     ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
   }
   return ms;

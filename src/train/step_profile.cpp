@@ -14,6 +14,7 @@
 #include "core/parallel_chunks.h"
 #include "mixprec/runtime/node.h"
 #include "mixprec/core/error.h"
+#include "mixprec/core/transfer.h"
 #include "mixprec/runtime/runtime.h"
 #include "mixprec/tensor/tensor.h"
 #include "mixprec/models/zoo.h"
@@ -26,8 +27,10 @@ namespace {
 constexpr const char* kOp = "profile";
 
 double seconds_of(const std::function<void()>& fn) {
+  synchronize(current_device());
   const auto t0 = std::chrono::steady_clock::now();
   fn();
+  synchronize(current_device());
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
@@ -110,12 +113,16 @@ const char* roofline_verdict(double flops, double bytes, const MachinePeaks& pea
 
 StepProfile profile_training_steps(const std::string& model, const std::string& precision,
                                    std::int64_t batch_size, int steps, int warmup,
-                                   const MachinePeaks& peaks, std::uint64_t seed) {
+                                   const MachinePeaks& peaks, std::uint64_t seed,
+                                   const models::ModelOptions& sizes) {
   MIXPREC_CHECK(steps >= 1 && steps <= 100000, ValueError, kOp,
                 "--steps must be in [1, 100000], got " << steps);
   MIXPREC_CHECK(warmup >= 0 && warmup <= 100000, ValueError, kOp,
                 "--warmup must be in [0, 100000], got " << warmup);
-  train::StepBenchmark bench(model, precision, batch_size, seed);
+  train::StepBenchmark bench(model,
+                             train::StepConfig{.precision = precision, .optimizer = "adam",
+                                               .lr = 1e-3f, .scheduler = "none", .seed = seed},
+                             batch_size, sizes);
   StepProfile r;
   r.model = models::model_spec(model).name;
   r.precision = bench.precision();

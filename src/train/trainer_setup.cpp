@@ -7,7 +7,9 @@
 #include <optional>
 
 #include "mixprec/core/cpu_features.h"
+#include "mixprec/core/device.h"
 #include "mixprec/core/error.h"
+#include "mixprec/core/gpu.h"
 #include "mixprec/runtime/runtime.h"
 #include "mixprec/dist/agreement.h"
 #include "mixprec/dist/data_parallel.h"
@@ -203,7 +205,13 @@ void Trainer::State::set_up_locally(json data_description) {
                   {"parameters", model->parameter_count()}};
   hdr["data"] = std::move(data_description);
   hdr["hardware"] = {{"cpu", cpu_features().to_string()}, {"max_isa", name(max_isa())},
-                     {"onednn", onednn_description()}, {"threads", num_threads()}};
+                     {"onednn", onednn_description()}, {"threads", num_threads()},
+                     {"device", to_string(current_device())}};
+  if (const Device d = current_device(); d.type == DeviceType::cuda) {
+    const GpuInfo& g = gpu_inventory().gpus.at(static_cast<std::size_t>(d.index));
+    hdr["hardware"]["gpu"] = g.name + ", compute capability " + std::to_string(g.cc_major) + "." +
+                             std::to_string(g.cc_minor);
+  }
   hdr["started"] = io::utc_timestamp_now();
   hdr["ranks"] = comm->size();
   if (comm->size() > 1) {

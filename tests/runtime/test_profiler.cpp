@@ -370,6 +370,30 @@ TEST(StepProfile, Fp32MlpListsItsGemmsAsCouldRunLower) {
   EXPECT_EQ(p.data.cast_count, 0u);
 }
 
+TEST(StepProfile, ProfilesTheTransformerSizesItIsGiven) {
+  MachinePeaks peaks;
+  peaks.gflops = 1;
+  peaks.gbytes_per_s = 1;
+  const auto linear_flops = [&](std::int64_t layers) {
+    models::ModelOptions sizes;
+    sizes.layers = layers;
+    sizes.width = 32;
+    sizes.heads = 2;
+    sizes.context = 16;
+    const StepProfile p = profile_training_steps("gpt-mini", "fp32", 2, 1, 0, peaks, 0, sizes);
+    double flops = 0;
+    for (const OpStats& row : p.data.ops) {
+      if (row.op == "linear") flops += row.flops;
+    }
+    return flops;
+  };
+  const double one = linear_flops(1), three = linear_flops(3);
+  ASSERT_GT(one, 0.0);
+  // Each block adds the same linear layers (the head is shared): 3 blocks cost more than 2x one.
+  EXPECT_GT(three, 2.0 * one);
+  EXPECT_LT(three, 3.0 * one);
+}
+
 TEST(StepProfile, BadArgumentsThrow) {
   const MachinePeaks peaks;
   EXPECT_THROW(profile_training_steps("vgg", "bf16", 0, 2, 0, peaks), ValueError);

@@ -31,8 +31,7 @@ struct BenchFlags {
   std::int64_t batch_size = 0;
   int threads = 0;
   std::uint64_t seed = 0;
-  std::int64_t width = 0;
-  models::ModelOptions sizes;  ///< transformers: --context, --layers, --heads, --checkpoint-activations
+  models::ModelOptions sizes;  ///< --width, --context, --layers, --heads, --checkpoint-activations
   bool json = false;
   train::StepConfig step{.precision = "fp32", .scheduler = "none"};  // precision/seed set below
 };
@@ -55,16 +54,7 @@ void validate(const BenchFlags& f, bool precision_given) {
   // The precision is checked on its own below; --compute and --policy with it.
   step.precision = step.compute.empty() && step.layer_policy.empty() ? "fp32" : "auto-layer";
   step.validate(kOp);
-  const bool lm = models::model_spec(f.model).task == models::TaskKind::language_model;
-  MIXPREC_CHECK(f.width == 0 || lm || (f.model == "seed-mlp" && f.width >= 1 && f.width <= 16384),
-                ValueError, kOp,
-                "--width applies to seed-mlp (in [1, 16384]) and transformers, got " << f.width
-                    << " for " << f.model);
-  MIXPREC_CHECK(lm || (f.sizes.context == 0 && f.sizes.layers == 0 && f.sizes.heads == 0 &&
-                       !f.sizes.checkpoint_activations),
-                ValueError, kOp,
-                "--context, --layers, --heads and --checkpoint-activations apply to transformers "
-                "(gpt-mini), not to " << f.model);
+  validate_model_sizes(kOp, f.model, f.sizes);
   MIXPREC_CHECK(f.compare.empty() || !precision_given, ValueError, kOp,
                 "give either --precision (one run) or --compare (several), not both");
   if (f.compare.empty()) {
@@ -75,12 +65,6 @@ void validate(const BenchFlags& f, bool precision_given) {
                   "--compare needs at least two precisions, e.g. fp32,bf16; got '" << f.compare << "'");
     for (const std::string& m : modes) amp::parse_precision_mode(m);
   }
-}
-
-models::ModelOptions model_options(const BenchFlags& f) {
-  models::ModelOptions o = f.sizes;
-  o.width = f.width;
-  return o;
 }
 
 std::string fmt_ms(const std::optional<double>& ms) {
@@ -139,7 +123,7 @@ void run_compare(const BenchFlags& f) {
     }
     train::StepConfig step = f.step;
     step.precision = mode;
-    train::StepBenchmark bench(f.model, step, f.batch_size, model_options(f));
+    train::StepBenchmark bench(f.model, step, f.batch_size, f.sizes);
     results.push_back(bench.run(f.steps, f.warmup));
   }
   const train::StepBenchResult& ref = results.front();
@@ -213,14 +197,7 @@ void add_bench_command(CLI::App& app) {
   CLI::Option* threads_opt =
       cmd->add_option("--threads", *threads, "Compute threads (default: the process default)");
   cmd->add_option("--seed", f->seed, "Seed of the weights and synthetic inputs")->capture_default_str();
-  cmd->add_option("--width", f->width,
-                  "seed-mlp: hidden width W (1024-W-W-10) instead of 4096, for scaling runs; "
-                  "transformers: the model width");
-  cmd->add_option("--context", f->sizes.context, "Transformers: tokens per window (0 = default)");
-  cmd->add_option("--layers", f->sizes.layers, "Transformers: blocks (0 = default)");
-  cmd->add_option("--heads", f->sizes.heads, "Transformers: attention heads (0 = default)");
-  cmd->add_flag("--checkpoint-activations", f->sizes.checkpoint_activations,
-                "Transformers: recompute each block in backward instead of keeping its activations");
+  add_model_size_flags(cmd, f->sizes);
   cmd->add_flag("--json", f->json, "Print JSON instead of text");
   add_step_config_flags(cmd, f->step);
   cmd->footer("Each step is the training step of `mixprec train` (train/train_step.h) with the\n"
@@ -244,7 +221,7 @@ void add_bench_command(CLI::App& app) {
     }
     train::StepConfig step = flags.step;
     step.precision = flags.precision;
-    train::StepBenchmark bench(flags.model, step, flags.batch_size, model_options(flags));
+    train::StepBenchmark bench(flags.model, step, flags.batch_size, flags.sizes);
     const train::StepBenchResult r = bench.run(flags.steps, flags.warmup);
     if (flags.json) {
       std::printf("%s\n", train::to_json(r).c_str());

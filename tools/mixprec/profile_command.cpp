@@ -27,12 +27,14 @@ struct ProfileFlags {
   std::uint64_t seed = 0;
   std::size_t top = 0;
   bool json = false;
+  models::ModelOptions sizes;  ///< --width, --context, --layers, --heads, --checkpoint-activations
 };
 
 // Checks every flag before any model is built, naming the flag at fault.
 void validate(const ProfileFlags& f) {
   validate_step_flags(kOp, f.model, f.steps, f.warmup, f.batch_size, f.threads);
   amp::parse_precision_mode(f.precision);
+  validate_model_sizes(kOp, f.model, f.sizes);
 }
 
 }  // namespace
@@ -60,10 +62,12 @@ void add_profile_command(CLI::App& app) {
   cmd->add_option("--seed", f->seed, "Seed of the weights and synthetic inputs")->capture_default_str();
   cmd->add_option("--top", f->top, "Print only the N most expensive ops (0 = all)")
       ->capture_default_str();
+  add_model_size_flags(cmd, f->sizes);
   cmd->add_flag("--json", f->json, "Print JSON (keys documented in docs/diagnostics.md)");
   cmd->footer("Examples:\n"
               "  mixprec profile --model cnn --precision bf16 --steps 5 --threads 2\n"
               "  mixprec profile --model seed-mlp --precision bf16 --steps 5 --json\n"
+              "  mixprec profile --model gpt-mini --layers 8 --width 512 --context 512 --steps 2\n"
               "Times are exclusive (an op called inside another op is folded into the outer one;\n"
               "casts are always their own rows). The peaks are measured at start-up with an f32\n"
               "GEMM and a large copy; an op whose FLOP/byte is below their ratio (the ridge) is\n"
@@ -77,7 +81,8 @@ void add_profile_command(CLI::App& app) {
     if (threads_opt->count() > 0) set_num_threads(flags.threads);
     const diagnostics::MachinePeaks peaks = diagnostics::measure_machine_peaks();
     const diagnostics::StepProfile p = diagnostics::profile_training_steps(
-        flags.model, flags.precision, flags.batch_size, flags.steps, flags.warmup, peaks, flags.seed);
+        flags.model, flags.precision, flags.batch_size, flags.steps, flags.warmup, peaks, flags.seed,
+        flags.sizes);
     if (flags.json) {
       std::printf("%s\n", diagnostics::to_json(p).c_str());
     } else {

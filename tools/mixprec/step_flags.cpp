@@ -18,6 +18,30 @@ void validate_step_flags(const char* op, const std::string& model, int steps, in
                 "--threads must be in [1, 1024], got " << threads);
 }
 
+void add_model_size_flags(CLI::App* cmd, models::ModelOptions& sizes) {
+  cmd->add_option("--width", sizes.width,
+                  "seed-mlp: hidden width W (1024-W-W-10) instead of 4096, for scaling runs; "
+                  "transformers: the model width");
+  cmd->add_option("--context", sizes.context, "Transformers: tokens per window (0 = default)");
+  cmd->add_option("--layers", sizes.layers, "Transformers: blocks (0 = default)");
+  cmd->add_option("--heads", sizes.heads, "Transformers: attention heads (0 = default)");
+  cmd->add_flag("--checkpoint-activations", sizes.checkpoint_activations,
+                "Transformers: recompute each block in backward instead of keeping its activations");
+}
+
+void validate_model_sizes(const char* op, const std::string& model, const models::ModelOptions& sizes) {
+  const bool lm = models::model_spec(model).task == models::TaskKind::language_model;
+  MIXPREC_CHECK(sizes.width == 0 || lm || (model == "seed-mlp" && sizes.width >= 1 && sizes.width <= 16384),
+                ValueError, op,
+                "--width applies to seed-mlp (in [1, 16384]) and transformers, got " << sizes.width
+                    << " for " << model);
+  MIXPREC_CHECK(lm || (sizes.context == 0 && sizes.layers == 0 && sizes.heads == 0 &&
+                       !sizes.checkpoint_activations),
+                ValueError, op,
+                "--context, --layers, --heads and --checkpoint-activations apply to transformers "
+                "(gpt-mini), not to " << model);
+}
+
 void add_step_config_flags(CLI::App* cmd, train::StepConfig& step) {
   cmd->add_option("--optimizer", step.optimizer, "sgd (momentum 0.9), adam or adamw")->capture_default_str();
   cmd->add_option("--lr", step.lr, "Learning rate")->capture_default_str();

@@ -6,6 +6,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "mixprec/models/zoo.h"
 #include "mixprec/train/train_step.h"
 
 namespace mixprec::tools {
@@ -15,6 +16,13 @@ namespace mixprec::tools {
 /// --threads outside [1, 1024].
 void validate_step_flags(const char* op, const std::string& model, int steps, int warmup,
                          std::int64_t batch_size, int threads);
+
+/// Adds the model's sizes, bound to sizes: --width (seed-mlp's hidden width, or a transformer's
+/// d_model), --context, --layers, --heads and --checkpoint-activations (transformers).
+void add_model_size_flags(CLI::App* cmd, models::ModelOptions& sizes);
+/// Throws ValueError prefixed with op for sizes the model does not take: --width other than on
+/// seed-mlp (in [1, 16384]) or a transformer; transformer sizes on another model.
+void validate_model_sizes(const char* op, const std::string& model, const models::ModelOptions& sizes);
 
 /// Adds the flags of one optimizer step that `mixprec train` also has (--optimizer, --lr,
 /// --weight-decay, --clip, --accum, --loss-scaling, --scaler-growth-interval, --compute, --policy), bound

@@ -55,6 +55,12 @@ void device_copy(void* dst, const void* src, std::size_t bytes, Device device);
 /// Sets `bytes` of device memory to the byte value (a device-side memset: nothing crosses).
 void device_memset(void* dst, int value, std::size_t bytes, Device device);
 
+/// Waits until `device` has finished the work queued on it so far: what a timer on the host does
+/// before it reads the clock (a benchmark's step, a profiled op), since device work is queued, not
+/// done, when the call that queued it returns. Moves nothing and counts no download; nothing on
+/// cpu and devsim, whose kernels finish before they return.
+void synchronize(Device device);
+
 namespace detail {
 /// Device memory for Storage: the device's allocator (the host block cache for cpu; tagged
 /// blocks for devsim). nullptr when out of memory.

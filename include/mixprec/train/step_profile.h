@@ -6,6 +6,7 @@
 
 #include "mixprec/core/dtype.h"
 #include "mixprec/core/transfer.h"
+#include "mixprec/models/zoo.h"
 #include "mixprec/runtime/profiler.h"
 
 namespace mixprec::diagnostics {
@@ -53,10 +54,11 @@ struct StepProfile {
 /// StepBenchmark's (forward and loss under autocast, scaled backward, unscale, gradient norm,
 /// optimizer step, scaler update, zero_grad). batch_size 0 = the model's default. ValueError on
 /// an unknown model or precision, a batch size outside [0, 65536], steps outside [1, 100000] or
-/// warmup outside [0, 100000].
+/// warmup outside [0, 100000]. sizes: the model's (StepBenchmark's options; 0 = its default).
 StepProfile profile_training_steps(const std::string& model, const std::string& precision,
                                    std::int64_t batch_size, int steps, int warmup,
-                                   const MachinePeaks& peaks, std::uint64_t seed = 0);
+                                   const MachinePeaks& peaks, std::uint64_t seed = 0,
+                                   const models::ModelOptions& sizes = {});
 
 /// The profile as text: a header with the peaks and the ridge point, the op table sorted by
 /// total time (op, phase, dtype, count, total ms, share %, GFLOP/s, bytes moved, FLOP/byte,

@@ -13,7 +13,7 @@
 #include "kernels/conv.h"
 #include "kernels/cuda/conv_columns.h"
 #include "kernels/cuda/cuda_kernels.h"
-#include "kernels/cuda/fixed_order_sum.cuh"
+#include "kernels/cuda/group_reduce.cuh"
 #include "kernels/cuda/launch.cuh"
 #include "kernels/matmul.h"
 
@@ -132,7 +132,7 @@ __global__ void round_kernel(std::int64_t n, const float* src, void* dst, DType 
 }
 
 // dbias[o] = the sum of dy over samples and pixels: one block per output channel, each thread
-// a fixed strided subset, then block_sum's fixed tree.
+// a fixed strided subset, then the block's fixed tree (group_reduce.cuh).
 __global__ void bias_grad_kernel(ConvGeometry g, std::int64_t n, const void* dy, DType dtype,
                                  void* dbias, DType bias_dtype) {
   const std::int64_t per_channel = n * g.pixels();
@@ -141,7 +141,7 @@ __global__ void bias_grad_kernel(ConvGeometry g, std::int64_t n, const void* dy,
     for (std::int64_t t = threadIdx.x; t < per_channel; t += blockDim.x) {
       sum += load(dy, dtype, (t / g.pixels() * g.o + o) * g.pixels() + t % g.pixels());
     }
-    sum = block_sum(sum);
+    sum = block_all_reduce(sum, Add{});
     if (threadIdx.x == 0) store(dbias, bias_dtype, o, sum);
   }
 }

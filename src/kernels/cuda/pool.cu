@@ -9,7 +9,7 @@
 
 #include "kernels/conv.h"
 #include "kernels/cuda/cuda_kernels.h"
-#include "kernels/cuda/fixed_order_sum.cuh"
+#include "kernels/cuda/group_reduce.cuh"
 #include "kernels/cuda/launch.cuh"
 #include "kernels/pool_math.h"
 
@@ -87,7 +87,8 @@ __global__ void avg_pool_backward_kernel(Pool2dDesc d, std::int64_t ho, std::int
 
 constexpr int kWarpsPerBlock = kThreads / 32;
 
-// One warp per plane: each lane sums a fixed strided subset in order, then warp_sum's tree.
+// One warp per plane: each lane sums a fixed strided subset in order, then the warp's fixed tree
+// (group_reduce.cuh).
 __global__ void global_avg_pool_kernel(const void* x, DType dtype, std::int64_t planes,
                                        std::int64_t hw, void* y) {
   const unsigned lane = threadIdx.x % 32;
@@ -95,7 +96,7 @@ __global__ void global_avg_pool_kernel(const void* x, DType dtype, std::int64_t 
        p += std::int64_t{gridDim.x} * kWarpsPerBlock) {
     float sum = 0.0f;
     for (std::int64_t i = lane; i < hw; i += 32) sum += load(x, dtype, p * hw + i);
-    sum = warp_sum(sum);
+    sum = warp_all_reduce(sum, Add{});
     if (lane == 0) store(y, dtype, p, sum / static_cast<float>(hw));  // 0/0 = NaN, as ref
   }
 }

@@ -1,0 +1,234 @@
+#!/usr/bin/env bash
+# The one command for a machine with an NVIDIA GPU (docs/cuda.md, "Checking on a GPU").
+#
+# The lent GPU machines have the CUDA toolkit and PyTorch but no Debian packages (no oneDNN,
+# Highway, CLI11, ...) and no network, so the build happens here and travels:
+#
+#   scripts/check-cuda.sh pack        on a machine with the toolkit and scripts/install-deps.sh's
+#                                     packages: builds build-gpu/ (Release, sm_80 + sm_90 + PTX,
+#                                     no MPI), and packs mixprec, the test binary, libmixprec, the
+#                                     libraries the GPU machine lacks (oneDNN, Highway, ...) and
+#                                     small data sets into .gpu/pack.tar.xz (about 30 MB).
+#   scripts/check-cuda.sh run [OUT]   on the GPU machine (the device tool: carry .gpu, run
+#                                     `bash scripts/check-cuda.sh run $OUT`): unpacks the pack and
+#                                     checks, writing OUT/report.md (default ./check-cuda-out):
+#       1. mixprec env: the GPU, its compute capability and Tensor-Core types;
+#       2. the device conformance harness: every kernel of the table, every dtype, on cuda
+#          against the reference, each run twice (bit-identical);
+#       3. training parity: seed-mlp, cnn and gpt-mini for 50 steps on cuda and on cpu in fp32
+#          (TF32 off), bf16 and fp16, losses compared (fp32 1e-4 relative, 16-bit 1%); fp16 with
+#          --inject-overflow: the same steps skipped;
+#       4. speed and memory beside PyTorch eager AMP on the same GPU (bench/peer_pytorch.py,
+#          bench/peer_gpt.py --device cuda): the seed MLP bf16 step, a GPT-2-small shape (12
+#          layers, 12 heads, width 768, context 1024, batch 8, bf16) in tokens/s, peak device
+#          memory, torch.compile'd PyTorch where it compiles in time, the bf16 GEMM peak
+#          (PyTorch's 8192^3 product) and our profiled GEMM rows against it.
+#     Each step has its own time limit and a failure is reported, not fatal, so one window of
+#     the device gives the whole picture; the run takes about 6-8 minutes on an H100.
+#   scripts/check-cuda.sh dry [OUT]   the run's plumbing here, on the simulated device (devsim)
+#                                     with 2 steps per run and tiny shapes, from build/'s binaries
+#                                     (or MIXPREC_BIN): checks the script, not a GPU.
+set -uo pipefail
+
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+mode=${1:-}
+
+usage() {
+  sed -n '2,/^set -uo/p' "${BASH_SOURCE[0]}" | sed '$d' | sed 's/^# \{0,1\}//'
+}
+
+# ---- pack ------------------------------------------------------------------------------------
+
+pack() {
+  local build=$here/build-gpu stage
+  local launcher=()
+  if command -v ccache > /dev/null; then launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_CUDA_COMPILER_LAUNCHER=ccache); fi
+  cmake -S "$here" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DMIXPREC_CUDA=ON \
+    -DMIXPREC_MPI=OFF -DMIXPREC_BUILD_BENCHMARKS=OFF -DMIXPREC_BUILD_EXAMPLES=OFF "${launcher[@]}" || return 1
+  cmake --build "$build" -j"$(nproc)" --target mixprec_tests mixprec_cli || return 1
+  stage=$(mktemp -d)
+  mkdir -p "$stage/bin" "$stage/lib" "$stage/data"
+  cp "$build/mixprec" "$build/tests/mixprec_tests" "$stage/bin/"
+  cp -L "$build/libmixprec.so.0" "$stage/lib/"
+  strip --strip-unneeded "$stage/bin/"* "$stage/lib/"*
+  # Every library libmixprec and the binaries need, except the C runtime (glibc, libstdc++,
+  # libgcc: the GPU machine's are newer) and CUDA's own (the toolkit is there).
+  ldd "$stage/bin/mixprec" "$stage/bin/mixprec_tests" "$stage/lib/libmixprec.so.0" |
+    awk '/=> \//{print $3}' | sort -u | while read -r lib; do
+      case $(basename "$lib") in
+        libc.so*|libm.so*|libdl.so*|librt.so*|libpthread.so*|ld-linux*|libstdc++*|libgcc_s*) ;;
+        libcublas*|libcudart*|libcuda.so*) ;;
+        libmixprec*) ;;
+        *) cp -L "$lib" "$stage/lib/" ;;
+      esac
+    done
+  python3 "$here/scripts/cuda_pack_data.py" "$stage/data" || return 1
+  git -C "$here" rev-parse HEAD > "$stage/COMMIT"
+  git -C "$here" status --short > "$stage/DIRTY"
+  mkdir -p "$here/.gpu"
+  grep -qx '/.gpu/' "$here/.git/info/exclude" 2> /dev/null || echo '/.gpu/' >> "$here/.git/info/exclude"
+  tar -C "$stage" -cf - . | xz -T0 -6 > "$here/.gpu/pack.tar.xz" || return 1
+  rm -rf "$stage"
+  ls -la "$here/.gpu/pack.tar.xz"
+  echo "pack: carry .gpu and run: bash scripts/check-cuda.sh run \$OUT"
+}
+
+# ---- run / dry -------------------------------------------------------------------------------
+
+out=""
+report=""
+failures=0
+
+say() { printf '%s\n' "$*" >> "$report"; }
+# step LIMIT_S LABEL CMD...: runs CMD with a time limit, its output into OUT/LABEL.log and the
+# report (fenced, last 40 lines); a failure or a timeout is counted and reported.
+step() {
+  local limit=$1 label=$2
+  shift 2
+  local log="$out/$label.log" t0 rc
+  t0=$(date +%s)
+  timeout "$limit" "$@" > "$log" 2>&1
+  rc=$?
+  say ""
+  say "### $label ($(($(date +%s) - t0)) s, exit $rc)"
+  say '```'
+  say "\$ $*"
+  tail -n 40 "$log" >> "$report"
+  say '```'
+  if [ "$rc" -ne 0 ]; then
+    failures=$((failures + 1))
+    say "**FAIL** ($label: exit $rc$([ "$rc" -eq 124 ] && echo ", timed out after $limit s"))"
+  fi
+  return "$rc"
+}
+
+run() {
+  local dry=$1
+  out=${2:-${OUT:-$PWD/check-cuda-out}}
+  mkdir -p "$out"
+  out=$(cd "$out" && pwd)
+  report=$out/report.md
+  : > "$report"
+  local t_start bin data device steps mp tests py small=()
+  t_start=$(date +%s)
+  if [ "$dry" = 1 ]; then
+    device=devsim steps=2
+    small=(--batch-size 8 --limit-train 64 --limit-test 16)  # the reference kernels are slow
+    bin=${MIXPREC_BIN:-$here/build}
+    mp=$bin/mixprec tests=$bin/tests/mixprec_tests
+    data=$out/data
+    python3 "$here/scripts/cuda_pack_data.py" "$data" --train 600 --test 200 || return 1
+  else
+    device=cuda steps=50
+    local work=/tmp/mixprec-gpu
+    rm -rf "$work" && mkdir -p "$work"
+    tar -C "$work" -xJf "$here/.gpu/pack.tar.xz" || { echo "run: no .gpu/pack.tar.xz (run pack first)" >&2; return 1; }
+    mp=$work/bin/mixprec tests=$work/bin/mixprec_tests data=$work/data
+    # cuBLASLt: the toolkit's, or the one PyTorch's wheels bring.
+    local cublas
+    cublas=$(python3 -c 'import nvidia.cublas, os; print(os.path.join(os.path.dirname(nvidia.cublas.__file__), "lib"))' 2> /dev/null || true)
+    export LD_LIBRARY_PATH="$work/lib:/usr/local/cuda/lib64:/usr/local/cuda/lib${cublas:+:$cublas}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  fi
+  py=${PYTHON:-python3}
+  say "# mixprec on $device: check-cuda report"
+  say ""
+  say "- date: $(date -u +%FT%TZ); commit: $(cat "${work:-/nonexistent}/COMMIT" 2> /dev/null || git -C "$here" rev-parse HEAD)"
+  say "- host: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')"
+  command -v nvidia-smi > /dev/null && say "- nvidia-smi: $(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2> /dev/null)"
+
+  say ""
+  say "## 1. The GPU"
+  step 60 env "$mp" env
+
+  say ""
+  say "## 2. Conformance: every kernel of the cuda table against the reference (run twice)"
+  MIXPREC_CONFORMANCE_DEVICE=$device step 300 conformance "$tests" \
+    --gtest_filter='*DeviceConformance*:DeviceStaging*:Gpu*:BackendFallback*' \
+    --gtest_output="json:$out/conformance.json"
+  say ""
+  say '```'
+  "$py" "$here/scripts/cuda_report.py" conformance "$out/conformance.json" >> "$report"
+  say '```'
+
+  say ""
+  say "## 3. Parity: $steps steps on $device and on cpu"
+  say ""
+  say "| run | train loss $device / cpu (rel) | test loss $device / cpu (rel) | skipped | rtol | verdict |"
+  say "|---|---|---|---|---|---|"
+  local model prec extra tol dataflag where
+  for model in seed-mlp cnn gpt-mini; do
+    case $model in
+      seed-mlp) dataflag=(--data synthetic) ;;
+      cnn) dataflag=(--data "idx:$data/fmnist") ;;
+      gpt-mini) dataflag=(--data "text:$data/text") ;;
+    esac
+    for prec in fp32 bf16 fp16 fp16-overflow; do
+      extra=()
+      tol=0.01
+      case $prec in
+        fp32) extra=(--matmul-precision highest) tol=0.0001 ;;
+        fp16-overflow) [ "$model" = seed-mlp ] || continue; extra=(--inject-overflow 7) ;;
+      esac
+      for where in "$device" cpu; do
+        timeout 240 "$mp" train --model "$model" "${dataflag[@]}" --precision "${prec%-overflow}" \
+          --max-steps "$steps" --seed 1 --device "$where" "${extra[@]}" "${small[@]}" \
+          --log "$out/train-$model-$prec-$where.jsonl" > "$out/train-$model-$prec-$where.log" 2>&1 ||
+          { failures=$((failures + 1)); echo "train $model $prec on $where failed: $(tail -n 1 "$out/train-$model-$prec-$where.log")" >> "$out/parity-errors.log"; }
+      done
+      "$py" "$here/scripts/cuda_report.py" runs "$out/train-$model-$prec-$device.jsonl" \
+        "$out/train-$model-$prec-cpu.jsonl" --rtol "$tol" --label "$model $prec" >> "$report"
+    done
+  done
+  if [ -s "$out/parity-errors.log" ]; then say ""; sed 's/^/- /' "$out/parity-errors.log" >> "$report"; fi
+
+  say ""
+  say "## 4. Speed and memory beside PyTorch on the same device"
+  local gpt=(--layers 12 --heads 12 --width 768 --context 1024) gbatch=8 bsteps=20 mlp=()
+  if [ "$dry" = 1 ]; then gpt=(--layers 1 --heads 2 --width 32 --context 32) gbatch=2 bsteps=2 mlp=(--batch-size 4 --warmup 0); fi
+  step 180 bench-seed-mlp-bf16 "$mp" bench --model seed-mlp --precision bf16 --steps "$bsteps" "${mlp[@]}" \
+    --device "$device" --json
+  step 300 bench-gpt-bf16 "$mp" bench --model gpt-mini "${gpt[@]}" --batch-size "$gbatch" --precision bf16 \
+    --steps "$bsteps" --device "$device" --json
+  step 300 profile-gpt-bf16 "$mp" profile --model gpt-mini "${gpt[@]}" --batch-size "$gbatch" --precision bf16 \
+    --steps 2 --warmup 1 --top 12 --device "$device"
+  if [ "$dry" = 0 ] && "$py" -c 'import torch; assert torch.cuda.is_available()' 2> /dev/null; then
+    step 180 peer-seed-mlp-bf16 "$py" "$here/bench/peer_pytorch.py" --workload seed-mlp --precision bf16 \
+      --steps "$bsteps" --device cuda --json
+    step 300 peer-gpt-bf16 "$py" "$here/bench/peer_gpt.py" --time "${gpt[@]}" --batch-size "$gbatch" \
+      --precision bf16 --steps "$bsteps" --device cuda --json
+    step 300 peer-gpt-bf16-compiled "$py" "$here/bench/peer_gpt.py" --time "${gpt[@]}" --batch-size "$gbatch" \
+      --precision bf16 --steps "$bsteps" --device cuda --compile --json
+    step 120 gemm-peak "$py" -c '
+import torch, time
+a = torch.randn(8192, 8192, device="cuda", dtype=torch.bfloat16); b = torch.randn_like(a)
+for _ in range(3): a @ b
+torch.cuda.synchronize(); t = time.perf_counter(); n = 10
+for _ in range(n): a @ b
+torch.cuda.synchronize(); s = (time.perf_counter() - t) / n
+print("bf16 GEMM 8192^3: %.1f TFLOP/s (PyTorch %s, %s)" % (2 * 8192**3 / s / 1e12, torch.__version__, torch.cuda.get_device_name()))'
+    say ""
+    say "| workload | step ms ours / PyTorch | PyTorch / ours | tokens/s ours / PyTorch | peak memory ours / PyTorch |"
+    say "|---|---|---|---|---|"
+    "$py" "$here/scripts/cuda_report.py" speed "seed-mlp bf16" "$out/bench-seed-mlp-bf16.log" "$out/peer-seed-mlp-bf16.log" >> "$report"
+    "$py" "$here/scripts/cuda_report.py" speed "GPT-2-small bf16" "$out/bench-gpt-bf16.log" "$out/peer-gpt-bf16.log" >> "$report"
+    "$py" "$here/scripts/cuda_report.py" speed "GPT-2-small bf16, PyTorch compiled" "$out/bench-gpt-bf16.log" "$out/peer-gpt-bf16-compiled.log" >> "$report"
+  else
+    say ""
+    say "(PyTorch peers not run: $([ "$dry" = 1 ] && echo 'dry run' || echo 'no CUDA PyTorch here'))"
+  fi
+
+  say ""
+  say "## Summary"
+  say ""
+  say "$failures step(s) failed; $(( $(date +%s) - t_start )) s in all. Logs beside this report in $out."
+  echo "report: $report ($failures failure(s))"
+  return 0
+}
+
+case $mode in
+  pack) pack ;;
+  run) run 0 "${2:-}" ;;
+  dry) run 1 "${2:-}" ;;
+  -h|--help|help) usage ;;
+  *) usage >&2; exit 2 ;;
+esac

@@ -1,0 +1,132 @@
+#!/usr/bin/env python3
+"""The pieces of scripts/check-cuda.sh's report that need more than a shell: comparing two
+training logs, summarising the device conformance run, and reading figures out of JSON output.
+
+  cuda_report.py runs DEVICE.jsonl CPU.jsonl --rtol R --label L
+      One markdown table row: the last epoch record of both `mixprec train --log` files, train and
+      test loss relative differences (against R), skipped steps (must be equal), verdict.
+  cuda_report.py speed LABEL OURS.log PEER.log
+      One markdown table row: the median step (ms), tokens/s where given and peak memory of our
+      `mixprec bench --json` output and of a PyTorch peer's `--json` output, and their ratio
+      (PyTorch's step / ours: above 1, ours is faster).
+  cuda_report.py conformance GTEST.json
+      Passed/failed cases of the gtest JSON output, and each failure's first message line.
+  cuda_report.py field FILE KEY[.KEY...]
+      One value out of a JSON document (or the first JSON line of a file that has several).
+Exit status 0; a row or summary says FAIL where a check failed (the script collects them all).
+"""
+import json
+import sys
+
+
+def last_epoch(path):
+    rec = None
+    with open(path) as f:
+        for line in f:
+            line = line.strip()
+            if line:
+                obj = json.loads(line)
+                if obj.get("type") == "epoch":
+                    rec = obj
+    if rec is None:
+        raise ValueError("%s has no epoch record" % path)
+    return rec
+
+
+def rel(a, b):
+    return abs(a - b) / max(abs(b), 1e-30)
+
+
+def runs(argv):
+    dev, cpu = argv[0], argv[1]
+    rtol = float(argv[argv.index("--rtol") + 1])
+    label = argv[argv.index("--label") + 1]
+    try:
+        d, c = last_epoch(dev), last_epoch(cpu)
+    except (OSError, ValueError) as e:
+        print("| %s | - | - | - | - | FAIL: %s |" % (label, e))
+        return
+    test = "test_loss" if "test_loss" in c else "val_loss"  # language models: validation
+    r_train = rel(d["train_loss"], c["train_loss"])
+    r_test = rel(d[test], c[test])
+    same_skips = d["skipped_steps"] == c["skipped_steps"]
+    ok = r_train <= rtol and r_test <= rtol and same_skips
+    print("| %s | %.6g / %.6g (%.2e) | %.6g / %.6g (%.2e) | %d / %d | %.3g | %s |" % (
+        label, d["train_loss"], c["train_loss"], r_train, d[test], c[test], r_test,
+        d["skipped_steps"], c["skipped_steps"], rtol, "ok" if ok else "FAIL"))
+
+
+def first_json(path):
+    """The first JSON document in a command's output (a list's first element)."""
+    with open(path) as f:
+        text = f.read()
+    starts = [i for i in (text.find("{"), text.find("[")) if i >= 0]
+    if not starts:
+        raise ValueError("%s holds no JSON" % path)
+    obj, _ = json.JSONDecoder().raw_decode(text[min(starts):])
+    return obj[0] if isinstance(obj, list) else obj
+
+
+def speed(argv):
+    label, ours_path, peer_path = argv[0], argv[1], argv[2]
+    try:
+        ours, peer = first_json(ours_path), first_json(peer_path)
+    except (OSError, ValueError, IndexError) as e:
+        print("| %s | - | - | - | - | FAIL: %s |" % (label, e))
+        return
+    o_ms, p_ms = ours["step_ms"]["median"], peer["step_ms"]["median"]
+    o_tok, p_tok = ours.get("tokens_per_second"), peer.get("tokens_per_second")
+    o_peak = ours.get("peak_bytes", {}).get("total")
+    p_peak = peer.get("peak_device_bytes")
+    mib = lambda b: "%.0f MiB" % (b / 2**20) if b else "-"
+    tok = "%.0f / %.0f" % (o_tok, p_tok) if o_tok and p_tok else "-"
+    print("| %s | %.2f / %.2f | %.2fx | %s | %s / %s |" % (
+        label, o_ms, p_ms, p_ms / o_ms, tok, mib(o_peak), mib(p_peak)))
+
+
+def conformance(argv):
+    try:
+        with open(argv[0]) as f:
+            doc = json.load(f)
+    except (OSError, ValueError) as e:
+        print("FAIL: no gtest JSON (%s)" % e)
+        return
+    passed, failed = 0, []
+    for suite in doc.get("testsuites", []):
+        for t in suite.get("testsuite", []):
+            fails = t.get("failures", [])
+            if fails:
+                first = fails[0].get("failure", "").strip().splitlines()
+                failed.append((t["name"], first[0] if first else ""))
+            else:
+                passed += 1
+    print("%d passed, %d failed" % (passed, len(failed)))
+    for name, msg in failed:
+        print("- FAIL %s: %s" % (name, msg[:300]))
+
+
+def field(argv):
+    path, key = argv[0], argv[1]
+    with open(path) as f:
+        text = f.read()
+    try:
+        obj = json.loads(text)
+    except ValueError:
+        obj = json.loads(next(l for l in text.splitlines() if l.strip().startswith(("{", "["))))
+    for k in key.split("."):
+        obj = obj[int(k)] if isinstance(obj, list) else obj[k]
+    print(obj)
+
+
+def main():
+    if len(sys.argv) < 2 or sys.argv[1] not in ("runs", "speed", "conformance", "field"):
+        sys.exit(__doc__)
+    try:
+        {"runs": runs, "speed": speed, "conformance": conformance,
+         "field": field}[sys.argv[1]](sys.argv[2:])
+    except (IndexError, KeyError, ValueError, OSError) as e:
+        print("FAIL: %s" % e)
+
+
+if __name__ == "__main__":
+    main()
