@@ -124,16 +124,19 @@ void attention_forward(const AttentionDesc& d, const void* q, const void* k, con
       for (std::int64_t r = 0; r < ni; ++r) {
         float* sr = s.data() + r * kBlockK;
         const float mx = std::max(m[r], simd::row_max(sr, nj));
-        if (mx == -INFINITY) continue;  // every key so far masked: nothing to add yet
+        if (mx == -INFINITY) {  // every key so far masked: nothing to add yet
+          std::fill(sr, sr + nj, 0.0f);
+          continue;
+        }
         const float alpha = std::exp(m[r] - mx);  // 0 on the row's first unmasked block
         l[r] = l[r] * alpha + simd::exp_sub(sr, nj, mx);
         if (alpha != 1.0f) simd::scale(acc.data() + r * ldv, ldv, alpha);
         if (dropout) {  // the normaliser l counts every key; only the output sees the mask
           for (std::int64_t c = 0; c < nj; ++c) sr[c] *= z[r * nj + c];
         }
-        simd::accumulate(sr, nj, vf.data(), ldv, acc.data() + r * ldv);
         m[r] = mx;
       }
+      simd::accumulate_rows(s.data(), ni, nj, kBlockK, vf.data(), ldv, acc.data(), ldv);
     }
     for (std::int64_t r = 0; r < ni; ++r) {
       const std::int64_t row = b * d.tq + i0 + r;
@@ -194,9 +197,9 @@ void attention_backward(const AttentionDesc& d, const void* q, const void* k, co
           g[r] = p[r] * (g[r] * zz - di[r]);
           p[r] *= zz;
         }
-        simd::accumulate(p, ni, gf.data(), ldv, dv_acc.data() + c * ldv);
-        simd::accumulate(g, ni, qf.data(), ldq, dk_acc.data() + c * ldq);
       }
+      simd::accumulate_rows(pt.data(), nj, ni, kBlockQ, gf.data(), ldv, dv_acc.data(), ldv);
+      simd::accumulate_rows(dpt.data(), nj, ni, kBlockQ, qf.data(), ldq, dk_acc.data(), ldq);
     }
     for (std::int64_t c = 0; c < nj; ++c) {
       const std::int64_t row = b * d.tk + j0 + c;
@@ -236,8 +239,8 @@ void attention_backward(const AttentionDesc& d, const void* q, const void* k, co
           const float zz = dropout ? z[r * nj + c] : 1.0f;
           sr[c] = sr[c] * (g[c] * zz - di[r]);
         }
-        simd::accumulate(sr, nj, kf.data(), ldq, dq_acc.data() + r * ldq);
       }
+      simd::accumulate_rows(s.data(), ni, nj, kBlockK, kf.data(), ldq, dq_acc.data(), ldq);
     }
     for (std::int64_t r = 0; r < ni; ++r) {
       simd::narrow_scaled(dq_acc.data() + r * ldq, d.d, d.scale,

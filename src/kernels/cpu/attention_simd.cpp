@@ -5,7 +5,9 @@
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "kernels/cpu/attention_simd.cpp"
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
+#include <algorithm>
 #include <cmath>
+#include <vector>
 
 #include "hwy/contrib/math/math-inl.h"
 #include "hwy/highway.h"
@@ -88,14 +90,110 @@ float TypedDot(const void* a, const void* b, int dt, std::int64_t n) {
   return r;
 }
 
-void Scores(const float* a, std::int64_t rows_a, const float* b, std::int64_t rows_b,
-            std::int64_t ld, float scale, float* c, std::int64_t ldc) {
-  const auto n = static_cast<std::size_t>(ld);
-  for (std::int64_t r = 0; r < rows_a; ++r) {
-    for (std::int64_t j = 0; j < rows_b; ++j) {
-      c[r * ldc + j] = scale * DotF32(a + r * ld, b + j * ld, n);
+// The tile products (s = scale q k^T; acc += p v; the backward's four) as one register-blocked
+// kernel: C[m, n] (+)= A[m, kdim] B[kdim, n] with B row-major, kRows rows of A at a time, each
+// row's k-th value broadcast against whole vectors of B's k-th row. Every element of C is one
+// in-order sum over k with an FMA per term (the order the per-row loops had), so no target
+// folds lanes and the result does not depend on the vector width; for short heads (32 floats:
+// two AVX-512 vectors) dot products of rows were dominated by their lane folding.
+constexpr std::int64_t kRows = 4;
+
+template <bool kAccumulate>
+void MicroGemm(const float* a, std::int64_t m, std::int64_t kdim, std::int64_t lda, const float* b,
+               std::int64_t ldb, std::int64_t n, float scale, float* c, std::int64_t ldc) {
+  const DF d;
+  const std::int64_t N = static_cast<std::int64_t>(hn::Lanes(d));
+  const VF vs = hn::Set(d, scale);
+  const auto finish = [&](VF sum, const float* old) {
+    if constexpr (kAccumulate) {
+      return hn::Add(hn::LoadU(d, old), sum);
+    } else {
+      return hn::Mul(sum, vs);
+    }
+  };
+  for (std::int64_t r0 = 0; r0 < m; r0 += kRows) {
+    const float* ar[kRows];
+    for (std::int64_t rr = 0; rr < kRows; ++rr) ar[rr] = a + std::min(r0 + rr, m - 1) * lda;
+    const std::int64_t nr = std::min(kRows, m - r0);
+    std::int64_t j0 = 0;
+    for (; j0 + 2 * N <= n; j0 += 2 * N) {
+      VF s00 = hn::Zero(d), s01 = s00, s10 = s00, s11 = s00, s20 = s00, s21 = s00, s30 = s00,
+         s31 = s00;
+      const float* row = b + j0;
+      for (std::int64_t k = 0; k < kdim; ++k, row += ldb) {
+        const VF b0 = hn::LoadU(d, row), b1 = hn::LoadU(d, row + N);
+        const VF w0 = hn::Set(d, ar[0][k]), w1 = hn::Set(d, ar[1][k]);
+        const VF w2 = hn::Set(d, ar[2][k]), w3 = hn::Set(d, ar[3][k]);
+        s00 = hn::MulAdd(w0, b0, s00);
+        s01 = hn::MulAdd(w0, b1, s01);
+        s10 = hn::MulAdd(w1, b0, s10);
+        s11 = hn::MulAdd(w1, b1, s11);
+        s20 = hn::MulAdd(w2, b0, s20);
+        s21 = hn::MulAdd(w2, b1, s21);
+        s30 = hn::MulAdd(w3, b0, s30);
+        s31 = hn::MulAdd(w3, b1, s31);
+      }
+      const VF sums[kRows][2] = {{s00, s01}, {s10, s11}, {s20, s21}, {s30, s31}};
+      for (std::int64_t rr = 0; rr < nr; ++rr) {
+        float* out = c + (r0 + rr) * ldc + j0;
+        hn::StoreU(finish(sums[rr][0], out), d, out);
+        hn::StoreU(finish(sums[rr][1], out + N), d, out + N);
+      }
+    }
+    for (; j0 + N <= n; j0 += N) {
+      VF s0 = hn::Zero(d), s1 = s0, s2 = s0, s3 = s0;
+      const float* row = b + j0;
+      for (std::int64_t k = 0; k < kdim; ++k, row += ldb) {
+        const VF b0 = hn::LoadU(d, row);
+        s0 = hn::MulAdd(hn::Set(d, ar[0][k]), b0, s0);
+        s1 = hn::MulAdd(hn::Set(d, ar[1][k]), b0, s1);
+        s2 = hn::MulAdd(hn::Set(d, ar[2][k]), b0, s2);
+        s3 = hn::MulAdd(hn::Set(d, ar[3][k]), b0, s3);
+      }
+      const VF sums[kRows] = {s0, s1, s2, s3};
+      for (std::int64_t rr = 0; rr < nr; ++rr) {
+        float* out = c + (r0 + rr) * ldc + j0;
+        hn::StoreU(finish(sums[rr], out), d, out);
+      }
+    }
+    for (; j0 < n; ++j0) {  // only on targets wider than the 16-float padding
+      for (std::int64_t rr = 0; rr < nr; ++rr) {
+        float sum = 0.0f;
+        for (std::int64_t k = 0; k < kdim; ++k) sum = std::fma(ar[rr][k], b[k * ldb + j0], sum);
+        float& out = c[(r0 + rr) * ldc + j0];
+        out = kAccumulate ? out + sum : sum * scale;
+      }
     }
   }
+}
+
+bool AllFinite(const float* x, std::int64_t rows, std::int64_t ld) {
+  const DF d;
+  const std::size_t N = hn::Lanes(d), n = static_cast<std::size_t>(rows * ld);
+  const VF inf = hn::Set(d, HUGE_VALF);
+  auto ok = hn::Eq(hn::Zero(d), hn::Zero(d));
+  std::size_t i = 0;
+  for (; i + N <= n; i += N) ok = hn::And(ok, hn::Lt(hn::Abs(hn::LoadU(d, x + i)), inf));
+  if (!hn::AllTrue(d, ok)) return false;
+  for (; i < n; ++i) {
+    if (!std::isfinite(x[i])) return false;
+  }
+  return true;
+}
+
+void Scores(const float* a, std::int64_t rows_a, const float* b, std::int64_t rows_b,
+            std::int64_t ld, float scale, float* c, std::int64_t ldc) {
+  if (rows_a <= 0 || rows_b <= 0) return;
+  // b's tile transposed once, its columns padded with zeros to a multiple of 16 (every x86
+  // vector width divides it; ldc is a multiple of 16 too, so the padded columns fit in c).
+  const std::int64_t cols = (rows_b + 15) / 16 * 16;
+  thread_local std::vector<float> bt_buffer;
+  bt_buffer.assign(static_cast<std::size_t>(ld * cols), 0.0f);
+  float* bt = bt_buffer.data();
+  for (std::int64_t j = 0; j < rows_b; ++j) {
+    for (std::int64_t k = 0; k < ld; ++k) bt[k * cols + j] = b[j * ld + k];
+  }
+  MicroGemm<false>(a, rows_a, ld, ld, bt, cols, std::min(cols, ldc), scale, c, ldc);
 }
 
 float RowMax(const float* x, std::int64_t n_in) {
@@ -188,6 +286,18 @@ void Accumulate(const float* coef, std::int64_t count, const float* rows, std::i
   }
 }
 
+void AccumulateRows(const float* coef, std::int64_t m, std::int64_t count, std::int64_t ldcoef,
+                    const float* rows, std::int64_t ld, float* acc, std::int64_t ldacc) {
+  if (m <= 0 || count <= 0) return;
+  if (AllFinite(rows, count, ld)) {
+    // Finite rows: a zero coefficient adds exactly +-0, which leaves every sum as skipping it
+    // would (a sum that starts at +0 never becomes -0), so the blocked kernel needs no test.
+    MicroGemm<true>(coef, m, count, ldcoef, rows, ld, ld, 1.0f, acc, ldacc);
+    return;
+  }
+  for (std::int64_t r = 0; r < m; ++r) Accumulate(coef + r * ldcoef, count, rows, ld, acc + r * ldacc);
+}
+
 }  // namespace HWY_NAMESPACE
 }  // namespace mixprec::kernels::cpu
 HWY_AFTER_NAMESPACE();
@@ -204,6 +314,7 @@ HWY_EXPORT(ExpSub);
 HWY_EXPORT(ExpSubEach);
 HWY_EXPORT(Scale);
 HWY_EXPORT(Accumulate);
+HWY_EXPORT(AccumulateRows);
 
 namespace attn_simd {
 namespace {
@@ -234,6 +345,10 @@ void scale(float* x, std::int64_t n, float a) { HWY_DYNAMIC_DISPATCH(Scale)(x, n
 void accumulate(const float* coef, std::int64_t count, const float* rows, std::int64_t ld,
                 float* acc) {
   HWY_DYNAMIC_DISPATCH(Accumulate)(coef, count, rows, ld, acc);
+}
+void accumulate_rows(const float* coef, std::int64_t m, std::int64_t count, std::int64_t ldcoef,
+                     const float* rows, std::int64_t ld, float* acc, std::int64_t ldacc) {
+  HWY_DYNAMIC_DISPATCH(AccumulateRows)(coef, m, count, ldcoef, rows, ld, acc, ldacc);
 }
 
 }  // namespace attn_simd

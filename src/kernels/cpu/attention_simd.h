@@ -17,7 +17,8 @@ void narrow_scaled(const float* src, std::int64_t n, float s, void* dst, DType t
 /// sum a[i] * b[i] over n elements of dtype t, in f32 (D_i = dout_i . out_i).
 float typed_dot(const void* a, const void* b, DType t, std::int64_t n);
 /// c[r * ldc + j] = scale * (a_r . b_j) for r < rows_a, j < rows_b; a_r = a + r * ld, b_j =
-/// b + j * ld, dot products over ld floats.
+/// b + j * ld, dot products over ld floats, each summed in index order. ldc must be a multiple
+/// of 16: columns from rows_b up to the next multiple of 16 may be overwritten (with zeros).
 void scores(const float* a, std::int64_t rows_a, const float* b, std::int64_t rows_b,
             std::int64_t ld, float scale, float* c, std::int64_t ldc);
 /// The largest of x[0..n) (-inf for n == 0).
@@ -32,5 +33,10 @@ void scale(float* x, std::int64_t n, float a);
 /// coefficients (masked or dropped entries) are skipped.
 void accumulate(const float* coef, std::int64_t count, const float* rows, std::int64_t ld,
                 float* acc);
+/// accumulate() for m rows at once: acc[r * ldacc ..] += sum over c < count of
+/// coef[r * ldcoef + c] * rows[c * ld ..], each element's sum in c order (register-blocked when
+/// rows are all finite; zero coefficients then add +-0, which changes no sum).
+void accumulate_rows(const float* coef, std::int64_t m, std::int64_t count, std::int64_t ldcoef,
+                     const float* rows, std::int64_t ld, float* acc, std::int64_t ldacc);
 
 }  // namespace mixprec::kernels::cpu::attn_simd
