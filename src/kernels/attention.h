@@ -2,9 +2,9 @@
 /// Scaled dot-product attention on raw buffers, forward and backward, with the softmax in f32
 /// whatever the storage dtype.
 ///
-/// Layout: q [bh, tq, d], k [bh, tk, d], v [bh, tk, dv], out and dout [bh, tq, dv], all
-/// contiguous row-major in desc.dtype (f32, bf16 or f16); dq, dk, dv have the shapes of q, k, v
-/// and the same dtype. bh is batch * heads flattened (the op folds every leading dimension).
+/// Layout: q [bh, tq, d], k [bh, tk, d], v [bh, tk, dv], out and dout [bh, tq, dv] in
+/// desc.dtype (f32, bf16 or f16), each contiguous row-major or with its rows placed by an
+/// AttentionLayout; dq, dk, dv have the shapes, layouts and dtype of q, k, v. bh is batch * heads flattened (the op folds every leading dimension).
 /// lse [bh, tq] is f32: the log-sum-exp of each row of scores, the forward's only saved
 /// statistic (O(T)); the backward recomputes the probabilities from it. Score of (row i, key j):
 ///   s = scale * (q_i . k_j) + mask(b, i, j), and -inf where causal and j > i,
@@ -30,6 +30,15 @@
 
 namespace mixprec::kernels {
 
+/// Where the rows of one operand are: row i of batch-head bh (bh = batch * heads + head) starts
+/// at element (bh / heads) * batch + (bh % heads) * head + i * row of its buffer, and its d (or
+/// dv) elements follow contiguously. All zero (the default): contiguous [bh, t, width]. The
+/// heads of a projection's output [B, T, H, d] are {T*H*d, d, H*d}: attention reads them where
+/// the projection wrote them, with no split-heads copy, and writes its output the same way.
+struct AttentionLayout {
+  std::int64_t batch = 0, head = 0, row = 0;
+};
+
 /// Everything but the data pointers of one attention call.
 struct AttentionDesc {
   std::int64_t bh = 0, tq = 0, tk = 0, d = 0, dv = 0;
@@ -41,6 +50,10 @@ struct AttentionDesc {
   std::int64_t mask_stride_q = 0, mask_stride_k = 0;
   float dropout_p = 0.0f;  ///< in [0, 1)
   std::uint64_t seed = 0;
+  /// Heads per batch (divides bh) and the operands' row layouts: dq, dk, dv have the layouts
+  /// of q, k, v; dout has out's. lse is always contiguous [bh, tq].
+  std::int64_t heads = 1;
+  AttentionLayout q_rows, k_rows, v_rows, out_rows;
 };
 
 namespace ref {

@@ -22,9 +22,12 @@ MultiHeadAttention::MultiHeadAttention(std::int64_t d_model, std::int64_t n_head
   out_ = register_module("out_proj", std::make_shared<Linear>(d_model, d_model, bias, seed * 8 + 4));
 }
 
+// [B, T, D] -> [B, H, T, D/H] as a view: attention reads the heads where the projection wrote
+// them (scaled_dot_product_attention takes this layout without a copy, and its output and
+// gradients keep it, so merging the heads back is a view too).
 Tensor MultiHeadAttention::split_heads(const Tensor& x) const {
   const std::int64_t b = x.size(0), t = x.size(1);
-  return x.reshape({b, t, heads_, d_model_ / heads_}).permute({0, 2, 1, 3}).contiguous();
+  return x.reshape({b, t, heads_, d_model_ / heads_}).permute({0, 2, 1, 3});
 }
 
 Tensor MultiHeadAttention::forward(const Tensor& x) { return forward_inputs({x, x, x}); }

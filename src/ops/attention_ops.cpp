@@ -5,6 +5,7 @@
 #include <string>
 
 #include "kernels/attention.h"
+#include "kernels/copy.h"
 #include "mixprec/runtime/autocast.h"
 #include "mixprec/ops/attention.h"
 #include "runtime/op_scope.h"
@@ -55,34 +56,84 @@ kernels::AttentionDesc describe(const MaskView* m) {
   return d;
 }
 
+/// An operand as the kernel reads it: a tensor whose memory its rows describe.
+struct Operand {
+  Tensor t;
+  kernels::AttentionLayout rows;  ///< all zero: t is contiguous
+  bool heads_inner = false;       ///< [B, H, T, w] viewed on [B, T, H, w] memory
+};
+
+/// Whether x ([B, H, T, w]) is a view of contiguous [B, T, H, w] memory: the heads of a
+/// projection's output, reshaped and permuted, which attention reads without a copy.
+bool heads_inner(const Tensor& x) {
+  if (x.dim() != 4) return false;
+  const Shape& s = x.strides();
+  const std::int64_t h = x.size(1), t = x.size(2), w = x.size(3);
+  return s[3] == 1 && s[1] == w && s[2] == h * w && s[0] == t * h * w && !x.is_contiguous();
+}
+
+/// x as the kernel takes it: itself when contiguous or heads_inner, else a contiguous copy.
+Operand operand(const Tensor& x) {
+  if (!heads_inner(x)) return {x.detach().contiguous(), {}, false};
+  const std::int64_t h = x.size(1), t = x.size(2), w = x.size(3);
+  return {x.detach(), {t * h * w, w, h * w}, true};
+}
+
+/// An uninitialised [B, H, T, w] tensor laid out as `like` (heads_inner or contiguous), so a
+/// gradient or an output keeps its operand's memory order.
+Tensor empty_like_layout(const Shape& shape, DType dtype, bool inner) {
+  if (!inner) return Tensor::empty(shape, dtype);
+  return Tensor::empty({shape[0], shape[2], shape[1], shape[3]}, dtype).permute({0, 2, 1, 3});
+}
+
 class AttentionNode final : public autograd::Node {
  public:
-  AttentionNode(Tensor q, Tensor k, Tensor v, Tensor out, Tensor lse, MaskView mask,
+  AttentionNode(Operand q, Operand k, Operand v, Operand out, Tensor lse, MaskView mask,
                 kernels::AttentionDesc desc)
       : q_(std::move(q)), k_(std::move(k)), v_(std::move(v)), out_(std::move(out)),
         lse_(std::move(lse)), mask_(std::move(mask)), desc_(desc) {}
   const char* name() const override { return kOp; }
   void release_saved() override {
-    q_ = k_ = v_ = out_ = lse_ = Tensor();
+    q_ = k_ = v_ = out_ = Operand();
+    lse_ = Tensor();
     mask_ = MaskView();
   }
   std::vector<Tensor> backward(const Tensor& dy_in) override {
-    const Tensor dy = dy_in.contiguous().to(q_.dtype());
-    Tensor dq = Tensor::empty(q_.shape(), q_.dtype());
-    Tensor dk = Tensor::empty(k_.shape(), k_.dtype());
-    Tensor dv = Tensor::empty(v_.shape(), v_.dtype());
+    const DType t = q_.t.dtype();
+    // dout is read in out's layout: the gradient of a heads-inner output usually arrives in it
+    // (the merge of heads is a permute and a reshape); anything else is laid out so once.
+    Tensor dy = dy_in.to(t);
+    if (dy.strides() != out_.t.strides()) {
+      Tensor laid = empty_like_layout(out_.t.shape(), t, out_.heads_inner);
+      kernels::copy(dy.shape(), {dy.data_ptr(), t, dy.strides()},
+                    {laid.data_ptr(), t, laid.strides()});
+      dy = laid;
+    }
+    Tensor dq = empty_like_layout(q_.t.shape(), t, q_.heads_inner);
+    Tensor dk = empty_like_layout(k_.t.shape(), t, k_.heads_inner);
+    Tensor dv = empty_like_layout(v_.t.shape(), t, v_.heads_inner);
     kernels::AttentionDesc d = describe(&mask_);  // pointers into this node's mask
     d.bh = desc_.bh; d.tq = desc_.tq; d.tk = desc_.tk; d.d = desc_.d; d.dv = desc_.dv;
     d.dtype = desc_.dtype; d.scale = desc_.scale; d.causal = desc_.causal;
     d.dropout_p = desc_.dropout_p; d.seed = desc_.seed;
-    kernels::attention_backward(d, q_.data_ptr(), k_.data_ptr(), v_.data_ptr(),
-                                out_.data_ptr(), static_cast<const float*>(lse_.data_ptr()),
+    d.heads = desc_.heads;
+    d.q_rows = desc_.q_rows; d.k_rows = desc_.k_rows; d.v_rows = desc_.v_rows;
+    d.out_rows = desc_.out_rows;
+    kernels::attention_backward(d, q_.t.data_ptr(), k_.t.data_ptr(), v_.t.data_ptr(),
+                                out_.t.data_ptr(), static_cast<const float*>(lse_.data_ptr()),
                                 dy.data_ptr(), dq.data_ptr(), dk.data_ptr(), dv.data_ptr());
+    // The products the blocked kernels compute (attention.h): s = q k^T twice (once per pass),
+    // dp = dout v^T twice, dv += p^T dout, dk += ds^T q, dq += ds k.
+    diagnostics::detail::add_work(
+        2.0 * static_cast<double>(d.bh * d.tq * d.tk) * static_cast<double>(4 * d.d + 3 * d.dv),
+        static_cast<double>(q_.t.nbytes() + k_.t.nbytes() + v_.t.nbytes() + 2 * out_.t.nbytes() +
+                            dq.nbytes() + dk.nbytes() + dv.nbytes()));
     return {dq, dk, dv};
   }
 
  private:
-  Tensor q_, k_, v_, out_, lse_;
+  Operand q_, k_, v_, out_;
+  Tensor lse_;
   MaskView mask_;
   kernels::AttentionDesc desc_;
 };
@@ -162,20 +213,29 @@ Tensor scaled_dot_product_attention(const Tensor& q_arg, const Tensor& k_arg, co
   desc.dropout_p = dropout_p;
   desc.seed = seed;
 
-  const Tensor qc = q.detach().contiguous(), kc = k.detach().contiguous(),
-               vc = v.detach().contiguous();
+  // q, k, v are read where they are: contiguous, or [B, H, T, w] views of [B, T, H, w] memory
+  // (the projections' output with its heads split by reshape + permute: no copy); the output
+  // takes q's order, so merging its heads back is free too.
+  Operand qc = operand(q), kc = operand(k), vc = operand(v);
+  if (q.dim() == 4) desc.heads = q.size(1);
+  desc.q_rows = qc.rows;
+  desc.k_rows = kc.rows;
+  desc.v_rows = vc.rows;
   Shape out_shape = q.shape();
   out_shape.back() = dv;
-  Tensor out = Tensor::empty(out_shape, q.dtype());
+  Tensor out = empty_like_layout(out_shape, q.dtype(), qc.heads_inner);
+  if (qc.heads_inner) desc.out_rows = {tq * desc.heads * dv, dv, desc.heads * dv};
   Tensor lse = Tensor::empty({bh, tq}, DType::f32);  // the only saved statistic: O(T)
-  kernels::attention_forward(desc, qc.data_ptr(), kc.data_ptr(), vc.data_ptr(), out.data_ptr(),
-                             static_cast<float*>(lse.data_ptr()));
+  kernels::attention_forward(desc, qc.t.data_ptr(), kc.t.data_ptr(), vc.t.data_ptr(),
+                             out.data_ptr(), static_cast<float*>(lse.data_ptr()));
   // 2 GEMM-like products of bh * tq * tk * (d or dv) multiply-adds each.
   diagnostics::detail::add_work(
       2.0 * static_cast<double>(bh * tq * tk) * static_cast<double>(d + dv),
-      static_cast<double>(qc.nbytes() + kc.nbytes() + vc.nbytes() + out.nbytes()));
-  ops::detail::record<AttentionNode>(out, {&q, &k, &v}, qc, kc, vc, out.detach(), lse,
-                                     std::move(mask), desc);
+      static_cast<double>(qc.t.nbytes() + kc.t.nbytes() + vc.t.nbytes() + out.nbytes()));
+  Operand saved_out{out.detach(), desc.out_rows, qc.heads_inner};
+  ops::detail::record<AttentionNode>(out, {&q, &k, &v}, std::move(qc), std::move(kc),
+                                     std::move(vc), std::move(saved_out), lse, std::move(mask),
+                                     desc);
   prof.done(out, {&q, &k, &v});
   return out;
 }

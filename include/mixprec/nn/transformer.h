@@ -38,7 +38,7 @@ class MultiHeadAttention : public Module {
   void set_own_random_state(std::span<const std::uint64_t> state) override { calls_ = state[0]; }
 
  private:
-  // [B, T, d_model] -> [B, heads, T, head_dim], contiguous.
+  // [B, T, d_model] -> [B, heads, T, head_dim], a view of x (no copy).
   Tensor split_heads(const Tensor& x) const;
   std::int64_t d_model_, heads_;
   bool causal_;

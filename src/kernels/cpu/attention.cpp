@@ -42,12 +42,15 @@ std::int64_t block_count(std::int64_t n, std::int64_t b) { return (n + b - 1) / 
 
 std::vector<float> zeros(std::int64_t n) { return std::vector<float>(static_cast<std::size_t>(n), 0.0f); }
 
-/// Widens rows [row0, row0 + count) of a [rows, width] buffer of dtype t into f32 rows of ld
-/// floats (the padding keeps the zeros it was created with).
-void load_rows(const void* base, DType t, std::int64_t row0, std::int64_t count,
+/// Widens rows [row0, row0 + count) of batch-head b of an operand (dtype t, rows placed by
+/// layout l; tlen rows of width elements per batch-head) into f32 rows of ld floats (the
+/// padding keeps the zeros it was created with).
+void load_rows(const void* base, DType t, const AttentionDesc& d, const AttentionLayout& l,
+               std::int64_t tlen, std::int64_t b, std::int64_t row0, std::int64_t count,
                std::int64_t width, std::int64_t ld, float* dst) {
   for (std::int64_t r = 0; r < count; ++r) {
-    simd::widen(cpu::at(base, t, (row0 + r) * width), t, width, dst + r * ld);
+    simd::widen(cpu::at(base, t, detail::row_start(d, l, b, row0 + r, tlen, width)), t, width,
+                dst + r * ld);
   }
 }
 
@@ -112,12 +115,12 @@ void attention_forward(const AttentionDesc& d, const void* q, const void* k, con
     std::vector<float> s = zeros(kBlockQ * kBlockK), z = zeros(dropout ? kBlockQ * kBlockK : 0);
     std::vector<float> m(kBlockQ, -INFINITY), l(kBlockQ, 0.0f);
     std::vector<std::uint32_t> bits;
-    load_rows(q, t, b * d.tq + i0, ni, d.d, ldq, qf.data());
+    load_rows(q, t, d, d.q_rows, d.tq, b, i0, ni, d.d, ldq, qf.data());
     const std::int64_t keys = visible_keys(d, i0, ni);
     for (std::int64_t j0 = 0; j0 < keys; j0 += kBlockK) {
       const std::int64_t nj = std::min(kBlockK, keys - j0);
-      load_rows(k, t, b * d.tk + j0, nj, d.d, ldq, kf.data());
-      load_rows(v, t, b * d.tk + j0, nj, d.dv, ldv, vf.data());
+      load_rows(k, t, d, d.k_rows, d.tk, b, j0, nj, d.d, ldq, kf.data());
+      load_rows(v, t, d, d.v_rows, d.tk, b, j0, nj, d.dv, ldv, vf.data());
       simd::scores(qf.data(), ni, kf.data(), nj, ldq, d.scale, s.data(), kBlockK);
       mask_tile(d, b, i0, ni, j0, nj, s.data(), kBlockK, false);
       if (dropout) dropout_tile(d, b, i0, ni, j0, nj, bits, z.data());
@@ -142,7 +145,7 @@ void attention_forward(const AttentionDesc& d, const void* q, const void* k, con
       const std::int64_t row = b * d.tq + i0 + r;
       const bool empty = m[r] == -INFINITY;  // every key masked: output 0, lse +inf
       simd::narrow_scaled(acc.data() + r * ldv, d.dv, empty ? 0.0f : 1.0f / l[r],
-                          at(out, t, row * d.dv), t);
+                          at(out, t, detail::out_row(d, b, i0 + r)), t);
       lse[row] = empty ? INFINITY : m[r] + std::log(l[r]);
     }
   });
@@ -159,7 +162,8 @@ void attention_backward(const AttentionDesc& d, const void* q, const void* k, co
   // D_i = dout_i . out_i for every row (O(T) f32; it equals sum_j p_ij dp_ij).
   std::vector<float> rowdot(static_cast<std::size_t>(d.bh * d.tq));
   parallel_for(d.bh * d.tq, d.bh * d.tq * d.dv >= kParallelMinWork, [&](std::int64_t row) {
-    rowdot[row] = simd::typed_dot(at(dout, t, row * d.dv), at(out, t, row * d.dv), t, d.dv);
+    const std::int64_t o = detail::out_row(d, row / d.tq, row % d.tq);
+    rowdot[row] = simd::typed_dot(at(dout, t, o), at(out, t, o), t, d.dv);
   });
 
   // Pass A: dk and dv, one task per (batch-head, key block).
@@ -173,13 +177,13 @@ void attention_backward(const AttentionDesc& d, const void* q, const void* k, co
     std::vector<float> pt = zeros(kBlockK * kBlockQ), dpt = zeros(kBlockK * kBlockQ);
     std::vector<float> z = zeros(dropout ? kBlockQ * kBlockK : 0);
     std::vector<std::uint32_t> bits;
-    load_rows(k, t, b * d.tk + j0, nj, d.d, ldq, kf.data());
-    load_rows(v, t, b * d.tk + j0, nj, d.dv, ldv, vf.data());
+    load_rows(k, t, d, d.k_rows, d.tk, b, j0, nj, d.d, ldq, kf.data());
+    load_rows(v, t, d, d.v_rows, d.tk, b, j0, nj, d.dv, ldv, vf.data());
     // Under is_causal no query row before j0 sees these keys.
     for (std::int64_t i0 = d.causal ? std::min(j0, d.tq) : 0; i0 < d.tq; i0 += kBlockQ) {
       const std::int64_t ni = std::min(kBlockQ, d.tq - i0);
-      load_rows(q, t, b * d.tq + i0, ni, d.d, ldq, qf.data());
-      load_rows(dout, t, b * d.tq + i0, ni, d.dv, ldv, gf.data());
+      load_rows(q, t, d, d.q_rows, d.tq, b, i0, ni, d.d, ldq, qf.data());
+      load_rows(dout, t, d, d.out_rows, d.tq, b, i0, ni, d.dv, ldv, gf.data());
       // Transposed tiles (keys as rows), so that each key's gradient row is one accumulate.
       simd::scores(kf.data(), nj, qf.data(), ni, ldq, d.scale, pt.data(), kBlockQ);
       mask_tile(d, b, i0, ni, j0, nj, pt.data(), kBlockQ, true);
@@ -202,9 +206,10 @@ void attention_backward(const AttentionDesc& d, const void* q, const void* k, co
       simd::accumulate_rows(dpt.data(), nj, ni, kBlockQ, qf.data(), ldq, dk_acc.data(), ldq);
     }
     for (std::int64_t c = 0; c < nj; ++c) {
-      const std::int64_t row = b * d.tk + j0 + c;
-      simd::narrow_scaled(dk_acc.data() + c * ldq, d.d, d.scale, at(dk, t, row * d.d), t);
-      simd::narrow_scaled(dv_acc.data() + c * ldv, d.dv, 1.0f, at(dv, t, row * d.dv), t);
+      simd::narrow_scaled(dk_acc.data() + c * ldq, d.d, d.scale,
+                          at(dk, t, detail::k_row(d, b, j0 + c)), t);
+      simd::narrow_scaled(dv_acc.data() + c * ldv, d.dv, 1.0f,
+                          at(dv, t, detail::v_row(d, b, j0 + c)), t);
     }
   });
 
@@ -219,14 +224,14 @@ void attention_backward(const AttentionDesc& d, const void* q, const void* k, co
     std::vector<float> s = zeros(kBlockQ * kBlockK), dp = zeros(kBlockQ * kBlockK);
     std::vector<float> z = zeros(dropout ? kBlockQ * kBlockK : 0);
     std::vector<std::uint32_t> bits;
-    load_rows(q, t, b * d.tq + i0, ni, d.d, ldq, qf.data());
-    load_rows(dout, t, b * d.tq + i0, ni, d.dv, ldv, gf.data());
+    load_rows(q, t, d, d.q_rows, d.tq, b, i0, ni, d.d, ldq, qf.data());
+    load_rows(dout, t, d, d.out_rows, d.tq, b, i0, ni, d.dv, ldv, gf.data());
     const float* di = rowdot.data() + b * d.tq + i0;
     const std::int64_t keys = visible_keys(d, i0, ni);
     for (std::int64_t j0 = 0; j0 < keys; j0 += kBlockK) {
       const std::int64_t nj = std::min(kBlockK, keys - j0);
-      load_rows(k, t, b * d.tk + j0, nj, d.d, ldq, kf.data());
-      load_rows(v, t, b * d.tk + j0, nj, d.dv, ldv, vf.data());
+      load_rows(k, t, d, d.k_rows, d.tk, b, j0, nj, d.d, ldq, kf.data());
+      load_rows(v, t, d, d.v_rows, d.tk, b, j0, nj, d.dv, ldv, vf.data());
       simd::scores(qf.data(), ni, kf.data(), nj, ldq, d.scale, s.data(), kBlockK);
       mask_tile(d, b, i0, ni, j0, nj, s.data(), kBlockK, false);
       simd::scores(gf.data(), ni, vf.data(), nj, ldv, 1.0f, dp.data(), kBlockK);
@@ -244,7 +249,7 @@ void attention_backward(const AttentionDesc& d, const void* q, const void* k, co
     }
     for (std::int64_t r = 0; r < ni; ++r) {
       simd::narrow_scaled(dq_acc.data() + r * ldq, d.d, d.scale,
-                          at(dq, t, (b * d.tq + i0 + r) * d.d), t);
+                          at(dq, t, detail::q_row(d, b, i0 + r)), t);
     }
   });
 }

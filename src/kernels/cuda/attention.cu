@@ -48,8 +48,18 @@ using OutRegs = float[kOutTiles][kSub][kSub];
 struct RowTile {
   const void* data;
   DType dtype;
-  std::int64_t first, row0, rows, width;
+  std::int64_t first, row0, rows, width, stride;  ///< row r starts at first + r * stride
 };
+
+/// The tile of rows row0.. of batch-head b of an operand with layout l (attention.h).
+__device__ __forceinline__ RowTile tile_of(const void* data, const AttentionDesc& d,
+                                           const AttentionLayout& l, std::int64_t b,
+                                           std::int64_t row0, std::int64_t rows,
+                                           std::int64_t width) {
+  const std::int64_t first = detail::row_start(d, l, b, 0, rows, width);
+  const std::int64_t stride = detail::row_start(d, l, b, 1, rows, width) - first;
+  return RowTile{data, d.dtype, first, row0, rows, width, stride};
+}
 
 __device__ __forceinline__ int tile_y() { return static_cast<int>(threadIdx.x) / kSide; }
 __device__ __forceinline__ int tile_x() { return static_cast<int>(threadIdx.x) % kSide; }
@@ -61,7 +71,7 @@ __device__ __forceinline__ void stage(Shared tile, const RowTile& m, std::int64_
     const int r = e / kTile, c = e % kTile;
     const std::int64_t row = m.row0 + r, col = col0 + c;
     tile[r][c] = row < m.rows && col < m.width
-                     ? load(m.data, m.dtype, m.first + row * m.width + col)
+                     ? load(m.data, m.dtype, m.first + row * m.stride + col)
                      : 0.0f;
   }
 }
@@ -194,7 +204,7 @@ __global__ void __launch_bounds__(kAttnThreads, 2)
   const BlockTask task = block_task(row_blocks, col_groups);
   const std::int64_t b = task.b, i0 = task.row0;
   const int ty = tile_y(), tx = tile_x();
-  const RowTile qt{q, d.dtype, b * d.tq * d.d, i0, d.tq, d.d};
+  const RowTile qt = tile_of(q, d, d.q_rows, b, i0, d.tq, d.d);
   OutRegs acc = {};
   float m[kSub], l[kSub];  // running max (same on the row's 16 lanes) and this lane's share of l
   #pragma unroll
@@ -204,8 +214,8 @@ __global__ void __launch_bounds__(kAttnThreads, 2)
   }
   const std::int64_t keys = visible_keys(d, i0);
   for (std::int64_t j0 = 0; j0 < keys; j0 += kTile) {
-    const RowTile kt{k, d.dtype, b * d.tk * d.d, j0, d.tk, d.d};
-    const RowTile vt{v, d.dtype, b * d.tk * d.dv, j0, d.tk, d.dv};
+    const RowTile kt = tile_of(k, d, d.k_rows, b, j0, d.tk, d.d);
+    const RowTile vt = tile_of(v, d, d.v_rows, b, j0, d.tk, d.dv);
     Regs s;
     gram(s, sa, sb, qt, kt);
     #pragma unroll
@@ -259,7 +269,7 @@ __global__ void __launch_bounds__(kAttnThreads, 2)
       for (int c = 0; c < kSub; ++c) {
         const std::int64_t col = task.out_col0 + t * kTile + tx + kSide * c;
         if (col >= d.dv) continue;
-        store(out, d.dtype, (b * d.tq + row) * d.dv + col, empty ? 0.0f : acc[t][i][c] * inv);
+        store(out, d.dtype, detail::out_row(d, b, row) + col, empty ? 0.0f : acc[t][i][c] * inv);
       }
     }
     if (task.out_col0 == 0 && tx == 0) lse[b * d.tq + row] = empty ? INFINITY : m[i] + logf(total);
@@ -268,16 +278,17 @@ __global__ void __launch_bounds__(kAttnThreads, 2)
 
 /// out[r] = a_r . b_r over width for each of rows rows: one warp per row, lanes striding the
 /// columns, then a fixed butterfly.
-__global__ void row_dot_kernel(std::int64_t rows, std::int64_t width, const void* a,
-                               const void* b, DType t, float* out) {
+__global__ void row_dot_kernel(AttentionDesc d, std::int64_t rows, std::int64_t width,
+                               const void* a, const void* b, DType t, float* out) {
   const int lane = static_cast<int>(threadIdx.x) % 32;
   const std::int64_t warps = std::int64_t{gridDim.x} * blockDim.x / 32;
   // The row is warp-uniform, so whole warps enter and leave the loop (the shuffles need that).
   for (std::int64_t row = (blockIdx.x * std::int64_t{blockDim.x} + threadIdx.x) / 32; row < rows;
        row += warps) {
     float sum = 0.0f;
+    const std::int64_t o = detail::out_row(d, row / d.tq, row % d.tq);  // dout and out share it
     for (std::int64_t c = lane; c < width; c += 32) {
-      sum = fmaf(load(a, t, row * width + c), load(b, t, row * width + c), sum);
+      sum = fmaf(load(a, t, o + c), load(b, t, o + c), sum);
     }
     for (int lanes = 16; lanes > 0; lanes /= 2) sum += __shfl_xor_sync(0xffffffffu, sum, lanes);
     if (lane == 0) out[row] = sum;
@@ -309,13 +320,13 @@ __global__ void __launch_bounds__(kAttnThreads)
   const BlockTask task = block_task(row_blocks, col_groups);
   const std::int64_t b = task.b, j0 = task.row0;
   const int ty = tile_y(), tx = tile_x();
-  const RowTile kt{k, d.dtype, b * d.tk * d.d, j0, d.tk, d.d};
-  const RowTile vt{v, d.dtype, b * d.tk * d.dv, j0, d.tk, d.dv};
+  const RowTile kt = tile_of(k, d, d.k_rows, b, j0, d.tk, d.d);
+  const RowTile vt = tile_of(v, d, d.v_rows, b, j0, d.tk, d.dv);
   OutRegs dk_acc = {}, dv_acc = {};
   // Under the causal cut no query row before j0 sees these keys.
   for (std::int64_t i0 = d.causal ? j0 : 0; i0 < d.tq; i0 += kTile) {
-    const RowTile qt{q, d.dtype, b * d.tq * d.d, i0, d.tq, d.d};
-    const RowTile gt{dout, d.dtype, b * d.tq * d.dv, i0, d.tq, d.dv};
+    const RowTile qt = tile_of(q, d, d.q_rows, b, i0, d.tq, d.d);
+    const RowTile gt = tile_of(dout, d, d.out_rows, b, i0, d.tq, d.dv);
     Regs s, dp;  // transposed tiles: keys are the rows, queries the columns
     gram(s, sa, sb, kt, qt);
     gram(dp, sa, sb, vt, gt);
@@ -341,8 +352,8 @@ __global__ void __launch_bounds__(kAttnThreads)
       #pragma unroll
       for (int c = 0; c < kSub; ++c) {
         const std::int64_t col = task.out_col0 + t * kTile + tx + kSide * c;
-        if (col < d.d) store(dk, d.dtype, (b * d.tk + key) * d.d + col, d.scale * dk_acc[t][i][c]);
-        if (col < d.dv) store(dv, d.dtype, (b * d.tk + key) * d.dv + col, dv_acc[t][i][c]);
+        if (col < d.d) store(dk, d.dtype, detail::k_row(d, b, key) + col, d.scale * dk_acc[t][i][c]);
+        if (col < d.dv) store(dv, d.dtype, detail::v_row(d, b, key) + col, dv_acc[t][i][c]);
       }
     }
   }
@@ -357,13 +368,13 @@ __global__ void __launch_bounds__(kAttnThreads)
   const BlockTask task = block_task(row_blocks, col_groups);
   const std::int64_t b = task.b, i0 = task.row0;
   const int ty = tile_y(), tx = tile_x();
-  const RowTile qt{q, d.dtype, b * d.tq * d.d, i0, d.tq, d.d};
-  const RowTile gt{dout, d.dtype, b * d.tq * d.dv, i0, d.tq, d.dv};
+  const RowTile qt = tile_of(q, d, d.q_rows, b, i0, d.tq, d.d);
+  const RowTile gt = tile_of(dout, d, d.out_rows, b, i0, d.tq, d.dv);
   OutRegs acc = {};
   const std::int64_t keys = visible_keys(d, i0);
   for (std::int64_t j0 = 0; j0 < keys; j0 += kTile) {
-    const RowTile kt{k, d.dtype, b * d.tk * d.d, j0, d.tk, d.d};
-    const RowTile vt{v, d.dtype, b * d.tk * d.dv, j0, d.tk, d.dv};
+    const RowTile kt = tile_of(k, d, d.k_rows, b, j0, d.tk, d.d);
+    const RowTile vt = tile_of(v, d, d.v_rows, b, j0, d.tk, d.dv);
     Regs s, dp;
     gram(s, sa, sb, qt, kt);
     gram(dp, sa, sb, gt, vt);
@@ -387,7 +398,7 @@ __global__ void __launch_bounds__(kAttnThreads)
       #pragma unroll
       for (int c = 0; c < kSub; ++c) {
         const std::int64_t col = task.out_col0 + t * kTile + tx + kSide * c;
-        if (col < d.d) store(dq, d.dtype, (b * d.tq + row) * d.d + col, d.scale * acc[t][i][c]);
+        if (col < d.d) store(dq, d.dtype, detail::q_row(d, b, row) + col, d.scale * acc[t][i][c]);
       }
     }
   }
@@ -428,7 +439,7 @@ void attention_backward(const AttentionDesc& d, const void* q, const void* k, co
   const std::int64_t rows = d.bh * d.tq;
   Scratch rowdot(static_cast<std::size_t>(rows) * sizeof(float));  // D_i = dout_i . out_i
   if (rows > 0) {
-    row_dot_kernel<<<grid(rows * 32), kThreads, 0, stream()>>>(rows, d.dv, dout, out, d.dtype,
+    row_dot_kernel<<<grid(rows * 32), kThreads, 0, stream()>>>(d, rows, d.dv, dout, out, d.dtype,
                                                                 rowdot.as<float>());
     check_launch("attention_backward (row dots)");
   }

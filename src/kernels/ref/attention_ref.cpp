@@ -20,6 +20,13 @@ void detail::check_attention_desc(const char* op, const AttentionDesc& d) {
                 "dropout_p must be in [0, 1), got " << d.dropout_p);
   MIXPREC_CHECK(d.mask == nullptr || d.mask_offsets != nullptr, ValueError, op,
                 "a mask needs its per-batch-head offsets");
+  MIXPREC_CHECK(d.heads >= 1 && d.bh % d.heads == 0, ShapeError, op,
+                "heads must be >= 1 and divide bh, got heads " << d.heads << ", bh " << d.bh);
+  for (const AttentionLayout* l : {&d.q_rows, &d.k_rows, &d.v_rows, &d.out_rows}) {
+    MIXPREC_CHECK(l->batch >= 0 && l->head >= 0 && l->row >= 0, ShapeError, op,
+                  "negative row layout stride (batch " << l->batch << ", head " << l->head
+                                                       << ", row " << l->row << ")");
+  }
 }
 
 namespace ref {
@@ -42,9 +49,9 @@ void store(void* p, DType t, std::int64_t i, float v) {
 /// s_ij for every j of row i of batch-head b, masked (O(tk) floats).
 void score_row(const AttentionDesc& d, const void* q, const void* k, std::int64_t b,
                std::int64_t i, std::vector<float>& s) {
-  const std::int64_t qo = (b * d.tq + i) * d.d;
+  const std::int64_t qo = detail::q_row(d, b, i);
   for (std::int64_t j = 0; j < d.tk; ++j) {
-    const std::int64_t ko = (b * d.tk + j) * d.d;
+    const std::int64_t ko = detail::k_row(d, b, j);
     float dot = 0.0f;
     for (std::int64_t c = 0; c < d.d; ++c) dot += load(q, d.dtype, qo + c) * load(k, d.dtype, ko + c);
     s[j] = detail::masked_score(d, b, i, j, d.scale * dot);
@@ -62,7 +69,7 @@ void attention_forward(const AttentionDesc& d, const void* q, const void* k, con
       score_row(d, q, k, b, i, s);
       float m = -INFINITY;
       for (float x : s) m = x > m ? x : m;
-      const std::int64_t oo = (b * d.tq + i) * d.dv;
+      const std::int64_t oo = detail::out_row(d, b, i);
       if (m == -INFINITY) {  // every key masked: output 0, lse +inf (see attention.h)
         for (std::int64_t c = 0; c < d.dv; ++c) store(out, d.dtype, oo + c, 0.0f);
         lse[b * d.tq + i] = INFINITY;
@@ -74,7 +81,7 @@ void attention_forward(const AttentionDesc& d, const void* q, const void* k, con
       std::fill(acc.begin(), acc.end(), 0.0f);
       for (std::int64_t j = 0; j < d.tk; ++j) {
         const float p = std::exp(s[j] - m) * inv * detail::dropout_factor(d, b, i, j);
-        for (std::int64_t c = 0; c < d.dv; ++c) acc[c] += p * load(v, d.dtype, (b * d.tk + j) * d.dv + c);
+        for (std::int64_t c = 0; c < d.dv; ++c) acc[c] += p * load(v, d.dtype, detail::v_row(d, b, j) + c);
       }
       for (std::int64_t c = 0; c < d.dv; ++c) store(out, d.dtype, oo + c, acc[c]);
       lse[b * d.tq + i] = m + std::log(sum);
@@ -93,7 +100,7 @@ void attention_backward(const AttentionDesc& d, const void* q, const void* k, co
     std::fill(dk_acc.begin(), dk_acc.end(), 0.0f);
     std::fill(dv_acc.begin(), dv_acc.end(), 0.0f);
     for (std::int64_t i = 0; i < d.tq; ++i) {
-      const std::int64_t qo = (b * d.tq + i) * d.d, oo = (b * d.tq + i) * d.dv;
+      const std::int64_t qo = detail::q_row(d, b, i), oo = detail::out_row(d, b, i);
       std::fill(dq_acc.begin(), dq_acc.end(), 0.0f);
       score_row(d, q, k, b, i, s);
       float di = 0.0f;  // D_i = dout_i . out_i = sum_j p_ij dp_ij
@@ -103,7 +110,7 @@ void attention_backward(const AttentionDesc& d, const void* q, const void* k, co
         const float p = std::exp(s[j] - l);  // 0 for masked keys and for fully masked rows
         if (p == 0.0f) continue;
         const float z = detail::dropout_factor(d, b, i, j);
-        const std::int64_t ko = (b * d.tk + j) * d.d, vo = (b * d.tk + j) * d.dv;
+        const std::int64_t ko = detail::k_row(d, b, j), vo = detail::v_row(d, b, j);
         float dp = 0.0f;
         for (std::int64_t c = 0; c < d.dv; ++c) {
           const float g = load(dout, d.dtype, oo + c);
@@ -120,10 +127,10 @@ void attention_backward(const AttentionDesc& d, const void* q, const void* k, co
     }
     for (std::int64_t j = 0; j < d.tk; ++j) {
       for (std::int64_t c = 0; c < d.d; ++c) {
-        store(dk, d.dtype, (b * d.tk + j) * d.d + c, d.scale * dk_acc[j * d.d + c]);
+        store(dk, d.dtype, detail::k_row(d, b, j) + c, d.scale * dk_acc[j * d.d + c]);
       }
       for (std::int64_t c = 0; c < d.dv; ++c) {
-        store(dv, d.dtype, (b * d.tk + j) * d.dv + c, dv_acc[j * d.dv + c]);
+        store(dv, d.dtype, detail::v_row(d, b, j) + c, dv_acc[j * d.dv + c]);
       }
     }
   }

@@ -12,6 +12,30 @@
 
 namespace mixprec::kernels::detail {
 
+/// The element where row i of batch-head bh of an operand with layout l starts (attention.h);
+/// t and width are the operand's rows per batch-head and elements per row (its contiguous
+/// layout when l is all zero).
+MIXPREC_HD inline std::int64_t row_start(const AttentionDesc& d, const AttentionLayout& l,
+                                         std::int64_t bh, std::int64_t i, std::int64_t t,
+                                         std::int64_t width) {
+  if (l.batch == 0 && l.head == 0 && l.row == 0) return (bh * t + i) * width;
+  return bh / d.heads * l.batch + bh % d.heads * l.head + i * l.row;
+}
+
+/// Row starts of the four operand kinds.
+MIXPREC_HD inline std::int64_t q_row(const AttentionDesc& d, std::int64_t bh, std::int64_t i) {
+  return row_start(d, d.q_rows, bh, i, d.tq, d.d);
+}
+MIXPREC_HD inline std::int64_t k_row(const AttentionDesc& d, std::int64_t bh, std::int64_t j) {
+  return row_start(d, d.k_rows, bh, j, d.tk, d.d);
+}
+MIXPREC_HD inline std::int64_t v_row(const AttentionDesc& d, std::int64_t bh, std::int64_t j) {
+  return row_start(d, d.v_rows, bh, j, d.tk, d.dv);
+}
+MIXPREC_HD inline std::int64_t out_row(const AttentionDesc& d, std::int64_t bh, std::int64_t i) {
+  return row_start(d, d.out_rows, bh, i, d.tq, d.dv);
+}
+
 /// What s = scale * (q_i . k_j) becomes once the causal cut and the mask apply.
 MIXPREC_HD inline float masked_score(const AttentionDesc& d, std::int64_t b, std::int64_t i,
                                      std::int64_t j, float s) {
