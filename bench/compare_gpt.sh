@@ -14,6 +14,8 @@
 #  2. Step time (skip with --no-time): `mixprec bench --model gpt-mini --precision P --json`
 #     (tokens_per_second, step_ms.median) against peer_gpt.py --time, for --time-precisions
 #     (default fp32,bf16), batch --batch-size windows, the same sizes.
+#     Then the same for a bigger GPT where GEMMs dominate more (skip with --no-big): width 512,
+#     8 layers, 8 heads, context 512, --big-batch windows (default 4).
 #  3. Activation checkpointing (skip with --no-checkpoint): `mixprec bench --model gpt-mini
 #     --context 512 --checkpoint-activations` against the same without, fp32: peak activation
 #     memory (the JSON's peak_bytes) and step time ratio. Skipped with a message if this build's
@@ -59,7 +61,7 @@ lr=0.001 optimizer=adamw weight_decay=0.1 no_decay=bias,norm,embedding clip=1 sc
 seed=0 data="" limit_test=-1 threads=2
 precisions=fp32,bf16,fp16 peer_precisions=fp32 time_precisions=fp32,bf16
 time_steps=10 time_warmup=3 budget_s=120 ckpt_context=512
-do_train=1 do_time=1 do_ckpt=1 json=0 keep=""
+do_train=1 do_time=1 do_ckpt=1 do_big=1 big_batch=4 json=0 keep=""
 
 die() { echo "compare_gpt.sh: $*" >&2; exit 2; }
 need() { [[ $# -ge 2 && -n "$2" ]] || die "$1 needs a value (see --help)"; }
@@ -91,6 +93,8 @@ while [[ $# -gt 0 ]]; do
     --no-train) do_train=0; shift ;;
     --no-time) do_time=0; shift ;;
     --no-checkpoint) do_ckpt=0; shift ;;
+    --no-big) do_big=0; shift ;;
+    --big-batch) need "$@"; big_batch="$2"; shift 2 ;;
     --json) json=1; shift ;;
     --keep) need "$@"; keep="$2"; shift 2 ;;
     -h|--help) sed -n '2,52p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
@@ -227,6 +231,17 @@ if (( do_time )); then
         --batch-size "$batch" --steps "$time_steps" --warmup "$time_warmup" \
         --threads "$threads" --seed "$seed" --budget-s "$budget_s" --json || true
   done
+  if (( do_big )); then
+    big=(--width 512 --layers 8 --heads 8 --context 512)
+    for p in "${time_precs[@]}"; do
+      run "big-mixprec-$p" "$MIXPREC" bench --model gpt-mini "${big[@]}" --precision "$p" \
+          --batch-size "$big_batch" --steps "$time_steps" --warmup "$time_warmup" \
+          --threads "$threads" --seed "$seed" --json || true
+      run "big-torch-$p" "$PY" "$here/peer_gpt.py" --time "${big[@]}" --precision "$p" \
+          --batch-size "$big_batch" --steps "$time_steps" --warmup "$time_warmup" \
+          --threads "$threads" --seed "$seed" --budget-s "$budget_s" --json || true
+    done
+  fi
 fi
 
 ckpt_note=""
@@ -262,12 +277,12 @@ python3 - "$out" "$json" "$flags_line" "$cpu_model" "$(nproc)" "$MIXPREC" "$PY" 
     "$ckpt_note" "$ckpt_context" "$steps" "$batch" "${ours_precs[*]}" "${peer_precs[*]}" \
     "${time_precs[*]}" "$do_train" "$do_time" "$do_ckpt" \
     "$optimizer lr $lr, weight decay $weight_decay, no decay '${no_decay}', clip $clip, $scheduler schedule, seed $seed" \
-    "$threads" "$load_before" "$load_after" <<'EOF' || failed=1
+    "$threads" "$load_before" "$load_after" "$do_big" "$big_batch" <<'EOF' || failed=1
 import json, os, sys
 
 (out, as_json, flags_line, cpu_model, cores, mixprec, py, torch_version, ckpt_note, ckpt_context,
  steps, batch, ours_precs, peer_precs, time_precs, do_train, do_time, do_ckpt,
- step_desc, threads, load_before, load_after) = sys.argv[1:]
+ step_desc, threads, load_before, load_after, do_big, big_batch) = sys.argv[1:]
 ours_precs, peer_precs, time_precs = ours_precs.split(), peer_precs.split(), time_precs.split()
 MIB = 2.0 ** 20
 PERF = ("avx2", "f16c", "fma")
@@ -423,10 +438,11 @@ if do_train == "1":
                        "first_step_fp32": first}
 
 # --- step time ---
-if do_time == "1":
+def time_rows(prefix):
+    """One row per time precision from $out/<prefix>-{mixprec,torch}-<precision>.out."""
     rows = []
     for p in time_precs:
-        o, t = load_json("time-mixprec-%s" % p), load_json("time-torch-%s" % p)
+        o, t = load_json("%s-mixprec-%s" % (prefix, p)), load_json("%s-torch-%s" % (prefix, p))
         rows.append({"precision": p,
                      "mixprec_step_ms": get(o, "step_ms", "median"),
                      "torch_step_ms": get(t, "step_ms", "median"),
@@ -449,7 +465,14 @@ if do_time == "1":
         if r["precision"] != "fp32" and ref["mixprec"]:
             r["mixprec_over_fp32_step_ms"] = ratio(r["mixprec_step_ms"], ref["mixprec"]["mixprec_step_ms"])
             r["torch_over_fp32_step_ms"] = ratio(r["torch_step_ms"], ref["mixprec"]["torch_step_ms"])
-    report["time"] = {"runs": rows}
+    return rows
+
+
+if do_time == "1":
+    report["time"] = {"runs": time_rows("time")}
+    if do_big == "1":
+        report["time_big"] = {"runs": time_rows("big"), "width": 512, "layers": 8, "heads": 8,
+                              "context": 512, "batch_size": int(big_batch)}
 
 # --- activation checkpointing ---
 if do_ckpt == "1" and not ckpt_note:
@@ -511,16 +534,15 @@ if "train" in report:
     print("val_loss: after the last step, over all validation windows, eval mode; train_loss: mean "
           "of the last epoch's steps; tokens/s: training only (evaluation excluded); *_rel: "
           "(a - b) / b.")
-if "time" in report:
+def print_time(section, title):
     print()
-    print("STEP TIME  mixprec bench --model gpt-mini vs peer_gpt.py --time: random batch of %s "
-          "windows, adam lr 1e-3, median of the timed steps" % batch)
+    print(title)
     hdr = "%-5s %10s %10s %12s %12s %11s %10s %10s" % (
         "prec", "ours_ms", "torch_ms", "ours_tok/s", "torch_tok/s", "tok/s o/t", "ours16/32",
         "torch16/32")
     print(hdr)
     print("-" * len(hdr))
-    for r in report["time"]["runs"]:
+    for r in section["runs"]:
         print("%-5s %10s %10s %12s %12s %11s %10s %10s" % (
             r["precision"], fmt(r["mixprec_step_ms"], "%.2f"), fmt(r["torch_step_ms"], "%.2f"),
             fmt(r["mixprec_tokens_per_second"], "%.0f"), fmt(r["torch_tokens_per_second"], "%.0f"),
@@ -530,6 +552,14 @@ if "time" in report:
         if r["torch_shortened"]:
             print("  note: torch %s shortened: %s" % (r["precision"], r["torch_shortened"]))
     print("tok/s o/t > 1: mixprec is faster; 16/32: that side's step time over its fp32 step.")
+
+
+if "time" in report:
+    print_time(report["time"], "STEP TIME  mixprec bench --model gpt-mini vs peer_gpt.py --time: "
+               "random batch of %s windows, adam lr 1e-3, median of the timed steps" % batch)
+if "time_big" in report:
+    print_time(report["time_big"], "STEP TIME, BIGGER GPT  width 512, 8 layers, 8 heads, context "
+               "512, random batch of %s windows, adam lr 1e-3, median of the timed steps" % big_batch)
 ck = report["checkpoint_activations"]
 print()
 if "skipped" in ck:

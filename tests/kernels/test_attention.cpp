@@ -5,6 +5,8 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <cstring>
+#include <tuple>
 #include <cmath>
 #include <string>
 #include <vector>
@@ -209,6 +211,67 @@ TEST(AttentionKernels, F16LogitsFarBeyondTheF16RangeStayFinite) {
   }
 }
 
+/// [B*H, t, w] contiguous -> [B, t, H, w] contiguous (the projections' layout), or back.
+Buffer regroup(const Buffer& src, std::int64_t batches, std::int64_t heads, std::int64_t t,
+               std::int64_t w, bool to_heads_inner) {
+  Buffer dst(src.dtype(), src.size());
+  const std::size_t es = size_of(src.dtype());
+  for (std::int64_t b = 0; b < batches; ++b) {
+    for (std::int64_t h = 0; h < heads; ++h) {
+      for (std::int64_t i = 0; i < t; ++i) {
+        const std::int64_t contiguous = ((b * heads + h) * t + i) * w;
+        const std::int64_t inner = ((b * t + i) * heads + h) * w;
+        const std::int64_t from = to_heads_inner ? contiguous : inner;
+        const std::int64_t to = to_heads_inner ? inner : contiguous;
+        std::memcpy(static_cast<char*>(dst.data()) + to * static_cast<std::int64_t>(es),
+                    static_cast<const char*>(src.data()) + from * static_cast<std::int64_t>(es),
+                    static_cast<std::size_t>(w) * es);
+      }
+    }
+  }
+  return dst;
+}
+
+TEST(AttentionKernels, RowsWhereTheProjectionsPutThemGiveTheContiguousBits) {
+  // Attention reading q, k, v (and writing out, dq, dk, dv) in [B, T, H, d] memory through
+  // AttentionLayout computes exactly what it computes on the contiguous [B*H, T, d] copies.
+  const std::int64_t B = 2, H = 3;
+  const Shape5 s{B * H, 70, 70, 20, 36};
+  for (DType t : ktest::kAllDTypes) {
+    const Problem p(s, t, true, true, 0.3f);
+    AttentionDesc inner = p.desc;
+    inner.heads = H;
+    inner.q_rows = {s.tq * H * s.d, s.d, H * s.d};
+    inner.k_rows = {s.tk * H * s.d, s.d, H * s.d};
+    inner.v_rows = {s.tk * H * s.dv, s.dv, H * s.dv};
+    inner.out_rows = {s.tq * H * s.dv, s.dv, H * s.dv};
+    const Buffer q = regroup(p.q, B, H, s.tq, s.d, true), k = regroup(p.k, B, H, s.tk, s.d, true);
+    const Buffer v = regroup(p.v, B, H, s.tk, s.dv, true);
+    const Buffer dout = regroup(p.dout, B, H, s.tq, s.dv, true);
+    for (auto [fwd, bwd, who] : {std::tuple{&ref::attention_forward, &ref::attention_backward, "ref"},
+                                 std::tuple{&cpu::attention_forward, &cpu::attention_backward, "cpu"}}) {
+      const AttentionDesc& d = p.desc;
+      Buffer out(t, d.bh * d.tq * d.dv), dq(t, d.bh * d.tq * d.d), dk(t, d.bh * d.tk * d.d),
+          dv(t, d.bh * d.tk * d.dv);
+      std::vector<float> lse(static_cast<std::size_t>(d.bh * d.tq));
+      fwd(d, p.q.data(), p.k.data(), p.v.data(), out.data(), lse.data());
+      bwd(d, p.q.data(), p.k.data(), p.v.data(), out.data(), lse.data(), p.dout.data(), dq.data(),
+          dk.data(), dv.data());
+      Buffer out2(t, out.size()), dq2(t, dq.size()), dk2(t, dk.size()), dv2(t, dv.size());
+      std::vector<float> lse2(lse.size());
+      fwd(inner, q.data(), k.data(), v.data(), out2.data(), lse2.data());
+      bwd(inner, q.data(), k.data(), v.data(), out2.data(), lse2.data(), dout.data(), dq2.data(),
+          dk2.data(), dv2.data());
+      const std::string where = std::string(who) + " " + name(t);
+      ktest::expect_bitwise(regroup(out2, B, H, s.tq, s.dv, false), out, where + " out");
+      EXPECT_EQ(lse2, lse) << where << " lse";
+      ktest::expect_bitwise(regroup(dq2, B, H, s.tq, s.d, false), dq, where + " dq");
+      ktest::expect_bitwise(regroup(dk2, B, H, s.tk, s.d, false), dk, where + " dk");
+      ktest::expect_bitwise(regroup(dv2, B, H, s.tk, s.dv, false), dv, where + " dv");
+    }
+  }
+}
+
 TEST(AttentionKernels, RejectBadDescriptions) {
   AttentionDesc d;
   d.bh = 1; d.tq = 1; d.tk = 1; d.d = 1; d.dv = 1;
@@ -221,6 +284,13 @@ TEST(AttentionKernels, RejectBadDescriptions) {
   d.dtype = DType::f32;
   d.tq = -1;
   EXPECT_THROW(cpu::attention_forward(d, &x, &x, &x, &x, &lse), ShapeError);
+  d.tq = 1;
+  d.bh = 3;
+  d.heads = 2;  // must divide bh
+  EXPECT_THROW(cpu::attention_forward(d, &x, &x, &x, &x, &lse), ShapeError);
+  d.heads = 1;
+  d.k_rows.row = -4;
+  EXPECT_THROW(ref::attention_forward(d, &x, &x, &x, &x, &lse), ShapeError);
 }
 
 }  // namespace
