@@ -52,6 +52,18 @@ double roof_pct(const OpStats& s, const MachinePeaks& peaks) {
   return 100.0 * gflops_of(s) / roof;
 }
 
+}  // namespace
+
+double floor_ms(const OpStats& s, const MachinePeaks& peaks) {
+  const double gflops =
+      s.dtype == DType::bf16 && peaks.bf16_gflops > 0 ? peaks.bf16_gflops : peaks.gflops;
+  const double compute = gflops > 0 ? s.flops / (gflops * 1e9) : 0.0;
+  const double memory = peaks.gbytes_per_s > 0 ? s.bytes / (peaks.gbytes_per_s * 1e9) : 0.0;
+  return 1e3 * std::max(compute, memory);
+}
+
+namespace {
+
 std::string format_bytes(double b) {
   char buf[32];
   if (b >= 1e9) std::snprintf(buf, sizeof buf, "%.2f GB", b / 1e9);
@@ -198,6 +210,36 @@ std::string format_step_profile(const StepProfile& p, std::size_t max_rows) {
     os << line;
   }
   if (n < p.data.ops.size()) os << "... " << p.data.ops.size() - n << " more rows\n";
+  // The floor: every op at its roofline; what holds the step above it, largest excess first.
+  struct Excess {
+    std::string what;
+    double ms, floor;
+  };
+  std::vector<Excess> above;
+  double floor_total = 0;
+  for (const OpStats& s : p.data.ops) {
+    const double f = floor_ms(s, p.peaks);
+    floor_total += f;
+    above.push_back({s.op + " " + name(s.phase) + " " + name(s.dtype), ms(s.self_ns), f});
+  }
+  above.push_back({"unattributed (glue)", std::max(0.0, p.wall_ms - recorded), 0.0});
+  std::sort(above.begin(), above.end(), [](const Excess& a, const Excess& b) {
+    return a.ms - a.floor > b.ms - b.floor;
+  });
+  std::snprintf(line, sizeof line,
+                "\nfloor: %.2f ms/step (each op's FLOPs at the GEMM peak of its dtype%s, or its "
+                "bytes at %.1f GB/s); the step takes %.2fx its floor. Above it most:\n",
+                floor_total / per,
+                p.peaks.bf16_gflops > 0 ? " (bf16: measured apart)" : "", p.peaks.gbytes_per_s,
+                floor_total > 0 ? p.wall_ms / floor_total : 0.0);
+  os << line;
+  for (std::size_t i = 0; i < std::min<std::size_t>(5, above.size()); ++i) {
+    const Excess& e = above[i];
+    if (e.ms - e.floor <= 0) break;
+    std::snprintf(line, sizeof line, "  %-36s %9.2f ms/step, floor %8.2f, above it %8.2f ms/step\n",
+                  e.what.c_str(), e.ms / per, e.floor / per, (e.ms - e.floor) / per);
+    os << line;
+  }
   std::snprintf(line, sizeof line, "\ncasts: %llu dtype casts, %.2f ms (%.1f%% of the steps)\n",
                 static_cast<unsigned long long>(p.data.cast_count), ms(p.data.cast_ns),
                 share_pct(p.data.cast_ns, p.wall_ms));
@@ -236,7 +278,8 @@ std::string to_json(const StepProfile& p, int indent) {
                    {"gflops", gflops_of(s)},
                    {"intensity", s.bytes > 0 ? json(s.flops / s.bytes) : json(nullptr)},
                    {"verdict", roofline_verdict(s.flops, s.bytes, p.peaks)},
-                   {"roof_pct", roof_pct(s, p.peaks) >= 0 ? json(roof_pct(s, p.peaks)) : json(nullptr)}});
+                   {"roof_pct", roof_pct(s, p.peaks) >= 0 ? json(roof_pct(s, p.peaks)) : json(nullptr)},
+                   {"floor_ms", floor_ms(s, p.peaks)}});
   }
   json lower = json::array();
   std::uint64_t lower_ns = 0;
@@ -258,11 +301,17 @@ std::string to_json(const StepProfile& p, int indent) {
          {"warmup", p.warmup},
          {"machine",
           {{"peak_gflops", p.peaks.gflops},
+           {"peak_bf16_gflops", p.peaks.bf16_gflops > 0 ? json(p.peaks.bf16_gflops) : json(nullptr)},
            {"peak_gbytes_per_s", p.peaks.gbytes_per_s},
            {"ridge_flop_per_byte", p.peaks.ridge()},
            {"gemm_n", p.peaks.gemm_n},
            {"copy_bytes", p.peaks.copy_bytes}}},
          {"wall_ms", p.wall_ms},
+         {"floor_ms", [&] {
+            double f = 0;
+            for (const OpStats& s : p.data.ops) f += floor_ms(s, p.peaks);
+            return f;
+          }()},
          {"recorded_ms", recorded},
          {"unattributed_ms", std::max(0.0, p.wall_ms - recorded)},
          {"ops", ops},

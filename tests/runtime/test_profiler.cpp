@@ -394,6 +394,41 @@ TEST(StepProfile, ProfilesTheTransformerSizesItIsGiven) {
   EXPECT_LT(three, 3.0 * one);
 }
 
+TEST(StepProfile, AnOpsFloorIsItsSlowerRooflineLimitAtTheGemmPeakOfItsDtype) {
+  MachinePeaks peaks;
+  peaks.gflops = 100;        // f32 GEMMs
+  peaks.gbytes_per_s = 10;
+  OpStats gemm;
+  gemm.dtype = DType::f32;
+  gemm.flops = 1e9;          // 10 ms at 100 GFLOP/s
+  gemm.bytes = 1e7;          // 1 ms at 10 GB/s
+  EXPECT_DOUBLE_EQ(floor_ms(gemm, peaks), 10.0);
+  OpStats pass = gemm;
+  pass.flops = 1e6;          // 0.01 ms of arithmetic
+  pass.bytes = 1e8;          // 10 ms of memory traffic
+  EXPECT_DOUBLE_EQ(floor_ms(pass, peaks), 10.0);
+  gemm.dtype = DType::bf16;
+  EXPECT_DOUBLE_EQ(floor_ms(gemm, peaks), 10.0);  // no bf16 peak measured: the f32 one
+  peaks.bf16_gflops = 200;
+  EXPECT_DOUBLE_EQ(floor_ms(gemm, peaks), 5.0);
+}
+
+TEST(StepProfile, NamesTheOpsAboveTheFloor) {
+  MachinePeaks peaks;
+  peaks.gflops = 1e6;  // an unreachable machine: every op is far above its floor
+  peaks.gbytes_per_s = 1e6;
+  const StepProfile p = profile_training_steps("mlp", "fp32", 8, 1, 0, peaks);
+  const std::string text = format_step_profile(p, 0);
+  EXPECT_NE(text.find("floor: "), std::string::npos) << text;
+  // The largest excess comes first: on this machine every op is above its floor by its own time.
+  const std::size_t at = text.find("Above it most:\n  ");
+  ASSERT_NE(at, std::string::npos) << text;
+  EXPECT_NE(text.find("above it", at), std::string::npos) << text;
+  const auto j = nlohmann::json::parse(to_json(p));
+  EXPECT_GT(j["floor_ms"].get<double>(), 0.0);
+  EXPECT_LT(j["floor_ms"].get<double>(), j["wall_ms"].get<double>());
+}
+
 TEST(StepProfile, BadArgumentsThrow) {
   const MachinePeaks peaks;
   EXPECT_THROW(profile_training_steps("vgg", "bf16", 0, 2, 0, peaks), ValueError);

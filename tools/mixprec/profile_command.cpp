@@ -5,6 +5,7 @@
 
 #include "commands.h"
 #include "step_flags.h"
+#include "mixprec/core/cpu_features.h"
 #include "mixprec/core/error.h"
 #include "mixprec/runtime/runtime.h"
 #include "mixprec/train/step_profile.h"
@@ -79,7 +80,12 @@ void add_profile_command(CLI::App& app) {
     flags.threads = threads_opt->count() > 0 ? *threads : num_threads();
     validate(flags);
     if (threads_opt->count() > 0) set_num_threads(flags.threads);
-    const diagnostics::MachinePeaks peaks = diagnostics::measure_machine_peaks();
+    diagnostics::MachinePeaks peaks = diagnostics::measure_machine_peaks();
+    // bf16 ops are floored at the bf16 GEMM rate (native bf16 dot products double it).
+    if (flags.precision.find("bf16") != std::string::npos ||
+        (flags.precision == "auto" && amp::choose_precision(cpu_features()).mode == amp::PrecisionMode::bf16)) {
+      peaks.bf16_gflops = diagnostics::measure_machine_peaks(1024, 1, 5, DType::bf16).gflops;
+    }
     const diagnostics::StepProfile p = diagnostics::profile_training_steps(
         flags.model, flags.precision, flags.batch_size, flags.steps, flags.warmup, peaks, flags.seed,
         flags.sizes);

@@ -16,6 +16,9 @@ struct MachinePeaks {
   double gflops = 0;            ///< best GEMM rate through mixprec::matmul in gemm_dtype, GFLOP/s
   DType gemm_dtype = DType::f32;
   double gbytes_per_s = 0;      ///< best large-copy rate (bytes read + written), GB/s
+  /// The bf16 GEMM rate where it was measured too (0: not measured; bf16 rows then use gflops):
+  /// a bf16 op's floor is its FLOPs at this rate, which native bf16 dot products double.
+  double bf16_gflops = 0;
   std::int64_t gemm_n = 0;      ///< the GEMM measured was gemm_n x gemm_n x gemm_n
   std::int64_t copy_bytes = 0;  ///< size of the buffer copied
   /// The ridge point in FLOP/byte: ops with a higher arithmetic intensity can reach the compute
@@ -34,6 +37,11 @@ MachinePeaks measure_machine_peaks(std::int64_t gemm_n = 1024, std::int64_t copy
 /// "compute-bound" when flops / bytes >= peaks.ridge(), "memory-bound" below it, "n/a" when the
 /// op moved no bytes or did no arithmetic (a pure copy is "memory-bound" only if it did FLOPs).
 const char* roofline_verdict(double flops, double bytes, const MachinePeaks& peaks);
+
+/// An op row's floor in ms: its FLOPs at the GEMM peak of its dtype (bf16_gflops for bf16 where
+/// measured, else gflops) or its bytes at the copy bandwidth, whichever takes longer: the time
+/// the machine cannot go below for that work.
+double floor_ms(const OpStats& s, const MachinePeaks& peaks);
 
 /// What profile_training_steps measured.
 struct StepProfile {
