@@ -362,13 +362,24 @@ StepBenchResult StepBenchmark::run(int steps, int warmup, bool machine_floor) {
   r.gemm_flops_per_step = step_gemm_flops(s.layers);
   r.optimizer_bytes = static_cast<double>(ts.optimizer().step_bytes());
   if (machine_floor) {
-    const diagnostics::MachinePeaks peaks =
-        diagnostics::measure_machine_peaks(kPeakGemmN, kPeakCopyMiB, kPeakRepeats, s.gemm_dtype);
+    diagnostics::MachinePeaks peaks =
+        diagnostics::measure_machine_peaks(kPeakGemmN, kPeakCopyMiB, kPeakRepeats, DType::f32);
     r.gemm_peak_gflops = peaks.gflops;
+    if (s.gemm_dtype == DType::bf16) {  // bf16 ops at the bf16 rate (native dot products double it)
+      peaks.bf16_gflops =
+          diagnostics::measure_machine_peaks(kPeakGemmN, 1, kPeakRepeats, DType::bf16).gflops;
+      r.gemm_peak_gflops = peaks.bf16_gflops;
+    }
     r.copy_gbps = peaks.gbytes_per_s;
-    r.hw_floor_ms = r.gemm_flops_per_step / (peaks.gflops * 1e9) * 1e3 +
-                    r.optimizer_bytes / (peaks.gbytes_per_s * 1e9) * 1e3;
-    r.hw_floor_ratio = r.step_ms.median / r.hw_floor_ms;
+    // One more step, profiled: its ops' FLOPs and bytes, each op at its roofline.
+    diagnostics::ProfileData ops;
+    {
+      diagnostics::Profile session;
+      s.step();
+      ops = session.data();
+    }
+    for (const diagnostics::OpStats& op : ops.ops) r.hw_floor_ms += diagnostics::floor_ms(op, peaks);
+    r.hw_floor_ratio = r.hw_floor_ms > 0 ? r.step_ms.median / r.hw_floor_ms : 0.0;
   }
 
   r.cpu_flags = cpu_features().to_string();

@@ -95,18 +95,18 @@ TEST(StepBenchRun, MlpResultIsCompleteAndConsistent) {
   EXPECT_EQ(j["precision"], "fp32");
   EXPECT_TRUE(j["gemm_ms"].is_number());
 
-  // The machine floor: the GEMMs autograd really runs (no input gradient for the first layer)
-  // at the measured GEMM peak, plus Adam's traffic (gradient read; parameter, m and v read and
-  // written: 28 bytes per f32 parameter) at the measured copy rate.
+  // The GEMMs autograd really runs (no input gradient for the first layer) and Adam's traffic
+  // (gradient read; parameter, m and v read and written: 28 bytes per f32 parameter).
   const double params = static_cast<double>(models::make_model("mlp", 0)->parameter_count());
   const double forward = 2.0 * 8 * (784.0 * 256 + 256.0 * 128 + 128.0 * 10);
   EXPECT_DOUBLE_EQ(r.gemm_flops_per_step, 3.0 * forward - 2.0 * 8 * 784.0 * 256);
   EXPECT_DOUBLE_EQ(r.optimizer_bytes, 28.0 * params);
   EXPECT_GT(r.gemm_peak_gflops, 0.0);
   EXPECT_GT(r.copy_gbps, 0.0);
-  EXPECT_NEAR(r.hw_floor_ms,
-              r.gemm_flops_per_step / r.gemm_peak_gflops / 1e6 + r.optimizer_bytes / r.copy_gbps / 1e6,
-              1e-9 * r.hw_floor_ms);
+  // The machine floor: every op of a profiled step at its roofline, so at least those GEMMs at
+  // the GEMM peak plus Adam's bytes at the copy rate (the other ops add their own floors).
+  EXPECT_GE(r.hw_floor_ms, 0.99 * (r.gemm_flops_per_step / r.gemm_peak_gflops / 1e6 +
+                                   r.optimizer_bytes / r.copy_gbps / 1e6));
   EXPECT_DOUBLE_EQ(r.hw_floor_ratio, r.step_ms.median / r.hw_floor_ms);
   EXPECT_GT(r.max_rss_bytes, 0u);
   for (const char* key : {"hw_floor_ms", "hw_floor_ratio", "gemm_peak_gflops", "copy_gbps", "max_rss_bytes"}) {

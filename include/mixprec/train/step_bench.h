@@ -84,9 +84,10 @@ struct StepBenchResult {
   double copy_gbps = 0;
   double gemm_flops_per_step = 0;  ///< step_gemm_flops of the layers
   double optimizer_bytes = 0;      ///< optim::Optimizer::step_bytes()
-  /// ... and the step at them: gemm_flops_per_step at gemm_peak_gflops plus optimizer_bytes at
-  /// copy_gbps, in ms. Everything else the step does (activations, loss, casts, the gradient
-  /// norm) counts as overhead above it.
+  /// ... and the step at them: one more step, profiled, with every op at its roofline
+  /// (diagnostics::floor_ms: GEMM, convolution and attention FLOPs at the GEMM peak of their
+  /// dtype, memory-bound passes such as norms, activations, pooling, casts and the optimizer at
+  /// copy_gbps), in ms. What the step spends above it is its distance from this machine's limits.
   double hw_floor_ms = 0;
   double hw_floor_ratio = 0;       ///< step_ms.median / hw_floor_ms
   /// Peak resident memory of the whole process at the end of the timed steps (before the

@@ -29,14 +29,40 @@ HWY_INLINE hn::Vec<D> DuplicatePairs(D d, DHalf /*dh*/, hn::Vec<DHalf> half) {
 }
 #endif
 
+#if HWY_TARGET != HWY_SCALAR
+/// Writes columns [0, covered) of input row iy (all inside windows) with vectors of tag D: full
+/// vectors, then one more ending at the last column that overlaps the one before (its columns
+/// get the same values again). Returns covered, or 0 if the row is narrower than one vector.
+template <class D, typename T>
+HWY_INLINE std::int64_t Backward2x2Row(D df, const T* HWY_RESTRICT dyr,
+                                       const std::int32_t* HWY_RESTRICT ar, std::int64_t first,
+                                       std::int64_t covered, T* HWY_RESTRICT row) {
+  const auto n = static_cast<std::int64_t>(hn::Lanes(df));
+  if (covered < n) return 0;
+  const hn::Half<D> dh;
+  const hn::RebindToSigned<D> di;
+  const hn::RebindToSigned<decltype(dh)> dhi;
+  const auto zero = hn::Zero(df);
+  const auto columns = [&](std::int64_t x) {  // x and n are even: pairs stay whole
+    const auto g = DuplicatePairs(df, dh, LoadF32(dh, dyr + x / 2));
+    const auto a = DuplicatePairs(di, dhi, hn::LoadU(dhi, ar + x / 2));
+    const auto index = hn::Iota(di, static_cast<std::int32_t>(first + x));
+    const auto hit = hn::RebindMask(df, hn::Eq(a, index));
+    StoreF32(df, hn::IfThenElseZero(hit, hn::Add(zero, g)), row + x);
+  };
+  std::int64_t x = 0;
+  for (; x + n <= covered; x += n) columns(x);
+  if (x < covered) columns(covered - n);
+  return covered;
+}
+#endif
+
 template <typename T>
 void Backward2x2Planes(const Pool2dDesc& d, const T* HWY_RESTRICT dy,
                        const std::int32_t* HWY_RESTRICT argmax, T* HWY_RESTRICT dx,
                        std::int64_t planes) {
   const std::int64_t oh = d.out_h(), ow = d.out_w(), h = d.h, w = d.w;
   const std::int64_t covered = 2 * ow;  // input columns inside a window
-  [[maybe_unused]] const hn::ScalableTag<float> df;
-  [[maybe_unused]] const auto n = static_cast<std::int64_t>(hn::Lanes(df));
   for (std::int64_t q = 0; q < planes; ++q) {
     const T* dyq = dy + q * oh * ow;
     const std::int32_t* aq = argmax + q * oh * ow;
@@ -48,17 +74,11 @@ void Backward2x2Planes(const Pool2dDesc& d, const T* HWY_RESTRICT dy,
         const T* dyr = dyq + (iy / 2) * ow;
         const std::int32_t* ar = aq + (iy / 2) * ow;
 #if HWY_TARGET != HWY_SCALAR
-        const hn::Half<decltype(df)> dh;
-        const hn::RebindToSigned<decltype(df)> di;
-        const hn::RebindToSigned<decltype(dh)> dhi;
-        const auto zero = hn::Zero(df);
-        for (; x + n <= covered; x += n) {
-          const auto g = DuplicatePairs(df, dh, LoadF32(dh, dyr + x / 2));
-          const auto a = DuplicatePairs(di, dhi, hn::LoadU(dhi, ar + x / 2));
-          const auto index = hn::Iota(di, static_cast<std::int32_t>(iy * w + x));
-          const auto hit = hn::RebindMask(df, hn::Eq(a, index));
-          StoreF32(df, hn::IfThenElseZero(hit, hn::Add(zero, g)), row + x);
-        }
+        // The widest vectors that fit the row (a CNN's 14 or 28 columns are narrower than, or
+        // not a multiple of, an AVX-512 vector): no column is left to the scalar loop.
+        x = Backward2x2Row(hn::ScalableTag<float>(), dyr, ar, iy * w, covered, row);
+        if (x == 0) x = Backward2x2Row(hn::CappedTag<float, 8>(), dyr, ar, iy * w, covered, row);
+        if (x == 0) x = Backward2x2Row(hn::CappedTag<float, 4>(), dyr, ar, iy * w, covered, row);
 #endif
         for (; x < covered; ++x) {
           const std::int64_t o = x / 2;

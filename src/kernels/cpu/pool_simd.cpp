@@ -44,10 +44,10 @@ inline Span window(std::int64_t out, const Pool2dDesc& d, std::int64_t extent) {
 // strictly greater or NaN (so the first maximum and the first NaN win). The winner's storage
 // bits and plane index follow it. (Vectors are passed by reference, never kept in structs or
 // arrays: SVE vectors are sizeless.)
-HWY_INLINE void Take(hn::Vec<DF> v, hn::Vec<DU> v_bits, hn::Vec<DI> v_index, hn::Vec<DF>& best,
-                     hn::Vec<DU>& bits, hn::Vec<DI>& index) {
-  const DU du;
-  const DI di;
+template <class D, class VF_, class VU_, class VI_>
+HWY_INLINE void Take(D /*df*/, VF_ v, VU_ v_bits, VI_ v_index, VF_& best, VU_& bits, VI_& index) {
+  const hn::RebindToUnsigned<D> du;
+  const hn::RebindToSigned<D> di;
   const auto t = hn::And(hn::Not(hn::IsNaN(best)), hn::Or(hn::Gt(v, best), hn::IsNaN(v)));
   best = hn::IfThenElse(t, v, best);
   bits = hn::IfThenElse(hn::RebindMask(du, t), v_bits, bits);
@@ -55,10 +55,11 @@ HWY_INLINE void Take(hn::Vec<DF> v, hn::Vec<DU> v_bits, hn::Vec<DI> v_index, hn:
 }
 
 // Stores the first k lanes of the winners' bits (as elements of T) and indices (if wanted).
-template <class T>
-void StoreBest(hn::Vec<DU> bits, hn::Vec<DI> index, T* y, std::int32_t* argmax, std::size_t k) {
-  const DU du;
-  const DI di;
+template <class D, class T>
+void StoreBest(D /*df*/, hn::Vec<hn::RebindToUnsigned<D>> bits, hn::Vec<hn::RebindToSigned<D>> index,
+               T* y, std::int32_t* argmax, std::size_t k) {
+  const hn::RebindToUnsigned<D> du;
+  const hn::RebindToSigned<D> di;
   if (k == hn::Lanes(du)) {
     StoreBits(du, bits, y);
     if (argmax != nullptr) hn::StoreU(index, di, argmax);
@@ -73,9 +74,8 @@ void StoreBest(hn::Vec<DU> bits, hn::Vec<DI> index, T* y, std::int32_t* argmax, 
 }
 
 // 2N consecutive elements split into even and odd columns: storage bits of each.
-template <class T>
-void load_even_odd(const T* p, hn::Vec<DU>& even, hn::Vec<DU>& odd) {
-  const DU du;
+template <class DUx, class T>
+void load_even_odd(DUx du, const T* p, hn::Vec<DUx>& even, hn::Vec<DUx>& odd) {
   const std::size_t N = hn::Lanes(du);
   const auto a = LoadBits(du, p), b = LoadBits(du, p + N);
 #if HWY_TARGET == HWY_SCALAR
@@ -89,50 +89,89 @@ void load_even_odd(const T* p, hn::Vec<DU>& even, hn::Vec<DU>& odd) {
 
 // ---- 2x2 stride 2, no padding ----
 
-template <class T>
-void MaxPool2x2T(const Pool2dDesc& d, const T* x, T* y, std::int32_t* argmax, std::int64_t planes) {
-  const DF df;
-  const DI di;
-  const std::size_t N = hn::Lanes(df);
-  const std::int64_t ho = d.out_h(), wo = d.out_w(), w = d.w;
+/// Outputs [0, wo) of output row oy of one plane with vectors of float tag D: full vectors,
+/// then one more ending at the last output, overlapping the one before (those outputs are
+/// computed and stored again, with the same result). Returns wo, or 0 when wo is narrower
+/// than one vector (the caller then tries a narrower tag).
+template <class D, class T>
+HWY_INLINE std::int64_t MaxPool2x2Row(D df, const T* row0, const T* row1, std::int64_t oy,
+                                      std::int64_t w, std::int64_t wo, T* yrow, std::int32_t* arow) {
+  const hn::RebindToSigned<D> di;
+  const hn::RebindToUnsigned<D> du;
+  const auto N = static_cast<std::int64_t>(hn::Lanes(df));
+  if (wo < N) return 0;
   const auto lane2 = hn::ShiftLeft<1>(hn::Iota(di, 0));
   const auto w_i = hn::Set(di, static_cast<std::int32_t>(w));
   const auto one = hn::Set(di, 1);
-  T tail0[2 * kMaxF32Lanes], tail1[2 * kMaxF32Lanes];
+  const auto outputs = [&](std::int64_t ox) {
+    const T* p0 = row0 + 2 * ox;
+    const T* p1 = row1 + 2 * ox;
+    hn::Vec<decltype(du)> e0, o0, e1, o1;
+    load_even_odd(du, p0, e0, o0);
+    load_even_odd(du, p1, e1, o1);
+    // Plane index of each window's top-left element: 2 * oy * w + 2 * (ox + lane).
+    const auto i00 = hn::Add(hn::Set(di, static_cast<std::int32_t>(2 * oy * w + 2 * ox)), lane2);
+    auto best = WidenBits(df, e0, p0);
+    auto bits = e0;
+    auto index = i00;
+    Take(df, WidenBits(df, o0, p0), o0, hn::Add(i00, one), best, bits, index);
+    Take(df, WidenBits(df, e1, p1), e1, hn::Add(i00, w_i), best, bits, index);
+    Take(df, WidenBits(df, o1, p1), o1, hn::Add(hn::Add(i00, w_i), one), best, bits, index);
+    StoreBest(df, bits, index, yrow + ox, arow != nullptr ? arow + ox : nullptr,
+              static_cast<std::size_t>(N));
+  };
+  std::int64_t ox = 0;
+  for (; ox + N <= wo; ox += N) outputs(ox);
+  if (ox < wo) outputs(wo - N);
+  return wo;
+}
+
+/// One output with the reference's visiting order (rows narrower than any vector tried).
+template <class T>
+void MaxPool2x2One(const T* row0, const T* row1, std::int64_t oy, std::int64_t ox, std::int64_t w,
+                   T* y, std::int32_t* am) {
+  const T* cand[4] = {row0 + 2 * ox, row0 + 2 * ox + 1, row1 + 2 * ox, row1 + 2 * ox + 1};
+  const std::int32_t idx[4] = {static_cast<std::int32_t>(2 * oy * w + 2 * ox),
+                               static_cast<std::int32_t>(2 * oy * w + 2 * ox + 1),
+                               static_cast<std::int32_t>((2 * oy + 1) * w + 2 * ox),
+                               static_cast<std::int32_t>((2 * oy + 1) * w + 2 * ox + 1)};
+  int win = 0;
+  float best = static_cast<float>(*cand[0]);
+  for (int c = 1; c < 4; ++c) {
+    const float v = static_cast<float>(*cand[c]);
+    if (!std::isnan(best) && (v > best || std::isnan(v))) {
+      best = v;
+      win = c;
+    }
+  }
+  std::memcpy(static_cast<void*>(y), cand[win], sizeof(T));
+  if (am != nullptr) *am = idx[win];
+}
+
+// ---- 2x2 stride 2, no padding ----
+template <class T>
+void MaxPool2x2T(const Pool2dDesc& d, const T* x, T* y, std::int32_t* argmax, std::int64_t planes) {
+  const std::int64_t ho = d.out_h(), wo = d.out_w(), w = d.w;
   for (std::int64_t q = 0; q < planes; ++q, x += d.h * w, y += ho * wo) {
     std::int32_t* am = argmax != nullptr ? argmax + q * ho * wo : nullptr;
     for (std::int64_t oy = 0; oy < ho; ++oy) {
       const T* row0 = x + 2 * oy * w;
       const T* row1 = row0 + w;
-      for (std::int64_t ox = 0; ox < wo; ox += static_cast<std::int64_t>(N)) {
-        const auto k = static_cast<std::size_t>(std::min<std::int64_t>(static_cast<std::int64_t>(N), wo - ox));
-        const T* p0 = row0 + 2 * ox;
-        const T* p1 = row1 + 2 * ox;
-        if (k < N) {  // the tail: 2k elements of each row through zeroed buffers
-          std::fill(tail0, tail0 + 2 * N, T{});
-          std::fill(tail1, tail1 + 2 * N, T{});
-          std::memcpy(static_cast<void*>(tail0), p0, 2 * k * sizeof(T));
-          std::memcpy(static_cast<void*>(tail1), p1, 2 * k * sizeof(T));
-          p0 = tail0;
-          p1 = tail1;
-        }
-        hn::Vec<DU> e0, o0, e1, o1;
-        load_even_odd(p0, e0, o0);
-        load_even_odd(p1, e1, o1);
-        // Plane index of each window's top-left element: 2 * oy * w + 2 * (ox + lane).
-        const auto i00 = hn::Add(hn::Set(di, static_cast<std::int32_t>(2 * oy * w + 2 * ox)), lane2);
-        auto best = WidenBits(df, e0, p0);
-        auto bits = e0;
-        auto index = i00;
-        Take(WidenBits(df, o0, p0), o0, hn::Add(i00, one), best, bits, index);
-        Take(WidenBits(df, e1, p1), e1, hn::Add(i00, w_i), best, bits, index);
-        Take(WidenBits(df, o1, p1), o1, hn::Add(hn::Add(i00, w_i), one), best, bits, index);
-        StoreBest(bits, index, y + oy * wo + ox, am != nullptr ? am + oy * wo + ox : nullptr, k);
+      T* yrow = y + oy * wo;
+      std::int32_t* arow = am != nullptr ? am + oy * wo : nullptr;
+      // The widest vectors that fit the row: a CNN's 14 or 7 outputs per row are narrower than
+      // an AVX-512 vector, and partial vectors would go through buffers.
+      std::int64_t done = MaxPool2x2Row(DF(), row0, row1, oy, w, wo, yrow, arow);
+#if HWY_TARGET != HWY_SCALAR
+      if (done == 0) done = MaxPool2x2Row(hn::CappedTag<float, 8>(), row0, row1, oy, w, wo, yrow, arow);
+      if (done == 0) done = MaxPool2x2Row(hn::CappedTag<float, 4>(), row0, row1, oy, w, wo, yrow, arow);
+#endif
+      for (std::int64_t ox = done; ox < wo; ++ox) {
+        MaxPool2x2One(row0, row1, oy, ox, w, yrow + ox, arow != nullptr ? arow + ox : nullptr);
       }
     }
   }
 }
-
 void MaxPool2x2(const Pool2dDesc& d, const void* x, void* y, std::int32_t* argmax,
                 std::int64_t planes) {
   WithDType(static_cast<int>(d.dtype), [&](auto t) {
@@ -235,7 +274,7 @@ void MaxPoolRowsT(const Pool2dDesc& d, const T* x, T* y, std::int32_t* argmax,
             auto b = hn::LoadU(df, best.data() + v * N);
             auto bb = hn::LoadU(du, bits.data() + v * N);
             auto bi = hn::LoadU(di, index.data() + v * N);
-            Take(strided(row.value.data() + c0, s, lanes_s), strided(row.bits.data() + c0, s, lanes_s), idx,
+            Take(DF(), strided(row.value.data() + c0, s, lanes_s), strided(row.bits.data() + c0, s, lanes_s), idx,
                  b, bb, bi);
             hn::StoreU(b, df, best.data() + v * N);
             hn::StoreU(bb, du, bits.data() + v * N);
@@ -246,7 +285,7 @@ void MaxPoolRowsT(const Pool2dDesc& d, const T* x, T* y, std::int32_t* argmax,
       for (std::size_t v = 0; v < vecs; ++v) {
         const std::int64_t ox = static_cast<std::int64_t>(v * N);
         const auto k = static_cast<std::size_t>(std::min<std::int64_t>(static_cast<std::int64_t>(N), wo - ox));
-        StoreBest(hn::LoadU(du, bits.data() + v * N), hn::LoadU(di, index.data() + v * N), y + ox + oy * wo,
+        StoreBest(DF(), hn::LoadU(du, bits.data() + v * N), hn::LoadU(di, index.data() + v * N), y + ox + oy * wo,
                   am != nullptr ? am + oy * wo + ox : nullptr, k);
       }
     }
