@@ -4,17 +4,17 @@
 // Our own loops rather than oneDNN's pooling: oneDNN's max pooling does not promise NaN
 // propagation and has no f16 on CPU.
 //
-// Max-pooling backward of 2x2/2 windows (the CNNs' case) is a Highway loop too
-// (pool_backward_simd.cpp). Other max-pooling backward passes are scatters: with disjoint
-// windows a zero fill plus one store per output, with overlapping ones the reference's f32
-// accumulation, run over plane chunks in parallel (both logged with the reason). Global average
-// pooling's backward broadcasts one value per plane.
+// Max-pooling backward is a scatter: with disjoint windows (2x2/2, the CNNs' case) a zero fill
+// plus one store per output, with overlapping ones the reference's f32 accumulation, run over
+// plane chunks in parallel (both logged with the reason). The fill and the scatter run at about
+// the copy bandwidth; a vector pass comparing every input element with its window's argmax
+// (removed) was 5x slower on AVX-512 (bench_conv, max_bwd at the CNN's first pool). Global
+// average pooling's backward broadcasts one value per plane.
 #include <algorithm>
 #include <string>
 
 #include "kernels/conv.h"
 #include "kernels/cpu/dispatch_util.h"
-#include "kernels/cpu/pool_backward_simd.h"
 #include "kernels/cpu/pool_simd.h"
 #include "mixprec/core/verbose.h"
 
@@ -85,18 +85,9 @@ void max_pool2d_backward(const Pool2dDesc& d, const void* dy, const std::int32_t
                          void* dx) {
   validate_pool2d("max_pool2d_backward", d);
   const std::int64_t in_plane = d.h * d.w, out_plane = d.out_h() * d.out_w();
-  if (d.kernel == 2 && d.stride == 2 && d.padding == 0) {
-    log_simd("max_pool2d_backward", name(d.dtype));
-    over_planes(d.n * d.c, in_plane, [&](std::int64_t p, std::int64_t count) {
-      pool_simd::max_pool_2x2_backward(d, at(dy, d.dtype, p * out_plane), argmax + p * out_plane,
-                                       at(dx, d.dtype, p * in_plane), count);
-    });
-    return;
-  }
   if (disjoint_windows(d)) {
     log_reference("max_pool2d_backward", name(d.dtype),
-                  "disjoint windows other than 2x2/2: a zero fill plus one store per output "
-                  "(planes in parallel)");
+                  "disjoint windows: a zero fill plus one store per output (planes in parallel)");
     over_planes(d.n * d.c, in_plane, [&](std::int64_t p, std::int64_t count) {
       dispatch(d.dtype, [&](auto tag) {
         using T = decltype(tag);
