@@ -23,6 +23,7 @@
 /// dimension; the per-bh offsets let any broadcast of the leading dimensions through).
 /// kernels::ref:: is the spec (one row of scores at a time); kernels::cpu:: computes in blocks,
 /// flash-attention style, and never holds more than a block of scores (see attention.cpp).
+#include <cstddef>
 #include <cstdint>
 
 #include "mixprec/core/dtype.h"
@@ -73,6 +74,14 @@ namespace detail {
 /// Throws ShapeError / DTypeError / ValueError (naming op) for a desc the kernels reject.
 void check_attention_desc(const char* op, const AttentionDesc& desc);
 }  // namespace detail
+
+namespace cpu {
+/// The most bytes the cpu backward may keep of ds (f32, bh x tq x tk) so that its dq pass needs
+/// no second recomputation of scores and probabilities (default 64 MiB; above it, dq recomputes
+/// them as flash attention does, in O(T * block) memory). The results are the same bits either
+/// way. Returns the previous budget (tests, benchmarks).
+std::size_t set_attention_ds_budget(std::size_t bytes);
+}  // namespace cpu
 
 /// The attention kernels, in table order: kernels::<name> forwards to the active backend
 /// (kernels/entry_point.h); each backend implements ref::<name>'s signature.

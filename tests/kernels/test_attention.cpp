@@ -272,6 +272,23 @@ TEST(AttentionKernels, RowsWhereTheProjectionsPutThemGiveTheContiguousBits) {
   }
 }
 
+TEST(AttentionKernels, KeepingDsOrRecomputingItGivesTheSameBits) {
+  // The backward keeps ds for its dq pass when it fits the budget, else recomputes it; both are
+  // the same sums in the same order.
+  for (DType t : ktest::kAllDTypes) {
+    for (const Shape5& shape : kShapes) {
+      const Problem p(shape, t, true, true, 0.3f);
+      const Result kept = run(p, &cpu::attention_forward, &cpu::attention_backward);
+      const std::size_t saved = cpu::set_attention_ds_budget(0);
+      const Result recomputed = run(p, &cpu::attention_forward, &cpu::attention_backward);
+      cpu::set_attention_ds_budget(saved);
+      ktest::expect_bitwise(kept.dq, recomputed.dq, std::string(name(t)) + " dq");
+      ktest::expect_bitwise(kept.dk, recomputed.dk, std::string(name(t)) + " dk");
+      ktest::expect_bitwise(kept.dv, recomputed.dv, std::string(name(t)) + " dv");
+    }
+  }
+}
+
 TEST(AttentionKernels, RejectBadDescriptions) {
   AttentionDesc d;
   d.bh = 1; d.tq = 1; d.tk = 1; d.d = 1; d.dv = 1;

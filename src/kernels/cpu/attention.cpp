@@ -9,12 +9,16 @@
 //  - backward, flash-attention-2 style, in two passes so that no two tasks ever add into the
 //    same gradient row (no atomics, no per-thread copies): pass A, one task per (batch-head,
 //    key block), recomputes p = exp(s - lse) for every query block and accumulates dk, dv of
-//    its keys; pass B, one task per (batch-head, query block), recomputes p again and
-//    accumulates dq. The recomputation is the price of O(T * block) memory.
+//    its keys; pass B, one task per (batch-head, query block), accumulates dq = ds k. When the
+//    whole ds (f32, bh x tq x tk) fits the budget (set_attention_ds_budget, 64 MiB), pass A
+//    keeps it and pass B is one product per tile; above it pass B recomputes s, dp and ds as
+//    flash attention does (the price of O(T * block) memory). Both give the same bits: ds is the
+//    same sums in the same order either way.
 // Under is_causal, key blocks entirely after a query block's last row are skipped. Tasks are
 // fixed by the shape and each sums in a fixed order, so results never depend on the thread
 // count. Scratch per task: a few [block, d] f32 tiles and two [kBlockQ, kBlockK] score tiles.
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstdint>
 #include <vector>
@@ -22,6 +26,7 @@
 #include "kernels/attention.h"
 #include "kernels/cpu/attention_simd.h"
 #include "kernels/cpu/dispatch_util.h"
+#include "kernels/cpu/growing_buffer.h"
 #include "kernels/ref/attention_rules.h"
 #include "mixprec/core/random.h"
 
@@ -96,9 +101,16 @@ std::int64_t visible_keys(const AttentionDesc& d, std::int64_t i0, std::int64_t 
 
 void log_call(const char* op, DType t) { cpu::log_simd(op, name(t)); }
 
+std::atomic<std::size_t>& ds_budget() {
+  static std::atomic<std::size_t> bytes{std::size_t{64} << 20};
+  return bytes;
+}
+
 }  // namespace
 
 namespace cpu {
+
+std::size_t set_attention_ds_budget(std::size_t bytes) { return ds_budget().exchange(bytes); }
 
 void attention_forward(const AttentionDesc& d, const void* q, const void* k, const void* v,
                        void* out, float* lse) {
@@ -166,8 +178,22 @@ void attention_backward(const AttentionDesc& d, const void* q, const void* k, co
     rowdot[row] = simd::typed_dot(at(dout, t, o), at(out, t, o), t, d.dv);
   });
 
+  // ds kept for pass B when it fits the budget (thread-local, grows only: no allocation per
+  // step in steady state).
+  // Tile-major: pass A stores each [key block][query block] tile as it holds it (keys as rows),
+  // contiguously; pass B transposes a tile in cache. (Storing ds row-major instead scattered
+  // pass A's writes a row apart and made the bigger GPT slower than recomputing.)
+  const std::int64_t kblocks = block_count(d.tk, kBlockK), qblocks = block_count(d.tq, kBlockQ);
+  constexpr std::int64_t kTile = kBlockK * kBlockQ;
+  const auto ds_count = static_cast<std::size_t>(d.bh * kblocks * qblocks * kTile);
+  const bool keep_ds = ds_count * sizeof(float) <= ds_budget().load(std::memory_order_relaxed);
+  thread_local GrowingBuffer ds_buffer;
+  float* const ds = keep_ds ? ds_buffer.get(ds_count) : nullptr;
+  const auto ds_tile = [&](std::int64_t b, std::int64_t jb, std::int64_t ib) {
+    return ds + ((b * kblocks + jb) * qblocks + ib) * kTile;
+  };
+
   // Pass A: dk and dv, one task per (batch-head, key block).
-  const std::int64_t kblocks = block_count(d.tk, kBlockK);
   run_tasks(d, d.bh * kblocks, [&](std::int64_t task) {
     const std::int64_t b = task / kblocks, j0 = task % kblocks * kBlockK;
     const std::int64_t nj = std::min(kBlockK, d.tk - j0);
@@ -202,6 +228,9 @@ void attention_backward(const AttentionDesc& d, const void* q, const void* k, co
           p[r] *= zz;
         }
       }
+      if (ds != nullptr) {  // pass B's coefficients: this tile, keys as rows
+        std::copy(dpt.data(), dpt.data() + nj * kBlockQ, ds_tile(b, j0 / kBlockK, i0 / kBlockQ));
+      }
       simd::accumulate_rows(pt.data(), nj, ni, kBlockQ, gf.data(), ldv, dv_acc.data(), ldv);
       simd::accumulate_rows(dpt.data(), nj, ni, kBlockQ, qf.data(), ldq, dk_acc.data(), ldq);
     }
@@ -214,7 +243,29 @@ void attention_backward(const AttentionDesc& d, const void* q, const void* k, co
   });
 
   // Pass B: dq, one task per (batch-head, query block).
-  const std::int64_t qblocks = block_count(d.tq, kBlockQ);
+  if (ds != nullptr) {
+    run_tasks(d, d.bh * qblocks, [&](std::int64_t task) {
+      const std::int64_t b = task / qblocks, i0 = task % qblocks * kBlockQ;
+      const std::int64_t ni = std::min(kBlockQ, d.tq - i0);
+      std::vector<float> kf = zeros(kBlockK * ldq), dq_acc = zeros(kBlockQ * ldq);
+      std::vector<float> s = zeros(kBlockQ * kBlockK);
+      const std::int64_t keys = visible_keys(d, i0, ni);
+      for (std::int64_t j0 = 0; j0 < keys; j0 += kBlockK) {
+        const std::int64_t nj = std::min(kBlockK, keys - j0);
+        load_rows(k, t, d, d.k_rows, d.tk, b, j0, nj, d.d, ldq, kf.data());
+        const float* tile = ds_tile(b, j0 / kBlockK, i0 / kBlockQ);  // [key c][query r]
+        for (std::int64_t r = 0; r < ni; ++r) {
+          for (std::int64_t c = 0; c < nj; ++c) s[r * kBlockK + c] = tile[c * kBlockQ + r];
+        }
+        simd::accumulate_rows(s.data(), ni, nj, kBlockK, kf.data(), ldq, dq_acc.data(), ldq);
+      }
+      for (std::int64_t r = 0; r < ni; ++r) {
+        simd::narrow_scaled(dq_acc.data() + r * ldq, d.d, d.scale,
+                            at(dq, t, detail::q_row(d, b, i0 + r)), t);
+      }
+    });
+    return;
+  }
   run_tasks(d, d.bh * qblocks, [&](std::int64_t task) {
     const std::int64_t b = task / qblocks, i0 = task % qblocks * kBlockQ;
     const std::int64_t ni = std::min(kBlockQ, d.tq - i0);

@@ -86,8 +86,12 @@ void max_pool2d_backward(const Pool2dDesc& d, const void* dy, const std::int32_t
   validate_pool2d("max_pool2d_backward", d);
   const std::int64_t in_plane = d.h * d.w, out_plane = d.out_h() * d.out_w();
   if (disjoint_windows(d)) {
-    log_reference("max_pool2d_backward", name(d.dtype),
-                  "disjoint windows: a zero fill plus one store per output (planes in parallel)");
+    // Not the reference's loop and not a vector loop: the scatter moves only the bytes the
+    // gradient needs, which a vector pass over every input element cannot beat.
+    if (verbose_enabled()) {
+      verbose_log("max_pool2d_backward", name(d.dtype), "cpu scatter",
+                  "disjoint windows: a zero fill plus one store per output, planes in parallel");
+    }
     over_planes(d.n * d.c, in_plane, [&](std::int64_t p, std::int64_t count) {
       dispatch(d.dtype, [&](auto tag) {
         using T = decltype(tag);
