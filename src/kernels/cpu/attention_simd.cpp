@@ -133,12 +133,17 @@ void MicroGemm(const float* a, std::int64_t m, std::int64_t kdim, std::int64_t l
         s30 = hn::MulAdd(w3, b0, s30);
         s31 = hn::MulAdd(w3, b1, s31);
       }
-      const VF sums[kRows][2] = {{s00, s01}, {s10, s11}, {s20, s21}, {s30, s31}};
-      for (std::int64_t rr = 0; rr < nr; ++rr) {
+      // (No arrays of vectors: SVE vectors are sizeless.)
+      const auto store_row = [&](std::int64_t rr, VF v0, VF v1) {
+        if (rr >= nr) return;
         float* out = c + (r0 + rr) * ldc + j0;
-        hn::StoreU(finish(sums[rr][0], out), d, out);
-        hn::StoreU(finish(sums[rr][1], out + N), d, out + N);
-      }
+        hn::StoreU(finish(v0, out), d, out);
+        hn::StoreU(finish(v1, out + N), d, out + N);
+      };
+      store_row(0, s00, s01);
+      store_row(1, s10, s11);
+      store_row(2, s20, s21);
+      store_row(3, s30, s31);
     }
     for (; j0 + N <= n; j0 += N) {
       VF s0 = hn::Zero(d), s1 = s0, s2 = s0, s3 = s0;
@@ -150,11 +155,15 @@ void MicroGemm(const float* a, std::int64_t m, std::int64_t kdim, std::int64_t l
         s2 = hn::MulAdd(hn::Set(d, ar[2][k]), b0, s2);
         s3 = hn::MulAdd(hn::Set(d, ar[3][k]), b0, s3);
       }
-      const VF sums[kRows] = {s0, s1, s2, s3};
-      for (std::int64_t rr = 0; rr < nr; ++rr) {
+      const auto store_row = [&](std::int64_t rr, VF v) {
+        if (rr >= nr) return;
         float* out = c + (r0 + rr) * ldc + j0;
-        hn::StoreU(finish(sums[rr], out), d, out);
-      }
+        hn::StoreU(finish(v, out), d, out);
+      };
+      store_row(0, s0);
+      store_row(1, s1);
+      store_row(2, s2);
+      store_row(3, s3);
     }
     for (; j0 < n; ++j0) {  // only on targets wider than the 16-float padding
       for (std::int64_t rr = 0; rr < nr; ++rr) {
