@@ -26,6 +26,12 @@ void where(std::int64_t n, const void* cond, DType cond_dtype, const void* a, co
            DType dtype, void* out);
 }  // namespace ref
 
+namespace detail {
+/// The element count of shape after masked_fill's checks (ShapeError: a mask stride count that
+/// is not the rank, a negative dimension), which every backend's masked_fill makes first.
+std::int64_t masked_fill_count(std::span<const std::int64_t> shape, const StridedInput& mask);
+}  // namespace detail
+
 /// The masked_fill kernels, in table order: kernels::<name> forwards to the active backend
 /// (kernels/entry_point.h); each backend implements ref::<name>'s signature.
 #define MIXPREC_MASKED_FILL_KERNELS(X) X(masked_fill) X(where)

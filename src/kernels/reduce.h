@@ -20,6 +20,12 @@ void reduce(ReduceOp op, const void* in, DType in_dtype, std::int64_t outer, std
             std::int64_t inner, void* out, DType out_dtype);
 }  // namespace ref
 
+namespace detail {
+/// Throws ShapeError (a negative extent) or ValueError (an empty axis for max/min/amax, which
+/// have no identity), naming op: every backend's reduce checks its arguments with this.
+void check_reduce_args(ReduceOp op, std::int64_t outer, std::int64_t n, std::int64_t inner);
+}  // namespace detail
+
 /// The reduce kernels, in table order: kernels::<name> forwards to the active backend
 /// (kernels/entry_point.h); each backend implements ref::<name>'s signature.
 #define MIXPREC_REDUCE_KERNELS(X) X(reduce)

@@ -30,15 +30,9 @@ void masked_fill(std::span<const std::int64_t> shape, const void* x, DType dtype
   const std::string label = dtype_label(mask.dtype, dtype);
   require_compute_dtype("masked_fill", dtype);  // fp8 calls run the reference
   require_compute_dtype("masked_fill", mask.dtype);
-  MIXPREC_CHECK(mask.strides.size() == shape.size(), ShapeError, "masked_fill",
-                "mask has " << mask.strides.size() << " strides for a rank-" << shape.size()
-                            << " shape");
+  const std::int64_t n = detail::masked_fill_count(shape, mask);
   std::vector<std::int64_t> dims, mstr;
-  std::int64_t n = 1;
   for (std::size_t d = 0; d < shape.size(); ++d) {
-    MIXPREC_CHECK(shape[d] >= 0, ShapeError, "masked_fill",
-                  "negative dimension " << shape[d] << " in shape");
-    n *= shape[d];
     if (shape[d] == 1) continue;
     if (!dims.empty() && mstr.back() == mask.strides[d] * shape[d]) {
       dims.back() *= shape[d];

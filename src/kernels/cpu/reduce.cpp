@@ -64,10 +64,7 @@ const char* name(ReduceOp op) {
 namespace cpu {
 void reduce(ReduceOp op, const void* in, DType in_dtype, std::int64_t outer, std::int64_t n,
             std::int64_t inner, void* out, DType out_dtype) {
-  MIXPREC_CHECK(outer >= 0 && n >= 0 && inner >= 0, ShapeError, name(op),
-                "negative extent (outer " << outer << ", n " << n << ", inner " << inner << ")");
-  MIXPREC_CHECK(n >= 1 || !is_max_like(op), ValueError, name(op),
-                "cannot reduce an empty axis (it has no identity)");
+  detail::check_reduce_args(op, outer, n, inner);
   const std::string label = dtype_label(in_dtype, out_dtype);
   require_compute_dtype(name(op), in_dtype);  // fp8 calls run the reference
   require_compute_dtype(name(op), out_dtype);

@@ -57,8 +57,8 @@ void convert(const void* src, DType src_dtype, void* dst, DType dst_dtype, std::
   if (n == 0) return;
   if (src_dtype == dst_dtype) return move_bytes(dst, src, n * size_of(src_dtype));
   const auto count = static_cast<std::int64_t>(n);
-  with_storage_type(src_dtype, [&](auto s) {
-    with_storage_type(dst_dtype, [&](auto d) {
+  dispatch_storage(src_dtype, [&](auto s) {
+    dispatch_storage(dst_dtype, [&](auto d) {
       using S = decltype(s);
       using D = decltype(d);
       convert_kernel<S, D><<<grid(count), kThreads, 0, stream()>>>(static_cast<const S*>(src),

@@ -38,8 +38,8 @@ void copy(std::span<const std::int64_t> shape, const StridedInput& in, const Str
     copy_bytes_kernel<<<grid(n), kThreads, 0, stream()>>>(
         l, n, static_cast<const std::uint8_t*>(in.data), static_cast<std::uint8_t*>(out.data));
   } else {
-    with_storage_type(in.dtype, [&](auto s) {
-      with_storage_type(out.dtype, [&](auto d) {
+    dispatch_storage(in.dtype, [&](auto s) {
+      dispatch_storage(out.dtype, [&](auto d) {
         using S = decltype(s);
         using D = decltype(d);
         copy_kernel<S, D><<<grid(n), kThreads, 0, stream()>>>(l, n, static_cast<const S*>(in.data),

@@ -15,25 +15,25 @@ namespace mixprec::kernels::cuda {
 constexpr unsigned kFullWarp = 0xffffffffu;
 constexpr int kWarp = 32;
 
-/// __shfl_down_sync / __shfl_sync for any trivially copyable value, one 32-bit word at a time.
-template <class T>
-__device__ inline T shuffle_down(T v, int offset) {
+/// Applies a 32-bit shuffle to every word of a trivially copyable value.
+template <class T, class Shuffle>
+__device__ inline T shuffle_words(T v, Shuffle shuffle) {
   static_assert(sizeof(T) % 4 == 0, "shuffled values are made of 32-bit words");
   unsigned words[sizeof(T) / 4];
   std::memcpy(words, &v, sizeof(T));
-  for (unsigned& w : words) w = __shfl_down_sync(kFullWarp, w, offset);
+  for (unsigned& w : words) w = shuffle(w);
   std::memcpy(&v, words, sizeof(T));
   return v;
 }
 
+/// __shfl_down_sync / __shfl_sync for any trivially copyable value.
+template <class T>
+__device__ inline T shuffle_down(T v, int offset) {
+  return shuffle_words(v, [offset](unsigned w) { return __shfl_down_sync(kFullWarp, w, offset); });
+}
 template <class T>
 __device__ inline T shuffle_from(T v, int lane) {
-  static_assert(sizeof(T) % 4 == 0, "shuffled values are made of 32-bit words");
-  unsigned words[sizeof(T) / 4];
-  std::memcpy(words, &v, sizeof(T));
-  for (unsigned& w : words) w = __shfl_sync(kFullWarp, w, lane);
-  std::memcpy(&v, words, sizeof(T));
-  return v;
+  return shuffle_words(v, [lane](unsigned w) { return __shfl_sync(kFullWarp, w, lane); });
 }
 
 /// The combination of the warp's 32 values, in every lane: a halving tree in which lane i takes

@@ -34,15 +34,8 @@ __global__ void where_kernel(std::int64_t n, const TC* cond, const W* a, const W
 
 void masked_fill(std::span<const std::int64_t> shape, const void* x, DType dtype,
                  const StridedInput& mask, float value, void* out) {
-  // The reference's checks first, in its order, so the messages are its own.
   const std::size_t rank = shape.size();
-  MIXPREC_CHECK(mask.strides.size() == rank, ShapeError, "masked_fill",
-                "mask has " << mask.strides.size() << " strides for a rank-" << rank << " shape");
-  std::int64_t n = 1;
-  for (std::int64_t d : shape) {
-    MIXPREC_CHECK(d >= 0, ShapeError, "masked_fill", "negative dimension " << d << " in shape");
-    n *= d;
-  }
+  const std::int64_t n = detail::masked_fill_count(shape, mask);
   // x and out are contiguous: their strides as the layout's second operand keep collapsed()
   // from merging dimensions the mask does not step through evenly.
   std::vector<std::int64_t> contiguous(rank, 1);

@@ -44,24 +44,36 @@ inline unsigned element_chunks(std::int64_t m) {
 
 // ---- batch norm ----
 
+/// Channel c's sum and the sum of squared deviations from center(sum), both in double over
+/// the block's fixed-order trees (every thread of the block gets them): the two passes of the
+/// statistics, written once for the forward's f32 mean and the split statistics' double one.
+template <class Center>
+__device__ void channel_sums(const void* x, DType tx, BatchNormDims d, std::int64_t c,
+                             Center center, double& sum, double& sq) {
+  const std::int64_t values = d.n * d.s;
+  sum = 0.0;
+  for (std::int64_t m = threadIdx.x; m < values; m += kThreads) {
+    sum += load(x, tx, channel_index(d, c, m));
+  }
+  sum = Block::all_reduce(sum, Add{});
+  const double mean = center(sum);
+  sq = 0.0;
+  for (std::int64_t m = threadIdx.x; m < values; m += kThreads) {
+    const double dev = static_cast<double>(load(x, tx, channel_index(d, c, m))) - mean;
+    sq += dev * dev;
+  }
+  sq = Block::all_reduce(sq, Add{});
+}
+
 /// Training statistics in f32, as batch_norm_forward writes them: the mean rounded to f32, then
 /// the mean squared deviation from that f32 mean.
 __global__ void batch_norm_train_stats_kernel(const void* x, DType tx, BatchNormDims d,
                                               double count, float* mean, float* var) {
-  const std::int64_t values = d.n * d.s;
   for (std::int64_t c = blockIdx.x; c < d.c; c += gridDim.x) {
-    double sum = 0.0;
-    for (std::int64_t m = threadIdx.x; m < values; m += kThreads) {
-      sum += load(x, tx, channel_index(d, c, m));
-    }
-    sum = Block::all_reduce(sum, Add{});
+    double sum = 0.0, sq = 0.0;
+    channel_sums(x, tx, d, c, [count](double s) { return double{static_cast<float>(s / count)}; },
+                 sum, sq);
     const float mf = static_cast<float>(sum / count);
-    double sq = 0.0;
-    for (std::int64_t m = threadIdx.x; m < values; m += kThreads) {
-      const double dev = static_cast<double>(load(x, tx, channel_index(d, c, m))) - mf;
-      sq += dev * dev;
-    }
-    sq = Block::all_reduce(sq, Add{});
     if (threadIdx.x == 0) {
       mean[c] = mf;
       var[c] = static_cast<float>(sq / count);
@@ -73,20 +85,10 @@ __global__ void batch_norm_train_stats_kernel(const void* x, DType tx, BatchNorm
 /// squared deviations from it.
 __global__ void batch_norm_moments_kernel(const void* x, DType tx, BatchNormDims d, double count,
                                           double* mean, double* m2) {
-  const std::int64_t values = d.n * d.s;
   for (std::int64_t c = blockIdx.x; c < d.c; c += gridDim.x) {
-    double sum = 0.0;
-    for (std::int64_t m = threadIdx.x; m < values; m += kThreads) {
-      sum += load(x, tx, channel_index(d, c, m));
-    }
-    sum = Block::all_reduce(sum, Add{});
+    double sum = 0.0, sq = 0.0;
+    channel_sums(x, tx, d, c, [count](double s) { return count > 0 ? s / count : 0.0; }, sum, sq);
     const double mu = count > 0 ? sum / count : 0.0;
-    double sq = 0.0;
-    for (std::int64_t m = threadIdx.x; m < values; m += kThreads) {
-      const double dev = static_cast<double>(load(x, tx, channel_index(d, c, m))) - mu;
-      sq += dev * dev;
-    }
-    sq = Block::all_reduce(sq, Add{});
     if (threadIdx.x == 0) {
       mean[c] = mu;
       m2[c] = sq;

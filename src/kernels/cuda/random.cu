@@ -58,7 +58,7 @@ void random_bits(std::uint64_t seed, std::uint64_t offset, std::uint32_t* out, s
 void random_uniform(void* out, DType dtype, std::int64_t n, std::uint64_t seed,
                     std::uint64_t offset, float low, float high) {
   if (n <= 0) return;
-  with_storage_type(dtype, [&](auto t) {
+  dispatch_storage(dtype, [&](auto t) {
     using T = decltype(t);
     random_uniform_kernel<T><<<grid(n), kThreads, 0, stream()>>>(static_cast<T*>(out), n, seed,
                                                                  offset, low, high);

@@ -192,11 +192,7 @@ void launch(ReduceOp op, const Call& c) {
 
 void reduce(ReduceOp op, const void* in, DType in_dtype, std::int64_t outer, std::int64_t n,
             std::int64_t inner, void* out, DType out_dtype) {
-  // The reference's checks, word for word (reduce_ref.cpp).
-  MIXPREC_CHECK(outer >= 0 && n >= 0 && inner >= 0, ShapeError, name(op),
-                "negative extent (outer " << outer << ", n " << n << ", inner " << inner << ")");
-  MIXPREC_CHECK(n >= 1 || (op != ReduceOp::max && op != ReduceOp::min && op != ReduceOp::amax),
-                ValueError, name(op), "cannot reduce an empty axis (it has no identity)");
+  detail::check_reduce_args(op, outer, n, inner);
   if (outer == 0 || inner == 0) return;
   const Call c{in, in_dtype, outer, n, inner, out, out_dtype};
   switch (op) {

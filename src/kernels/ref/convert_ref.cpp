@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "kernels/convert.h"
+#include "kernels/storage_dispatch.h"
 #include "mixprec/core/convert.h"
 #include "mixprec/core/float8.h"
 #include "mixprec/core/half.h"
@@ -14,19 +15,6 @@
 
 namespace mixprec::kernels::ref {
 namespace {
-
-/// Calls f with a value of the scalar type of dtype t (float, bfloat16, float16, float8_e4m3,
-/// float8_e5m2), so the element loop below is compiled once per pair with no per-element switch.
-template <class F>
-void with_type(DType t, F&& f) {
-  switch (t) {
-    case DType::f32: return f(float{});
-    case DType::bf16: return f(bfloat16{});
-    case DType::f16: return f(float16{});
-    case DType::f8e4m3: return f(float8_e4m3{});
-    case DType::f8e5m2: return f(float8_e5m2{});
-  }
-}
 
 /// dst[i] = src[i] widened to f32 (exact for every type), then rounded to D (nearest even).
 template <typename S, typename D>
@@ -44,8 +32,8 @@ void convert(const void* src, DType src_dtype, void* dst, DType dst_dtype, std::
   }
   // Widening is exact and every value of a narrower format fits the wider ones, so each pair
   // (16-bit to 16-bit and fp8 pairs included) rounds exactly once.
-  with_type(src_dtype, [&](auto s) {
-    with_type(dst_dtype, [&](auto d) {
+  dispatch_storage(src_dtype, [&](auto s) {
+    dispatch_storage(dst_dtype, [&](auto d) {
       convert_loop(static_cast<const decltype(s)*>(src), static_cast<decltype(d)*>(dst), n);
     });
   });

@@ -6,10 +6,10 @@
 #include "kernels/masked_fill.h"
 #include "mixprec/core/error.h"
 
-namespace mixprec::kernels::ref {
+namespace mixprec::kernels {
 
-void masked_fill(std::span<const std::int64_t> shape, const void* x, DType dtype,
-                 const StridedInput& mask, float value, void* out) {
+std::int64_t detail::masked_fill_count(std::span<const std::int64_t> shape,
+                                       const StridedInput& mask) {
   const std::size_t rank = shape.size();
   MIXPREC_CHECK(mask.strides.size() == rank, ShapeError, "masked_fill",
                 "mask has " << mask.strides.size() << " strides for a rank-" << rank << " shape");
@@ -18,6 +18,15 @@ void masked_fill(std::span<const std::int64_t> shape, const void* x, DType dtype
     MIXPREC_CHECK(d >= 0, ShapeError, "masked_fill", "negative dimension " << d << " in shape");
     n *= d;
   }
+  return n;
+}
+
+namespace ref {
+
+void masked_fill(std::span<const std::int64_t> shape, const void* x, DType dtype,
+                 const StridedInput& mask, float value, void* out) {
+  const std::size_t rank = shape.size();
+  const std::int64_t n = detail::masked_fill_count(shape, mask);
   dispatch(dtype, mask.dtype, [&](auto tx, auto tm) {
     using T = decltype(tx);
     using TM = decltype(tm);
@@ -56,4 +65,5 @@ void where(std::int64_t n, const void* cond, DType cond_dtype, const void* a, co
   });
 }
 
-}  // namespace mixprec::kernels::ref
+}  // namespace ref
+}  // namespace mixprec::kernels

@@ -4,8 +4,19 @@
 
 #include "kernels/reduce.h"
 #include "kernels/ref/nan_minmax.h"
+#include "mixprec/core/error.h"
 
-namespace mixprec::kernels::ref {
+namespace mixprec::kernels {
+
+void detail::check_reduce_args(ReduceOp op, std::int64_t outer, std::int64_t n,
+                               std::int64_t inner) {
+  MIXPREC_CHECK(outer >= 0 && n >= 0 && inner >= 0, ShapeError, name(op),
+                "negative extent (outer " << outer << ", n " << n << ", inner " << inner << ")");
+  MIXPREC_CHECK(n >= 1 || (op != ReduceOp::max && op != ReduceOp::min && op != ReduceOp::amax),
+                ValueError, name(op), "cannot reduce an empty axis (it has no identity)");
+}
+
+namespace ref {
 namespace {
 
 /// Calls fn(init, step, finish): acc = init; acc = step(acc, x) for each x; out = finish(acc).
@@ -39,10 +50,7 @@ void with_reduce(ReduceOp op, std::int64_t n, Fn&& fn) {
 
 void reduce(ReduceOp op, const void* in, DType in_dtype, std::int64_t outer, std::int64_t n,
             std::int64_t inner, void* out, DType out_dtype) {
-  MIXPREC_CHECK(outer >= 0 && n >= 0 && inner >= 0, ShapeError, name(op),
-                "negative extent (outer " << outer << ", n " << n << ", inner " << inner << ")");
-  MIXPREC_CHECK(n >= 1 || (op != ReduceOp::max && op != ReduceOp::min && op != ReduceOp::amax),
-                ValueError, name(op), "cannot reduce an empty axis (it has no identity)");
+  detail::check_reduce_args(op, outer, n, inner);
   dispatch(in_dtype, out_dtype, [&](auto ti, auto to) {
     using TI = decltype(ti);
     using TO = decltype(to);
@@ -62,4 +70,5 @@ void reduce(ReduceOp op, const void* in, DType in_dtype, std::int64_t outer, std
   });
 }
 
-}  // namespace mixprec::kernels::ref
+}  // namespace ref
+}  // namespace mixprec::kernels
