@@ -64,7 +64,11 @@ const Backend& set_backend(const Backend& b) { return *active().exchange(&b); }
 
 const Backend& host_backend() {
   const Backend& b = backend();
-  return &b == &devsim_backend() ? ref_backend() : b;
+  if (&b == &devsim_backend()) return ref_backend();
+  // cuda's kernels take device addresses only: host arrays (data sets, the public conversions)
+  // run on the cpu kernels, whose conversions and max-reductions are the reference's bits.
+  if (&b == &cuda_backend()) return cpu_backend();
+  return b;
 }
 
 std::string backend_env_warning() {

@@ -84,7 +84,8 @@ const Backend& devsim_backend();
 /// The NVIDIA GPU backend (docs/cuda.md): the kernels written so far; empty without CUDA.
 const Backend& cuda_backend();
 /// The kernels for host memory under the active backend: the active one when its device is the
-/// host (cpu, ref), the reference for devsim (whose kernels are the reference, so the bits agree).
+/// host (cpu, ref), the reference for devsim (whose kernels are the reference, so the bits agree),
+/// cpu for cuda (whose kernels take device addresses only).
 /// What the public conversions of raw host arrays (mixprec/core/convert.h) and the data loaders
 /// run.
 const Backend& host_backend();

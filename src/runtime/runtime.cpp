@@ -50,8 +50,10 @@ void set_device(const std::string& text) {
   const Device device = parse_device(text);
   switch (device.type) {
     case DeviceType::cpu:
-      // The host backend MIXPREC_BACKEND chose (cpu, or ref), or cpu after devsim.
-      if (kernels::backend().name == std::string("devsim")) kernels::set_backend("cpu");
+      // The host backend MIXPREC_BACKEND chose (cpu, or ref), or cpu after a device backend.
+      if (const std::string now = kernels::backend().name; now == "devsim" || now == "cuda") {
+        kernels::set_backend("cpu");
+      }
       return;
     case DeviceType::devsim:
       kernels::set_backend("devsim");

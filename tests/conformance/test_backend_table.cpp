@@ -177,5 +177,23 @@ TEST(BackendFallback, TheCudaTableRefusesWhatItDoesNotSupportByName) {
   }
 }
 
+// Host arrays (data sets, the public conversions of raw arrays) must never reach a device
+// table: under cuda they run on the cpu kernels, under devsim on the reference. (The first GPU
+// run found host conversions handed to cudaMemcpy as device addresses.)
+TEST(BackendFallback, HostArraysRunOnAHostTableUnderEveryBackend) {
+  {
+    ActiveBackend use(cuda_backend());
+    EXPECT_EQ(&host_backend(), &cpu_backend());
+  }
+  {
+    ActiveBackend use(devsim_backend());
+    EXPECT_EQ(&host_backend(), &ref_backend());
+  }
+  for (const Backend* host : {&cpu_backend(), &ref_backend()}) {
+    ActiveBackend use(*host);
+    EXPECT_EQ(&host_backend(), host);
+  }
+}
+
 }  // namespace
 }  // namespace mixprec::kernels
