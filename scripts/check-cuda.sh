@@ -154,8 +154,8 @@ run() {
   say ""
   say "## 3. Parity: $steps steps on $device and on cpu"
   say ""
-  say "| run | train loss $device / cpu (rel) | test loss $device / cpu (rel) | skipped | rtol | verdict |"
-  say "|---|---|---|---|---|---|"
+  say "| run | train loss $device / cpu (rel) | test loss $device / cpu (rel) | skipped | rtol | cpu avx2 vs native (train / test) | verdict |"
+  say "|---|---|---|---|---|---|---|"
   local model prec extra tol dataflag where
   for model in seed-mlp cnn gpt-mini; do
     case $model in
@@ -176,8 +176,16 @@ run() {
           --log "$out/train-$model-$prec-$where.jsonl" > "$out/train-$model-$prec-$where.log" 2>&1 ||
           { failures=$((failures + 1)); echo "train $model $prec on $where failed: $(tail -n 1 "$out/train-$model-$prec-$where.log")" >> "$out/parity-errors.log"; }
       done
+      local spread=()
+      if [ "$prec" = fp32 ]; then
+        # The trajectory's own sensitivity to summation order: cpu with AVX2 GEMMs.
+        MIXPREC_ISA=avx2 timeout 90 "$mp" train --model "$model" "${dataflag[@]}" --precision fp32 \
+          --max-steps "$steps" --seed 1 --device cpu "${extra[@]}" "${small[@]}" \
+          --log "$out/train-$model-$prec-cpu-avx2.jsonl" > "$out/train-$model-$prec-cpu-avx2.log" 2>&1 &&
+          spread=(--spread "$out/train-$model-$prec-cpu-avx2.jsonl")
+      fi
       "$py" "$here/scripts/cuda_report.py" runs "$out/train-$model-$prec-$device.jsonl" \
-        "$out/train-$model-$prec-cpu.jsonl" --rtol "$tol" --label "$model $prec" >> "$report"
+        "$out/train-$model-$prec-cpu.jsonl" --rtol "$tol" --label "$model $prec" "${spread[@]}" >> "$report"
     done
   done
   if [ -s "$out/parity-errors.log" ]; then say ""; sed 's/^/- /' "$out/parity-errors.log" >> "$report"; fi
@@ -186,10 +194,22 @@ run() {
   say "## 4. Speed and memory beside PyTorch on the same device"
   local gpt=(--layers 12 --heads 12 --width 768 --context 1024) gbatch=8 bsteps=20 mlp=()
   if [ "$dry" = 1 ]; then gpt=(--layers 1 --heads 2 --width 32 --context 32) gbatch=2 bsteps=2 mlp=(--batch-size 4 --warmup 0); fi
+  local mlp_profile=(--steps 5 --warmup 2)
+  [ "$dry" = 1 ] && mlp_profile=(--steps 1 --warmup 0 --batch-size 4)
+  step 120 profile-seed-mlp-bf16 "$mp" profile --model seed-mlp --precision bf16 "${mlp_profile[@]}" \
+    --top 12 --device "$device"
   step 180 bench-seed-mlp-bf16 "$mp" bench --model seed-mlp --precision bf16 --steps "$bsteps" "${mlp[@]}" \
     --device "$device" --json
   step 300 bench-gpt-bf16 "$mp" bench --model gpt-mini "${gpt[@]}" --batch-size "$gbatch" --precision bf16 \
     --steps "$bsteps" --device "$device" --json
+  # Which GEMM path each of the step's matmul calls takes (one step, verbose).
+  MIXPREC_VERBOSE=1 step 120 gemm-paths "$mp" bench --model gpt-mini "${gpt[@]}" --batch-size "$gbatch" \
+    --precision bf16 --steps 1 --warmup 0 --device "$device"
+  grep -h 'matmul' "$out/gemm-paths.log" | sed 's/^.*matmul/matmul/' | sort | uniq -c | sort -rn | head -n 30 \
+    > "$out/gemm-paths-summary.log"
+  say '```'
+  cat "$out/gemm-paths-summary.log" >> "$report"
+  say '```'
   step 300 profile-gpt-bf16 "$mp" profile --model gpt-mini "${gpt[@]}" --batch-size "$gbatch" --precision bf16 \
     --steps 2 --warmup 1 --top 12 --device "$device"
   if [ "$dry" = 0 ] && "$py" -c 'import torch; assert torch.cuda.is_available()' 2> /dev/null; then

@@ -2,9 +2,12 @@
 """The pieces of scripts/check-cuda.sh's report that need more than a shell: comparing two
 training logs, summarising the device conformance run, and reading figures out of JSON output.
 
-  cuda_report.py runs DEVICE.jsonl CPU.jsonl --rtol R --label L
+  cuda_report.py runs DEVICE.jsonl CPU.jsonl --rtol R --label L [--spread CPU2.jsonl]
       One markdown table row: the last epoch record of both `mixprec train --log` files, train and
-      test loss relative differences (against R), skipped steps (must be equal), verdict.
+      test loss relative differences (against R), skipped steps (must be equal), verdict; with
+      --spread, the same differences between two cpu runs whose GEMMs sum in different orders
+      (MIXPREC_ISA=avx2 against the native ISA): how far the run's own trajectory moves when
+      only summation order changes, the context for the device's difference.
   cuda_report.py speed LABEL OURS.log PEER.log
       One markdown table row: the median step (ms), tokens/s where given and peak memory of our
       `mixprec bench --json` output and of a PyTorch peer's `--json` output, and their ratio
@@ -44,16 +47,24 @@ def runs(argv):
     try:
         d, c = last_epoch(dev), last_epoch(cpu)
     except (OSError, ValueError) as e:
-        print("| %s | - | - | - | - | FAIL: %s |" % (label, e))
+        print("| %s | - | - | - | - | - | FAIL: %s |" % (label, e))
         return
     test = "test_loss" if "test_loss" in c else "val_loss"  # language models: validation
     r_train = rel(d["train_loss"], c["train_loss"])
     r_test = rel(d[test], c[test])
     same_skips = d["skipped_steps"] == c["skipped_steps"]
     ok = r_train <= rtol and r_test <= rtol and same_skips
-    print("| %s | %.6g / %.6g (%.2e) | %.6g / %.6g (%.2e) | %d / %d | %.3g | %s |" % (
+    spread = "-"
+    if "--spread" in argv:
+        try:
+            c2 = last_epoch(argv[argv.index("--spread") + 1])
+            spread = "%.2e / %.2e" % (rel(c2["train_loss"], c["train_loss"]),
+                                      rel(c2[test], c[test]))
+        except (OSError, ValueError) as e:
+            spread = "n/a (%s)" % e
+    print("| %s | %.6g / %.6g (%.2e) | %.6g / %.6g (%.2e) | %d / %d | %.3g | %s | %s |" % (
         label, d["train_loss"], c["train_loss"], r_train, d[test], c[test], r_test,
-        d["skipped_steps"], c["skipped_steps"], rtol, "ok" if ok else "FAIL"))
+        d["skipped_steps"], c["skipped_steps"], rtol, spread, "ok" if ok else "FAIL"))
 
 
 def first_json(path):
@@ -96,13 +107,14 @@ def conformance(argv):
         for t in suite.get("testsuite", []):
             fails = t.get("failures", [])
             if fails:
-                first = fails[0].get("failure", "").strip().splitlines()
-                failed.append((t["name"], first[0] if first else ""))
+                lines = fails[0].get("failure", "").strip().splitlines()
+                # the location, then the assertion's own words (which values, which elements)
+                failed.append((t["name"], " | ".join(l.strip() for l in lines[:6])))
             else:
                 passed += 1
     print("%d passed, %d failed" % (passed, len(failed)))
     for name, msg in failed:
-        print("- FAIL %s: %s" % (name, msg[:300]))
+        print("- FAIL %s: %s" % (name, msg[:600]))
 
 
 def field(argv):

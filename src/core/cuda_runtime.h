@@ -5,8 +5,10 @@
 // --device refuses cuda before any of them could be reached. Defined in gpu.cpp, the one file
 // that sees the runtime.
 #include <cstddef>
+#include <cstdint>
 
 #include "core/block_cache.h"
+#include "core/deferred_checks.h"
 
 namespace mixprec::detail {
 
@@ -16,12 +18,16 @@ namespace mixprec::detail {
 BlockCache& cuda_block_cache();
 /// Makes GPU `index` the one the calls below use.
 void cuda_set_device(int index);
-/// Synchronous copies (download is the host's only synchronisation with the GPU).
+/// Synchronous copies (download is the host's only synchronisation with the GPU). download and
+/// synchronize settle the deferred checks once the GPU has caught up.
 void cuda_download(void* dst, const void* src, std::size_t bytes);
 void cuda_upload(void* dst, const void* src, std::size_t bytes);
 void cuda_device_copy(void* dst, const void* src, std::size_t bytes);
 void cuda_memset(void* dst, int value, std::size_t bytes);
 /// Waits for all work queued on the current GPU (cudaDeviceSynchronize).
 void cuda_synchronize();
+/// A deferred check's slot (core/deferred_checks.h) in mapped pinned memory, as the address a
+/// kernel writes; when every slot is pending, synchronises (settling them) first.
+std::int64_t* cuda_defer_check(DeferredChecks::Raise raise);
 
 }  // namespace mixprec::detail

@@ -4,6 +4,7 @@
 #include "mixprec/core/gpu.h"
 
 #include <string>
+#include <utility>
 
 #include "core/cuda_runtime.h"
 #include "mixprec/core/error.h"
@@ -108,8 +109,32 @@ BlockCache& cuda_block_cache() {
   return *cache;
 }
 void cuda_set_device(int index) { check(cudaSetDevice(index), "cudaSetDevice", 0); }
+namespace {
+/// Never destroyed, like the block cache. Mapped pinned memory: kernels write the verdicts
+/// straight into host memory (UVA: the host address is the device address too).
+DeferredChecks& cuda_deferred_checks() {
+  static DeferredChecks* checks = [] {
+    void* slots = nullptr;
+    const std::size_t bytes = DeferredChecks::kSlots * 2 * sizeof(std::int64_t);
+    check(cudaHostAlloc(&slots, bytes, cudaHostAllocMapped), "cudaHostAlloc (check verdicts)",
+          bytes);
+    return new DeferredChecks(static_cast<std::int64_t*>(slots));
+  }();
+  return *checks;
+}
+}  // namespace
+
+std::int64_t* cuda_defer_check(DeferredChecks::Raise raise) {
+  DeferredChecks& checks = cuda_deferred_checks();
+  if (std::int64_t* slot = checks.claim(raise)) return slot;
+  cuda_synchronize();  // settles every pending check, freeing their slots
+  std::int64_t* slot = checks.claim(std::move(raise));
+  MIXPREC_ASSERT(slot != nullptr);
+  return slot;
+}
 void cuda_download(void* dst, const void* src, std::size_t bytes) {
   check(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToHost), "cudaMemcpy (download)", bytes);
+  cuda_deferred_checks().settle();
 }
 void cuda_upload(void* dst, const void* src, std::size_t bytes) {
   check(cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice), "cudaMemcpy (upload)", bytes);
@@ -120,7 +145,10 @@ void cuda_device_copy(void* dst, const void* src, std::size_t bytes) {
 void cuda_memset(void* dst, int value, std::size_t bytes) {
   check(cudaMemset(dst, value, bytes), "cudaMemset", bytes);
 }
-void cuda_synchronize() { check(cudaDeviceSynchronize(), "cudaDeviceSynchronize", 0); }
+void cuda_synchronize() {
+  check(cudaDeviceSynchronize(), "cudaDeviceSynchronize", 0);
+  cuda_deferred_checks().settle();
+}
 #else
 namespace {
 [[noreturn]] void no_cuda(const char* call) {
@@ -134,6 +162,7 @@ void cuda_upload(void*, const void*, std::size_t) { no_cuda("upload"); }
 void cuda_device_copy(void*, const void*, std::size_t) { no_cuda("device_copy"); }
 void cuda_memset(void*, int, std::size_t) { no_cuda("device_memset"); }
 void cuda_synchronize() { no_cuda("synchronize"); }
+std::int64_t* cuda_defer_check(DeferredChecks::Raise) { no_cuda("deferred check"); }
 #endif
 
 }  // namespace detail

@@ -526,17 +526,26 @@ Outs run_masked_fill(const Backend& b, DType t) {
 
 // ---- attention ----
 
-/// Attention with a partial query block, a partial key block, the causal cut, an additive
-/// [tq, tk] mask broadcast over batch-heads (some keys blocked) and, optionally, dropout. The
+/// Attention with a partial query block, a partial key block, the causal cut, optionally
+/// dropout, and either an additive [tq, tk] mask broadcast over batch-heads (some keys blocked)
+/// or, unmasked, two batches of three heads read where a projection's [B, T, H, d] output has
+/// them (the path the GPT models take; the cuda backend runs it through batched GEMMs). The
 /// backward runs on the reference forward's out and lse, so it is compared alone.
-Outs run_attention(const Backend& b, DType t, bool backward, float dropout_p) {
+Outs run_attention(const Backend& b, DType t, bool backward, float dropout_p, bool masked) {
   AttentionDesc d;
-  d.bh = 3; d.tq = 67; d.tk = 75; d.d = 24; d.dv = 20;
+  d.bh = masked ? 3 : 6; d.tq = 67; d.tk = 75; d.d = 24; d.dv = 20;
   d.dtype = t;
   d.scale = 0.2f;
   d.causal = true;
   d.dropout_p = dropout_p;
   d.seed = 31;
+  if (!masked) {
+    d.heads = 3;
+    d.q_rows = {d.tq * d.heads * d.d, d.d, d.heads * d.d};
+    d.k_rows = {d.tk * d.heads * d.d, d.d, d.heads * d.d};
+    d.v_rows = {d.tk * d.heads * d.dv, d.dv, d.heads * d.dv};
+    d.out_rows = {d.tq * d.heads * d.dv, d.dv, d.heads * d.dv};
+  }
   const Buffer q = random_buffer(t, d.bh * d.tq * d.d, -2.0f, 2.0f, 60);
   const Buffer k = random_buffer(t, d.bh * d.tk * d.d, -2.0f, 2.0f, 61);
   const Buffer v = random_buffer(t, d.bh * d.tk * d.dv, -1.0f, 1.0f, 62);
@@ -546,10 +555,12 @@ Outs run_attention(const Backend& b, DType t, bool backward, float dropout_p) {
     mask[i] = i % 11 == 4 ? -INFINITY : m.get(static_cast<std::int64_t>(i));
   }
   const HostArray<std::int64_t> offsets(static_cast<std::size_t>(d.bh), 0);
-  d.mask = mask.data();
-  d.mask_offsets = offsets.data();
-  d.mask_stride_q = d.tk;
-  d.mask_stride_k = 1;
+  if (masked) {
+    d.mask = mask.data();
+    d.mask_offsets = offsets.data();
+    d.mask_stride_q = d.tk;
+    d.mask_stride_k = 1;
+  }
   Buffer out(t, d.bh * d.tq * d.dv), lse(DType::f32, d.bh * d.tq);
   // Reordered f32 sums (d or tk terms) relative to values of order 1, plus one rounding.
   const double atol = 2e-5;
@@ -679,6 +690,8 @@ std::vector<Case> cases() {
   for (const R& r : reduce_ops) {
     c.push_back({std::string("reduce_") + r.name, F, [r](const Backend& b, DType t) {
                    Outs o = run_reduce(b, t, r.op, 1, 70001, 1);      // one long row (threads)
+                   // few outputs over long rows and columns (cuda: rows split in chunks)
+                   for (Out& x : run_reduce(b, t, r.op, 1, 40000, 3)) o.push_back(std::move(x));
                    for (Out& x : run_reduce(b, t, r.op, 13, 517, 1)) o.push_back(std::move(x));
                    for (Out& x : run_reduce(b, t, r.op, 3, 41, 67)) o.push_back(std::move(x));
                    return o;
@@ -760,11 +773,15 @@ std::vector<Case> cases() {
                }});
   // attention.h
   for (bool bwd : {false, true}) {
-    c.push_back({bwd ? "attention_backward" : "attention_forward", F, [bwd](const Backend& b, DType t) {
-                   Outs o = run_attention(b, t, bwd, 0.0f);
-                   for (Out& x : run_attention(b, t, bwd, 0.25f)) o.push_back(std::move(x));
-                   return o;
-                 }});
+    for (bool masked : {true, false}) {
+      const std::string name = std::string(bwd ? "attention_backward" : "attention_forward") +
+                               (masked ? "" : "_unmasked_heads");
+      c.push_back({name, F, [bwd, masked](const Backend& b, DType t) {
+                     Outs o = run_attention(b, t, bwd, 0.0f, masked);
+                     for (Out& x : run_attention(b, t, bwd, 0.25f, masked)) o.push_back(std::move(x));
+                     return o;
+                   }});
+    }
   }
   // transformer ops: embedding lookup
   for (bool bwd : {false, true}) {

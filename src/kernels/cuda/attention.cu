@@ -1,6 +1,8 @@
 // Scaled dot-product attention on the GPU, flash-attention-2 style, in plain f32 (CUDA cores, no
-// Tensor-Core code yet): the softmax and every sum in f32, operands widened to f32 as they are
-// staged, each output rounded once to the storage dtype. No score matrix ever exists in memory:
+// Tensor-Core code). It serves calls with an additive mask and tiny shapes; the others go
+// through batched GEMMs (attention_gemm.cu), several times faster. Here the softmax and every
+// sum are f32, operands are widened to f32 as they are staged, and each output is rounded once
+// to the storage dtype. No score matrix ever exists in memory:
 //  - forward, one thread block per (batch-head, block of 64 query rows, 128 output columns):
 //    every block of 64 keys is scored, masked and folded into the rows' running max and sum
 //    (the online softmax: a grown max rescales the sum and the output accumulator by
@@ -24,6 +26,7 @@
 #include <cstdint>
 
 #include "kernels/attention.h"
+#include "kernels/cuda/attention_gemm.h"
 #include "kernels/cuda/cuda_kernels.h"
 #include "kernels/cuda/launch.cuh"
 #include "kernels/ref/attention_rules.h"
@@ -423,6 +426,7 @@ void attention_forward(const AttentionDesc& d, const void* q, const void* k, con
                        void* out, float* lse) {
   detail::check_attention_desc("attention_forward", d);
   if (d.bh == 0 || d.tq == 0) return;
+  if (attention_takes_gemms(d)) return attention_forward_gemms(d, q, k, v, out, lse);
   // At least one column group even when dv == 0: lse is still an output.
   const std::int64_t row_blocks = ceil_div(d.tq, kTile);
   const std::int64_t col_groups = d.dv > 0 ? ceil_div(d.dv, kOutWidth) : 1;
@@ -442,6 +446,9 @@ void attention_backward(const AttentionDesc& d, const void* q, const void* k, co
     row_dot_kernel<<<grid(rows * 32), kThreads, 0, stream()>>>(d, rows, d.dv, dout, out, d.dtype,
                                                                 rowdot.as<float>());
     check_launch("attention_backward (row dots)");
+  }
+  if (attention_takes_gemms(d)) {
+    return attention_backward_gemms(d, q, k, v, lse, rowdot.as<float>(), dout, dq, dk, dv);
   }
   // dk and dv: every key row is written, zeros where no query sees it (tq == 0 included).
   const std::int64_t widest = d.d > d.dv ? d.d : d.dv;

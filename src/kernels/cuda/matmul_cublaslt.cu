@@ -35,6 +35,7 @@
 #include <mutex>
 #include <string>
 #include <unordered_map>
+#include <utility>
 
 #include "kernels/cuda/cuda_kernels.h"
 #include "kernels/cuda/launch.cuh"
@@ -124,6 +125,7 @@ struct Key {
   bool bias;
   bool accumulate;
   bool tf32;
+  std::int64_t batch;  ///< matrices back to back (strided batch); 1: one GEMM
   std::uint32_t align_a, align_b, align_out, align_bias;
   bool operator==(const Key&) const = default;
 };
@@ -138,6 +140,7 @@ struct KeyHash {
     hash_mix(h, static_cast<std::uint64_t>(key.m));
     hash_mix(h, static_cast<std::uint64_t>(key.n));
     hash_mix(h, static_cast<std::uint64_t>(key.k));
+    hash_mix(h, static_cast<std::uint64_t>(key.batch));
     hash_mix(h, static_cast<std::uint64_t>(key.trans_a) | std::uint64_t{key.trans_b} << 1 |
                     std::uint64_t{key.bias} << 2 | std::uint64_t{key.accumulate} << 3 |
                     std::uint64_t{key.tf32} << 4 | static_cast<std::uint64_t>(key.dtype) << 8 |
@@ -193,7 +196,8 @@ std::string describe(const Key& key) {
   return std::string(name(key.dtype)) + " " + std::to_string(key.m) + "x" +
          std::to_string(key.n) + "x" + std::to_string(key.k) + (key.trans_a ? " A^T" : "") +
          (key.trans_b ? " B^T" : "") + " -> " + name(key.out_dtype) +
-         (key.bias ? " + bias" : "") + (key.tf32 ? " (tf32)" : "");
+         (key.bias ? " + bias" : "") + (key.tf32 ? " (tf32)" : "") +
+         (key.batch > 1 ? " x " + std::to_string(key.batch) : "");
 }
 
 /// The plan for key; bias (device, only its address is read) is the first call's, which the
@@ -230,6 +234,19 @@ std::shared_ptr<Plan> create_plan(const Context& ctx, const Key& key, const void
            "cublasLtMatrixLayoutCreate (A)");
   check_lt(cublasLtMatrixLayoutCreate(&plan->lt_d, lt_type(key.out_dtype), n, m, key.n),
            "cublasLtMatrixLayoutCreate (C)");
+  if (key.batch > 1) {  // each operand's matrices back to back
+    const auto count = static_cast<std::int32_t>(key.batch);
+    const std::pair<cublasLtMatrixLayout_t, std::int64_t> strided[] = {
+        {plan->lt_a, key.k * key.n}, {plan->lt_b, key.m * key.k}, {plan->lt_d, key.m * key.n}};
+    for (const auto& [layout, stride] : strided) {
+      check_lt(cublasLtMatrixLayoutSetAttribute(layout, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count,
+                                                sizeof(count)),
+               "cublasLtMatrixLayoutSetAttribute (batch count)");
+      check_lt(cublasLtMatrixLayoutSetAttribute(layout, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET,
+                                                &stride, sizeof(stride)),
+               "cublasLtMatrixLayoutSetAttribute (batch stride)");
+    }
+  }
 
   cublasLtMatmulPreference_t raw_pref = nullptr;
   check_lt(cublasLtMatmulPreferenceCreate(&raw_pref), "cublasLtMatmulPreferenceCreate");
@@ -291,10 +308,11 @@ PlanCache& plan_cache() {
   return *cache;
 }
 
-/// out = op(A) op(B) [+ bias] [+ out] by one cuBLASLt call, out [m, n] row-major of out_dtype,
-/// bias (null: none) of out_dtype. Returns whether the plan came from the cache.
+/// out = alpha op(A) op(B) [+ bias] [+ out] by one cuBLASLt call, out [m, n] row-major of
+/// out_dtype, bias (null: none) of out_dtype; batch > 1: that many problems, each operand's
+/// matrices back to back. Returns whether the plan came from the cache.
 bool gemm(const MatmulDesc& d, const void* a, const void* b, const void* bias, void* out,
-          DType out_dtype, bool accumulate) {
+          DType out_dtype, bool accumulate, std::int64_t batch = 1, float alpha = 1.0f) {
   const Context& ctx = context();
   const Key key{.m = d.m, .n = d.n, .k = d.k,
                 .trans_a = d.trans_a, .trans_b = d.trans_b,
@@ -302,13 +320,13 @@ bool gemm(const MatmulDesc& d, const void* a, const void* b, const void* bias, v
                 .bias = bias != nullptr,
                 .accumulate = accumulate,
                 .tf32 = d.tf32 && d.dtype == DType::f32,
+                .batch = batch,
                 .align_a = alignment(a), .align_b = alignment(b), .align_out = alignment(out),
                 .align_bias = bias != nullptr ? alignment(bias) : 0};
   std::shared_ptr<Plan> plan = plan_cache().find(key);
   const bool cached = plan != nullptr;
   if (!cached) plan = plan_cache().insert(key, create_plan(ctx, key, bias));
 
-  const float alpha = 1.0f;
   const float beta = accumulate ? 1.0f : 0.0f;
   std::unique_lock<std::mutex> bias_lock(plan->bias_mu, std::defer_lock);
   if (bias != nullptr) {
@@ -353,6 +371,19 @@ void log_call(const MatmulDesc& d, const std::string& impl) {
 }  // namespace
 
 std::size_t cublaslt_cache_size() { return plan_cache().size(); }
+
+void batched_gemm_f32(std::int64_t batch, std::int64_t m, std::int64_t n, std::int64_t k,
+                      bool trans_a, bool trans_b, float alpha, const float* a, const float* b,
+                      float* c, bool tf32) {
+  if (batch == 0 || m == 0 || n == 0) return;
+  MatmulDesc d;
+  d.m = m, d.n = n, d.k = k, d.trans_a = trans_a, d.trans_b = trans_b, d.tf32 = tf32;
+  const bool cached = gemm(d, a, b, nullptr, c, DType::f32, false, batch, alpha);
+  if (verbose_enabled()) {
+    log_call(d, std::string("cublasLt") + (tf32 ? " tf32" : "") + " batched x" +
+                    std::to_string(batch) + (cached ? " (cached)" : ""));
+  }
+}
 
 void matmul(const MatmulDesc& desc, const void* a, const void* b, const void* bias, void* c) {
   validate_matmul(desc, a, b, bias, c);

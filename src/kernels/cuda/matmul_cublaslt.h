@@ -3,11 +3,21 @@
 /// the operation descriptor, the three matrix layouts and the algorithm cuBLASLt's heuristic
 /// chose. This header is for tests and statistics.
 #include <cstddef>
+#include <cstdint>
 
 namespace mixprec::kernels::cuda {
 
 /// Number of cuBLASLt plans cached now (bounded: the cache empties itself when full;
 /// thread-safe).
 std::size_t cublaslt_cache_size();
+
+/// C[i] = alpha op(A[i]) op(B[i]) for i < batch, by one cuBLASLt call: f32 row-major matrices
+/// stored back to back (A[i] at a + i m k, B[i] at b + i k n, C[i] at c + i m n; trans_a: A[i]
+/// stored [k, m], trans_b: B[i] stored [n, k]), f32 accumulation and output; products on TF32
+/// Tensor Cores when tf32 (exact for operands that are bf16 or f16 values). k == 0 is not
+/// taken. Attention's score and probability products (attention_gemm.cu) run through it.
+void batched_gemm_f32(std::int64_t batch, std::int64_t m, std::int64_t n, std::int64_t k,
+                      bool trans_a, bool trans_b, float alpha, const float* a, const float* b,
+                      float* c, bool tf32);
 
 }  // namespace mixprec::kernels::cuda

@@ -5,10 +5,10 @@
 // is the reference's own (kernels/softmax_math.h); exp and log are CUDA's (within the
 // conformance tolerance of the host's).
 //
-// Targets are device memory, so the cross-entropy kernels check them on the device first (one
-// block finds the first row whose target is out of range) and download that verdict, 16 bytes,
-// before computing: the reference's ValueError, message and all, at the cost of one host
-// synchronisation per call.
+// Targets are device memory, so the cross-entropy kernels check them on the device (one block
+// finds the first row whose target is out of range) into a deferred check: the reference's
+// ValueError, message and all, raised at the host's next synchronisation rather than at one of
+// its own per call.
 #include <cmath>
 #include <cstdint>
 
@@ -20,8 +20,7 @@
 #include "kernels/ref/softmax_checks.h"
 #include "kernels/softmax.h"
 #include "kernels/softmax_math.h"
-#include "mixprec/core/device.h"
-#include "mixprec/core/transfer.h"
+#include "core/cuda_runtime.h"
 
 namespace mixprec::kernels::cuda {
 namespace {
@@ -112,7 +111,8 @@ __global__ void cross_entropy_kernel(const void* logits, DType t, std::int64_t r
     }
     sum_logp = Grp::all_reduce(sum_logp, Add{});
     if (Grp::lane() == 0) {
-      const float x_t = load(logits, t, base + targets[r]);
+      const std::int64_t target = targets[r];  // a bad one is reported by check_targets
+      const float x_t = target >= 0 && target < cols ? load(logits, t, base + target) : NAN;
       const float logp_t = softmax_math::log_softmax_value(x_t, m, lse);
       loss_per_row[r] = softmax_math::cross_entropy_loss(logp_t, sum_logp, s, cols);
     }
@@ -143,7 +143,8 @@ struct Min {
   __device__ std::int64_t operator()(std::int64_t a, std::int64_t b) const { return a < b ? a : b; }
 };
 
-/// The first row whose target is outside [0, cols) (rows if none) and its target, in one block.
+/// The first row whose target is outside [0, cols) and its target, in one block, written to
+/// verdict (host-mapped, preset to {-1, 0}) only when there is one.
 __global__ void first_bad_target_kernel(const std::int64_t* targets, std::int64_t rows,
                                         std::int64_t cols, std::int64_t* verdict) {
   std::int64_t first = rows;
@@ -154,27 +155,25 @@ __global__ void first_bad_target_kernel(const std::int64_t* targets, std::int64_
     }
   }
   first = block_all_reduce(first, Min{});
-  if (threadIdx.x == 0) {
+  if (threadIdx.x == 0 && first < rows) {
     verdict[0] = first;
-    verdict[1] = first < rows ? targets[first] : 0;
+    verdict[1] = targets[first];
   }
 }
 
-/// The reference's checks (softmax_checks.h) with targets in device memory.
+/// The reference's checks (softmax_checks.h) with targets in device memory. The target check
+/// is deferred (core/deferred_checks.h): its error is raised at the host's next synchronisation
+/// (the step's loss read), so it costs the step no synchronisation of its own; meanwhile the
+/// kernels read no logit through a bad target.
 void check_targets(const char* op, std::int64_t rows, std::int64_t cols,
                    const std::int64_t* targets, float label_smoothing) {
   detail::check_cross_entropy_scalars(op, rows, cols, targets, label_smoothing);
   if (rows == 0) return;
-  Scratch verdict(2 * sizeof(std::int64_t));
-  first_bad_target_kernel<<<1, kThreads, 0, stream()>>>(targets, rows, cols,
-                                                        verdict.as<std::int64_t>());
+  std::int64_t* verdict = mixprec::detail::cuda_defer_check([op, cols](const std::int64_t* v) {
+    if (v[0] >= 0) detail::check_cross_entropy_target(op, v[0], v[1], cols);
+  });
+  first_bad_target_kernel<<<1, kThreads, 0, stream()>>>(targets, rows, cols, verdict);
   check_launch(op);
-  int device = 0;
-  check_cuda(cudaGetDevice(&device), op, "cudaGetDevice");
-  std::int64_t host[2] = {rows, 0};
-  const TransferReason why("cross-entropy target check");
-  download(host, verdict.as<std::int64_t>(), sizeof host, Device{DeviceType::cuda, device});
-  if (host[0] < rows) detail::check_cross_entropy_target(op, host[0], host[1], cols);
 }
 
 /// Rows of up to 1024 values: a warp each; longer: a block each.

@@ -1,0 +1,46 @@
+#pragma once
+// Checks whose verdict a device kernel writes into host-visible memory, raised at the host's
+// next synchronisation with the device rather than at a synchronisation of their own. A check
+// that downloaded its verdict would stall the step once per call: the cross-entropy target
+// check did so twice per training step on the first GPU run, against the budget of two
+// host reads per step (the loss for the log and found-inf). Deferred, its error surfaces at the
+// step's next read, naming the same op and bad value; the kernels it guards must therefore not
+// read out of bounds on a bad value (the cross-entropy kernels don't).
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <mutex>
+#include <vector>
+
+namespace mixprec::detail {
+
+class DeferredChecks {
+ public:
+  static constexpr std::size_t kSlots = 64;
+  /// Called with its slot's two values after a synchronisation; throws if they say so.
+  using Raise = std::function<void(const std::int64_t* verdict)>;
+
+  /// slots: kSlots x 2 int64 of host memory the device writes (mapped pinned memory on cuda).
+  explicit DeferredChecks(std::int64_t* slots) : slots_(slots) {}
+
+  /// A free slot, set to {-1, 0} (the kernel writes it only on a failed check), with raise
+  /// registered for the next settle(); null when every slot is pending (synchronise and settle
+  /// first).
+  std::int64_t* claim(Raise raise);
+  /// After a synchronisation: runs the pending checks' raise in claim order and frees their
+  /// slots; the first error is rethrown once every slot is free.
+  void settle();
+  std::size_t pending() const;
+
+ private:
+  struct Pending {
+    std::size_t slot;
+    Raise raise;
+  };
+  std::int64_t* slots_;
+  mutable std::mutex mu_;
+  std::vector<Pending> pending_;
+  bool used_[kSlots] = {};
+};
+
+}  // namespace mixprec::detail
