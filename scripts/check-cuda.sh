@@ -18,14 +18,19 @@
 #       3. training parity: seed-mlp, cnn and gpt-mini for 50 steps on cuda and on cpu in fp32
 #          (TF32 off), bf16 and fp16, losses compared (fp32 1e-4 relative, 16-bit 1%); fp16 with
 #          --inject-overflow: the same steps skipped;
+#          fp32 also against the cpu with AVX2 GEMMs: the trajectory's own summation-order spread;
 #       4. speed and memory beside PyTorch eager AMP on the same GPU (bench/peer_pytorch.py,
 #          bench/peer_gpt.py --device cuda): the seed MLP bf16 step, a GPT-2-small shape (12
 #          layers, 12 heads, width 768, context 1024, batch 8, bf16) in tokens/s, peak device
-#          memory, torch.compile'd PyTorch where it compiles in time, the bf16 GEMM peak
-#          (PyTorch's 8192^3 product) and our profiled GEMM rows against it.
+#          memory, and the bf16 GEMM peak (PyTorch's 8192^3 product) to hold bench's "GEMMs
+#          alone" against;
+#       5. where the time goes: profiles of both steps, each matmul call's path (cuBLASLt,
+#          epilogue, finishing kernel), and torch.compile'd PyTorch where it compiles in time.
 #     MIXPREC_CHECK_COMPILE=0 leaves out the compiled peer (its compilation takes a minute or two).
 #     Each step has its own time limit and a failure is reported, not fatal, so one window of
-#     the device gives the whole picture; the run takes about 6-8 minutes on an H100.
+#     the device gives the whole picture. Sections 1-4 took 3-4 minutes on an H200 (the device
+#     tool's start adds about half a minute); run it under `timeout` inside the window and
+#     tar OUT's logs afterwards (the tool brings back 8 files at most).
 #   scripts/check-cuda.sh dry [OUT]   the run's plumbing here, on the simulated device (devsim)
 #                                     with 2 steps per run and tiny shapes, from build/'s binaries
 #                                     (or MIXPREC_BIN): checks the script, not a GPU.
@@ -194,32 +199,19 @@ run() {
   say "## 4. Speed and memory beside PyTorch on the same device"
   local gpt=(--layers 12 --heads 12 --width 768 --context 1024) gbatch=8 bsteps=20 mlp=()
   if [ "$dry" = 1 ]; then gpt=(--layers 1 --heads 2 --width 32 --context 32) gbatch=2 bsteps=2 mlp=(--batch-size 4 --warmup 0); fi
-  local mlp_profile=(--steps 5 --warmup 2)
-  [ "$dry" = 1 ] && mlp_profile=(--steps 1 --warmup 0 --batch-size 4)
-  step 120 profile-seed-mlp-bf16 "$mp" profile --model seed-mlp --precision bf16 "${mlp_profile[@]}" \
-    --top 12 --device "$device"
+  local peers=0
+  if [ "$dry" = 0 ] && "$py" -c 'import torch; assert torch.cuda.is_available()' 2> /dev/null; then peers=1; fi
+  # The comparison first (ours and the peer on the same work, then the table), the diagnostics
+  # after it: a window that runs out still leaves the figures the issue asks for.
   step 180 bench-seed-mlp-bf16 "$mp" bench --model seed-mlp --precision bf16 --steps "$bsteps" "${mlp[@]}" \
     --device "$device" --json
   step 300 bench-gpt-bf16 "$mp" bench --model gpt-mini "${gpt[@]}" --batch-size "$gbatch" --precision bf16 \
     --steps "$bsteps" --device "$device" --json
-  # Which GEMM path each of the step's matmul calls takes (one step, verbose).
-  MIXPREC_VERBOSE=1 step 120 gemm-paths "$mp" bench --model gpt-mini "${gpt[@]}" --batch-size "$gbatch" \
-    --precision bf16 --steps 1 --warmup 0 --device "$device"
-  grep -h 'matmul' "$out/gemm-paths.log" | sed 's/^.*matmul/matmul/' | sort | uniq -c | sort -rn | head -n 30 \
-    > "$out/gemm-paths-summary.log"
-  say '```'
-  cat "$out/gemm-paths-summary.log" >> "$report"
-  say '```'
-  step 300 profile-gpt-bf16 "$mp" profile --model gpt-mini "${gpt[@]}" --batch-size "$gbatch" --precision bf16 \
-    --steps 2 --warmup 1 --top 12 --device "$device"
-  if [ "$dry" = 0 ] && "$py" -c 'import torch; assert torch.cuda.is_available()' 2> /dev/null; then
+  if [ "$peers" = 1 ]; then
     step 180 peer-seed-mlp-bf16 "$py" "$here/bench/peer_pytorch.py" --workload seed-mlp --precision bf16 \
       --steps "$bsteps" --device cuda --json
     step 300 peer-gpt-bf16 "$py" "$here/bench/peer_gpt.py" --time "${gpt[@]}" --batch-size "$gbatch" \
       --precision bf16 --steps "$bsteps" --device cuda --json
-    [ "${MIXPREC_CHECK_COMPILE:-1}" = 0 ] ||
-    step 240 peer-gpt-bf16-compiled "$py" "$here/bench/peer_gpt.py" --time "${gpt[@]}" --batch-size "$gbatch" \
-      --precision bf16 --steps "$bsteps" --device cuda --compile --json
     step 120 gemm-peak "$py" -c '
 import torch, time
 a = torch.randn(8192, 8192, device="cuda", dtype=torch.bfloat16); b = torch.randn_like(a)
@@ -233,10 +225,34 @@ print("bf16 GEMM 8192^3: %.1f TFLOP/s (PyTorch %s, %s)" % (2 * 8192**3 / s / 1e1
     say "|---|---|---|---|---|"
     "$py" "$here/scripts/cuda_report.py" speed "seed-mlp bf16" "$out/bench-seed-mlp-bf16.log" "$out/peer-seed-mlp-bf16.log" >> "$report"
     "$py" "$here/scripts/cuda_report.py" speed "GPT-2-small bf16" "$out/bench-gpt-bf16.log" "$out/peer-gpt-bf16.log" >> "$report"
-    "$py" "$here/scripts/cuda_report.py" speed "GPT-2-small bf16, PyTorch compiled" "$out/bench-gpt-bf16.log" "$out/peer-gpt-bf16-compiled.log" >> "$report"
   else
     say ""
     say "(PyTorch peers not run: $([ "$dry" = 1 ] && echo 'dry run' || echo 'no CUDA PyTorch here'))"
+  fi
+
+  say ""
+  say "## 5. Where the time goes"
+  local mlp_profile=(--steps 5 --warmup 2)
+  [ "$dry" = 1 ] && mlp_profile=(--steps 1 --warmup 0 --batch-size 4)
+  step 120 profile-gpt-bf16 "$mp" profile --model gpt-mini "${gpt[@]}" --batch-size "$gbatch" --precision bf16 \
+    --steps 2 --warmup 1 --top 16 --device "$device"
+  step 120 profile-seed-mlp-bf16 "$mp" profile --model seed-mlp --precision bf16 "${mlp_profile[@]}" \
+    --top 12 --device "$device"
+  # Which GEMM path each matmul call of one step takes (verbose logs every kernel call: batch 1).
+  MIXPREC_VERBOSE=1 step 90 gemm-paths "$mp" bench --model gpt-mini "${gpt[@]}" --batch-size 1 \
+    --precision bf16 --steps 1 --warmup 0 --device "$device"
+  grep -h 'matmul' "$out/gemm-paths.log" | sed 's/^.*matmul/matmul/' | sort | uniq -c | sort -rn | head -n 30 \
+    > "$out/gemm-paths-summary.log"
+  say '```'
+  cat "$out/gemm-paths-summary.log" >> "$report"
+  say '```'
+  if [ "$peers" = 1 ] && [ "${MIXPREC_CHECK_COMPILE:-1}" != 0 ]; then
+    step 240 peer-gpt-bf16-compiled "$py" "$here/bench/peer_gpt.py" --time "${gpt[@]}" --batch-size "$gbatch" \
+      --precision bf16 --steps "$bsteps" --device cuda --compile --json
+    say ""
+    say "| workload | step ms ours / PyTorch | PyTorch / ours | tokens/s ours / PyTorch | peak memory ours / PyTorch |"
+    say "|---|---|---|---|---|"
+    "$py" "$here/scripts/cuda_report.py" speed "GPT-2-small bf16, PyTorch compiled" "$out/bench-gpt-bf16.log" "$out/peer-gpt-bf16-compiled.log" >> "$report"
   fi
 
   say ""
