@@ -363,11 +363,14 @@ StepBenchResult StepBenchmark::run(int steps, int warmup, bool machine_floor) {
   r.optimizer_bytes = static_cast<double>(ts.optimizer().step_bytes());
   if (machine_floor) {
     diagnostics::MachinePeaks peaks =
-        diagnostics::measure_machine_peaks(kPeakGemmN, kPeakCopyMiB, kPeakRepeats, DType::f32);
+        diagnostics::measure_machine_peaks(diagnostics::peak_gemm_n(kPeakGemmN), kPeakCopyMiB,
+                                           kPeakRepeats, DType::f32);
     r.gemm_peak_gflops = peaks.gflops;
     if (s.gemm_dtype == DType::bf16) {  // bf16 ops at the bf16 rate (native dot products double it)
       peaks.bf16_gflops =
-          diagnostics::measure_machine_peaks(kPeakGemmN, 1, kPeakRepeats, DType::bf16).gflops;
+          diagnostics::measure_machine_peaks(diagnostics::peak_gemm_n(kPeakGemmN), 1, kPeakRepeats,
+                                             DType::bf16)
+              .gflops;
       r.gemm_peak_gflops = peaks.bf16_gflops;
     }
     r.copy_gbps = peaks.gbytes_per_s;

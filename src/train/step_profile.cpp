@@ -75,6 +75,10 @@ std::string format_bytes(double b) {
 
 }  // namespace
 
+std::int64_t peak_gemm_n(std::int64_t host_n) {
+  return current_device().type == DeviceType::cuda ? 8192 : host_n;
+}
+
 MachinePeaks measure_machine_peaks(std::int64_t gemm_n, std::int64_t copy_mib, int repeats,
                                    DType gemm_dtype) {
   MIXPREC_CHECK(gemm_n >= 16 && gemm_n <= 8192, ValueError, kOp,

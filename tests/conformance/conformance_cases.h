@@ -38,6 +38,8 @@ inline void PrintTo(const Case& c, std::ostream* os) { *os << c.name; }
 
 /// Every case, one or more per entry of the table.
 std::vector<Case> cases();
+/// The transformer kernels' cases (conformance_transformer_cases.cpp), which cases() includes.
+void add_transformer_cases(std::vector<Case>& cases);
 
 /// Expects got to match want output by output (gtest failures name `where`).
 void compare(const Outs& got, const Outs& want, const std::string& where);

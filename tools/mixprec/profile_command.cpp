@@ -80,11 +80,13 @@ void add_profile_command(CLI::App& app) {
     flags.threads = threads_opt->count() > 0 ? *threads : num_threads();
     validate(flags);
     if (threads_opt->count() > 0) set_num_threads(flags.threads);
-    diagnostics::MachinePeaks peaks = diagnostics::measure_machine_peaks();
+    diagnostics::MachinePeaks peaks =
+        diagnostics::measure_machine_peaks(diagnostics::peak_gemm_n(1024));
     // bf16 ops are floored at the bf16 GEMM rate (native bf16 dot products double it).
     if (flags.precision.find("bf16") != std::string::npos ||
         (flags.precision == "auto" && amp::choose_precision(cpu_features()).mode == amp::PrecisionMode::bf16)) {
-      peaks.bf16_gflops = diagnostics::measure_machine_peaks(1024, 1, 5, DType::bf16).gflops;
+      peaks.bf16_gflops =
+          diagnostics::measure_machine_peaks(diagnostics::peak_gemm_n(1024), 1, 5, DType::bf16).gflops;
     }
     const diagnostics::StepProfile p = diagnostics::profile_training_steps(
         flags.model, flags.precision, flags.batch_size, flags.steps, flags.warmup, peaks, flags.seed,

@@ -34,6 +34,12 @@ struct MachinePeaks {
 MachinePeaks measure_machine_peaks(std::int64_t gemm_n = 1024, std::int64_t copy_mib = 64,
                                    int repeats = 5, DType gemm_dtype = DType::f32);
 
+/// The GEMM size for measure_machine_peaks on the current device: host_n on the host (and on
+/// devsim, whose kernels are the reference), 8192 on a GPU, whose Tensor Cores reach their rate
+/// only on large products (on an H200, bench's 2048^3 bf16 product measured 454 TFLOP/s while the
+/// GPT-2-small step's own GEMMs ran at 566 and PyTorch's 8192^3 at 804).
+std::int64_t peak_gemm_n(std::int64_t host_n);
+
 /// "compute-bound" when flops / bytes >= peaks.ridge(), "memory-bound" below it, "n/a" when the
 /// op moved no bytes or did no arithmetic (a pure copy is "memory-bound" only if it did FLOPs).
 const char* roofline_verdict(double flops, double bytes, const MachinePeaks& peaks);
