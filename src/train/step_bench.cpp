@@ -89,14 +89,18 @@ std::vector<GemmCall> make_gemm_calls(const std::vector<LayerCost>& layers, DTyp
     const std::int64_t k = l.input_shape.back(), n = l.output_shape.back();
     const std::int64_t m = numel(l.input_shape) / k;
     const std::uint64_t s = seed + 16 * i;
-    const Tensor x = Tensor::randn({m, k}, s, dtype), w = Tensor::randn({n, k}, s + 1, dtype);
-    const Tensor dy = Tensor::randn({m, n}, s + 2, dtype);
+    // Uniform operands: the random kernels fill them where they live (threads, or the GPU);
+    // randn is a host loop that took over a minute for GPT-2-small's operands. A GEMM's time
+    // does not depend on the values' distribution.
+    const Tensor x = Tensor::uniform({m, k}, s, -1.0f, 1.0f, dtype);
+    const Tensor w = Tensor::uniform({n, k}, s + 1, -1.0f, 1.0f, dtype);
+    const Tensor dy = Tensor::uniform({m, n}, s + 2, -1.0f, 1.0f, dtype);
     // Forward y [m, n] = x W^T (+ bias), as linear() runs it.
     GemmCall fwd{desc(m, n, k, false, true), x, w, Tensor(), Tensor::empty({m, n}, dtype)};
     if (l.bias) {
       fwd.desc.has_bias = true;
       fwd.desc.bias_dtype = dtype;
-      fwd.bias = Tensor::randn({n}, s + 3, dtype);
+      fwd.bias = Tensor::uniform({n}, s + 3, -1.0f, 1.0f, dtype);
     }
     calls.push_back(fwd);
     // dX [m, k] = dY W: autograd skips it for the first layer, whose input needs no gradient.
