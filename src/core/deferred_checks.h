@@ -5,7 +5,9 @@
 // check did so twice per training step on the first GPU run, against the budget of two
 // host reads per step (the loss for the log and found-inf). Deferred, its error surfaces at the
 // step's next read, naming the same op and bad value; the kernels it guards must therefore not
-// read out of bounds on a bad value (the cross-entropy kernels don't).
+// read out of bounds on a bad value (the cross-entropy kernels don't). Whichever thread
+// synchronises next settles every pending check, so with several host threads the error may
+// surface in another thread than the one whose call failed (a step has one: its loss read).
 #include <cstddef>
 #include <cstdint>
 #include <functional>
