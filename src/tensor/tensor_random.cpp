@@ -3,6 +3,7 @@
 #include <cmath>
 #include <numbers>
 
+#include "core/parallel_chunks.h"
 #include "kernels/random.h"
 #include "mixprec/core/convert.h"
 #include "mixprec/core/random.h"
@@ -21,14 +22,18 @@ Tensor Tensor::uniform(const Shape& shape, std::uint64_t seed, float low, float 
 Tensor Tensor::randn(const Shape& shape, std::uint64_t seed, DType dtype, float mean, float stddev) {
   const std::int64_t n = mixprec::numel(shape);
   std::vector<float> values(static_cast<std::size_t>(n));
-  for (std::int64_t i = 0; i < n; ++i) {
-    // Box-Muller on the pair of uniforms (2i, 2i+1); 1 - u keeps the log argument in (0, 1].
-    const auto k = static_cast<std::uint64_t>(i);
-    const double u1 = 1.0 - static_cast<double>(mixprec::uniform(seed, 2 * k));
-    const double u2 = static_cast<double>(mixprec::uniform(seed, 2 * k + 1));
-    const double z = std::sqrt(-2.0 * std::log(u1)) * std::cos(2.0 * std::numbers::pi * u2);
-    values[static_cast<std::size_t>(i)] = mean + stddev * static_cast<float>(z);
-  }
+  // Across threads in fixed chunks (a model's initial weights are tens of millions of draws);
+  // each element depends on (seed, i) alone, so the values are the same on any thread count.
+  detail::for_chunks(values.size(), [&](std::size_t begin, std::size_t end) {
+    for (std::size_t i = begin; i < end; ++i) {
+      // Box-Muller on the pair of uniforms (2i, 2i+1); 1 - u keeps the log argument in (0, 1].
+      const auto k = static_cast<std::uint64_t>(i);
+      const double u1 = 1.0 - static_cast<double>(mixprec::uniform(seed, 2 * k));
+      const double u2 = static_cast<double>(mixprec::uniform(seed, 2 * k + 1));
+      const double z = std::sqrt(-2.0 * std::log(u1)) * std::cos(2.0 * std::numbers::pi * u2);
+      values[i] = mean + stddev * static_cast<float>(z);
+    }
+  });
   return from_vector(values, shape, dtype);
 }
 

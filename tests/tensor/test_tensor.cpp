@@ -1,7 +1,9 @@
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <vector>
 
 #include "mixprec/mixprec.h"
 
@@ -81,6 +83,20 @@ TEST(Tensor, RandomFactoriesAreReproducible) {
   var /= 999;
   EXPECT_NEAR(mean, 0.0, 0.12);  // 4 standard errors of the mean of 1000 N(0,1) samples
   EXPECT_NEAR(var, 1.0, 0.2);
+}
+
+// randn fills large tensors across threads in chunks: the values must not depend on how many.
+TEST(Tensor, RandnIsTheSameOnAnyThreadCount) {
+  const int threads = num_threads();
+  set_num_threads(1);
+  const std::vector<float> one = Tensor::randn({300001}, 5).to_vector();
+  set_num_threads(2);
+  const std::vector<float> two = Tensor::randn({300001}, 5).to_vector();
+  set_num_threads(threads);
+  EXPECT_EQ(one, two);
+  // Element i is a function of (seed, i) alone: a short tensor is a prefix of a long one.
+  const std::vector<float> prefix = Tensor::randn({1000}, 5).to_vector();
+  EXPECT_TRUE(std::equal(prefix.begin(), prefix.end(), one.begin()));
 }
 
 TEST(MemoryTracker, CountsBytesByCategoryAndPeak) {
