@@ -19,6 +19,7 @@
 #          (TF32 off), bf16 and fp16, losses compared (fp32 1e-4 relative, 16-bit 1%); fp16 with
 #          --inject-overflow: the same steps skipped;
 #          fp32 also against the cpu with AVX2 GEMMs: the trajectory's own summation-order spread;
+#          then a gpt-mini run checkpointed half way on one device and resumed on the other;
 #       4. speed and memory beside PyTorch eager AMP on the same GPU (bench/peer_pytorch.py,
 #          bench/peer_gpt.py --device cuda): the seed MLP bf16 step, a GPT-2-small shape (12
 #          layers, 12 heads, width 768, context 1024, batch 8, bf16) in tokens/s, peak device
@@ -194,6 +195,34 @@ run() {
     done
   done
   if [ -s "$out/parity-errors.log" ]; then say ""; sed 's/^/- /' "$out/parity-errors.log" >> "$report"; fi
+
+  # Checkpoints keep one layout on every device: half a run on one, resumed on the other, ends
+  # where the whole run on the first does (bf16: within 1%). A constant learning rate, since a
+  # cosine schedule spans --max-steps (on one device such a resume gives the whole run's bits).
+  say ""
+  say "## 3b. Checkpoints across devices: gpt-mini bf16, $((2 * steps)) steps, resumed half way on the other device"
+  say ""
+  say "| run | train loss resumed / whole (rel) | test loss resumed / whole (rel) | skipped | rtol | spread | verdict |"
+  say "|---|---|---|---|---|---|---|"
+  local first second ck
+  for first in "$device" cpu; do
+    second=$([ "$first" = cpu ] && echo "$device" || echo cpu)
+    ck=$out/ckpt-from-$first
+    rm -rf "$ck"
+    timeout 90 "$mp" train --model gpt-mini --data "text:$data/text" --precision bf16 --seed 1 \
+      --scheduler none --max-steps "$((2 * steps))" --device "$first" "${small[@]}" \
+      --log "$out/ckpt-whole-$first.jsonl" \
+      > "$out/ckpt-whole-$first.log" 2>&1 &&
+      timeout 90 "$mp" train --model gpt-mini --data "text:$data/text" --precision bf16 --seed 1 \
+        --scheduler none --max-steps "$steps" --device "$first" "${small[@]}" --checkpoint-dir "$ck" \
+        --checkpoint-every-steps "$steps" > "$out/ckpt-half-$first.log" 2>&1 &&
+      timeout 90 "$mp" train --resume "$ck" --max-steps "$((2 * steps))" --device "$second" \
+        --log "$out/ckpt-resumed-on-$second.jsonl" > "$out/ckpt-resumed-on-$second.log" 2>&1 ||
+      { failures=$((failures + 1)); echo "checkpoint $first -> $second failed: $(tail -q -n 1 "$out"/ckpt-*"$first"*.log "$out/ckpt-resumed-on-$second.log" 2> /dev/null | tail -n 1)" >> "$out/ckpt-errors.log"; }
+    "$py" "$here/scripts/cuda_report.py" runs "$out/ckpt-resumed-on-$second.jsonl" \
+      "$out/ckpt-whole-$first.jsonl" --rtol 0.01 --label "$first -> $second" >> "$report"
+  done
+  if [ -s "$out/ckpt-errors.log" ]; then say ""; sed 's/^/- /' "$out/ckpt-errors.log" >> "$report"; fi
 
   say ""
   say "## 4. Speed and memory beside PyTorch on the same device"
