@@ -4,7 +4,8 @@
 /// and kernels:: (dispatches to the fastest implementation the CPU allows, else the reference).
 /// Values are loaded to f32, computed in f32 and rounded once (RNE) to the output dtype.
 ///
-/// Accuracy of the cpu backend against the reference (tests/kernels/test_elementwise.cpp):
+/// Accuracy of the cpu backend against the reference (tests/kernels/test_elementwise.cpp; the
+/// ulp bounds in test_elementwise_accuracy.cpp):
 ///  - Bit-identical on every SIMD target: neg, abs, sqrt, rsqrt (a true 1/sqrt), reciprocal,
 ///    square, relu, add, sub, mul, div, maximum, minimum (NaN propagation and +-0 ties exactly
 ///    as ref/nan_minmax.h), affine (alpha*x, then + beta: two roundings, no FMA, like the

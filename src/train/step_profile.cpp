@@ -101,34 +101,33 @@ MachinePeaks measure_machine_peaks(std::int64_t gemm_n, std::int64_t copy_mib, i
 
   p.copy_bytes = copy_mib << 20;
   const Device here = current_device();
-  best = 0;
+  Tensor src, dst;
+  std::function<void()> copy;
   if (here.type != DeviceType::cpu) {
     // The device's passes run at the device's copy bandwidth (a device-to-device copy).
-    const Tensor src = Tensor::zeros({p.copy_bytes / 4}, DType::f32, MemoryCategory::workspace);
-    const Tensor dst = Tensor::zeros({p.copy_bytes / 4}, DType::f32, MemoryCategory::workspace);
-    const auto copy = [&] {
+    src = Tensor::zeros({p.copy_bytes / 4}, DType::f32, MemoryCategory::workspace);
+    dst = Tensor::zeros({p.copy_bytes / 4}, DType::f32, MemoryCategory::workspace);
+    copy = [&] {
       device_copy(dst.data_ptr(), src.data_ptr(), static_cast<std::size_t>(p.copy_bytes), here);
     };
-    copy();
-    for (int r = 0; r < repeats; ++r) best = std::max(best, 1.0 / seconds_of(copy));
   } else {
     // A parallel memcpy over buffers much larger than the caches; both are touched first so
     // page faults are not timed.
-    const Tensor src = Tensor::empty({p.copy_bytes / 4}, DType::f32, MemoryCategory::workspace, Device{});
-    const Tensor dst = Tensor::empty({p.copy_bytes / 4}, DType::f32, MemoryCategory::workspace, Device{});
+    src = Tensor::empty({p.copy_bytes / 4}, DType::f32, MemoryCategory::workspace, Device{});
+    dst = Tensor::empty({p.copy_bytes / 4}, DType::f32, MemoryCategory::workspace, Device{});
     char* from = static_cast<char*>(src.data_ptr());
     char* to = static_cast<char*>(dst.data_ptr());
     std::memset(from, 1, static_cast<std::size_t>(p.copy_bytes));
     std::memset(to, 0, static_cast<std::size_t>(p.copy_bytes));
-    const auto copy = [&] {
-      parallel_chunks(p.copy_bytes, std::int64_t{1} << 20,
-                                    [&](std::int64_t begin, std::int64_t len) {
-                                      std::memcpy(to + begin, from + begin, static_cast<std::size_t>(len));
-                                    });
+    copy = [&p, from, to] {
+      parallel_chunks(p.copy_bytes, std::int64_t{1} << 20, [&](std::int64_t begin, std::int64_t len) {
+        std::memcpy(to + begin, from + begin, static_cast<std::size_t>(len));
+      });
     };
-    copy();
-    for (int r = 0; r < repeats; ++r) best = std::max(best, 1.0 / seconds_of(copy));
   }
+  copy();
+  best = 0;
+  for (int r = 0; r < repeats; ++r) best = std::max(best, 1.0 / seconds_of(copy));
   p.gbytes_per_s = 2.0 * static_cast<double>(p.copy_bytes) * best / 1e9;  // read + write
   return p;
 }

@@ -129,20 +129,8 @@ std::int64_t group_size(const AttentionDesc& d) {
   return n < 1 ? 1 : (n < d.bh ? n : d.bh);
 }
 
-/// Device scratch of `floats` f32 values; BackendError naming the bytes when the device is out
-/// of memory.
-class Floats {
- public:
-  Floats(std::int64_t floats, const char* op)
-      : s_(static_cast<std::size_t>(floats) * sizeof(float)) {
-    MIXPREC_CHECK(s_.as<float>() != nullptr, BackendError, op,
-                  "out of device memory for " << floats * 4 << " bytes of attention scratch");
-  }
-  float* get() const { return s_.as<float>(); }
-
- private:
-  Scratch s_;
-};
+/// Bytes of n f32 values.
+std::size_t floats(std::int64_t n) { return static_cast<std::size_t>(n) * sizeof(float); }
 
 void gather(const AttentionDesc& d, const Operand& o, const void* src, std::int64_t bh0,
             std::int64_t count, float* dst) {
@@ -172,20 +160,24 @@ void attention_forward_gemms(const AttentionDesc& d, const void* q, const void* 
   const bool tf32 = d.dtype != DType::f32;  // 16-bit operands are exact in TF32
   const Operand oq{d.q_rows, d.tq, d.d}, ok{d.k_rows, d.tk, d.d}, ov{d.v_rows, d.tk, d.dv},
       oo{d.out_rows, d.tq, d.dv};
-  const Floats s(g * d.tq * d.tk, op), qf(g * d.tq * d.d, op), kf(g * d.tk * d.d, op),
-      vf(g * d.tk * d.dv, op), of(g * d.tq * d.dv, op), inv(g * d.tq, op);
+  const Scratch scores(floats(g * d.tq * d.tk), op), q32(floats(g * d.tq * d.d), op),
+      k32(floats(g * d.tk * d.d), op), v32(floats(g * d.tk * d.dv), op),
+      out32(floats(g * d.tq * d.dv), op), inv32(floats(g * d.tq), op);
+  float *const s = scores.as<float>(), *const qf = q32.as<float>(), *const kf = k32.as<float>(),
+               *const vf = v32.as<float>(), *const of = out32.as<float>(),
+               *const inv = inv32.as<float>();
   for (std::int64_t bh0 = 0; bh0 < d.bh; bh0 += g) {
     const std::int64_t n = d.bh - bh0 < g ? d.bh - bh0 : g;
-    gather(d, oq, q, bh0, n, qf.get());
-    gather(d, ok, k, bh0, n, kf.get());
-    gather(d, ov, v, bh0, n, vf.get());
-    batched_gemm_f32(n, d.tq, d.tk, d.d, false, true, d.scale, qf.get(), kf.get(), s.get(), tf32);
+    gather(d, oq, q, bh0, n, qf);
+    gather(d, ok, k, bh0, n, kf);
+    gather(d, ov, v, bh0, n, vf);
+    batched_gemm_f32(n, d.tq, d.tk, d.d, false, true, d.scale, qf, kf, s, tf32);
     const std::int64_t rows = n * d.tq;
-    softmax_rows_kernel<<<group_grid<kWarp>(rows), kThreads, 0, stream()>>>(d, bh0, rows, s.get(),
-                                                                           lse, inv.get());
+    softmax_rows_kernel<<<group_grid<kWarp>(rows), kThreads, 0, stream()>>>(d, bh0, rows, s, lse,
+                                                                           inv);
     check_launch("attention_forward (softmax rows)");
-    batched_gemm_f32(n, d.tq, d.dv, d.tk, false, false, 1.0f, s.get(), vf.get(), of.get(), false);
-    scatter(d, oo, of.get(), inv.get(), bh0, n, out);
+    batched_gemm_f32(n, d.tq, d.dv, d.tk, false, false, 1.0f, s, vf, of, false);
+    scatter(d, oo, of, inv, bh0, n, out);
   }
 }
 
@@ -197,29 +189,33 @@ void attention_backward_gemms(const AttentionDesc& d, const void* q, const void*
   const bool tf32 = d.dtype != DType::f32;
   const Operand oq{d.q_rows, d.tq, d.d}, ok{d.k_rows, d.tk, d.d}, ov{d.v_rows, d.tk, d.dv},
       oo{d.out_rows, d.tq, d.dv};
-  const Floats s(g * d.tq * d.tk, op), dp(g * d.tq * d.tk, op), qf(g * d.tq * d.d, op),
-      kf(g * d.tk * d.d, op), vf(g * d.tk * d.dv, op), gf(g * d.tq * d.dv, op),
-      dqf(g * d.tq * d.d, op), dkf(g * d.tk * d.d, op), dvf(g * d.tk * d.dv, op);
+  const Scratch scores(floats(g * d.tq * d.tk), op), grads(floats(g * d.tq * d.tk), op),
+      q32(floats(g * d.tq * d.d), op), k32(floats(g * d.tk * d.d), op),
+      v32(floats(g * d.tk * d.dv), op), dout32(floats(g * d.tq * d.dv), op),
+      dq32(floats(g * d.tq * d.d), op), dk32(floats(g * d.tk * d.d), op),
+      dv32(floats(g * d.tk * d.dv), op);
+  float *const s = scores.as<float>(), *const dp = grads.as<float>(), *const qf = q32.as<float>(),
+               *const kf = k32.as<float>(), *const vf = v32.as<float>(),
+               *const gf = dout32.as<float>(), *const dqf = dq32.as<float>(),
+               *const dkf = dk32.as<float>(), *const dvf = dv32.as<float>();
   for (std::int64_t bh0 = 0; bh0 < d.bh; bh0 += g) {
     const std::int64_t n = d.bh - bh0 < g ? d.bh - bh0 : g;
-    gather(d, oq, q, bh0, n, qf.get());
-    gather(d, ok, k, bh0, n, kf.get());
-    gather(d, ov, v, bh0, n, vf.get());
-    gather(d, oo, dout, bh0, n, gf.get());
-    batched_gemm_f32(n, d.tq, d.tk, d.d, false, true, d.scale, qf.get(), kf.get(), s.get(), tf32);
-    batched_gemm_f32(n, d.tq, d.tk, d.dv, false, true, 1.0f, gf.get(), vf.get(), dp.get(), tf32);
-    prob_grad_kernel<<<grid(n * d.tq * d.tk), kThreads, 0, stream()>>>(d, bh0, n, s.get(),
-                                                                       dp.get(), lse, rowdot);
+    gather(d, oq, q, bh0, n, qf);
+    gather(d, ok, k, bh0, n, kf);
+    gather(d, ov, v, bh0, n, vf);
+    gather(d, oo, dout, bh0, n, gf);
+    batched_gemm_f32(n, d.tq, d.tk, d.d, false, true, d.scale, qf, kf, s, tf32);
+    batched_gemm_f32(n, d.tq, d.tk, d.dv, false, true, 1.0f, gf, vf, dp, tf32);
+    prob_grad_kernel<<<grid(n * d.tq * d.tk), kThreads, 0, stream()>>>(d, bh0, n, s, dp, lse,
+                                                                       rowdot);
     check_launch("attention_backward (probabilities)");
     // dv = (p z)^T dout; dq = scale ds k; dk = scale ds^T q.
-    batched_gemm_f32(n, d.tk, d.dv, d.tq, true, false, 1.0f, s.get(), gf.get(), dvf.get(), false);
-    batched_gemm_f32(n, d.tq, d.d, d.tk, false, false, d.scale, dp.get(), kf.get(), dqf.get(),
-                     false);
-    batched_gemm_f32(n, d.tk, d.d, d.tq, true, false, d.scale, dp.get(), qf.get(), dkf.get(),
-                     false);
-    scatter(d, oq, dqf.get(), nullptr, bh0, n, dq);
-    scatter(d, ok, dkf.get(), nullptr, bh0, n, dk);
-    scatter(d, ov, dvf.get(), nullptr, bh0, n, dv);
+    batched_gemm_f32(n, d.tk, d.dv, d.tq, true, false, 1.0f, s, gf, dvf, false);
+    batched_gemm_f32(n, d.tq, d.d, d.tk, false, false, d.scale, dp, kf, dqf, false);
+    batched_gemm_f32(n, d.tk, d.d, d.tq, true, false, d.scale, dp, qf, dkf, false);
+    scatter(d, oq, dqf, nullptr, bh0, n, dq);
+    scatter(d, ok, dkf, nullptr, bh0, n, dk);
+    scatter(d, ov, dvf, nullptr, bh0, n, dv);
   }
 }
 

@@ -115,11 +115,16 @@ __device__ inline std::int64_t offset(const Layout& l, int k, std::int64_t i) {
 
 /// Device scratch for one kernel call, from the caching allocator (no cudaMalloc in a steady
 /// step loop); returned to it when the call ends. The stream orders later users after this
-/// call's kernels, so release needs no synchronisation.
+/// call's kernels, so release needs no synchronisation. Out of device memory (after the cache
+/// has returned its blocks) is a BackendError naming the kernel and the bytes, never a null
+/// pointer handed to a kernel.
 class Scratch {
  public:
-  explicit Scratch(std::size_t bytes)
-      : bytes_(bytes), p_(bytes ? mixprec::detail::cuda_block_cache().acquire(bytes) : nullptr) {}
+  explicit Scratch(std::size_t bytes, const char* kernel = "cuda kernel")
+      : bytes_(bytes), p_(bytes ? mixprec::detail::cuda_block_cache().acquire(bytes) : nullptr) {
+    MIXPREC_CHECK(bytes == 0 || p_ != nullptr, BackendError, kernel,
+                  "out of device memory for " << bytes << " bytes of scratch");
+  }
   ~Scratch() {
     if (p_ != nullptr) mixprec::detail::cuda_block_cache().release(p_, bytes_);
   }

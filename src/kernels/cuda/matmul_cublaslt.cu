@@ -408,10 +408,7 @@ void matmul(const MatmulDesc& desc, const void* a, const void* b, const void* bi
   // relu, or an f32 bias with a 16-bit C: the f32 product, then the spec's tail.
   const std::size_t bytes =
       static_cast<std::size_t>(desc.m) * static_cast<std::size_t>(desc.n) * sizeof(float);
-  const Scratch product(bytes);
-  MIXPREC_CHECK(product.as<float>() != nullptr, BackendError, "matmul",
-                "out of device memory for the " << bytes << "-byte f32 product of a " << desc.m
-                                                << "x" << desc.n << " GEMM");
+  const Scratch product(bytes, "matmul");
   const bool cached = gemm(desc, a, b, nullptr, product.as<float>(), DType::f32, false);
   finish(desc, product.as<float>(), bias, c);
   if (verbose) {

@@ -188,11 +188,9 @@ __global__ void reduce_chunk_partials_kernel(const typename R::State* partial,
                                              std::int64_t chunks, std::int64_t n, void* out,
                                              DType dout) {
   const std::int64_t j = blockIdx.x;
-  typename R::State acc = R::init();
-  bool any = false;
+  typename R::State acc = R::init();  // combines as the identity, as in the other kernels
   for (std::int64_t c = threadIdx.x; c < chunks; c += kThreads) {
-    acc = any ? R::combine(acc, partial[j * chunks + c]) : partial[j * chunks + c];
-    any = true;
+    acc = R::combine(acc, partial[j * chunks + c]);
   }
   acc = Group<kThreads>::all_reduce(acc, Combine<R>{});
   if (threadIdx.x == 0) store(out, dout, j, R::result(acc, n));
