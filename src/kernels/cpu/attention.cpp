@@ -2,21 +2,27 @@
 // in attention_simd.cpp (Highway, every target), the per-element rules in
 // ref/attention_rules.h. Nothing here ever holds more than one block of scores:
 //  - forward, one task per (batch-head, block of kBlockQ query rows): the block's queries are
-//    widened to f32 once, then every block of kBlockK keys is scored and folded into the rows'
-//    running max m, running sum l and f32 output accumulator (the online softmax: when the max
-//    grows, l and the accumulator are rescaled by e^(m_old - m_new)). The task writes the
-//    output rows and lse = m + log(l).
+//    widened to f32 and transposed once, then every block of kBlockK keys is scored as a
+//    transposed tile (keys as rows: s^T = k q^T, so the softmax statistics of the queries are
+//    whole vectors) and folded into the queries' running max m, running sum l and f32 output
+//    accumulator (the online softmax: when the max grows, l and the accumulator are rescaled by
+//    e^(m_old - m_new)); acc += p v reads p^T through strides. The task writes the output rows
+//    and lse = m + log(l).
 //  - backward, flash-attention-2 style, in two passes so that no two tasks ever add into the
 //    same gradient row (no atomics, no per-thread copies): pass A, one task per (batch-head,
-//    key block), recomputes p = exp(s - lse) for every query block and accumulates dk, dv of
-//    its keys; pass B, one task per (batch-head, query block), accumulates dq = ds k. When the
-//    whole ds (f32, bh x tq x tk) fits the budget (set_attention_ds_budget, 64 MiB), pass A
-//    keeps it and pass B is one product per tile; above it pass B recomputes s, dp and ds as
-//    flash attention does (the price of O(T * block) memory). Both give the same bits: ds is the
-//    same sums in the same order either way.
-// Under is_causal, key blocks entirely after a query block's last row are skipped. Tasks are
-// fixed by the shape and each sums in a fixed order, so results never depend on the thread
-// count. Scratch per task: a few [block, d] f32 tiles and two [kBlockQ, kBlockK] score tiles.
+//    key block), with k and v transposed once, recomputes p = exp(s - lse) for every query block
+//    and accumulates dk, dv of its keys (dv += p^T dout, dk += ds^T q, both reading the
+//    [query][key] tiles through strides); pass B, one task per (batch-head, query block),
+//    accumulates dq = ds k. When the whole ds (f32, bh x tq x tk) fits the budget
+//    (set_attention_ds_budget, 64 MiB), pass A keeps it and pass B is one product per tile;
+//    above it pass B recomputes s, dp and ds (as transposed tiles, with q and dout transposed
+//    once per task) as flash attention does (the price of O(T * block) memory). Both give the
+//    same bits: every score and ds is the same sum in the same order either way.
+// No tile is ever transposed in the inner loops: every product reads its left operand through
+// strides (attn_simd::tile_product). Under is_causal, key blocks entirely after a query block's
+// last row are skipped and only tiles that cross the diagonal are masked. Tasks are fixed by the
+// shape and each sums in a fixed order, so results never depend on the thread count. Scratch
+// per task: a few [block, d] f32 tiles and two [kBlockQ, kBlockK] score tiles.
 #include <algorithm>
 #include <atomic>
 #include <cmath>
@@ -37,8 +43,10 @@ namespace simd = cpu::attn_simd;
 
 /// Query rows per task and keys per inner block: a 64 x 64 f32 score tile is 16 KiB, so the
 /// tiles of a task and its [64, d] operands stay in L2 for head sizes up to a few hundred.
+/// Equal, so that a causal key block starts where a query block does.
 constexpr std::int64_t kBlockQ = 64;
 constexpr std::int64_t kBlockK = 64;
+static_assert(kBlockQ == kBlockK && kBlockQ % 16 == 0);
 
 /// f32 scratch rows are padded to a multiple of 16 floats (zeros), so the vector loops of every
 /// x86 target run without tails.
@@ -47,23 +55,66 @@ std::int64_t block_count(std::int64_t n, std::int64_t b) { return (n + b - 1) / 
 
 std::vector<float> zeros(std::int64_t n) { return std::vector<float>(static_cast<std::size_t>(n), 0.0f); }
 
-/// Widens rows [row0, row0 + count) of batch-head b of an operand (dtype t, rows placed by
-/// layout l; tlen rows of width elements per batch-head) into f32 rows of ld floats (the
-/// padding keeps the zeros it was created with).
-void load_rows(const void* base, DType t, const AttentionDesc& d, const AttentionLayout& l,
-               std::int64_t tlen, std::int64_t b, std::int64_t row0, std::int64_t count,
-               std::int64_t width, std::int64_t ld, float* dst) {
-  for (std::int64_t r = 0; r < count; ++r) {
-    simd::widen(cpu::at(base, t, detail::row_start(d, l, b, row0 + r, tlen, width)), t, width,
-                dst + r * ld);
+/// Elements between consecutive rows of an operand with layout l and rows of width elements.
+std::int64_t row_stride(const AttentionLayout& l, std::int64_t width) {
+  return l.batch == 0 && l.head == 0 && l.row == 0 ? width : l.row;
+}
+
+/// One operand of the call: its buffer, layout and sizes, and how to widen a block of its rows.
+struct Operand {
+  const void* base;
+  const AttentionDesc& d;
+  const AttentionLayout& layout;
+  std::int64_t tlen, width;
+
+  const void* row(std::int64_t b, std::int64_t r) const {
+    return cpu::at(base, d.dtype, detail::row_start(d, layout, b, r, tlen, width));
   }
+  /// Rows [row0, row0 + count) of batch-head b as f32 rows of ld floats.
+  void widen(std::int64_t b, std::int64_t row0, std::int64_t count, float* dst,
+             std::int64_t ld) const {
+    simd::widen_rows(row(b, row0), d.dtype, count, width, row_stride(layout, width), dst, ld);
+  }
+  /// The same rows transposed: dst[k * ldt + r].
+  void widen_transposed(std::int64_t b, std::int64_t row0, std::int64_t count, float* dst,
+                        std::int64_t ldt) const {
+    simd::widen_rows_transposed(row(b, row0), d.dtype, count, width, row_stride(layout, width),
+                                dst, ldt);
+  }
+};
+
+/// Writes f32 rows (ld floats apart) times row_scale[r] to rows [row0, row0 + count) of
+/// batch-head b of an output with layout l.
+void narrow_rows(const AttentionDesc& d, void* base, const AttentionLayout& l, std::int64_t tlen,
+                 std::int64_t width, std::int64_t b, std::int64_t row0, std::int64_t count,
+                 const float* src, std::int64_t ld, const float* row_scale) {
+  simd::narrow_rows(src, ld, count, width, row_scale,
+                    cpu::at(base, d.dtype, detail::row_start(d, l, b, row0, tlen, width)),
+                    d.dtype, row_stride(l, width));
+}
+
+/// Whether the tile of query rows [i0, i0 + ni) and keys [j0, j0 + nj) needs the causal cut
+/// or the mask at all.
+bool tile_is_masked(const AttentionDesc& d, std::int64_t i0, std::int64_t j0, std::int64_t nj) {
+  return d.mask != nullptr || (d.causal && j0 + nj - 1 > i0);
 }
 
 /// Applies the causal cut and the mask to a tile of scores of query rows i0.. and keys j0..;
 /// element (r, c) is at s[r * lds + c], or s[c * lds + r] when keys_are_rows.
 void mask_tile(const AttentionDesc& d, std::int64_t b, std::int64_t i0, std::int64_t ni,
                std::int64_t j0, std::int64_t nj, float* s, std::int64_t lds, bool keys_are_rows) {
-  if (!d.causal && d.mask == nullptr) return;
+  if (!tile_is_masked(d, i0, j0, nj)) return;
+  if (d.mask == nullptr) {  // the causal cut alone: key j > query i is -inf, whole runs at once
+    for (std::int64_t r = 0; r < ni; ++r) {
+      const std::int64_t first_cut = std::clamp<std::int64_t>(i0 + r + 1 - j0, 0, nj);
+      if (keys_are_rows) {
+        for (std::int64_t c = first_cut; c < nj; ++c) s[c * lds + r] = -INFINITY;
+      } else {
+        std::fill(s + r * lds + first_cut, s + r * lds + nj, -INFINITY);
+      }
+    }
+    return;
+  }
   for (std::int64_t r = 0; r < ni; ++r) {
     for (std::int64_t c = 0; c < nj; ++c) {
       float& x = keys_are_rows ? s[c * lds + r] : s[r * lds + c];
@@ -87,6 +138,17 @@ void dropout_tile(const AttentionDesc& d, std::int64_t b, std::int64_t i0, std::
   }
 }
 
+/// Multiplies element (r, c) of a tile (at x[r * ldx + c], or x[c * ldx + r] when
+/// keys_are_rows) by the dropout factor z[r * nj + c].
+void apply_dropout(const float* z, std::int64_t ni, std::int64_t nj, float* x, std::int64_t ldx,
+                   bool keys_are_rows) {
+  for (std::int64_t r = 0; r < ni; ++r) {
+    for (std::int64_t c = 0; c < nj; ++c) {
+      (keys_are_rows ? x[c * ldx + r] : x[r * ldx + c]) *= z[r * nj + c];
+    }
+  }
+}
+
 /// Runs body(task) for task in [0, count) across threads when the whole call is big enough.
 template <class Body>
 void run_tasks(const AttentionDesc& d, std::int64_t count, Body&& body) {
@@ -97,6 +159,13 @@ void run_tasks(const AttentionDesc& d, std::int64_t count, Body&& body) {
 /// Keys a query block [i0, i0 + ni) can see: all of them, or up to its last row when causal.
 std::int64_t visible_keys(const AttentionDesc& d, std::int64_t i0, std::int64_t ni) {
   return d.causal ? std::min(d.tk, i0 + ni) : d.tk;
+}
+
+/// kBlockQ values: src[0..n) then fill (per-query statistics as whole vectors).
+std::vector<float> padded_copy(const float* src, std::int64_t n, float fill) {
+  std::vector<float> v(static_cast<std::size_t>(kBlockQ), fill);
+  std::copy(src, src + n, v.begin());
+  return v;
 }
 
 void log_call(const char* op, DType t) { cpu::log_simd(op, name(t)); }
@@ -116,50 +185,47 @@ void attention_forward(const AttentionDesc& d, const void* q, const void* k, con
                        void* out, float* lse) {
   detail::check_attention_desc("attention_forward", d);
   log_call("attention_forward", d.dtype);
-  const DType t = d.dtype;
-  const std::int64_t ldq = padded(d.d), ldv = padded(d.dv), qblocks = block_count(d.tq, kBlockQ);
+  const Operand qo{q, d, d.q_rows, d.tq, d.d}, ko{k, d, d.k_rows, d.tk, d.d};
+  const Operand vo{v, d, d.v_rows, d.tk, d.dv};
+  const std::int64_t ldk = padded(d.d), ldv = padded(d.dv), qblocks = block_count(d.tq, kBlockQ);
   const bool dropout = d.dropout_p > 0.0f;
   run_tasks(d, d.bh * qblocks, [&](std::int64_t task) {
     const std::int64_t b = task / qblocks, i0 = task % qblocks * kBlockQ;
-    const std::int64_t ni = std::min(kBlockQ, d.tq - i0);
-    std::vector<float> qf = zeros(kBlockQ * ldq), kf = zeros(kBlockK * ldq);
+    const std::int64_t ni = std::min(kBlockQ, d.tq - i0), nq = padded(ni);
+    std::vector<float> qt = zeros(d.d * kBlockQ), kf = zeros(kBlockK * ldk);
     std::vector<float> vf = zeros(kBlockK * ldv), acc = zeros(kBlockQ * ldv);
-    std::vector<float> s = zeros(kBlockQ * kBlockK), z = zeros(dropout ? kBlockQ * kBlockK : 0);
-    std::vector<float> m(kBlockQ, -INFINITY), l(kBlockQ, 0.0f);
+    std::vector<float> st = zeros(kBlockK * kBlockQ), z = zeros(dropout ? kBlockQ * kBlockK : 0);
+    std::vector<float> m(kBlockQ, -INFINITY), l(kBlockQ, 0.0f), alpha(kBlockQ);
     std::vector<std::uint32_t> bits;
-    load_rows(q, t, d, d.q_rows, d.tq, b, i0, ni, d.d, ldq, qf.data());
+    qo.widen_transposed(b, i0, ni, qt.data(), kBlockQ);
     const std::int64_t keys = visible_keys(d, i0, ni);
     for (std::int64_t j0 = 0; j0 < keys; j0 += kBlockK) {
       const std::int64_t nj = std::min(kBlockK, keys - j0);
-      load_rows(k, t, d, d.k_rows, d.tk, b, j0, nj, d.d, ldq, kf.data());
-      load_rows(v, t, d, d.v_rows, d.tk, b, j0, nj, d.dv, ldv, vf.data());
-      simd::scores(qf.data(), ni, kf.data(), nj, ldq, d.scale, s.data(), kBlockK);
-      mask_tile(d, b, i0, ni, j0, nj, s.data(), kBlockK, false);
-      if (dropout) dropout_tile(d, b, i0, ni, j0, nj, bits, z.data());
+      ko.widen(b, j0, nj, kf.data(), ldk);
+      vo.widen(b, j0, nj, vf.data(), ldv);
+      // s^T[key][query] = scale * (k q^T)
+      simd::tile_product(kf.data(), ldk, 1, nj, d.d, qt.data(), kBlockQ, nq, d.scale, st.data(),
+                         kBlockQ, false);
+      mask_tile(d, b, i0, ni, j0, nj, st.data(), kBlockQ, true);
+      simd::online_softmax_columns(st.data(), nj, kBlockQ, nq, m.data(), l.data(), alpha.data());
       for (std::int64_t r = 0; r < ni; ++r) {
-        float* sr = s.data() + r * kBlockK;
-        const float mx = std::max(m[r], simd::row_max(sr, nj));
-        if (mx == -INFINITY) {  // every key so far masked: nothing to add yet
-          std::fill(sr, sr + nj, 0.0f);
-          continue;
-        }
-        const float alpha = std::exp(m[r] - mx);  // 0 on the row's first unmasked block
-        l[r] = l[r] * alpha + simd::exp_sub(sr, nj, mx);
-        if (alpha != 1.0f) simd::scale(acc.data() + r * ldv, ldv, alpha);
-        if (dropout) {  // the normaliser l counts every key; only the output sees the mask
-          for (std::int64_t c = 0; c < nj; ++c) sr[c] *= z[r * nj + c];
-        }
-        m[r] = mx;
+        if (alpha[r] != 1.0f) simd::scale(acc.data() + r * ldv, ldv, alpha[r]);
       }
-      simd::accumulate_rows(s.data(), ni, nj, kBlockK, vf.data(), ldv, acc.data(), ldv);
+      if (dropout) {  // the normaliser l counts every key; only the output sees the mask
+        dropout_tile(d, b, i0, ni, j0, nj, bits, z.data());
+        apply_dropout(z.data(), ni, nj, st.data(), kBlockQ, true);
+      }
+      // acc[query] += p v, p read through s^T's strides
+      simd::tile_product(st.data(), 1, kBlockQ, ni, nj, vf.data(), ldv, ldv, 1.0f, acc.data(),
+                         ldv, true);
     }
+    std::vector<float> inv_l(static_cast<std::size_t>(ni));
     for (std::int64_t r = 0; r < ni; ++r) {
-      const std::int64_t row = b * d.tq + i0 + r;
       const bool empty = m[r] == -INFINITY;  // every key masked: output 0, lse +inf
-      simd::narrow_scaled(acc.data() + r * ldv, d.dv, empty ? 0.0f : 1.0f / l[r],
-                          at(out, t, detail::out_row(d, b, i0 + r)), t);
-      lse[row] = empty ? INFINITY : m[r] + std::log(l[r]);
+      inv_l[r] = empty ? 0.0f : 1.0f / l[r];
+      lse[b * d.tq + i0 + r] = empty ? INFINITY : m[r] + std::log(l[r]);
     }
+    narrow_rows(d, out, d.out_rows, d.tq, d.dv, b, i0, ni, acc.data(), ldv, inv_l.data());
   });
 }
 
@@ -169,6 +235,8 @@ void attention_backward(const AttentionDesc& d, const void* q, const void* k, co
   detail::check_attention_desc("attention_backward", d);
   log_call("attention_backward", d.dtype);
   const DType t = d.dtype;
+  const Operand qo{q, d, d.q_rows, d.tq, d.d}, ko{k, d, d.k_rows, d.tk, d.d};
+  const Operand vo{v, d, d.v_rows, d.tk, d.dv}, go{dout, d, d.out_rows, d.tq, d.dv};
   const std::int64_t ldq = padded(d.d), ldv = padded(d.dv);
   const bool dropout = d.dropout_p > 0.0f;
   // D_i = dout_i . out_i for every row (O(T) f32; it equals sum_j p_ij dp_ij).
@@ -179,10 +247,9 @@ void attention_backward(const AttentionDesc& d, const void* q, const void* k, co
   });
 
   // ds kept for pass B when it fits the budget (thread-local, grows only: no allocation per
-  // step in steady state).
-  // Tile-major: pass A stores each [key block][query block] tile as it holds it (keys as rows),
-  // contiguously; pass B transposes a tile in cache. (Storing ds row-major instead scattered
-  // pass A's writes a row apart and made the bigger GPT slower than recomputing.)
+  // step in steady state), tile by tile: pass A stores each [query block][key block] tile as
+  // it holds it ([query][key], kBlockK floats a row), contiguously, in (batch-head, key block,
+  // query block) order; pass B reads it as the left operand of dq += ds k as it lies.
   const std::int64_t kblocks = block_count(d.tk, kBlockK), qblocks = block_count(d.tq, kBlockQ);
   constexpr std::int64_t kTile = kBlockK * kBlockQ;
   const auto ds_count = static_cast<std::size_t>(d.bh * kblocks * qblocks * kTile);
@@ -196,112 +263,101 @@ void attention_backward(const AttentionDesc& d, const void* q, const void* k, co
   // Pass A: dk and dv, one task per (batch-head, key block).
   run_tasks(d, d.bh * kblocks, [&](std::int64_t task) {
     const std::int64_t b = task / kblocks, j0 = task % kblocks * kBlockK;
-    const std::int64_t nj = std::min(kBlockK, d.tk - j0);
-    std::vector<float> kf = zeros(kBlockK * ldq), vf = zeros(kBlockK * ldv);
+    const std::int64_t nj = std::min(kBlockK, d.tk - j0), nk = padded(nj);
+    std::vector<float> kt = zeros(d.d * kBlockK), vt = zeros(d.dv * kBlockK);
     std::vector<float> qf = zeros(kBlockQ * ldq), gf = zeros(kBlockQ * ldv);
     std::vector<float> dk_acc = zeros(kBlockK * ldq), dv_acc = zeros(kBlockK * ldv);
-    std::vector<float> pt = zeros(kBlockK * kBlockQ), dpt = zeros(kBlockK * kBlockQ);
+    std::vector<float> p = zeros(kBlockQ * kBlockK), dp = zeros(kBlockQ * kBlockK);
     std::vector<float> z = zeros(dropout ? kBlockQ * kBlockK : 0);
     std::vector<std::uint32_t> bits;
-    load_rows(k, t, d, d.k_rows, d.tk, b, j0, nj, d.d, ldq, kf.data());
-    load_rows(v, t, d, d.v_rows, d.tk, b, j0, nj, d.dv, ldv, vf.data());
+    ko.widen_transposed(b, j0, nj, kt.data(), kBlockK);
+    vo.widen_transposed(b, j0, nj, vt.data(), kBlockK);
     // Under is_causal no query row before j0 sees these keys.
     for (std::int64_t i0 = d.causal ? std::min(j0, d.tq) : 0; i0 < d.tq; i0 += kBlockQ) {
       const std::int64_t ni = std::min(kBlockQ, d.tq - i0);
-      load_rows(q, t, d, d.q_rows, d.tq, b, i0, ni, d.d, ldq, qf.data());
-      load_rows(dout, t, d, d.out_rows, d.tq, b, i0, ni, d.dv, ldv, gf.data());
-      // Transposed tiles (keys as rows), so that each key's gradient row is one accumulate.
-      simd::scores(kf.data(), nj, qf.data(), ni, ldq, d.scale, pt.data(), kBlockQ);
-      mask_tile(d, b, i0, ni, j0, nj, pt.data(), kBlockQ, true);
-      for (std::int64_t c = 0; c < nj; ++c) {
-        simd::exp_sub_each(pt.data() + c * kBlockQ, ni, lse + b * d.tq + i0);
+      qo.widen(b, i0, ni, qf.data(), ldq);
+      go.widen(b, i0, ni, gf.data(), ldv);
+      // p[query][key] = exp(scale * (q k^T) - lse), dp = dout v^T
+      simd::tile_product(qf.data(), ldq, 1, ni, d.d, kt.data(), kBlockK, nk, d.scale, p.data(),
+                         kBlockK, false);
+      mask_tile(d, b, i0, ni, j0, nj, p.data(), kBlockK, false);
+      simd::exp_sub_rows(p.data(), ni, kBlockK, nk, lse + b * d.tq + i0);
+      simd::tile_product(gf.data(), ldv, 1, ni, d.dv, vt.data(), kBlockK, nk, 1.0f, dp.data(),
+                         kBlockK, false);
+      if (dropout) {
+        dropout_tile(d, b, i0, ni, j0, nj, bits, z.data());
+        apply_dropout(z.data(), ni, nj, dp.data(), kBlockK, false);
       }
-      simd::scores(vf.data(), nj, gf.data(), ni, ldv, 1.0f, dpt.data(), kBlockQ);
-      if (dropout) dropout_tile(d, b, i0, ni, j0, nj, bits, z.data());
-      const float* di = rowdot.data() + b * d.tq + i0;
-      for (std::int64_t c = 0; c < nj; ++c) {
-        float* p = pt.data() + c * kBlockQ;   // becomes p * z: dv's coefficients
-        float* g = dpt.data() + c * kBlockQ;  // becomes ds: dk's coefficients
-        for (std::int64_t r = 0; r < ni; ++r) {
-          const float zz = dropout ? z[r * nj + c] : 1.0f;
-          g[r] = p[r] * (g[r] * zz - di[r]);
-          p[r] *= zz;
-        }
+      // dp becomes ds = p (dp z - D): dk's coefficients; then p becomes p z: dv's
+      simd::softmax_grad(p.data(), dp.data(), ni, kBlockK, nk, rowdot.data() + b * d.tq + i0, true);
+      if (dropout) apply_dropout(z.data(), ni, nj, p.data(), kBlockK, false);
+      if (ds != nullptr) {  // pass B's coefficients: this tile as it lies
+        std::copy(dp.data(), dp.data() + ni * kBlockK, ds_tile(b, j0 / kBlockK, i0 / kBlockQ));
       }
-      if (ds != nullptr) {  // pass B's coefficients: this tile, keys as rows
-        std::copy(dpt.data(), dpt.data() + nj * kBlockQ, ds_tile(b, j0 / kBlockK, i0 / kBlockQ));
-      }
-      simd::accumulate_rows(pt.data(), nj, ni, kBlockQ, gf.data(), ldv, dv_acc.data(), ldv);
-      simd::accumulate_rows(dpt.data(), nj, ni, kBlockQ, qf.data(), ldq, dk_acc.data(), ldq);
+      // dv[key] += p^T dout, dk[key] += ds^T q: the tiles read through their strides
+      simd::tile_product(p.data(), 1, kBlockK, nj, ni, gf.data(), ldv, ldv, 1.0f, dv_acc.data(),
+                         ldv, true);
+      simd::tile_product(dp.data(), 1, kBlockK, nj, ni, qf.data(), ldq, ldq, 1.0f, dk_acc.data(),
+                         ldq, true);
     }
-    for (std::int64_t c = 0; c < nj; ++c) {
-      simd::narrow_scaled(dk_acc.data() + c * ldq, d.d, d.scale,
-                          at(dk, t, detail::k_row(d, b, j0 + c)), t);
-      simd::narrow_scaled(dv_acc.data() + c * ldv, d.dv, 1.0f,
-                          at(dv, t, detail::v_row(d, b, j0 + c)), t);
-    }
+    const std::vector<float> scale(static_cast<std::size_t>(nj), d.scale), one(nj, 1.0f);
+    narrow_rows(d, dk, d.k_rows, d.tk, d.d, b, j0, nj, dk_acc.data(), ldq, scale.data());
+    narrow_rows(d, dv, d.v_rows, d.tk, d.dv, b, j0, nj, dv_acc.data(), ldv, one.data());
   });
 
   // Pass B: dq, one task per (batch-head, query block).
+  const std::vector<float> dq_scale(static_cast<std::size_t>(kBlockQ), d.scale);
   if (ds != nullptr) {
     run_tasks(d, d.bh * qblocks, [&](std::int64_t task) {
       const std::int64_t b = task / qblocks, i0 = task % qblocks * kBlockQ;
       const std::int64_t ni = std::min(kBlockQ, d.tq - i0);
       std::vector<float> kf = zeros(kBlockK * ldq), dq_acc = zeros(kBlockQ * ldq);
-      std::vector<float> s = zeros(kBlockQ * kBlockK);
       const std::int64_t keys = visible_keys(d, i0, ni);
       for (std::int64_t j0 = 0; j0 < keys; j0 += kBlockK) {
         const std::int64_t nj = std::min(kBlockK, keys - j0);
-        load_rows(k, t, d, d.k_rows, d.tk, b, j0, nj, d.d, ldq, kf.data());
-        const float* tile = ds_tile(b, j0 / kBlockK, i0 / kBlockQ);  // [key c][query r]
-        for (std::int64_t r = 0; r < ni; ++r) {
-          for (std::int64_t c = 0; c < nj; ++c) s[r * kBlockK + c] = tile[c * kBlockQ + r];
-        }
-        simd::accumulate_rows(s.data(), ni, nj, kBlockK, kf.data(), ldq, dq_acc.data(), ldq);
+        ko.widen(b, j0, nj, kf.data(), ldq);
+        simd::tile_product(ds_tile(b, j0 / kBlockK, i0 / kBlockQ), kBlockK, 1, ni, nj, kf.data(),
+                           ldq, ldq, 1.0f, dq_acc.data(), ldq, true);
       }
-      for (std::int64_t r = 0; r < ni; ++r) {
-        simd::narrow_scaled(dq_acc.data() + r * ldq, d.d, d.scale,
-                            at(dq, t, detail::q_row(d, b, i0 + r)), t);
-      }
+      narrow_rows(d, dq, d.q_rows, d.tq, d.d, b, i0, ni, dq_acc.data(), ldq, dq_scale.data());
     });
     return;
   }
   run_tasks(d, d.bh * qblocks, [&](std::int64_t task) {
     const std::int64_t b = task / qblocks, i0 = task % qblocks * kBlockQ;
-    const std::int64_t ni = std::min(kBlockQ, d.tq - i0);
-    std::vector<float> qf = zeros(kBlockQ * ldq), gf = zeros(kBlockQ * ldv);
+    const std::int64_t ni = std::min(kBlockQ, d.tq - i0), nq = padded(ni);
+    std::vector<float> qt = zeros(d.d * kBlockQ), gt = zeros(d.dv * kBlockQ);
     std::vector<float> kf = zeros(kBlockK * ldq), vf = zeros(kBlockK * ldv);
     std::vector<float> dq_acc = zeros(kBlockQ * ldq);
-    std::vector<float> s = zeros(kBlockQ * kBlockK), dp = zeros(kBlockQ * kBlockK);
+    std::vector<float> pt = zeros(kBlockK * kBlockQ), dpt = zeros(kBlockK * kBlockQ);
     std::vector<float> z = zeros(dropout ? kBlockQ * kBlockK : 0);
     std::vector<std::uint32_t> bits;
-    load_rows(q, t, d, d.q_rows, d.tq, b, i0, ni, d.d, ldq, qf.data());
-    load_rows(dout, t, d, d.out_rows, d.tq, b, i0, ni, d.dv, ldv, gf.data());
-    const float* di = rowdot.data() + b * d.tq + i0;
+    qo.widen_transposed(b, i0, ni, qt.data(), kBlockQ);
+    go.widen_transposed(b, i0, ni, gt.data(), kBlockQ);
+    const std::vector<float> lse_i = padded_copy(lse + b * d.tq + i0, ni, INFINITY);
+    const std::vector<float> di = padded_copy(rowdot.data() + b * d.tq + i0, ni, 0.0f);
     const std::int64_t keys = visible_keys(d, i0, ni);
     for (std::int64_t j0 = 0; j0 < keys; j0 += kBlockK) {
       const std::int64_t nj = std::min(kBlockK, keys - j0);
-      load_rows(k, t, d, d.k_rows, d.tk, b, j0, nj, d.d, ldq, kf.data());
-      load_rows(v, t, d, d.v_rows, d.tk, b, j0, nj, d.dv, ldv, vf.data());
-      simd::scores(qf.data(), ni, kf.data(), nj, ldq, d.scale, s.data(), kBlockK);
-      mask_tile(d, b, i0, ni, j0, nj, s.data(), kBlockK, false);
-      simd::scores(gf.data(), ni, vf.data(), nj, ldv, 1.0f, dp.data(), kBlockK);
-      if (dropout) dropout_tile(d, b, i0, ni, j0, nj, bits, z.data());
-      for (std::int64_t r = 0; r < ni; ++r) {
-        float* sr = s.data() + r * kBlockK;  // scores, then p, then ds
-        simd::exp_sub(sr, nj, lse[b * d.tq + i0 + r]);
-        const float* g = dp.data() + r * kBlockK;
-        for (std::int64_t c = 0; c < nj; ++c) {
-          const float zz = dropout ? z[r * nj + c] : 1.0f;
-          sr[c] = sr[c] * (g[c] * zz - di[r]);
-        }
+      ko.widen(b, j0, nj, kf.data(), ldq);
+      vo.widen(b, j0, nj, vf.data(), ldv);
+      // p^T[key][query] and dp^T = v dout^T: pass A's tiles, transposed, with the same sums
+      simd::tile_product(kf.data(), ldq, 1, nj, d.d, qt.data(), kBlockQ, nq, d.scale, pt.data(),
+                         kBlockQ, false);
+      mask_tile(d, b, i0, ni, j0, nj, pt.data(), kBlockQ, true);
+      simd::exp_sub_columns(pt.data(), nj, kBlockQ, nq, lse_i.data());
+      simd::tile_product(vf.data(), ldv, 1, nj, d.dv, gt.data(), kBlockQ, nq, 1.0f, dpt.data(),
+                         kBlockQ, false);
+      if (dropout) {
+        dropout_tile(d, b, i0, ni, j0, nj, bits, z.data());
+        apply_dropout(z.data(), ni, nj, dpt.data(), kBlockQ, true);
       }
-      simd::accumulate_rows(s.data(), ni, nj, kBlockK, kf.data(), ldq, dq_acc.data(), ldq);
+      simd::softmax_grad(pt.data(), dpt.data(), nj, kBlockQ, nq, di.data(), false);
+      // dq[query] += ds k, ds read through ds^T's strides
+      simd::tile_product(dpt.data(), 1, kBlockQ, ni, nj, kf.data(), ldq, ldq, 1.0f,
+                         dq_acc.data(), ldq, true);
     }
-    for (std::int64_t r = 0; r < ni; ++r) {
-      simd::narrow_scaled(dq_acc.data() + r * ldq, d.d, d.scale,
-                          at(dq, t, detail::q_row(d, b, i0 + r)), t);
-    }
+    narrow_rows(d, dq, d.q_rows, d.tq, d.d, b, i0, ni, dq_acc.data(), ldq, dq_scale.data());
   });
 }
 

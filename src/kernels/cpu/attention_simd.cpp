@@ -24,22 +24,6 @@ HWY_INLINE VF ExpNonPositive(DF d, VF x) {
   return hn::IfThenElse(hn::IsNaN(x), x, e);
 }
 
-HWY_INLINE float DotF32(const float* HWY_RESTRICT a, const float* HWY_RESTRICT b,
-                        std::size_t n) {
-  const DF d;
-  const std::size_t N = hn::Lanes(d);
-  VF s0 = hn::Zero(d), s1 = s0;
-  std::size_t i = 0;
-  for (; i + 2 * N <= n; i += 2 * N) {
-    s0 = hn::MulAdd(hn::LoadU(d, a + i), hn::LoadU(d, b + i), s0);
-    s1 = hn::MulAdd(hn::LoadU(d, a + i + N), hn::LoadU(d, b + i + N), s1);
-  }
-  for (; i + N <= n; i += N) s0 = hn::MulAdd(hn::LoadU(d, a + i), hn::LoadU(d, b + i), s0);
-  float s = SumLanesInOrder(d, hn::Add(s0, s1));
-  for (; i < n; ++i) s += a[i] * b[i];  // only on targets wider than the 16-float padding
-  return s;
-}
-
 template <int DT>
 void WidenT(const void* src, std::size_t n, float* dst) {
   const DF d;
@@ -72,15 +56,45 @@ float TypedDotT(const void* a, const void* b, std::size_t n) {
   return SumLanesInOrder(d, s);
 }
 
-// ---- exported entry points
-
-void Widen(int dt, const void* src, std::int64_t n, float* dst) {
-  WithDType(dt, [&](auto t) { WidenT<decltype(t)::value>(src, static_cast<std::size_t>(n), dst); });
+/// Row r of a strided operand of dtype code DT.
+template <int DT>
+const void* RowAt(const void* base, std::int64_t r, std::int64_t stride) {
+  return static_cast<const char*>(base) + r * stride * static_cast<std::int64_t>(ElemBytes(DT));
 }
 
-void NarrowScaled(const float* src, std::int64_t n, float s, void* dst, int dt) {
+// ---- exported entry points
+
+void WidenRows(const void* src, int dt, std::int64_t rows, std::int64_t width,
+               std::int64_t stride, float* dst, std::int64_t ld) {
   WithDType(dt, [&](auto t) {
-    NarrowScaledT<decltype(t)::value>(src, static_cast<std::size_t>(n), s, dst);
+    constexpr int DT = decltype(t)::value;
+    for (std::int64_t r = 0; r < rows; ++r) {
+      WidenT<DT>(RowAt<DT>(src, r, stride), static_cast<std::size_t>(width), dst + r * ld);
+    }
+  });
+}
+
+void WidenRowsTransposed(const void* src, int dt, std::int64_t rows, std::int64_t width,
+                         std::int64_t stride, float* dst, std::int64_t ldt) {
+  thread_local std::vector<float> row;
+  row.resize(static_cast<std::size_t>(width));
+  WithDType(dt, [&](auto t) {
+    constexpr int DT = decltype(t)::value;
+    for (std::int64_t r = 0; r < rows; ++r) {
+      WidenT<DT>(RowAt<DT>(src, r, stride), static_cast<std::size_t>(width), row.data());
+      for (std::int64_t k = 0; k < width; ++k) dst[k * ldt + r] = row[static_cast<std::size_t>(k)];
+    }
+  });
+}
+
+void NarrowRows(const float* src, std::int64_t ld, std::int64_t rows, std::int64_t width,
+                const float* row_scale, void* dst, int dt, std::int64_t stride) {
+  WithDType(dt, [&](auto t) {
+    constexpr int DT = decltype(t)::value;
+    for (std::int64_t r = 0; r < rows; ++r) {
+      NarrowScaledT<DT>(src + r * ld, static_cast<std::size_t>(width), row_scale[r],
+                        const_cast<void*>(RowAt<DT>(dst, r, stride)));
+    }
   });
 }
 
@@ -92,15 +106,17 @@ float TypedDot(const void* a, const void* b, int dt, std::int64_t n) {
 
 // The tile products (s = scale q k^T; acc += p v; the backward's four) as one register-blocked
 // kernel: C[m, n] (+)= A[m, kdim] B[kdim, n] with B row-major, kRows rows of A at a time, each
-// row's k-th value broadcast against whole vectors of B's k-th row. Every element of C is one
-// in-order sum over k with an FMA per term (the order the per-row loops had), so no target
-// folds lanes and the result does not depend on the vector width; for short heads (32 floats:
-// two AVX-512 vectors) dot products of rows were dominated by their lane folding.
+// row's k-th value broadcast against whole vectors of B's k-th row. A is read through strides,
+// so a tile stored transposed is used as it lies (no transposition per tile). Every element of
+// C is one in-order sum over k with an FMA per term, so no target folds lanes and the result
+// does not depend on the vector width; for short heads (32 floats: two AVX-512 vectors) dot
+// products of rows were dominated by their lane folding.
 constexpr std::int64_t kRows = 4;
 
 template <bool kAccumulate>
-void MicroGemm(const float* a, std::int64_t m, std::int64_t kdim, std::int64_t lda, const float* b,
-               std::int64_t ldb, std::int64_t n, float scale, float* c, std::int64_t ldc) {
+void MicroGemm(const float* a, std::int64_t a_rs, std::int64_t a_ks, std::int64_t m,
+               std::int64_t kdim, const float* b, std::int64_t ldb, std::int64_t n, float scale,
+               float* c, std::int64_t ldc) {
   const DF d;
   const std::int64_t N = static_cast<std::int64_t>(hn::Lanes(d));
   const VF vs = hn::Set(d, scale);
@@ -113,17 +129,19 @@ void MicroGemm(const float* a, std::int64_t m, std::int64_t kdim, std::int64_t l
   };
   for (std::int64_t r0 = 0; r0 < m; r0 += kRows) {
     const float* ar[kRows];
-    for (std::int64_t rr = 0; rr < kRows; ++rr) ar[rr] = a + std::min(r0 + rr, m - 1) * lda;
+    for (std::int64_t rr = 0; rr < kRows; ++rr) ar[rr] = a + std::min(r0 + rr, m - 1) * a_rs;
     const std::int64_t nr = std::min(kRows, m - r0);
     std::int64_t j0 = 0;
     for (; j0 + 2 * N <= n; j0 += 2 * N) {
       VF s00 = hn::Zero(d), s01 = s00, s10 = s00, s11 = s00, s20 = s00, s21 = s00, s30 = s00,
          s31 = s00;
       const float* row = b + j0;
-      for (std::int64_t k = 0; k < kdim; ++k, row += ldb) {
+      const float *p0 = ar[0], *p1 = ar[1], *p2 = ar[2], *p3 = ar[3];
+      for (std::int64_t k = 0; k < kdim; ++k, row += ldb, p0 += a_ks, p1 += a_ks, p2 += a_ks,
+                        p3 += a_ks) {
         const VF b0 = hn::LoadU(d, row), b1 = hn::LoadU(d, row + N);
-        const VF w0 = hn::Set(d, ar[0][k]), w1 = hn::Set(d, ar[1][k]);
-        const VF w2 = hn::Set(d, ar[2][k]), w3 = hn::Set(d, ar[3][k]);
+        const VF w0 = hn::Set(d, *p0), w1 = hn::Set(d, *p1);
+        const VF w2 = hn::Set(d, *p2), w3 = hn::Set(d, *p3);
         s00 = hn::MulAdd(w0, b0, s00);
         s01 = hn::MulAdd(w0, b1, s01);
         s10 = hn::MulAdd(w1, b0, s10);
@@ -150,10 +168,10 @@ void MicroGemm(const float* a, std::int64_t m, std::int64_t kdim, std::int64_t l
       const float* row = b + j0;
       for (std::int64_t k = 0; k < kdim; ++k, row += ldb) {
         const VF b0 = hn::LoadU(d, row);
-        s0 = hn::MulAdd(hn::Set(d, ar[0][k]), b0, s0);
-        s1 = hn::MulAdd(hn::Set(d, ar[1][k]), b0, s1);
-        s2 = hn::MulAdd(hn::Set(d, ar[2][k]), b0, s2);
-        s3 = hn::MulAdd(hn::Set(d, ar[3][k]), b0, s3);
+        s0 = hn::MulAdd(hn::Set(d, ar[0][k * a_ks]), b0, s0);
+        s1 = hn::MulAdd(hn::Set(d, ar[1][k * a_ks]), b0, s1);
+        s2 = hn::MulAdd(hn::Set(d, ar[2][k * a_ks]), b0, s2);
+        s3 = hn::MulAdd(hn::Set(d, ar[3][k * a_ks]), b0, s3);
       }
       const auto store_row = [&](std::int64_t rr, VF v) {
         if (rr >= nr) return;
@@ -168,7 +186,9 @@ void MicroGemm(const float* a, std::int64_t m, std::int64_t kdim, std::int64_t l
     for (; j0 < n; ++j0) {  // only on targets wider than the 16-float padding
       for (std::int64_t rr = 0; rr < nr; ++rr) {
         float sum = 0.0f;
-        for (std::int64_t k = 0; k < kdim; ++k) sum = std::fma(ar[rr][k], b[k * ldb + j0], sum);
+        for (std::int64_t k = 0; k < kdim; ++k) {
+          sum = std::fma(ar[rr][k * a_ks], b[k * ldb + j0], sum);
+        }
         float& out = c[(r0 + rr) * ldc + j0];
         out = kAccumulate ? out + sum : sum * scale;
       }
@@ -176,76 +196,152 @@ void MicroGemm(const float* a, std::int64_t m, std::int64_t kdim, std::int64_t l
   }
 }
 
-bool AllFinite(const float* x, std::int64_t rows, std::int64_t ld) {
+bool AllFinite(const float* x, std::int64_t rows, std::int64_t ld, std::int64_t n_in) {
   const DF d;
-  const std::size_t N = hn::Lanes(d), n = static_cast<std::size_t>(rows * ld);
+  const std::size_t N = hn::Lanes(d), n = static_cast<std::size_t>(n_in);
   const VF inf = hn::Set(d, HUGE_VALF);
-  auto ok = hn::Eq(hn::Zero(d), hn::Zero(d));
-  std::size_t i = 0;
-  for (; i + N <= n; i += N) ok = hn::And(ok, hn::Lt(hn::Abs(hn::LoadU(d, x + i)), inf));
-  if (!hn::AllTrue(d, ok)) return false;
-  for (; i < n; ++i) {
-    if (!std::isfinite(x[i])) return false;
+  for (std::int64_t r = 0; r < rows; ++r) {
+    const float* row = x + r * ld;
+    auto ok = hn::Eq(hn::Zero(d), hn::Zero(d));
+    std::size_t i = 0;
+    for (; i + N <= n; i += N) ok = hn::And(ok, hn::Lt(hn::Abs(hn::LoadU(d, row + i)), inf));
+    if (!hn::AllTrue(d, ok)) return false;
+    for (; i < n; ++i) {
+      if (!std::isfinite(row[i])) return false;
+    }
   }
   return true;
 }
 
-void Scores(const float* a, std::int64_t rows_a, const float* b, std::int64_t rows_b,
-            std::int64_t ld, float scale, float* c, std::int64_t ldc) {
-  if (rows_a <= 0 || rows_b <= 0) return;
-  // b's tile transposed once, its columns padded with zeros to a multiple of 16 (every x86
-  // vector width divides it; ldc is a multiple of 16 too, so the padded columns fit in c).
-  const std::int64_t cols = (rows_b + 15) / 16 * 16;
-  thread_local std::vector<float> bt_buffer;
-  bt_buffer.assign(static_cast<std::size_t>(ld * cols), 0.0f);
-  float* bt = bt_buffer.data();
-  for (std::int64_t j = 0; j < rows_b; ++j) {
-    for (std::int64_t k = 0; k < ld; ++k) bt[k * cols + j] = b[j * ld + k];
-  }
-  MicroGemm<false>(a, rows_a, ld, ld, bt, cols, std::min(cols, ldc), scale, c, ldc);
-}
-
-float RowMax(const float* x, std::int64_t n_in) {
-  const DF d;
-  const std::size_t N = hn::Lanes(d), n = static_cast<std::size_t>(n_in);
-  VF m = hn::Set(d, -HUGE_VALF);
-  std::size_t i = 0;
-  for (; i + N <= n; i += N) m = hn::Max(m, hn::LoadU(d, x + i));
-  if (i < n) m = hn::Max(m, LoadF32N<kF32>(d, x, i, n - i, -HUGE_VALF));
-  return FoldLanesInOrder(d, m, [](float r, float lane) { return lane > r ? lane : r; });
-}
-
-float ExpSub(float* x, std::int64_t n_in, float sub) {
-  const DF d;
-  const std::size_t N = hn::Lanes(d), n = static_cast<std::size_t>(n_in);
-  const VF vs = hn::Set(d, sub);
-  VF s = hn::Zero(d);
-  std::size_t i = 0;
-  for (; i + N <= n; i += N) {
-    const VF e = ExpNonPositive(d, hn::Sub(hn::LoadU(d, x + i), vs));
-    hn::StoreU(e, d, x + i);
-    s = hn::Add(s, e);
-  }
-  if (i < n) {
-    // The partial vector is padded with -inf, whose exp is 0.
-    const VF e = ExpNonPositive(d, hn::Sub(LoadF32N<kF32>(d, x, i, n - i, -HUGE_VALF), vs));
-    StoreF32N<kF32>(d, e, x, i, n - i);
-    s = hn::Add(s, e);
-  }
-  return SumLanesInOrder(d, s);
-}
-
-void ExpSubEach(float* x, std::int64_t n_in, const float* sub) {
+/// acc[0..n) += sum over k < count of coef[k] * rows[k * ld ..], k ascending, skipping zero
+/// coefficients: the accumulate of rows that hold inf or NaN.
+void AccumulateSkippingZeros(const float* coef, std::int64_t count, const float* rows,
+                             std::int64_t ld, std::int64_t n_in, float* acc) {
   const DF d;
   const std::size_t N = hn::Lanes(d), n = static_cast<std::size_t>(n_in);
   std::size_t i = 0;
   for (; i + N <= n; i += N) {
-    hn::StoreU(ExpNonPositive(d, hn::Sub(hn::LoadU(d, x + i), hn::LoadU(d, sub + i))), d, x + i);
+    VF sum = hn::Zero(d);
+    for (std::int64_t k = 0; k < count; ++k) {
+      if (coef[k] != 0.0f) sum = hn::MulAdd(hn::Set(d, coef[k]), hn::LoadU(d, rows + k * ld + i), sum);
+    }
+    hn::StoreU(hn::Add(hn::LoadU(d, acc + i), sum), d, acc + i);
   }
-  if (i < n) {
-    const VF e = ExpNonPositive(
-        d, hn::Sub(LoadF32N<kF32>(d, x, i, n - i), LoadF32N<kF32>(d, sub, i, n - i)));
-    StoreF32N<kF32>(d, e, x, i, n - i);
+  for (; i < n; ++i) {  // only on targets wider than the 16-float padding
+    float sum = 0.0f;
+    for (std::int64_t k = 0; k < count; ++k) {
+      if (coef[k] != 0.0f) sum = std::fma(coef[k], rows[k * ld + static_cast<std::int64_t>(i)], sum);
+    }
+    acc[i] += sum;
+  }
+}
+
+void TileProduct(const float* a, std::int64_t a_rs, std::int64_t a_ks, std::int64_t m,
+                 std::int64_t kdim, const float* b, std::int64_t ldb, std::int64_t n, float scale,
+                 float* c, std::int64_t ldc, bool accumulate) {
+  if (m <= 0 || n <= 0) return;
+  if (!accumulate) {
+    MicroGemm<false>(a, a_rs, a_ks, m, kdim, b, ldb, n, scale, c, ldc);
+    return;
+  }
+  if (kdim <= 0) return;
+  if (AllFinite(b, kdim, ldb, n)) {
+    // Finite rows: a zero coefficient adds exactly +-0, which leaves every sum as skipping it
+    // would (a sum that starts at +0 never becomes -0), so the blocked kernel needs no test.
+    MicroGemm<true>(a, a_rs, a_ks, m, kdim, b, ldb, n, 1.0f, c, ldc);
+    return;
+  }
+  thread_local std::vector<float> coef;
+  coef.resize(static_cast<std::size_t>(kdim));
+  for (std::int64_t r = 0; r < m; ++r) {
+    for (std::int64_t k = 0; k < kdim; ++k) coef[static_cast<std::size_t>(k)] = a[r * a_rs + k * a_ks];
+    AccumulateSkippingZeros(coef.data(), kdim, b, ldb, n, c + r * ldc);
+  }
+}
+
+void OnlineSoftmaxColumns(float* s, std::int64_t keys, std::int64_t ld, std::int64_t n,
+                          float* m, float* l, float* alpha) {
+  const DF d;
+  const std::int64_t N = static_cast<std::int64_t>(hn::Lanes(d));
+  const VF neg_inf = hn::Set(d, -HUGE_VALF), one = hn::Set(d, 1.0f);
+  std::int64_t q = 0;
+  for (; q + N <= n; q += N) {
+    const VF m_old = hn::LoadU(d, m + q);
+    VF mx = m_old;
+    for (std::int64_t j = 0; j < keys; ++j) mx = hn::Max(mx, hn::LoadU(d, s + j * ld + q));
+    // While a column has seen only masked keys its max is -inf: subtracting 0 instead keeps
+    // e^(-inf) = 0 for its scores and alpha.
+    const VF ms = hn::IfThenZeroElse(hn::Eq(mx, neg_inf), mx);
+    const VF a = hn::IfThenElse(hn::Eq(m_old, ms), one, ExpNonPositive(d, hn::Sub(m_old, ms)));
+    VF sum = hn::Zero(d);
+    for (std::int64_t j = 0; j < keys; ++j) {
+      const VF e = ExpNonPositive(d, hn::Sub(hn::LoadU(d, s + j * ld + q), ms));
+      hn::StoreU(e, d, s + j * ld + q);
+      sum = hn::Add(sum, e);
+    }
+    hn::StoreU(hn::Add(hn::Mul(hn::LoadU(d, l + q), a), sum), d, l + q);
+    hn::StoreU(mx, d, m + q);
+    hn::StoreU(a, d, alpha + q);
+  }
+  for (; q < n; ++q) {  // only on targets wider than the 16-float padding
+    float mx = m[q];
+    for (std::int64_t j = 0; j < keys; ++j) mx = std::max(mx, s[j * ld + q]);
+    const float ms = mx == -HUGE_VALF ? 0.0f : mx;
+    const float a = m[q] == ms ? 1.0f : std::exp(m[q] - ms);
+    float sum = 0.0f;
+    for (std::int64_t j = 0; j < keys; ++j) {
+      float& x = s[j * ld + q];
+      x = std::exp(x - ms);
+      sum += x;
+    }
+    l[q] = l[q] * a + sum;
+    m[q] = mx;
+    alpha[q] = a;
+  }
+}
+
+void ExpSubRows(float* x, std::int64_t rows, std::int64_t ld, std::int64_t n, const float* sub) {
+  const DF d;
+  const std::int64_t N = static_cast<std::int64_t>(hn::Lanes(d));
+  for (std::int64_t r = 0; r < rows; ++r) {
+    float* row = x + r * ld;
+    const VF vs = hn::Set(d, sub[r]);
+    std::int64_t c = 0;
+    for (; c + N <= n; c += N) {
+      hn::StoreU(ExpNonPositive(d, hn::Sub(hn::LoadU(d, row + c), vs)), d, row + c);
+    }
+    for (; c < n; ++c) row[c] = std::exp(row[c] - sub[r]);
+  }
+}
+
+void ExpSubColumns(float* x, std::int64_t rows, std::int64_t ld, std::int64_t n,
+                   const float* sub) {
+  const DF d;
+  const std::int64_t N = static_cast<std::int64_t>(hn::Lanes(d));
+  for (std::int64_t r = 0; r < rows; ++r) {
+    float* row = x + r * ld;
+    std::int64_t c = 0;
+    for (; c + N <= n; c += N) {
+      hn::StoreU(ExpNonPositive(d, hn::Sub(hn::LoadU(d, row + c), hn::LoadU(d, sub + c))), d,
+                 row + c);
+    }
+    for (; c < n; ++c) row[c] = std::exp(row[c] - sub[c]);
+  }
+}
+
+void SoftmaxGrad(const float* p, float* dp, std::int64_t rows, std::int64_t ld, std::int64_t n,
+                 const float* di, bool di_per_row) {
+  const DF d;
+  const std::int64_t N = static_cast<std::int64_t>(hn::Lanes(d));
+  for (std::int64_t r = 0; r < rows; ++r) {
+    const float* pr = p + r * ld;
+    float* g = dp + r * ld;
+    std::int64_t c = 0;
+    for (; c + N <= n; c += N) {
+      const VF dd = di_per_row ? hn::Set(d, di[r]) : hn::LoadU(d, di + c);
+      hn::StoreU(hn::Mul(hn::LoadU(d, pr + c), hn::Sub(hn::LoadU(d, g + c), dd)), d, g + c);
+    }
+    for (; c < n; ++c) g[c] = pr[c] * (g[c] - (di_per_row ? di[r] : di[c]));
   }
 }
 
@@ -258,55 +354,6 @@ void Scale(float* x, std::int64_t n_in, float a) {
   for (; i < n; ++i) x[i] *= a;
 }
 
-void Accumulate(const float* coef, std::int64_t count, const float* rows, std::int64_t ld,
-                float* acc) {
-  const DF d;
-  const std::size_t N = hn::Lanes(d), n = static_cast<std::size_t>(ld);
-  std::size_t i = 0;
-  // Four vectors of acc stay in registers while every row adds into them.
-  for (; i + 4 * N <= n; i += 4 * N) {
-    VF a0 = hn::LoadU(d, acc + i), a1 = hn::LoadU(d, acc + i + N);
-    VF a2 = hn::LoadU(d, acc + i + 2 * N), a3 = hn::LoadU(d, acc + i + 3 * N);
-    for (std::int64_t c = 0; c < count; ++c) {
-      if (coef[c] == 0.0f) continue;
-      const VF w = hn::Set(d, coef[c]);
-      const float* row = rows + c * ld + i;
-      a0 = hn::MulAdd(w, hn::LoadU(d, row), a0);
-      a1 = hn::MulAdd(w, hn::LoadU(d, row + N), a1);
-      a2 = hn::MulAdd(w, hn::LoadU(d, row + 2 * N), a2);
-      a3 = hn::MulAdd(w, hn::LoadU(d, row + 3 * N), a3);
-    }
-    hn::StoreU(a0, d, acc + i);
-    hn::StoreU(a1, d, acc + i + N);
-    hn::StoreU(a2, d, acc + i + 2 * N);
-    hn::StoreU(a3, d, acc + i + 3 * N);
-  }
-  for (; i + N <= n; i += N) {
-    VF a = hn::LoadU(d, acc + i);
-    for (std::int64_t c = 0; c < count; ++c) {
-      if (coef[c] != 0.0f) a = hn::MulAdd(hn::Set(d, coef[c]), hn::LoadU(d, rows + c * ld + i), a);
-    }
-    hn::StoreU(a, d, acc + i);
-  }
-  for (; i < n; ++i) {  // only on targets wider than the 16-float padding
-    for (std::int64_t c = 0; c < count; ++c) {
-      if (coef[c] != 0.0f) acc[i] += coef[c] * rows[c * ld + static_cast<std::int64_t>(i)];
-    }
-  }
-}
-
-void AccumulateRows(const float* coef, std::int64_t m, std::int64_t count, std::int64_t ldcoef,
-                    const float* rows, std::int64_t ld, float* acc, std::int64_t ldacc) {
-  if (m <= 0 || count <= 0) return;
-  if (AllFinite(rows, count, ld)) {
-    // Finite rows: a zero coefficient adds exactly +-0, which leaves every sum as skipping it
-    // would (a sum that starts at +0 never becomes -0), so the blocked kernel needs no test.
-    MicroGemm<true>(coef, m, count, ldcoef, rows, ld, ld, 1.0f, acc, ldacc);
-    return;
-  }
-  for (std::int64_t r = 0; r < m; ++r) Accumulate(coef + r * ldcoef, count, rows, ld, acc + r * ldacc);
-}
-
 }  // namespace HWY_NAMESPACE
 }  // namespace mixprec::kernels::cpu
 HWY_AFTER_NAMESPACE();
@@ -314,51 +361,58 @@ HWY_AFTER_NAMESPACE();
 #if HWY_ONCE
 namespace mixprec::kernels::cpu {
 
-HWY_EXPORT(Widen);
-HWY_EXPORT(NarrowScaled);
+HWY_EXPORT(WidenRows);
+HWY_EXPORT(WidenRowsTransposed);
+HWY_EXPORT(NarrowRows);
 HWY_EXPORT(TypedDot);
-HWY_EXPORT(Scores);
-HWY_EXPORT(RowMax);
-HWY_EXPORT(ExpSub);
-HWY_EXPORT(ExpSubEach);
+HWY_EXPORT(TileProduct);
+HWY_EXPORT(OnlineSoftmaxColumns);
+HWY_EXPORT(ExpSubRows);
+HWY_EXPORT(ExpSubColumns);
+HWY_EXPORT(SoftmaxGrad);
 HWY_EXPORT(Scale);
-HWY_EXPORT(Accumulate);
-HWY_EXPORT(AccumulateRows);
 
 namespace attn_simd {
 namespace {
 int code(DType t) { return static_cast<int>(t); }
 }  // namespace
 
-void widen(const void* src, DType t, std::int64_t n, float* dst) {
-  HWY_DYNAMIC_DISPATCH(Widen)(code(t), src, n, dst);
+void widen_rows(const void* src, DType t, std::int64_t rows, std::int64_t width,
+                std::int64_t stride, float* dst, std::int64_t ld) {
+  HWY_DYNAMIC_DISPATCH(WidenRows)(src, code(t), rows, width, stride, dst, ld);
 }
-void narrow_scaled(const float* src, std::int64_t n, float s, void* dst, DType t) {
-  HWY_DYNAMIC_DISPATCH(NarrowScaled)(src, n, s, dst, code(t));
+void widen_rows_transposed(const void* src, DType t, std::int64_t rows, std::int64_t width,
+                           std::int64_t stride, float* dst, std::int64_t ldt) {
+  HWY_DYNAMIC_DISPATCH(WidenRowsTransposed)(src, code(t), rows, width, stride, dst, ldt);
+}
+void narrow_rows(const float* src, std::int64_t ld, std::int64_t rows, std::int64_t width,
+                 const float* row_scale, void* dst, DType t, std::int64_t stride) {
+  HWY_DYNAMIC_DISPATCH(NarrowRows)(src, ld, rows, width, row_scale, dst, code(t), stride);
 }
 float typed_dot(const void* a, const void* b, DType t, std::int64_t n) {
   return HWY_DYNAMIC_DISPATCH(TypedDot)(a, b, code(t), n);
 }
-void scores(const float* a, std::int64_t rows_a, const float* b, std::int64_t rows_b,
-            std::int64_t ld, float scale, float* c, std::int64_t ldc) {
-  HWY_DYNAMIC_DISPATCH(Scores)(a, rows_a, b, rows_b, ld, scale, c, ldc);
+void tile_product(const float* a, std::int64_t a_rs, std::int64_t a_ks, std::int64_t m,
+                  std::int64_t kdim, const float* b, std::int64_t ldb, std::int64_t n, float scale,
+                  float* c, std::int64_t ldc, bool accumulate) {
+  HWY_DYNAMIC_DISPATCH(TileProduct)(a, a_rs, a_ks, m, kdim, b, ldb, n, scale, c, ldc, accumulate);
 }
-float row_max(const float* x, std::int64_t n) { return HWY_DYNAMIC_DISPATCH(RowMax)(x, n); }
-float exp_sub(float* x, std::int64_t n, float sub) {
-  return HWY_DYNAMIC_DISPATCH(ExpSub)(x, n, sub);
+void online_softmax_columns(float* s, std::int64_t keys, std::int64_t ld, std::int64_t n,
+                            float* m, float* l, float* alpha) {
+  HWY_DYNAMIC_DISPATCH(OnlineSoftmaxColumns)(s, keys, ld, n, m, l, alpha);
 }
-void exp_sub_each(float* x, std::int64_t n, const float* sub) {
-  HWY_DYNAMIC_DISPATCH(ExpSubEach)(x, n, sub);
+void exp_sub_rows(float* x, std::int64_t rows, std::int64_t ld, std::int64_t n, const float* sub) {
+  HWY_DYNAMIC_DISPATCH(ExpSubRows)(x, rows, ld, n, sub);
+}
+void exp_sub_columns(float* x, std::int64_t rows, std::int64_t ld, std::int64_t n,
+                     const float* sub) {
+  HWY_DYNAMIC_DISPATCH(ExpSubColumns)(x, rows, ld, n, sub);
+}
+void softmax_grad(const float* p, float* dp, std::int64_t rows, std::int64_t ld, std::int64_t n,
+                  const float* di, bool di_per_row) {
+  HWY_DYNAMIC_DISPATCH(SoftmaxGrad)(p, dp, rows, ld, n, di, di_per_row);
 }
 void scale(float* x, std::int64_t n, float a) { HWY_DYNAMIC_DISPATCH(Scale)(x, n, a); }
-void accumulate(const float* coef, std::int64_t count, const float* rows, std::int64_t ld,
-                float* acc) {
-  HWY_DYNAMIC_DISPATCH(Accumulate)(coef, count, rows, ld, acc);
-}
-void accumulate_rows(const float* coef, std::int64_t m, std::int64_t count, std::int64_t ldcoef,
-                     const float* rows, std::int64_t ld, float* acc, std::int64_t ldacc) {
-  HWY_DYNAMIC_DISPATCH(AccumulateRows)(coef, m, count, ldcoef, rows, ld, acc, ldacc);
-}
 
 }  // namespace attn_simd
 }  // namespace mixprec::kernels::cpu

@@ -1,42 +1,57 @@
 #pragma once
 /// The Highway building blocks of the blocked attention kernel (attention_simd.cpp), each
 /// dispatched to the best target max_isa() allows. The dispatcher (attention.cpp) widens each
-/// block of q, k, v and dout once into f32 scratch rows of `ld` floats (ld a multiple of 16,
-/// the padding zero) and runs these on them; only widen / narrow / typed_dot touch 16-bit
-/// storage (through convert-inl.h).
+/// block of q, k, v and dout once into f32 scratch (rows of `ld` floats, ld a multiple of 16;
+/// or transposed, one operand row per column) and runs these on them; only widen / narrow /
+/// typed_dot touch 16-bit storage (through convert-inl.h).
 #include <cstdint>
 
 #include "mixprec/core/dtype.h"
 
 namespace mixprec::kernels::cpu::attn_simd {
 
-/// dst[0..n) = src[0..n) (dtype t) as f32.
-void widen(const void* src, DType t, std::int64_t n, float* dst);
-/// dst[0..n) (dtype t) = src[0..n) * s, rounded once.
-void narrow_scaled(const float* src, std::int64_t n, float s, void* dst, DType t);
+/// dst[r * ld + k] = row r of src as f32, for r < rows, k < width; row r (dtype t) starts
+/// r * stride elements after src. Padding columns are left as they are.
+void widen_rows(const void* src, DType t, std::int64_t rows, std::int64_t width,
+                std::int64_t stride, float* dst, std::int64_t ld);
+/// The same rows transposed: dst[k * ldt + r] = element k of row r (ldt >= rows).
+void widen_rows_transposed(const void* src, DType t, std::int64_t rows, std::int64_t width,
+                           std::int64_t stride, float* dst, std::int64_t ldt);
+/// Row r of dst (dtype t, r * stride elements after dst) = src[r * ld ..][0..width) *
+/// row_scale[r], each element rounded once.
+void narrow_rows(const float* src, std::int64_t ld, std::int64_t rows, std::int64_t width,
+                 const float* row_scale, void* dst, DType t, std::int64_t stride);
 /// sum a[i] * b[i] over n elements of dtype t, in f32 (D_i = dout_i . out_i).
 float typed_dot(const void* a, const void* b, DType t, std::int64_t n);
-/// c[r * ldc + j] = scale * (a_r . b_j) for r < rows_a, j < rows_b; a_r = a + r * ld, b_j =
-/// b + j * ld, dot products over ld floats, each summed in index order. ldc must be a multiple
-/// of 16: columns from rows_b up to the next multiple of 16 may be overwritten (with zeros).
-void scores(const float* a, std::int64_t rows_a, const float* b, std::int64_t rows_b,
-            std::int64_t ld, float scale, float* c, std::int64_t ldc);
-/// The largest of x[0..n) (-inf for n == 0).
-float row_max(const float* x, std::int64_t n);
-/// x[i] = exp(x[i] - sub) in place; returns the sum of the new x. exp(-inf) = 0.
-float exp_sub(float* x, std::int64_t n, float sub);
-/// x[i] = exp(x[i] - sub[i]) in place.
-void exp_sub_each(float* x, std::int64_t n, const float* sub);
-/// x[i] *= a.
+
+/// The tile product C[m, n] (+)= A[m, kdim] B[kdim, n]: element (r, k) of A is
+/// a[r * a_rs + k * a_ks] (so A may be the transpose of a stored tile), B is row-major with
+/// rows of ldb floats, n a multiple of 16 (ldb, ldc >= n). Every element of C is one sum over k
+/// in index order with an FMA per term, whatever the vector width; without accumulate it is
+/// then multiplied by scale and stored, with accumulate added to C. With accumulate, a zero
+/// element of A adds nothing even where B holds inf or NaN (a masked or dropped probability
+/// never turns a non-finite value into NaN).
+void tile_product(const float* a, std::int64_t a_rs, std::int64_t a_ks, std::int64_t m,
+                  std::int64_t kdim, const float* b, std::int64_t ldb, std::int64_t n, float scale,
+                  float* c, std::int64_t ldc, bool accumulate);
+
+/// One block of the forward's online softmax over a transposed score tile s (keys as rows,
+/// queries as columns; rows < keys, columns < n, n a multiple of 16): for every column q,
+/// m' = max(m[q], max over keys of s), alpha[q] = e^(m[q] - m') (0 while m' is -inf), each
+/// s = e^(s - m') in place (0 while m' is -inf), l[q] = l[q] alpha[q] + the column's new sum
+/// (in key order), m[q] = m'.
+void online_softmax_columns(float* s, std::int64_t keys, std::int64_t ld, std::int64_t n,
+                            float* m, float* l, float* alpha);
+/// x[r * ld + c] = e^(x[r * ld + c] - sub[r]) for r < rows, c < n (n a multiple of 16).
+void exp_sub_rows(float* x, std::int64_t rows, std::int64_t ld, std::int64_t n, const float* sub);
+/// x[r * ld + c] = e^(x[r * ld + c] - sub[c]) for r < rows, c < n (n a multiple of 16).
+void exp_sub_columns(float* x, std::int64_t rows, std::int64_t ld, std::int64_t n,
+                     const float* sub);
+/// dp = p (dp - D) in place over rows < rows, columns < n (n a multiple of 16), D being di[r]
+/// for row r when di_per_row, else di[c] for column c: the softmax backward ds.
+void softmax_grad(const float* p, float* dp, std::int64_t rows, std::int64_t ld, std::int64_t n,
+                  const float* di, bool di_per_row);
+/// x[0..n) *= a.
 void scale(float* x, std::int64_t n, float a);
-/// acc[0..ld) += sum over c < count of coef[c] * rows[c * ld ..], c ascending; zero
-/// coefficients (masked or dropped entries) are skipped.
-void accumulate(const float* coef, std::int64_t count, const float* rows, std::int64_t ld,
-                float* acc);
-/// accumulate() for m rows at once: acc[r * ldacc ..] += sum over c < count of
-/// coef[r * ldcoef + c] * rows[c * ld ..], each element's sum in c order (register-blocked when
-/// rows are all finite; zero coefficients then add +-0, which changes no sum).
-void accumulate_rows(const float* coef, std::int64_t m, std::int64_t count, std::int64_t ldcoef,
-                     const float* rows, std::int64_t ld, float* acc, std::int64_t ldacc);
 
 }  // namespace mixprec::kernels::cpu::attn_simd
