@@ -34,6 +34,7 @@
 #include "kernels/cpu/dispatch_util.h"
 #include "kernels/cpu/growing_buffer.h"
 #include "kernels/ref/attention_rules.h"
+#include "mixprec/core/error.h"
 #include "mixprec/core/random.h"
 
 namespace mixprec::kernels {
@@ -53,7 +54,32 @@ static_assert(kBlockQ == kBlockK && kBlockQ % 16 == 0);
 std::int64_t padded(std::int64_t n) { return (n + 15) / 16 * 16; }
 std::int64_t block_count(std::int64_t n, std::int64_t b) { return (n + b - 1) / b; }
 
-std::vector<float> zeros(std::int64_t n) { return std::vector<float>(static_cast<std::size_t>(n), 0.0f); }
+/// The f32 tiles of one task, carved from a per-thread buffer that only grows (a step allocates
+/// nothing). Tiles come uninitialised: widen() and widen_transposed() write their padding zeros
+/// themselves, and accumulators are taken zeroed.
+class TaskScratch {
+ public:
+  explicit TaskScratch(std::int64_t total) : total_(total) {
+    thread_local cpu::GrowingBuffer arena;
+    next_ = arena.get(static_cast<std::size_t>(total));
+  }
+  float* take(std::int64_t n) {
+    taken_ += n;
+    if (taken_ > total_) throw InternalError("attention", "task scratch sized too small");
+    float* p = next_;
+    next_ += n;
+    return p;
+  }
+  float* zeroed(std::int64_t n) {
+    float* p = take(n);
+    std::fill(p, p + n, 0.0f);
+    return p;
+  }
+
+ private:
+  float* next_ = nullptr;
+  std::int64_t total_ = 0, taken_ = 0;
+};
 
 /// Elements between consecutive rows of an operand with layout l and rows of width elements.
 std::int64_t row_stride(const AttentionLayout& l, std::int64_t width) {
@@ -105,12 +131,15 @@ void mask_tile(const AttentionDesc& d, std::int64_t b, std::int64_t i0, std::int
                std::int64_t j0, std::int64_t nj, float* s, std::int64_t lds, bool keys_are_rows) {
   if (!tile_is_masked(d, i0, j0, nj)) return;
   if (d.mask == nullptr) {  // the causal cut alone: key j > query i is -inf, whole runs at once
-    for (std::int64_t r = 0; r < ni; ++r) {
-      const std::int64_t first_cut = std::clamp<std::int64_t>(i0 + r + 1 - j0, 0, nj);
-      if (keys_are_rows) {
-        for (std::int64_t c = first_cut; c < nj; ++c) s[c * lds + r] = -INFINITY;
-      } else {
-        std::fill(s + r * lds + first_cut, s + r * lds + nj, -INFINITY);
+    if (keys_are_rows) {  // key j0 + c sees no query before it
+      for (std::int64_t c = 0; c < nj; ++c) {
+        std::fill(s + c * lds, s + c * lds + std::clamp<std::int64_t>(j0 + c - i0, 0, ni),
+                  -INFINITY);
+      }
+    } else {  // query i0 + r sees no key after it
+      for (std::int64_t r = 0; r < ni; ++r) {
+        std::fill(s + r * lds + std::clamp<std::int64_t>(i0 + r + 1 - j0, 0, nj), s + r * lds + nj,
+                  -INFINITY);
       }
     }
     return;
@@ -192,31 +221,39 @@ void attention_forward(const AttentionDesc& d, const void* q, const void* k, con
   run_tasks(d, d.bh * qblocks, [&](std::int64_t task) {
     const std::int64_t b = task / qblocks, i0 = task % qblocks * kBlockQ;
     const std::int64_t ni = std::min(kBlockQ, d.tq - i0), nq = padded(ni);
-    std::vector<float> qt = zeros(d.d * kBlockQ), kf = zeros(kBlockK * ldk);
-    std::vector<float> vf = zeros(kBlockK * ldv), acc = zeros(kBlockQ * ldv);
-    std::vector<float> st = zeros(kBlockK * kBlockQ), z = zeros(dropout ? kBlockQ * kBlockK : 0);
-    std::vector<float> m(kBlockQ, -INFINITY), l(kBlockQ, 0.0f), alpha(kBlockQ);
+    TaskScratch scratch(d.d * kBlockQ + kBlockK * (ldk + ldv) + kBlockQ * ldv +
+                        kBlockK * kBlockQ * (dropout ? 2 : 1) + 3 * kBlockQ);
+    float* const qt = scratch.take(d.d * kBlockQ);
+    float* const kf = scratch.take(kBlockK * ldk);
+    float* const vf = scratch.take(kBlockK * ldv);
+    float* const acc = scratch.zeroed(kBlockQ * ldv);
+    float* const st = scratch.take(kBlockK * kBlockQ);
+    float* const z = dropout ? scratch.take(kBlockQ * kBlockK) : nullptr;
+    float* const m = scratch.take(kBlockQ);
+    float* const l = scratch.zeroed(kBlockQ);
+    float* const alpha = scratch.take(kBlockQ);
+    std::fill(m, m + kBlockQ, -INFINITY);
     std::vector<std::uint32_t> bits;
-    qo.widen_transposed(b, i0, ni, qt.data(), kBlockQ);
+    qo.widen_transposed(b, i0, ni, qt, kBlockQ);
     const std::int64_t keys = visible_keys(d, i0, ni);
     for (std::int64_t j0 = 0; j0 < keys; j0 += kBlockK) {
       const std::int64_t nj = std::min(kBlockK, keys - j0);
-      ko.widen(b, j0, nj, kf.data(), ldk);
-      vo.widen(b, j0, nj, vf.data(), ldv);
+      ko.widen(b, j0, nj, kf, ldk);
+      vo.widen(b, j0, nj, vf, ldv);
       // s^T[key][query] = scale * (k q^T)
-      simd::tile_product(kf.data(), ldk, 1, nj, d.d, qt.data(), kBlockQ, nq, d.scale, st.data(),
+      simd::tile_product(kf, ldk, 1, nj, d.d, qt, kBlockQ, nq, d.scale, st,
                          kBlockQ, false);
-      mask_tile(d, b, i0, ni, j0, nj, st.data(), kBlockQ, true);
-      simd::online_softmax_columns(st.data(), nj, kBlockQ, nq, m.data(), l.data(), alpha.data());
+      mask_tile(d, b, i0, ni, j0, nj, st, kBlockQ, true);
+      simd::online_softmax_columns(st, nj, kBlockQ, nq, m, l, alpha);
       for (std::int64_t r = 0; r < ni; ++r) {
-        if (alpha[r] != 1.0f) simd::scale(acc.data() + r * ldv, ldv, alpha[r]);
+        if (alpha[r] != 1.0f) simd::scale(acc + r * ldv, ldv, alpha[r]);
       }
       if (dropout) {  // the normaliser l counts every key; only the output sees the mask
-        dropout_tile(d, b, i0, ni, j0, nj, bits, z.data());
-        apply_dropout(z.data(), ni, nj, st.data(), kBlockQ, true);
+        dropout_tile(d, b, i0, ni, j0, nj, bits, z);
+        apply_dropout(z, ni, nj, st, kBlockQ, true);
       }
       // acc[query] += p v, p read through s^T's strides
-      simd::tile_product(st.data(), 1, kBlockQ, ni, nj, vf.data(), ldv, ldv, 1.0f, acc.data(),
+      simd::tile_product(st, 1, kBlockQ, ni, nj, vf, ldv, ldv, 1.0f, acc,
                          ldv, true);
     }
     std::vector<float> inv_l(static_cast<std::size_t>(ni));
@@ -225,7 +262,7 @@ void attention_forward(const AttentionDesc& d, const void* q, const void* k, con
       inv_l[r] = empty ? 0.0f : 1.0f / l[r];
       lse[b * d.tq + i0 + r] = empty ? INFINITY : m[r] + std::log(l[r]);
     }
-    narrow_rows(d, out, d.out_rows, d.tq, d.dv, b, i0, ni, acc.data(), ldv, inv_l.data());
+    narrow_rows(d, out, d.out_rows, d.tq, d.dv, b, i0, ni, acc, ldv, inv_l.data());
   });
 }
 
@@ -264,45 +301,51 @@ void attention_backward(const AttentionDesc& d, const void* q, const void* k, co
   run_tasks(d, d.bh * kblocks, [&](std::int64_t task) {
     const std::int64_t b = task / kblocks, j0 = task % kblocks * kBlockK;
     const std::int64_t nj = std::min(kBlockK, d.tk - j0), nk = padded(nj);
-    std::vector<float> kt = zeros(d.d * kBlockK), vt = zeros(d.dv * kBlockK);
-    std::vector<float> qf = zeros(kBlockQ * ldq), gf = zeros(kBlockQ * ldv);
-    std::vector<float> dk_acc = zeros(kBlockK * ldq), dv_acc = zeros(kBlockK * ldv);
-    std::vector<float> p = zeros(kBlockQ * kBlockK), dp = zeros(kBlockQ * kBlockK);
-    std::vector<float> z = zeros(dropout ? kBlockQ * kBlockK : 0);
+    TaskScratch scratch((d.d + d.dv) * kBlockK + 2 * kBlockQ * (ldq + ldv) +
+                        kBlockQ * kBlockK * (dropout ? 3 : 2));
+    float* const kt = scratch.take(d.d * kBlockK);
+    float* const vt = scratch.take(d.dv * kBlockK);
+    float* const qf = scratch.take(kBlockQ * ldq);
+    float* const gf = scratch.take(kBlockQ * ldv);
+    float* const dk_acc = scratch.zeroed(kBlockK * ldq);
+    float* const dv_acc = scratch.zeroed(kBlockK * ldv);
+    float* const p = scratch.take(kBlockQ * kBlockK);
+    float* const dp = scratch.take(kBlockQ * kBlockK);
+    float* const z = dropout ? scratch.take(kBlockQ * kBlockK) : nullptr;
     std::vector<std::uint32_t> bits;
-    ko.widen_transposed(b, j0, nj, kt.data(), kBlockK);
-    vo.widen_transposed(b, j0, nj, vt.data(), kBlockK);
+    ko.widen_transposed(b, j0, nj, kt, kBlockK);
+    vo.widen_transposed(b, j0, nj, vt, kBlockK);
     // Under is_causal no query row before j0 sees these keys.
     for (std::int64_t i0 = d.causal ? std::min(j0, d.tq) : 0; i0 < d.tq; i0 += kBlockQ) {
       const std::int64_t ni = std::min(kBlockQ, d.tq - i0);
-      qo.widen(b, i0, ni, qf.data(), ldq);
-      go.widen(b, i0, ni, gf.data(), ldv);
+      qo.widen(b, i0, ni, qf, ldq);
+      go.widen(b, i0, ni, gf, ldv);
       // p[query][key] = exp(scale * (q k^T) - lse), dp = dout v^T
-      simd::tile_product(qf.data(), ldq, 1, ni, d.d, kt.data(), kBlockK, nk, d.scale, p.data(),
+      simd::tile_product(qf, ldq, 1, ni, d.d, kt, kBlockK, nk, d.scale, p,
                          kBlockK, false);
-      mask_tile(d, b, i0, ni, j0, nj, p.data(), kBlockK, false);
-      simd::exp_sub_rows(p.data(), ni, kBlockK, nk, lse + b * d.tq + i0);
-      simd::tile_product(gf.data(), ldv, 1, ni, d.dv, vt.data(), kBlockK, nk, 1.0f, dp.data(),
+      mask_tile(d, b, i0, ni, j0, nj, p, kBlockK, false);
+      simd::exp_sub_rows(p, ni, kBlockK, nk, lse + b * d.tq + i0);
+      simd::tile_product(gf, ldv, 1, ni, d.dv, vt, kBlockK, nk, 1.0f, dp,
                          kBlockK, false);
       if (dropout) {
-        dropout_tile(d, b, i0, ni, j0, nj, bits, z.data());
-        apply_dropout(z.data(), ni, nj, dp.data(), kBlockK, false);
+        dropout_tile(d, b, i0, ni, j0, nj, bits, z);
+        apply_dropout(z, ni, nj, dp, kBlockK, false);
       }
       // dp becomes ds = p (dp z - D): dk's coefficients; then p becomes p z: dv's
-      simd::softmax_grad(p.data(), dp.data(), ni, kBlockK, nk, rowdot.data() + b * d.tq + i0, true);
-      if (dropout) apply_dropout(z.data(), ni, nj, p.data(), kBlockK, false);
+      simd::softmax_grad(p, dp, ni, kBlockK, nk, rowdot.data() + b * d.tq + i0, true);
+      if (dropout) apply_dropout(z, ni, nj, p, kBlockK, false);
       if (ds != nullptr) {  // pass B's coefficients: this tile as it lies
-        std::copy(dp.data(), dp.data() + ni * kBlockK, ds_tile(b, j0 / kBlockK, i0 / kBlockQ));
+        std::copy(dp, dp + ni * kBlockK, ds_tile(b, j0 / kBlockK, i0 / kBlockQ));
       }
       // dv[key] += p^T dout, dk[key] += ds^T q: the tiles read through their strides
-      simd::tile_product(p.data(), 1, kBlockK, nj, ni, gf.data(), ldv, ldv, 1.0f, dv_acc.data(),
+      simd::tile_product(p, 1, kBlockK, nj, ni, gf, ldv, ldv, 1.0f, dv_acc,
                          ldv, true);
-      simd::tile_product(dp.data(), 1, kBlockK, nj, ni, qf.data(), ldq, ldq, 1.0f, dk_acc.data(),
+      simd::tile_product(dp, 1, kBlockK, nj, ni, qf, ldq, ldq, 1.0f, dk_acc,
                          ldq, true);
     }
     const std::vector<float> scale(static_cast<std::size_t>(nj), d.scale), one(nj, 1.0f);
-    narrow_rows(d, dk, d.k_rows, d.tk, d.d, b, j0, nj, dk_acc.data(), ldq, scale.data());
-    narrow_rows(d, dv, d.v_rows, d.tk, d.dv, b, j0, nj, dv_acc.data(), ldv, one.data());
+    narrow_rows(d, dk, d.k_rows, d.tk, d.d, b, j0, nj, dk_acc, ldq, scale.data());
+    narrow_rows(d, dv, d.v_rows, d.tk, d.dv, b, j0, nj, dv_acc, ldv, one.data());
   });
 
   // Pass B: dq, one task per (batch-head, query block).
@@ -311,53 +354,60 @@ void attention_backward(const AttentionDesc& d, const void* q, const void* k, co
     run_tasks(d, d.bh * qblocks, [&](std::int64_t task) {
       const std::int64_t b = task / qblocks, i0 = task % qblocks * kBlockQ;
       const std::int64_t ni = std::min(kBlockQ, d.tq - i0);
-      std::vector<float> kf = zeros(kBlockK * ldq), dq_acc = zeros(kBlockQ * ldq);
+      TaskScratch scratch((kBlockK + kBlockQ) * ldq);
+      float* const kf = scratch.take(kBlockK * ldq);
+      float* const dq_acc = scratch.zeroed(kBlockQ * ldq);
       const std::int64_t keys = visible_keys(d, i0, ni);
       for (std::int64_t j0 = 0; j0 < keys; j0 += kBlockK) {
         const std::int64_t nj = std::min(kBlockK, keys - j0);
-        ko.widen(b, j0, nj, kf.data(), ldq);
-        simd::tile_product(ds_tile(b, j0 / kBlockK, i0 / kBlockQ), kBlockK, 1, ni, nj, kf.data(),
-                           ldq, ldq, 1.0f, dq_acc.data(), ldq, true);
+        ko.widen(b, j0, nj, kf, ldq);
+        simd::tile_product(ds_tile(b, j0 / kBlockK, i0 / kBlockQ), kBlockK, 1, ni, nj, kf,
+                           ldq, ldq, 1.0f, dq_acc, ldq, true);
       }
-      narrow_rows(d, dq, d.q_rows, d.tq, d.d, b, i0, ni, dq_acc.data(), ldq, dq_scale.data());
+      narrow_rows(d, dq, d.q_rows, d.tq, d.d, b, i0, ni, dq_acc, ldq, dq_scale.data());
     });
     return;
   }
   run_tasks(d, d.bh * qblocks, [&](std::int64_t task) {
     const std::int64_t b = task / qblocks, i0 = task % qblocks * kBlockQ;
     const std::int64_t ni = std::min(kBlockQ, d.tq - i0), nq = padded(ni);
-    std::vector<float> qt = zeros(d.d * kBlockQ), gt = zeros(d.dv * kBlockQ);
-    std::vector<float> kf = zeros(kBlockK * ldq), vf = zeros(kBlockK * ldv);
-    std::vector<float> dq_acc = zeros(kBlockQ * ldq);
-    std::vector<float> pt = zeros(kBlockK * kBlockQ), dpt = zeros(kBlockK * kBlockQ);
-    std::vector<float> z = zeros(dropout ? kBlockQ * kBlockK : 0);
+    TaskScratch scratch((d.d + d.dv) * kBlockQ + kBlockK * (ldq + ldv) + kBlockQ * ldq +
+                        kBlockK * kBlockQ * (dropout ? 3 : 2));
+    float* const qt = scratch.take(d.d * kBlockQ);
+    float* const gt = scratch.take(d.dv * kBlockQ);
+    float* const kf = scratch.take(kBlockK * ldq);
+    float* const vf = scratch.take(kBlockK * ldv);
+    float* const dq_acc = scratch.zeroed(kBlockQ * ldq);
+    float* const pt = scratch.take(kBlockK * kBlockQ);
+    float* const dpt = scratch.take(kBlockK * kBlockQ);
+    float* const z = dropout ? scratch.take(kBlockQ * kBlockK) : nullptr;
     std::vector<std::uint32_t> bits;
-    qo.widen_transposed(b, i0, ni, qt.data(), kBlockQ);
-    go.widen_transposed(b, i0, ni, gt.data(), kBlockQ);
+    qo.widen_transposed(b, i0, ni, qt, kBlockQ);
+    go.widen_transposed(b, i0, ni, gt, kBlockQ);
     const std::vector<float> lse_i = padded_copy(lse + b * d.tq + i0, ni, INFINITY);
     const std::vector<float> di = padded_copy(rowdot.data() + b * d.tq + i0, ni, 0.0f);
     const std::int64_t keys = visible_keys(d, i0, ni);
     for (std::int64_t j0 = 0; j0 < keys; j0 += kBlockK) {
       const std::int64_t nj = std::min(kBlockK, keys - j0);
-      ko.widen(b, j0, nj, kf.data(), ldq);
-      vo.widen(b, j0, nj, vf.data(), ldv);
+      ko.widen(b, j0, nj, kf, ldq);
+      vo.widen(b, j0, nj, vf, ldv);
       // p^T[key][query] and dp^T = v dout^T: pass A's tiles, transposed, with the same sums
-      simd::tile_product(kf.data(), ldq, 1, nj, d.d, qt.data(), kBlockQ, nq, d.scale, pt.data(),
+      simd::tile_product(kf, ldq, 1, nj, d.d, qt, kBlockQ, nq, d.scale, pt,
                          kBlockQ, false);
-      mask_tile(d, b, i0, ni, j0, nj, pt.data(), kBlockQ, true);
-      simd::exp_sub_columns(pt.data(), nj, kBlockQ, nq, lse_i.data());
-      simd::tile_product(vf.data(), ldv, 1, nj, d.dv, gt.data(), kBlockQ, nq, 1.0f, dpt.data(),
+      mask_tile(d, b, i0, ni, j0, nj, pt, kBlockQ, true);
+      simd::exp_sub_columns(pt, nj, kBlockQ, nq, lse_i.data());
+      simd::tile_product(vf, ldv, 1, nj, d.dv, gt, kBlockQ, nq, 1.0f, dpt,
                          kBlockQ, false);
       if (dropout) {
-        dropout_tile(d, b, i0, ni, j0, nj, bits, z.data());
-        apply_dropout(z.data(), ni, nj, dpt.data(), kBlockQ, true);
+        dropout_tile(d, b, i0, ni, j0, nj, bits, z);
+        apply_dropout(z, ni, nj, dpt, kBlockQ, true);
       }
-      simd::softmax_grad(pt.data(), dpt.data(), nj, kBlockQ, nq, di.data(), false);
+      simd::softmax_grad(pt, dpt, nj, kBlockQ, nq, di.data(), false);
       // dq[query] += ds k, ds read through ds^T's strides
-      simd::tile_product(dpt.data(), 1, kBlockQ, ni, nj, kf.data(), ldq, ldq, 1.0f,
-                         dq_acc.data(), ldq, true);
+      simd::tile_product(dpt, 1, kBlockQ, ni, nj, kf, ldq, ldq, 1.0f,
+                         dq_acc, ldq, true);
     }
-    narrow_rows(d, dq, d.q_rows, d.tq, d.d, b, i0, ni, dq_acc.data(), ldq, dq_scale.data());
+    narrow_rows(d, dq, d.q_rows, d.tq, d.d, b, i0, ni, dq_acc, ldq, dq_scale.data());
   });
 }
 

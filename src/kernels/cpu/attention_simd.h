@@ -11,10 +11,11 @@
 namespace mixprec::kernels::cpu::attn_simd {
 
 /// dst[r * ld + k] = row r of src as f32, for r < rows, k < width; row r (dtype t) starts
-/// r * stride elements after src. Padding columns are left as they are.
+/// r * stride elements after src; the padding columns [width, ld) are set to 0.
 void widen_rows(const void* src, DType t, std::int64_t rows, std::int64_t width,
                 std::int64_t stride, float* dst, std::int64_t ld);
-/// The same rows transposed: dst[k * ldt + r] = element k of row r (ldt >= rows).
+/// The same rows transposed: dst[k * ldt + r] = element k of row r (ldt >= rows), the padding
+/// columns [rows, ldt) of each of the width rows set to 0.
 void widen_rows_transposed(const void* src, DType t, std::int64_t rows, std::int64_t width,
                            std::int64_t stride, float* dst, std::int64_t ldt);
 /// Row r of dst (dtype t, r * stride elements after dst) = src[r * ld ..][0..width) *
