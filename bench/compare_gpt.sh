@@ -27,7 +27,8 @@
 #                             [--data text:PATH] [--limit-test N] [--threads T]
 #                             [--precisions LIST] [--peer-precisions LIST] [--time-precisions LIST]
 #                             [--time-steps N] [--time-warmup W] [--budget-s S] [--ckpt-context T]
-#                             [--no-train] [--no-time] [--no-checkpoint] [--json] [--keep DIR]
+#                             [--no-train] [--no-time] [--no-checkpoint] [--compile]
+#                             [--isa avx2|avx512|avx512_bf16] [--json] [--keep DIR]
 #   --steps N          optimizer steps of every training run (default 300)
 #   --batch-size B     windows per batch, training and timing (default 16, mixprec bench's)
 #   --context/--layers/--heads/--width   model sizes (default gpt-mini's 128/4/4/128)
@@ -45,6 +46,16 @@
 #   --budget-s S       the peer's --time run is shortened to ~S seconds if its steps are slow
 #                      (default 120; noted in the output)
 #   --ckpt-context T   context of the activation-checkpointing comparison (default 512)
+#   --compile          step time also against torch.compile'd PyTorch (inductor, default mode;
+#                      peer_gpt.py --time --compile): one more peer run per precision and model,
+#                      its compile time reported apart (needs a C++ compiler for inductor)
+#   --isa LEVEL        both sides capped to one x86 CPU class on this machine, to measure that
+#                      class's ratio where no such CPU is at hand: MIXPREC_ISA=LEVEL for mixprec;
+#                      for torch ATEN_CPU_CAPABILITY (its own kernels), ONEDNN_MAX_CPU_ISA (its
+#                      oneDNN GEMMs and convolutions) and MKL_ENABLE_INSTRUCTIONS (its MKL f32
+#                      GEMMs) at the same level. torch still sees the real CPU's flags where it
+#                      picks a bf16 path, so the emulation is close, not exact (see the note the
+#                      tables print)
 #   --json             print one JSON object instead of the tables (progress goes to stderr)
 #   --keep DIR         also leave every raw JSON/JSONL and the initial weights in DIR
 # Environment: MIXPREC = the mixprec binary (default <repo>/build/mixprec); PY = the python with
@@ -61,7 +72,7 @@ lr=0.001 optimizer=adamw weight_decay=0.1 no_decay=bias,norm,embedding clip=1 sc
 seed=0 data="" limit_test=-1 threads=2
 precisions=fp32,bf16,fp16 peer_precisions=fp32 time_precisions=fp32,bf16
 time_steps=10 time_warmup=3 budget_s=120 ckpt_context=512
-do_train=1 do_time=1 do_ckpt=1 do_big=1 big_batch=4 json=0 keep=""
+do_train=1 do_time=1 do_ckpt=1 do_big=1 big_batch=4 json=0 keep="" do_compile=0 isa=""
 
 die() { echo "compare_gpt.sh: $*" >&2; exit 2; }
 need() { [[ $# -ge 2 && -n "$2" ]] || die "$1 needs a value (see --help)"; }
@@ -95,6 +106,8 @@ while [[ $# -gt 0 ]]; do
     --no-checkpoint) do_ckpt=0; shift ;;
     --no-big) do_big=0; shift ;;
     --big-batch) need "$@"; big_batch="$2"; shift 2 ;;
+    --compile) do_compile=1; shift ;;
+    --isa) need "$@"; isa="$2"; shift 2 ;;
     --json) json=1; shift ;;
     --keep) need "$@"; keep="$2"; shift 2 ;;
     -h|--help) sed -n '2,52p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
@@ -114,6 +127,21 @@ for v in lr weight_decay clip; do
   [[ "${!v}" =~ $num ]] || die "--${v//_/-} must be a non-negative number, got '${!v}'"
 done
 case "$optimizer" in adam|adamw) ;; *) die "--optimizer must be adam or adamw" ;; esac
+# The environment each side runs under: empty, or the caps of --isa.
+ours_env=() torch_env=()
+case "$isa" in
+  "") ;;
+  avx2) ours_env=(MIXPREC_ISA=avx2)
+        torch_env=(ATEN_CPU_CAPABILITY=avx2 ONEDNN_MAX_CPU_ISA=AVX2 DNNL_MAX_CPU_ISA=AVX2
+                   MKL_ENABLE_INSTRUCTIONS=AVX2) ;;
+  avx512) ours_env=(MIXPREC_ISA=avx512)
+          torch_env=(ATEN_CPU_CAPABILITY=avx512 ONEDNN_MAX_CPU_ISA=AVX512_CORE
+                     DNNL_MAX_CPU_ISA=AVX512_CORE MKL_ENABLE_INSTRUCTIONS=AVX512) ;;
+  avx512_bf16) ours_env=(MIXPREC_ISA=avx512_bf16)
+               torch_env=(ATEN_CPU_CAPABILITY=avx512 ONEDNN_MAX_CPU_ISA=AVX512_CORE_BF16
+                          DNNL_MAX_CPU_ISA=AVX512_CORE_BF16 MKL_ENABLE_INSTRUCTIONS=AVX512) ;;
+  *) die "--isa must be avx2, avx512 or avx512_bf16, got '$isa'" ;;
+esac
 case "$scheduler" in none|cosine) ;; *) die "--scheduler must be none or cosine" ;; esac
 check_list() {  # name value allowed...
   local name="$1" list="$2"; shift 2
@@ -194,7 +222,7 @@ if (( do_train )); then
   init="$out/init.safetensors"
   for p in "${ours_precs[@]}"; do
     w="$out/init-$p.safetensors"; [[ "$p" == fp32 ]] && w="$init"
-    run "train-mixprec-$p" "$MIXPREC" train --model gpt-mini "${sizes[@]}" --precision "$p" \
+    run "train-mixprec-$p" env "${ours_env[@]}" "$MIXPREC" train --model gpt-mini "${sizes[@]}" --precision "$p" \
         "${run_flags[@]}" "${step_flags[@]}" "${data_flags[@]}" --no-progress \
         --log "$out/train-mixprec-$p.jsonl" --save-initial-weights "$w" || true
     if [[ "$p" != fp32 && -f "$w" && -f "$init" ]] && ! cmp -s "$w" "$init"; then
@@ -204,15 +232,15 @@ if (( do_train )); then
   done
   if [[ -f "$init" ]]; then
     # First-step check: the first batch's loss and gradient norm on both sides (fp32).
-    run "first-mixprec" "$MIXPREC" train --model gpt-mini "${sizes[@]}" --precision fp32 \
+    run "first-mixprec" env "${ours_env[@]}" "$MIXPREC" train --model gpt-mini "${sizes[@]}" --precision fp32 \
         --batch-size "$batch" --max-steps 1 --threads "$threads" "${step_flags[@]}" \
         "${corpus[@]}" --limit-test "$batch" --no-progress \
         --log "$out/first-mixprec.jsonl" || true
-    run "first-torch" "$PY" "$here/peer_gpt.py" --check-forward --init "$init" "${sizes[@]}" \
+    run "first-torch" env "${torch_env[@]}" "$PY" "$here/peer_gpt.py" --check-forward --init "$init" "${sizes[@]}" \
         --precision fp32 --batch-size "$batch" --seed "$seed" --threads "$threads" \
         "${corpus[@]}" --json || true
     for p in "${peer_precs[@]}"; do
-      run "train-torch-$p" "$PY" "$here/peer_gpt.py" --train --init "$init" "${sizes[@]}" \
+      run "train-torch-$p" env "${torch_env[@]}" "$PY" "$here/peer_gpt.py" --train --init "$init" "${sizes[@]}" \
           --precision "$p" "${run_flags[@]}" "${step_flags[@]}" "${data_flags[@]}" --quiet \
           --json || true
     done
@@ -224,22 +252,34 @@ fi
 
 if (( do_time )); then
   for p in "${time_precs[@]}"; do
-    run "time-mixprec-$p" "$MIXPREC" bench --model gpt-mini "${sizes[@]}" --precision "$p" \
+    run "time-mixprec-$p" env "${ours_env[@]}" "$MIXPREC" bench --model gpt-mini "${sizes[@]}" --precision "$p" \
         --batch-size "$batch" --steps "$time_steps" --warmup "$time_warmup" \
         --threads "$threads" --seed "$seed" --json || true
-    run "time-torch-$p" "$PY" "$here/peer_gpt.py" --time "${sizes[@]}" --precision "$p" \
+    run "time-torch-$p" env "${torch_env[@]}" "$PY" "$here/peer_gpt.py" --time "${sizes[@]}" --precision "$p" \
         --batch-size "$batch" --steps "$time_steps" --warmup "$time_warmup" \
         --threads "$threads" --seed "$seed" --budget-s "$budget_s" --json || true
+    if (( do_compile )); then
+      run "time-compiled-$p" env "${torch_env[@]}" "$PY" "$here/peer_gpt.py" --time --compile \
+          "${sizes[@]}" --precision "$p" --batch-size "$batch" --steps "$time_steps" \
+          --warmup "$time_warmup" --threads "$threads" --seed "$seed" --budget-s "$budget_s" \
+          --json || true
+    fi
   done
   if (( do_big )); then
     big=(--width 512 --layers 8 --heads 8 --context 512)
     for p in "${time_precs[@]}"; do
-      run "big-mixprec-$p" "$MIXPREC" bench --model gpt-mini "${big[@]}" --precision "$p" \
+      run "big-mixprec-$p" env "${ours_env[@]}" "$MIXPREC" bench --model gpt-mini "${big[@]}" --precision "$p" \
           --batch-size "$big_batch" --steps "$time_steps" --warmup "$time_warmup" \
           --threads "$threads" --seed "$seed" --json || true
-      run "big-torch-$p" "$PY" "$here/peer_gpt.py" --time "${big[@]}" --precision "$p" \
+      run "big-torch-$p" env "${torch_env[@]}" "$PY" "$here/peer_gpt.py" --time "${big[@]}" --precision "$p" \
           --batch-size "$big_batch" --steps "$time_steps" --warmup "$time_warmup" \
           --threads "$threads" --seed "$seed" --budget-s "$budget_s" --json || true
+      if (( do_compile )); then
+        run "big-compiled-$p" env "${torch_env[@]}" "$PY" "$here/peer_gpt.py" --time --compile \
+            "${big[@]}" --precision "$p" --batch-size "$big_batch" --steps "$time_steps" \
+            --warmup "$time_warmup" --threads "$threads" --seed "$seed" --budget-s "$budget_s" \
+            --json || true
+      fi
     done
   fi
 fi
@@ -253,7 +293,7 @@ if (( do_ckpt )); then
     (( width )) && ckpt_sizes+=(--width "$width")
     for mode in plain ckpt; do
       extra=(); [[ "$mode" == ckpt ]] && extra=(--checkpoint-activations)
-      run "ckpt-mixprec-$mode" "$MIXPREC" bench --model gpt-mini "${ckpt_sizes[@]}" \
+      run "ckpt-mixprec-$mode" env "${ours_env[@]}" "$MIXPREC" bench --model gpt-mini "${ckpt_sizes[@]}" \
           --context "$ckpt_context" --precision fp32 --batch-size "$batch" \
           --steps "$time_steps" --warmup "$time_warmup" --threads "$threads" --seed "$seed" \
           "${extra[@]}" --json || true
@@ -277,12 +317,14 @@ python3 - "$out" "$json" "$flags_line" "$cpu_model" "$(nproc)" "$MIXPREC" "$PY" 
     "$ckpt_note" "$ckpt_context" "$steps" "$batch" "${ours_precs[*]}" "${peer_precs[*]}" \
     "${time_precs[*]}" "$do_train" "$do_time" "$do_ckpt" \
     "$optimizer lr $lr, weight decay $weight_decay, no decay '${no_decay}', clip $clip, $scheduler schedule, seed $seed" \
-    "$threads" "$load_before" "$load_after" "$do_big" "$big_batch" <<'EOF' || failed=1
+    "$threads" "$load_before" "$load_after" "$do_big" "$big_batch" "$do_compile" "$isa" \
+    "${torch_env[*]}" <<'EOF' || failed=1
 import json, os, sys
 
 (out, as_json, flags_line, cpu_model, cores, mixprec, py, torch_version, ckpt_note, ckpt_context,
  steps, batch, ours_precs, peer_precs, time_precs, do_train, do_time, do_ckpt,
- step_desc, threads, load_before, load_after, do_big, big_batch) = sys.argv[1:]
+ step_desc, threads, load_before, load_after, do_big, big_batch, do_compile, isa,
+ torch_env) = sys.argv[1:]
 ours_precs, peer_precs, time_precs = ours_precs.split(), peer_precs.split(), time_precs.split()
 MIB = 2.0 ** 20
 PERF = ("avx2", "f16c", "fma")
@@ -353,7 +395,8 @@ report = {"cpu": cpu_model, "logical_cores": int(cores), "cpu_flags": perf_flags
           "cpu_flags_line": flags_line, "mixprec": mixprec, "python": py, "torch": torch_version,
           "steps": int(steps), "batch_size": int(batch), "step": step_desc,
           "threads": int(threads), "load_average_before": load_before,
-          "load_average_after": load_after}
+          "load_average_after": load_after, "isa": isa or None,
+          "torch_env": torch_env.split()}
 warnings = []
 try:
     warnings += [l.strip() for l in open(os.path.join(out, "warnings")) if l.strip()]
@@ -460,6 +503,17 @@ def time_rows(prefix):
             rows[-1]["mixprec_tokens_per_second"], rows[-1]["torch_tokens_per_second"])
         rows[-1]["mixprec_over_torch_step_ms"] = ratio(rows[-1]["mixprec_step_ms"],
                                                        rows[-1]["torch_step_ms"])
+        if do_compile == "1":
+            c = load_json("%s-compiled-%s" % (prefix, p))
+            compiled = bool(get(c, "compiled"))
+            rows[-1]["torch_compiled"] = {
+                "compiled": compiled,
+                "step_ms": get(c, "step_ms", "median") if compiled else None,
+                "tokens_per_second": get(c, "tokens_per_second") if compiled else None,
+                "compile_seconds": get(c, "compile_seconds"),
+                "error": get(c, "compile_error") if c else "the run failed (see stderr)"}
+            rows[-1]["mixprec_over_torch_compiled_tokens_per_second"] = ratio(
+                rows[-1]["mixprec_tokens_per_second"], rows[-1]["torch_compiled"]["tokens_per_second"])
     ref = {"mixprec": rows[0] if rows and rows[0]["precision"] == "fp32" else None}
     for r in rows:
         if r["precision"] != "fp32" and ref["mixprec"]:
@@ -502,6 +556,9 @@ print("cpu flags: %s" % (" ".join(perf_flags) or "(none of avx2/avx512*/amx*/f16
 print("mixprec: %s   torch: %s (%s)" % (mixprec, torch_version, py))
 print("threads %s on both sides; load average before %s, after %s (2-thread runs on a busy "
       "machine measure the contention, not the code)" % (threads, load_before, load_after))
+if isa:
+    print("--isa %s: mixprec under MIXPREC_ISA=%s; torch under %s (torch still picks its bf16 "
+          "paths from the real CPU's flags)" % (isa, isa, torch_env))
 if "train" in report:
     t = report["train"]
     m, d = t["model"] or {}, t["data"] or {}
@@ -537,6 +594,16 @@ if "train" in report:
 def print_time(section, title):
     print()
     print(title)
+    if do_compile == "1":
+        hdr = "%-5s %12s %13s %12s %s" % ("prec", "compiled_ms", "compile_s", "tok/s o/c", "")
+        print("torch.compile (inductor, default mode) of the same model:")
+        print(hdr)
+        for r in section["runs"]:
+            c = r.get("torch_compiled") or {}
+            print("%-5s %12s %13s %12s %s" % (
+                r["precision"], fmt(c.get("step_ms"), "%.2f"), fmt(c.get("compile_seconds"), "%.1f"),
+                fmt(r.get("mixprec_over_torch_compiled_tokens_per_second"), "%.2fx"),
+                "" if c.get("compiled") else "not compiled: %s" % (c.get("error") or "?")))
     hdr = "%-5s %10s %10s %12s %12s %11s %10s %10s" % (
         "prec", "ours_ms", "torch_ms", "ours_tok/s", "torch_tok/s", "tok/s o/t", "ours16/32",
         "torch16/32")

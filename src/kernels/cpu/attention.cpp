@@ -109,6 +109,31 @@ struct Operand {
   }
 };
 
+/// An operand widened once per call into f32 rows of ld floats ([bh][t] order, padding zeros),
+/// in a buffer of the calling thread that only grows (slot: one per operand kind): tiles point
+/// into it instead of widening a block again for every task that reads it.
+class Widened {
+ public:
+  Widened(const Operand& o, std::int64_t ld, int slot) : ld_(ld), tlen_(o.tlen) {
+    thread_local cpu::GrowingBuffer buffers[4];
+    data_ = buffers[slot].get(static_cast<std::size_t>(o.d.bh * o.tlen * ld));
+    const std::int64_t blocks = block_count(o.tlen, kBlockK);
+    cpu::parallel_for(o.d.bh * blocks, o.d.bh * o.tlen * ld >= cpu::kParallelMinWork,
+                      [&](std::int64_t task) {
+                        const std::int64_t b = task / blocks, r0 = task % blocks * kBlockK;
+                        o.widen(b, r0, std::min(kBlockK, o.tlen - r0), rows_mut(b, r0), ld);
+                      });
+  }
+  /// Row r0 of batch-head b; the rows after it follow ld floats apart.
+  const float* rows(std::int64_t b, std::int64_t r0) const { return data_ + (b * tlen_ + r0) * ld_; }
+
+ private:
+  float* rows_mut(std::int64_t b, std::int64_t r0) { return data_ + (b * tlen_ + r0) * ld_; }
+  float* data_ = nullptr;
+  std::int64_t ld_, tlen_;
+};
+enum WidenedSlot { kSlotQ, kSlotK, kSlotV, kSlotDout };
+
 /// Writes f32 rows (ld floats apart) times row_scale[r] to rows [row0, row0 + count) of
 /// batch-head b of an output with layout l.
 void narrow_rows(const AttentionDesc& d, void* base, const AttentionLayout& l, std::int64_t tlen,
@@ -218,14 +243,13 @@ void attention_forward(const AttentionDesc& d, const void* q, const void* k, con
   const Operand vo{v, d, d.v_rows, d.tk, d.dv};
   const std::int64_t ldk = padded(d.d), ldv = padded(d.dv), qblocks = block_count(d.tq, kBlockQ);
   const bool dropout = d.dropout_p > 0.0f;
+  const Widened kw(ko, ldk, kSlotK), vw(vo, ldv, kSlotV);
   run_tasks(d, d.bh * qblocks, [&](std::int64_t task) {
     const std::int64_t b = task / qblocks, i0 = task % qblocks * kBlockQ;
     const std::int64_t ni = std::min(kBlockQ, d.tq - i0), nq = padded(ni);
-    TaskScratch scratch(d.d * kBlockQ + kBlockK * (ldk + ldv) + kBlockQ * ldv +
-                        kBlockK * kBlockQ * (dropout ? 2 : 1) + 3 * kBlockQ);
+    TaskScratch scratch(d.d * kBlockQ + kBlockQ * ldv + kBlockK * kBlockQ * (dropout ? 2 : 1) +
+                        3 * kBlockQ);
     float* const qt = scratch.take(d.d * kBlockQ);
-    float* const kf = scratch.take(kBlockK * ldk);
-    float* const vf = scratch.take(kBlockK * ldv);
     float* const acc = scratch.zeroed(kBlockQ * ldv);
     float* const st = scratch.take(kBlockK * kBlockQ);
     float* const z = dropout ? scratch.take(kBlockQ * kBlockK) : nullptr;
@@ -238,8 +262,8 @@ void attention_forward(const AttentionDesc& d, const void* q, const void* k, con
     const std::int64_t keys = visible_keys(d, i0, ni);
     for (std::int64_t j0 = 0; j0 < keys; j0 += kBlockK) {
       const std::int64_t nj = std::min(kBlockK, keys - j0);
-      ko.widen(b, j0, nj, kf, ldk);
-      vo.widen(b, j0, nj, vf, ldv);
+      const float* const kf = kw.rows(b, j0);
+      const float* const vf = vw.rows(b, j0);
       // s^T[key][query] = scale * (k q^T)
       simd::tile_product(kf, ldk, 1, nj, d.d, qt, kBlockQ, nq, d.scale, st,
                          kBlockQ, false);
@@ -276,6 +300,7 @@ void attention_backward(const AttentionDesc& d, const void* q, const void* k, co
   const Operand vo{v, d, d.v_rows, d.tk, d.dv}, go{dout, d, d.out_rows, d.tq, d.dv};
   const std::int64_t ldq = padded(d.d), ldv = padded(d.dv);
   const bool dropout = d.dropout_p > 0.0f;
+  const Widened qw(qo, ldq, kSlotQ), kw(ko, ldq, kSlotK), gw(go, ldv, kSlotDout);
   // D_i = dout_i . out_i for every row (O(T) f32; it equals sum_j p_ij dp_ij).
   std::vector<float> rowdot(static_cast<std::size_t>(d.bh * d.tq));
   parallel_for(d.bh * d.tq, d.bh * d.tq * d.dv >= kParallelMinWork, [&](std::int64_t row) {
@@ -301,12 +326,10 @@ void attention_backward(const AttentionDesc& d, const void* q, const void* k, co
   run_tasks(d, d.bh * kblocks, [&](std::int64_t task) {
     const std::int64_t b = task / kblocks, j0 = task % kblocks * kBlockK;
     const std::int64_t nj = std::min(kBlockK, d.tk - j0), nk = padded(nj);
-    TaskScratch scratch((d.d + d.dv) * kBlockK + 2 * kBlockQ * (ldq + ldv) +
+    TaskScratch scratch((d.d + d.dv) * kBlockK + kBlockK * (ldq + ldv) +
                         kBlockQ * kBlockK * (dropout ? 3 : 2));
     float* const kt = scratch.take(d.d * kBlockK);
     float* const vt = scratch.take(d.dv * kBlockK);
-    float* const qf = scratch.take(kBlockQ * ldq);
-    float* const gf = scratch.take(kBlockQ * ldv);
     float* const dk_acc = scratch.zeroed(kBlockK * ldq);
     float* const dv_acc = scratch.zeroed(kBlockK * ldv);
     float* const p = scratch.take(kBlockQ * kBlockK);
@@ -318,8 +341,8 @@ void attention_backward(const AttentionDesc& d, const void* q, const void* k, co
     // Under is_causal no query row before j0 sees these keys.
     for (std::int64_t i0 = d.causal ? std::min(j0, d.tq) : 0; i0 < d.tq; i0 += kBlockQ) {
       const std::int64_t ni = std::min(kBlockQ, d.tq - i0);
-      qo.widen(b, i0, ni, qf, ldq);
-      go.widen(b, i0, ni, gf, ldv);
+      const float* const qf = qw.rows(b, i0);
+      const float* const gf = gw.rows(b, i0);
       // p[query][key] = exp(scale * (q k^T) - lse), dp = dout v^T
       simd::tile_product(qf, ldq, 1, ni, d.d, kt, kBlockK, nk, d.scale, p,
                          kBlockK, false);
@@ -354,29 +377,26 @@ void attention_backward(const AttentionDesc& d, const void* q, const void* k, co
     run_tasks(d, d.bh * qblocks, [&](std::int64_t task) {
       const std::int64_t b = task / qblocks, i0 = task % qblocks * kBlockQ;
       const std::int64_t ni = std::min(kBlockQ, d.tq - i0);
-      TaskScratch scratch((kBlockK + kBlockQ) * ldq);
-      float* const kf = scratch.take(kBlockK * ldq);
+      TaskScratch scratch(kBlockQ * ldq);
       float* const dq_acc = scratch.zeroed(kBlockQ * ldq);
       const std::int64_t keys = visible_keys(d, i0, ni);
       for (std::int64_t j0 = 0; j0 < keys; j0 += kBlockK) {
         const std::int64_t nj = std::min(kBlockK, keys - j0);
-        ko.widen(b, j0, nj, kf, ldq);
-        simd::tile_product(ds_tile(b, j0 / kBlockK, i0 / kBlockQ), kBlockK, 1, ni, nj, kf,
-                           ldq, ldq, 1.0f, dq_acc, ldq, true);
+        simd::tile_product(ds_tile(b, j0 / kBlockK, i0 / kBlockQ), kBlockK, 1, ni, nj,
+                           kw.rows(b, j0), ldq, ldq, 1.0f, dq_acc, ldq, true);
       }
       narrow_rows(d, dq, d.q_rows, d.tq, d.d, b, i0, ni, dq_acc, ldq, dq_scale.data());
     });
     return;
   }
+  const Widened vw(vo, ldv, kSlotV);
   run_tasks(d, d.bh * qblocks, [&](std::int64_t task) {
     const std::int64_t b = task / qblocks, i0 = task % qblocks * kBlockQ;
     const std::int64_t ni = std::min(kBlockQ, d.tq - i0), nq = padded(ni);
-    TaskScratch scratch((d.d + d.dv) * kBlockQ + kBlockK * (ldq + ldv) + kBlockQ * ldq +
+    TaskScratch scratch((d.d + d.dv) * kBlockQ + kBlockQ * ldq +
                         kBlockK * kBlockQ * (dropout ? 3 : 2));
     float* const qt = scratch.take(d.d * kBlockQ);
     float* const gt = scratch.take(d.dv * kBlockQ);
-    float* const kf = scratch.take(kBlockK * ldq);
-    float* const vf = scratch.take(kBlockK * ldv);
     float* const dq_acc = scratch.zeroed(kBlockQ * ldq);
     float* const pt = scratch.take(kBlockK * kBlockQ);
     float* const dpt = scratch.take(kBlockK * kBlockQ);
@@ -389,8 +409,8 @@ void attention_backward(const AttentionDesc& d, const void* q, const void* k, co
     const std::int64_t keys = visible_keys(d, i0, ni);
     for (std::int64_t j0 = 0; j0 < keys; j0 += kBlockK) {
       const std::int64_t nj = std::min(kBlockK, keys - j0);
-      ko.widen(b, j0, nj, kf, ldq);
-      vo.widen(b, j0, nj, vf, ldv);
+      const float* const kf = kw.rows(b, j0);
+      const float* const vf = vw.rows(b, j0);
       // p^T[key][query] and dp^T = v dout^T: pass A's tiles, transposed, with the same sums
       simd::tile_product(kf, ldq, 1, nj, d.d, qt, kBlockQ, nq, d.scale, pt,
                          kBlockQ, false);
