@@ -27,9 +27,11 @@
 #include <atomic>
 #include <cmath>
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 #include "kernels/attention.h"
+#include "kernels/cpu/attention_bf16_pairs.h"
 #include "kernels/cpu/attention_simd.h"
 #include "kernels/cpu/dispatch_util.h"
 #include "kernels/cpu/growing_buffer.h"
@@ -41,6 +43,7 @@ namespace mixprec::kernels {
 namespace {
 
 namespace simd = cpu::attn_simd;
+namespace attn_bf16 = cpu::attn_bf16;
 
 /// Query rows per task and keys per inner block: a 64 x 64 f32 score tile is 16 KiB, so the
 /// tiles of a task and its [64, d] operands stay in L2 for head sizes up to a few hundred.
@@ -86,6 +89,17 @@ std::int64_t row_stride(const AttentionLayout& l, std::int64_t width) {
   return l.batch == 0 && l.head == 0 && l.row == 0 ? width : l.row;
 }
 
+/// Pair words of a task's packed bf16 operands (attn_bf16), per thread, grown only.
+std::uint32_t* pair_scratch(int slot, std::int64_t words) {
+  thread_local std::vector<std::uint32_t> buffers[2];
+  auto& v = buffers[slot];
+  if (v.size() < static_cast<std::size_t>(words)) v.resize(static_cast<std::size_t>(words));
+  return v.data();
+}
+
+/// Whether a call's two bf16-by-bf16 score products (q k^T, dout v^T) run as pair products.
+bool use_pairs(const AttentionDesc& d) { return d.dtype == DType::bf16 && attn_bf16::available(); }
+
 /// One operand of the call: its buffer, layout and sizes, and how to widen a block of its rows.
 struct Operand {
   const void* base;
@@ -101,6 +115,18 @@ struct Operand {
              std::int64_t ld) const {
     simd::widen_rows(row(b, row0), d.dtype, count, width, row_stride(layout, width), dst, ld);
   }
+  /// Rows [row0, row0 + count) of a bf16 operand packed as bf16 pair words, transposed
+  /// (attn_bf16::pack_pairs_transposed): the right operand of the pair products.
+  void pack_pairs(std::int64_t b, std::int64_t row0, std::int64_t count, std::uint32_t* dst,
+                  std::int64_t ldt) const {
+    attn_bf16::pack_pairs_transposed(bf16_rows(b, row0), count, width, stride(), dst, ldt);
+  }
+  /// Row r of batch-head b of a bf16 operand as bit patterns, the rows after it stride() apart:
+  /// the left operand of the pair products, read where it lies.
+  const std::uint16_t* bf16_rows(std::int64_t b, std::int64_t r) const {
+    return static_cast<const std::uint16_t*>(row(b, r));
+  }
+  std::int64_t stride() const { return row_stride(layout, width); }
   /// The same rows transposed: dst[k * ldt + r].
   void widen_transposed(std::int64_t b, std::int64_t row0, std::int64_t count, float* dst,
                         std::int64_t ldt) const {
@@ -243,7 +269,10 @@ void attention_forward(const AttentionDesc& d, const void* q, const void* k, con
   const Operand vo{v, d, d.v_rows, d.tk, d.dv};
   const std::int64_t ldk = padded(d.d), ldv = padded(d.dv), qblocks = block_count(d.tq, kBlockQ);
   const bool dropout = d.dropout_p > 0.0f;
-  const Widened kw(ko, ldk, kSlotK), vw(vo, ldv, kSlotV);
+  const bool pairs = use_pairs(d);
+  std::optional<Widened> kw;  // k in f32: the f32 score product's left operand
+  if (!pairs) kw.emplace(ko, ldk, kSlotK);
+  const Widened vw(vo, ldv, kSlotV);
   run_tasks(d, d.bh * qblocks, [&](std::int64_t task) {
     const std::int64_t b = task / qblocks, i0 = task % qblocks * kBlockQ;
     const std::int64_t ni = std::min(kBlockQ, d.tq - i0), nq = padded(ni);
@@ -258,15 +287,24 @@ void attention_forward(const AttentionDesc& d, const void* q, const void* k, con
     float* const alpha = scratch.take(kBlockQ);
     std::fill(m, m + kBlockQ, -INFINITY);
     std::vector<std::uint32_t> bits;
-    qo.widen_transposed(b, i0, ni, qt, kBlockQ);
+    std::uint32_t* const qp = pairs ? pair_scratch(0, (d.d + 1) / 2 * kBlockQ) : nullptr;
+    if (pairs) {
+      qo.pack_pairs(b, i0, ni, qp, kBlockQ);
+    } else {
+      qo.widen_transposed(b, i0, ni, qt, kBlockQ);
+    }
     const std::int64_t keys = visible_keys(d, i0, ni);
     for (std::int64_t j0 = 0; j0 < keys; j0 += kBlockK) {
       const std::int64_t nj = std::min(kBlockK, keys - j0);
-      const float* const kf = kw.rows(b, j0);
       const float* const vf = vw.rows(b, j0);
       // s^T[key][query] = scale * (k q^T)
-      simd::tile_product(kf, ldk, 1, nj, d.d, qt, kBlockQ, nq, d.scale, st,
-                         kBlockQ, false);
+      if (pairs) {
+        attn_bf16::scores(ko.bf16_rows(b, j0), ko.stride(), nj, d.d, qp, kBlockQ, nq, d.scale,
+                          st, kBlockQ);
+      } else {
+        simd::tile_product(kw->rows(b, j0), ldk, 1, nj, d.d, qt, kBlockQ, nq, d.scale, st,
+                           kBlockQ, false);
+      }
       mask_tile(d, b, i0, ni, j0, nj, st, kBlockQ, true);
       simd::online_softmax_columns(st, nj, kBlockQ, nq, m, l, alpha);
       for (std::int64_t r = 0; r < ni; ++r) {
@@ -300,6 +338,7 @@ void attention_backward(const AttentionDesc& d, const void* q, const void* k, co
   const Operand vo{v, d, d.v_rows, d.tk, d.dv}, go{dout, d, d.out_rows, d.tq, d.dv};
   const std::int64_t ldq = padded(d.d), ldv = padded(d.dv);
   const bool dropout = d.dropout_p > 0.0f;
+  const bool pairs = use_pairs(d);
   const Widened qw(qo, ldq, kSlotQ), kw(ko, ldq, kSlotK), gw(go, ldv, kSlotDout);
   // D_i = dout_i . out_i for every row (O(T) f32; it equals sum_j p_ij dp_ij).
   std::vector<float> rowdot(static_cast<std::size_t>(d.bh * d.tq));
@@ -336,20 +375,35 @@ void attention_backward(const AttentionDesc& d, const void* q, const void* k, co
     float* const dp = scratch.take(kBlockQ * kBlockK);
     float* const z = dropout ? scratch.take(kBlockQ * kBlockK) : nullptr;
     std::vector<std::uint32_t> bits;
-    ko.widen_transposed(b, j0, nj, kt, kBlockK);
-    vo.widen_transposed(b, j0, nj, vt, kBlockK);
+    std::uint32_t* const kp = pairs ? pair_scratch(0, (d.d + 1) / 2 * kBlockK) : nullptr;
+    std::uint32_t* const vp = pairs ? pair_scratch(1, (d.dv + 1) / 2 * kBlockK) : nullptr;
+    if (pairs) {
+      ko.pack_pairs(b, j0, nj, kp, kBlockK);
+      vo.pack_pairs(b, j0, nj, vp, kBlockK);
+    } else {
+      ko.widen_transposed(b, j0, nj, kt, kBlockK);
+      vo.widen_transposed(b, j0, nj, vt, kBlockK);
+    }
     // Under is_causal no query row before j0 sees these keys.
     for (std::int64_t i0 = d.causal ? std::min(j0, d.tq) : 0; i0 < d.tq; i0 += kBlockQ) {
       const std::int64_t ni = std::min(kBlockQ, d.tq - i0);
       const float* const qf = qw.rows(b, i0);
       const float* const gf = gw.rows(b, i0);
       // p[query][key] = exp(scale * (q k^T) - lse), dp = dout v^T
-      simd::tile_product(qf, ldq, 1, ni, d.d, kt, kBlockK, nk, d.scale, p,
-                         kBlockK, false);
+      if (pairs) {
+        attn_bf16::scores(qo.bf16_rows(b, i0), qo.stride(), ni, d.d, kp, kBlockK, nk, d.scale, p,
+                          kBlockK);
+      } else {
+        simd::tile_product(qf, ldq, 1, ni, d.d, kt, kBlockK, nk, d.scale, p, kBlockK, false);
+      }
       mask_tile(d, b, i0, ni, j0, nj, p, kBlockK, false);
       simd::exp_sub_rows(p, ni, kBlockK, nk, lse + b * d.tq + i0);
-      simd::tile_product(gf, ldv, 1, ni, d.dv, vt, kBlockK, nk, 1.0f, dp,
-                         kBlockK, false);
+      if (pairs) {
+        attn_bf16::scores(go.bf16_rows(b, i0), go.stride(), ni, d.dv, vp, kBlockK, nk, 1.0f, dp,
+                          kBlockK);
+      } else {
+        simd::tile_product(gf, ldv, 1, ni, d.dv, vt, kBlockK, nk, 1.0f, dp, kBlockK, false);
+      }
       if (dropout) {
         dropout_tile(d, b, i0, ni, j0, nj, bits, z);
         apply_dropout(z, ni, nj, dp, kBlockK, false);
@@ -389,7 +443,8 @@ void attention_backward(const AttentionDesc& d, const void* q, const void* k, co
     });
     return;
   }
-  const Widened vw(vo, ldv, kSlotV);
+  std::optional<Widened> vw;  // v in f32: the f32 dp product's left operand
+  if (!pairs) vw.emplace(vo, ldv, kSlotV);
   run_tasks(d, d.bh * qblocks, [&](std::int64_t task) {
     const std::int64_t b = task / qblocks, i0 = task % qblocks * kBlockQ;
     const std::int64_t ni = std::min(kBlockQ, d.tq - i0), nq = padded(ni);
@@ -402,22 +457,37 @@ void attention_backward(const AttentionDesc& d, const void* q, const void* k, co
     float* const dpt = scratch.take(kBlockK * kBlockQ);
     float* const z = dropout ? scratch.take(kBlockQ * kBlockK) : nullptr;
     std::vector<std::uint32_t> bits;
-    qo.widen_transposed(b, i0, ni, qt, kBlockQ);
-    go.widen_transposed(b, i0, ni, gt, kBlockQ);
+    std::uint32_t* const qp = pairs ? pair_scratch(0, (d.d + 1) / 2 * kBlockQ) : nullptr;
+    std::uint32_t* const gp = pairs ? pair_scratch(1, (d.dv + 1) / 2 * kBlockQ) : nullptr;
+    if (pairs) {
+      qo.pack_pairs(b, i0, ni, qp, kBlockQ);
+      go.pack_pairs(b, i0, ni, gp, kBlockQ);
+    } else {
+      qo.widen_transposed(b, i0, ni, qt, kBlockQ);
+      go.widen_transposed(b, i0, ni, gt, kBlockQ);
+    }
     const std::vector<float> lse_i = padded_copy(lse + b * d.tq + i0, ni, INFINITY);
     const std::vector<float> di = padded_copy(rowdot.data() + b * d.tq + i0, ni, 0.0f);
     const std::int64_t keys = visible_keys(d, i0, ni);
     for (std::int64_t j0 = 0; j0 < keys; j0 += kBlockK) {
       const std::int64_t nj = std::min(kBlockK, keys - j0);
       const float* const kf = kw.rows(b, j0);
-      const float* const vf = vw.rows(b, j0);
       // p^T[key][query] and dp^T = v dout^T: pass A's tiles, transposed, with the same sums
-      simd::tile_product(kf, ldq, 1, nj, d.d, qt, kBlockQ, nq, d.scale, pt,
-                         kBlockQ, false);
+      if (pairs) {
+        attn_bf16::scores(ko.bf16_rows(b, j0), ko.stride(), nj, d.d, qp, kBlockQ, nq, d.scale,
+                          pt, kBlockQ);
+      } else {
+        simd::tile_product(kf, ldq, 1, nj, d.d, qt, kBlockQ, nq, d.scale, pt, kBlockQ, false);
+      }
       mask_tile(d, b, i0, ni, j0, nj, pt, kBlockQ, true);
       simd::exp_sub_columns(pt, nj, kBlockQ, nq, lse_i.data());
-      simd::tile_product(vf, ldv, 1, nj, d.dv, gt, kBlockQ, nq, 1.0f, dpt,
-                         kBlockQ, false);
+      if (pairs) {
+        attn_bf16::scores(vo.bf16_rows(b, j0), vo.stride(), nj, d.dv, gp, kBlockQ, nq, 1.0f, dpt,
+                          kBlockQ);
+      } else {
+        simd::tile_product(vw->rows(b, j0), ldv, 1, nj, d.dv, gt, kBlockQ, nq, 1.0f, dpt,
+                           kBlockQ, false);
+      }
       if (dropout) {
         dropout_tile(d, b, i0, ni, j0, nj, bits, z);
         apply_dropout(z, ni, nj, dpt, kBlockQ, true);
