@@ -8,11 +8,14 @@
 #include <cmath>
 #include <cstdint>
 #include <random>
+#include <string>
 #include <vector>
 
+#include "kernels/attention.h"
 #include "kernels/cpu/attention_bf16_pairs.h"
 #include "mixprec/core/cpu_features.h"
 #include "mixprec/core/half.h"
+#include "mixprec/core/verbose.h"
 
 namespace mixprec::kernels::cpu::attn_bf16 {
 namespace {
@@ -103,6 +106,39 @@ TEST(AttentionBf16Pairs, ScoresMatchADoublePrecisionReference) {
       for (std::int64_t j = n; j < ldc; ++j) EXPECT_EQ(out[r * ldc + j], -7.0f) << "wrote past n";
     }
   }
+}
+
+TEST(AttentionBf16Pairs, TheVerboseLogSaysWhetherTheScoreProductsRanOnThem) {
+  AttentionDesc d;
+  d.bh = 1;
+  d.tq = d.tk = 3;
+  d.d = d.dv = 4;
+  d.dtype = DType::bf16;
+  const std::vector<std::uint16_t> x = random_rows(3, 4, 4, 3);
+  std::vector<std::uint16_t> out(12);
+  std::vector<float> lse(3);
+  const auto log_of = [&](DType t) {
+    d.dtype = t;
+    set_verbose(true);
+    testing::internal::CaptureStderr();
+    cpu::attention_forward(d, x.data(), x.data(), x.data(), out.data(), lse.data());
+    const std::string log = testing::internal::GetCapturedStderr();
+    set_verbose(false);
+    return log;
+  };
+  const std::string bf16_log = log_of(DType::bf16);
+  EXPECT_NE(bf16_log.find("attention_forward bf16"), std::string::npos) << bf16_log;
+  if (available()) {
+    EXPECT_NE(bf16_log.find("on vdpbf16ps"), std::string::npos) << bf16_log;
+  } else {
+    EXPECT_NE(bf16_log.find("vdpbf16ps score products: "), std::string::npos) << bf16_log;
+    EXPECT_EQ(bf16_log.find("on vdpbf16ps"), std::string::npos) << bf16_log;
+  }
+  // f32 inputs (the same bits read as half as many f32 values) never take the pair products.
+  d.d = d.dv = 2;
+  const std::string f32_log = log_of(DType::f32);
+  EXPECT_NE(f32_log.find("attention_forward f32"), std::string::npos) << f32_log;
+  EXPECT_EQ(f32_log.find("vdpbf16ps"), std::string::npos) << f32_log;
 }
 
 }  // namespace

@@ -28,6 +28,8 @@
 #include <cmath>
 #include <cstdint>
 #include <optional>
+#include <string>
+#include <string_view>
 #include <vector>
 
 #include "kernels/attention.h"
@@ -248,7 +250,24 @@ std::vector<float> padded_copy(const float* src, std::int64_t n, float fill) {
   return v;
 }
 
-void log_call(const char* op, DType t) { cpu::log_simd(op, name(t)); }
+/// One verbose line: the vector target, whether the score products ran on vdpbf16ps, and why
+/// faster code did not run.
+void log_call(const char* op, const AttentionDesc& d, bool pairs) {
+  if (!verbose_enabled()) return;
+  std::string impl = std::string(simd_target()) + " f32 tiles";
+  if (pairs) {
+    impl += std::string_view(op) == "attention_forward" ? ", q k^T on vdpbf16ps"
+                                                         : ", q k^T and dout v^T on vdpbf16ps";
+  }
+  std::string skipped = cpu::simd_cap_reason();
+  if (d.dtype == DType::bf16 && !pairs) {
+    if (!skipped.empty()) skipped += "; ";
+    skipped += hardware_cpu_features().avx512_bf16
+                   ? "vdpbf16ps score products: capped below avx512_bf16"
+                   : "vdpbf16ps score products: this CPU has no AVX512_BF16";
+  }
+  verbose_log(op, name(d.dtype), impl, skipped);
+}
 
 std::atomic<std::size_t>& ds_budget() {
   static std::atomic<std::size_t> bytes{std::size_t{64} << 20};
@@ -264,12 +283,12 @@ std::size_t set_attention_ds_budget(std::size_t bytes) { return ds_budget().exch
 void attention_forward(const AttentionDesc& d, const void* q, const void* k, const void* v,
                        void* out, float* lse) {
   detail::check_attention_desc("attention_forward", d);
-  log_call("attention_forward", d.dtype);
   const Operand qo{q, d, d.q_rows, d.tq, d.d}, ko{k, d, d.k_rows, d.tk, d.d};
   const Operand vo{v, d, d.v_rows, d.tk, d.dv};
   const std::int64_t ldk = padded(d.d), ldv = padded(d.dv), qblocks = block_count(d.tq, kBlockQ);
   const bool dropout = d.dropout_p > 0.0f;
   const bool pairs = use_pairs(d);
+  log_call("attention_forward", d, pairs);
   std::optional<Widened> kw;  // k in f32: the f32 score product's left operand
   if (!pairs) kw.emplace(ko, ldk, kSlotK);
   const Widened vw(vo, ldv, kSlotV);
@@ -332,13 +351,13 @@ void attention_backward(const AttentionDesc& d, const void* q, const void* k, co
                         const void* out, const float* lse, const void* dout, void* dq, void* dk,
                         void* dv) {
   detail::check_attention_desc("attention_backward", d);
-  log_call("attention_backward", d.dtype);
   const DType t = d.dtype;
   const Operand qo{q, d, d.q_rows, d.tq, d.d}, ko{k, d, d.k_rows, d.tk, d.d};
   const Operand vo{v, d, d.v_rows, d.tk, d.dv}, go{dout, d, d.out_rows, d.tq, d.dv};
   const std::int64_t ldq = padded(d.d), ldv = padded(d.dv);
   const bool dropout = d.dropout_p > 0.0f;
   const bool pairs = use_pairs(d);
+  log_call("attention_backward", d, pairs);
   const Widened qw(qo, ldq, kSlotQ), kw(ko, ldq, kSlotK), gw(go, ldv, kSlotDout);
   // D_i = dout_i . out_i for every row (O(T) f32; it equals sum_j p_ij dp_ij).
   std::vector<float> rowdot(static_cast<std::size_t>(d.bh * d.tq));
