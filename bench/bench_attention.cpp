@@ -12,6 +12,7 @@
 #include <cstring>
 #include <vector>
 
+#include "bench_values.h"
 #include "kernels/attention.h"
 #include "mixprec/core/cpu_features.h"
 #include "mixprec/core/dtype.h"
@@ -22,22 +23,7 @@ namespace {
 using mixprec::DType;
 namespace k = mixprec::kernels;
 
-/// n pseudo-random values in [-1, 1) stored as dtype t (f32 or bf16).
-std::vector<std::uint8_t> values(DType t, std::int64_t n, std::uint32_t seed) {
-  std::vector<std::uint8_t> v(static_cast<std::size_t>(n) * mixprec::size_of(t));
-  std::uint32_t x = seed * 2654435761u + 1u;
-  for (std::int64_t i = 0; i < n; ++i) {
-    x = x * 1664525u + 1013904223u;
-    const float f = -1.0f + 2.0f * (static_cast<float>(x >> 8) / 16777216.0f);
-    if (t == DType::f32) {
-      std::memcpy(v.data() + 4 * i, &f, 4);
-    } else {
-      const std::uint16_t b = mixprec::f32_to_bf16_bits(f);
-      std::memcpy(v.data() + 2 * i, &b, 2);
-    }
-  }
-  return v;
-}
+using mixprec::bench::values;
 
 /// One causal self-attention call over [B, T, H, d] operands (each its own buffer).
 struct Call {
@@ -56,10 +42,10 @@ struct Call {
     const k::AttentionLayout rows{t * heads * d, d, heads * d};
     desc.q_rows = desc.k_rows = desc.v_rows = desc.out_rows = rows;
     const std::int64_t n = batch * t * heads * d;
-    q = values(dtype, n, 1);
-    k = values(dtype, n, 2);
-    v = values(dtype, n, 3);
-    dout = values(dtype, n, 4);
+    q = values(dtype, n, -1.0f, 1.0f, 1);
+    k = values(dtype, n, -1.0f, 1.0f, 2);
+    v = values(dtype, n, -1.0f, 1.0f, 3);
+    dout = values(dtype, n, -1.0f, 1.0f, 4);
     out = dq = dk = dv = std::vector<std::uint8_t>(q.size());
     lse.resize(static_cast<std::size_t>(desc.bh * t));
   }

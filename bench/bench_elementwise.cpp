@@ -17,6 +17,7 @@
 #include <thread>
 #include <vector>
 
+#include "bench_values.h"
 #include "kernels/elementwise.h"
 #include "kernels/reduce.h"
 #include "kernels/softmax.h"
@@ -30,23 +31,7 @@ using mixprec::DType;
 using mixprec::Isa;
 namespace k = mixprec::kernels;
 
-/// n pseudo-random values in [lo, hi) stored as dtype t.
-std::vector<std::uint8_t> values(DType t, std::int64_t n, float lo, float hi, std::uint32_t seed) {
-  std::vector<std::uint8_t> v(static_cast<std::size_t>(n) * mixprec::size_of(t));
-  std::uint32_t x = seed * 2654435761u + 1u;
-  for (std::int64_t i = 0; i < n; ++i) {
-    x = x * 1664525u + 1013904223u;
-    const float f = lo + (hi - lo) * (static_cast<float>(x >> 8) / 16777216.0f);
-    if (t == DType::f32) {
-      std::memcpy(v.data() + 4 * i, &f, 4);
-    } else {
-      const std::uint16_t b =
-          t == DType::bf16 ? mixprec::f32_to_bf16_bits(f) : mixprec::f32_to_f16_bits(f);
-      std::memcpy(v.data() + 2 * i, &b, 2);
-    }
-  }
-  return v;
-}
+using mixprec::bench::values;
 
 /// Caps the ISA for one benchmark run (arg 1 = best, 0 = scalar) and labels it.
 class IsaScope {

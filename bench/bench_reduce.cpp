@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "bench_values.h"
 #include "kernels/reduce.h"
 #include "mixprec/core/cpu_features.h"
 #include "mixprec/core/dtype.h"
@@ -23,22 +24,7 @@ namespace {
 using mixprec::DType;
 namespace k = mixprec::kernels;
 
-/// n pseudo-random values in [-1, 1) stored as dtype t (f32 or bf16).
-std::vector<std::uint8_t> values(DType t, std::int64_t n, std::uint32_t seed) {
-  std::vector<std::uint8_t> v(static_cast<std::size_t>(n) * mixprec::size_of(t));
-  std::uint32_t x = seed * 2654435761u + 1u;
-  for (std::int64_t i = 0; i < n; ++i) {
-    x = x * 1664525u + 1013904223u;
-    const float f = -1.0f + 2.0f * (static_cast<float>(x >> 8) / 16777216.0f);
-    if (t == DType::f32) {
-      std::memcpy(v.data() + 4 * i, &f, 4);
-    } else {
-      const std::uint16_t b = mixprec::f32_to_bf16_bits(f);
-      std::memcpy(v.data() + 2 * i, &b, 2);
-    }
-  }
-  return v;
-}
+using mixprec::bench::values;
 
 DType dtype_arg(std::int64_t a) { return a == 0 ? DType::f32 : DType::bf16; }
 
@@ -51,7 +37,7 @@ void BM_Reduce(benchmark::State& state, k::ReduceOp op) {
   const auto layout = static_cast<Layout>(state.range(1));
   const DType t = dtype_arg(state.range(2));
   const std::int64_t cols = 1024, rows = n / cols;
-  const auto x = values(t, n, 7);
+  const auto x = values(t, n, -1.0f, 1.0f, 7);
   // [outer, n, inner] view of the reduction: the reduced axis is the middle one.
   std::int64_t outer = 1, mid = n, inner = 1;
   const char* label = "all";
@@ -91,7 +77,7 @@ BENCHMARK_CAPTURE(BM_Reduce, norm2, k::ReduceOp::norm2)->Apply(Args);
 constexpr std::int64_t kGradientElements = 21000000;
 
 void BM_Gradient(benchmark::State& state, k::ReduceOp op, bool reference) {
-  const auto x = values(DType::f32, kGradientElements, 11);
+  const auto x = values(DType::f32, kGradientElements, -1.0f, 1.0f, 11);
   float r = 0.0f;
   for (auto _ : state) {
     if (reference) {
@@ -106,7 +92,7 @@ void BM_Gradient(benchmark::State& state, k::ReduceOp op, bool reference) {
 }
 
 void BM_GradientMemcpy(benchmark::State& state) {
-  const auto x = values(DType::f32, kGradientElements, 11);
+  const auto x = values(DType::f32, kGradientElements, -1.0f, 1.0f, 11);
   std::vector<std::uint8_t> y(x.size());
   for (auto _ : state) {
     std::memcpy(y.data(), x.data(), x.size());

@@ -12,6 +12,7 @@
 #include <utility>
 #include <vector>
 
+#include "bench_values.h"
 #include "kernels/softmax.h"
 #include "mixprec/core/cpu_features.h"
 #include "mixprec/core/dtype.h"
@@ -22,22 +23,7 @@ namespace {
 using mixprec::DType;
 namespace k = mixprec::kernels;
 
-/// n pseudo-random values in [lo, hi) stored as dtype t (f32 or bf16).
-std::vector<std::uint8_t> values(DType t, std::int64_t n, float lo, float hi, std::uint32_t seed) {
-  std::vector<std::uint8_t> v(static_cast<std::size_t>(n) * mixprec::size_of(t));
-  std::uint32_t x = seed * 2654435761u + 1u;
-  for (std::int64_t i = 0; i < n; ++i) {
-    x = x * 1664525u + 1013904223u;
-    const float f = lo + (hi - lo) * (static_cast<float>(x >> 8) / 16777216.0f);
-    if (t == DType::f32) {
-      std::memcpy(v.data() + 4 * i, &f, 4);
-    } else {
-      const std::uint16_t b = mixprec::f32_to_bf16_bits(f);
-      std::memcpy(v.data() + 2 * i, &b, 2);
-    }
-  }
-  return v;
-}
+using mixprec::bench::values;
 
 DType dtype_arg(std::int64_t a) { return a == 0 ? DType::f32 : DType::bf16; }
 

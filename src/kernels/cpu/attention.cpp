@@ -102,6 +102,14 @@ std::uint32_t* pair_scratch(int slot, std::int64_t words) {
 /// Whether a call's two bf16-by-bf16 score products (q k^T, dout v^T) run as pair products.
 bool use_pairs(const AttentionDesc& d) { return d.dtype == DType::bf16 && attn_bf16::available(); }
 
+/// The right operand of a score product: a block of one operand's rows transposed, as f32
+/// columns or, on the pair path, as bf16 pair words (attn_bf16), ldt floats or words a row.
+struct ScoreRight {
+  const float* f32 = nullptr;
+  const std::uint32_t* words = nullptr;
+  std::int64_t ldt = 0;
+};
+
 /// One operand of the call: its buffer, layout and sizes, and how to widen a block of its rows.
 struct Operand {
   const void* base;
@@ -115,13 +123,19 @@ struct Operand {
   /// Rows [row0, row0 + count) of batch-head b as f32 rows of ld floats.
   void widen(std::int64_t b, std::int64_t row0, std::int64_t count, float* dst,
              std::int64_t ld) const {
-    simd::widen_rows(row(b, row0), d.dtype, count, width, row_stride(layout, width), dst, ld);
+    simd::widen_rows(row(b, row0), d.dtype, count, width, stride(), dst, ld);
   }
-  /// Rows [row0, row0 + count) of a bf16 operand packed as bf16 pair words, transposed
-  /// (attn_bf16::pack_pairs_transposed): the right operand of the pair products.
-  void pack_pairs(std::int64_t b, std::int64_t row0, std::int64_t count, std::uint32_t* dst,
-                  std::int64_t ldt) const {
-    attn_bf16::pack_pairs_transposed(bf16_rows(b, row0), count, width, stride(), dst, ldt);
+  /// Rows [row0, row0 + count) transposed as the right operand of a score product: bf16 pair
+  /// words (in pair scratch `slot`) on the pair path, else f32 columns in f32_dst.
+  ScoreRight transposed(std::int64_t b, std::int64_t row0, std::int64_t count, bool pairs,
+                        int slot, float* f32_dst, std::int64_t ldt) const {
+    if (pairs) {
+      std::uint32_t* const words = pair_scratch(slot, (width + 1) / 2 * ldt);
+      attn_bf16::pack_pairs_transposed(bf16_rows(b, row0), count, width, stride(), words, ldt);
+      return {nullptr, words, ldt};
+    }
+    simd::widen_rows_transposed(row(b, row0), d.dtype, count, width, stride(), f32_dst, ldt);
+    return {f32_dst, nullptr, ldt};
   }
   /// Row r of batch-head b of a bf16 operand as bit patterns, the rows after it stride() apart:
   /// the left operand of the pair products, read where it lies.
@@ -129,13 +143,22 @@ struct Operand {
     return static_cast<const std::uint16_t*>(row(b, r));
   }
   std::int64_t stride() const { return row_stride(layout, width); }
-  /// The same rows transposed: dst[k * ldt + r].
-  void widen_transposed(std::int64_t b, std::int64_t row0, std::int64_t count, float* dst,
-                        std::int64_t ldt) const {
-    simd::widen_rows_transposed(row(b, row0), d.dtype, count, width, row_stride(layout, width),
-                                dst, ldt);
-  }
 };
+
+/// c[r * ldc + j] = scale * (left row r0 + r . right's column j) for r < m, j < n: one score
+/// product. On the pair path (right holds pair words) the left rows are read as bf16 where they
+/// lie; otherwise from left_f32, the same rows widened, ld_left floats apart.
+void score_tile(const Operand& left, std::int64_t b, std::int64_t r0, std::int64_t m,
+                const float* left_f32, std::int64_t ld_left, const ScoreRight& right,
+                std::int64_t n, float scale, float* c, std::int64_t ldc) {
+  if (right.words != nullptr) {
+    attn_bf16::scores(left.bf16_rows(b, r0), left.stride(), m, left.width, right.words, right.ldt,
+                      n, scale, c, ldc);
+  } else {
+    simd::tile_product(left_f32, ld_left, 1, m, left.width, right.f32, right.ldt, n, scale, c,
+                       ldc, false);
+  }
+}
 
 /// An operand widened once per call into f32 rows of ld floats ([bh][t] order, padding zeros),
 /// in a buffer of the calling thread that only grows (slot: one per operand kind): tiles point
@@ -306,24 +329,14 @@ void attention_forward(const AttentionDesc& d, const void* q, const void* k, con
     float* const alpha = scratch.take(kBlockQ);
     std::fill(m, m + kBlockQ, -INFINITY);
     std::vector<std::uint32_t> bits;
-    std::uint32_t* const qp = pairs ? pair_scratch(0, (d.d + 1) / 2 * kBlockQ) : nullptr;
-    if (pairs) {
-      qo.pack_pairs(b, i0, ni, qp, kBlockQ);
-    } else {
-      qo.widen_transposed(b, i0, ni, qt, kBlockQ);
-    }
+    const ScoreRight qt_right = qo.transposed(b, i0, ni, pairs, 0, qt, kBlockQ);
     const std::int64_t keys = visible_keys(d, i0, ni);
     for (std::int64_t j0 = 0; j0 < keys; j0 += kBlockK) {
       const std::int64_t nj = std::min(kBlockK, keys - j0);
       const float* const vf = vw.rows(b, j0);
       // s^T[key][query] = scale * (k q^T)
-      if (pairs) {
-        attn_bf16::scores(ko.bf16_rows(b, j0), ko.stride(), nj, d.d, qp, kBlockQ, nq, d.scale,
-                          st, kBlockQ);
-      } else {
-        simd::tile_product(kw->rows(b, j0), ldk, 1, nj, d.d, qt, kBlockQ, nq, d.scale, st,
-                           kBlockQ, false);
-      }
+      score_tile(ko, b, j0, nj, kw ? kw->rows(b, j0) : nullptr, ldk, qt_right, nq, d.scale, st,
+                 kBlockQ);
       mask_tile(d, b, i0, ni, j0, nj, st, kBlockQ, true);
       simd::online_softmax_columns(st, nj, kBlockQ, nq, m, l, alpha);
       for (std::int64_t r = 0; r < ni; ++r) {
@@ -337,13 +350,13 @@ void attention_forward(const AttentionDesc& d, const void* q, const void* k, con
       simd::tile_product(st, 1, kBlockQ, ni, nj, vf, ldv, ldv, 1.0f, acc,
                          ldv, true);
     }
-    std::vector<float> inv_l(static_cast<std::size_t>(ni));
+    float* const inv_l = alpha;  // alpha's scratch is free after the last key block
     for (std::int64_t r = 0; r < ni; ++r) {
       const bool empty = m[r] == -INFINITY;  // every key masked: output 0, lse +inf
       inv_l[r] = empty ? 0.0f : 1.0f / l[r];
       lse[b * d.tq + i0 + r] = empty ? INFINITY : m[r] + std::log(l[r]);
     }
-    narrow_rows(d, out, d.out_rows, d.tq, d.dv, b, i0, ni, acc, ldv, inv_l.data());
+    narrow_rows(d, out, d.out_rows, d.tq, d.dv, b, i0, ni, acc, ldv, inv_l);
   });
 }
 
@@ -380,6 +393,10 @@ void attention_backward(const AttentionDesc& d, const void* q, const void* k, co
     return ds + ((b * kblocks + jb) * qblocks + ib) * kTile;
   };
 
+  // Row scales of the gradients as they are written: dq and dk carry the score scale.
+  const std::vector<float> grad_scale(static_cast<std::size_t>(kBlockQ), d.scale);
+  const std::vector<float> unit(static_cast<std::size_t>(kBlockK), 1.0f);
+
   // Pass A: dk and dv, one task per (batch-head, key block).
   run_tasks(d, d.bh * kblocks, [&](std::int64_t task) {
     const std::int64_t b = task / kblocks, j0 = task % kblocks * kBlockK;
@@ -394,35 +411,18 @@ void attention_backward(const AttentionDesc& d, const void* q, const void* k, co
     float* const dp = scratch.take(kBlockQ * kBlockK);
     float* const z = dropout ? scratch.take(kBlockQ * kBlockK) : nullptr;
     std::vector<std::uint32_t> bits;
-    std::uint32_t* const kp = pairs ? pair_scratch(0, (d.d + 1) / 2 * kBlockK) : nullptr;
-    std::uint32_t* const vp = pairs ? pair_scratch(1, (d.dv + 1) / 2 * kBlockK) : nullptr;
-    if (pairs) {
-      ko.pack_pairs(b, j0, nj, kp, kBlockK);
-      vo.pack_pairs(b, j0, nj, vp, kBlockK);
-    } else {
-      ko.widen_transposed(b, j0, nj, kt, kBlockK);
-      vo.widen_transposed(b, j0, nj, vt, kBlockK);
-    }
+    const ScoreRight kt_right = ko.transposed(b, j0, nj, pairs, 0, kt, kBlockK);
+    const ScoreRight vt_right = vo.transposed(b, j0, nj, pairs, 1, vt, kBlockK);
     // Under is_causal no query row before j0 sees these keys.
     for (std::int64_t i0 = d.causal ? std::min(j0, d.tq) : 0; i0 < d.tq; i0 += kBlockQ) {
       const std::int64_t ni = std::min(kBlockQ, d.tq - i0);
       const float* const qf = qw.rows(b, i0);
       const float* const gf = gw.rows(b, i0);
       // p[query][key] = exp(scale * (q k^T) - lse), dp = dout v^T
-      if (pairs) {
-        attn_bf16::scores(qo.bf16_rows(b, i0), qo.stride(), ni, d.d, kp, kBlockK, nk, d.scale, p,
-                          kBlockK);
-      } else {
-        simd::tile_product(qf, ldq, 1, ni, d.d, kt, kBlockK, nk, d.scale, p, kBlockK, false);
-      }
+      score_tile(qo, b, i0, ni, qf, ldq, kt_right, nk, d.scale, p, kBlockK);
       mask_tile(d, b, i0, ni, j0, nj, p, kBlockK, false);
       simd::exp_sub_rows(p, ni, kBlockK, nk, lse + b * d.tq + i0);
-      if (pairs) {
-        attn_bf16::scores(go.bf16_rows(b, i0), go.stride(), ni, d.dv, vp, kBlockK, nk, 1.0f, dp,
-                          kBlockK);
-      } else {
-        simd::tile_product(gf, ldv, 1, ni, d.dv, vt, kBlockK, nk, 1.0f, dp, kBlockK, false);
-      }
+      score_tile(go, b, i0, ni, gf, ldv, vt_right, nk, 1.0f, dp, kBlockK);
       if (dropout) {
         dropout_tile(d, b, i0, ni, j0, nj, bits, z);
         apply_dropout(z, ni, nj, dp, kBlockK, false);
@@ -439,13 +439,11 @@ void attention_backward(const AttentionDesc& d, const void* q, const void* k, co
       simd::tile_product(dp, 1, kBlockK, nj, ni, qf, ldq, ldq, 1.0f, dk_acc,
                          ldq, true);
     }
-    const std::vector<float> scale(static_cast<std::size_t>(nj), d.scale), one(nj, 1.0f);
-    narrow_rows(d, dk, d.k_rows, d.tk, d.d, b, j0, nj, dk_acc, ldq, scale.data());
-    narrow_rows(d, dv, d.v_rows, d.tk, d.dv, b, j0, nj, dv_acc, ldv, one.data());
+    narrow_rows(d, dk, d.k_rows, d.tk, d.d, b, j0, nj, dk_acc, ldq, grad_scale.data());
+    narrow_rows(d, dv, d.v_rows, d.tk, d.dv, b, j0, nj, dv_acc, ldv, unit.data());
   });
 
   // Pass B: dq, one task per (batch-head, query block).
-  const std::vector<float> dq_scale(static_cast<std::size_t>(kBlockQ), d.scale);
   if (ds != nullptr) {
     run_tasks(d, d.bh * qblocks, [&](std::int64_t task) {
       const std::int64_t b = task / qblocks, i0 = task % qblocks * kBlockQ;
@@ -458,7 +456,7 @@ void attention_backward(const AttentionDesc& d, const void* q, const void* k, co
         simd::tile_product(ds_tile(b, j0 / kBlockK, i0 / kBlockQ), kBlockK, 1, ni, nj,
                            kw.rows(b, j0), ldq, ldq, 1.0f, dq_acc, ldq, true);
       }
-      narrow_rows(d, dq, d.q_rows, d.tq, d.d, b, i0, ni, dq_acc, ldq, dq_scale.data());
+      narrow_rows(d, dq, d.q_rows, d.tq, d.d, b, i0, ni, dq_acc, ldq, grad_scale.data());
     });
     return;
   }
@@ -476,15 +474,8 @@ void attention_backward(const AttentionDesc& d, const void* q, const void* k, co
     float* const dpt = scratch.take(kBlockK * kBlockQ);
     float* const z = dropout ? scratch.take(kBlockQ * kBlockK) : nullptr;
     std::vector<std::uint32_t> bits;
-    std::uint32_t* const qp = pairs ? pair_scratch(0, (d.d + 1) / 2 * kBlockQ) : nullptr;
-    std::uint32_t* const gp = pairs ? pair_scratch(1, (d.dv + 1) / 2 * kBlockQ) : nullptr;
-    if (pairs) {
-      qo.pack_pairs(b, i0, ni, qp, kBlockQ);
-      go.pack_pairs(b, i0, ni, gp, kBlockQ);
-    } else {
-      qo.widen_transposed(b, i0, ni, qt, kBlockQ);
-      go.widen_transposed(b, i0, ni, gt, kBlockQ);
-    }
+    const ScoreRight qt_right = qo.transposed(b, i0, ni, pairs, 0, qt, kBlockQ);
+    const ScoreRight gt_right = go.transposed(b, i0, ni, pairs, 1, gt, kBlockQ);
     const std::vector<float> lse_i = padded_copy(lse + b * d.tq + i0, ni, INFINITY);
     const std::vector<float> di = padded_copy(rowdot.data() + b * d.tq + i0, ni, 0.0f);
     const std::int64_t keys = visible_keys(d, i0, ni);
@@ -492,21 +483,11 @@ void attention_backward(const AttentionDesc& d, const void* q, const void* k, co
       const std::int64_t nj = std::min(kBlockK, keys - j0);
       const float* const kf = kw.rows(b, j0);
       // p^T[key][query] and dp^T = v dout^T: pass A's tiles, transposed, with the same sums
-      if (pairs) {
-        attn_bf16::scores(ko.bf16_rows(b, j0), ko.stride(), nj, d.d, qp, kBlockQ, nq, d.scale,
-                          pt, kBlockQ);
-      } else {
-        simd::tile_product(kf, ldq, 1, nj, d.d, qt, kBlockQ, nq, d.scale, pt, kBlockQ, false);
-      }
+      score_tile(ko, b, j0, nj, kf, ldq, qt_right, nq, d.scale, pt, kBlockQ);
       mask_tile(d, b, i0, ni, j0, nj, pt, kBlockQ, true);
       simd::exp_sub_columns(pt, nj, kBlockQ, nq, lse_i.data());
-      if (pairs) {
-        attn_bf16::scores(vo.bf16_rows(b, j0), vo.stride(), nj, d.dv, gp, kBlockQ, nq, 1.0f, dpt,
-                          kBlockQ);
-      } else {
-        simd::tile_product(vw->rows(b, j0), ldv, 1, nj, d.dv, gt, kBlockQ, nq, 1.0f, dpt,
-                           kBlockQ, false);
-      }
+      score_tile(vo, b, j0, nj, vw ? vw->rows(b, j0) : nullptr, ldv, gt_right, nq, 1.0f, dpt,
+                 kBlockQ);
       if (dropout) {
         dropout_tile(d, b, i0, ni, j0, nj, bits, z);
         apply_dropout(z, ni, nj, dpt, kBlockQ, true);
@@ -516,7 +497,7 @@ void attention_backward(const AttentionDesc& d, const void* q, const void* k, co
       simd::tile_product(dpt, 1, kBlockQ, ni, nj, kf, ldq, ldq, 1.0f,
                          dq_acc, ldq, true);
     }
-    narrow_rows(d, dq, d.q_rows, d.tq, d.d, b, i0, ni, dq_acc, ldq, dq_scale.data());
+    narrow_rows(d, dq, d.q_rows, d.tq, d.d, b, i0, ni, dq_acc, ldq, grad_scale.data());
   });
 }
 
