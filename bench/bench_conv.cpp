@@ -32,18 +32,20 @@ struct Variant {
   DType dtype;
   k::ConvBf16Route route;
   k::ConvLayout layout;
+  bool direct;  // the direct few-channel kernel where it covers the pass (the library default)
 };
-// "auto" is what the library does by default (layout per pass and shape; bf16 widened unless
-// the CPU has avx512_bf16); the others force one layout or route to compare against.
+// "auto" is what the library does by default (the direct kernel for the first layer's forward
+// and weight gradient; otherwise oneDNN, layout per pass and shape, bf16 widened unless the CPU
+// has avx512_bf16); the others force oneDNN with one layout or route to compare against.
 const Variant kVariants[] = {
-    {"f32_auto", DType::f32, k::ConvBf16Route::automatic, k::ConvLayout::automatic},
-    {"f32_plain", DType::f32, k::ConvBf16Route::automatic, k::ConvLayout::plain},
-    {"f32_blocked", DType::f32, k::ConvBf16Route::automatic, k::ConvLayout::blocked},
-    {"bf16_auto", DType::bf16, k::ConvBf16Route::automatic, k::ConvLayout::automatic},
-    {"bf16_native_auto", DType::bf16, k::ConvBf16Route::native, k::ConvLayout::automatic},
-    {"bf16_native_plain", DType::bf16, k::ConvBf16Route::native, k::ConvLayout::plain},
-    {"bf16_widened_auto", DType::bf16, k::ConvBf16Route::widen, k::ConvLayout::automatic},
-    {"f16_auto", DType::f16, k::ConvBf16Route::automatic, k::ConvLayout::automatic},
+    {"f32_auto", DType::f32, k::ConvBf16Route::automatic, k::ConvLayout::automatic, true},
+    {"f32_plain", DType::f32, k::ConvBf16Route::automatic, k::ConvLayout::plain, false},
+    {"f32_blocked", DType::f32, k::ConvBf16Route::automatic, k::ConvLayout::blocked, false},
+    {"bf16_auto", DType::bf16, k::ConvBf16Route::automatic, k::ConvLayout::automatic, true},
+    {"bf16_native_auto", DType::bf16, k::ConvBf16Route::native, k::ConvLayout::automatic, false},
+    {"bf16_native_plain", DType::bf16, k::ConvBf16Route::native, k::ConvLayout::plain, false},
+    {"bf16_widened_auto", DType::bf16, k::ConvBf16Route::widen, k::ConvLayout::automatic, false},
+    {"f16_auto", DType::f16, k::ConvBf16Route::automatic, k::ConvLayout::automatic, true},
 };
 
 std::vector<std::byte> fill(std::size_t n, DType t, std::uint32_t seed) {
@@ -77,6 +79,7 @@ void run_conv(benchmark::State& state, Layer layer, Variant var, Pass pass) {
   std::vector<std::byte> y = fill(ny, d.dtype, 3), b = fill(static_cast<std::size_t>(d.o), DType::f32, 4);
   const auto prev_route = k::set_conv_bf16_route(var.route);
   const auto prev_layout = k::set_conv_layout(var.layout);
+  const bool prev_direct = k::set_conv_direct(var.direct);
   for (auto _ : state) {
     switch (pass) {
       case Pass::fwd: k::conv2d(d, x.data(), w.data(), b.data(), y.data()); break;
@@ -89,6 +92,7 @@ void run_conv(benchmark::State& state, Layer layer, Variant var, Pass pass) {
   }
   k::set_conv_bf16_route(prev_route);
   k::set_conv_layout(prev_layout);
+  k::set_conv_direct(prev_direct);
   const double flops = 2.0 * static_cast<double>(ny) * static_cast<double>(d.c * 9);
   state.counters["GFLOPS"] =
       benchmark::Counter(flops * 1e-9, benchmark::Counter::kIsIterationInvariantRate);

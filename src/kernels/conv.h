@@ -2,7 +2,8 @@
 /// 2-D convolution and pooling on raw contiguous NCHW buffers (weights OIHW), forward and
 /// backward. Every sum accumulates in f32 and each output is rounded once to its dtype.
 /// Convolutions run through oneDNN (f32 directly; bf16 natively or widened to f32, whichever is
-/// faster on this CPU; f16 always widened to f32, as oneDNN 2.6 has no f16 CPU convolution).
+/// faster on this CPU; f16 always widened to f32, as oneDNN 2.6 has no f16 CPU convolution),
+/// except first layers (few input channels, stride 1), which run a direct kernel of our own.
 /// Pooling runs our own loops over planes (NaN-propagating max, any dtype).
 /// kernels::ref:: holds plain scalar loops: the spec.
 #include <cstddef>
@@ -61,6 +62,12 @@ ConvBf16Route set_conv_bf16_route(ConvBf16Route route);
 enum class ConvLayout : std::uint8_t { automatic, plain, blocked };
 /// Sets the layout policy for the whole process (thread-safe); returns the previous one.
 ConvLayout set_conv_layout(ConvLayout layout);
+
+/// Whether the forward and weight-gradient passes of stride-1 convolutions with at most 4 input
+/// channels (a first layer) run the direct kernel of cpu/conv_direct.h (true, the default) or
+/// oneDNN (false; also MIXPREC_CONV=onednn). Thread-safe; returns the previous setting. For
+/// tests and benchmarks.
+bool set_conv_direct(bool enabled);
 
 /// Number of oneDNN primitives in the convolution cache (bounded LRU); for tests.
 std::size_t conv_cache_size();

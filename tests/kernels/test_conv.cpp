@@ -2,6 +2,8 @@
 // pooling kernels against hand-computed values and the reference.
 #include <gtest/gtest.h>
 
+#include <omp.h>
+
 #include <cmath>
 #include <limits>
 #include <string>
@@ -11,6 +13,7 @@
 #include "mixprec/core/cpu_features.h"
 #include "kernels/kernel_test_util.h"
 #include "mixprec/core/error.h"
+#include "mixprec/core/verbose.h"
 
 namespace mixprec::kernels {
 namespace {
@@ -112,16 +115,19 @@ void check_all_passes(const Conv2dDesc& d, std::uint32_t seed) {
   if (d.has_bias) expect_conv_close(db, db_ref, db_abs, d.n * ho * wo, "backward bias");
 }
 
-// Restores the process-wide conv policies after a test changes them.
+// Restores the process-wide conv policies after a test changes them. The oneDNN tests turn the
+// direct few-channel kernel off, so the shapes it would take still test oneDNN's routes.
 struct ConvPolicy {
-  ConvPolicy(ConvBf16Route r, ConvLayout l)
-      : route(set_conv_bf16_route(r)), layout(set_conv_layout(l)) {}
+  ConvPolicy(ConvBf16Route r, ConvLayout l, bool use_direct = false)
+      : route(set_conv_bf16_route(r)), layout(set_conv_layout(l)), direct(set_conv_direct(use_direct)) {}
   ~ConvPolicy() {
     set_conv_bf16_route(route);
     set_conv_layout(layout);
+    set_conv_direct(direct);
   }
   ConvBf16Route route;
   ConvLayout layout;
+  bool direct;
 };
 
 TEST(ConvKernel, F32MatchesReferenceInBothLayouts) {
@@ -148,6 +154,7 @@ TEST(ConvKernel, Bf16MatchesReferenceOnBothRoutes) {
 }
 
 TEST(ConvKernel, F16MatchesReference) {
+  ConvPolicy policy(ConvBf16Route::automatic, ConvLayout::automatic);
   std::uint32_t seed = 900;
   for (const Shape4& s : kShapes) {
     check_all_passes(make_desc(s, DType::f16, true, DType::f16), seed += 10);
@@ -184,6 +191,7 @@ TEST(ConvKernel, EmptyExtentsAndCacheReuse) {
   conv2d(d, nullptr, nullptr, b.data(), y.data());
   EXPECT_EQ(y.get(15), 1.0f);
 
+  ConvPolicy policy(ConvBf16Route::automatic, ConvLayout::automatic);  // oneDNN, not direct
   conv_cache_clear();
   d = make_desc(kShapes[0], DType::f32, false, DType::f32);
   const Buffer x = random_buffer(DType::f32, 2 * 3 * 49, -1, 1, 1);
@@ -195,6 +203,121 @@ TEST(ConvKernel, EmptyExtentsAndCacheReuse) {
   conv2d(d, x.data(), w.data(), nullptr, y2.data());
   EXPECT_EQ(conv_cache_size(), entries);
   ktest::expect_bitwise(y2, y1, "cached primitive gives the same result");
+}
+
+// ---- the direct few-channel kernel (cpu/conv_direct.h) ----
+
+// Stride-1 shapes with 1 to 4 input channels: partial output-channel blocks (5, 13), rows
+// longer than a vector and than kRowSlack (70), a rectangular and a 5x5 kernel, padding 0 to
+// 2, a one-row output.
+const Shape4 kDirectShapes[] = {
+    {3, 1, 12, 12, 8, 3, 3, 1, 1},  {2, 3, 7, 9, 5, 3, 3, 1, 1},  {2, 2, 5, 5, 13, 5, 5, 1, 2},
+    {1, 3, 8, 6, 4, 3, 2, 1, 1},    {2, 4, 6, 70, 3, 3, 3, 1, 0}, {2, 1, 3, 20, 9, 3, 1, 1, 0},
+    {17, 1, 9, 9, 16, 3, 3, 1, 1},
+};
+
+// Runs `fn` with the verbose log captured; returns the log.
+template <class Fn>
+std::string verbose_log_of(Fn&& fn) {
+  set_verbose(true);
+  testing::internal::CaptureStderr();
+  fn();
+  std::string log = testing::internal::GetCapturedStderr();
+  set_verbose(false);
+  return log;
+}
+
+TEST(ConvKernel, DirectKernelMatchesReferenceOnEveryIsaAndDtype) {
+  ConvPolicy policy(ConvBf16Route::automatic, ConvLayout::automatic, /*direct=*/true);
+  for (Isa isa : ktest::isas_to_test()) {
+    IsaCap cap(isa);
+    SCOPED_TRACE(name(isa));
+    std::uint32_t seed = 1300;
+    for (const Shape4& s : kDirectShapes) {
+      check_all_passes(make_desc(s, DType::f32, true, DType::f32), seed += 10);
+      check_all_passes(make_desc(s, DType::bf16, true, DType::bf16), seed += 10);
+      check_all_passes(make_desc(s, DType::bf16, false, DType::f32), seed += 10);
+      check_all_passes(make_desc(s, DType::f16, true, DType::f32), seed += 10);
+    }
+  }
+}
+
+TEST(ConvKernel, DirectKernelRunsOnlyWhereItIsCoveredAndSaysSo) {
+  ConvPolicy policy(ConvBf16Route::automatic, ConvLayout::automatic, /*direct=*/true);
+  const auto logs = [](const Shape4& s) {
+    const Conv2dDesc d = make_desc(s, DType::f32, false, DType::f32);
+    const Buffer x = random_buffer(DType::f32, d.n * d.c * d.h * d.w, -1, 1, 1);
+    const Buffer w = random_buffer(DType::f32, d.o * d.c * d.kh * d.kw, -1, 1, 2);
+    const Buffer dy = random_buffer(DType::f32, d.n * d.o * d.out_h() * d.out_w(), -1, 1, 3);
+    Buffer y(DType::f32, dy.size()), dw(DType::f32, w.size()), dx(DType::f32, x.size());
+    return verbose_log_of([&] {
+      conv2d(d, x.data(), w.data(), nullptr, y.data());
+      conv2d_backward_data(d, dy.data(), w.data(), dx.data());
+      conv2d_backward_weights(d, x.data(), dy.data(), dw.data(), nullptr);
+    });
+  };
+  const std::string covered = logs({2, 3, 7, 7, 4, 3, 3, 1, 1});
+  EXPECT_NE(covered.find("conv2d f32: ran direct"), std::string::npos) << covered;
+  EXPECT_NE(covered.find("conv2d_backward_weights f32: ran direct"), std::string::npos) << covered;
+  EXPECT_EQ(covered.find("conv2d_backward_data f32: ran direct"), std::string::npos) << covered;
+  for (const Shape4& s : {Shape4{2, 5, 7, 7, 4, 3, 3, 1, 1}, Shape4{2, 3, 9, 9, 4, 3, 3, 2, 1}}) {
+    const std::string other = logs(s);  // 5 channels; stride 2
+    EXPECT_EQ(other.find("direct"), std::string::npos) << other;
+    EXPECT_NE(other.find("onednn"), std::string::npos) << other;
+  }
+  set_conv_direct(false);
+  const std::string off = logs({2, 3, 7, 7, 4, 3, 3, 1, 1});
+  EXPECT_EQ(off.find("direct"), std::string::npos) << off;
+}
+
+TEST(ConvKernel, DirectKernelIsBitIdenticalAcrossThreadCounts) {
+  ConvPolicy policy(ConvBf16Route::automatic, ConvLayout::automatic, /*direct=*/true);
+  // Enough work for the threads: 40 samples x 20 channels x 28 x 28 outputs x 9 taps.
+  const Conv2dDesc d = make_desc({40, 1, 28, 28, 20, 3, 3, 1, 1}, DType::bf16, true, DType::f32);
+  const Buffer x = random_buffer(d.dtype, d.n * d.h * d.w, -1, 1, 5);
+  const Buffer w = random_buffer(d.dtype, d.o * 9, -1, 1, 6);
+  const Buffer b = random_buffer(DType::f32, d.o, -1, 1, 7);
+  const Buffer dy = random_buffer(d.dtype, d.n * d.o * 28 * 28, -1, 1, 8);
+  const int saved = omp_get_max_threads();
+  std::vector<Buffer> ys, dws, dbs;
+  for (int threads : {1, 2, 3}) {
+    omp_set_num_threads(threads);
+    Buffer y(d.dtype, dy.size()), dw(d.dtype, w.size()), db(DType::f32, d.o);
+    conv2d(d, x.data(), w.data(), b.data(), y.data());
+    conv2d_backward_weights(d, x.data(), dy.data(), dw.data(), db.data());
+    ys.push_back(std::move(y)), dws.push_back(std::move(dw)), dbs.push_back(std::move(db));
+  }
+  omp_set_num_threads(saved);
+  for (std::size_t k = 1; k < ys.size(); ++k) {
+    ktest::expect_bitwise(ys[k], ys[0], "forward, threads " + std::to_string(k + 1));
+    ktest::expect_bitwise(dws[k], dws[0], "weight gradient, threads " + std::to_string(k + 1));
+    ktest::expect_bitwise(dbs[k], dbs[0], "bias gradient, threads " + std::to_string(k + 1));
+  }
+}
+
+TEST(ConvKernel, DirectWeightGradientIgnoresInputsNoOutputReads) {
+  // No padding, 3 taps along w: output column ox reads input columns ox..ox+2, so the last
+  // input column meets only tap kx = 2. Inf there must give Inf/NaN for kx = 2 (as the
+  // reference) and leave kx = 0 and 1 finite: the vector lanes past the output row, whose dy is
+  // zero, read that column for every tap and must not add 0 * Inf = NaN.
+  ConvPolicy policy(ConvBf16Route::automatic, ConvLayout::automatic, /*direct=*/true);
+  for (Isa isa : ktest::isas_to_test()) {
+    IsaCap cap(isa);
+    for (DType t : {DType::f32, DType::bf16}) {
+      SCOPED_TRACE(std::string(name(isa)) + " " + name(t));
+      const Conv2dDesc d = make_desc({2, 1, 2, 21, 3, 1, 3, 1, 0}, t, false, DType::f32);
+      Buffer x = random_buffer(t, 2 * 2 * 21, -1, 1, 9);
+      for (std::int64_t r = 0; r < 4; ++r) x.set(r * 21 + 20, std::numeric_limits<float>::infinity());
+      const Buffer dy = random_buffer(t, 2 * 3 * 2 * 19, 0.5, 1, 10);  // positive: no Inf - Inf
+      Buffer dw(t, 9), dw_ref(t, 9);
+      conv2d_backward_weights(d, x.data(), dy.data(), dw.data(), nullptr);
+      ref::conv2d_backward_weights(d, x.data(), dy.data(), dw_ref.data(), nullptr);
+      for (std::int64_t o = 0; o < 3; ++o) {
+        EXPECT_TRUE(std::isfinite(dw.get(o * 3 + 0)) && std::isfinite(dw.get(o * 3 + 1))) << o;
+        EXPECT_TRUE(std::isinf(dw.get(o * 3 + 2)) && std::isinf(dw_ref.get(o * 3 + 2))) << o;
+      }
+    }
+  }
 }
 
 TEST(ConvKernel, RejectsBadDescriptions) {

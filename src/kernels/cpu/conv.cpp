@@ -12,7 +12,9 @@
 #include <string_view>
 
 #include "kernels/conv.h"
+#include "kernels/cpu/conv_direct.h"
 #include "kernels/cpu/conv_onednn.h"
+#include "kernels/cpu/dispatch_util.h"
 #include "kernels/cpu/growing_buffer.h"
 #include "mixprec/core/convert.h"
 #include "mixprec/core/cpu_features.h"
@@ -35,6 +37,14 @@ bool force_reference() {
     return s == "ref";
   }();
   return ref;
+}
+
+std::atomic<bool>& direct_enabled() {
+  static std::atomic<bool> enabled{[] {
+    const char* v = std::getenv("MIXPREC_CONV");
+    return v == nullptr || std::string_view(v) != "onednn";
+  }()};
+  return enabled;
 }
 
 std::atomic<ConvBf16Route>& bf16_route() {
@@ -207,6 +217,20 @@ bool reference_if_needed(ConvPass pass, const Conv2dDesc& d, Fn&& fn) {
   return true;
 }
 
+// The direct few-channel kernel, when it covers the pass and is enabled; returns true if it ran.
+template <class Fn>
+bool direct_if_covered(ConvPass pass, const Conv2dDesc& d, Fn&& fn) {
+  if (!direct_enabled().load(std::memory_order_relaxed) || !cpu::conv_direct_covers(pass, d)) {
+    return false;
+  }
+  fn();
+  if (verbose_enabled()) {
+    verbose_log(op_name(pass), name(d.dtype), std::string("direct ") + simd_target(),
+                cpu::simd_cap_reason());
+  }
+  return true;
+}
+
 void check_ptr(const char* op, const void* p, const char* what) {
   MIXPREC_CHECK(p != nullptr, ValueError, op, what << " is null");
 }
@@ -215,6 +239,7 @@ void check_ptr(const char* op, const void* p, const char* what) {
 
 ConvBf16Route set_conv_bf16_route(ConvBf16Route route) { return bf16_route().exchange(route); }
 ConvLayout set_conv_layout(ConvLayout l) { return layout().exchange(l); }
+bool set_conv_direct(bool enabled) { return direct_enabled().exchange(enabled); }
 std::size_t conv_cache_size() { return cpu::onednn_conv_cache_size(); }
 void conv_cache_clear() { cpu::onednn_conv_cache_clear(); }
 
@@ -228,6 +253,10 @@ void conv2d(const Conv2dDesc& d, const void* x, const void* weight, const void* 
   check_ptr("conv2d", x, "x");
   check_ptr("conv2d", weight, "weight");
   check_ptr("conv2d", y, "y");
+  if (direct_if_covered(ConvPass::forward, d,
+                        [&] { cpu::conv_direct_forward(d, x, weight, bias, y); })) {
+    return;
+  }
   ConvBuffers b;
   b.x = x, b.weight = weight, b.bias = d.has_bias ? bias : nullptr, b.y = y;
   run(ConvPass::forward, d, b);
@@ -261,6 +290,11 @@ void conv2d_backward_weights(const Conv2dDesc& d, const void* x, const void* dy,
   check_ptr("conv2d_backward_weights", x, "x");
   check_ptr("conv2d_backward_weights", dy, "dy");
   check_ptr("conv2d_backward_weights", dweight, "dweight");
+  if (direct_if_covered(ConvPass::backward_weights, nd, [&] {
+        cpu::conv_direct_backward_weights(nd, x, dy, dweight, dbias);
+      })) {
+    return;
+  }
   ConvBuffers b;
   b.x = x, b.dy = dy, b.dweight = dweight, b.dbias = dbias;
   run(ConvPass::backward_weights, nd, b);
