@@ -25,8 +25,6 @@
 HWY_BEFORE_NAMESPACE();
 namespace mixprec::kernels::cpu {
 namespace HWY_NAMESPACE {
-using DF = hn::ScalableTag<float>;
-using VF = hn::Vec<DF>;
 using conv_direct_simd::Geometry;
 using conv_direct_simd::kOutBlock;
 using conv_direct_simd::PaddedInput;

@@ -126,6 +126,66 @@ HWY_INLINE std::int64_t MaxPool2x2Row(D df, const T* row0, const T* row1, std::i
   return wo;
 }
 
+#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
+// AVX-512 masked loads and stores touch only the selected lanes' memory, so a row narrower than
+// a vector (the CNN's 14 and 7 outputs) takes one masked vector instead of two overlapping
+// narrower ones.
+template <class DU, class T>
+HWY_INLINE hn::Vec<DU> LoadBitsN(DU du, const T* p, std::size_t count) {
+  if constexpr (sizeof(T) == 4) {
+    return hn::MaskedLoad(hn::FirstN(du, count), du, reinterpret_cast<const std::uint32_t*>(p));
+  } else {
+    const D16<DU> d16;
+    return hn::PromoteTo(
+        du, hn::MaskedLoad(hn::FirstN(d16, count), d16, reinterpret_cast<const std::uint16_t*>(p)));
+  }
+}
+template <class DU, class T>
+HWY_INLINE void StoreBitsN(DU du, hn::Vec<DU> bits, T* p, std::size_t count) {
+  if constexpr (sizeof(T) == 4) {
+    hn::BlendedStore(bits, hn::FirstN(du, count), du, reinterpret_cast<std::uint32_t*>(p));
+  } else {
+    const D16<DU> d16;
+    hn::BlendedStore(cvt::NarrowU16(du, bits), hn::FirstN(d16, count), d16,
+                     reinterpret_cast<std::uint16_t*>(p));
+  }
+}
+
+/// MaxPool2x2Row for 0 < wo < Lanes(DF): the same lanes, loads and stores masked to the row.
+template <class T>
+HWY_INLINE void MaxPool2x2RowMasked(const T* row0, const T* row1, std::int64_t oy,
+                                    std::int64_t w, std::int64_t wo, T* yrow,
+                                    std::int32_t* arow) {
+  const DF df;
+  const hn::RebindToSigned<DF> di;
+  const hn::RebindToUnsigned<DF> du;
+  const auto N = static_cast<std::size_t>(hn::Lanes(df));
+  const auto inputs = static_cast<std::size_t>(2 * wo);  // of each of the two rows
+  const std::size_t first = std::min(N, inputs), second = inputs - first;
+  const auto even_odd = [&](const T* p, hn::Vec<decltype(du)>& even, hn::Vec<decltype(du)>& odd) {
+    const auto a = LoadBitsN(du, p, first), b = LoadBitsN(du, p + N, second);
+    even = hn::ConcatEven(du, b, a);
+    odd = hn::ConcatOdd(du, b, a);
+  };
+  hn::Vec<decltype(du)> e0, o0, e1, o1;
+  even_odd(row0, e0, o0);
+  even_odd(row1, e1, o1);
+  const auto one = hn::Set(di, 1);
+  const auto w_i = hn::Set(di, static_cast<std::int32_t>(w));
+  const auto i00 = hn::Add(hn::Set(di, static_cast<std::int32_t>(2 * oy * w)),
+                           hn::ShiftLeft<1>(hn::Iota(di, 0)));
+  auto best = WidenBits(df, e0, row0);
+  auto bits = e0;
+  auto index = i00;
+  Take(df, WidenBits(df, o0, row0), o0, hn::Add(i00, one), best, bits, index);
+  Take(df, WidenBits(df, e1, row1), e1, hn::Add(i00, w_i), best, bits, index);
+  Take(df, WidenBits(df, o1, row1), o1, hn::Add(hn::Add(i00, w_i), one), best, bits, index);
+  const auto count = static_cast<std::size_t>(wo);
+  StoreBitsN(du, bits, yrow, count);
+  if (arow != nullptr) hn::BlendedStore(index, hn::FirstN(di, count), di, arow);
+}
+#endif
+
 /// One output with the reference's visiting order (rows narrower than any vector tried).
 template <class T>
 void MaxPool2x2One(const T* row0, const T* row1, std::int64_t oy, std::int64_t ox, std::int64_t w,
@@ -159,9 +219,16 @@ void MaxPool2x2T(const Pool2dDesc& d, const T* x, T* y, std::int32_t* argmax, st
       const T* row1 = row0 + w;
       T* yrow = y + oy * wo;
       std::int32_t* arow = am != nullptr ? am + oy * wo : nullptr;
-      // The widest vectors that fit the row: a CNN's 14 or 7 outputs per row are narrower than
-      // an AVX-512 vector, and partial vectors would go through buffers.
+      // The widest vectors that fit the row (a CNN's 14 or 7 outputs per row are narrower than
+      // an AVX-512 vector: one masked vector there; elsewhere partial vectors would go through
+      // buffers, so narrower tags).
       std::int64_t done = MaxPool2x2Row(DF(), row0, row1, oy, w, wo, yrow, arow);
+#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
+      if (done == 0 && wo > 0) {
+        MaxPool2x2RowMasked(row0, row1, oy, w, wo, yrow, arow);
+        done = wo;
+      }
+#endif
 #if HWY_TARGET != HWY_SCALAR
       if (done == 0) done = MaxPool2x2Row(hn::CappedTag<float, 8>(), row0, row1, oy, w, wo, yrow, arow);
       if (done == 0) done = MaxPool2x2Row(hn::CappedTag<float, 4>(), row0, row1, oy, w, wo, yrow, arow);
