@@ -33,8 +33,16 @@ std::vector<std::uint16_t> random_rows(std::int64_t rows, std::int64_t width, st
 }
 
 TEST(AttentionBf16Pairs, PackingTransposesPairWordsAndZeroesThePadding) {
-  for (std::int64_t width : {1, 6, 7, 64}) {
-    const std::int64_t rows = 5, stride = width + 3, ldt = 16, pairs = (width + 1) / 2;
+  // Even widths take 16 x 16 word blocks on CPUs with the pair products (partial blocks of
+  // words and rows, ldt not a multiple of 16), odd ones and other CPUs the scalar loop.
+  struct Case {
+    std::int64_t width, rows, ldt;
+  };
+  for (const Case c : {Case{1, 5, 16}, Case{6, 5, 16}, Case{7, 5, 16}, Case{64, 5, 16},
+                       Case{32, 64, 64}, Case{30, 37, 40}, Case{70, 17, 48}, Case{2, 16, 16},
+                       Case{33, 21, 32}}) {
+    const std::int64_t width = c.width, rows = c.rows, ldt = c.ldt;
+    const std::int64_t stride = width + 3, pairs = (width + 1) / 2;
     const std::vector<std::uint16_t> src = random_rows(rows, width, stride, 7);
     std::vector<std::uint32_t> dst(static_cast<std::size_t>(pairs * ldt), 0xdeadbeefu);
     pack_pairs_transposed(src.data(), rows, width, stride, dst.data(), ldt);

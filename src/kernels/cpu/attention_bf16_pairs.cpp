@@ -70,6 +70,69 @@ __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16"))) void scores_avx5
     }
   }
 }
+
+/// In place: r[i] (16 rows of 16 words) becomes column i (word i of every row, row order).
+/// Unpacks pair rows, then 64-bit halves (column 4k + m of rows 4g..4g+3 in 128-bit lane k),
+/// then two rounds of 128-bit lane shuffles gather each column's four row groups.
+__attribute__((target("avx512f"))) void transpose_16x16(__m512i* r) {
+  // (The zero-masked forms with every lane selected: GCC 12's plain unpacks and shuffles pass an
+  // undefined vector through, which -Wmaybe-uninitialized reports.)
+  const __mmask16 all32 = 0xffff;
+  const __mmask8 all64 = 0xff;
+  __m512i t[16], u[16];
+  for (int i = 0; i < 16; i += 2) {
+    t[i] = _mm512_maskz_unpacklo_epi32(all32, r[i], r[i + 1]);
+    t[i + 1] = _mm512_maskz_unpackhi_epi32(all32, r[i], r[i + 1]);
+  }
+  for (int g = 0; g < 16; g += 4) {
+    u[g + 0] = _mm512_maskz_unpacklo_epi64(all64, t[g], t[g + 2]);
+    u[g + 1] = _mm512_maskz_unpackhi_epi64(all64, t[g], t[g + 2]);
+    u[g + 2] = _mm512_maskz_unpacklo_epi64(all64, t[g + 1], t[g + 3]);
+    u[g + 3] = _mm512_maskz_unpackhi_epi64(all64, t[g + 1], t[g + 3]);
+  }
+  // u[4g + m], lane k: column 4k + m of rows 4g..4g+3.
+  __m512i v[16];
+  for (int m = 0; m < 4; ++m) {
+    v[m] = _mm512_maskz_shuffle_i32x4(all32, u[m], u[4 + m], 0x88);        // cols m, 8+m of rows 0-7
+    v[4 + m] = _mm512_maskz_shuffle_i32x4(all32, u[m], u[4 + m], 0xdd);    // cols 4+m, 12+m of rows 0-7
+    v[8 + m] = _mm512_maskz_shuffle_i32x4(all32, u[8 + m], u[12 + m], 0x88);   // the same, rows 8-15
+    v[12 + m] = _mm512_maskz_shuffle_i32x4(all32, u[8 + m], u[12 + m], 0xdd);
+  }
+  for (int m = 0; m < 4; ++m) {
+    r[m] = _mm512_maskz_shuffle_i32x4(all32, v[m], v[8 + m], 0x88);
+    r[8 + m] = _mm512_maskz_shuffle_i32x4(all32, v[m], v[8 + m], 0xdd);
+    r[4 + m] = _mm512_maskz_shuffle_i32x4(all32, v[4 + m], v[12 + m], 0x88);
+    r[12 + m] = _mm512_maskz_shuffle_i32x4(all32, v[4 + m], v[12 + m], 0xdd);
+  }
+}
+
+/// pack_pairs_transposed for an even width, 16 x 16 words at a time (masked loads past the
+/// row's words, zero rows past `rows`, masked stores within ldt): the scalar loop's strided
+/// single-word stores cost more than the gpt-mini score products they feed.
+__attribute__((target("avx512f"))) void pack_even_avx512(const std::uint16_t* src,
+                                                         std::int64_t rows, std::int64_t width,
+                                                         std::int64_t stride, std::uint32_t* dst,
+                                                         std::int64_t ldt) {
+  const std::int64_t pairs = width / 2;
+  const auto lanes = [](std::int64_t n) {
+    return static_cast<__mmask16>(n >= 16 ? 0xffffu : (1u << n) - 1u);
+  };
+  for (std::int64_t r0 = 0; r0 < rows; r0 += 16) {
+    const std::int64_t nr = std::min<std::int64_t>(16, rows - r0);
+    const __mmask16 store = lanes(ldt - r0);
+    for (std::int64_t p0 = 0; p0 < pairs; p0 += 16) {
+      const std::int64_t np = std::min<std::int64_t>(16, pairs - p0);
+      const __mmask16 load = lanes(np);
+      __m512i r[16];
+      for (std::int64_t i = 0; i < 16; ++i) {
+        r[i] = i < nr ? _mm512_maskz_loadu_epi32(load, src + (r0 + i) * stride + 2 * p0)
+                      : _mm512_setzero_si512();
+      }
+      transpose_16x16(r);
+      for (std::int64_t c = 0; c < np; ++c) _mm512_mask_storeu_epi32(dst + (p0 + c) * ldt + r0, store, r[c]);
+    }
+  }
+}
 #endif
 
 }  // namespace
@@ -87,9 +150,20 @@ bool available() {
 void pack_pairs_transposed(const std::uint16_t* src, std::int64_t rows, std::int64_t width,
                            std::int64_t stride, std::uint32_t* dst, std::int64_t ldt) {
   const std::int64_t pairs = (width + 1) / 2;
-  for (std::int64_t r = 0; r < rows; ++r) {
-    const std::uint16_t* row = src + r * stride;
-    for (std::int64_t p = 0; p < pairs; ++p) dst[p * ldt + r] = pair_word(row, p, width);
+#if MIXPREC_BF16_PAIRS
+  const bool vector = width % 2 == 0 && available();  // AVX-512 wherever the pairs run
+#else
+  const bool vector = false;
+#endif
+  if (vector) {
+#if MIXPREC_BF16_PAIRS
+    pack_even_avx512(src, rows, width, stride, dst, ldt);
+#endif
+  } else {
+    for (std::int64_t r = 0; r < rows; ++r) {
+      const std::uint16_t* row = src + r * stride;
+      for (std::int64_t p = 0; p < pairs; ++p) dst[p * ldt + r] = pair_word(row, p, width);
+    }
   }
   for (std::int64_t p = 0; p < pairs; ++p) std::fill(dst + p * ldt + rows, dst + (p + 1) * ldt, 0u);
 }
