@@ -375,6 +375,98 @@ void window_counts(const Pool2dDesc& d, Span ry, float* count) {
   }
 }
 
+// ---- average pooling, 2x2 stride 2, no padding: rows read directly ----
+
+/// Outputs [0, wo) of one output row with vectors of tag D, as MaxPool2x2Row (the last vector
+/// overlaps the one before); each is 0 + x00 + x01 + x10 + x11, then / 4, the reference's
+/// operations in its order (0 + x turns -0 into +0 as the reference's sum does). Returns wo, or
+/// 0 when the row is narrower than one vector.
+template <class D, class T>
+HWY_INLINE std::int64_t AvgPool2x2Row(D df, const T* row0, const T* row1, std::int64_t wo,
+                                      T* yrow) {
+  const hn::RebindToUnsigned<D> du;
+  const auto N = static_cast<std::int64_t>(hn::Lanes(df));
+  if (wo < N) return 0;
+  const auto four = hn::Set(df, 4.0f);
+  const auto outputs = [&](std::int64_t ox) {
+    hn::Vec<decltype(du)> e0, o0, e1, o1;
+    load_even_odd(du, row0 + 2 * ox, e0, o0);
+    load_even_odd(du, row1 + 2 * ox, e1, o1);
+    auto sum = hn::Add(hn::Zero(df), WidenBits(df, e0, row0));
+    sum = hn::Add(sum, WidenBits(df, o0, row0));
+    sum = hn::Add(sum, WidenBits(df, e1, row1));
+    sum = hn::Add(sum, WidenBits(df, o1, row1));
+    StoreF32(df, hn::Div(sum, four), yrow + ox);
+  };
+  std::int64_t ox = 0;
+  for (; ox + N <= wo; ox += N) outputs(ox);
+  if (ox < wo) outputs(wo - N);
+  return wo;
+}
+
+template <class T>
+void AvgPool2x2T(const Pool2dDesc& d, const T* x, T* y, std::int64_t planes) {
+  const std::int64_t ho = d.out_h(), wo = d.out_w(), w = d.w;
+  for (std::int64_t q = 0; q < planes; ++q, x += d.h * w, y += ho * wo) {
+    for (std::int64_t oy = 0; oy < ho; ++oy) {
+      const T* row0 = x + 2 * oy * w;
+      const T* row1 = row0 + w;
+      T* yrow = y + oy * wo;
+      std::int64_t done = AvgPool2x2Row(DF(), row0, row1, wo, yrow);
+#if HWY_TARGET != HWY_SCALAR
+      if (done == 0) done = AvgPool2x2Row(hn::CappedTag<float, 8>(), row0, row1, wo, yrow);
+      if (done == 0) done = AvgPool2x2Row(hn::CappedTag<float, 4>(), row0, row1, wo, yrow);
+#endif
+      for (std::int64_t ox = done; ox < wo; ++ox) {
+        float sum = 0.0f;
+        for (const T* p : {row0 + 2 * ox, row0 + 2 * ox + 1, row1 + 2 * ox, row1 + 2 * ox + 1}) {
+          sum += static_cast<float>(*p);
+        }
+        yrow[ox] = T(sum / 4.0f);
+      }
+    }
+  }
+}
+
+/// Its backward: every input of window (oy, ox) gets 0 + dy / 4 (the reference's scatter into
+/// a zeroed plane: each input is in one window, or none past an odd last row or column, which
+/// get 0). A row of dy / 4 is widened once; each input column 2 ox + b reads lane ox of it
+/// through a table lookup (input lane i from lane i / 2).
+template <class T>
+void AvgPool2x2BackwardT(const Pool2dDesc& d, const T* dy, T* dx, std::int64_t planes) {
+  const DF df;
+  const auto N = static_cast<std::int64_t>(hn::Lanes(df));
+  const std::int64_t ho = d.out_h(), wo = d.out_w(), w = d.w;
+  HWY_ALIGN std::int32_t half[kMaxF32Lanes];
+  for (std::int64_t i = 0; i < N; ++i) half[i] = static_cast<std::int32_t>(i / 2);
+  const auto spread = hn::SetTableIndices(df, half);
+  std::vector<float> g(static_cast<std::size_t>(wo + 2 * N), 0.0f);
+  const auto four = hn::Set(df, 4.0f);
+  const auto zero_row = [&](T* row, std::int64_t from) {
+    for (std::int64_t ix = from; ix < w; ++ix) row[ix] = T(0.0f);
+  };
+  for (std::int64_t q = 0; q < planes; ++q, dy += ho * wo, dx += d.h * w) {
+    for (std::int64_t oy = 0; oy < ho; ++oy) {
+      for (std::int64_t ox = 0; ox < wo; ox += N) {
+        const auto k = static_cast<std::size_t>(std::min(N, wo - ox));
+        hn::StoreU(hn::Add(hn::Zero(df), hn::Div(LoadF32N(df, dy + oy * wo + ox, k), four)), df,
+                   g.data() + ox);
+      }
+      T* row0 = dx + 2 * oy * w;
+      T* row1 = row0 + w;
+      for (std::int64_t ix = 0; ix < 2 * wo; ix += N) {
+        const auto v = hn::TableLookupLanes(hn::LoadU(df, g.data() + ix / 2), spread);
+        const auto k = static_cast<std::size_t>(std::min(N, 2 * wo - ix));
+        StoreF32N(df, v, row0 + ix, k);
+        StoreF32N(df, v, row1 + ix, k);
+      }
+      zero_row(row0, 2 * wo);
+      zero_row(row1, 2 * wo);
+    }
+    for (std::int64_t iy = 2 * ho; iy < d.h; ++iy) zero_row(dx + iy * w, 0);
+  }
+}
+
 // Average pooling: each output adds its window's real elements in row-major order like the
 // reference; the zero padding adds +0.0, which cannot change an f32 sum that started at +0.0
 // (it is never -0.0), so the bits match.
@@ -413,9 +505,12 @@ void AvgPoolRowsT(const Pool2dDesc& d, const T* x, T* y, std::int64_t planes) {
   }
 }
 
+bool Is2x2Stride2(const Pool2dDesc& d) { return d.kernel == 2 && d.stride == 2 && d.padding == 0; }
+
 void AvgPoolRows(const Pool2dDesc& d, const void* x, void* y, std::int64_t planes) {
   WithDType(static_cast<int>(d.dtype), [&](auto t) {
     using T = Elem<decltype(t)>;
+    if (Is2x2Stride2(d)) return AvgPool2x2T(d, static_cast<const T*>(x), static_cast<T*>(y), planes);
     AvgPoolRowsT(d, static_cast<const T*>(x), static_cast<T*>(y), planes);
   });
 }
@@ -474,6 +569,9 @@ void AvgPoolBackwardRowsT(const Pool2dDesc& d, const T* dy, T* dx, std::int64_t 
 void AvgPoolBackwardRows(const Pool2dDesc& d, const void* dy, void* dx, std::int64_t planes) {
   WithDType(static_cast<int>(d.dtype), [&](auto t) {
     using T = Elem<decltype(t)>;
+    if (Is2x2Stride2(d)) {
+      return AvgPool2x2BackwardT(d, static_cast<const T*>(dy), static_cast<T*>(dx), planes);
+    }
     AvgPoolBackwardRowsT(d, static_cast<const T*>(dy), static_cast<T*>(dx), planes);
   });
 }
