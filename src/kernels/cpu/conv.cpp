@@ -27,23 +27,22 @@ namespace {
 using cpu::ConvBuffers;
 using cpu::ConvPass;
 
-// MIXPREC_CONV=ref forces the reference kernels; read once (a typo throws on every call).
-bool force_reference() {
-  static const bool ref = [] {
+// MIXPREC_CONV: "ref" forces the reference kernels, "onednn" keeps first layers off the direct
+// kernel; read once (a typo throws on every call).
+std::string_view conv_env() {
+  static const std::string_view value = [] {
     const char* v = std::getenv("MIXPREC_CONV");
-    const std::string_view s = v == nullptr ? std::string_view() : std::string_view(v);
-    MIXPREC_CHECK(s.empty() || s == "ref" || s == "onednn", ValueError, "conv2d",
-                  "MIXPREC_CONV must be 'ref' or 'onednn', got '" << s << "'");
-    return s == "ref";
+    return v == nullptr ? std::string_view() : std::string_view(v);
   }();
-  return ref;
+  MIXPREC_CHECK(value.empty() || value == "ref" || value == "onednn", ValueError, "conv2d",
+                "MIXPREC_CONV must be 'ref' or 'onednn', got '" << value << "'");
+  return value;
 }
 
+bool force_reference() { return conv_env() == "ref"; }
+
 std::atomic<bool>& direct_enabled() {
-  static std::atomic<bool> enabled{[] {
-    const char* v = std::getenv("MIXPREC_CONV");
-    return v == nullptr || std::string_view(v) != "onednn";
-  }()};
+  static std::atomic<bool> enabled{conv_env() != "onednn"};
   return enabled;
 }
 

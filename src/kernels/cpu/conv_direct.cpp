@@ -20,11 +20,6 @@ namespace {
 namespace simd = conv_direct_simd;
 using simd::kOutBlock;
 
-/// Whether a call of this much work (multiply-adds) is worth the threads.
-bool parallel_over(std::int64_t work, std::int64_t tasks) {
-  return work >= kParallelMinWork && tasks > 1;
-}
-
 /// Samples one weight-gradient task sums before its partial is set aside (fixed, so the order
 /// of the double additions is too).
 constexpr std::int64_t kSampleRun = 16;
@@ -74,7 +69,7 @@ void conv_direct_forward(const Conv2dDesc& d, const void* x, const void* weight,
   const std::vector<float> b =
       widen_blocks(d.has_bias ? bias : nullptr, d.bias_dtype, d.o, 1);
   const simd::Geometry g = geometry(d);
-  parallel_for(d.n, parallel_over(d.n * d.o * plane * taps, d.n), [&](std::int64_t n) {
+  parallel_for(d.n, d.n * d.o * plane * taps >= kParallelMinWork, [&](std::int64_t n) {
     thread_local GrowingBuffer padded;
     const simd::PaddedInput p = pad_sample(d, x, n, padded);
     for (std::int64_t o0 = 0; o0 < d.o; o0 += kOutBlock) {
@@ -95,7 +90,7 @@ void conv_direct_backward_weights(const Conv2dDesc& d, const void* x, const void
   // double; each task's f32 lane partials cover one run of samples.
   const std::int64_t rows = kOutBlock * (taps + 1);
   std::vector<double> parts(static_cast<std::size_t>(runs * blocks * rows), 0.0);
-  parallel_for(runs * blocks, parallel_over(d.n * d.o * plane * taps, runs * blocks),
+  parallel_for(runs * blocks, d.n * d.o * plane * taps >= kParallelMinWork,
                [&](std::int64_t task) {
     thread_local GrowingBuffer padded, scratch, partials;
     const std::int64_t run = task / blocks, o0 = (task % blocks) * kOutBlock;

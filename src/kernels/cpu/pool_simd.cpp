@@ -87,6 +87,26 @@ void load_even_odd(DUx du, const T* p, hn::Vec<DUx>& even, hn::Vec<DUx>& odd) {
 #endif
 }
 
+/// The maxima of a vector of 2x2 windows, given their two rows split into even and odd columns
+/// (storage bits; `type` only names the dtype) and each window's top-left plane index i00: the
+/// winners' bits and plane indices, the reference's visiting order.
+template <class D, class T>
+HWY_INLINE void Max2x2(D df, const T* type, hn::Vec<hn::RebindToUnsigned<D>> e0,
+                       hn::Vec<hn::RebindToUnsigned<D>> o0, hn::Vec<hn::RebindToUnsigned<D>> e1,
+                       hn::Vec<hn::RebindToUnsigned<D>> o1, hn::Vec<hn::RebindToSigned<D>> i00,
+                       std::int64_t w, hn::Vec<hn::RebindToUnsigned<D>>& bits,
+                       hn::Vec<hn::RebindToSigned<D>>& index) {
+  const hn::RebindToSigned<D> di;
+  const auto one = hn::Set(di, 1);
+  const auto w_i = hn::Set(di, static_cast<std::int32_t>(w));
+  auto best = WidenBits(df, e0, type);
+  bits = e0;
+  index = i00;
+  Take(df, WidenBits(df, o0, type), o0, hn::Add(i00, one), best, bits, index);
+  Take(df, WidenBits(df, e1, type), e1, hn::Add(i00, w_i), best, bits, index);
+  Take(df, WidenBits(df, o1, type), o1, hn::Add(hn::Add(i00, w_i), one), best, bits, index);
+}
+
 // ---- 2x2 stride 2, no padding ----
 
 /// Outputs [0, wo) of output row oy of one plane with vectors of float tag D: full vectors,
@@ -101,22 +121,14 @@ HWY_INLINE std::int64_t MaxPool2x2Row(D df, const T* row0, const T* row1, std::i
   const auto N = static_cast<std::int64_t>(hn::Lanes(df));
   if (wo < N) return 0;
   const auto lane2 = hn::ShiftLeft<1>(hn::Iota(di, 0));
-  const auto w_i = hn::Set(di, static_cast<std::int32_t>(w));
-  const auto one = hn::Set(di, 1);
   const auto outputs = [&](std::int64_t ox) {
-    const T* p0 = row0 + 2 * ox;
-    const T* p1 = row1 + 2 * ox;
-    hn::Vec<decltype(du)> e0, o0, e1, o1;
-    load_even_odd(du, p0, e0, o0);
-    load_even_odd(du, p1, e1, o1);
+    hn::Vec<decltype(du)> e0, o0, e1, o1, bits;
+    load_even_odd(du, row0 + 2 * ox, e0, o0);
+    load_even_odd(du, row1 + 2 * ox, e1, o1);
     // Plane index of each window's top-left element: 2 * oy * w + 2 * (ox + lane).
     const auto i00 = hn::Add(hn::Set(di, static_cast<std::int32_t>(2 * oy * w + 2 * ox)), lane2);
-    auto best = WidenBits(df, e0, p0);
-    auto bits = e0;
-    auto index = i00;
-    Take(df, WidenBits(df, o0, p0), o0, hn::Add(i00, one), best, bits, index);
-    Take(df, WidenBits(df, e1, p1), e1, hn::Add(i00, w_i), best, bits, index);
-    Take(df, WidenBits(df, o1, p1), o1, hn::Add(hn::Add(i00, w_i), one), best, bits, index);
+    hn::Vec<decltype(di)> index;
+    Max2x2(df, row0, e0, o0, e1, o1, i00, w, bits, index);
     StoreBest(df, bits, index, yrow + ox, arow != nullptr ? arow + ox : nullptr,
               static_cast<std::size_t>(N));
   };
@@ -167,19 +179,13 @@ HWY_INLINE void MaxPool2x2RowMasked(const T* row0, const T* row1, std::int64_t o
     even = hn::ConcatEven(du, b, a);
     odd = hn::ConcatOdd(du, b, a);
   };
-  hn::Vec<decltype(du)> e0, o0, e1, o1;
+  hn::Vec<decltype(du)> e0, o0, e1, o1, bits;
   even_odd(row0, e0, o0);
   even_odd(row1, e1, o1);
-  const auto one = hn::Set(di, 1);
-  const auto w_i = hn::Set(di, static_cast<std::int32_t>(w));
   const auto i00 = hn::Add(hn::Set(di, static_cast<std::int32_t>(2 * oy * w)),
                            hn::ShiftLeft<1>(hn::Iota(di, 0)));
-  auto best = WidenBits(df, e0, row0);
-  auto bits = e0;
-  auto index = i00;
-  Take(df, WidenBits(df, o0, row0), o0, hn::Add(i00, one), best, bits, index);
-  Take(df, WidenBits(df, e1, row1), e1, hn::Add(i00, w_i), best, bits, index);
-  Take(df, WidenBits(df, o1, row1), o1, hn::Add(hn::Add(i00, w_i), one), best, bits, index);
+  hn::Vec<decltype(di)> index;
+  Max2x2(df, row0, e0, o0, e1, o1, i00, w, bits, index);
   const auto count = static_cast<std::size_t>(wo);
   StoreBitsN(du, bits, yrow, count);
   if (arow != nullptr) hn::BlendedStore(index, hn::FirstN(di, count), di, arow);
