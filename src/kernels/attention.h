@@ -55,6 +55,18 @@ struct AttentionDesc {
   /// of q, k, v; dout has out's. lse is always contiguous [bh, tq].
   std::int64_t heads = 1;
   AttentionLayout q_rows, k_rows, v_rows, out_rows;
+  /// The 16-bit autocast spec (FlashAttention-2/3, cuDNN and PyTorch's SDPA do the same): the
+  /// probabilities and score gradients are rounded to dtype before the products that use them;
+  /// softmax statistics and every sum stay f32. Only for dtype bf16 or f16 (the op sets it
+  /// there unless attention precision is `highest`); false keeps P and dS in f32.
+  ///  - forward: out_i = (sum_j r(pt_ij z_ij) v_j) / l_i with pt_ij = e^(s_ij - m_i),
+  ///    l_i = sum_j pt_ij (unrounded), m_i the row max and r() rounding to dtype. A kernel that
+  ///    tiles the row rounds e^(s_ij - m) against its running max m instead: the same function
+  ///    up to that one rounding.
+  ///  - backward: p_ij = e^(s_ij - lse_i); dv_j = sum_i r(p_ij z_ij) dout_i;
+  ///    ds_ij = p_ij (dp_ij z_ij - D_i); dq_i = scale sum_j r(ds_ij) k_j,
+  ///    dk_j = scale sum_i r(ds_ij) q_i.
+  bool round_probs = false;
 };
 
 namespace ref {
