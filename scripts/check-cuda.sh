@@ -50,17 +50,19 @@ pack() {
   local build=$here/build-gpu stage
   local launcher=()
   if command -v ccache > /dev/null; then launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_CUDA_COMPILER_LAUNCHER=ccache); fi
+  # Hopper only (the lent machines are H100/H200): one device pass compiles in half the time.
   cmake -S "$here" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DMIXPREC_CUDA=ON \
+    -DCMAKE_CUDA_ARCHITECTURES="${MIXPREC_PACK_CUDA_ARCHS:-90-real}" \
     -DMIXPREC_MPI=OFF -DMIXPREC_BUILD_BENCHMARKS=OFF -DMIXPREC_BUILD_EXAMPLES=OFF "${launcher[@]}" || return 1
-  cmake --build "$build" -j"$(nproc)" --target mixprec_tests mixprec_cli || return 1
+  cmake --build "$build" -j"$(nproc)" --target mixprec_tests mixprec_cli attention_step || return 1
   stage=$(mktemp -d)
   mkdir -p "$stage/bin" "$stage/lib" "$stage/data"
-  cp "$build/mixprec" "$build/tests/mixprec_tests" "$stage/bin/"
+  cp "$build/mixprec" "$build/tests/mixprec_tests" "$build/attention_step" "$stage/bin/"
   cp -L "$build/libmixprec.so.0" "$stage/lib/"
   strip --strip-unneeded "$stage/bin/"* "$stage/lib/"*
   # Every library libmixprec and the binaries need, except the C runtime (glibc, libstdc++,
   # libgcc: the GPU machine's are newer) and CUDA's own (the toolkit is there).
-  ldd "$stage/bin/mixprec" "$stage/bin/mixprec_tests" "$stage/lib/libmixprec.so.0" |
+  ldd "$stage/bin/mixprec" "$stage/bin/mixprec_tests" "$stage/bin/attention_step" "$stage/lib/libmixprec.so.0" |
     awk '/=> \//{print $3}' | sort -u | while read -r lib; do
       case $(basename "$lib") in
         libc.so*|libm.so*|libdl.so*|librt.so*|libpthread.so*|ld-linux*|libstdc++*|libgcc_s*) ;;
@@ -116,13 +118,16 @@ run() {
   out=$(cd "$out" && pwd)
   report=$out/report.md
   : > "$report"
-  local t_start bin data device steps mp tests py small=()
+  local t_start bin data device steps mp tests attn py small=()
+  # MIXPREC_CHECK_SECTIONS picks what runs (a window too short for all of it); default: all.
+  local sections=" ${MIXPREC_CHECK_SECTIONS:-env conformance parity checkpoints speed attention profile compile} "
+  want() { [[ $sections == *" $1 "* ]]; }
   t_start=$(date +%s)
   if [ "$dry" = 1 ]; then
     device=devsim steps=2
     small=(--batch-size 8 --limit-train 64 --limit-test 16)  # the reference kernels are slow
     bin=${MIXPREC_BIN:-$here/build}
-    mp=$bin/mixprec tests=$bin/tests/mixprec_tests
+    mp=$bin/mixprec tests=$bin/tests/mixprec_tests attn=$bin/attention_step
     data=$out/data
     python3 "$here/scripts/cuda_pack_data.py" "$data" --train 600 --test 200 || return 1
   else
@@ -130,23 +135,28 @@ run() {
     local work=/tmp/mixprec-gpu
     rm -rf "$work" && mkdir -p "$work"
     tar -C "$work" -xJf "$here/.gpu/pack.tar.xz" || { echo "run: no .gpu/pack.tar.xz (run pack first)" >&2; return 1; }
-    mp=$work/bin/mixprec tests=$work/bin/mixprec_tests data=$work/data
+    mp=$work/bin/mixprec tests=$work/bin/mixprec_tests attn=$work/bin/attention_step data=$work/data
     # cuBLASLt: the toolkit's, or the one PyTorch's wheels bring.
     local cublas
     cublas=$(python3 -c 'import nvidia.cublas, os; print(os.path.join(os.path.dirname(nvidia.cublas.__file__), "lib"))' 2> /dev/null || true)
     export LD_LIBRARY_PATH="$work/lib:/usr/local/cuda/lib64:/usr/local/cuda/lib${cublas:+:$cublas}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
   fi
   py=${PYTHON:-python3}
+  local peers=0
+  if [ "$dry" = 0 ] && "$py" -c 'import torch; assert torch.cuda.is_available()' 2> /dev/null; then peers=1; fi
   say "# mixprec on $device: check-cuda report"
   say ""
   say "- date: $(date -u +%FT%TZ); commit: $(cat "${work:-/nonexistent}/COMMIT" 2> /dev/null || git -C "$here" rev-parse HEAD)"
   say "- host: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')"
   command -v nvidia-smi > /dev/null && say "- nvidia-smi: $(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2> /dev/null)"
 
+  if want env; then
   say ""
   say "## 1. The GPU"
   step 60 env "$mp" env
 
+  fi
+  if want conformance; then
   say ""
   say "## 2. Conformance: every kernel of the cuda table against the reference (run twice)"
   MIXPREC_CONFORMANCE_DEVICE=$device step 150 conformance "$tests" \
@@ -157,13 +167,15 @@ run() {
   "$py" "$here/scripts/cuda_report.py" conformance "$out/conformance.json" >> "$report"
   say '```'
 
+  fi
+  if want parity; then
   say ""
   say "## 3. Parity: $steps steps on $device and on cpu"
   say ""
   say "| run | train loss $device / cpu (rel) | test loss $device / cpu (rel) | skipped | rtol | cpu avx2 vs native (train / test) | verdict |"
   say "|---|---|---|---|---|---|---|"
   local model prec extra tol dataflag where
-  for model in seed-mlp cnn gpt-mini; do
+  for model in ${MIXPREC_CHECK_MODELS:-seed-mlp cnn gpt-mini}; do
     case $model in
       seed-mlp) dataflag=(--data synthetic) ;;
       cnn) dataflag=(--data "idx:$data/fmnist") ;;
@@ -195,6 +207,8 @@ run() {
     done
   done
   if [ -s "$out/parity-errors.log" ]; then say ""; sed 's/^/- /' "$out/parity-errors.log" >> "$report"; fi
+  fi
+  if want checkpoints; then
 
   # Checkpoints keep one layout on every device: half a run on one, resumed on the other, ends
   # where the whole run on the first does (bf16: within 1%). A constant learning rate, since a
@@ -224,12 +238,12 @@ run() {
   done
   if [ -s "$out/ckpt-errors.log" ]; then say ""; sed 's/^/- /' "$out/ckpt-errors.log" >> "$report"; fi
 
+  fi
+  if want speed; then
   say ""
   say "## 4. Speed and memory beside PyTorch on the same device"
   local gpt=(--layers 12 --heads 12 --width 768 --context 1024) gbatch=8 bsteps=20 mlp=()
   if [ "$dry" = 1 ]; then gpt=(--layers 1 --heads 2 --width 32 --context 32) gbatch=2 bsteps=2 mlp=(--batch-size 4 --warmup 0); fi
-  local peers=0
-  if [ "$dry" = 0 ] && "$py" -c 'import torch; assert torch.cuda.is_available()' 2> /dev/null; then peers=1; fi
   # The comparison first (ours and the peer on the same work, then the table), the diagnostics
   # after it: a window that runs out still leaves the figures the issue asks for.
   step 180 bench-seed-mlp-bf16 "$mp" bench --model seed-mlp --precision bf16 --steps "$bsteps" "${mlp[@]}" \
@@ -259,6 +273,25 @@ print("bf16 GEMM 8192^3: %.1f TFLOP/s (PyTorch %s, %s)" % (2 * 8192**3 / s / 1e1
     say "(PyTorch peers not run: $([ "$dry" = 1 ] && echo 'dry run' || echo 'no CUDA PyTorch here'))"
   fi
 
+  fi
+  if want attention; then
+    say ""
+    say "## 4b. Attention alone: causal, GPT-2-small's shape (B 8, H 12, T 1024, d 64), beside PyTorch's SDPA"
+    local ashape=(--batch 8 --heads 12 --context 1024 --head-size 64)
+    [ "$dry" = 1 ] && ashape=(--batch 1 --heads 2 --context 64 --head-size 64 --iters 1 --warmup 0)
+    for dt in bf16 f16; do
+      MIXPREC_VERBOSE=1 step 60 "attention-path-$dt" "$attn" --device "$device" "${ashape[@]}" --dtype "$dt" --iters 1 --warmup 0
+      step 120 "attention-flash-$dt" "$attn" --device "$device" "${ashape[@]}" --dtype "$dt" --json
+    done
+    MIXPREC_ATTENTION=gemm step 120 attention-gemm-bf16 "$attn" --device "$device" "${ashape[@]}" --dtype bf16 --json
+    if [ "$peers" = 1 ]; then
+      step 120 attention-pytorch-bf16 "$py" "$here/bench/peer_sdpa.py" "${ashape[@]}" --dtype bf16 --json
+      step 120 attention-pytorch-f16 "$py" "$here/bench/peer_sdpa.py" "${ashape[@]}" --dtype f16 --json
+    fi
+    say ""
+    "$py" "$here/scripts/cuda_report.py" attention "$out"/attention-*.log >> "$report"
+  fi
+  if want profile; then
   say ""
   say "## 5. Where the time goes"
   local mlp_profile=(--steps 5 --warmup 2)
@@ -275,6 +308,8 @@ print("bf16 GEMM 8192^3: %.1f TFLOP/s (PyTorch %s, %s)" % (2 * 8192**3 / s / 1e1
   say '```'
   cat "$out/gemm-paths-summary.log" >> "$report"
   say '```'
+  fi
+  if want compile; then
   if [ "$peers" = 1 ] && [ "${MIXPREC_CHECK_COMPILE:-1}" != 0 ]; then
     step 240 peer-gpt-bf16-compiled "$py" "$here/bench/peer_gpt.py" --time "${gpt[@]}" --batch-size "$gbatch" \
       --precision bf16 --steps "$bsteps" --device cuda --compile --json
@@ -284,6 +319,7 @@ print("bf16 GEMM 8192^3: %.1f TFLOP/s (PyTorch %s, %s)" % (2 * 8192**3 / s / 1e1
     "$py" "$here/scripts/cuda_report.py" speed "GPT-2-small bf16, PyTorch compiled" "$out/bench-gpt-bf16.log" "$out/peer-gpt-bf16-compiled.log" >> "$report"
   fi
 
+  fi
   say ""
   say "## Summary"
   say ""

@@ -14,6 +14,9 @@ training logs, summarising the device conformance run, and reading figures out o
       (PyTorch's step / ours: above 1, ours is faster).
   cuda_report.py conformance GTEST.json
       Passed/failed cases of the gtest JSON output, and each failure's first message line.
+  cuda_report.py attention LOG...
+      A markdown table of attention_step's and peer_sdpa.py's --json lines (forward and backward
+      ms and TFLOP/s, PyTorch's backend), each against the PyTorch line of the same dtype.
   cuda_report.py field FILE KEY[.KEY...]
       One value out of a JSON document (or the first JSON line of a file that has several).
 Exit status 0; a row or summary says FAIL where a check failed (the script collects them all).
@@ -130,12 +133,36 @@ def field(argv):
     print(obj)
 
 
+def attention(argv):
+    rows = []
+    for path in argv:
+        try:
+            r = first_json(path)
+        except (OSError, ValueError):
+            continue
+        if r is not None and "forward_ms" in r:
+            r["label"] = path.rsplit("/", 1)[-1][:-4]
+            rows.append(r)
+    peer = {r["dtype"]: r for r in rows if r.get("impl") == "pytorch"}
+    print("| run | dtype | forward ms (TFLOP/s) | backward ms (TFLOP/s) | fwd+bwd vs PyTorch |")
+    print("|---|---|---|---|---|")
+    for r in rows:
+        p = peer.get(r["dtype"])
+        ratio = ("%.2fx" % (p["forward_backward_ms"] / r["forward_backward_ms"])) if p and r is not p else ""
+        name = r["label"] + (" (%s)" % r["backend"] if "backend" in r else "")
+        print("| %s | %s | %.3f (%.1f) | %.3f (%.1f) | %s |" % (
+            name, r["dtype"], r["forward_ms"], r["forward_tflops"], r["backward_ms"],
+            r["backward_tflops"], ratio))
+    if not rows:
+        print("| (no attention figures: see the logs) | | | | |")
+
+
 def main():
-    if len(sys.argv) < 2 or sys.argv[1] not in ("runs", "speed", "conformance", "field"):
+    if len(sys.argv) < 2 or sys.argv[1] not in ("runs", "speed", "conformance", "field", "attention"):
         sys.exit(__doc__)
     try:
         {"runs": runs, "speed": speed, "conformance": conformance,
-         "field": field}[sys.argv[1]](sys.argv[2:])
+         "field": field, "attention": attention}[sys.argv[1]](sys.argv[2:])
     except (IndexError, KeyError, ValueError, OSError) as e:
         print("FAIL: %s" % e)
 

@@ -24,12 +24,16 @@
 // xor shuffles among them. Two 64 x 65 f32 shared buffers (33,280 bytes, static) stage operands;
 // the padding column keeps the column-wise reads of dot_tile free of bank conflicts.
 #include <cstdint>
+#include <cstdlib>
+#include <string>
 
 #include "kernels/attention.h"
+#include "kernels/cuda/attention_flash.h"
 #include "kernels/cuda/attention_gemm.h"
 #include "kernels/cuda/cuda_kernels.h"
 #include "kernels/cuda/launch.cuh"
 #include "kernels/ref/attention_rules.h"
+#include "mixprec/core/verbose.h"
 
 namespace mixprec::kernels::cuda {
 namespace {
@@ -247,7 +251,7 @@ __global__ void __launch_bounds__(kAttnThreads, 2)
         part += p;
         // The normaliser counts every key; only the output sees the dropout mask.
         if (p != 0.0f) p *= detail::dropout_factor(d, b, row, j0 + tx + kSide * c);
-        s[i][c] = p;
+        s[i][c] = d.round_probs ? round_to(d.dtype, p) : p;
       }
       l[i] = l[i] * alpha + part;
       #pragma unroll
@@ -311,7 +315,9 @@ __device__ __forceinline__ ProbGrad prob_grad(const AttentionDesc& d, std::int64
   const float p = expf(detail::masked_score(d, b, row, key, d.scale * dot) - lse[b * d.tq + row]);
   if (p == 0.0f) return {0.0f, 0.0f};
   const float z = detail::dropout_factor(d, b, row, key);
-  return {p * z, p * (dp * z - rowdot[b * d.tq + row])};
+  const float pz = p * z, ds = p * (dp * z - rowdot[b * d.tq + row]);
+  if (d.round_probs) return {round_to(d.dtype, pz), round_to(d.dtype, ds)};
+  return {pz, ds};
 }
 
 /// dk and dv of one key block's rows, over output columns [out_col0, out_col0 + 128).
@@ -420,13 +426,65 @@ dim3 task_grid(const char* op, std::int64_t bh, std::int64_t row_blocks, std::in
   return dim3(static_cast<unsigned>(bh * row_blocks * col_groups));
 }
 
+/// The attention paths, fastest first. MIXPREC_ATTENTION=flash|gemm|tiles starts the choice at
+/// that path (auto, the default: at the first); a path that refuses a call passes it on.
+enum class Path { flash, gemm, tiles };
+
+Path first_path() {
+  static const Path first = [] {
+    const char* env = std::getenv("MIXPREC_ATTENTION");
+    const std::string v = env != nullptr ? env : "auto";
+    if (v == "auto" || v == "flash") return Path::flash;
+    if (v == "gemm") return Path::gemm;
+    MIXPREC_CHECK(v == "tiles", ValueError, "attention",
+                  "MIXPREC_ATTENTION must be auto, flash, gemm or tiles, got '" << v << "'");
+    return Path::tiles;
+  }();
+  return first;
+}
+
+/// The path a call takes, and (for the verbose log) why faster ones passed it on.
+Path choose(const AttentionDesc& d, const void* q, const void* k, const void* v, const void* out,
+            std::string* skipped) {
+  const Path first = first_path();
+  if (first == Path::flash) {
+    const char* why = flash_attention_refusal(d, q, k, v, out);
+    if (why == nullptr) return Path::flash;
+    if (skipped != nullptr) *skipped = std::string("tensor-core flash (") + why + ")";
+  } else if (skipped != nullptr) {
+    *skipped = "MIXPREC_ATTENTION";
+  }
+  if (first != Path::tiles && attention_takes_gemms(d)) return Path::gemm;
+  if (skipped != nullptr && first != Path::tiles) *skipped += ", batched GEMMs (mask or tiny)";
+  return Path::tiles;
+}
+
+const char* path_name(Path p) {
+  switch (p) {
+    case Path::flash: return "cuda tensor-core flash (mma.sync, P and dS rounded)";
+    case Path::gemm: return "cuda batched cuBLASLt GEMMs";
+    default: return "cuda f32 flash tiles";
+  }
+}
+
+Path choose_and_log(const char* op, const AttentionDesc& d, const void* q, const void* k,
+                    const void* v, const void* out) {
+  if (!verbose_enabled()) return choose(d, q, k, v, out, nullptr);
+  std::string skipped;
+  const Path p = choose(d, q, k, v, out, &skipped);
+  verbose_log(op, name(d.dtype), path_name(p), skipped);
+  return p;
+}
+
 }  // namespace
 
 void attention_forward(const AttentionDesc& d, const void* q, const void* k, const void* v,
                        void* out, float* lse) {
   detail::check_attention_desc("attention_forward", d);
   if (d.bh == 0 || d.tq == 0) return;
-  if (attention_takes_gemms(d)) return attention_forward_gemms(d, q, k, v, out, lse);
+  const Path path = choose_and_log("attention_forward", d, q, k, v, out);
+  if (path == Path::flash) return flash_attention_forward(d, q, k, v, out, lse);
+  if (path == Path::gemm) return attention_forward_gemms(d, q, k, v, out, lse);
   // At least one column group even when dv == 0: lse is still an output.
   const std::int64_t row_blocks = ceil_div(d.tq, kTile);
   const std::int64_t col_groups = d.dv > 0 ? ceil_div(d.dv, kOutWidth) : 1;
@@ -447,7 +505,11 @@ void attention_backward(const AttentionDesc& d, const void* q, const void* k, co
                                                                 rowdot.as<float>());
     check_launch("attention_backward (row dots)");
   }
-  if (attention_takes_gemms(d)) {
+  const Path path = choose_and_log("attention_backward", d, q, k, v, out);
+  if (path == Path::flash) {
+    return flash_attention_backward(d, q, k, v, lse, rowdot.as<float>(), dout, dq, dk, dv);
+  }
+  if (path == Path::gemm) {
     return attention_backward_gemms(d, q, k, v, lse, rowdot.as<float>(), dout, dq, dk, dv);
   }
   // dk and dv: every key row is written, zeros where no query sees it (tq == 0 included).

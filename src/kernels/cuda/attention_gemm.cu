@@ -91,7 +91,7 @@ __global__ void softmax_rows_kernel(AttentionDesc d, std::int64_t bh0, std::int6
       float p = mx == -INFINITY ? 0.0f : expf(detail::masked_score(d, b, i, j, row[j]) - mx);
       sum += p;
       if (p != 0.0f) p *= detail::dropout_factor(d, b, i, j);
-      row[j] = p;
+      row[j] = d.round_probs ? round_to(d.dtype, p) : p;
     }
     const float total = W::all_reduce(sum, Add{});
     if (W::lane() == 0) {
@@ -117,8 +117,9 @@ __global__ void prob_grad_kernel(AttentionDesc d, std::int64_t bh0, std::int64_t
       continue;
     }
     const float z = detail::dropout_factor(d, b, i, j);
-    s[e] = p * z;
-    dp[e] = p * (dp[e] * z - rowdot[b * d.tq + i]);
+    const float pz = p * z, ds = p * (dp[e] * z - rowdot[b * d.tq + i]);
+    s[e] = d.round_probs ? round_to(d.dtype, pz) : pz;
+    dp[e] = d.round_probs ? round_to(d.dtype, ds) : ds;
   }
 }
 

@@ -66,6 +66,16 @@ __device__ inline void store(void* p, DType t, std::int64_t i, float v) {
   }
 }
 
+/// v rounded once (RNE) to dtype t and widened back: the value a store and a load would give.
+/// The attention spec's rounding of P and dS (AttentionDesc::round_probs).
+__device__ inline float round_to(DType t, float v) {
+  switch (t) {
+    case DType::bf16: return bf16_bits_to_f32(f32_to_bf16_bits(v));
+    case DType::f16: return f16_bits_to_f32(f32_to_f16_bits(v));
+    default: return v;
+  }
+}
+
 /// A strided layout of up to two operands as a kernel argument (shapes and strides are host
 /// values, passed by value).
 constexpr int kMaxRank = 8;
