@@ -444,11 +444,11 @@ Path first_path() {
 }
 
 /// The path a call takes, and (for the verbose log) why faster ones passed it on.
-Path choose(const AttentionDesc& d, const void* q, const void* k, const void* v, const void* out,
+Path choose(const AttentionDesc& d, std::initializer_list<const void*> buffers,
             std::string* skipped) {
   const Path first = first_path();
   if (first == Path::flash) {
-    const char* why = flash_attention_refusal(d, q, k, v, out);
+    const char* why = flash_attention_refusal(d, buffers);
     if (why == nullptr) return Path::flash;
     if (skipped != nullptr) *skipped = std::string("tensor-core flash (") + why + ")";
   } else if (skipped != nullptr) {
@@ -467,11 +467,11 @@ const char* path_name(Path p) {
   }
 }
 
-Path choose_and_log(const char* op, const AttentionDesc& d, const void* q, const void* k,
-                    const void* v, const void* out) {
-  if (!verbose_enabled()) return choose(d, q, k, v, out, nullptr);
+Path choose_and_log(const char* op, const AttentionDesc& d,
+                    std::initializer_list<const void*> buffers) {
+  if (!verbose_enabled()) return choose(d, buffers, nullptr);
   std::string skipped;
-  const Path p = choose(d, q, k, v, out, &skipped);
+  const Path p = choose(d, buffers, &skipped);
   verbose_log(op, name(d.dtype), path_name(p), skipped);
   return p;
 }
@@ -482,7 +482,7 @@ void attention_forward(const AttentionDesc& d, const void* q, const void* k, con
                        void* out, float* lse) {
   detail::check_attention_desc("attention_forward", d);
   if (d.bh == 0 || d.tq == 0) return;
-  const Path path = choose_and_log("attention_forward", d, q, k, v, out);
+  const Path path = choose_and_log("attention_forward", d, {q, k, v, out});
   if (path == Path::flash) return flash_attention_forward(d, q, k, v, out, lse);
   if (path == Path::gemm) return attention_forward_gemms(d, q, k, v, out, lse);
   // At least one column group even when dv == 0: lse is still an output.
@@ -505,7 +505,7 @@ void attention_backward(const AttentionDesc& d, const void* q, const void* k, co
                                                                 rowdot.as<float>());
     check_launch("attention_backward (row dots)");
   }
-  const Path path = choose_and_log("attention_backward", d, q, k, v, out);
+  const Path path = choose_and_log("attention_backward", d, {q, k, v, dout, dq, dk, dv});
   if (path == Path::flash) {
     return flash_attention_backward(d, q, k, v, lse, rowdot.as<float>(), dout, dq, dk, dv);
   }

@@ -628,17 +628,19 @@ bool layout_aligned(const AttentionLayout& l) {
 
 }  // namespace
 
-const char* flash_attention_refusal(const AttentionDesc& d, const void* q, const void* k,
-                                    const void* v, const void* out) {
+const char* flash_attention_refusal(const AttentionDesc& d,
+                                    std::initializer_list<const void*> buffers) {
   if (d.dtype != DType::bf16 && d.dtype != DType::f16) return "f32 operands (Tensor Cores take bf16/f16)";
   if (!d.round_probs) return "attention precision highest (P and dS kept in f32)";
   if (d.d != d.dv) return "head sizes of q and v differ";
   if (d.d != 32 && d.d != 64 && d.d != 128) return "head size not 32, 64 or 128";
   if (d.bh == 0 || d.tq == 0) return "empty";
-  if (!aligned16(q) || !aligned16(k) || !aligned16(v) || !aligned16(out) ||
-      !layout_aligned(d.q_rows) || !layout_aligned(d.k_rows) || !layout_aligned(d.v_rows) ||
+  for (const void* p : buffers) {
+    if (!aligned16(p)) return "a buffer not 16-byte aligned";
+  }
+  if (!layout_aligned(d.q_rows) || !layout_aligned(d.k_rows) || !layout_aligned(d.v_rows) ||
       !layout_aligned(d.out_rows)) {
-    return "operand rows not 16-byte aligned";
+    return "operand rows not 16-byte aligned (a stride not a multiple of 8)";
   }
   return nullptr;
 }
