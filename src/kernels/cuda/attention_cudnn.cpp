@@ -337,7 +337,9 @@ bool run(Pass pass, const AttentionDesc& d, std::unordered_map<std::int64_t, voi
     std::lock_guard<std::mutex> lock(st.mutex);
     if (!st.init_error.empty()) return fail(st.init_error);
     int device = 0;
-    if (cudaGetDevice(&device) != cudaSuccess) return fail("cudaGetDevice failed");
+    if (const cudaError_t e = cudaGetDevice(&device); e != cudaSuccess) {
+      return fail(std::string("cudaGetDevice failed: ") + cudaGetErrorName(e));
+    }
     std::string error;
     cudnnHandle_t handle = handle_for(st, device, error);
     if (handle == nullptr) return fail(error);

@@ -295,19 +295,26 @@ std::string cudnn_preload_dependencies() {
     dlerror();
     if (dlopen(file.c_str(), RTLD_NOW | RTLD_LOCAL) == nullptr) return file + ": " + dl_error();
   }
-  // The frontend's dynamic mode dlopens "libcudart.so.13" by soname for a few runtime calls
-  // (workspace memsets, the device's compute capability). We link the runtime statically, so
-  // the shared one may be nowhere on the loader's path: open it by full path, which makes the
-  // soname resolve. Best effort: without it those calls fail and the caller falls back.
-  if (dlopen("libcudart.so.13", RTLD_NOW | RTLD_NOLOAD) == nullptr &&
-      dlopen("libcudart.so.13", RTLD_NOW | RTLD_LOCAL) == nullptr) {
-    std::vector<std::string> folders = search_folders();
-    folders.insert(folders.begin(), folder);
+  // Libraries that are opened by soname and that we link statically or not at all, so they may
+  // be nowhere on the loader's path: libcudart.so.13 (the frontend's dynamic mode uses it for a
+  // few runtime calls: workspace memsets) and NVRTC (cuDNN compiles its runtime-compiled engines,
+  // SDPA among them, with it). Opening one by full path makes its soname resolve. Best effort:
+  // without them those engines or calls fail, and the caller falls back.
+  std::vector<std::string> folders = search_folders();
+  folders.insert(folders.begin(), folder);
+  for (const char* soname : {"libcudart.so.13", "libnvrtc.so.13", "libnvrtc-builtins.so.13.0"}) {
+    if (dlopen(soname, RTLD_NOW | RTLD_NOLOAD) != nullptr) continue;
+    if (dlopen(soname, RTLD_NOW | RTLD_LOCAL) != nullptr) continue;
+    bool opened = false;
     for (const std::string& f : folders) {
-      for (const std::string& dir : {f, f + "/../../cuda_runtime/lib"}) {
-        const std::string file = dir + "/libcudart.so.13";
-        if (is_file(file) && dlopen(file.c_str(), RTLD_NOW | RTLD_LOCAL) != nullptr) return "";
+      for (const std::string& dir : {f, f + "/../../cuda_runtime/lib", f + "/../../cuda_nvrtc/lib"}) {
+        const std::string file = dir + "/" + soname;
+        if (is_file(file) && dlopen(file.c_str(), RTLD_NOW | RTLD_LOCAL) != nullptr) {
+          opened = true;
+          break;
+        }
       }
+      if (opened) break;
     }
   }
   return "";

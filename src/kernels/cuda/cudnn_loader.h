@@ -48,8 +48,9 @@ const CudnnLibrary& cudnn_library();
 /// Opens, from the folder of cudnn_library(), the libraries libcudnn.so.9 itself opens by name
 /// (libcudnn_graph.so.9, the engines, heuristics, ops, cnn, adv), so that an LD_LIBRARY_PATH
 /// naming another cuDNN cannot pair our libcudnn.so.9 with its sub-libraries; and makes
-/// libcudart.so.13 loadable by its soname (the frontend's dynamic mode dlopens it for a few
-/// runtime calls) from the toolkit's or a wheel's folder when the loader cannot find it.
+/// libcudart.so.13 (the frontend's dynamic mode dlopens it for a few runtime calls) and NVRTC
+/// (cuDNN's runtime-compiled engines) loadable by their sonames from the toolkit's or a wheel's
+/// folders when the loader cannot find them.
 /// Empty on success, else why. Called once, before the first cuDNN handle is created.
 std::string cudnn_preload_dependencies();
 
