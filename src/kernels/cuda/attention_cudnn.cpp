@@ -246,7 +246,9 @@ std::string build(const PlanKey& key, cudnnHandle_t handle, Plan& plan) {
                     .set_name("sdpa")
                     .set_generate_stats(true)
                     .set_attn_scale(std::bit_cast<float>(key.scale_bits));
-    if (key.causal) opts.set_causal_mask(true);  // top-left: key j > row i is masked
+    if (key.causal) {  // top-left: key j > row i is masked (set_causal_mask, not deprecated)
+      opts.set_diagonal_alignment(fe::DiagonalAlignment_t::TOP_LEFT).set_diagonal_band_right_bound(0);
+    }
     auto [O, Stats] = g->sdpa(Q, K, V, opts);
     output(O, kO, odim, s(3));
     output(Stats, kStats, sdim, sstride);
@@ -260,7 +262,9 @@ std::string build(const PlanKey& key, cudnnHandle_t handle, Plan& plan) {
                     .set_name("sdpa_backward")
                     .set_attn_scale(std::bit_cast<float>(key.scale_bits))
                     .set_deterministic_algorithm(true);
-    if (key.causal) opts.set_causal_mask(true);
+    if (key.causal) {
+      opts.set_diagonal_alignment(fe::DiagonalAlignment_t::TOP_LEFT).set_diagonal_band_right_bound(0);
+    }
     auto [dQ, dK, dV] = g->sdpa_backward(Q, K, V, O, dO, Stats, opts);
     output(dQ, kDQ, qdim, s(0));
     output(dK, kDK, kdim, s(1));
