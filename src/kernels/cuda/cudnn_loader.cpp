@@ -128,6 +128,11 @@ std::string env_or_empty(const char* name) {
   return v != nullptr ? v : "";
 }
 
+bool is_file(const std::string& p) {
+  std::error_code ec;
+  return fs::exists(p, ec) && !fs::is_directory(p, ec);
+}
+
 /// The toolkit's library folders, then the cuDNN wheels' (cudnn_loader.h), without duplicates.
 std::vector<std::string> search_folders() {
   std::vector<std::string> roots;
@@ -155,9 +160,21 @@ std::vector<std::string> search_folders() {
     const std::string v = env_or_empty(var);
     if (!v.empty()) prefixes.push_back(v);
   }
+  // The environment of a python3 on PATH (an activated or merely listed venv: bin/..).
+  const std::string path = env_or_empty("PATH");
+  for (std::size_t start = 0; start <= path.size();) {
+    const std::size_t end = std::min(path.find(':', start), path.size());
+    const std::string dir = path.substr(start, end - start);
+    if (!dir.empty() && is_file(dir + "/python3")) prefixes.push_back(dir + "/..");
+    start = end + 1;
+  }
   const std::string home = env_or_empty("HOME");
   if (!home.empty()) prefixes.push_back(home + "/.local");
   for (const char* p : {"/usr/local", "/usr", "/opt/conda"}) prefixes.emplace_back(p);
+  // Venvs installed under /opt (the lent GPU machines keep PyTorch's in /opt/torch/.venv).
+  for (const char* pattern : {"/opt/*/.venv", "/opt/*/venv"}) {
+    for (const std::string& d : expand(pattern)) prefixes.push_back(d);
+  }
   for (const std::string& p : prefixes) {
     for (const char* kind : {"site-packages", "dist-packages"}) {
       for (const std::string& d : expand(p + "/lib/python3*/" + kind)) site.push_back(d);
@@ -174,11 +191,6 @@ std::vector<std::string> search_folders() {
     if (seen.insert(f).second) unique.push_back(f);
   }
   return unique;
-}
-
-bool is_file(const std::string& p) {
-  std::error_code ec;
-  return fs::exists(p, ec) && !fs::is_directory(p, ec);
 }
 
 bool is_off(std::string_view s) { return s == "off" || s == "OFF" || s == "0" || s == "none"; }

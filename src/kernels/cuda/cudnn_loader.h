@@ -32,9 +32,10 @@ std::string cudnn_version_text(std::size_t version);
 ///  - unset: dlopen("libcudnn.so.9") (LD_LIBRARY_PATH, the loader's cache), then the CUDA
 ///    toolkit's lib folders ($CUDA_HOME, $CUDA_PATH, /usr/local/cuda, /usr/local/cuda-*), then
 ///    the nvidia/cudnn/lib folder of an installed nvidia-cudnn-cu13 wheel in the usual
-///    site-packages folders ($VIRTUAL_ENV, $CONDA_PREFIX, $PYTHONPATH, /usr/lib/python3*,
-///    /usr/local/lib/python3*, ~/.local). The first file that opens, has cuDNN's symbols and
-///    passes the version check wins.
+///    site-packages folders ($PYTHONPATH, $VIRTUAL_ENV, $CONDA_PREFIX, the environment of each
+///    python3 on $PATH, ~/.local, /usr/local, /usr, /opt/conda, /opt/*/.venv, /opt/*/venv). The
+///    first file that opens, has cuDNN's symbols and passes the version check wins (a refused
+///    one is closed again and the search goes on).
 /// Needs no GPU (cudnnGetVersion does not touch the device). Not cached: tests call it with
 /// their own settings; keep_open = false closes the library again.
 CudnnLibrary find_cudnn(const char* setting, bool keep_open);
