@@ -37,10 +37,12 @@ if [ "${MIXPREC_SKIP_CUDNN_FRONTEND:-0}" != 1 ] &&
   fi
   if ((${#pip_cmd[@]})) &&
      "${pip_cmd[@]}" download -q --no-deps --only-binary=:all: -d "$tmp/wheel" \
+       --python-version 3.11 --implementation cp --abi cp311 --platform manylinux_2_28_x86_64 \
        "nvidia-cudnn-frontend==$cudnn_fe_version"; then
     rm -rf "$cudnn_fe_dir"
     mkdir -p "$cudnn_fe_dir"
-    # Any platform's wheel has the same headers: unpack include/ only (python's zipfile: no unzip needed).
+    # Every wheel has the same headers, so one fixed wheel (CPython 3.11, x86-64) serves any host
+    # python and architecture: unpack include/ only (python's zipfile: no unzip needed).
     python3 - "$tmp"/wheel/*.whl "$cudnn_fe_dir" <<'PY'
 import sys, zipfile
 wheel, dest = sys.argv[1], sys.argv[2]
