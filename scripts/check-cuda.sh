@@ -120,7 +120,7 @@ run() {
   : > "$report"
   local t_start bin data device steps mp tests attn py small=()
   # MIXPREC_CHECK_SECTIONS picks what runs (a window too short for all of it); default: all.
-  local sections=" ${MIXPREC_CHECK_SECTIONS:-env conformance parity checkpoints speed attention profile compile} "
+  local sections=" ${MIXPREC_CHECK_SECTIONS:-env conformance parity checkpoints speed attention sanitize profile compile} "
   want() { [[ $sections == *" $1 "* ]]; }
   t_start=$(date +%s)
   if [ "$dry" = 1 ]; then
@@ -290,6 +290,18 @@ print("bf16 GEMM 8192^3: %.1f TFLOP/s (PyTorch %s, %s)" % (2 * 8192**3 / s / 1e1
     fi
     say ""
     "$py" "$here/scripts/cuda_report.py" attention "$out"/attention-*.log >> "$report"
+  fi
+  # The flash kernels under compute-sanitizer on a small causal call with partial blocks:
+  # memcheck (out-of-bounds, misaligned) and racecheck (shared-memory hazards of the cp.async
+  # double buffering).
+  if want sanitize && [ "$dry" = 0 ] && command -v compute-sanitizer > /dev/null; then
+    say ""
+    say "## 4c. compute-sanitizer on the flash kernels (B 1, H 2, T 200, d 64, forward + backward)"
+    local tool
+    for tool in memcheck racecheck; do
+      step 120 "sanitize-$tool" compute-sanitizer --tool "$tool" --error-exitcode 9 "$attn" --device "$device" \
+        --batch 1 --heads 2 --context 200 --head-size 64 --dtype bf16 --iters 1 --warmup 0
+    done
   fi
   if want profile; then
   say ""

@@ -22,6 +22,18 @@ else
   expect_failure bench_cuda_index "no GPU 99" "$MIXPREC" bench --model mlp --steps 1 --device cuda:99
   "$MIXPREC" env | grep -q "^gpu:       cuda:0 " || { echo "FAIL env_text: no 'gpu: cuda:0' line"; failures=$((failures + 1)); }
 fi
+# The cuDNN line (docs/cuda.md "How cuDNN is found"): always there; MIXPREC_CUDNN=off says so in
+# a build with the cuDNN path, and the JSON has the same answer.
+"$MIXPREC" env | grep -q "^cudnn:     " || { echo "FAIL env_cudnn: no 'cudnn:' line"; failures=$((failures + 1)); }
+off_json="$(MIXPREC_CUDNN=off "$MIXPREC" env --json | python3 -c '
+import json, sys
+c = json.load(sys.stdin)["cuda"]["cudnn"]
+print(c.get("why_none", "") if c["built_with_cudnn"] else "MIXPREC_CUDNN=off")')"
+if [ "$off_json" = "MIXPREC_CUDNN=off" ]; then
+  echo "ok   env_cudnn: the cuDNN line, and MIXPREC_CUDNN=off"
+else
+  echo "FAIL env_cudnn: MIXPREC_CUDNN=off gave '$off_json'"; failures=$((failures + 1))
+fi
 expect_failure bad_device "tpu" "$MIXPREC" bench --model mlp --steps 1 --device tpu
 expect_failure negative_index "cuda" "$MIXPREC" bench --model mlp --steps 1 --device cuda:-1
 

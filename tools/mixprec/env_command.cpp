@@ -80,13 +80,34 @@ nlohmann::json gpus_json() {
                            {"tensor_core_types", tensor_types(g)}});
   }
   if (!inv.why_none.empty()) out["why_none"] = inv.why_none;
+  const CudnnInfo cudnn = cudnn_info();
+  nlohmann::json c{{"built_with_cudnn", cudnn.built_with_cudnn}};
+  if (!cudnn.required.empty()) c["required"] = cudnn.required;
+  if (cudnn.why_none.empty()) {
+    c["version"] = cudnn.version;
+    c["path"] = cudnn.path;
+  } else {
+    c["why_none"] = cudnn.why_none;
+  }
+  out["cudnn"] = c;
   return out;
+}
+
+/// The cuDNN library the cuda backend loaded (docs/cuda.md "How cuDNN is found"), or why none.
+void print_cudnn() {
+  const CudnnInfo c = cudnn_info();
+  if (c.why_none.empty()) {
+    std::printf("cudnn:     %s at %s\n", c.version.c_str(), c.path.c_str());
+  } else {
+    std::printf("cudnn:     none: %s\n", c.why_none.c_str());
+  }
 }
 
 void print_gpus() {
   const GpuInventory& inv = gpu_inventory();
   if (inv.gpus.empty()) {
     std::printf("gpus:      none: %s\n", inv.why_none.c_str());
+    print_cudnn();
     return;
   }
   for (const GpuInfo& g : inv.gpus) {
@@ -95,6 +116,7 @@ void print_gpus() {
                 static_cast<double>(g.memory_bytes) / (1024.0 * 1024.0 * 1024.0),
                 tensor_types(g).c_str());
   }
+  print_cudnn();
 }
 
 void print_classes(bool json) {
