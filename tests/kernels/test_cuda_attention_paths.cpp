@@ -9,6 +9,8 @@
 
 #include "kernels/attention.h"
 #include "kernels/cuda/attention_flash.h"
+#include "kernels/cuda/attention_path.h"
+#include "mixprec/core/error.h"
 
 namespace mixprec::kernels {
 namespace {
@@ -68,6 +70,48 @@ TEST(CudaAttentionPaths, FlashRefusesWhatItCannotComputeAndSaysWhy) {
   d = gpt_call();
   d.k_rows.row = 12 * 64 + 4;  // rows 8 bytes apart
   EXPECT_NE(refusal(d).find("16-byte"), std::string::npos);
+}
+
+using cuda::AttentionPath;
+
+TEST(CudaAttentionPaths, EachCallTakesTheFirstPathThatAcceptsIt) {
+  const std::initializer_list<const void*> buffers = {kAligned, kAligned, kAligned, kAligned};
+  // From the flash path on (the cudnn path's answer depends on this machine's cuDNN).
+  AttentionDesc d = gpt_call();
+  cuda::AttentionChoice c = cuda::choose_attention_path(d, buffers, AttentionPath::flash, true);
+  EXPECT_EQ(c.path, AttentionPath::flash);
+  d.dtype = DType::f32;
+  d.round_probs = false;
+  c = cuda::choose_attention_path(d, buffers, AttentionPath::flash, true);
+  EXPECT_EQ(c.path, AttentionPath::gemm);
+  EXPECT_NE(c.skipped.find("flash (f32"), std::string::npos) << c.skipped;
+  const float mask = 0.0f;
+  const std::int64_t offsets = 0;
+  d.mask = &mask;
+  d.mask_offsets = &offsets;
+  c = cuda::choose_attention_path(d, buffers, AttentionPath::flash, true);
+  EXPECT_EQ(c.path, AttentionPath::tiles);
+  EXPECT_NE(c.skipped.find("gemm (an additive mask)"), std::string::npos) << c.skipped;
+  // A later start skips the faster paths whatever they would say.
+  c = cuda::choose_attention_path(gpt_call(), buffers, AttentionPath::gemm, true);
+  EXPECT_EQ(c.path, AttentionPath::gemm);
+  EXPECT_NE(c.skipped.find("MIXPREC_ATTENTION"), std::string::npos) << c.skipped;
+  // Without reasons asked for, none are built.
+  c = cuda::choose_attention_path(d, buffers, AttentionPath::flash, false);
+  EXPECT_TRUE(c.skipped.empty());
+}
+
+TEST(CudaAttentionPaths, MixprecAttentionNamesAPath) {
+  EXPECT_EQ(cuda::parse_attention_path("auto"), AttentionPath::cudnn);
+  EXPECT_EQ(cuda::parse_attention_path("flash"), AttentionPath::flash);
+  EXPECT_EQ(cuda::parse_attention_path("tiles"), AttentionPath::tiles);
+  try {
+    cuda::parse_attention_path("fast");
+    FAIL() << "accepted 'fast'";
+  } catch (const ValueError& e) {
+    EXPECT_NE(std::string(e.what()).find("auto, cudnn, flash, gemm or tiles"), std::string::npos)
+        << e.what();
+  }
 }
 
 }  // namespace

@@ -24,12 +24,13 @@
 // xor shuffles among them. Two 64 x 65 f32 shared buffers (33,280 bytes, static) stage operands;
 // the padding column keeps the column-wise reads of dot_tile free of bank conflicts.
 #include <cstdint>
-#include <cstdlib>
 #include <string>
 
 #include "kernels/attention.h"
+#include "kernels/cuda/attention_cudnn.h"
 #include "kernels/cuda/attention_flash.h"
 #include "kernels/cuda/attention_gemm.h"
+#include "kernels/cuda/attention_path.h"
 #include "kernels/cuda/cuda_kernels.h"
 #include "kernels/cuda/launch.cuh"
 #include "kernels/ref/attention_rules.h"
@@ -426,54 +427,24 @@ dim3 task_grid(const char* op, std::int64_t bh, std::int64_t row_blocks, std::in
   return dim3(static_cast<unsigned>(bh * row_blocks * col_groups));
 }
 
-/// The attention paths, fastest first. MIXPREC_ATTENTION=flash|gemm|tiles starts the choice at
-/// that path (auto, the default: at the first); a path that refuses a call passes it on.
-enum class Path { flash, gemm, tiles };
-
-Path first_path() {
-  static const Path first = [] {
-    const char* env = std::getenv("MIXPREC_ATTENTION");
-    const std::string v = env != nullptr ? env : "auto";
-    if (v == "auto" || v == "flash") return Path::flash;
-    if (v == "gemm") return Path::gemm;
-    MIXPREC_CHECK(v == "tiles", ValueError, "attention",
-                  "MIXPREC_ATTENTION must be auto, flash, gemm or tiles, got '" << v << "'");
-    return Path::tiles;
-  }();
-  return first;
-}
-
-/// The path a call takes, and (for the verbose log) why faster ones passed it on.
-Path choose(const AttentionDesc& d, std::initializer_list<const void*> buffers,
-            std::string* skipped) {
-  const Path first = first_path();
-  if (first == Path::flash) {
-    const char* why = flash_attention_refusal(d, buffers);
-    if (why == nullptr) return Path::flash;
-    if (skipped != nullptr) *skipped = std::string("tensor-core flash (") + why + ")";
-  } else if (skipped != nullptr) {
-    *skipped = "MIXPREC_ATTENTION";
+/// The path a call takes (attention_path.h), logged when verbose: the path and why the faster
+/// ones passed the call on.
+AttentionChoice choose_and_log(const char* op, const AttentionDesc& d,
+                               std::initializer_list<const void*> buffers,
+                               AttentionPath from = first_attention_path(),
+                               const std::string& earlier = {}) {
+  const bool verbose = verbose_enabled();
+  AttentionChoice c = choose_attention_path(d, buffers, from, verbose);
+  if (verbose) {
+    if (!earlier.empty()) c.skipped = earlier + (c.skipped.empty() ? "" : ", ") + c.skipped;
+    verbose_log(op, name(d.dtype), attention_path_name(c.path), c.skipped);
   }
-  if (first != Path::tiles && attention_takes_gemms(d)) return Path::gemm;
-  if (skipped != nullptr && first != Path::tiles) *skipped += ", batched GEMMs (mask or tiny)";
-  return Path::tiles;
+  return c;
 }
 
-const char* path_name(Path p) {
-  switch (p) {
-    case Path::flash: return "cuda tensor-core flash (mma.sync, P and dS rounded)";
-    case Path::gemm: return "cuda batched cuBLASLt GEMMs";
-    default: return "cuda f32 flash tiles";
-  }
-}
-
-Path choose_and_log(const char* op, const AttentionDesc& d,
-                    std::initializer_list<const void*> buffers) {
-  if (!verbose_enabled()) return choose(d, buffers, nullptr);
-  std::string skipped;
-  const Path p = choose(d, buffers, &skipped);
-  verbose_log(op, name(d.dtype), path_name(p), skipped);
-  return p;
+/// What a cuDNN call that returned false leaves for the log of the path that runs instead.
+std::string cudnn_failure() {
+  return std::string("cudnn (failed: ") + cudnn_attention_last_error() + ")";
 }
 
 }  // namespace
@@ -482,9 +453,14 @@ void attention_forward(const AttentionDesc& d, const void* q, const void* k, con
                        void* out, float* lse) {
   detail::check_attention_desc("attention_forward", d);
   if (d.bh == 0 || d.tq == 0) return;
-  const Path path = choose_and_log("attention_forward", d, {q, k, v, out});
-  if (path == Path::flash) return flash_attention_forward(d, q, k, v, out, lse);
-  if (path == Path::gemm) return attention_forward_gemms(d, q, k, v, out, lse);
+  AttentionPath path = choose_and_log("attention_forward", d, {q, k, v, out}).path;
+  if (path == AttentionPath::cudnn) {
+    if (cudnn_attention_forward(d, q, k, v, out, lse)) return;
+    path = choose_and_log("attention_forward", d, {q, k, v, out}, AttentionPath::flash,
+                          cudnn_failure()).path;
+  }
+  if (path == AttentionPath::flash) return flash_attention_forward(d, q, k, v, out, lse);
+  if (path == AttentionPath::gemm) return attention_forward_gemms(d, q, k, v, out, lse);
   // At least one column group even when dv == 0: lse is still an output.
   const std::int64_t row_blocks = ceil_div(d.tq, kTile);
   const std::int64_t col_groups = d.dv > 0 ? ceil_div(d.dv, kOutWidth) : 1;
@@ -498,6 +474,13 @@ void attention_backward(const AttentionDesc& d, const void* q, const void* k, co
                         void* dv) {
   detail::check_attention_desc("attention_backward", d);
   if (d.bh == 0) return;
+  const std::initializer_list<const void*> buffers = {q, k, v, dout, dq, dk, dv};
+  AttentionPath path = choose_and_log("attention_backward", d, buffers).path;
+  if (path == AttentionPath::cudnn) {
+    if (cudnn_attention_backward(d, q, k, v, out, lse, dout, dq, dk, dv)) return;
+    path = choose_and_log("attention_backward", d, buffers, AttentionPath::flash, cudnn_failure())
+               .path;
+  }
   const std::int64_t rows = d.bh * d.tq;
   Scratch rowdot(static_cast<std::size_t>(rows) * sizeof(float));  // D_i = dout_i . out_i
   if (rows > 0) {
@@ -505,11 +488,10 @@ void attention_backward(const AttentionDesc& d, const void* q, const void* k, co
                                                                 rowdot.as<float>());
     check_launch("attention_backward (row dots)");
   }
-  const Path path = choose_and_log("attention_backward", d, {q, k, v, dout, dq, dk, dv});
-  if (path == Path::flash) {
+  if (path == AttentionPath::flash) {
     return flash_attention_backward(d, q, k, v, lse, rowdot.as<float>(), dout, dq, dk, dv);
   }
-  if (path == Path::gemm) {
+  if (path == AttentionPath::gemm) {
     return attention_backward_gemms(d, q, k, v, lse, rowdot.as<float>(), dout, dq, dk, dv);
   }
   // dk and dv: every key row is written, zeros where no query sees it (tq == 0 included).
