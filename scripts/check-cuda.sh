@@ -166,6 +166,13 @@ run() {
   say '```'
   "$py" "$here/scripts/cuda_report.py" conformance "$out/conformance.json" >> "$report"
   say '```'
+  # The attention cases again with the choice started at our flash kernels, so they are checked
+  # even where cuDNN takes the calls above.
+  MIXPREC_ATTENTION=flash MIXPREC_CONFORMANCE_DEVICE=$device step 150 conformance-flash "$tests" \
+    --gtest_filter='*DeviceConformance*attention*' --gtest_output="json:$out/conformance-flash.json"
+  say '```'
+  "$py" "$here/scripts/cuda_report.py" conformance "$out/conformance-flash.json" >> "$report"
+  say '```'
 
   fi
   if want parity; then
