@@ -35,7 +35,7 @@ AttentionDesc takeable() {
 }
 
 std::string refusal(const AttentionDesc& d, const char* loaded_why_none = "") {
-  const char* why = detail::cudnn_attention_refusal(d, loaded_why_none);
+  const char* why = cudnn_attention_refusal_given(d, loaded_why_none);
   return why != nullptr ? why : "";
 }
 

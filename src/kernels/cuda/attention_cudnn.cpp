@@ -46,9 +46,7 @@ bool fail(std::string why) {
 
 }  // namespace
 
-namespace detail {
-
-const char* cudnn_attention_refusal(const AttentionDesc& d, const char* loaded_why_none) {
+const char* cudnn_attention_refusal_given(const AttentionDesc& d, const char* loaded_why_none) {
   auto refuse = [](std::string why) {
     t_refusal = std::move(why);
     return t_refusal.c_str();
@@ -83,12 +81,10 @@ const char* cudnn_attention_refusal(const AttentionDesc& d, const char* loaded_w
   return nullptr;
 }
 
-}  // namespace detail
-
 const char* cudnn_attention_refusal(const AttentionDesc& d) {
   // The cheap checks first: the loader's search runs only for a desc cuDNN could take.
-  if (const char* why = detail::cudnn_attention_refusal(d, nullptr)) return why;
-  return detail::cudnn_attention_refusal(d, cudnn_library().why_none.c_str());
+  if (const char* why = cudnn_attention_refusal_given(d, nullptr)) return why;
+  return cudnn_attention_refusal_given(d, cudnn_library().why_none.c_str());
 }
 
 const char* cudnn_attention_last_error() { return t_last_error.c_str(); }

@@ -37,10 +37,9 @@ bool cudnn_attention_backward(const AttentionDesc& d, const void* q, const void*
 /// for the verbose log.
 const char* cudnn_attention_last_error();
 
-namespace detail {
 /// cudnn_attention_refusal with `loaded_why_none` standing for the loader's answer (empty:
-/// loaded), so tests can check every refusal whatever this machine's cuDNN is.
-const char* cudnn_attention_refusal(const AttentionDesc& d, const char* loaded_why_none);
-}  // namespace detail
+/// loaded; nullptr: not asked), so tests can check every refusal whatever this machine's cuDNN
+/// is. (Not in a nested `detail`: that would hide kernels::detail from this namespace's code.)
+const char* cudnn_attention_refusal_given(const AttentionDesc& d, const char* loaded_why_none);
 
 }  // namespace mixprec::kernels::cuda
