@@ -1,8 +1,8 @@
 // Causal attention, forward and backward, at the shapes the GPT steps meet: gpt-mini (batch 16,
 // 4 heads of 32, context 128) and the bigger GPT of bench/compare_gpt.sh (batch 4, 8 heads of 64,
 // context 512), with q, k, v, out read and written where the projections put them ([B, T, H, d]
-// through AttentionLayout), in f32, bf16 and bf16 with round_probs, on the active backend at the best ISA this CPU
-// allows. GFLOP/s counts the full (uncausal) products, 4 B H T^2 d forward and 8 B H T^2 d
+// through AttentionLayout), in f32, bf16 and bf16 with round_probs, on the active backend at
+// the best ISA this CPU allows (bf16=2 is bf16 with round_probs). GFLOP/s counts the full (uncausal) products, 4 B H T^2 d forward and 8 B H T^2 d
 // backward, as `mixprec profile` does, so figures compare with the GEMM peak directly. Times
 // are wall-clock (UseRealTime): the kernels run on the library's threads.
 // Run: bench_attention --benchmark_min_time=0.2

@@ -93,7 +93,8 @@ void attention_forward(const AttentionDesc& d, const void* q, const void* k, con
         // to dtype before the product, as a flash kernel rounds its P tile; 1/l comes after the
         // sum, unrounded.
         for (std::int64_t j = 0; j < d.tk; ++j) {
-          const float p = round_to(d.dtype, std::exp(s[j] - m) * detail::dropout_factor(d, b, i, j));
+          const float p =
+              round_to(d.dtype, std::exp(s[j] - m) * detail::dropout_factor(d, b, i, j));
           for (std::int64_t c = 0; c < d.dv; ++c) acc[c] += p * load(v, d.dtype, detail::v_row(d, b, j) + c);
         }
         for (std::int64_t c = 0; c < d.dv; ++c) store(out, d.dtype, oo + c, acc[c] * inv);
