@@ -1,8 +1,8 @@
 // Causal attention, forward and backward, at the shapes the GPT steps meet: gpt-mini (batch 16,
 // 4 heads of 32, context 128) and the bigger GPT of bench/compare_gpt.sh (batch 4, 8 heads of 64,
 // context 512), with q, k, v, out read and written where the projections put them ([B, T, H, d]
-// through AttentionLayout), in f32 and bf16, on the active backend at the best ISA this CPU
-// allows. GFLOP/s counts the full (uncausal) products, 4 B H T^2 d forward and 8 B H T^2 d
+// through AttentionLayout), in f32, bf16 and bf16 with round_probs, on the active backend at
+// the best ISA this CPU allows (bf16=2 is bf16 with round_probs). GFLOP/s counts the full (uncausal) products, 4 B H T^2 d forward and 8 B H T^2 d
 // backward, as `mixprec profile` does, so figures compare with the GEMM peak directly. Times
 // are wall-clock (UseRealTime): the kernels run on the library's threads.
 // Run: bench_attention --benchmark_min_time=0.2
@@ -67,6 +67,9 @@ DType dtype_arg(std::int64_t a) { return a == 0 ? DType::f32 : DType::bf16; }
 void BM_Attention(benchmark::State& state, bool backward) {
   Call call(state.range(0), state.range(1), state.range(2), state.range(3),
             dtype_arg(state.range(4)));
+  // bf16=2: bf16 with round_probs, what the op runs under bf16 autocast by default (P and dS
+  // rounded to bf16 before their products); bf16=1 keeps them f32 (attention precision highest).
+  call.desc.round_probs = state.range(4) == 2;
   call.forward();
   for (auto _ : state) {
     if (backward) {
@@ -83,7 +86,7 @@ void BM_Attention(benchmark::State& state, bool backward) {
 
 void Shapes(benchmark::internal::Benchmark* b) {
   b->ArgNames({"B", "H", "T", "d", "bf16"});
-  for (std::int64_t t : {0, 1}) {
+  for (std::int64_t t : {0, 1, 2}) {
     b->Args({16, 4, 128, 32, t});  // gpt-mini
     b->Args({4, 8, 512, 64, t});   // the bigger GPT
   }

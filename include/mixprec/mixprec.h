@@ -23,6 +23,7 @@
 
 // runtime/: autograd, autocast and its policy table, the profiler, threads, collectives
 #include "mixprec/runtime/anomaly.h"
+#include "mixprec/runtime/attention_precision.h"
 #include "mixprec/runtime/autocast.h"
 #include "mixprec/runtime/communicator.h"
 #include "mixprec/runtime/function.h"

@@ -6,6 +6,7 @@
 
 #include "kernels/attention.h"
 #include "kernels/copy.h"
+#include "mixprec/runtime/attention_precision.h"
 #include "mixprec/runtime/autocast.h"
 #include "mixprec/ops/attention.h"
 #include "runtime/op_scope.h"
@@ -116,6 +117,7 @@ class AttentionNode final : public autograd::Node {
     d.bh = desc_.bh; d.tq = desc_.tq; d.tk = desc_.tk; d.d = desc_.d; d.dv = desc_.dv;
     d.dtype = desc_.dtype; d.scale = desc_.scale; d.causal = desc_.causal;
     d.dropout_p = desc_.dropout_p; d.seed = desc_.seed;
+    d.round_probs = desc_.round_probs;  // the forward's choice, whatever the knob says now
     d.heads = desc_.heads;
     d.q_rows = desc_.q_rows; d.k_rows = desc_.k_rows; d.v_rows = desc_.v_rows;
     d.out_rows = desc_.out_rows;
@@ -213,6 +215,10 @@ Tensor scaled_dot_product_attention(const Tensor& q_arg, const Tensor& k_arg, co
   desc.causal = is_causal;
   desc.dropout_p = dropout_p;
   desc.seed = seed;
+  // The 16-bit spec (P and dS rounded to the compute dtype) unless the user asked for highest;
+  // an f32 call keeps f32 throughout (the kernels reject round_probs there).
+  desc.round_probs = q.dtype() != DType::f32 &&
+                     amp::attention_precision() != amp::AttentionPrecision::highest;
 
   // q, k, v are read where they are: contiguous, or [B, H, T, w] views of [B, T, H, w] memory
   // (the projections' output with its heads split by reshape + permute: no copy); the output

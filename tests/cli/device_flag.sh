@@ -37,6 +37,17 @@ fi
 expect_failure bad_device "tpu" "$MIXPREC" bench --model mlp --steps 1 --device tpu
 expect_failure negative_index "cuda" "$MIXPREC" bench --model mlp --steps 1 --device cuda:-1
 
+# --attention-precision: the two values run; anything else is refused with the accepted values
+# named and a non-zero exit, before the command computes anything.
+for ap in default highest; do
+  if "$MIXPREC" bench --model mlp --steps 1 --warmup 0 --threads 1 --attention-precision "$ap" >/dev/null 2>&1; then
+    echo "ok   attention_precision_$ap: accepted"
+  else
+    echo "FAIL attention_precision_$ap: refused"; failures=$((failures + 1))
+  fi
+done
+expect_failure bad_attention_precision "default" "$MIXPREC" bench --model mlp --steps 1 --attention-precision fast
+
 # cpu and devsim run where they say: the verbose log names the backend of every kernel call.
 devsim_log="$(MIXPREC_VERBOSE=1 "$MIXPREC" bench --model mlp --steps 1 --warmup 0 --threads 1 --device devsim 2>&1 >/dev/null)"
 if grep -q "ran devsim" <<<"$devsim_log" && ! grep -q "ran AVX\|ran SSE4\|ran NEON\|ran SVE\|ran SCALAR" <<<"$devsim_log"; then

@@ -136,6 +136,58 @@ Outs run_attention(const Backend& b, DType t, bool backward, float dropout_p, bo
           close("dv", std::move(dv), 4 * atol, kTranscendental)};
 }
 
+/// Attention under the 16-bit autocast spec (AttentionDesc::round_probs: P and dS rounded to t
+/// before their products), bf16 and f16 only. Causal, two batches of `heads` heads read in the
+/// projections' [B, T, H, d] layout, d = dv = width, tq = tk = t_len; the GPU flash kernel's
+/// shapes: width 64 with t_len 200 leaves a partial 64-block; width 32 the other head size.
+Outs run_attention_rounded(const Backend& b, DType t, bool backward, std::int64_t width,
+                           std::int64_t t_len, float dropout_p) {
+  AttentionDesc d;
+  d.heads = 2;
+  d.bh = 2 * d.heads; d.tq = t_len; d.tk = t_len; d.d = width; d.dv = width;
+  d.dtype = t;
+  d.scale = 1.0f / std::sqrt(static_cast<float>(width));
+  d.causal = true;
+  d.dropout_p = dropout_p;
+  d.seed = 37;
+  d.round_probs = true;
+  d.q_rows = {d.tq * d.heads * d.d, d.d, d.heads * d.d};
+  d.k_rows = {d.tk * d.heads * d.d, d.d, d.heads * d.d};
+  d.v_rows = {d.tk * d.heads * d.dv, d.dv, d.heads * d.dv};
+  d.out_rows = {d.tq * d.heads * d.dv, d.dv, d.heads * d.dv};
+  const Buffer q = random_buffer(t, d.bh * d.tq * d.d, -2.0f, 2.0f, 70);
+  const Buffer k = random_buffer(t, d.bh * d.tk * d.d, -2.0f, 2.0f, 71);
+  const Buffer v = random_buffer(t, d.bh * d.tk * d.dv, -1.0f, 1.0f, 72);
+  Buffer out(t, d.bh * d.tq * d.dv), lse(DType::f32, d.bh * d.tq);
+  // The spec lets a kernel round e^(s - m) against its running max m and rescale later, so each
+  // p_ij may be one rounding (<= eps(t) p_ij) away from the reference's: the output moves by at
+  // most eps * sum_j p_ij |v_j| <= eps * max|v| = eps (|v| <= 1). Omitting the rounding moves
+  // the output by a sum of independent half-ulp errors, typically inside this bound: the exact
+  // rounding is pinned by the reference's test against a double evaluation of the formula and
+  // the cpu kernel's test against the reference (tests/kernels/test_attention_round_probs.cpp);
+  // this case holds every backend to the spec's allowance, on the flash kernel's shapes.
+  // 2e-5 covers f32 sums in another order.
+  const double eps = traits(t).epsilon;
+  if (!backward) {
+    b.attention_forward(d, q.data(), k.data(), v.data(), out.data(), static_cast<float*>(lse.data()));
+    return {close("out", std::move(out), 2e-5 + eps, kTranscendental),
+            close("lse", std::move(lse), 2e-5, kTranscendental)};
+  }
+  ref::attention_forward(d, q.data(), k.data(), v.data(), out.data(), static_cast<float*>(lse.data()));
+  const Buffer dout = random_buffer(t, d.bh * d.tq * d.dv, -1.0f, 1.0f, 73);
+  Buffer dq(t, d.bh * d.tq * d.d), dk(t, d.bh * d.tk * d.d), dv(t, d.bh * d.tk * d.dv);
+  b.attention_backward(d, q.data(), k.data(), v.data(), out.data(),
+                       static_cast<const float*>(lse.data()), dout.data(), dq.data(), dk.data(),
+                       dv.data());
+  // The backward rounds p = e^(s - lse) and ds, as the reference does; another exp (e.g. exp2
+  // with a log2(e) factor on a GPU) or another summation order can flip the rounding of a p or
+  // ds lying near a tie, moving a gradient by one ulp of t of one term. The gradients here are
+  // of order 1 (|dout|, |v| <= 1, |q|, |k| <= 2): eps per element bounds a few such flips.
+  return {close("dq", std::move(dq), 8e-5 + eps, kTranscendental),
+          close("dk", std::move(dk), 8e-5 + eps, kTranscendental),
+          close("dv", std::move(dv), 8e-5 + eps, kTranscendental)};
+}
+
 }  // namespace
 
 void add_transformer_cases(std::vector<Case>& c) {
@@ -151,6 +203,19 @@ void add_transformer_cases(std::vector<Case>& c) {
                      return o;
                    }});
     }
+  }
+  // attention.h, round_probs (16-bit dtypes only: the kernels refuse it for f32)
+  for (bool bwd : {false, true}) {
+    const std::string name = std::string(bwd ? "attention_backward" : "attention_forward");
+    const std::vector<DType> halves{DType::bf16, DType::f16};
+    c.push_back({name + "_round_probs_d64", halves, [bwd](const Backend& b, DType t) {
+                   Outs o = run_attention_rounded(b, t, bwd, 64, 200, 0.0f);
+                   for (Out& x : run_attention_rounded(b, t, bwd, 64, 200, 0.25f)) o.push_back(std::move(x));
+                   return o;
+                 }});
+    c.push_back({name + "_round_probs_d32", halves, [bwd](const Backend& b, DType t) {
+                   return run_attention_rounded(b, t, bwd, 32, 200, 0.0f);
+                 }});
   }
   // transformer ops: embedding lookup
   for (bool bwd : {false, true}) {

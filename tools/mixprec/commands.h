@@ -33,5 +33,7 @@ void add_inspect_command(CLI::App& app);
 void add_device_flag(CLI::App* cmd);
 /// Adds --matmul-precision (highest|high|medium: amp::set_matmul_precision) to a command.
 void add_matmul_precision_flag(CLI::App* cmd);
+/// Adds --attention-precision (default|highest: amp::set_attention_precision) to a command.
+void add_attention_precision_flag(CLI::App* cmd);
 
 }  // namespace mixprec::tools

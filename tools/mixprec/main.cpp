@@ -29,6 +29,7 @@ int main(int argc, char** argv) {
                            "inspect"}) {
     mixprec::tools::add_device_flag(app.get_subcommand(name));
     mixprec::tools::add_matmul_precision_flag(app.get_subcommand(name));
+    mixprec::tools::add_attention_precision_flag(app.get_subcommand(name));
   }
   try {
     app.parse(argc, argv);

@@ -346,6 +346,9 @@ void attention_forward(const AttentionDesc& d, const void* q, const void* k, con
         dropout_tile(d, b, i0, ni, j0, nj, bits, z);
         apply_dropout(z, ni, nj, st, kBlockQ, true);
       }
+      // round_probs: e^(s - m) z against the running max, rounded to dtype after l took it
+      // unrounded (attention.h allows the running max; a later rescale by alpha stays f32).
+      if (d.round_probs) simd::round_rows(st, nj, kBlockQ, nq, d.dtype);
       // acc[query] += p v, p read through s^T's strides
       simd::tile_product(st, 1, kBlockQ, ni, nj, vf, ldv, ldv, 1.0f, acc,
                          ldv, true);
@@ -430,6 +433,10 @@ void attention_backward(const AttentionDesc& d, const void* q, const void* k, co
       // dp becomes ds = p (dp z - D): dk's coefficients; then p becomes p z: dv's
       simd::softmax_grad(p, dp, ni, kBlockK, nk, rowdot.data() + b * d.tq + i0, true);
       if (dropout) apply_dropout(z, ni, nj, p, kBlockK, false);
+      if (d.round_probs) {  // the products' coefficients p z and ds rounded to dtype (kept so)
+        simd::round_rows(p, ni, kBlockK, nk, d.dtype);
+        simd::round_rows(dp, ni, kBlockK, nk, d.dtype);
+      }
       if (ds != nullptr) {  // pass B's coefficients: this tile as it lies
         std::copy(dp, dp + ni * kBlockK, ds_tile(b, j0 / kBlockK, i0 / kBlockQ));
       }
@@ -493,6 +500,7 @@ void attention_backward(const AttentionDesc& d, const void* q, const void* k, co
         apply_dropout(z, ni, nj, dpt, kBlockQ, true);
       }
       simd::softmax_grad(pt, dpt, nj, kBlockQ, nq, di.data(), false);
+      if (d.round_probs) simd::round_rows(dpt, nj, kBlockQ, nq, d.dtype);  // pass A's rounding
       // dq[query] += ds k, ds read through ds^T's strides
       simd::tile_product(dpt, 1, kBlockQ, ni, nj, kf, ldq, ldq, 1.0f,
                          dq_acc, ldq, true);

@@ -385,6 +385,34 @@ void SoftmaxGrad(const float* p, float* dp, std::int64_t rows, std::int64_t ld, 
   }
 }
 
+/// v rounded to the 16-bit dtype code DT and widened back, in registers (the bit-level
+/// conversions of convert-inl.h, the same rounding as the storage conversion).
+template <int DT>
+HWY_INLINE VF RoundTrip(DF d, VF v) {
+  const DU du;
+  if constexpr (DT == kBF16) {
+    return cvt::Bf16BitsToF32(d, cvt::F32ToBf16Bits(du, hn::BitCast(du, v)));
+  } else {
+    return cvt::F16BitsToF32(d, cvt::F32ToF16Bits(du, hn::BitCast(du, v)));
+  }
+}
+
+void RoundRows(float* x, std::int64_t rows, std::int64_t ld, std::int64_t n, int dt) {
+  WithDType(dt, [&](auto t) {
+    constexpr int DT = decltype(t)::value;
+    if constexpr (DT != kF32) {
+      const DF d;
+      const std::int64_t N = static_cast<std::int64_t>(hn::Lanes(d));
+      for (std::int64_t r = 0; r < rows; ++r) {
+        float* row = x + r * ld;
+        std::int64_t c = 0;
+        for (; c + N <= n; c += N) hn::StoreU(RoundTrip<DT>(d, hn::LoadU(d, row + c)), d, row + c);
+        for (; c < n; ++c) row[c] = static_cast<float>(Storage<DT>(row[c]));
+      }
+    }
+  });
+}
+
 void Scale(float* x, std::int64_t n_in, float a) {
   const DF d;
   const std::size_t N = hn::Lanes(d), n = static_cast<std::size_t>(n_in);
@@ -410,6 +438,7 @@ HWY_EXPORT(OnlineSoftmaxColumns);
 HWY_EXPORT(ExpSubRows);
 HWY_EXPORT(ExpSubColumns);
 HWY_EXPORT(SoftmaxGrad);
+HWY_EXPORT(RoundRows);
 HWY_EXPORT(Scale);
 
 namespace attn_simd {
@@ -451,6 +480,9 @@ void exp_sub_columns(float* x, std::int64_t rows, std::int64_t ld, std::int64_t 
 void softmax_grad(const float* p, float* dp, std::int64_t rows, std::int64_t ld, std::int64_t n,
                   const float* di, bool di_per_row) {
   HWY_DYNAMIC_DISPATCH(SoftmaxGrad)(p, dp, rows, ld, n, di, di_per_row);
+}
+void round_rows(float* x, std::int64_t rows, std::int64_t ld, std::int64_t n, DType t) {
+  HWY_DYNAMIC_DISPATCH(RoundRows)(x, rows, ld, n, code(t));
 }
 void scale(float* x, std::int64_t n, float a) { HWY_DYNAMIC_DISPATCH(Scale)(x, n, a); }
 

@@ -52,6 +52,10 @@ void exp_sub_columns(float* x, std::int64_t rows, std::int64_t ld, std::int64_t 
 /// for row r when di_per_row, else di[c] for column c: the softmax backward ds.
 void softmax_grad(const float* p, float* dp, std::int64_t rows, std::int64_t ld, std::int64_t n,
                   const float* di, bool di_per_row);
+/// x[r * ld + c] = x[r * ld + c] rounded to dtype t (bf16 or f16, round-to-nearest-even, as
+/// the storage conversion) and widened back, for r < rows, c < n (n a multiple of 16): the
+/// r() of AttentionDesc::round_probs on a tile of P or dS.
+void round_rows(float* x, std::int64_t rows, std::int64_t ld, std::int64_t n, DType t);
 /// x[0..n) *= a.
 void scale(float* x, std::int64_t n, float a);
 

@@ -16,6 +16,9 @@ void detail::check_attention_desc(const char* op, const AttentionDesc& d) {
                 "negative extent (bh " << d.bh << ", tq " << d.tq << ", tk " << d.tk << ", d "
                                        << d.d << ", dv " << d.dv << ")");
   require_compute_dtype(op, d.dtype);
+  MIXPREC_CHECK(!d.round_probs || d.dtype != DType::f32, ValueError, op,
+                "round_probs rounds P and dS to a 16-bit compute dtype; it needs dtype bf16 or "
+                "f16, got f32 (leave round_probs false for f32)");
   MIXPREC_CHECK(d.dropout_p >= 0.0f && d.dropout_p < 1.0f, ValueError, op,
                 "dropout_p must be in [0, 1), got " << d.dropout_p);
   MIXPREC_CHECK(d.mask == nullptr || d.mask_offsets != nullptr, ValueError, op,
@@ -37,6 +40,12 @@ float load(const void* p, DType t, std::int64_t i) {
   return dispatch(t, [&](auto tag) {
     return static_cast<float>(static_cast<const decltype(tag)*>(p)[i]);
   });
+}
+
+/// v rounded to dtype t and back (round-to-nearest-even, the storage conversion): r() of the
+/// round_probs spec (attention.h).
+float round_to(DType t, float v) {
+  return dispatch(t, [&](auto tag) { return static_cast<float>(decltype(tag)(v)); });
 }
 
 void store(void* p, DType t, std::int64_t i, float v) {
@@ -79,11 +88,23 @@ void attention_forward(const AttentionDesc& d, const void* q, const void* k, con
       for (float x : s) sum += std::exp(x - m);
       const float inv = 1.0f / sum;
       std::fill(acc.begin(), acc.end(), 0.0f);
-      for (std::int64_t j = 0; j < d.tk; ++j) {
-        const float p = std::exp(s[j] - m) * inv * detail::dropout_factor(d, b, i, j);
-        for (std::int64_t c = 0; c < d.dv; ++c) acc[c] += p * load(v, d.dtype, detail::v_row(d, b, j) + c);
+      if (d.round_probs) {
+        // The 16-bit spec: the unnormalised p (against the row max, dropout applied) is rounded
+        // to dtype before the product, as a flash kernel rounds its P tile; 1/l comes after the
+        // sum, unrounded.
+        for (std::int64_t j = 0; j < d.tk; ++j) {
+          const float p =
+              round_to(d.dtype, std::exp(s[j] - m) * detail::dropout_factor(d, b, i, j));
+          for (std::int64_t c = 0; c < d.dv; ++c) acc[c] += p * load(v, d.dtype, detail::v_row(d, b, j) + c);
+        }
+        for (std::int64_t c = 0; c < d.dv; ++c) store(out, d.dtype, oo + c, acc[c] * inv);
+      } else {
+        for (std::int64_t j = 0; j < d.tk; ++j) {
+          const float p = std::exp(s[j] - m) * inv * detail::dropout_factor(d, b, i, j);
+          for (std::int64_t c = 0; c < d.dv; ++c) acc[c] += p * load(v, d.dtype, detail::v_row(d, b, j) + c);
+        }
+        for (std::int64_t c = 0; c < d.dv; ++c) store(out, d.dtype, oo + c, acc[c]);
       }
-      for (std::int64_t c = 0; c < d.dv; ++c) store(out, d.dtype, oo + c, acc[c]);
       lse[b * d.tq + i] = m + std::log(sum);
     }
   }
@@ -111,13 +132,17 @@ void attention_backward(const AttentionDesc& d, const void* q, const void* k, co
         if (p == 0.0f) continue;
         const float z = detail::dropout_factor(d, b, i, j);
         const std::int64_t ko = detail::k_row(d, b, j), vo = detail::v_row(d, b, j);
+        // Under round_probs the coefficients of the products (p z for dv, ds for dq and dk)
+        // are rounded to dtype; dp, D_i and ds itself are computed in f32 from unrounded p.
+        const float pz = d.round_probs ? round_to(d.dtype, p * z) : p * z;
         float dp = 0.0f;
         for (std::int64_t c = 0; c < d.dv; ++c) {
           const float g = load(dout, d.dtype, oo + c);
           dp += g * load(v, d.dtype, vo + c);
-          dv_acc[j * d.dv + c] += p * z * g;
+          dv_acc[j * d.dv + c] += pz * g;
         }
-        const float ds = p * (dp * z - di);
+        const float ds_f32 = p * (dp * z - di);
+        const float ds = d.round_probs ? round_to(d.dtype, ds_f32) : ds_f32;
         for (std::int64_t c = 0; c < d.d; ++c) {
           dq_acc[c] += ds * load(k, d.dtype, ko + c);
           dk_acc[j * d.d + c] += ds * load(q, d.dtype, qo + c);
