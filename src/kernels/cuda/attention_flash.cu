@@ -214,6 +214,27 @@ __device__ __forceinline__ void product(float (&out)[D / 8][4], const float (&p)
   }
 }
 
+/// The double buffering of the key-block loops: starts copying key block jb + 1 of k and v into
+/// the other stage (when there is one), waits for block jb's copies, and returns block jb's k
+/// stage (its v stage is at the same offset of sv). The barrier that ends each iteration keeps
+/// the next call from overwriting a stage still being read.
+template <int D>
+__device__ __forceinline__ const std::uint16_t* next_key_stage(std::uint16_t* sk, const Rows& kr,
+                                                              std::uint16_t* sv, const Rows& vr,
+                                                              int jb, int blocks) {
+  if (jb + 1 < blocks) {
+    const int stage = (jb + 1) & 1;
+    load_tile<D>(sk + stage * tile_elems<D>(), kr, (jb + 1) * std::int64_t{kCols});
+    load_tile<D>(sv + stage * tile_elems<D>(), vr, (jb + 1) * std::int64_t{kCols});
+    cp_async_commit();
+    cp_async_wait<1>();
+  } else {
+    cp_async_wait<0>();
+  }
+  __syncthreads();
+  return sk + (jb & 1) * tile_elems<D>();
+}
+
 /// Keys that query rows [i0, i0 + 64) can see: all, or up to the last of those rows (causal).
 __device__ __forceinline__ std::int64_t visible_keys(const AttentionDesc& d, std::int64_t i0) {
   if (!d.causal) return d.tk;
@@ -286,17 +307,7 @@ __global__ void __launch_bounds__(kFlashThreads)
   float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
   const std::int64_t row_base = i0 + warp * 16 + lane / 4;  // rows row_base and row_base + 8
   for (int jb = 0; jb < blocks; ++jb) {
-    if (jb + 1 < blocks) {
-      const int stage = (jb + 1) & 1;
-      load_tile<D>(sk + stage * tile_elems<D>(), kr, (jb + 1) * std::int64_t{kCols});
-      load_tile<D>(sv + stage * tile_elems<D>(), vr, (jb + 1) * std::int64_t{kCols});
-      cp_async_commit();
-      cp_async_wait<1>();
-    } else {
-      cp_async_wait<0>();
-    }
-    __syncthreads();
-    const std::uint16_t* const kt = sk + (jb & 1) * tile_elems<D>();
+    const std::uint16_t* const kt = next_key_stage<D>(sk, kr, sv, vr, jb, blocks);
     const std::uint16_t* const vt = sv + (jb & 1) * tile_elems<D>();
     const std::int64_t j0 = jb * std::int64_t{kCols};
     float s[8][4];
@@ -501,17 +512,7 @@ __global__ void __launch_bounds__(kFlashThreads)
   }
   float acc[D / 8][4] = {};
   for (int jb = 0; jb < blocks; ++jb) {
-    if (jb + 1 < blocks) {
-      const int stage = (jb + 1) & 1;
-      load_tile<D>(sk + stage * tile_elems<D>(), kr, (jb + 1) * std::int64_t{kCols});
-      load_tile<D>(sv + stage * tile_elems<D>(), vr, (jb + 1) * std::int64_t{kCols});
-      cp_async_commit();
-      cp_async_wait<1>();
-    } else {
-      cp_async_wait<0>();
-    }
-    __syncthreads();
-    const std::uint16_t* const kt = sk + (jb & 1) * tile_elems<D>();
+    const std::uint16_t* const kt = next_key_stage<D>(sk, kr, sv, vr, jb, blocks);
     const std::uint16_t* const vt = sv + (jb & 1) * tile_elems<D>();
     const std::int64_t j0 = jb * std::int64_t{kCols};
     float s[8][4], dp[8][4];
