@@ -51,10 +51,11 @@ Options parse(int argc, char** argv) {
     const char* v = argv[++i];
     char* end = nullptr;
     const long n = std::strtol(v, &end, 10);
-    const bool number = end != v && *end == '\0' && n > 0;
+    // Counts are positive, except --warmup, which may be 0.
+    const bool number = end != v && *end == '\0' && (n > 0 || (n == 0 && a == "--warmup"));
     if (a == "--device") o.device = v;
     else if (a == "--dtype") o.dtype = v;
-    else if (!number) usage(("expected a positive integer after " + a).c_str());
+    else if (!number) usage(("expected a positive integer (--warmup: or 0) after " + a).c_str());
     else if (a == "--batch") o.batch = n;
     else if (a == "--heads") o.heads = n;
     else if (a == "--context") o.context = n;
