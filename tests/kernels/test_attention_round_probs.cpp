@@ -290,7 +290,8 @@ TEST(AttentionRoundProbs, TheCpuKernelIsWithinTheRunningMaxAllowance) {
                                   std::tuple{&got.dq, &want.dq, "dq"},
                                   std::tuple{&got.dk, &want.dk, "dk"},
                                   std::tuple{&got.dv, &want.dv, "dv"}}) {
-          ktest::expect_close(*g, *w, [&](std::int64_t i) { return eps + eps * std::fabs(w->get(i)); },
+          const auto* ref = w;  // a structured binding cannot be captured before C++20 clang 16
+          ktest::expect_close(*g, *ref, [&](std::int64_t i) { return eps + eps * std::fabs(ref->get(i)); },
                               where + " " + what);
         }
         for (std::size_t i = 0; i < want.lse.size(); ++i) {

@@ -67,8 +67,9 @@ struct Attempt {
   bool refused = false;  ///< the file existed (or opened) but was broken or the wrong version
 };
 
-/// Opens `file` (a path, or the bare soname for the loader's own search) and checks it.
-Attempt try_open(const std::string& file, bool keep_open) {
+/// Opens `file` (a path, or the bare soname for the loader's own search) and checks it. Unused
+/// in a build without the cuDNN path (find_cudnn says why there is none there).
+[[maybe_unused]] Attempt try_open(const std::string& file, bool keep_open) {
   Attempt a;
   dlerror();
   void* h = dlopen(file.c_str(), RTLD_NOW | RTLD_LOCAL);
