@@ -82,6 +82,14 @@ Outs run_masked_fill(const Backend& b, DType t) {
 
 // ---- attention ----
 
+/// Places q, k, v and out as a projection's [B, T, H, d] output leaves them (d.heads heads).
+void read_heads_inner(AttentionDesc& d) {
+  d.q_rows = {d.tq * d.heads * d.d, d.d, d.heads * d.d};
+  d.k_rows = {d.tk * d.heads * d.d, d.d, d.heads * d.d};
+  d.v_rows = {d.tk * d.heads * d.dv, d.dv, d.heads * d.dv};
+  d.out_rows = {d.tq * d.heads * d.dv, d.dv, d.heads * d.dv};
+}
+
 /// Attention with a partial query block, a partial key block, the causal cut, optionally
 /// dropout, and either an additive [tq, tk] mask broadcast over batch-heads (some keys blocked)
 /// or, unmasked, two batches of three heads read where a projection's [B, T, H, d] output has
@@ -97,10 +105,7 @@ Outs run_attention(const Backend& b, DType t, bool backward, float dropout_p, bo
   d.seed = 31;
   if (!masked) {
     d.heads = 3;
-    d.q_rows = {d.tq * d.heads * d.d, d.d, d.heads * d.d};
-    d.k_rows = {d.tk * d.heads * d.d, d.d, d.heads * d.d};
-    d.v_rows = {d.tk * d.heads * d.dv, d.dv, d.heads * d.dv};
-    d.out_rows = {d.tq * d.heads * d.dv, d.dv, d.heads * d.dv};
+    read_heads_inner(d);
   }
   const Buffer q = random_buffer(t, d.bh * d.tq * d.d, -2.0f, 2.0f, 60);
   const Buffer k = random_buffer(t, d.bh * d.tk * d.d, -2.0f, 2.0f, 61);
@@ -151,10 +156,7 @@ Outs run_attention_rounded(const Backend& b, DType t, bool backward, std::int64_
   d.dropout_p = dropout_p;
   d.seed = 37;
   d.round_probs = true;
-  d.q_rows = {d.tq * d.heads * d.d, d.d, d.heads * d.d};
-  d.k_rows = {d.tk * d.heads * d.d, d.d, d.heads * d.d};
-  d.v_rows = {d.tk * d.heads * d.dv, d.dv, d.heads * d.dv};
-  d.out_rows = {d.tq * d.heads * d.dv, d.dv, d.heads * d.dv};
+  read_heads_inner(d);
   const Buffer q = random_buffer(t, d.bh * d.tq * d.d, -2.0f, 2.0f, 70);
   const Buffer k = random_buffer(t, d.bh * d.tk * d.d, -2.0f, 2.0f, 71);
   const Buffer v = random_buffer(t, d.bh * d.tk * d.dv, -1.0f, 1.0f, 72);
