@@ -62,7 +62,9 @@ class LayerNormNode final : public autograd::Node {
   const char* name() const override { return "layer_norm"; }
   void release_saved() override { x_ = Tensor(); }
   std::vector<Tensor> backward(const Tensor& dy_in) override {
-    const Tensor dy = dy_in.contiguous().to(x_.dtype());
+    // The kernel reads dy in its own dtype (the next GEMM's 16-bit input gradient under
+    // autocast) and widens it as it loads: no cast, same numbers.
+    const Tensor dy = dy_in.contiguous();
     Tensor dx = next[0].fn ? Tensor::empty(x_.shape(), x_.dtype()) : Tensor();
     const Tensor dw = f32_buffer(cols_, next[1].fn != nullptr);
     const Tensor db = f32_buffer(cols_, next[2].fn != nullptr);
@@ -231,7 +233,9 @@ Tensor layer_norm(const Tensor& x_arg, std::int64_t normalized_dims, const Tenso
   const Tensor xc = x.detach().contiguous();
   const Tensor w = ops::detail::f32_copy(weight), b = ops::detail::f32_copy(bias);
   const Tensor mean = ops::detail::f32_buffer(rows), rstd = ops::detail::f32_buffer(rows);
-  Tensor y = Tensor::empty(x.shape(), x.dtype());
+  // fp32_to_lower: statistics and normalisation in f32 from any input dtype; under autocast the
+  // output is stored in the region's dtype, rounded once, as the next GEMM would cast it.
+  Tensor y = Tensor::empty(x.shape(), amp::autocast_enabled() ? amp::autocast_dtype() : x.dtype());
   kernels::layer_norm_forward(xc.data_ptr(), xc.dtype(), rows, cols, data_or_null(w),
                               data_or_null(b), eps, y.data_ptr(), y.dtype(), mean.data<float>(),
                               rstd.data<float>());

@@ -123,6 +123,7 @@ std::vector<Tensor> autocast_inputs(OpKind op, const std::vector<Tensor>& inputs
       }
       break;
     }
+    case CastPolicy::fp32_to_lower:  // the op widens as it loads and stores the region's dtype
     case CastPolicy::pass_through:
       break;
   }

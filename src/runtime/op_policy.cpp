@@ -29,6 +29,7 @@ const char* name(CastPolicy policy) {
   switch (policy) {
     case CastPolicy::lower_precision: return "lower_precision";
     case CastPolicy::fp32: return "fp32";
+    case CastPolicy::fp32_to_lower: return "fp32_to_lower";
     case CastPolicy::promote: return "promote";
     case CastPolicy::pass_through: return "pass_through";
   }
@@ -37,7 +38,8 @@ const char* name(CastPolicy policy) {
 
 DType documented_output_dtype(OpKind op, DType in, DType lower) {
   switch (policy_row(op).policy) {
-    case CastPolicy::lower_precision: return lower;
+    case CastPolicy::lower_precision:
+    case CastPolicy::fp32_to_lower: return lower;
     case CastPolicy::fp32: return DType::f32;
     case CastPolicy::promote:
     case CastPolicy::pass_through: return in;
@@ -54,7 +56,8 @@ std::string format_policy_table() {
   head.resize(width, ' ');
   os << head << "policy           why\n";
   // Grouped by policy, in list order within a group.
-  for (CastPolicy group : {CastPolicy::lower_precision, CastPolicy::fp32, CastPolicy::promote,
+  for (CastPolicy group : {CastPolicy::lower_precision, CastPolicy::fp32, CastPolicy::fp32_to_lower,
+                           CastPolicy::promote,
                            CastPolicy::pass_through}) {
     for (const OpPolicy& row : kOpPolicyTable) {
       if (row.policy != group) continue;

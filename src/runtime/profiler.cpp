@@ -210,6 +210,9 @@ void OpScope::analyse(const Tensor& out, const Tensor* const* ptrs, std::size_t 
       reason = amp::autocast_enabled() ? "lower_precision op computed in f32 inside autocast"
                                        : "lower_precision op computed in f32 outside autocast";
       break;
+    case amp::CastPolicy::fp32_to_lower:  // its output is f32 only outside autocast
+      reason = "fp32_to_lower op stored f32 outside autocast";
+      break;
     case amp::CastPolicy::pass_through: {
       const std::string* from = nullptr;
       for (std::size_t i = 0; i < n_ptr && from == nullptr; ++i) {

@@ -121,8 +121,11 @@ TEST(LayerNormLayerTest, NormalisesLastDimension) {
     EXPECT_NEAR(sq / 8, 1.0, 1e-3);
   }
   EXPECT_THROW(ln(Tensor::randn({2, 7}, 1)), ShapeError);
+  // Under autocast (fp32_to_lower): computed in f32, stored in the region's dtype, whatever the
+  // input's dtype.
   amp::Autocast ac(true, DType::bf16);
-  EXPECT_EQ(ln(x.to(DType::bf16)).dtype(), DType::f32);
+  EXPECT_EQ(ln(x.to(DType::bf16)).dtype(), DType::bf16);
+  EXPECT_EQ(ln(x).dtype(), DType::bf16);
 }
 
 }  // namespace

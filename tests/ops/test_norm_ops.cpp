@@ -195,17 +195,41 @@ TEST(LayerNormOpTest, Gradcheck) {
             {{{3, 5}, random_values(15, 27)}});
 }
 
-TEST(LayerNormOpTest, AutocastComputesInF32) {
-  const Tensor x = Tensor::randn({4, 32}, 5, DType::bf16);
-  const Tensor w = Tensor::ones({32}), b = Tensor::zeros({32});
-  EXPECT_EQ(layer_norm(x, 1, w, b).dtype(), DType::bf16);  // outside autocast: x's dtype
-  amp::Autocast ac(true, DType::bf16);
-  const Tensor y = layer_norm(x, 1, w, b);
-  EXPECT_EQ(y.dtype(), DType::f32);
-  const std::vector<float> v = y.to_vector();
-  double mean = 0;
-  for (int j = 0; j < 32; ++j) mean += v[j];
-  EXPECT_NEAR(mean / 32, 0.0, 1e-5);
+// fp32_to_lower: under autocast layer norm computes in f32 from any input dtype and stores the
+// region's dtype, rounded once: bit for bit the f32 layer norm followed by a cast, forward and
+// backward (the kernel widens the 16-bit gradient exactly as the cast's backward would).
+TEST(LayerNormOpTest, AutocastStoresTheRegionsDtypeAsTheF32NormThenACast) {
+  for (DType lower : {DType::bf16, DType::f16}) {
+    for (DType in : {DType::f32, DType::bf16}) {
+      SCOPED_TRACE(std::string("x ") + name(in) + ", region " + name(lower));
+      const Tensor x0 = Tensor::randn({6, 48}, 5, in);
+      const Tensor w0 = Tensor::uniform({48}, 7, 0.5f, 1.5f), b0 = Tensor::randn({48}, 8);
+      const Tensor c = Tensor::randn({6, 48}, 9);  // weights of the loss, so every dy differs
+      EXPECT_EQ(layer_norm(x0, 1, w0, b0).dtype(), in);  // outside autocast: x's dtype
+      auto leaves = [&] {
+        Ts t{x0.detach(), w0.detach(), b0.detach()};
+        for (Tensor& l : t) l.set_requires_grad(true);
+        return t;
+      };
+      Ts fused = leaves(), composed = leaves();
+      Tensor y_fused, y_composed;
+      {
+        amp::Autocast region(true, lower);
+        y_fused = layer_norm(fused[0], 1, fused[1], fused[2]);
+      }
+      y_composed = layer_norm(composed[0].to(DType::f32), 1, composed[1], composed[2]).to(lower);
+      ASSERT_EQ(y_fused.dtype(), lower);
+      EXPECT_EQ(y_fused.to_vector(), y_composed.to_vector());
+      sum(y_fused.to(DType::f32) * c).backward();
+      sum(y_composed.to(DType::f32) * c).backward();
+      for (int i = 0; i < 3; ++i) {
+        SCOPED_TRACE(i == 0 ? "dx" : i == 1 ? "dweight" : "dbias");
+        ASSERT_TRUE(fused[i].grad().defined());
+        EXPECT_EQ(fused[i].grad().dtype(), composed[i].grad().dtype());
+        EXPECT_EQ(fused[i].grad().to_vector(), composed[i].grad().to_vector());
+      }
+    }
+  }
 }
 
 TEST(LayerNormOpTest, GradientDtypesFollowInputs) {

@@ -17,6 +17,7 @@ void add_ops_command(CLI::App& app) {
       std::fputs(amp::format_policy_table().c_str(), stdout);
       std::puts("\nlower_precision: inputs cast to the region's dtype (bf16 by default, or f16)"
                 "\nfp32: 16-bit inputs cast to f32; the output is f32"
+                "\nfp32_to_lower: no casts; computed in f32 inside, the output in the region's dtype"
                 "\npromote: inputs of different dtypes are combined in the widest"
                 "\npass_through: runs in the input's dtype");
       return;

@@ -87,7 +87,7 @@
   X(mean, fp32, "statistics are kept in fp32")                                                    \
   X(norm, fp32, "squares overflow f16")                                                           \
   X(cumsum, fp32, "running sums stop growing in 16 bits")                                         \
-  X(layer_norm, fp32, "mean and variance of a row need fp32")                                     \
+  X(layer_norm, fp32_to_lower, "statistics in fp32 inside; output in the dtype the next GEMM reads")\
   X(cat, promote, "one output dtype for all pieces")                                              \
   X(stack, promote, "one output dtype for all pieces")                                            \
   X(where, promote, "one output dtype for both branches")                                         \
@@ -105,6 +105,7 @@
 #define MIXPREC_OP_IF_internal(...)
 #define MIXPREC_OP_IF_lower_precision(...) __VA_ARGS__
 #define MIXPREC_OP_IF_fp32(...) __VA_ARGS__
+#define MIXPREC_OP_IF_fp32_to_lower(...) __VA_ARGS__
 #define MIXPREC_OP_IF_promote(...) __VA_ARGS__
 #define MIXPREC_OP_IF_pass_through(...) __VA_ARGS__
 #define MIXPREC_OP_IF_none(...)

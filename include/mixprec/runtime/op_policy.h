@@ -29,6 +29,10 @@ enum class OpKind : std::uint8_t {
 enum class CastPolicy : std::uint8_t {
   lower_precision,  ///< cast to the region's lower dtype (bf16 or f16); output in that dtype
   fp32,             ///< cast 16-bit inputs to f32; output f32
+  /// no casts: computes in f32 from any input dtype (widened as it loads), output in the
+  /// region's lower dtype, rounded once: what the cast in front of the next lower_precision op
+  /// would make, without that cast's kernel, memory or backward (docs/autocast.md)
+  fp32_to_lower,
   promote,          ///< cast every input to the widest input dtype; output that dtype
   pass_through,     ///< no casts; output in the input dtype
 };
@@ -57,7 +61,7 @@ extern const std::array<OpPolicy, kOpKindCount> kOpPolicyTable;
 const OpPolicy& policy_row(OpKind op);
 /// Name of an op, e.g. "linear".
 inline const char* name(OpKind op) { return policy_row(op).name; }
-/// "lower_precision", "fp32", "promote", "pass_through".
+/// "lower_precision", "fp32", "fp32_to_lower", "promote", "pass_through".
 const char* name(CastPolicy policy);
 /// The dtype an op with a single input of dtype `in` produces under a region with `lower`
 /// (what the table documents; tests check every op against it).
