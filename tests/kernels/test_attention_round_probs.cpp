@@ -290,7 +290,7 @@ TEST(AttentionRoundProbs, TheCpuKernelIsWithinTheRunningMaxAllowance) {
                                   std::tuple{&got.dq, &want.dq, "dq"},
                                   std::tuple{&got.dk, &want.dk, "dk"},
                                   std::tuple{&got.dv, &want.dv, "dv"}}) {
-          const auto* ref = w;  // a structured binding cannot be captured before C++20 clang 16
+          const auto* ref = w;  // clang before 16 cannot capture a structured binding
           ktest::expect_close(*g, *ref, [&](std::int64_t i) { return eps + eps * std::fabs(ref->get(i)); },
                               where + " " + what);
         }
