@@ -18,8 +18,10 @@
 #include <algorithm>
 #include <cfloat>
 #include <cmath>
+#include <cstdint>
 #include <tuple>
 #include <utility>
+#include <vector>
 
 #include "runtime/op_scope.h"
 #include "kernels/unscale.h"
@@ -160,6 +162,19 @@ bool GradScaler::unscale_grads(optim::Optimizer& optimizer, float* amax) const {
   Tensor verdict = Tensor::zeros({2}, DType::f32, MemoryCategory::workspace);
   float* found_inf = verdict.data<float>();
   float* device_amax = amax != nullptr ? found_inf + 1 : nullptr;
+  // Multi-tensor calls (kernels::unscale_batch: 128 gradients per call, one launch on a GPU);
+  // amax rides along in the same pass (no second read of the gradients).
+  kernels::UnscaleBatch batch{};
+  batch.inv = inv;
+  batch.found_inf = found_inf;
+  batch.amax = device_amax;
+  std::vector<Tensor> in_batch;  // the gradients of the batch, kept alive until it runs
+  const auto flush = [&] {
+    if (batch.size > 0) kernels::unscale_batch(batch);
+    for (const Tensor& g : in_batch) g.bump_version();
+    batch.size = 0;
+    in_batch.clear();
+  };
   for (std::size_t i = 0; i < params.size(); ++i) {
     Tensor g = params[i].grad();
     if (!g.defined()) continue;
@@ -167,12 +182,13 @@ bool GradScaler::unscale_grads(optim::Optimizer& optimizer, float* amax) const {
       g = g.contiguous();
       params[i].set_grad(g);
     }
-    // amax rides along in the same pass (no second read of the gradients).
-    kernels::unscale(g.data_ptr(), static_cast<int>(g.dtype()),
-                     static_cast<std::size_t>(g.numel()), inv, found_inf, device_amax);
-    g.bump_version();
+    batch.runs[batch.size++] = {g.data_ptr(), static_cast<int>(g.dtype()),
+                                static_cast<std::uint64_t>(g.numel())};
+    in_batch.push_back(g);
     params[i].set_grad_scale(1.0);
+    if (batch.size == kernels::kUnscaleBatchRuns) flush();
   }
+  flush();
   const TransferReason why("found-inf");
   const std::vector<float> host = verdict.to_vector();
   if (amax != nullptr) *amax = std::max(*amax, host[1]);
@@ -224,9 +240,9 @@ void GradScaler::combine_across_processes(
   it->second.amax = amax;
 }
 
-bool GradScaler::step(optim::Optimizer& optimizer) {
+bool GradScaler::step(optim::Optimizer& optimizer, const Tensor& grad_multiplier) {
   if (!options_.enabled) {
-    optimizer.step();
+    optimizer.step(grad_multiplier);
     return true;
   }
   const auto it = per_optimizer_.find(&optimizer);
@@ -240,7 +256,7 @@ bool GradScaler::step(optim::Optimizer& optimizer) {
     entry.phase = Phase::stepped;  // skipped: parameters and optimizer.steps() stay as they are
     return false;
   }
-  optimizer.step();  // if it throws, the phase stays unscaled and step() may be retried
+  optimizer.step(grad_multiplier);  // if it throws, the phase stays unscaled and step() may be retried
   entry.phase = Phase::stepped;
   return true;
 }

@@ -1,10 +1,10 @@
 #pragma once
 /// Every device address one kernel call receives, in argument order: plain pointer arguments and
 /// the pointers inside the descriptors that carry them (StridedInput, StridedOutput,
-/// AttentionDesc, OptimArrays). A visitor maps each to another address; the call then runs with
-/// the mapped arguments. Two users: the devsim backend maps its tagged addresses to the host
-/// blocks behind them, and the device conformance harness maps host buffers to device copies
-/// (uploaded before, the written ones downloaded after). A new descriptor that carries an address
+/// AttentionDesc, OptimArrays, OptimBatch, UnscaleBatch). A visitor maps each to another
+/// address; the call then runs with the mapped arguments. Two users: the devsim backend maps its
+/// tagged addresses to the host blocks behind them, and the device conformance harness maps host
+/// buffers to device copies (uploaded before, the written ones downloaded after). A new descriptor that carries an address
 /// is added here once, for both.
 #include <cstddef>
 #include <tuple>
@@ -51,14 +51,21 @@ class DevicePointers {
   }
   OptimArrays operator()(const OptimArrays& a) {
     ++arg_;
-    OptimArrays t = a;
-    t.param = visit(a.param, "param");
-    t.master = visit(a.master, "master");
-    t.grad = visit(a.grad, "grad");
-    t.state0 = visit(a.state0, "state0");
-    t.state1 = visit(a.state1, "state1");
-    t.random = visit(a.random, "random");
-    t.copy = visit(a.copy, "copy");
+    return mapped(a);
+  }
+  template <class Scalars>
+  OptimBatch<Scalars> operator()(const OptimBatch<Scalars>& b) {
+    ++arg_;
+    OptimBatch<Scalars> t = b;
+    for (int r = 0; r < b.size; ++r) t.runs[r].arrays = mapped(b.runs[r].arrays);
+    return t;
+  }
+  UnscaleBatch operator()(const UnscaleBatch& b) {
+    ++arg_;
+    UnscaleBatch t = b;
+    for (int r = 0; r < b.size; ++r) t.runs[r].data = visit(b.runs[r].data, "runs.data");
+    t.found_inf = visit(b.found_inf, "found_inf");
+    t.amax = visit(b.amax, "amax");
     return t;
   }
   /// Scalars, enums, shapes (host metadata) and descriptors without addresses pass unchanged.
@@ -70,6 +77,19 @@ class DevicePointers {
   }
 
  private:
+  OptimArrays mapped(const OptimArrays& a) {
+    OptimArrays t = a;
+    t.param = visit(a.param, "param");
+    t.master = visit(a.master, "master");
+    t.grad = visit(a.grad, "grad");
+    t.state0 = visit(a.state0, "state0");
+    t.state1 = visit(a.state1, "state1");
+    t.random = visit(a.random, "random");
+    t.copy = visit(a.copy, "copy");
+    t.grad_multiplier = visit(a.grad_multiplier, "grad_multiplier");
+    return t;
+  }
+
   template <class T>
   T* visit(T* p, const char* field) {
     if (p == nullptr) return p;

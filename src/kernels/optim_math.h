@@ -29,6 +29,28 @@ MIXPREC_HD inline float load_grad(const void* grad, std::size_t i) {
   }
 }
 
+/// The multiplier every gradient element of `a` takes: *a.grad_multiplier, or 1 without one.
+MIXPREC_HD inline float grad_multiplier_of(const OptimArrays& a) {
+  return a.grad_multiplier != nullptr ? *a.grad_multiplier : 1.0f;
+}
+
+/// Gradient element i as the update uses it: widened to f32 and, for a multiplier m other than
+/// 1, multiplied by m (one f32 rounding) and rounded to the gradient's dtype, the bits a pass of
+/// its own would have stored in the gradient (optim.h, OptimArrays::grad_multiplier).
+template <int GradT>
+MIXPREC_HD inline float grad_value(const void* grad, std::size_t i, float m) {
+  const float g = load_grad<GradT>(grad, i);
+  if (m == 1.0f) return g;
+  const float scaled = g * m;
+  if constexpr (GradT == kOptimF32) {
+    return scaled;
+  } else if constexpr (GradT == kOptimBF16) {
+    return bf16_bits_to_f32(f32_to_bf16_bits(scaled));
+  } else {
+    return f16_bits_to_f32(f32_to_f16_bits(scaled));
+  }
+}
+
 /// The f32 value the update starts from: the master if there is one, else the parameter.
 MIXPREC_HD inline float read_param(const OptimArrays& a, std::size_t i) {
   if (a.write == kWriteMaster) return a.master[i];
@@ -60,11 +82,12 @@ MIXPREC_HD inline void write_param(const OptimArrays& a, std::size_t i, float va
   bits[i] = bf16 ? f32_to_bf16_bits(value) : f32_to_f16_bits(value);
 }
 
-/// SGD for element i: updates the momentum buffer (state0[i], when momentum != 0) and returns
-/// the new parameter value (for write_param).
+/// SGD for element i with gradient multiplier mult (grad_multiplier_of(a)): updates the momentum
+/// buffer (state0[i], when momentum != 0) and returns the new parameter value (for write_param).
 template <int GradT>
-MIXPREC_HD inline float sgd_value(const OptimArrays& a, const SgdScalars& s, std::size_t i) {
-  float g = load_grad<GradT>(a.grad, i);
+MIXPREC_HD inline float sgd_value(const OptimArrays& a, const SgdScalars& s, std::size_t i,
+                                  float mult) {
+  float g = grad_value<GradT>(a.grad, i, mult);
   const float p = read_param(a, i);
   // Skipped when 0, as PyTorch does: 0 * Inf would turn an Inf parameter's gradient into NaN.
   if (s.weight_decay != 0.0f) g = std::fma(s.weight_decay, p, g);
@@ -78,11 +101,12 @@ MIXPREC_HD inline float sgd_value(const OptimArrays& a, const SgdScalars& s, std
   return std::fma(-s.lr, d, p);
 }
 
-/// Adam/AdamW for element i: updates exp_avg (state0[i]) and exp_avg_sq (state1[i]) and
-/// returns the new parameter value (for write_param).
+/// Adam/AdamW for element i with gradient multiplier mult: updates exp_avg (state0[i]) and
+/// exp_avg_sq (state1[i]) and returns the new parameter value (for write_param).
 template <int GradT>
-MIXPREC_HD inline float adam_value(const OptimArrays& a, const AdamScalars& s, std::size_t i) {
-  float g = load_grad<GradT>(a.grad, i);
+MIXPREC_HD inline float adam_value(const OptimArrays& a, const AdamScalars& s, std::size_t i,
+                                   float mult) {
+  float g = grad_value<GradT>(a.grad, i, mult);
   const float p = read_param(a, i) * s.decay;  // decay is exactly 1 for Adam
   if (s.l2_weight_decay != 0.0f) g = std::fma(s.l2_weight_decay, p, g);
   const float m = std::fma(s.beta1, a.state0[i], s.one_minus_beta1 * g);

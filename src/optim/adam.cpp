@@ -41,32 +41,36 @@ Adam::Adam(std::vector<Tensor> params, AdamOptions options, OptimizerOptions com
   }
 }
 
-void Adam::update(std::size_t i, const Tensor& grad, std::int64_t param_step) {
-  kernels::OptimArrays a = detail::optim_arrays(*this, i, grad);
-  a.state0 = static_cast<float*>(exp_avg_[i].data_ptr());
-  a.state1 = static_cast<float*>(exp_avg_sq_[i].data_ptr());
-  // Scalars in double, rounded once to f32, as PyTorch does with its Python-float arithmetic.
-  const double lr = param_lr(i);
-  const double beta1 = hyper_.beta1;
-  const double beta2 = hyper_.beta2;
-  const double t = static_cast<double>(param_step);
-  const double bias_correction1 = 1.0 - std::pow(beta1, t);
-  const double bias_correction2 = 1.0 - std::pow(beta2, t);
-  kernels::AdamScalars s{};
-  s.beta1 = hyper_.beta1;
-  s.one_minus_beta1 = static_cast<float>(1.0 - beta1);
-  s.beta2 = hyper_.beta2;
-  s.one_minus_beta2 = static_cast<float>(1.0 - beta2);
-  s.eps = hyper_.eps;
-  const float weight_decay = param_weight_decay(i, hyper_.weight_decay);
-  const double wd = weight_decay;
-  s.l2_weight_decay = hyper_.decoupled_weight_decay ? 0.0f : weight_decay;
-  s.decay = hyper_.decoupled_weight_decay ? static_cast<float>(1.0 - lr * wd) : 1.0f;
-  s.step_size = static_cast<float>(lr / bias_correction1);
-  s.inv_sqrt_bias_correction2 = static_cast<float>(1.0 / std::sqrt(bias_correction2));
-  kernels::adam_update(a, s, numel(i), rng_stream(i, param_step));
-  exp_avg_[i].bump_version();
-  exp_avg_sq_[i].bump_version();
+void Adam::update(const std::vector<ParamUpdate>& updates) {
+  const auto complete = [&](const ParamUpdate& u, kernels::OptimArrays& a, kernels::AdamScalars& s) {
+    const std::size_t i = u.index;
+    a.state0 = static_cast<float*>(exp_avg_[i].data_ptr());
+    a.state1 = static_cast<float*>(exp_avg_sq_[i].data_ptr());
+    // Scalars in double, rounded once to f32, as PyTorch does with its Python-float arithmetic.
+    const double lr = param_lr(i);
+    const double beta1 = hyper_.beta1;
+    const double beta2 = hyper_.beta2;
+    const double t = static_cast<double>(u.param_step);
+    const double bias_correction1 = 1.0 - std::pow(beta1, t);
+    const double bias_correction2 = 1.0 - std::pow(beta2, t);
+    s.beta1 = hyper_.beta1;
+    s.one_minus_beta1 = static_cast<float>(1.0 - beta1);
+    s.beta2 = hyper_.beta2;
+    s.one_minus_beta2 = static_cast<float>(1.0 - beta2);
+    s.eps = hyper_.eps;
+    const float weight_decay = param_weight_decay(i, hyper_.weight_decay);
+    const double wd = weight_decay;
+    s.l2_weight_decay = hyper_.decoupled_weight_decay ? 0.0f : weight_decay;
+    s.decay = hyper_.decoupled_weight_decay ? static_cast<float>(1.0 - lr * wd) : 1.0f;
+    s.step_size = static_cast<float>(lr / bias_correction1);
+    s.inv_sqrt_bias_correction2 = static_cast<float>(1.0 / std::sqrt(bias_correction2));
+  };
+  detail::update_in_batches<kernels::AdamScalars>(*this, updates, complete,
+                                                  kernels::adam_update_batch);
+  for (const ParamUpdate& u : updates) {
+    exp_avg_[u.index].bump_version();
+    exp_avg_sq_[u.index].bump_version();
+  }
 }
 
 AdamW::AdamW(std::vector<Tensor> params, AdamWOptions options, OptimizerOptions common)

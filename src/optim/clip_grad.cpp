@@ -123,27 +123,31 @@ Tensor scalar_op(kernels::BinaryOp op, const Tensor& a, const Tensor& b) {
 
 }  // namespace
 
-Tensor clip_grad_norm_tensor(const std::vector<Tensor>& params, float max_norm, float norm_type) {
+ClipCoefficient clip_grad_norm_coefficient(const std::vector<Tensor>& params, float max_norm,
+                                           float norm_type) {
   constexpr const char* op = "clip_grad_norm";
   check_clip_args(op, max_norm, norm_type);
   const bool inf_norm = std::isinf(norm_type);
   const std::vector<Tensor> grads = unscaled_grads(op, params);
   diagnostics::detail::OpScope prof(diagnostics::detail::ScopeKind::optimizer, op);
-  double bytes = 0;
-  const double elements = prof.active() ? work_of(grads, &bytes) : 0.0;
-  if (prof.active()) diagnostics::detail::add_work(elements, bytes);
-
+  if (prof.active()) {
+    double bytes = 0;
+    const double elements = work_of(grads, &bytes);
+    diagnostics::detail::add_work(elements, bytes);
+  }
   const kernels::ReduceOp reduce = inf_norm ? kernels::ReduceOp::amax : kernels::ReduceOp::norm2;
-  Tensor total = Tensor::zeros({}, DType::f32, MemoryCategory::workspace);
+  ClipCoefficient out;
+  out.total = Tensor::zeros({}, DType::f32, MemoryCategory::workspace);
   if (!grads.empty()) {
     const Tensor each = norms_of(reduce, grads);
-    kernels::reduce(reduce, each.data_ptr(), DType::f32, 1, each.numel(), 1, total.data_ptr(),
+    kernels::reduce(reduce, each.data_ptr(), DType::f32, 1, each.numel(), 1, out.total.data_ptr(),
                     DType::f32);
   }
   if (std::isinf(max_norm) || grads.empty()) {  // nothing to clip: coef would be 1
     prof.done_work(DType::f32);
-    return total;
+    return out;
   }
+  const Tensor& total = out.total;
   // coef = min(max_norm / (total + eps), 1), or 1 when the total is not finite (total - total
   // is 0 only for a finite total), all in f32 on the device.
   const Tensor coef_raw = scalar_op(
@@ -154,14 +158,27 @@ Tensor clip_grad_norm_tensor(const std::vector<Tensor>& params, float max_norm, 
   const Tensor finite = scalar_op(kernels::BinaryOp::eq,
                                   scalar_op(kernels::BinaryOp::sub, total, total),
                                   Tensor::zeros({}, DType::f32));
-  Tensor coef = Tensor::empty({}, DType::f32, MemoryCategory::workspace);
+  out.coef = Tensor::empty({}, DType::f32, MemoryCategory::workspace);
   const Tensor one = Tensor::full({}, 1.0f);
   kernels::where(1, finite.data_ptr(), DType::f32, coef_raw.data_ptr(), one.data_ptr(),
-                 DType::f32, coef.data_ptr());
-  scale_all(grads, coef);
-  diagnostics::detail::add_work(elements, 2.0 * bytes);  // the scaling pass reads and writes
+                 DType::f32, out.coef.data_ptr());
   prof.done_work(DType::f32);
-  return total;
+  return out;
+}
+
+Tensor clip_grad_norm_tensor(const std::vector<Tensor>& params, float max_norm, float norm_type) {
+  const ClipCoefficient clip = clip_grad_norm_coefficient(params, max_norm, norm_type);
+  if (!clip.coef.defined()) return clip.total;
+  const std::vector<Tensor> grads = unscaled_grads("clip_grad_norm", params);
+  diagnostics::detail::OpScope prof(diagnostics::detail::ScopeKind::optimizer, "clip_grad_norm");
+  scale_all(grads, clip.coef);
+  if (prof.active()) {  // the scaling pass reads and writes every gradient
+    double bytes = 0;
+    const double elements = work_of(grads, &bytes);
+    diagnostics::detail::add_work(elements, 2.0 * bytes);
+  }
+  prof.done_work(DType::f32);
+  return clip.total;
 }
 
 float clip_grad_norm(const std::vector<Tensor>& params, float max_norm, float norm_type,

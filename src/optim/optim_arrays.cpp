@@ -2,7 +2,9 @@
 
 namespace mixprec::optim::detail {
 
-kernels::OptimArrays optim_arrays(const Optimizer& opt, std::size_t i, const Tensor& grad) {
+kernels::OptimArrays optim_arrays(const Optimizer& opt, const ParamUpdate& u) {
+  const std::size_t i = u.index;
+  const Tensor& grad = u.grad;
   const Tensor& p = opt.params().at(i);
   const Tensor& master = opt.master(i);
   kernels::OptimArrays a{};
@@ -12,16 +14,20 @@ kernels::OptimArrays optim_arrays(const Optimizer& opt, std::size_t i, const Ten
   a.grad_dtype = static_cast<int>(grad.dtype());
   if (p.dtype() == DType::f32) {
     a.write = kernels::kWriteInPlace;
-    if (opt.pending_copy_.defined()) {
-      a.copy = opt.pending_copy_.data_ptr();
-      a.copy_dtype = static_cast<int>(opt.pending_copy_.dtype());
-      opt.pending_copy_taken_ = true;
+    const Tensor& copy = opt.pending_copies_.at(i);
+    if (copy.defined()) {
+      a.copy = copy.data_ptr();
+      a.copy_dtype = static_cast<int>(copy.dtype());
+      opt.pending_copy_taken_.at(i) = 1;
     }
   } else if (master.defined()) {
     a.write = kernels::kWriteMaster;
     a.master = static_cast<float*>(master.data_ptr());
   } else {
     a.write = kernels::kWriteStochastic;
+  }
+  if (opt.grad_multiplier_.defined()) {
+    a.grad_multiplier = static_cast<const float*>(opt.grad_multiplier_.data_ptr());
   }
   return a;
 }

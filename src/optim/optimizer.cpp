@@ -159,38 +159,62 @@ void Optimizer::zero_grad() {
   for (const Tensor& p : params_) p.set_grad(Tensor());
 }
 
-void Optimizer::step() {
+void Optimizer::step(const Tensor& grad_multiplier) {
   autograd::NoGradGuard no_grad;
   diagnostics::detail::OpScope prof(diagnostics::detail::ScopeKind::optimizer, name_.c_str());
-  std::vector<Tensor> grads(params_.size());
+  const char* op = name_.c_str();
+  std::vector<ParamUpdate> updates;
   // Validate every gradient first, so a bad one leaves all parameters unchanged.
   for (std::size_t i = 0; i < params_.size(); ++i) {
     Tensor g = params_[i].grad();
     if (!g.defined()) continue;
-    MIXPREC_CHECK(g.shape() == params_[i].shape(), ShapeError, name_.c_str(),
+    MIXPREC_CHECK(g.shape() == params_[i].shape(), ShapeError, op,
                   "the gradient of parameter " << i << " has shape " << to_string(g.shape())
                       << " but the parameter has " << to_string(params_[i].shape())
                       << "; set a gradient of the parameter's shape");
-    grads[i] = g.is_contiguous() ? g : g.contiguous();
+    updates.push_back({i, g.is_contiguous() ? g : g.contiguous(), 0, numel(i), 0});
   }
-  bool any = false;
-  for (std::size_t i = 0; i < params_.size(); ++i) {
-    if (!grads[i].defined()) continue;
+  if (grad_multiplier.defined()) {
+    MIXPREC_CHECK(grad_multiplier.dtype() == DType::f32 && grad_multiplier.numel() == 1 &&
+                      (updates.empty() || grad_multiplier.device() == updates[0].grad.device()),
+                  ValueError, op,
+                  "step: the gradient multiplier must be one f32 element on the gradients' "
+                  "device (a 0-d tensor, e.g. clip_grad_norm_coefficient's), got "
+                      << mixprec::name(grad_multiplier.dtype()) << " of shape "
+                      << to_string(grad_multiplier.shape()));
+  }
+  if (updates.empty()) {
+    prof.done_work(DType::f32);
+    return;
+  }
+  grad_multiplier_ = grad_multiplier.defined() && !grad_multiplier.is_contiguous()
+                         ? grad_multiplier.contiguous()
+                         : grad_multiplier;
+  pending_copies_.assign(params_.size(), Tensor());
+  pending_copy_taken_.assign(params_.size(), 0);
+  for (ParamUpdate& u : updates) {
+    const std::size_t i = u.index;
+    u.param_step = ++param_steps_[i];
+    u.rng_stream = rng_stream(i, u.param_step);
     // An f32 weight whose 16-bit copy autocast keeps gets that copy rewritten in the same pass.
-    pending_copy_ = masters_[i].defined() ? Tensor() : amp::detail::writable_weight_copy(params_[i]);
-    pending_copy_taken_ = false;
-    update(i, grads[i], ++param_steps_[i]);
-    const bool copy_written = pending_copy_taken_ && pending_copy_.defined();
-    pending_copy_ = Tensor();
+    if (!masters_[i].defined()) pending_copies_[i] = amp::detail::writable_weight_copy(params_[i]);
+  }
+  update(updates);
+  for (const ParamUpdate& u : updates) {
+    const std::size_t i = u.index;
     if (prof.active()) {
       diagnostics::detail::add_work(static_cast<double>(numel(i)), static_cast<double>(update_bytes(i)));
     }
     params_[i].bump_version();
-    if (copy_written) amp::detail::mark_weight_copy_current(params_[i]);
+    if (pending_copy_taken_[i] != 0 && pending_copies_[i].defined()) {
+      amp::detail::mark_weight_copy_current(params_[i]);
+    }
     if (masters_[i].defined()) masters_[i].bump_version();
-    any = true;
   }
-  if (any) ++steps_;
+  pending_copies_.clear();
+  pending_copy_taken_.clear();
+  grad_multiplier_ = Tensor();
+  ++steps_;
   prof.done_work(DType::f32);  // the update math and the state are f32
 }
 

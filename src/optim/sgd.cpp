@@ -33,19 +33,23 @@ SGD::SGD(std::vector<Tensor> params, SgdOptions options, OptimizerOptions common
   for (std::size_t i = 0; i < momentum_.size(); ++i) momentum_[i] = add_state(i, "momentum_buffer");
 }
 
-void SGD::update(std::size_t i, const Tensor& grad, std::int64_t param_step) {
-  kernels::OptimArrays a = detail::optim_arrays(*this, i, grad);
-  if (momentum_[i].defined()) a.state0 = static_cast<float*>(momentum_[i].data_ptr());
-  kernels::SgdScalars s{};
-  s.lr = static_cast<float>(param_lr(i));
-  s.momentum = hyper_.momentum;
-  s.one_minus_dampening = static_cast<float>(1.0 - static_cast<double>(hyper_.dampening));
-  s.weight_decay = param_weight_decay(i, hyper_.weight_decay);
-  s.nesterov = hyper_.nesterov ? 1 : 0;
-  // PyTorch keeps the buffer as None until a parameter's first update, then clones g into it.
-  s.first_step = param_step == 1 ? 1 : 0;
-  kernels::sgd_update(a, s, numel(i), rng_stream(i, param_step));
-  if (momentum_[i].defined()) momentum_[i].bump_version();
+void SGD::update(const std::vector<ParamUpdate>& updates) {
+  const auto complete = [&](const ParamUpdate& u, kernels::OptimArrays& a, kernels::SgdScalars& s) {
+    const std::size_t i = u.index;
+    if (momentum_[i].defined()) a.state0 = static_cast<float*>(momentum_[i].data_ptr());
+    s.lr = static_cast<float>(param_lr(i));
+    s.momentum = hyper_.momentum;
+    s.one_minus_dampening = static_cast<float>(1.0 - static_cast<double>(hyper_.dampening));
+    s.weight_decay = param_weight_decay(i, hyper_.weight_decay);
+    s.nesterov = hyper_.nesterov ? 1 : 0;
+    // PyTorch keeps the buffer as None until a parameter's first update, then clones g into it.
+    s.first_step = u.param_step == 1 ? 1 : 0;
+  };
+  detail::update_in_batches<kernels::SgdScalars>(*this, updates, complete,
+                                                 kernels::sgd_update_batch);
+  for (const ParamUpdate& u : updates) {
+    if (momentum_[u.index].defined()) momentum_[u.index].bump_version();
+  }
 }
 
 }  // namespace mixprec::optim

@@ -104,6 +104,9 @@ struct TrainStep::State {
   int micro = 0;              // micro-batches accumulated since the last unscale_and_clip
   // Whether the step whose unscale_and_clip is the `unscale`-th gets an injected Inf (on some rank).
   bool injects_at(std::int64_t unscale) const { return inject.every > 0 && unscale % inject.every == 0; }
+  // The clipping coefficient unscale_and_clip measured, which apply()'s optimizer pass multiplies
+  // into every gradient (undefined: nothing to clip, or sharded, which clips in place).
+  Tensor clip_coef;
 };
 
 TrainStep::TrainStep(nn::Module& model, const StepConfig& config, const dist::Communicator* comm)
@@ -235,7 +238,11 @@ Tensor TrainStep::unscale_and_clip() {
   if (s.sync) s.sync->average();
   s.scaler->unscale(*s.optimizer);
   const float bound = s.config.clip > 0 ? s.config.clip : std::numeric_limits<float>::infinity();
-  if (!s.sharded()) return optim::clip_grad_norm_tensor(s.optimizer->params(), bound);
+  if (!s.sharded()) {
+    optim::ClipCoefficient clip = optim::clip_grad_norm_coefficient(s.optimizer->params(), bound);
+    s.clip_coef = std::move(clip.coef);
+    return clip.total;
+  }
   // Sharded: each rank checked and measures only its share; the job's verdict and norm are
   // the maximum and the sum over the ranks.
   const dist::Communicator& comm = *s.comm;
@@ -255,7 +262,8 @@ bool TrainStep::apply() {
   // backward ran at.
   const std::int64_t step = s.optimizer->steps() + s.scaler->stats().skipped_steps;
   const double scale = s.scaler->get_scale();
-  const bool applied = s.scaler->step(*s.optimizer);
+  const bool applied = s.scaler->step(*s.optimizer, s.clip_coef);
+  s.clip_coef = Tensor();
   // Every rank made the same decision (agreed found-inf), so all or none gather.
   if (s.sharded() && applied) s.shards->gather_parameters(s.sync->bucket());
   s.scaler->update();

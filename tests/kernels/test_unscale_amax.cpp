@@ -9,6 +9,8 @@
 #include <bit>
 #include <cmath>
 #include <cstdint>
+#include <string>
+#include <cstring>
 #include <limits>
 #include <random>
 #include <vector>
@@ -220,6 +222,66 @@ TEST(UnscaleAmax, SixteenBitGradients) {
     std::vector<std::uint16_t> out(g.size());
     EXPECT_TRUE(unscale_16bit_ref(g.data(), out.data(), g.size(), 1.0f, dtype, &amax));
     EXPECT_EQ(amax, dtype == kUnscaleF16 ? 40000.0f : 39936.0f);  // NaN left out
+  }
+}
+
+// The multi-tensor unscale: a batch of gradients of every dtype and size (empty ones, one past
+// the OpenMP threshold, an Inf in one of them or none) gives each gradient the bits one unscale
+// call per gradient gives it, the same flag and the same amax, on the reference and on every
+// target; the flag is left alone when nothing is found.
+TEST(UnscaleAmax, BatchEqualsOneCallPerGradient) {
+  const int dtypes[] = {kUnscaleF32, kUnscaleBF16, kUnscaleF16};
+  for (const bool poison : {false, true}) {
+    std::vector<std::vector<std::uint8_t>> start;
+    std::vector<int> kinds;
+    std::vector<std::size_t> counts;
+    for (std::size_t k = 0; k < 12; ++k) {
+      const std::size_t n = kSizes[(3 * k + 1) % std::size(kSizes)];
+      const int dtype = dtypes[k % 3];
+      std::vector<float> g = random_grads(n, static_cast<std::uint32_t>(70 + k));
+      for (float& x : g) x = std::ldexp(x, -110);  // below 2^11: finite in f16 too
+      if (poison && k == 7 && n > 3) g[n / 2] = kInf;
+      std::vector<std::uint8_t> bytes(n * (dtype == kUnscaleF32 ? 4 : 2));
+      for (std::size_t i = 0; i < n; ++i) {
+        if (dtype == kUnscaleF32) {
+          std::memcpy(bytes.data() + 4 * i, &g[i], 4);
+        } else {
+          const std::uint16_t h = dtype == kUnscaleBF16 ? f32_to_bf16_bits(g[i]) : f32_to_f16_bits(g[i]);
+          std::memcpy(bytes.data() + 2 * i, &h, 2);
+        }
+      }
+      start.push_back(std::move(bytes));
+      kinds.push_back(dtype);
+      counts.push_back(n);
+    }
+    const float inv = 1.0f / 3000.0f;
+    // One call per gradient, through the reference.
+    auto want = start;
+    float want_flag = 0.0f, want_amax = 0.25f;
+    for (std::size_t k = 0; k < want.size(); ++k) {
+      ref::unscale(want[k].data(), kinds[k], counts[k], inv, &want_flag, &want_amax);
+    }
+    EXPECT_EQ(want_flag, poison ? 1.0f : 0.0f);
+    const auto batched = [&](void (*entry)(const UnscaleBatch&), const std::string& where) {
+      auto got = start;
+      float flag = 0.0f, amax = 0.25f;
+      UnscaleBatch batch{};
+      batch.inv = inv;
+      batch.found_inf = &flag;
+      batch.amax = &amax;
+      for (std::size_t k = 0; k < got.size(); ++k) {
+        batch.runs[batch.size++] = {got[k].data(), kinds[k], counts[k]};
+      }
+      entry(batch);
+      EXPECT_EQ(flag, want_flag) << where;
+      EXPECT_EQ(bits(amax), bits(want_amax)) << where;
+      for (std::size_t k = 0; k < got.size(); ++k) EXPECT_EQ(got[k], want[k]) << where << ", gradient " << k;
+    };
+    batched(&ref::unscale_batch, "reference");
+    for (const Isa isa : ktest::isas_to_test()) {
+      IsaCap cap(isa);
+      batched(&cpu::unscale_batch, std::string(name(isa)) + " (" + simd_target() + ")");
+    }
   }
 }
 

@@ -4,6 +4,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
+#include <memory>
+#include <cstring>
 #include <limits>
 #include <string>
 #include <vector>
@@ -11,7 +14,9 @@
 #include "mixprec/core/cpu_features.h"
 #include "mixprec/core/error.h"
 #include "mixprec/tensor/tensor.h"
+#include "mixprec/optim/adam.h"
 #include "mixprec/optim/clip_grad.h"
+#include "mixprec/optim/sgd.h"
 
 namespace mixprec::optim {
 namespace {
@@ -201,6 +206,105 @@ TEST(ClipGrad, NonFiniteTotalLeavesGradientsOrThrowsWhenAsked) {
       }
     }
   }
+}
+
+/// Raw bits of every element of t (to compare NaN payloads and signed zeros too).
+std::vector<std::uint32_t> bits_of(const Tensor& t) {
+  std::vector<std::uint32_t> out;
+  for (float v : t.to_vector()) {
+    std::uint32_t b = 0;
+    std::memcpy(&b, &v, 4);
+    out.push_back(b);
+  }
+  return out;
+}
+
+/// Parameters of every kind an optimizer updates (f32, bf16 and f16, the 16-bit ones with f32
+/// masters) with gradients of their dtypes, the same values for every `seed`.
+std::vector<Tensor> optimizable_params() {
+  std::vector<Tensor> params;
+  const DType dtypes[] = {DType::f32, DType::bf16, DType::f16, DType::f32};
+  const Shape shapes[] = {{40, 130}, {37}, {4, 33}, {70001}};
+  for (std::size_t i = 0; i < std::size(dtypes); ++i) {
+    Tensor p = Tensor::randn(shapes[i], 10 + i, dtypes[i], 0.0f, 0.5f);
+    p.set_requires_grad();
+    params.push_back(p);
+  }
+  return params;
+}
+
+void set_grads(const std::vector<Tensor>& params, std::uint64_t seed, float stddev) {
+  for (std::size_t i = 0; i < params.size(); ++i) {
+    params[i].set_grad(Tensor::randn(params[i].shape(), seed + i, params[i].dtype(), 0.0f, stddev));
+  }
+}
+
+// The training step's clipping: the coefficient multiplied into the gradients inside the
+// optimizer's update pass gives the bits of clipping them in place and then stepping
+// (parameters, masters and every state tensor), and leaves the gradients as they were; with
+// the norm above max_norm, below it (coefficient 1) and not finite (coefficient 1: the step
+// would be skipped by a scaler, but without one the update still runs), for Adam, AdamW and SGD.
+TEST(ClipGrad, CoefficientInTheUpdateEqualsClippingThenStepping) {
+  for (const int kind : {0, 1, 2}) {
+    for (const float max_norm : {0.5f, 1e6f, 2.0f}) {
+      const bool poison = max_norm == 2.0f;  // an Inf gradient element: a non-finite total
+      std::vector<Tensor> in_place = optimizable_params(), folded = optimizable_params();
+      const auto make = [&](const std::vector<Tensor>& p) -> std::unique_ptr<Optimizer> {
+        if (kind == 0) return std::make_unique<Adam>(p, AdamOptions{.lr = 1e-2f, .weight_decay = 0.01f});
+        if (kind == 1) return std::make_unique<AdamW>(p, AdamWOptions{.lr = 1e-2f, .weight_decay = 0.1f});
+        return std::make_unique<SGD>(p, SgdOptions{.lr = 0.1f, .momentum = 0.9f, .nesterov = true});
+      };
+      auto a = make(in_place), b = make(folded);
+      for (int step = 0; step < 3; ++step) {
+        set_grads(in_place, 100 + 10 * step, 0.3f);
+        set_grads(folded, 100 + 10 * step, 0.3f);
+        if (poison) {
+          for (const auto& params : {in_place, folded}) {
+            std::vector<float> g = params[0].grad().to_vector();
+            g[7] = kInf;
+            params[0].set_grad(Tensor::from_vector(g, params[0].shape()));
+          }
+        }
+        const auto grads_before = grad_values(folded);
+        const Tensor total_a = clip_grad_norm_tensor(in_place, max_norm);
+        a->step();
+        const ClipCoefficient clip = clip_grad_norm_coefficient(folded, max_norm);
+        ASSERT_TRUE(clip.coef.defined());
+        b->step(clip.coef);
+        const std::string what = "optimizer " + std::to_string(kind) + ", max_norm " +
+                                 std::to_string(max_norm) + ", step " + std::to_string(step);
+        EXPECT_EQ(bits_of(clip.total), bits_of(total_a)) << what;
+        for (std::size_t i = 0; i < folded.size(); ++i) {
+          EXPECT_EQ(bits_of(folded[i]), bits_of(in_place[i])) << what << ", param " << i;
+          if (a->master(i).defined()) {
+            EXPECT_EQ(bits_of(b->master(i)), bits_of(a->master(i))) << what << ", master " << i;
+          }
+          const std::vector<float> g = folded[i].grad().to_vector();
+          for (std::size_t j = 0; j < g.size(); ++j) {
+            ASSERT_TRUE(g[j] == grads_before[i][j] || (std::isnan(g[j]) && std::isnan(grads_before[i][j])))
+                << what << ": the gradient of param " << i << " changed at " << j;
+          }
+        }
+        const auto state_a = a->state_tensors(), state_b = b->state_tensors();
+        ASSERT_EQ(state_a.size(), state_b.size());
+        for (std::size_t k = 0; k < state_a.size(); ++k) {
+          EXPECT_EQ(bits_of(state_b[k].second), bits_of(state_a[k].second)) << what << ", " << state_a[k].first;
+        }
+      }
+    }
+  }
+}
+
+TEST(ClipGrad, CoefficientIsUndefinedWithoutABoundAndStepRejectsABadMultiplier) {
+  std::vector<Tensor> params = optimizable_params();
+  set_grads(params, 5, 1.0f);
+  const ClipCoefficient clip = clip_grad_norm_coefficient(params, kInf);
+  EXPECT_FALSE(clip.coef.defined());
+  EXPECT_TRUE(std::isfinite(clip.total.item()));
+  Adam adam(params, AdamOptions{});
+  EXPECT_THROW(adam.step(Tensor::full({2}, 0.5f)), ValueError);
+  EXPECT_THROW(adam.step(Tensor::full({}, 0.5f, DType::bf16)), ValueError);
+  EXPECT_EQ(adam.steps(), 0);
 }
 
 TEST(ClipGrad, ClipValueClampsEveryDtype) {

@@ -348,6 +348,141 @@ TEST(OptimKernels, SixteenBitRoundingAndWideningMatchReferenceForEveryPattern) {
   }
 }
 
+/// Element i of a dtype byte buffer, widened to f32.
+float get(const std::vector<std::uint8_t>& bytes, int dtype, std::size_t i) {
+  if (dtype == kOptimF32) {
+    float v = 0;
+    std::memcpy(&v, bytes.data() + 4 * i, 4);
+    return v;
+  }
+  std::uint16_t h = 0;
+  std::memcpy(&h, bytes.data() + 2 * i, 2);
+  return dtype == kOptimBF16 ? bf16_bits_to_f32(h) : f16_bits_to_f32(h);
+}
+
+// A gradient multiplier m (the clipping coefficient folded into the update) gives the bits of
+// multiplying the gradient first in a pass of its own (widen, one f32 product, round to the
+// gradient's dtype) and then updating, and leaves the gradient as it was: for every write mode
+// and gradient dtype; for m = 1, an ordinary factor, one that flushes small gradients to zero
+// and one that overflows 16-bit gradients to Inf; on the reference and on every target.
+TEST(OptimKernels, GradMultiplierMatchesScalingTheGradientFirst) {
+  const std::size_t n = 40007;
+  const AdamScalars s = adam_scalars(kAdamVariants[2], 2);
+  for (const WriteConfig& w : kWrites) {
+    for (const int grad : kGradDTypes) {
+      for (const float m : {1.0f, 0.3f, 1e-30f, 3e4f}) {
+        Arrays start = make_arrays(n, w, grad, true, true);
+        set_grads(start, n, 2);
+        Arrays scaled_first = start;
+        for (std::size_t i = 0; i < n; ++i) put(scaled_first.grad, grad, i, get(start.grad, grad, i) * m);
+        ref::adam_update(scaled_first.view(), s, n, 5);
+        const std::string what = std::string(w.label) + ", grad " + dtype_name(grad) +
+                                 ", m " + std::to_string(m);
+        Arrays got = start;
+        OptimArrays a = got.view();
+        a.grad_multiplier = &m;
+        ref::adam_update(a, s, n, 5);
+        EXPECT_TRUE(got == scaled_first) << "reference, " << what;
+        EXPECT_EQ(got.grad, start.grad) << "the gradient was written, " << what;
+        for (const Isa isa : isas_to_test()) {
+          IsaCap cap(isa);
+          Arrays simd = start;
+          OptimArrays b = simd.view();
+          b.grad_multiplier = &m;
+          cpu::adam_update(b, s, n, 5);
+          EXPECT_TRUE(simd == scaled_first) << name(isa) << " (" << simd_target() << "), " << what;
+          EXPECT_EQ(simd.grad, start.grad) << name(isa) << ", " << what;
+        }
+      }
+    }
+  }
+}
+
+// The multi-tensor entries update every run of a batch exactly as the single-tensor entry
+// updates it alone (the same bits), on the reference and on every target, whatever the batch
+// mixes: write modes, gradient dtypes, sizes from 0 to several chunks, per-run scalars (each its
+// own step), RNG streams, multipliers and a 16-bit copy; and they touch nothing else (the guard
+// element past each run's end is compared too).
+TEST(OptimKernels, BatchUpdatesEveryRunAsTheSingleTensorEntryDoes) {
+  struct RunCase {
+    const WriteConfig* w;
+    int grad, t;
+    std::size_t n;
+  };
+  std::vector<RunCase> cases;
+  const std::size_t sizes[] = {40007, 0, 1, 17, 33, 16384, 5, 70001};
+  for (const WriteConfig& w : kWrites) {
+    for (const int grad : kGradDTypes) {
+      const std::size_t k = cases.size();
+      cases.push_back({&w, grad, 1 + static_cast<int>(k % 3), sizes[k % std::size(sizes)]});
+    }
+  }
+  const float multiplier = 0.75f;
+  const auto multiplied = [](std::size_t k) { return k % 4 == 3; };
+  for (const bool adam : {false, true}) {
+    std::vector<Arrays> start;
+    for (const RunCase& c : cases) {
+      start.push_back(make_arrays(c.n, *c.w, c.grad, true, adam));
+      set_grads(start.back(), c.n, c.t);
+    }
+    const SgdVariant& sgd = kSgdVariants[7];  // Nesterov with weight decay
+    const AdamVariant& adamw = kAdamVariants[2];
+    // Each run alone, through the single-tensor reference entry.
+    std::vector<Arrays> want = start;
+    for (std::size_t k = 0; k < cases.size(); ++k) {
+      OptimArrays a = want[k].view();
+      if (multiplied(k)) a.grad_multiplier = &multiplier;
+      const std::uint64_t stream = 900 + k;
+      if (adam) {
+        ref::adam_update(a, adam_scalars(adamw, cases[k].t), cases[k].n, stream);
+      } else {
+        ref::sgd_update(a, sgd_scalars(sgd, cases[k].t), cases[k].n, stream);
+      }
+    }
+    // Every run of `got` into one batch, each with its scalars, multiplier and stream.
+    const auto fill = [&](auto& batch, std::vector<Arrays>& got, auto scalars_of) {
+      for (std::size_t k = 0; k < cases.size(); ++k) {
+        auto& run = batch.runs[batch.size++];
+        run.arrays = got[k].view();
+        if (multiplied(k)) run.arrays.grad_multiplier = &multiplier;
+        run.scalars = scalars_of(cases[k].t);
+        run.count = cases[k].n;
+        run.rng_stream = 900 + k;
+      }
+    };
+    const auto batched = [&](auto entry) {
+      std::vector<Arrays> got = start;
+      if (adam) {
+        auto batch = std::make_unique<AdamBatch>();
+        fill(*batch, got, [&](int t) { return adam_scalars(adamw, t); });
+        entry.adam(*batch);
+      } else {
+        auto batch = std::make_unique<SgdBatch>();
+        fill(*batch, got, [&](int t) { return sgd_scalars(sgd, t); });
+        entry.sgd(*batch);
+      }
+      return got;
+    };
+    struct Entries {
+      void (*sgd)(const SgdBatch&);
+      void (*adam)(const AdamBatch&);
+    };
+    const auto compare = [&](const std::vector<Arrays>& got, const std::string& where) {
+      for (std::size_t k = 0; k < cases.size(); ++k) {
+        EXPECT_TRUE(got[k] == want[k]) << where << ", " << (adam ? "AdamW" : "SGD") << " run " << k
+                                       << ": " << cases[k].w->label << ", grad "
+                                       << dtype_name(cases[k].grad) << ", n " << cases[k].n;
+      }
+    };
+    compare(batched(Entries{&ref::sgd_update_batch, &ref::adam_update_batch}), "reference");
+    for (const Isa isa : isas_to_test()) {
+      IsaCap cap(isa);
+      compare(batched(Entries{&cpu::sgd_update_batch, &cpu::adam_update_batch}),
+              std::string(name(isa)) + " (" + simd_target() + ")");
+    }
+  }
+}
+
 TEST(OptimKernels, VerboseNamesTheTargetThatRan) {
   std::set<std::string> targets;
   for (const Isa isa : isas_to_test()) {

@@ -294,6 +294,52 @@ TEST(OptimState, NamesAreStableAndMismatchesThrow) {
   EXPECT_THROW(adam.load_state(bad), StateError);
 }
 
+// step() updates its parameters in multi-tensor kernel calls of 48: with 100 parameters of
+// mixed dtypes and sizes in two groups (two learning rates), some without a gradient at some
+// steps (their own step counts, so their own bias corrections), every parameter ends with the
+// bits of an optimizer of its own, which updates it alone.
+TEST(OptimBatching, ManyParametersEqualOneOptimizerEach) {
+  constexpr std::size_t kParams = 100;
+  const auto make_params = [] {
+    std::vector<Tensor> params;
+    for (std::size_t i = 0; i < kParams; ++i) {
+      const DType dtype = i % 3 == 0 ? DType::bf16 : i % 3 == 1 ? DType::f32 : DType::f16;
+      Tensor p = Tensor::randn({static_cast<std::int64_t>(1 + (i * 37) % 300)}, 1000 + i, dtype, 0.0f, 0.5f);
+      p.set_requires_grad();
+      params.push_back(p);
+    }
+    return params;
+  };
+  const std::vector<Tensor> together = make_params(), alone = make_params();
+  AdamW all(together, AdamWOptions{.lr = 1e-2f, .weight_decay = 0.1f});
+  std::vector<ParamGroup> groups(2);
+  groups[0].name = "slow";
+  groups[1].name = "fast";
+  groups[1].lr_scale = 3.0f;
+  for (std::size_t i = 0; i < kParams; ++i) groups[i % 2].params.push_back(together[i]);
+  all.set_param_groups(groups);
+  std::vector<std::unique_ptr<AdamW>> each;
+  for (std::size_t i = 0; i < kParams; ++i) {
+    each.push_back(std::make_unique<AdamW>(std::vector<Tensor>{alone[i]},
+                                           AdamWOptions{.lr = i % 2 ? 3e-2f : 1e-2f, .weight_decay = 0.1f}));
+  }
+  for (int step = 0; step < 3; ++step) {
+    for (std::size_t i = 0; i < kParams; ++i) {
+      const bool skipped = (i + static_cast<std::size_t>(step)) % 7 == 0;
+      const Tensor g = Tensor::randn(together[i].shape(), 50 * step + i, together[i].dtype(), 0.0f, 0.2f);
+      together[i].set_grad(skipped ? Tensor() : g);
+      alone[i].set_grad(skipped ? Tensor() : g.clone());
+    }
+    all.step();
+    for (auto& opt : each) opt->step();
+    for (std::size_t i = 0; i < kParams; ++i) {
+      const std::vector<float> a = together[i].to_vector(), b = alone[i].to_vector();
+      ASSERT_EQ(0, std::memcmp(a.data(), b.data(), a.size() * sizeof(float)))
+          << "parameter " << i << " after step " << step;
+    }
+  }
+}
+
 TEST(OptimNoGrad, ParameterWithoutGradientIsUntouched) {
   Tensor p = leaf({1.0f, -2.0f, 3.0f});
   Tensor q = leaf({4.0f, 5.0f}, DType::bf16);

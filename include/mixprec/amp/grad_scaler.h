@@ -177,9 +177,10 @@ class GradScaler {
                                 const std::function<std::pair<bool, float>(bool, float)>& combine);
 
   /// Unscales the optimizer's gradients if unscale() was not called this iteration, then calls
-  /// optimizer.step() unless they held Inf/NaN. Returns whether the step ran. StateError if
-  /// called twice for this optimizer before update(). Disabled: steps and returns true.
-  bool step(optim::Optimizer& optimizer);
+  /// optimizer.step(grad_multiplier) unless they held Inf/NaN (grad_multiplier: the clipping
+  /// coefficient, or undefined; see Optimizer::step). Returns whether the step ran. StateError
+  /// if called twice for this optimizer before update(). Disabled: steps and returns true.
+  bool step(optim::Optimizer& optimizer, const Tensor& grad_multiplier = Tensor());
 
   /// Ends the iteration: with no argument, applies the mode's rule (dynamic: backoff if any
   /// optimizer found Inf/NaN this iteration, subject to hysteresis; growth after growth_interval

@@ -30,7 +30,7 @@ class Adam : public Optimizer {
   const AdamOptions& hyper() const noexcept { return hyper_; }
 
  protected:
-  void update(std::size_t i, const Tensor& grad, std::int64_t param_step) override;
+  void update(const std::vector<ParamUpdate>& updates) override;
 
  private:
   AdamOptions hyper_;

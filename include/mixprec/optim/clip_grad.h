@@ -37,10 +37,24 @@ float clip_grad_norm(const std::vector<Tensor>& params, float max_norm, float no
 
 /// clip_grad_norm without a host read: the total comes back as a 0-d f32 tensor on the
 /// gradients' device and the coefficient is applied there (a non-finite total leaves the
-/// gradients untouched through a device-side select). What the training step uses, so that the
-/// norm crosses to the host only when a log needs it.
+/// gradients untouched through a device-side select), so that the norm crosses to the host only
+/// when a log needs it.
 Tensor clip_grad_norm_tensor(const std::vector<Tensor>& params, float max_norm,
                              float norm_type = 2.0f);
+
+/// clip_grad_norm_tensor's norm and coefficient without its scaling pass: `total` as that
+/// function returns it, and `coef` = min(max_norm / (total + 1e-6), 1) in f32 (1 for a non-finite
+/// total), both 0-d f32 tensors on the gradients' device; coef is undefined when max_norm is
+/// infinite (nothing to clip). The gradients are not changed: pass coef to
+/// Optimizer::step(coef), which multiplies each gradient element by it inside the update pass,
+/// with the same bits as clip_grad_norm_tensor followed by step(), one read and one write of
+/// every gradient fewer. What the training step uses.
+struct ClipCoefficient {
+  Tensor total;
+  Tensor coef;
+};
+ClipCoefficient clip_grad_norm_coefficient(const std::vector<Tensor>& params, float max_norm,
+                                           float norm_type = 2.0f);
 
 /// Clamps every element of every defined gradient of `params` to [-clip_value, clip_value] in
 /// place (a bound not representable in a 16-bit gradient's dtype is rounded to nearest even);

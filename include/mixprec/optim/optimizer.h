@@ -16,8 +16,18 @@ struct OptimArrays;
 
 namespace mixprec::optim {
 class Optimizer;
+
+/// One parameter that Optimizer::step() updates: what it hands the subclass's update().
+struct ParamUpdate {
+  std::size_t index;         ///< the parameter's position in params()
+  Tensor grad;               ///< its gradient, contiguous and shape-checked
+  std::int64_t param_step;   ///< the update this is for that parameter (1 for the first)
+  std::size_t count;         ///< its elements
+  std::uint64_t rng_stream;  ///< the stream of its stochastic rounding at this update
+};
+
 namespace detail {
-kernels::OptimArrays optim_arrays(const Optimizer& opt, std::size_t i, const Tensor& grad);
+kernels::OptimArrays optim_arrays(const Optimizer& opt, const ParamUpdate& u);
 }  // namespace detail
 
 /// How 16-bit (bf16/f16) parameters are updated; f32 parameters are always updated in place.
@@ -66,8 +76,15 @@ class Optimizer {
 
   /// Applies one update to every parameter that has a gradient (others are left untouched and
   /// their per-parameter step count does not advance, as in PyTorch); bumps their versions.
-  /// All gradients are validated (shape) before any parameter changes.
-  virtual void step();
+  /// All gradients are validated (shape) before any parameter changes. The parameters are
+  /// updated in multi-tensor kernel calls (kernels::adam_update_batch and sgd_update_batch:
+  /// one launch per 48 parameters on a GPU, all threads over all parameters on a CPU).
+  ///
+  /// grad_multiplier: undefined, or a 0-d f32 tensor on the gradients' device whose value
+  /// multiplies every gradient inside the update pass, rounded as a pass of its own would round
+  /// it into the gradient (what clip_grad_norm_coefficient returns: the clipping coefficient,
+  /// applied without a read and write of every gradient). The gradients are not changed.
+  void step(const Tensor& grad_multiplier = Tensor());
   /// Clears every gradient (sets it undefined), so the next backward starts from nothing.
   void zero_grad();
 
@@ -129,9 +146,10 @@ class Optimizer {
   /// storage) and lr; creates the fp32 masters. `name` prefixes every error message.
   Optimizer(std::string name, std::vector<Tensor> params, float lr, OptimizerOptions options);
 
-  /// Updates parameter i with its (contiguous, shape-checked) gradient; `param_step` counts this
-  /// update (1 for the first). Called by step(), which bumps the parameter's version afterwards.
-  virtual void update(std::size_t i, const Tensor& grad, std::int64_t param_step) = 0;
+  /// Updates every listed parameter (their arrays: detail::optim_arrays; batched kernel calls:
+  /// optim/batched_update.h) and bumps the versions of the optimizer's own state. Called by
+  /// step(), which bumps the parameters' and masters' versions afterwards.
+  virtual void update(const std::vector<ParamUpdate>& updates) = 0;
 
   /// A zero-filled f32 state tensor for parameter i, shaped like it, filed under optimizer_state
   /// and listed by state_tensors() as "param.<i>.<buffer>" (load_state writes into it in place).
@@ -153,13 +171,14 @@ class Optimizer {
   std::vector<std::size_t> param_group_;    ///< per param: its group
   std::vector<double> group_lr_scale_{1.0};  ///< per group
   std::vector<double> group_weight_decay_{-1.0};  ///< per group; < 0: the optimizer's own
-  // The 16-bit weight copy (amp::WeightCopies, mixprec/runtime/weight_copies.h: the store lent
-  // to this thread) that the update running now may write in its pass, and whether the update
-  // took it (optim_arrays sets it); step() then marks the copy current at the parameter's new
-  // version.
-  Tensor pending_copy_;
-  mutable bool pending_copy_taken_ = false;
-  friend kernels::OptimArrays detail::optim_arrays(const Optimizer&, std::size_t, const Tensor&);
+  // Per parameter, during step(): the 16-bit weight copy (amp::WeightCopies,
+  // mixprec/runtime/weight_copies.h: the store lent to this thread) that its update may write in
+  // its pass, and whether the update took it (optim_arrays sets it); step() then marks the copy
+  // current at the parameter's new version.
+  std::vector<Tensor> pending_copies_;
+  mutable std::vector<char> pending_copy_taken_;
+  Tensor grad_multiplier_;  ///< step()'s argument while it runs
+  friend kernels::OptimArrays detail::optim_arrays(const Optimizer&, const ParamUpdate&);
 };
 
 }  // namespace mixprec::optim

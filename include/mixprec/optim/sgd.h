@@ -27,7 +27,7 @@ class SGD : public Optimizer {
   const SgdOptions& hyper() const noexcept { return hyper_; }
 
  protected:
-  void update(std::size_t i, const Tensor& grad, std::int64_t param_step) override;
+  void update(const std::vector<ParamUpdate>& updates) override;
 
  private:
   SgdOptions hyper_;

@@ -108,7 +108,9 @@ class TrainStep {
   /// autocast off. Returns the loss value (as loss.item() read it, before scaling).
   double accumulate(const std::function<Tensor()>& forward_loss);
   /// After the micro-batches: averages the gradients over the ranks (data parallel), unscales
-  /// them and measures their global norm, clipping it when clip > 0. Returns the norm (Inf/NaN
+  /// them and measures their global norm, and when clip > 0 the clipping coefficient, which
+  /// apply()'s optimizer pass multiplies into the gradients (the gradients themselves stay
+  /// unclipped in between; sharded, they are clipped in place). Returns the norm (Inf/NaN
   /// when the step will be skipped) as a 0-d f32 tensor where the gradients live: reading it is
   /// the caller's choice (one download), so a step needs no host read for it.
   Tensor unscale_and_clip();

@@ -8,8 +8,10 @@
 #include <algorithm>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "kernels/cpu/dispatch_util.h"
+#include "kernels/cpu/run_pieces.h"
 #include "mixprec/core/dtype.h"
 #include "mixprec/core/error.h"
 #include "mixprec/core/random.h"
@@ -70,27 +72,52 @@ void check(const OptimArrays& a, bool needs_state0, bool needs_state1) {
 template <class Scalars>
 using Kernel = void (*)(const OptimArrays&, const Scalars&, std::size_t);
 
+/// Runs `kernel` over elements [begin, begin + count) of `a`, feeding a stochastic write its
+/// random bits block by block.
+template <class Scalars>
+void run_piece(const OptimArrays& a, const Scalars& s, std::size_t begin, std::size_t count,
+               std::uint64_t stream, Kernel<Scalars> kernel) {
+  if (a.write != kWriteStochastic) {
+    kernel(advance(a, begin), s, count);
+    return;
+  }
+  std::uint32_t random[kRandomBlock];
+  for (std::size_t at = begin; at < begin + count; at += kRandomBlock) {
+    const std::size_t block = std::min(kRandomBlock, begin + count - at);
+    fill_random_bits(stream, at, random, block);
+    OptimArrays part = advance(a, at);
+    part.random = random;
+    kernel(part, s, block);
+  }
+}
+
 template <class Scalars>
 void run(const char* op, const OptimArrays& a, const Scalars& s, std::size_t n,
          std::uint64_t stream, Kernel<Scalars> kernel) {
   if (verbose_enabled()) log_simd(op, describe(a));
-  const bool stochastic = a.write == kWriteStochastic;
   parallel_chunks(static_cast<std::int64_t>(n), kChunk, [&](std::int64_t first, std::int64_t len) {
-    const auto begin = static_cast<std::size_t>(first);
-    const auto count = static_cast<std::size_t>(len);
-    if (!stochastic) {
-      kernel(advance(a, begin), s, count);
-      return;
-    }
-    std::uint32_t random[kRandomBlock];
-    for (std::size_t at = begin; at < begin + count; at += kRandomBlock) {
-      const std::size_t block = std::min(kRandomBlock, begin + count - at);
-      fill_random_bits(stream, at, random, block);
-      OptimArrays part = advance(a, at);
-      part.random = random;
-      kernel(part, s, block);
-    }
+    run_piece(a, s, static_cast<std::size_t>(first), static_cast<std::size_t>(len), stream, kernel);
   });
+}
+
+/// Every run of a batch cut into pieces of at most kChunk elements, all pieces over the threads
+/// together (run_pieces.h). A piece is the same element range run() would give the kernel (or a
+/// part of one), so every element gets the same bits.
+template <class Scalars>
+void run_batch(const char* op, const OptimBatch<Scalars>& b, Kernel<Scalars> kernel) {
+  MIXPREC_ASSERT(b.size >= 0 && b.size <= kOptimBatchRuns);
+  if (verbose_enabled()) {
+    for (int r = 0; r < b.size; ++r) log_simd(op, describe(b.runs[r].arrays));
+  }
+  std::size_t total = 0;
+  const std::vector<RunPiece> pieces = cut_into_pieces(
+      b.size, [&](int r) { return b.runs[r].count; }, static_cast<std::size_t>(kChunk), &total);
+  parallel_for(static_cast<std::int64_t>(pieces.size()),
+               total >= static_cast<std::size_t>(kParallelMinWork), [&](std::int64_t k) {
+                 const RunPiece& p = pieces[static_cast<std::size_t>(k)];
+                 const OptimRun<Scalars>& run = b.runs[p.run];
+                 run_piece(run.arrays, run.scalars, p.begin, p.count, run.rng_stream, kernel);
+               });
 }
 
 }  // namespace
@@ -104,6 +131,18 @@ void adam_update(const OptimArrays& a, const AdamScalars& s, std::size_t n,
                  std::uint64_t rng_stream) {
   check(a, true, true);
   run<AdamScalars>("adam", a, s, n, rng_stream, &adam_update_simd);
+}
+
+void sgd_update_batch(const SgdBatch& batch) {
+  for (int r = 0; r < batch.size; ++r) {
+    check(batch.runs[r].arrays, batch.runs[r].scalars.momentum != 0.0f, false);
+  }
+  run_batch<SgdScalars>("sgd", batch, &sgd_update_simd);
+}
+
+void adam_update_batch(const AdamBatch& batch) {
+  for (int r = 0; r < batch.size; ++r) check(batch.runs[r].arrays, true, true);
+  run_batch<AdamScalars>("adam", batch, &adam_update_simd);
 }
 
 }  // namespace mixprec::kernels::cpu

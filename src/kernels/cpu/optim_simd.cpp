@@ -45,6 +45,24 @@ HWY_INLINE VF Fma(VF a, VF b, VF c) {
 #endif
 }
 
+/// Gradient elements i.. as the update uses them: widened to f32 and, for a multiplier m other
+/// than 1 (loop-invariant), multiplied by m and rounded to the gradient's dtype through a stack
+/// copy (the exact conversions of convert-inl.h), the reference's grad_value.
+template <int GradT>
+HWY_INLINE VF LoadGrad(const OptimArrays& a, std::size_t i, float m) {
+  const DF df;
+  const VF g = LoadF32<GradT>(df, a.grad, i);
+  if (m == 1.0f) return g;
+  const VF scaled = hn::Mul(g, hn::Set(df, m));
+  if constexpr (GradT == kOptimF32) {
+    return scaled;
+  } else {
+    HWY_ALIGN std::uint16_t rounded[kMaxF32Lanes];
+    StoreF32<GradT>(df, scaled, rounded, 0);
+    return LoadF32<GradT>(df, rounded, 0);
+  }
+}
+
 /// The f32 value the update starts from: the master if there is one, else the parameter.
 template <int ParamT, int Write>
 HWY_INLINE VF LoadParam(const OptimArrays& a, std::size_t i) {
@@ -90,9 +108,9 @@ HWY_INLINE void StoreParam(const OptimArrays& a, std::size_t i, VF value) {
 
 template <int GradT, int ParamT, int Write>
 struct SgdStep {
-  static HWY_INLINE void Apply(const OptimArrays& a, const SgdScalars& s, std::size_t i) {
+  static HWY_INLINE void Apply(const OptimArrays& a, const SgdScalars& s, float mult, std::size_t i) {
     const DF df;
-    VF g = LoadF32<GradT>(DF(), a.grad, i);
+    VF g = LoadGrad<GradT>(a, i, mult);
     const VF p = LoadParam<ParamT, Write>(a, i);
     // Skipped when 0, as the reference: 0 * Inf would turn an Inf parameter's gradient into NaN.
     if (s.weight_decay != 0.0f) g = Fma(hn::Set(df, s.weight_decay), p, g);
@@ -112,9 +130,9 @@ struct SgdStep {
 
 template <int GradT, int ParamT, int Write>
 struct AdamStep {
-  static HWY_INLINE void Apply(const OptimArrays& a, const AdamScalars& s, std::size_t i) {
+  static HWY_INLINE void Apply(const OptimArrays& a, const AdamScalars& s, float mult, std::size_t i) {
     const DF df;
-    VF g = LoadF32<GradT>(DF(), a.grad, i);
+    VF g = LoadGrad<GradT>(a, i, mult);
     const VF p = hn::Mul(LoadParam<ParamT, Write>(a, i), hn::Set(df, s.decay));  // 1 for Adam
     if (s.l2_weight_decay != 0.0f) g = Fma(hn::Set(df, s.l2_weight_decay), p, g);
     const VF m = Fma(hn::Set(df, s.beta1), hn::LoadU(df, a.state0 + i),
@@ -137,9 +155,10 @@ void Run(const OptimArrays& arrays, const Scalars& scalars, std::size_t count) {
   // the compiler would reload them (and re-test the option branches) for every vector.
   const OptimArrays a = arrays;
   const Scalars s = scalars;
+  const float mult = a.grad_multiplier != nullptr ? *a.grad_multiplier : 1.0f;
   const std::size_t lanes = hn::Lanes(DF());
   std::size_t i = 0;
-  for (; i + lanes <= count; i += lanes) Step::Apply(a, s, i);
+  for (; i + lanes <= count; i += lanes) Step::Apply(a, s, mult, i);
   if (i == count) return;
   const std::size_t rest = count - i;
   const std::size_t param_size = a.param_dtype == kOptimF32 ? 4 : 2;
@@ -169,7 +188,7 @@ void Run(const OptimArrays& arrays, const Scalars& scalars, std::size_t count) {
     std::memcpy(random, a.random + i, rest * sizeof(std::uint32_t));
     t.random = random;
   }
-  Step::Apply(t, s, 0);
+  Step::Apply(t, s, mult, 0);
   std::memcpy(static_cast<char*>(a.param) + i * param_size, param, rest * param_size);
   if (a.master != nullptr) std::memcpy(a.master + i, master, rest * sizeof(float));
   if (a.copy != nullptr) std::memcpy(static_cast<std::uint16_t*>(a.copy) + i, copy, rest * 2);

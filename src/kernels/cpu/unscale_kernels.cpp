@@ -7,8 +7,10 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <vector>
 
 #include "kernels/cpu/dispatch_util.h"
+#include "kernels/cpu/run_pieces.h"
 #include "mixprec/core/dtype.h"
 #include "mixprec/core/error.h"
 
@@ -73,6 +75,44 @@ bool unscale_inplace(void* data, int dtype, std::size_t n, float inv, float* ama
 void unscale(void* data, int dtype, std::size_t n, float inv, float* found_inf, float* amax) {
   MIXPREC_ASSERT(found_inf != nullptr);  // the contract (unscale.h): one flag, never null
   if (unscale_inplace(data, dtype, n, inv, amax)) *found_inf = 1.0f;
+}
+
+// Every run cut into chunks, all chunks of all runs over the threads together (a model's many
+// small gradients no longer run one by one on the calling thread); the verdict is an OR and
+// amax a max, so the result is that of one unscale call per run.
+void unscale_batch(const UnscaleBatch& batch) {
+  MIXPREC_ASSERT(batch.size >= 0 && batch.size <= kUnscaleBatchRuns);
+  MIXPREC_ASSERT(batch.found_inf != nullptr);
+  MIXPREC_ASSERT(std::isfinite(batch.inv) && batch.inv != 0.0f);
+  MIXPREC_ASSERT(batch.amax == nullptr || *batch.amax >= 0.0f);  // also rejects NaN
+  for (int r = 0; r < batch.size; ++r) {
+    MIXPREC_ASSERT(batch.runs[r].dtype >= kUnscaleF32 && batch.runs[r].dtype <= kUnscaleF16);
+    log_simd("unscale", name(static_cast<DType>(batch.runs[r].dtype)));
+  }
+  std::size_t total = 0;
+  const std::vector<RunPiece> pieces =
+      cut_into_pieces(batch.size, [&](int r) { return batch.runs[r].count; }, kChunk, &total);
+  const auto count = static_cast<std::int64_t>(pieces.size());
+  const bool want_amax = batch.amax != nullptr;
+  bool found = false;
+  float a = want_amax ? *batch.amax : 0.0f;
+  const auto piece = [&](std::int64_t k, float* piece_amax) {
+    const RunPiece& p = pieces[static_cast<std::size_t>(k)];
+    const UnscaleRun& run = batch.runs[p.run];
+    return run_chunk(run.data, run.dtype, p.begin, p.count, batch.inv, piece_amax);
+  };
+  if (total < kParallelThreshold) {
+    for (std::int64_t k = 0; k < count; ++k) found = piece(k, want_amax ? &a : nullptr) || found;
+  } else {
+#pragma omp parallel for schedule(static) reduction(|| : found) reduction(max : a)
+    for (std::int64_t k = 0; k < count; ++k) {
+      float piece_amax = want_amax ? *batch.amax : 0.0f;
+      found = piece(k, want_amax ? &piece_amax : nullptr) || found;
+      a = std::max(a, piece_amax);
+    }
+  }
+  if (found) *batch.found_inf = 1.0f;
+  if (want_amax) *batch.amax = a;
 }
 
 }  // namespace mixprec::kernels::cpu

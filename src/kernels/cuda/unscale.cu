@@ -16,6 +16,7 @@
 
 #include "kernels/cuda/cuda_kernels.h"
 #include "kernels/cuda/launch.cuh"
+#include "kernels/cuda/multi_tensor.cuh"
 #include "kernels/unscale.h"
 #include "kernels/unscale_math.h"
 
@@ -101,7 +102,74 @@ void launch_unscale(void* data, std::int64_t n, float inv, float* found_inf, flo
   check_launch("unscale (amax)");
 }
 
+// ---- multi-tensor: one launch per UnscaleBatch ----
+
+/// Elements one block of a batched launch unscales.
+constexpr std::int64_t kBatchBlockElements = 16 * kThreads;
+
+struct UnscaleLaunch {
+  UnscaleBatch batch;
+  BlockPlan<kUnscaleBatchRuns> plan;
+};
+
+/// Each block unscales one chunk of one run (its dtype uniform in the block); the flag is
+/// written as unscale_kernel writes it, and each block raises *amax to its own largest |y| with
+/// an integer atomicMax: non-negative, non-NaN floats order as their bit patterns do as signed
+/// integers, and a max is order-free, so the result is deterministic and the reference's (up to
+/// the sign of a zero amax: the reference keeps a prior -0 over a +0, atomicMax takes +0).
+template <bool kAmax>
+__global__ void unscale_batch_kernel(const __grid_constant__ UnscaleLaunch l) {
+  const int b = static_cast<int>(blockIdx.x);
+  const int r = l.plan.run_of(b);
+  const UnscaleRun& run = l.batch.runs[r];
+  const auto count = static_cast<std::int64_t>(run.count);
+  const std::int64_t begin = (b - l.plan.first_block[r]) * kBatchBlockElements;
+  const std::int64_t end = begin + kBatchBlockElements < count ? begin + kBatchBlockElements : count;
+  const float inv = l.batch.inv;
+  bool found = false;
+  float a = 0.0f;
+  for (std::int64_t i = begin + threadIdx.x; i < end; i += kThreads) {
+    float y;
+    if (run.dtype == kUnscaleF32) {
+      float* p = static_cast<float*>(run.data);
+      const float x = p[i];
+      y = x * inv;
+      found |= unscale_math::non_finite(x, y);
+      p[i] = y;
+    } else {
+      std::uint16_t* p = static_cast<std::uint16_t*>(run.data);
+      const unscale_math::Unscaled16 u =
+          unscale_math::unscale_16bit(p[i], inv, run.dtype == kUnscaleBF16);
+      y = u.y;
+      found |= unscale_math::non_finite(u.x, u.y);
+      p[i] = u.bits;
+    }
+    if constexpr (kAmax) a = unscale_math::raise_amax(a, y);
+  }
+  if (__syncthreads_or(found) != 0 && threadIdx.x == 0) *l.batch.found_inf = 1.0f;
+  if constexpr (kAmax) {
+    const float m = block_max(a);
+    if (threadIdx.x == 0) atomicMax(reinterpret_cast<int*>(l.batch.amax), __float_as_int(m));
+  }
+}
+
 }  // namespace
+
+void unscale_batch(const UnscaleBatch& batch) {
+  MIXPREC_ASSERT(batch.found_inf != nullptr);  // the contract (unscale.h): one flag, never null
+  UnscaleLaunch l;
+  l.batch = batch;
+  const std::int64_t blocks = l.plan.plan(
+      batch.size, [&](int r) { return batch.runs[r].count; }, kBatchBlockElements, "unscale_batch");
+  if (blocks == 0) return;
+  const auto grid_size = static_cast<unsigned>(blocks);
+  if (batch.amax != nullptr) {
+    unscale_batch_kernel<true><<<grid_size, kThreads, 0, stream()>>>(l);
+  } else {
+    unscale_batch_kernel<false><<<grid_size, kThreads, 0, stream()>>>(l);
+  }
+  check_launch("unscale_batch");
+}
 
 void unscale(void* data, int dtype, std::size_t n, float inv, float* found_inf, float* amax) {
   MIXPREC_ASSERT(found_inf != nullptr);  // the contract (unscale.h): one flag, never null

@@ -21,15 +21,17 @@ std::uint32_t random_of(const OptimArrays& a, std::size_t i) {
 
 template <int GradT>
 void sgd_loop(const OptimArrays& a, const SgdScalars& s, std::size_t count) {
+  const float m = optim_math::grad_multiplier_of(a);
   for (std::size_t i = 0; i < count; ++i) {
-    optim_math::write_param(a, i, optim_math::sgd_value<GradT>(a, s, i), random_of(a, i));
+    optim_math::write_param(a, i, optim_math::sgd_value<GradT>(a, s, i, m), random_of(a, i));
   }
 }
 
 template <int GradT>
 void adam_loop(const OptimArrays& a, const AdamScalars& s, std::size_t count) {
+  const float m = optim_math::grad_multiplier_of(a);
   for (std::size_t i = 0; i < count; ++i) {
-    optim_math::write_param(a, i, optim_math::adam_value<GradT>(a, s, i), random_of(a, i));
+    optim_math::write_param(a, i, optim_math::adam_value<GradT>(a, s, i, m), random_of(a, i));
   }
 }
 
@@ -75,6 +77,18 @@ void sgd_update(const OptimArrays& a, const SgdScalars& s, std::size_t n, std::u
 void adam_update(const OptimArrays& a, const AdamScalars& s, std::size_t n,
                  std::uint64_t rng_stream) {
   ref_entry(&adam_update_ref, a, s, n, rng_stream);
+}
+void sgd_update_batch(const SgdBatch& batch) {
+  for (int r = 0; r < batch.size; ++r) {
+    const auto& run = batch.runs[r];
+    ref_entry(&sgd_update_ref, run.arrays, run.scalars, run.count, run.rng_stream);
+  }
+}
+void adam_update_batch(const AdamBatch& batch) {
+  for (int r = 0; r < batch.size; ++r) {
+    const auto& run = batch.runs[r];
+    ref_entry(&adam_update_ref, run.arrays, run.scalars, run.count, run.rng_stream);
+  }
 }
 }  // namespace ref
 

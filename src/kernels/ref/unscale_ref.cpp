@@ -71,6 +71,12 @@ void unscale(void* data, int dtype, std::size_t n, float inv, float* found_inf, 
   MIXPREC_ASSERT(found_inf != nullptr);  // the contract (unscale.h): one flag, never null
   if (unscale_inplace(data, dtype, n, inv, amax)) *found_inf = 1.0f;
 }
+void unscale_batch(const UnscaleBatch& batch) {
+  for (int r = 0; r < batch.size; ++r) {
+    const UnscaleRun& run = batch.runs[r];
+    unscale(run.data, run.dtype, run.count, batch.inv, batch.found_inf, batch.amax);
+  }
+}
 }  // namespace ref
 
 }  // namespace mixprec::kernels
