@@ -1,7 +1,7 @@
 #pragma once
 /// Every device address one kernel call receives, in argument order: plain pointer arguments and
 /// the pointers inside the descriptors that carry them (StridedInput, StridedOutput,
-/// AttentionDesc, OptimArrays, OptimBatch, UnscaleBatch). A visitor maps each to another
+/// AttentionDesc, OptimArrays, OptimBatch, ReduceBatch, UnscaleBatch). A visitor maps each to another
 /// address; the call then runs with the mapped arguments. Two users: the devsim backend maps its
 /// tagged addresses to the host blocks behind them, and the device conformance harness maps host
 /// buffers to device copies (uploaded before, the written ones downloaded after). A new descriptor that carries an address
@@ -58,6 +58,13 @@ class DevicePointers {
     ++arg_;
     OptimBatch<Scalars> t = b;
     for (int r = 0; r < b.size; ++r) t.runs[r].arrays = mapped(b.runs[r].arrays);
+    return t;
+  }
+  ReduceBatch operator()(const ReduceBatch& b) {
+    ++arg_;
+    ReduceBatch t = b;
+    for (int r = 0; r < b.size; ++r) t.runs[r].data = visit(b.runs[r].data, "runs.data");
+    t.out = visit(b.out, "out");
     return t;
   }
   UnscaleBatch operator()(const UnscaleBatch& b) {

@@ -20,6 +20,32 @@ void reduce(ReduceOp op, const void* in, DType in_dtype, std::int64_t outer, std
             std::int64_t inner, void* out, DType out_dtype);
 }  // namespace ref
 
+/// One tensor of a multi-tensor reduction: `count` contiguous elements of `dtype` at `data`.
+struct ReduceRun {
+  const void* data;
+  DType dtype;
+  std::int64_t count;
+};
+
+/// The tensors one multi-tensor reduction reduces, each whole to one f32 value: the gradient
+/// norm's per-tensor norms in one call. Passed by value to a device kernel (128 runs are 3 KB of
+/// kernel parameters). A trivial aggregate, created value-initialised.
+inline constexpr int kReduceBatchRuns = 128;
+struct ReduceBatch {
+  ReduceRun runs[kReduceBatchRuns];
+  int size;     ///< runs used, 0..kReduceBatchRuns
+  ReduceOp op;
+  float* out;   ///< device f32 array: out[r] gets run r's value
+};
+
+namespace ref {
+/// out[r] = reduce(op, run r, outer 1, n = count, inner 1) for every run, in one call (one
+/// launch pair on a GPU, every run's chunks over all threads on a CPU), each value as that
+/// backend's single reduce gives it up to summation order (the cpu backend: the same bits).
+/// count must be >= 1 for max/min/amax.
+void reduce_batch(const ReduceBatch& batch);
+}  // namespace ref
+
 namespace detail {
 /// Throws ShapeError (a negative extent) or ValueError (an empty axis for max/min/amax, which
 /// have no identity), naming op: every backend's reduce checks its arguments with this.
@@ -28,7 +54,7 @@ void check_reduce_args(ReduceOp op, std::int64_t outer, std::int64_t n, std::int
 
 /// The reduce kernels, in table order: kernels::<name> forwards to the active backend
 /// (kernels/entry_point.h); each backend implements ref::<name>'s signature.
-#define MIXPREC_REDUCE_KERNELS(X) X(reduce)
+#define MIXPREC_REDUCE_KERNELS(X) X(reduce) X(reduce_batch)
 MIXPREC_REDUCE_KERNELS(MIXPREC_ENTRY_POINT)
 
 }  // namespace mixprec::kernels

@@ -63,16 +63,32 @@ void scatter(const Tensor& c, const Tensor& g) {
 }
 
 /// Reduces every gradient to one f32 value (norm2 or amax over all its elements), each into its
-/// slot of one f32 tensor on the gradients' device (0 for an empty gradient).
+/// slot of one f32 tensor on the gradients' device (0 for an empty gradient), in multi-tensor
+/// calls (kernels::reduce_batch: 128 gradients a call; a batch covers consecutive slots, so an
+/// empty gradient, which keeps its 0, ends one).
 Tensor norms_of(kernels::ReduceOp op, const std::vector<Tensor>& grads) {
   Tensor out = Tensor::zeros({static_cast<std::int64_t>(grads.size())}, DType::f32,
                              MemoryCategory::workspace);
+  kernels::ReduceBatch batch{};
+  batch.op = op;
+  std::vector<Tensor> in_batch;  // the (gathered) gradients of the batch, alive until it runs
+  const auto flush = [&] {
+    if (batch.size > 0) kernels::reduce_batch(batch);
+    batch.size = 0;
+    in_batch.clear();
+  };
   for (std::size_t i = 0; i < grads.size(); ++i) {
-    if (grads[i].numel() == 0) continue;
+    if (grads[i].numel() == 0) {
+      flush();
+      continue;
+    }
     const Tensor c = gather(grads[i]);
-    kernels::reduce(op, c.data_ptr(), c.dtype(), 1, c.numel(), 1, out.data<float>() + i,
-                    DType::f32);
+    if (batch.size == 0) batch.out = out.data<float>() + i;
+    batch.runs[batch.size++] = {c.data_ptr(), c.dtype(), c.numel()};
+    in_batch.push_back(c);
+    if (batch.size == kernels::kReduceBatchRuns) flush();
   }
+  flush();
   return out;
 }
 

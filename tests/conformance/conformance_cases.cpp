@@ -90,6 +90,29 @@ Outs run_reduce(const Backend& b, DType t, ReduceOp op, std::int64_t outer, std:
   return {close("y", std::move(y), atol, kRound)};
 }
 
+/// One multi-tensor reduction over runs of dtype t and f32 of several sizes (one long enough to
+/// split in chunks, one a single element; an empty one for the ops that allow it): each run's
+/// value, as tolerant as run_reduce's for sums (max/min/amax exact).
+Outs run_reduce_batch(const Backend& b, DType t, ReduceOp op) {
+  const bool max_like = op == ReduceOp::max || op == ReduceOp::min || op == ReduceOp::amax;
+  std::vector<std::int64_t> sizes = {70001, 1, 517, 40000, 8192, 8193, 33};
+  if (!max_like) sizes.push_back(0);
+  std::vector<Buffer> runs;
+  for (std::size_t k = 0; k < sizes.size(); ++k) {
+    runs.push_back(random_buffer(k % 2 == 0 ? t : DType::f32, sizes[k], -2.0f, 2.0f,
+                                 static_cast<std::uint32_t>(90 + k)));
+  }
+  Buffer y(DType::f32, static_cast<std::int64_t>(runs.size()));
+  ReduceBatch batch{};
+  batch.op = op;
+  batch.out = static_cast<float*>(y.data());
+  for (const Buffer& x : runs) batch.runs[batch.size++] = {x.data(), x.dtype(), x.size()};
+  b.reduce_batch(batch);
+  if (max_like) return {exact("y", std::move(y))};
+  const double atol = 8.0 * std::sqrt(70001.0) * 2.0 * 70001.0 * 1.2e-7;  // the longest run's
+  return {close("y", std::move(y), atol, kRound)};
+}
+
 Outs run_softmax(const Backend& b, DType t, bool log, bool backward) {
   const std::int64_t rows = 7, cols = 1029;
   const Buffer x = random_buffer(t, rows * cols, -8.0f, 8.0f, 17);
@@ -680,6 +703,16 @@ std::vector<Case> cases() {
                    return o;
                  }});
   }
+  c.push_back({"reduce_batch", F, [reduce_ops](const Backend& b, DType t) {
+                 Outs o;
+                 for (const R& r : reduce_ops) {
+                   for (Out& x : run_reduce_batch(b, t, r.op)) {
+                     x.what = std::string(r.name) + ": " + x.what;
+                     o.push_back(std::move(x));
+                   }
+                 }
+                 return o;
+               }});
   for (bool log : {false, true}) {
     for (bool bwd : {false, true}) {
       c.push_back({std::string(log ? "log_softmax" : "softmax") + (bwd ? "_backward" : ""), F,

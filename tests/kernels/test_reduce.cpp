@@ -17,6 +17,7 @@
 
 #include "kernels/kernel_test_util.h"
 #include "kernels/reduce.h"
+#include "mixprec/core/cpu_features.h"
 #include "mixprec/core/verbose.h"
 
 namespace mixprec::kernels {
@@ -357,6 +358,51 @@ TEST(ReduceDeterminism, WholeTensorSumDoesNotDependOnThreadCount) {
   const std::size_t per_run = results.size() / 3;
   for (std::size_t i = per_run; i < results.size(); ++i) {
     EXPECT_EQ(results[i], results[i % per_run]) << i;
+  }
+}
+
+// The multi-tensor reduction: every run of a batch (mixed dtypes, sizes from 1 to several
+// 64K chunks, an empty one for the sums) gets the bits the backend's single reduce gives it
+// alone, on the cpu backend (every target) and on the reference.
+TEST(ReduceKernels, BatchGivesEachRunTheBitsOfItsOwnReduce) {
+  const ReduceOp ops[] = {ReduceOp::sum, ReduceOp::mean, ReduceOp::max, ReduceOp::min,
+                          ReduceOp::amax, ReduceOp::norm1, ReduceOp::norm2};
+  const DType dtypes[] = {DType::f32, DType::bf16, DType::f16};
+  for (const ReduceOp op : ops) {
+    const bool max_like = op == ReduceOp::max || op == ReduceOp::min || op == ReduceOp::amax;
+    std::vector<std::int64_t> sizes = {70001, 1, 65536, 65537, 300, 200000, 17};
+    if (!max_like) sizes.insert(sizes.begin() + 2, 0);
+    std::vector<ktest::Buffer> runs;
+    for (std::size_t k = 0; k < sizes.size(); ++k) {
+      runs.push_back(ktest::random_buffer(dtypes[k % 3], sizes[k], -3.0f, 3.0f,
+                                          static_cast<std::uint32_t>(200 + k)));
+    }
+    const auto each_alone = [&](void (*single)(ReduceOp, const void*, DType, std::int64_t,
+                                               std::int64_t, std::int64_t, void*, DType)) {
+      std::vector<float> out(runs.size());
+      for (std::size_t k = 0; k < runs.size(); ++k) {
+        single(op, runs[k].data(), runs[k].dtype(), 1, runs[k].size(), 1, &out[k], DType::f32);
+      }
+      return out;
+    };
+    const auto batched = [&](void (*entry)(const ReduceBatch&)) {
+      std::vector<float> out(runs.size(), -7.0f);
+      ReduceBatch batch{};
+      batch.op = op;
+      batch.out = out.data();
+      for (const ktest::Buffer& x : runs) batch.runs[batch.size++] = {x.data(), x.dtype(), x.size()};
+      entry(batch);
+      return out;
+    };
+    const auto same_bits = [](const std::vector<float>& a, const std::vector<float>& b) {
+      return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+    };
+    EXPECT_TRUE(same_bits(batched(&ref::reduce_batch), each_alone(&ref::reduce))) << name(op) << ", reference";
+    for (const Isa isa : ktest::isas_to_test()) {
+      ktest::IsaCap cap(isa);
+      EXPECT_TRUE(same_bits(batched(&cpu::reduce_batch), each_alone(&cpu::reduce)))
+          << name(op) << ", " << mixprec::name(isa) << " (" << simd_target() << ")";
+    }
   }
 }
 

@@ -39,6 +39,7 @@ const Backend& cpu_backend() {
     .convert = &cpu::convert,
     .convert_stochastic = &cpu::convert_stochastic,
     .reduce = &cpu::reduce,
+    .reduce_batch = &cpu::reduce_batch,
     .softmax = &cpu::softmax,
     .softmax_backward = &cpu::softmax_backward,
     .cross_entropy = &cpu::cross_entropy,

@@ -11,6 +11,7 @@
 
 #include "kernels/cpu/dispatch_util.h"
 #include "kernels/cpu/reduce_simd.h"
+#include "kernels/cpu/run_pieces.h"
 #include "kernels/reduce.h"
 #include "kernels/ref/nan_minmax.h"
 
@@ -126,6 +127,40 @@ void reduce(ReduceOp op, const void* in, DType in_dtype, std::int64_t outer, std
     }
   });
 }
+// Every run cut into the 64K-element chunks reduce() cuts a row into, all chunks of all runs
+// over the threads together, then each run's partials combined in chunk order and finished:
+// each value has the bits reduce() gives that run alone.
+void reduce_batch(const ReduceBatch& batch) {
+  MIXPREC_ASSERT(batch.size >= 0 && batch.size <= kReduceBatchRuns);
+  for (int r = 0; r < batch.size; ++r) {
+    const ReduceRun& run = batch.runs[r];
+    detail::check_reduce_args(batch.op, 1, run.count, 1);
+    require_compute_dtype(name(batch.op), run.dtype);
+    log_simd(name(batch.op), dtype_label(run.dtype, DType::f32));
+  }
+  std::size_t total = 0;
+  const std::vector<RunPiece> pieces = cut_into_pieces(
+      batch.size, [&](int r) { return batch.runs[r].count; }, static_cast<std::size_t>(kRowChunk),
+      &total);
+  std::vector<float> partial(pieces.size());
+  parallel_for(static_cast<std::int64_t>(pieces.size()),
+               total >= static_cast<std::size_t>(kParallelMinWork), [&](std::int64_t k) {
+                 const RunPiece& p = pieces[static_cast<std::size_t>(k)];
+                 const ReduceRun& run = batch.runs[p.run];
+                 partial[static_cast<std::size_t>(k)] = simd_reduce_row(
+                     batch.op, run.dtype, at(run.data, run.dtype, static_cast<std::int64_t>(p.begin)),
+                     static_cast<std::int64_t>(p.count));
+               });
+  std::size_t k = 0;
+  for (int r = 0; r < batch.size; ++r) {
+    const ReduceRun& run = batch.runs[r];
+    // An empty run has no piece: its value is the empty row's, as reduce() computes it.
+    float acc = run.count == 0 ? simd_reduce_row(batch.op, run.dtype, run.data, 0) : partial[k++];
+    while (k < pieces.size() && pieces[k].run == r) acc = combine(batch.op, acc, partial[k++]);
+    batch.out[r] = finish(batch.op, acc, run.count);
+  }
+}
+
 }  // namespace cpu
 
 }  // namespace mixprec::kernels

@@ -23,6 +23,7 @@
 #include "kernels/cuda/cuda_kernels.h"
 #include "kernels/cuda/group_reduce.cuh"
 #include "kernels/cuda/launch.cuh"
+#include "kernels/cuda/multi_tensor.cuh"
 #include "kernels/reduce.h"
 #include "kernels/ref/nan_minmax.h"
 
@@ -246,7 +247,87 @@ void launch(ReduceOp op, const Call& c) {
   check_launch(name(op));
 }
 
+// ---- multi-tensor: every run of a ReduceBatch to one value, in two launches ----
+
+/// Elements one block of the first pass reduces (the split path's smallest chunk).
+constexpr std::int64_t kBatchChunk = 8192;
+
+struct ReduceLaunch {
+  ReduceBatch batch;
+  BlockPlan<kReduceBatchRuns> plan;
+};
+
+/// First pass: block b reduces its chunk of its run (thread t every kThreads-th element from t,
+/// then the block tree) into partial[b].
+template <class R>
+__global__ void reduce_batch_chunks_kernel(const __grid_constant__ ReduceLaunch l,
+                                           typename R::State* partial) {
+  const int b = static_cast<int>(blockIdx.x);
+  const int r = l.plan.run_of(b);
+  const ReduceRun& run = l.batch.runs[r];
+  const std::int64_t begin = (b - l.plan.first_block[r]) * kBatchChunk;
+  const std::int64_t end = begin + kBatchChunk < run.count ? begin + kBatchChunk : run.count;
+  typename R::State acc = R::init();
+  for (std::int64_t k = begin + threadIdx.x; k < end; k += kThreads) {
+    acc = R::add(acc, load(run.data, run.dtype, k), k);
+  }
+  acc = Group<kThreads>::all_reduce(acc, Combine<R>{});
+  if (threadIdx.x == 0) partial[b] = acc;
+}
+
+/// Second pass: block r combines run r's chunk partials (in index order, which max/min rely on;
+/// none for an empty run: the identity) and writes out[r].
+template <class R>
+__global__ void reduce_batch_combine_kernel(const __grid_constant__ ReduceLaunch l,
+                                            const typename R::State* partial) {
+  const int r = static_cast<int>(blockIdx.x);
+  const int first = l.plan.first_block[r], last = l.plan.first_block[r + 1];
+  typename R::State acc = R::init();
+  for (int c = first + static_cast<int>(threadIdx.x); c < last; c += kThreads) {
+    acc = R::combine(acc, partial[c]);
+  }
+  acc = Group<kThreads>::all_reduce(acc, Combine<R>{});
+  if (threadIdx.x == 0) l.batch.out[r] = R::result(acc, l.batch.runs[r].count);
+}
+
+template <class R>
+void launch_batch(const ReduceBatch& batch) {
+  ReduceLaunch l;
+  l.batch = batch;
+  const std::int64_t blocks = l.plan.plan(
+      batch.size, [&](int r) { return batch.runs[r].count; }, kBatchChunk, "reduce_batch");
+  using State = typename R::State;
+  Scratch partial(static_cast<std::size_t>(blocks > 0 ? blocks : 1) * sizeof(State));
+  if (blocks > 0) {
+    reduce_batch_chunks_kernel<R><<<static_cast<unsigned>(blocks), kThreads, 0, stream()>>>(
+        l, partial.as<State>());
+  }
+  reduce_batch_combine_kernel<R><<<static_cast<unsigned>(batch.size), kThreads, 0, stream()>>>(
+      l, partial.as<State>());
+  check_launch("reduce_batch");
+}
+
 }  // namespace
+
+void reduce_batch(const ReduceBatch& batch) {
+  if (batch.size == 0) return;
+  for (int r = 0; r < batch.size; ++r) {
+    const ReduceRun& run = batch.runs[r];
+    detail::check_reduce_args(batch.op, 1, run.count, 1);
+    MIXPREC_CHECK(!is_storage_only(run.dtype), BackendError, "reduce_batch",
+                  "cuda has no reduce_batch kernel for " << name(run.dtype)
+                      << " (run " << r << "); reduce fp8 data after converting it");
+  }
+  switch (batch.op) {
+    case ReduceOp::sum: return launch_batch<SumLike<ReduceOp::sum>>(batch);
+    case ReduceOp::mean: return launch_batch<SumLike<ReduceOp::mean>>(batch);
+    case ReduceOp::norm1: return launch_batch<SumLike<ReduceOp::norm1>>(batch);
+    case ReduceOp::norm2: return launch_batch<SumLike<ReduceOp::norm2>>(batch);
+    case ReduceOp::max: return launch_batch<MaxLike<ReduceOp::max>>(batch);
+    case ReduceOp::min: return launch_batch<MaxLike<ReduceOp::min>>(batch);
+    case ReduceOp::amax: return launch_batch<MaxLike<ReduceOp::amax>>(batch);
+  }
+}
 
 void reduce(ReduceOp op, const void* in, DType in_dtype, std::int64_t outer, std::int64_t n,
             std::int64_t inner, void* out, DType out_dtype) {

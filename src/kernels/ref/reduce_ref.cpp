@@ -70,5 +70,12 @@ void reduce(ReduceOp op, const void* in, DType in_dtype, std::int64_t outer, std
   });
 }
 
+void reduce_batch(const ReduceBatch& batch) {
+  for (int r = 0; r < batch.size; ++r) {
+    const ReduceRun& run = batch.runs[r];
+    reduce(batch.op, run.data, run.dtype, 1, run.count, 1, batch.out + r, DType::f32);
+  }
+}
+
 }  // namespace ref
 }  // namespace mixprec::kernels
