@@ -1,7 +1,7 @@
 // Batch norm forward + backward (training mode, affine) at the Fashion-MNIST CNN's shapes:
 // the kernels alone through kernels::cpu (Highway) and kernels::ref (scalar spec), a memcpy
 // moving the same bytes (the bandwidth floor), and the op with autograd (allocation and
-// running-stat update included).
+// running-stat update included). And a transformer's residual add + layer norm, fused and apart.
 //   OMP_NUM_THREADS=1 ./bench_norm ; OMP_NUM_THREADS=2 ./bench_norm
 #include <benchmark/benchmark.h>
 
@@ -101,6 +101,39 @@ void kernel_shapes(benchmark::internal::Benchmark* bm) {
   bm->ArgNames({"bf16", "C", "HW", "ref"})->Unit(benchmark::kMicrosecond)->UseRealTime();
 }
 
+// A pre-norm transformer's residual step under bf16 autocast, forward: the f32 residual stream
+// plus a bf16 sublayer output, then the layer norm that feeds the next GEMM. fused = 1 runs
+// add_layer_norm (one pass); 0 runs add() then layer_norm() (autocast widens the bf16 delta in
+// a cast pass, the add writes the sum, the norm reads it back). [rows, cols]: gpt-mini's
+// [batch 8 x context 64, width 128] and GPT-2-small's [8 x 1024, 768].
+void BM_ResidualLayerNorm(benchmark::State& state) {
+  const bool fused = state.range(0) != 0;
+  const std::int64_t rows = state.range(1), cols = state.range(2);
+  const Tensor x = Tensor::randn({rows, cols}, 1);
+  const Tensor delta = Tensor::randn({rows, cols}, 2, DType::bf16);
+  const Tensor w = Tensor::ones({cols}), b = Tensor::zeros({cols});
+  mixprec::amp::Autocast region(true, DType::bf16);
+  for (auto _ : state) {
+    if (fused) {
+      const mixprec::ResidualNorm r = mixprec::add_layer_norm(x, delta, 1, w, b);
+      benchmark::DoNotOptimize(r.normalized.data_ptr());
+    } else {
+      const Tensor sum = x + delta;
+      const Tensor y = mixprec::layer_norm(sum, 1, w, b);
+      benchmark::DoNotOptimize(y.data_ptr());
+    }
+  }
+  state.SetLabel(fused ? "add_layer_norm" : "add then layer_norm");
+  // Bytes of the fused pass: x (f32) and delta (bf16) read, sum (f32) and y (bf16) written.
+  state.SetBytesProcessed(state.iterations() * rows * cols * 12);
+}
+
+BENCHMARK(BM_ResidualLayerNorm)
+    ->ArgsProduct({{0, 1}, {512}, {128}})
+    ->ArgsProduct({{0, 1}, {8192}, {768}})
+    ->ArgNames({"fused", "rows", "cols"})
+    ->Unit(benchmark::kMicrosecond)
+    ->UseRealTime();
 BENCHMARK(BM_BatchNormKernels)->Apply(kernel_shapes);
 BENCHMARK(BM_BatchNormMemcpyFloor)->Apply(shapes);
 BENCHMARK(BM_BatchNormOp)->Apply(shapes);

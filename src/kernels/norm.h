@@ -77,6 +77,16 @@ void layer_norm_forward(const void* x, DType x_dtype, std::int64_t rows, std::in
                         const float* weight, const float* bias, float eps, void* y,
                         DType y_dtype, float* mean, float* rstd);
 
+/// The residual add of a pre-norm transformer fused with the layer norm that follows it:
+/// sum = x + delta (each widened to f32, added in f32, rounded once to sum_dtype: the bits of
+/// the binary add kernel), then layer_norm_forward of the stored sum values into y, mean and
+/// rstd, bit for bit. One pass reads x and delta and writes sum and y, where the add and the
+/// norm apart read the sum back (and autocast first widened a 16-bit delta in a pass of its own).
+void add_layer_norm_forward(const void* x, DType x_dtype, const void* delta, DType delta_dtype,
+                            std::int64_t rows, std::int64_t cols, const float* weight,
+                            const float* bias, float eps, void* sum, DType sum_dtype, void* y,
+                            DType y_dtype, float* mean, float* rstd);
+
 /// Gradients of layer_norm_forward: with g = dy * weight and xhat = (x - mean) * rstd,
 /// dx = rstd * (g - mean_j(g) - xhat * mean_j(g * xhat)); dweight[j] = sum_r dy * xhat,
 /// dbias[j] = sum_r dy. dx, dweight, dbias may each be null.
@@ -96,7 +106,7 @@ void check_layer_norm_args(const char* op, std::int64_t rows, std::int64_t cols,
 /// (kernels/entry_point.h); each backend implements ref::<name>'s signature.
 #define MIXPREC_NORM_KERNELS(X) X(batch_norm_forward) X(batch_norm_backward) X(batch_norm_stats) \
   X(batch_norm_backward_reduce) X(batch_norm_backward_elemt) X(layer_norm_forward) \
-  X(layer_norm_backward)
+  X(add_layer_norm_forward) X(layer_norm_backward)
 MIXPREC_NORM_KERNELS(MIXPREC_ENTRY_POINT)
 
 }  // namespace mixprec::kernels

@@ -154,6 +154,11 @@ Tensor Module::operator()(const Tensor& x) {
   return call_forward(x);
 }
 
+bool Module::runs_plainly() const {
+  return !has_compute_override_ && !autograd::anomaly_enabled() &&
+         (tls_forward_observer == nullptr || !children_.empty());
+}
+
 Tensor Module::forward_inputs(const std::vector<Tensor>& inputs) {
   MIXPREC_CHECK(inputs.size() == 1, ValueError, type_name().c_str(),
                 "takes one input, got " << inputs.size()

@@ -1,6 +1,7 @@
 #include "mixprec/nn/norm_layers.h"
 
 #include "mixprec/ops/sync_batchnorm.h"
+#include "mixprec/ops/elementwise.h"
 #include "mixprec/ops/normalization.h"
 
 namespace mixprec::nn {
@@ -67,6 +68,16 @@ Tensor LayerNorm::forward(const Tensor& x) {
   MIXPREC_CHECK(x.dim() >= 1 && x.size(-1) == size_, ShapeError, "LayerNorm",
                 "expected input [..., " << size_ << "], got " << to_string(x.shape()));
   return layer_norm(x, 1, weight_, bias_, eps_);
+}
+
+ResidualNorm LayerNorm::add_then_forward(const Tensor& x, const Tensor& delta) {
+  if (!runs_plainly()) {
+    Tensor sum = x + delta;
+    return {sum, (*this)(sum)};
+  }
+  MIXPREC_CHECK(x.dim() >= 1 && x.size(-1) == size_, ShapeError, "LayerNorm",
+                "expected input [..., " << size_ << "], got " << to_string(x.shape()));
+  return add_layer_norm(x, delta, 1, weight_, bias_, eps_);
 }
 
 }  // namespace mixprec::nn

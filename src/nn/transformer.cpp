@@ -68,8 +68,10 @@ TransformerBlock::TransformerBlock(std::int64_t d_model, std::int64_t n_heads, b
 }
 
 Tensor TransformerBlock::forward(const Tensor& x) {
-  const Tensor h = x + (*drop_attn_)((*attn_)((*ln1_)(x)));
-  return h + (*drop_mlp_)((*proj_)((*act_)((*fc_)((*ln2_)(h)))));
+  // The residual add and ln2 in one pass; the block's last add is the next block's input (its
+  // ln1 is a module of its own, so that add stays apart).
+  const auto [h, normed] = ln2_->add_then_forward(x, (*drop_attn_)((*attn_)((*ln1_)(x))));
+  return h + (*drop_mlp_)((*proj_)((*act_)((*fc_)(normed))));
 }
 
 }  // namespace mixprec::nn

@@ -109,13 +109,29 @@ Tensor binary_op(amp::OpKind kind, BinaryOp op, const Tensor& a_arg, const Tenso
   diagnostics::detail::OpScope prof(kind);
   ops::detail::require_defined(kernels::name(op), a_arg, "a");
   ops::detail::require_defined(kernels::name(op), b_arg, "b");
-  const std::vector<Tensor> in = amp::autocast_inputs(kind, {&a_arg, &b_arg});
+  // promote under autocast casts nothing here: the kernel widens each operand exactly as it
+  // loads it and binary_raw stores the widest dtype, so casting the narrower operand first would
+  // give the same values, dtype and gradients, for a pass and an f32 copy kept until backward
+  // (a transformer's residual adds meet a 16-bit sublayer output and an f32 stream). Not div:
+  // its gradient squares b, which a 16-bit b would do in 16 bits.
+  const bool casts = !amp::autocast_enabled() || op == BinaryOp::div ||
+                     amp::policy_row(kind).policy != amp::CastPolicy::promote;
+  if (!casts) {
+    require_compute_dtype(kernels::name(op), a_arg.dtype());
+    require_compute_dtype(kernels::name(op), b_arg.dtype());
+  }
+  const std::vector<Tensor> in =
+      casts ? amp::autocast_inputs(kind, {&a_arg, &b_arg}) : std::vector<Tensor>{a_arg, b_arg};
   const Tensor& a = in[0];
   const Tensor& b = in[1];
   Tensor out = ops::detail::binary_raw(op, a, b);
   if (autograd::needs_grad({&a, &b})) {
-    auto node = std::make_shared<BinaryNode>(op, a.detach(), b.detach(),
-                                             a.requires_grad(), b.requires_grad());
+    // The gradients of add and sub need neither operand: saving them would keep both alive
+    // until backward (a transformer's residual stream and every block's MLP output).
+    const bool saves = op != BinaryOp::add && op != BinaryOp::sub;
+    auto node = std::make_shared<BinaryNode>(op, saves ? a.detach() : Tensor(),
+                                             saves ? b.detach() : Tensor(), a.requires_grad(),
+                                             b.requires_grad());
     node->set_input_meta(a, b);
     autograd::attach(out, node, {&a, &b});
   }

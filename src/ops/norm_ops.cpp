@@ -7,11 +7,13 @@
 
 #include "kernels/ema.h"
 #include "kernels/norm.h"
+#include "mixprec/ops/elementwise.h"
 #include "mixprec/runtime/autocast.h"
 #include "mixprec/ops/normalization.h"
 #include "runtime/op_scope.h"
 #include "ops/norm_util.h"
 #include "ops/op_util.h"
+#include "runtime/grad_util.h"
 
 namespace mixprec {
 namespace {
@@ -207,6 +209,60 @@ Tensor batch_norm(const Tensor& x_arg, Tensor& running_mean, Tensor& running_var
   return y;
 }
 
+namespace {
+
+/// A layer norm's shape checks and its f32 parameters, shared by layer_norm and add_layer_norm.
+struct LayerNormPlan {
+  std::int64_t rows = 0, cols = 0;
+  Tensor w, b;  // f32 copies of weight and bias (undefined where absent)
+};
+
+LayerNormPlan plan_layer_norm(const char* op, const Shape& x_shape, std::int64_t normalized_dims,
+                              const Tensor& weight, const Tensor& bias, float eps) {
+  const auto dims = static_cast<std::int64_t>(x_shape.size());
+  MIXPREC_CHECK(normalized_dims >= 1 && normalized_dims <= dims, ValueError, op,
+                "normalized_dims must be in [1, " << dims << "] for input "
+                                                  << to_string(x_shape) << ", got "
+                                                  << normalized_dims);
+  const Shape norm_shape(x_shape.end() - normalized_dims, x_shape.end());
+  LayerNormPlan p;
+  p.cols = numel(norm_shape);
+  MIXPREC_CHECK(p.cols > 0, ShapeError, op,
+                "the normalized dimensions " << to_string(norm_shape) << " are empty");
+  check_param(op, weight, norm_shape, "weight");
+  check_param(op, bias, norm_shape, "bias");
+  MIXPREC_CHECK(std::isfinite(eps) && eps >= 0.0f, ValueError, op,
+                "eps must be finite and >= 0, got " << eps);
+  p.rows = numel(x_shape) / p.cols;
+  p.w = ops::detail::f32_copy(weight);
+  p.b = ops::detail::f32_copy(bias);
+  return p;
+}
+
+/// fp32_to_lower: statistics and normalisation in f32 from any input dtype; under autocast the
+/// output is stored in the region's dtype, rounded once, as the next GEMM would cast it.
+DType layer_norm_output_dtype(DType x_dtype) {
+  return amp::autocast_enabled() ? amp::autocast_dtype() : x_dtype;
+}
+
+/// The residual add's node when add_layer_norm fuses it: the gradient of the sum goes to both
+/// operands, each in its own dtype, as the add's node would hand it on (no tensors saved).
+class ResidualAddNode final : public autograd::Node {
+ public:
+  ResidualAddNode(DType x_dtype, DType delta_dtype) : x_dtype_(x_dtype), delta_dtype_(delta_dtype) {}
+  const char* name() const override { return "add"; }
+  bool saves_tensors() const override { return false; }
+  std::vector<Tensor> backward(const Tensor& dy) override {
+    auto in_dtype = [&](DType t) { return dy.dtype() == t ? dy : dy.to(t); };
+    return {next[0].fn ? in_dtype(x_dtype_) : Tensor(), next[1].fn ? in_dtype(delta_dtype_) : Tensor()};
+  }
+
+ private:
+  DType x_dtype_, delta_dtype_;
+};
+
+}  // namespace
+
 Tensor layer_norm(const Tensor& x_arg, std::int64_t normalized_dims, const Tensor& weight_arg,
                   const Tensor& bias_arg, float eps) {
   const char* op = "layer_norm";
@@ -217,32 +273,54 @@ Tensor layer_norm(const Tensor& x_arg, std::int64_t normalized_dims, const Tenso
   const Tensor& x = in[0];
   const Tensor& weight = in[1];
   const Tensor& bias = in[2];
-  MIXPREC_CHECK(normalized_dims >= 1 && normalized_dims <= x.dim(), ValueError, op,
-                "normalized_dims must be in [1, " << x.dim() << "] for input "
-                                                  << to_string(x.shape()) << ", got "
-                                                  << normalized_dims);
-  const Shape norm_shape(x.shape().end() - normalized_dims, x.shape().end());
-  const std::int64_t cols = numel(norm_shape);
-  MIXPREC_CHECK(cols > 0, ShapeError, op,
-                "the normalized dimensions " << to_string(norm_shape) << " are empty");
-  check_param(op, weight, norm_shape, "weight");
-  check_param(op, bias, norm_shape, "bias");
-  MIXPREC_CHECK(std::isfinite(eps) && eps >= 0.0f, ValueError, op,
-                "eps must be finite and >= 0, got " << eps);
-  const std::int64_t rows = x.numel() / cols;
+  const LayerNormPlan p = plan_layer_norm(op, x.shape(), normalized_dims, weight, bias, eps);
   const Tensor xc = x.detach().contiguous();
-  const Tensor w = ops::detail::f32_copy(weight), b = ops::detail::f32_copy(bias);
-  const Tensor mean = ops::detail::f32_buffer(rows), rstd = ops::detail::f32_buffer(rows);
-  // fp32_to_lower: statistics and normalisation in f32 from any input dtype; under autocast the
-  // output is stored in the region's dtype, rounded once, as the next GEMM would cast it.
-  Tensor y = Tensor::empty(x.shape(), amp::autocast_enabled() ? amp::autocast_dtype() : x.dtype());
-  kernels::layer_norm_forward(xc.data_ptr(), xc.dtype(), rows, cols, data_or_null(w),
-                              data_or_null(b), eps, y.data_ptr(), y.dtype(), mean.data<float>(),
+  const Tensor mean = f32_buffer(p.rows), rstd = f32_buffer(p.rows);
+  Tensor y = Tensor::empty(x.shape(), layer_norm_output_dtype(x.dtype()));
+  kernels::layer_norm_forward(xc.data_ptr(), xc.dtype(), p.rows, p.cols, data_or_null(p.w),
+                              data_or_null(p.b), eps, y.data_ptr(), y.dtype(), mean.data<float>(),
                               rstd.data<float>());
-  record<LayerNormNode>(y, {&x, &weight, &bias}, xc, rows, cols, mean, rstd, w,
+  record<LayerNormNode>(y, {&x, &weight, &bias}, xc, p.rows, p.cols, mean, rstd, p.w,
                         ParamInfo::of(weight), ParamInfo::of(bias));
   prof.done(y, {&x, &weight, &bias});
   return y;
+}
+
+ResidualNorm add_layer_norm(const Tensor& x_arg, const Tensor& delta_arg,
+                            std::int64_t normalized_dims, const Tensor& weight_arg,
+                            const Tensor& bias_arg, float eps) {
+  const char* op = "add_layer_norm";
+  ops::detail::require_defined(op, x_arg, "x");
+  ops::detail::require_defined(op, delta_arg, "delta");
+  if (x_arg.shape() != delta_arg.shape()) {
+    // Broadcasting: the add and the norm apart (the same results, one more pass).
+    Tensor sum = add(x_arg, delta_arg);
+    return {sum, layer_norm(sum, normalized_dims, weight_arg, bias_arg, eps)};
+  }
+  diagnostics::detail::OpScope prof(amp::OpKind::layer_norm);
+  require_compute_dtype(op, x_arg.dtype());
+  require_compute_dtype(op, delta_arg.dtype());
+  const std::vector<Tensor> in =
+      amp::autocast_inputs(amp::OpKind::layer_norm, {&weight_arg, &bias_arg});
+  const Tensor& weight = in[0];
+  const Tensor& bias = in[1];
+  const LayerNormPlan p = plan_layer_norm(op, x_arg.shape(), normalized_dims, weight, bias, eps);
+  // The add's dtype: the wider operand's, as add() gives with or without autocast (the kernel
+  // widens a 16-bit delta exactly as it loads it).
+  const DType sum_dtype = runtime::detail::promote(x_arg.dtype(), delta_arg.dtype());
+  const Tensor xc = x_arg.detach().contiguous(), dc = delta_arg.detach().contiguous();
+  Tensor sum = Tensor::empty(x_arg.shape(), sum_dtype);
+  Tensor y = Tensor::empty(x_arg.shape(), layer_norm_output_dtype(sum_dtype));
+  const Tensor mean = f32_buffer(p.rows), rstd = f32_buffer(p.rows);
+  kernels::add_layer_norm_forward(xc.data_ptr(), xc.dtype(), dc.data_ptr(), dc.dtype(), p.rows,
+                                  p.cols, data_or_null(p.w), data_or_null(p.b), eps,
+                                  sum.data_ptr(), sum_dtype, y.data_ptr(), y.dtype(),
+                                  mean.data<float>(), rstd.data<float>());
+  record<ResidualAddNode>(sum, {&x_arg, &delta_arg}, x_arg.dtype(), delta_arg.dtype());
+  record<LayerNormNode>(y, {&sum, &weight, &bias}, sum.detach(), p.rows, p.cols, mean, rstd,
+                        p.w, ParamInfo::of(weight), ParamInfo::of(bias));
+  prof.done(y, {&x_arg, &delta_arg, &weight, &bias});
+  return {sum, y};
 }
 
 }  // namespace mixprec

@@ -1,5 +1,6 @@
 // The conformance cases of the transformer kernels: embedding lookup and its backward, token
-// ids from values, masked fill and attention (conformance_cases.h says how cases run).
+// ids from values, masked fill, attention and the residual add fused into layer norm
+// (conformance_cases.h says how cases run).
 #include <cmath>
 #include <cstdint>
 #include <string>
@@ -190,6 +191,33 @@ Outs run_attention_rounded(const Backend& b, DType t, bool backward, std::int64_
           close("dv", std::move(dv), 8e-5 + eps, kTranscendental)};
 }
 
+// ---- transformer ops: the residual add fused into the layer norm ----
+
+// A 16-bit delta onto the f32 residual stream (a transformer under autocast), and x, delta and
+// the sum all in t. The sum is one add rounded once: exact; the norm as layer_norm_forward's case.
+Outs run_add_layer_norm(const Backend& b, DType t) {
+  const std::int64_t rows = 9, cols = 515, n = rows * cols;
+  const Buffer w = random_buffer(DType::f32, cols, 0.5f, 1.5f, 65);
+  const Buffer bias = random_buffer(DType::f32, cols, -0.5f, 0.5f, 66);
+  Outs o;
+  for (DType tx : {DType::f32, t}) {
+    const std::string stream = tx == DType::f32 ? "f32 stream: " : "one dtype: ";
+    const Buffer x = random_buffer(tx, n, -3.0f, 5.0f, 67);
+    const Buffer delta = random_buffer(t, n, -2.0f, 2.0f, 68);
+    Buffer sum(tx, n), y(t, n), mean(DType::f32, rows), rstd(DType::f32, rows);
+    b.add_layer_norm_forward(x.data(), tx, delta.data(), t, rows, cols,
+                             static_cast<const float*>(w.data()),
+                             static_cast<const float*>(bias.data()), 1e-5f, sum.data(), tx,
+                             y.data(), t, static_cast<float*>(mean.data()),
+                             static_cast<float*>(rstd.data()));
+    o.push_back(exact(stream + "sum", std::move(sum)));
+    o.push_back(close(stream + "y", std::move(y), 1e-5, 4.0));
+    o.push_back(close(stream + "mean", std::move(mean), 1e-6, 8.0));
+    o.push_back(close(stream + "rstd", std::move(rstd), 1e-6, 8.0));
+  }
+  return o;
+}
+
 }  // namespace
 
 void add_transformer_cases(std::vector<Case>& c) {
@@ -230,6 +258,8 @@ void add_transformer_cases(std::vector<Case>& c) {
                }});
   // transformer ops: attention masks
   c.push_back({"masked_fill", F, [](const Backend& b, DType t) { return run_masked_fill(b, t); }});
+  c.push_back({"add_layer_norm_forward", F,
+               [](const Backend& b, DType t) { return run_add_layer_norm(b, t); }});
 }
 
 }  // namespace mixprec::kernels::conformance

@@ -343,5 +343,69 @@ TEST(NormTestKernels, LayerNormMixedDTypesAndNullGradients) {
   }
 }
 
+// add_layer_norm_forward is the add (f32 sum rounded once to the sum's dtype) and then the
+// layer norm of the stored sum: on each backend, the same bits as that backend's own
+// layer_norm_forward of a sum computed apart.
+TEST(NormTestKernels, AddLayerNormIsTheAddThenTheNorm) {
+  struct Types {
+    DType x, delta, sum, y;
+  };
+  const std::vector<Types> types = {
+      {DType::f32, DType::bf16, DType::f32, DType::bf16},  // a transformer's f32 residual stream
+      {DType::f32, DType::f16, DType::f32, DType::f16},
+      {DType::bf16, DType::bf16, DType::bf16, DType::bf16},
+      {DType::f16, DType::f16, DType::f16, DType::f32},
+      {DType::f32, DType::f32, DType::f32, DType::f32},
+      {DType::bf16, DType::f16, DType::f32, DType::bf16},
+  };
+  const std::vector<LnCase> cases = {
+      {5, 37, true, true}, {2, 5000, true, true}, {300, 130, true, false}, {4, 15, false, false},
+      {3, 0, true, true}, {0, 9, true, true}};
+  using NormFn = decltype(&kernels::ref::layer_norm_forward);
+  using FusedFn = decltype(&kernels::ref::add_layer_norm_forward);
+  struct Side {
+    const char* name;
+    NormFn norm;
+    FusedFn fused;
+  };
+  const Side sides[] = {
+      {"ref", &kernels::ref::layer_norm_forward, &kernels::ref::add_layer_norm_forward},
+      {"cpu", &kernels::cpu::layer_norm_forward, &kernels::cpu::add_layer_norm_forward}};
+  for (Isa isa : isas_to_test()) {
+    IsaCap cap(isa);
+    for (const Side& side : sides) {
+      for (const Types& t : types) {
+        for (const LnCase& lc : cases) {
+          const std::int64_t rows = lc.rows, cols = lc.cols, n = rows * cols;
+          SCOPED_TRACE(std::string(side.name) + " " + name(isa) + " " + name(t.x) + "+" +
+                       name(t.delta) + "->" + name(t.sum) + "," + name(t.y) + " rows" +
+                       std::to_string(rows) + " cols" + std::to_string(cols));
+          // Deltas of the size of x: the sum rounds in the last bits of every dtype.
+          const Buffer x = random_buffer(t.x, n, -2.0f, 3.0f, 71);
+          const Buffer delta = random_buffer(t.delta, n, -3.0f, 2.0f, 72);
+          const std::vector<float> w = random_vec(cols, 0.5f, 1.5f, 73);
+          const std::vector<float> b = random_vec(cols, -1.0f, 1.0f, 74);
+          const float* wp = lc.weight ? w.data() : nullptr;
+          const float* bp = lc.bias ? b.data() : nullptr;
+          Buffer want_sum(t.sum, n);
+          for (std::int64_t i = 0; i < n; ++i) want_sum.set(i, x.get(i) + delta.get(i));
+          Buffer want_y(t.y, n), sum(t.sum, n), y(t.y, n);
+          Buffer want_mean(DType::f32, rows), want_rstd(DType::f32, rows);
+          Buffer mean(DType::f32, rows), rstd(DType::f32, rows);
+          side.norm(want_sum.data(), t.sum, rows, cols, wp, bp, 1e-5f, want_y.data(), t.y,
+                    static_cast<float*>(want_mean.data()), static_cast<float*>(want_rstd.data()));
+          side.fused(x.data(), t.x, delta.data(), t.delta, rows, cols, wp, bp, 1e-5f, sum.data(),
+                     t.sum, y.data(), t.y, static_cast<float*>(mean.data()),
+                     static_cast<float*>(rstd.data()));
+          expect_bitwise(sum, want_sum, "sum");
+          expect_bitwise(y, want_y, "y");
+          expect_bitwise(mean, want_mean, "mean");
+          expect_bitwise(rstd, want_rstd, "rstd");
+        }
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace mixprec::ktest

@@ -128,5 +128,44 @@ TEST(LayerNormLayerTest, NormalisesLastDimension) {
   EXPECT_EQ(ln(x).dtype(), DType::bf16);
 }
 
+/// Counts the leaf forwards it sees.
+class CountingObserver : public ForwardObserver {
+ public:
+  Tensor on_leaf_forward(Module&, const Tensor&, const Tensor& out) override {
+    ++calls;
+    return out;
+  }
+  int calls = 0;
+};
+
+// add_then_forward fuses the residual add into the norm only where nothing watches or changes
+// the module's call: with an observer installed the observer sees the call, and under an f32
+// compute override inside a bf16 region the override is honoured (f32 output); the values are
+// the add then the module's own call every time.
+TEST(LayerNormLayerTest, AddThenForwardFusesOnlyPlainCalls) {
+  LayerNorm ln(8);
+  const Tensor x = Tensor::randn({2, 3, 8}, 9), d = Tensor::randn({2, 3, 8}, 10, DType::bf16);
+  const Tensor want_sum = x + d;
+  EXPECT_TRUE(ln.runs_plainly());
+  ResidualNorm r = ln.add_then_forward(x, d);
+  EXPECT_EQ(r.sum.to_vector(), want_sum.to_vector());
+  EXPECT_EQ(r.normalized.to_vector(), ln(want_sum).to_vector());
+  {
+    CountingObserver observer;
+    ForwardObserverScope scope(&observer);
+    EXPECT_FALSE(ln.runs_plainly());
+    r = ln.add_then_forward(x, d);
+    EXPECT_EQ(observer.calls, 1);
+    EXPECT_EQ(r.normalized.to_vector(), ln(want_sum).to_vector());
+  }
+  amp::Autocast region(true, DType::bf16);
+  EXPECT_EQ(ln.add_then_forward(x, d).normalized.dtype(), DType::bf16);
+  ln.set_compute_dtype(DType::f32);
+  EXPECT_FALSE(ln.runs_plainly());
+  r = ln.add_then_forward(x, d);
+  EXPECT_EQ(r.normalized.dtype(), DType::f32);
+  EXPECT_EQ(r.normalized.to_vector(), ln(want_sum).to_vector());
+}
+
 }  // namespace
 }  // namespace mixprec::nn

@@ -253,5 +253,88 @@ TEST(LayerNormOpTest, BadInputsThrow) {
   EXPECT_THROW(layer_norm(Tensor::zeros({2, 0}), 1, Tensor(), Tensor()), ShapeError);
 }
 
+// add_layer_norm: the residual step of a pre-norm transformer. Gradients of both outputs (the
+// sum and its norm) against double finite differences.
+TEST(AddLayerNormOpTest, Gradcheck) {
+  for (std::int64_t cols : {6, 20}) {
+    gradcheck(
+        [](const Ts& t) {
+          const ResidualNorm r = add_layer_norm(t[0], t[1], 1, t[2], t[3]);
+          return add(r.sum, r.normalized);
+        },
+        [cols](const Vs& v) {
+          VecD s(v[0].size());
+          for (std::size_t i = 0; i < s.size(); ++i) s[i] = v[0][i] + v[1][i];
+          VecD y = ln_ref(s, cols, v[2], v[3]);
+          for (std::size_t i = 0; i < s.size(); ++i) y[i] += s[i];
+          return y;
+        },
+        {{{4, cols}, random_values(static_cast<std::size_t>(4 * cols), 31)},
+         {{4, cols}, random_values(static_cast<std::size_t>(4 * cols), 32)},
+         {{cols}, random_values(static_cast<std::size_t>(cols), 33, 0.5f, 1.5f)},
+         {{cols}, random_values(static_cast<std::size_t>(cols), 34)}});
+  }
+}
+
+// The fused op against add() then layer_norm(), bit for bit: both outputs, their dtypes, and
+// the gradients of all four inputs, outside autocast and in bf16 and f16 regions, with the
+// transformer's f32 residual stream meeting a 16-bit delta and with equal dtypes.
+TEST(AddLayerNormOpTest, EqualsTheAddThenTheNormBitForBit) {
+  struct Case {
+    bool autocast;
+    DType lower, x, delta;
+  };
+  const Case cases[] = {{false, DType::bf16, DType::f32, DType::f32},
+                        {false, DType::bf16, DType::f32, DType::bf16},
+                        {true, DType::bf16, DType::f32, DType::bf16},
+                        {true, DType::f16, DType::f32, DType::f16},
+                        {true, DType::bf16, DType::bf16, DType::bf16},
+                        {true, DType::bf16, DType::bf16, DType::f16}};
+  for (const Case& k : cases) {
+    SCOPED_TRACE(std::string(k.autocast ? "region " : "no region ") + name(k.lower) + ", x " +
+                 name(k.x) + ", delta " + name(k.delta));
+    const Tensor x0 = Tensor::randn({6, 48}, 41, k.x), d0 = Tensor::randn({6, 48}, 42, k.delta);
+    const Tensor w0 = Tensor::uniform({48}, 43, 0.5f, 1.5f), b0 = Tensor::randn({48}, 44);
+    const Tensor c1 = Tensor::randn({6, 48}, 45), c2 = Tensor::randn({6, 48}, 46);
+    auto leaves = [&] {
+      Ts t{x0.detach(), d0.detach(), w0.detach(), b0.detach()};
+      for (Tensor& l : t) l.set_requires_grad(true);
+      return t;
+    };
+    Ts fused = leaves(), composed = leaves();
+    ResidualNorm f, c;
+    {
+      amp::Autocast region(k.autocast, k.lower);
+      f = add_layer_norm(fused[0], fused[1], 1, fused[2], fused[3]);
+      c.sum = add(composed[0], composed[1]);
+      c.normalized = layer_norm(c.sum, 1, composed[2], composed[3]);
+    }
+    ASSERT_EQ(f.sum.dtype(), c.sum.dtype());
+    ASSERT_EQ(f.normalized.dtype(), c.normalized.dtype());
+    EXPECT_EQ(f.sum.to_vector(), c.sum.to_vector());
+    EXPECT_EQ(f.normalized.to_vector(), c.normalized.to_vector());
+    (sum(f.normalized.to(DType::f32) * c1) + sum(f.sum.to(DType::f32) * c2)).backward();
+    (sum(c.normalized.to(DType::f32) * c1) + sum(c.sum.to(DType::f32) * c2)).backward();
+    for (int i = 0; i < 4; ++i) {
+      SCOPED_TRACE(i == 0 ? "dx" : i == 1 ? "ddelta" : i == 2 ? "dweight" : "dbias");
+      ASSERT_TRUE(fused[i].grad().defined());
+      EXPECT_EQ(fused[i].grad().dtype(), composed[i].grad().dtype());
+      EXPECT_EQ(fused[i].grad().to_vector(), composed[i].grad().to_vector());
+    }
+  }
+}
+
+TEST(AddLayerNormOpTest, BroadcastDeltaIsAddedApartAndBadInputsThrow) {
+  const Tensor x = Tensor::randn({3, 8}, 51), d = Tensor::randn({8}, 52);
+  const Tensor w = Tensor::ones({8}), b = Tensor::zeros({8});
+  const ResidualNorm r = add_layer_norm(x, d, 1, w, b);
+  EXPECT_EQ(r.sum.to_vector(), add(x, d).to_vector());
+  EXPECT_EQ(r.normalized.to_vector(), layer_norm(add(x, d), 1, w, b).to_vector());
+  EXPECT_THROW(add_layer_norm(x, Tensor(), 1, w, b), StateError);
+  EXPECT_THROW(add_layer_norm(x, x.to(DType::f8e4m3), 1, w, b), DTypeError);
+  EXPECT_THROW(add_layer_norm(x, x, 2, w, b), ShapeError);
+  EXPECT_THROW(add_layer_norm(x, x, 1, w, b, -1.0f), ValueError);
+}
+
 }  // namespace
 }  // namespace mixprec::testing

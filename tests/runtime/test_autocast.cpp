@@ -166,6 +166,40 @@ TEST(Autocast, EachWeightIsCastOncePerRegion) {
   }
 }
 
+// promote: a bf16 operand meets an f32 one without a cast (the kernels widen as they load),
+// with the values, dtype and gradients of casting it first, for every binary op of the table;
+// div casts (its gradient squares the divisor, which must not happen in bf16).
+TEST(Autocast, BinaryOpsPromoteWithoutACastAndAsACastWouldGive) {
+  using Binary = Tensor (*)(const Tensor&, const Tensor&);
+  const std::pair<const char*, Binary> ops[] = {
+      {"add", &mixprec::add}, {"sub", &mixprec::sub},         {"mul", &mixprec::mul},
+      {"div", &mixprec::div}, {"maximum", &mixprec::maximum}, {"minimum", &mixprec::minimum}};
+  for (const auto& [name, op] : ops) {
+    const bool div = std::string(name) == "div";
+    SCOPED_TRACE(name);
+    const Tensor a0 = Tensor::uniform({4, 8}, 11, 0.5f, 2.0f);
+    const Tensor b0 = Tensor::uniform({4, 8}, 12, 0.5f, 2.0f, DType::bf16);
+    const Tensor c = Tensor::randn({4, 8}, 13);
+    Tensor a1 = a0.detach(), b1 = b0.detach(), a2 = a0.detach(), b2 = b0.detach();
+    for (Tensor* t : {&a1, &b1, &a2, &b2}) t->set_requires_grad(true);
+    Tensor mixed, cast_first;
+    {
+      Autocast region;
+      reset_cast_stats();
+      mixed = op(a1, b1);
+      EXPECT_EQ(cast_stats().casts, div ? 1u : 0u);
+    }
+    cast_first = op(a2, b2.to(DType::f32));
+    ASSERT_EQ(mixed.dtype(), DType::f32);
+    EXPECT_EQ(mixed.to_vector(), cast_first.to_vector());
+    sum(mixed * c).backward();
+    sum(cast_first * c).backward();
+    EXPECT_EQ(a1.grad().to_vector(), a2.grad().to_vector());
+    ASSERT_EQ(b1.grad().dtype(), DType::bf16);
+    EXPECT_EQ(b1.grad().to_vector(), b2.grad().to_vector());
+  }
+}
+
 TEST(Autocast, CacheIsInvalidatedWhenTheParameterChanges) {
   nn::Linear layer(4, 3, false, 1);
   optim::SGD opt(layer.parameters(), {.lr = 0.5f});

@@ -72,6 +72,11 @@ class Module {
   /// f32 turns autocast off inside it, bf16/f16 turn it on with that dtype. Used by precision
   /// policies to keep e.g. normalisation layers in f32.
   void set_compute_dtype(DType dtype) { compute_override_ = dtype; has_compute_override_ = true; }
+  /// True when operator()(x) would run exactly forward(x) now: no compute-dtype override, no
+  /// forward observer on this thread (leaf modules), anomaly mode off. A parent may then fuse
+  /// this module's op with a neighbour's (TransformerBlock's residual add and layer norm)
+  /// without hiding the call from anything that watches or changes it.
+  bool runs_plainly() const;
   /// Short type name, e.g. "Linear".
   virtual std::string type_name() const = 0;
   /// Dotted path from the root module, e.g. "features.3" ("" for the root); used by anomaly

@@ -5,6 +5,7 @@
 #include <cstdint>
 
 #include "mixprec/nn/module.h"
+#include "mixprec/ops/normalization.h"
 
 namespace mixprec::dist {
 class Communicator;
@@ -81,6 +82,11 @@ class LayerNorm : public Module {
  public:
   explicit LayerNorm(std::int64_t normalized_size, float eps = 1e-5f);
   Tensor forward(const Tensor& x) override;
+  /// The residual step x + delta followed by this norm: one fused pass (add_layer_norm) when
+  /// this module runs plainly (runs_plainly()), else x + delta and then operator()(sum), so
+  /// observers, anomaly reports and compute-dtype overrides see the call as ever. The results
+  /// are the same bits either way.
+  ResidualNorm add_then_forward(const Tensor& x, const Tensor& delta);
   std::string type_name() const override { return "LayerNorm"; }
   const Tensor& weight() const { return weight_; }
   const Tensor& bias() const { return bias_; }

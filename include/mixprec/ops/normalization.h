@@ -21,9 +21,24 @@ Tensor batch_norm(const Tensor& x, Tensor& running_mean, Tensor& running_var,
 
 /// Layer normalisation of x over its last `normalized_dims` dimensions (1 <= normalized_dims
 /// <= x.dim()): y = (x - mean) / sqrt(var + eps) * weight + bias, with weight/bias (optional,
-/// any dtype) shaped like those dimensions. Output in x's dtype; under amp::Autocast 16-bit
-/// inputs are cast to f32 first (fp32 policy), so the output is f32.
+/// any dtype) shaped like those dimensions. Statistics and normalisation are computed in f32
+/// from any input dtype; the output is in x's dtype, or under amp::Autocast in the region's
+/// dtype, rounded once (fp32_to_lower: what the next GEMM reads, with no cast between).
 Tensor layer_norm(const Tensor& x, std::int64_t normalized_dims, const Tensor& weight,
                   const Tensor& bias, float eps = 1e-5f);
+
+/// What add_layer_norm returns: the residual stream's new value and its layer norm.
+struct ResidualNorm {
+  Tensor sum;
+  Tensor normalized;
+};
+
+/// The pre-norm transformer's residual step in one pass: sum = x + delta and normalized =
+/// layer_norm(sum, normalized_dims, weight, bias, eps), with the values, dtypes and gradients
+/// of add() followed by layer_norm() (bit for bit), but one kernel that reads x and delta once
+/// and writes both outputs (the norm does not read the sum back). x and delta of different
+/// shapes are broadcast by add() and normalised apart.
+ResidualNorm add_layer_norm(const Tensor& x, const Tensor& delta, std::int64_t normalized_dims,
+                            const Tensor& weight, const Tensor& bias, float eps = 1e-5f);
 
 }  // namespace mixprec

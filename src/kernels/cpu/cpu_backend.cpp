@@ -50,6 +50,7 @@ const Backend& cpu_backend() {
     .batch_norm_backward_reduce = &cpu::batch_norm_backward_reduce,
     .batch_norm_backward_elemt = &cpu::batch_norm_backward_elemt,
     .layer_norm_forward = &cpu::layer_norm_forward,
+    .add_layer_norm_forward = &cpu::add_layer_norm_forward,
     .layer_norm_backward = &cpu::layer_norm_backward,
     .conv2d = &cpu::conv2d,
     .conv2d_backward_data = &cpu::conv2d_backward_data,

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "kernels/cpu/dispatch_util.h"
+#include "kernels/cpu/elementwise_simd.h"
 #include "kernels/cpu/norm_simd.h"
 #include "kernels/norm.h"
 
@@ -422,19 +423,14 @@ void batch_norm_backward(const void* x, DType x_dtype, const void* dy, DType dy_
   });
 }
 
-void layer_norm_forward(const void* x, DType x_dtype, std::int64_t rows, std::int64_t cols,
-                        const float* weight, const float* bias, float eps, void* y,
-                        DType y_dtype, float* mean, float* rstd) {
-  const char* op = "layer_norm";
-  detail::check_layer_norm_args(op, rows, cols, eps);
-  check_dtypes(op, {x_dtype, y_dtype});
-  log_simd(op, dtype_label(x_dtype, y_dtype));
-  // A missing weight or bias (but not both) is read as ones / zeros.
-  std::vector<float> ones, zeros;
-  const bool affine = weight != nullptr || bias != nullptr;
-  if (affine && weight == nullptr) ones.assign(static_cast<std::size_t>(cols), 1.0f), weight = ones.data();
-  if (affine && bias == nullptr) zeros.assign(static_cast<std::size_t>(cols), 0.0f), bias = zeros.data();
-  parallel_for(rows, parallel_over(rows * cols, rows), [&](std::int64_t r) {
+namespace {
+
+/// Layer norm of rows [r0, r1) of x (cols values each): the statistics in double as the
+/// reference sums them, then one SIMD pass for y. weight and bias are both set or both null.
+void layer_norm_rows(const void* x, DType x_dtype, std::int64_t r0, std::int64_t r1,
+                     std::int64_t cols, const float* weight, const float* bias, float eps,
+                     void* y, DType y_dtype, float* mean, float* rstd) {
+  for (std::int64_t r = r0; r < r1; ++r) {
     const void* xr = at(x, x_dtype, r * cols);
     float m = 0.0f, v = 0.0f;  // the reference's statistics of an empty row
     if (cols > 0) {
@@ -444,11 +440,57 @@ void layer_norm_forward(const void* x, DType x_dtype, std::int64_t rows, std::in
     const float rs = norm_invstd(v, eps);
     mean[r] = m;
     rstd[r] = rs;
-    if (affine) {
+    if (weight != nullptr) {
       simd::ln_row_affine(xr, x_dtype, cols, m, rs, weight, bias, at(y, y_dtype, r * cols), y_dtype);
     } else {
       simd::row_affine(xr, x_dtype, cols, m, rs, 0.0f, at(y, y_dtype, r * cols), y_dtype);
     }
+  }
+}
+
+/// A missing weight or bias (but not both) is read as ones / zeros: fills `ones` or `zeros`
+/// and points weight or bias at it.
+void complete_affine(std::int64_t cols, const float*& weight, const float*& bias,
+                     std::vector<float>& ones, std::vector<float>& zeros) {
+  if (weight == nullptr && bias == nullptr) return;
+  if (weight == nullptr) ones.assign(static_cast<std::size_t>(cols), 1.0f), weight = ones.data();
+  if (bias == nullptr) zeros.assign(static_cast<std::size_t>(cols), 0.0f), bias = zeros.data();
+}
+
+}  // namespace
+
+void layer_norm_forward(const void* x, DType x_dtype, std::int64_t rows, std::int64_t cols,
+                        const float* weight, const float* bias, float eps, void* y,
+                        DType y_dtype, float* mean, float* rstd) {
+  const char* op = "layer_norm";
+  detail::check_layer_norm_args(op, rows, cols, eps);
+  check_dtypes(op, {x_dtype, y_dtype});
+  log_simd(op, dtype_label(x_dtype, y_dtype));
+  std::vector<float> ones, zeros;
+  complete_affine(cols, weight, bias, ones, zeros);
+  parallel_for(rows, parallel_over(rows * cols, rows), [&](std::int64_t r) {
+    layer_norm_rows(x, x_dtype, r, r + 1, cols, weight, bias, eps, y, y_dtype, mean, rstd);
+  });
+}
+
+void add_layer_norm_forward(const void* x, DType x_dtype, const void* delta, DType delta_dtype,
+                            std::int64_t rows, std::int64_t cols, const float* weight,
+                            const float* bias, float eps, void* sum, DType sum_dtype, void* y,
+                            DType y_dtype, float* mean, float* rstd) {
+  const char* op = "add_layer_norm";
+  detail::check_layer_norm_args(op, rows, cols, eps);
+  check_dtypes(op, {x_dtype, delta_dtype, sum_dtype, y_dtype});
+  log_simd(op, dtype_label(x_dtype, y_dtype));
+  std::vector<float> ones, zeros;
+  complete_affine(cols, weight, bias, ones, zeros);
+  // Each row is added and then normalised while it is still in L1: the norm's two statistics
+  // passes and its output pass read the sum from cache, not from memory.
+  parallel_for(rows, parallel_over(rows * cols, rows), [&](std::int64_t r) {
+    const std::int64_t base = r * cols;
+    cpu::binary_row(BinaryOp::add, at(x, x_dtype, base), x_dtype, at(delta, delta_dtype, base),
+                    delta_dtype, cpu::ScalarSide::none, 0.0f, at(sum, sum_dtype, base), sum_dtype,
+                    cols);
+    layer_norm_rows(sum, sum_dtype, r, r + 1, cols, weight, bias, eps, y, y_dtype, mean, rstd);
   });
 }
 

@@ -163,21 +163,35 @@ __global__ void batch_norm_grad_apply_kernel(const void* x, DType tx, const void
 
 // ---- layer norm ----
 
+/// The rows' layer norm. With delta set, the row is first the residual sum x + delta, rounded
+/// to ts and stored in `sum` by the pass that sums it; the later passes read it back from there
+/// (each lane its own elements, so no barrier is needed): add_layer_norm_forward.
 template <int G>
-__global__ void layer_norm_forward_kernel(const void* x, DType tx, std::int64_t rows,
+__global__ void layer_norm_forward_kernel(const void* x, DType tx, const void* delta, DType td,
+                                          void* sum_out, DType ts, std::int64_t rows,
                                           std::int64_t cols, const float* weight,
                                           const float* bias, float eps, void* y, DType ty,
                                           float* mean, float* rstd) {
   using Grp = Group<G>;
+  const void* src = delta != nullptr ? sum_out : x;
+  const DType tsrc = delta != nullptr ? ts : tx;
   for (std::int64_t r = Grp::first_item(); r < rows; r += Grp::item_stride()) {
     const std::int64_t base = r * cols;
     double sum = 0.0;
-    for (std::int64_t j = Grp::lane(); j < cols; j += G) sum += load(x, tx, base + j);
+    for (std::int64_t j = Grp::lane(); j < cols; j += G) {
+      if (delta != nullptr) {
+        const float v = round_to(ts, load(x, tx, base + j) + load(delta, td, base + j));
+        store(sum_out, ts, base + j, v);
+        sum += v;
+      } else {
+        sum += load(x, tx, base + j);
+      }
+    }
     sum = Grp::all_reduce(sum, Add{});
     const float m = cols > 0 ? static_cast<float>(sum / static_cast<double>(cols)) : 0.0f;
     double sq = 0.0;
     for (std::int64_t j = Grp::lane(); j < cols; j += G) {
-      const double dev = static_cast<double>(load(x, tx, base + j)) - m;
+      const double dev = static_cast<double>(load(src, tsrc, base + j)) - m;
       sq += dev * dev;
     }
     sq = Grp::all_reduce(sq, Add{});
@@ -188,7 +202,7 @@ __global__ void layer_norm_forward_kernel(const void* x, DType tx, std::int64_t 
       rstd[r] = rs;
     }
     for (std::int64_t j = Grp::lane(); j < cols; j += G) {
-      const float xhat = norm_math::layer_norm_xhat(load(x, tx, base + j), m, rs);
+      const float xhat = norm_math::layer_norm_xhat(load(src, tsrc, base + j), m, rs);
       const float w = weight != nullptr ? weight[j] : 1.0f;
       const float b = bias != nullptr ? bias[j] : 0.0f;
       store(y, ty, base + j, norm_math::layer_norm_apply(xhat, w, b));
@@ -275,6 +289,23 @@ __global__ void layer_norm_param_finish_kernel(const DoublePair* partial, std::i
 /// Rows of up to 1024 values: a warp each; longer: a block each.
 bool warp_rows(std::int64_t cols) { return cols <= 1024; }
 
+/// Launches layer_norm_forward_kernel (delta null: a plain layer norm).
+void launch_layer_norm_forward(const char* op, const void* x, DType tx, const void* delta,
+                               DType td, void* sum, DType ts, std::int64_t rows,
+                               std::int64_t cols, const float* weight, const float* bias,
+                               float eps, void* y, DType ty, float* mean, float* rstd) {
+  detail::check_layer_norm_args(op, rows, cols, eps);
+  if (rows == 0) return;  // cols == 0 still writes each row's mean and rstd
+  if (warp_rows(cols)) {
+    layer_norm_forward_kernel<kWarp><<<group_grid<kWarp>(rows), kThreads, 0, stream()>>>(
+        x, tx, delta, td, sum, ts, rows, cols, weight, bias, eps, y, ty, mean, rstd);
+  } else {
+    layer_norm_forward_kernel<kThreads><<<group_grid<kThreads>(rows), kThreads, 0, stream()>>>(
+        x, tx, delta, td, sum, ts, rows, cols, weight, bias, eps, y, ty, mean, rstd);
+  }
+  check_launch(op);
+}
+
 }  // namespace
 
 void batch_norm_forward(const void* x, DType x_dtype, BatchNormDims d, const float* weight,
@@ -359,17 +390,16 @@ void batch_norm_backward_elemt(const void* x, DType x_dtype, const void* dy, DTy
 void layer_norm_forward(const void* x, DType x_dtype, std::int64_t rows, std::int64_t cols,
                         const float* weight, const float* bias, float eps, void* y,
                         DType y_dtype, float* mean, float* rstd) {
-  const char* op = "layer_norm";
-  detail::check_layer_norm_args(op, rows, cols, eps);
-  if (rows == 0) return;  // cols == 0 still writes each row's mean and rstd
-  if (warp_rows(cols)) {
-    layer_norm_forward_kernel<kWarp><<<group_grid<kWarp>(rows), kThreads, 0, stream()>>>(
-        x, x_dtype, rows, cols, weight, bias, eps, y, y_dtype, mean, rstd);
-  } else {
-    layer_norm_forward_kernel<kThreads><<<group_grid<kThreads>(rows), kThreads, 0, stream()>>>(
-        x, x_dtype, rows, cols, weight, bias, eps, y, y_dtype, mean, rstd);
-  }
-  check_launch(op);
+  launch_layer_norm_forward("layer_norm", x, x_dtype, nullptr, x_dtype, nullptr, x_dtype, rows,
+                            cols, weight, bias, eps, y, y_dtype, mean, rstd);
+}
+
+void add_layer_norm_forward(const void* x, DType x_dtype, const void* delta, DType delta_dtype,
+                            std::int64_t rows, std::int64_t cols, const float* weight,
+                            const float* bias, float eps, void* sum, DType sum_dtype, void* y,
+                            DType y_dtype, float* mean, float* rstd) {
+  launch_layer_norm_forward("add_layer_norm", x, x_dtype, delta, delta_dtype, sum, sum_dtype,
+                            rows, cols, weight, bias, eps, y, y_dtype, mean, rstd);
 }
 
 void layer_norm_backward(const void* x, DType x_dtype, const void* dy, DType dy_dtype,

@@ -208,6 +208,23 @@ void layer_norm_forward(const void* x, DType x_dtype, std::int64_t rows, std::in
   });
 }
 
+void add_layer_norm_forward(const void* x, DType x_dtype, const void* delta, DType delta_dtype,
+                            std::int64_t rows, std::int64_t cols, const float* weight,
+                            const float* bias, float eps, void* sum, DType sum_dtype, void* y,
+                            DType y_dtype, float* mean, float* rstd) {
+  detail::check_layer_norm_args("add_layer_norm", rows, cols, eps);
+  dispatch(x_dtype, delta_dtype, sum_dtype, [&](auto tx, auto td, auto ts) {
+    using TX = decltype(tx);
+    using TD = decltype(td);
+    using TS = decltype(ts);
+    for (std::int64_t i = 0; i < rows * cols; ++i) {
+      static_cast<TS*>(sum)[i] = TS(at<TX>(x, i) + at<TD>(delta, i));
+    }
+  });
+  // The norm reads the sum as stored: what layer_norm_forward of the add's output computes.
+  layer_norm_forward(sum, sum_dtype, rows, cols, weight, bias, eps, y, y_dtype, mean, rstd);
+}
+
 void layer_norm_backward(const void* x, DType x_dtype, const void* dy, DType dy_dtype,
                          std::int64_t rows, std::int64_t cols, const float* mean,
                          const float* rstd, const float* weight, void* dx, DType dx_dtype,
