@@ -57,6 +57,7 @@
 #include "mixprec/nn/module.h"
 #include "mixprec/nn/norm_layers.h"
 #include "mixprec/nn/residual.h"
+#include "mixprec/nn/resnet.h"
 #include "mixprec/nn/transformer.h"
 
 // optim/: optimizers

@@ -8,6 +8,7 @@
 #include "mixprec/nn/layers.h"
 #include "mixprec/nn/norm_layers.h"
 #include "mixprec/nn/residual.h"
+#include "mixprec/nn/resnet.h"
 
 namespace mixprec::models {
 namespace {
@@ -144,6 +145,17 @@ std::vector<ModelSpec> builtin_models() {
   specs[0].defaults.inputs = 784;
   specs[0].defaults.outputs = 10;
   specs[0].factory = [](const ModelOptions& o) { return mlp(o.inputs, 256, 128, o.outputs, o.seed, "MLP"); };
+  ModelSpec r50 = classifier(
+      "resnet50",
+      "ResNet-50 (torchvision's layout and names: bottleneck stages 3-4-6-3, 25.6M parameters), "
+      "1000 classes, images 3 x --image-size x --image-size (default 224; synthetic data)",
+      {3, 224, 224}, true, nullptr);
+  r50.num_classes = 1000;
+  r50.defaults.image_size = 224;
+  r50.factory = [](const ModelOptions& o) -> std::shared_ptr<nn::Module> {
+    return nn::resnet50(1000, o.seed);
+  };
+  specs.push_back(std::move(r50));
   ModelSpec g;
   g.name = "gpt-mini";
   g.description = "byte-level GPT: 4 pre-LN blocks, 4 heads, width 128, context 128, tied head (text)";
@@ -235,6 +247,16 @@ ModelOptions resolve_options(const ModelSpec& spec, ModelOptions o) {
                             << " outputs, but the data needs " << o.inputs << " and " << o.outputs
                             << "; --model mlp follows the data's shape");
   }
+  if (spec.defaults.image_size > 0) {
+    if (o.image_size == 0) o.image_size = spec.defaults.image_size;
+    MIXPREC_CHECK(o.image_size >= 32 && o.image_size <= 4096, ValueError, op,
+                  "--image-size must be in [32, 4096] for " << spec.name << ", got "
+                                                             << o.image_size);
+  } else {
+    MIXPREC_CHECK(o.image_size == 0, ValueError, op,
+                  spec.name << " takes inputs of one size, " << to_string(spec.sample_shape)
+                            << "; --image-size is for models that take any (resnet50)");
+  }
   if (spec.task != TaskKind::language_model) return o;
   auto check = [&](std::int64_t v, const char* flag, std::int64_t max) {
     MIXPREC_CHECK(v >= 1 && v <= max, ValueError, op,
@@ -255,6 +277,9 @@ ModelOptions resolve_options(const ModelSpec& spec, ModelOptions o) {
 std::vector<std::int64_t> input_shape(const ModelSpec& spec, const ModelOptions& resolved) {
   if (spec.task == TaskKind::language_model) return {resolved.context};
   if (spec.sized_by_data) return {resolved.inputs};
+  if (spec.defaults.image_size > 0) {
+    return {spec.sample_shape[0], resolved.image_size, resolved.image_size};
+  }
   return spec.sample_shape;
 }
 

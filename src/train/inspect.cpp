@@ -227,10 +227,16 @@ InspectReport inspect_builtin(const InspectOptions& o) {
   // Only the samples the steps use are read (wrapping around if the set is smaller).
   const std::int64_t wanted = static_cast<std::int64_t>(o.steps) * o.batch_size;
   data::Dataset train;
+  // The model is built with its default sizes (make_model below): resnet50's 224x224 images.
+  models::ModelOptions defaults;
+  defaults.seed = o.seed;
+  const std::vector<std::int64_t> shape = models::input_shape(spec, models::resolve_options(spec, defaults));
   if (spec.synthetic_data) {
     // As many samples as the Trainer's synthetic set at most (8192), but at least one batch.
     const std::int64_t n = std::max(o.batch_size, std::min<std::int64_t>(wanted, 8192));
-    train = data::make_synthetic(n, spec.sample_shape[0], spec.num_classes, o.seed, 0);
+    std::int64_t features = 1;
+    for (const std::int64_t dim : shape) features *= dim;
+    train = data::make_synthetic(n, features, spec.num_classes, o.seed, 0);
   } else {
     const std::string dir = o.data_dir.empty() ? data::kFashionMnistDefaultDir : o.data_dir;
     train = data::load_fashion_mnist(dir, true, wanted);
@@ -241,7 +247,7 @@ InspectReport inspect_builtin(const InspectOptions& o) {
   lo.batch_size = o.batch_size;
   lo.seed = o.seed;
   lo.prefetch = false;
-  data::DataLoader loader(train, lo, spec.sample_shape);
+  data::DataLoader loader(train, lo, shape);
   std::int64_t epoch = 0;
   loader.start_epoch(epoch);
   auto next = [&](int) {

@@ -31,17 +31,25 @@ std::vector<std::string> split_paths(const std::string& list) {
 
 RunData image_data(const models::ModelSpec& spec, const TrainConfig& c) {
   const bool synthetic = c.data == "synthetic" || (c.data.empty() && spec.synthetic_data);
+  // The sample's shape under the options: an image model that takes any size (resnet50) has
+  // the --image-size images.
+  const std::vector<std::int64_t> shape =
+      models::input_shape(spec, models::resolve_options(spec, c.model_options()));
   data::Dataset train, test;
   nlohmann::json d;
   if (synthetic) {
-    MIXPREC_CHECK(spec.sample_shape.size() == 1, ValueError, kOp,
-                  "--data synthetic makes flat feature vectors; model " << spec.name
-                      << " takes " << to_string(spec.sample_shape));
-    const std::int64_t features = spec.sample_shape[0];
-    train = data::make_synthetic(c.limit_train > 0 ? c.limit_train : kSyntheticTrain, features,
-                                 spec.num_classes, c.seed, 0);
-    test = data::make_synthetic(c.limit_test > 0 ? c.limit_test : kSyntheticTest, features,
-                                spec.num_classes, c.seed, 1);
+    MIXPREC_CHECK(shape.size() == 1 || spec.defaults.image_size > 0, ValueError, kOp,
+                  "--data synthetic makes flat feature vectors or the images of a model that takes "
+                  "any size; model " << spec.name << " takes " << to_string(shape));
+    std::int64_t features = 1;
+    for (const std::int64_t dim : shape) features *= dim;
+    // Held in memory: large images get fewer samples by default (256 MiB of f32 for training),
+    // enough to time steps and watch the loss move; --limit-train sets the count.
+    const std::int64_t budget = std::max<std::int64_t>(64, (std::int64_t{256} << 20) / (4 * features));
+    train = data::make_synthetic(c.limit_train > 0 ? c.limit_train : std::min(kSyntheticTrain, budget),
+                                 features, spec.num_classes, c.seed, 0);
+    test = data::make_synthetic(c.limit_test > 0 ? c.limit_test : std::min(kSyntheticTest, budget / 4 + 1),
+                                features, spec.num_classes, c.seed, 1);
     d["source"] = "synthetic";
   } else {
     const std::string dir = c.data_dir.empty() ? data::kFashionMnistDefaultDir : c.data_dir;
@@ -64,8 +72,8 @@ RunData image_data(const models::ModelSpec& spec, const TrainConfig& c) {
   eo.shuffle = false;
   eo.prefetch = false;
   RunData r;
-  r.train = std::make_shared<data::DataLoader>(train, lo, spec.sample_shape);
-  r.eval = std::make_shared<data::DataLoader>(test, eo, spec.sample_shape);
+  r.train = std::make_shared<data::DataLoader>(train, lo, shape);
+  r.eval = std::make_shared<data::DataLoader>(test, eo, shape);
   r.description = std::move(d);
   return r;
 }

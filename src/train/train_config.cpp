@@ -65,6 +65,7 @@ models::ModelOptions TrainConfig::model_options() const {
   models::ModelOptions o;
   o.seed = seed;
   o.context = context;
+  o.image_size = image_size;
   o.layers = layers;
   o.heads = heads;
   o.width = width;
@@ -108,6 +109,7 @@ json config_to_json(const TrainConfig& c) {
               {"inputs", c.inputs},
               {"outputs", c.outputs},
               {"context", c.context},
+              {"image_size", c.image_size},
               {"layers", c.layers},
               {"heads", c.heads},
               {"width", c.width},
@@ -202,6 +204,7 @@ TrainConfig config_from_json(const json& j, const std::string& what) {
   c.scaler_growth_interval = int_or(j, "scaler_growth_interval", 2000, what);
   c.data = j.value("data", std::string());
   c.context = int_or(j, "context", 0, what);
+  c.image_size = int_or(j, "image_size", 0, what);
   c.layers = int_or(j, "layers", 0, what);
   c.heads = int_or(j, "heads", 0, what);
   c.width = int_or(j, "width", 0, what);
@@ -348,6 +351,7 @@ std::string first_incompatibility(const TrainConfig& saved, const TrainConfig& r
         differ("target", saved.target, requested.target),
         differ("task", saved.task, requested.task),
         differ("context", saved.context, requested.context),
+        differ("image_size", saved.image_size, requested.image_size),
         differ("layers", saved.layers, requested.layers),
         differ("heads", saved.heads, requested.heads),
         differ("width", saved.width, requested.width),

@@ -5,17 +5,12 @@
 #include "mixprec/models/zoo.h"
 #include "mixprec/nn/layers.h"
 #include "mixprec/nn/residual.h"
+#include "mixprec/nn/resnet.h"
 #include "mixprec/ops/nn_functional.h"
 
 using namespace mixprec;
 
 namespace {
-
-Shape input_shape(const models::ModelSpec& spec, std::int64_t n) {
-  Shape s{n};
-  s.insert(s.end(), spec.sample_shape.begin(), spec.sample_shape.end());
-  return s;
-}
 
 // A batch of inputs the model takes: features, or token ids (whole numbers below the
 // vocabulary) for a language model.
@@ -44,10 +39,14 @@ TEST(ModelsZoo, EveryModelMapsABatchToLogitsAndGetsEveryGradient) {
     if (spec.name == "seed-mlp") continue;  // 21M parameters: covered by the count above
     models::ModelOptions o;
     o.seed = 1;
-    o.context = 8;  // transformers: a short window keeps the test small
+    if (spec.task == models::TaskKind::language_model) o.context = 8;  // a short window
+    if (spec.defaults.image_size > 0) o.image_size = 32;  // resnet50: the smallest images
     auto model = models::make_model(spec.name, o);
     const bool lm = spec.task == models::TaskKind::language_model;
-    const Shape shape = lm ? Shape{4, 8} : input_shape(spec, 4);
+    Shape shape{4};
+    for (const std::int64_t d : models::input_shape(spec, models::resolve_options(spec, o))) {
+      shape.push_back(d);
+    }
     const Tensor logits = (*model)(sample_inputs(spec, shape));
     const std::int64_t rows = lm ? 4 * 8 : 4;
     ASSERT_EQ(logits.numel(), rows * spec.num_classes) << spec.name;
@@ -106,6 +105,79 @@ TEST(ModelsZoo, UsersRegisterModelsThroughTheSameApi) {
   spec.name = "test-zoo-nofactory";
   spec.factory = nullptr;
   EXPECT_THROW(models::register_model(spec), ValueError);
+}
+
+// ResNet-50 as torchvision builds it: torchvision's published parameter count (ResNet50_Weights
+// meta "num_params"), its state dict's entries (less its 53 num_batches_tracked counters) with
+// their names and shapes, and images of any size from 32 pixels up.
+TEST(ModelsResNet50, HasTorchvisionsParametersNamesAndShapes) {
+  auto model = models::make_model("resnet50", 0);
+  EXPECT_EQ(model->parameter_count(), 25557032);
+  const auto state = model->state_dict();
+  // 53 convolutions, 53 batch norms (weight, bias, running mean and variance) and fc's 2.
+  EXPECT_EQ(state.size(), 53u + 53u * 4u + 2u);
+  const std::vector<std::pair<std::string, Shape>> expected = {
+      {"conv1.weight", {64, 3, 7, 7}},
+      {"bn1.running_var", {64}},
+      {"layer1.0.conv1.weight", {64, 64, 1, 1}},
+      {"layer1.0.conv2.weight", {64, 64, 3, 3}},
+      {"layer1.0.conv3.weight", {256, 64, 1, 1}},
+      {"layer1.0.downsample.0.weight", {256, 64, 1, 1}},
+      {"layer1.0.downsample.1.running_mean", {256}},
+      {"layer1.2.bn3.bias", {256}},
+      {"layer2.0.conv1.weight", {128, 256, 1, 1}},
+      {"layer2.0.conv2.weight", {128, 128, 3, 3}},
+      {"layer2.0.downsample.0.weight", {512, 256, 1, 1}},
+      {"layer2.3.conv3.weight", {512, 128, 1, 1}},
+      {"layer3.5.bn2.weight", {256}},
+      {"layer3.0.downsample.0.weight", {1024, 512, 1, 1}},
+      {"layer4.0.downsample.0.weight", {2048, 1024, 1, 1}},
+      {"layer4.2.conv2.weight", {512, 512, 3, 3}},
+      {"layer4.2.bn3.running_var", {2048}},
+      {"fc.weight", {1000, 2048}},
+      {"fc.bias", {1000}},
+  };
+  for (const auto& [key, shape] : expected) {
+    const auto it = state.find(key);
+    ASSERT_NE(it, state.end()) << key;
+    EXPECT_EQ(it->second.shape(), shape) << key;
+  }
+  // Only the first block of each stage downsamples.
+  EXPECT_EQ(state.count("layer1.1.downsample.0.weight"), 0u);
+  EXPECT_EQ(state.count("layer3.1.downsample.0.weight"), 0u);
+
+  const models::ModelSpec spec = models::model_spec("resnet50");
+  models::ModelOptions o;
+  EXPECT_EQ(models::input_shape(spec, models::resolve_options(spec, o)),
+            (std::vector<std::int64_t>{3, 224, 224}));
+  o.image_size = 512;
+  EXPECT_EQ(models::input_shape(spec, models::resolve_options(spec, o)),
+            (std::vector<std::int64_t>{3, 512, 512}));
+  o.image_size = 31;
+  EXPECT_THROW(models::resolve_options(spec, o), ValueError);
+  models::ModelOptions cnn;
+  cnn.image_size = 64;
+  EXPECT_THROW(models::resolve_options(models::model_spec("cnn"), cnn), ValueError);
+  // The image sizes of the seeds' example and ImageNet's, and a non-square one, all map to
+  // logits; below 32 pixels the last stage would be empty.
+  const Tensor logits = (*model)(Tensor::randn({1, 3, 40, 56}, 3));
+  EXPECT_EQ(logits.shape(), (Shape{1, 1000}));
+  EXPECT_THROW((*model)(Tensor::randn({1, 3, 16, 16}, 3)), ShapeError);
+}
+
+TEST(ModelsBottleneck, DownsamplesOnlyWhenNeededAndStridesItsThreeByThree) {
+  nn::Bottleneck same(32, 8, 1, 0), down(16, 8, 2, 0);
+  EXPECT_EQ(same.children().size(), 6u);  // 32 = 4 x 8 channels in and out: identity
+  EXPECT_EQ(down.children().size(), 7u);
+  EXPECT_EQ(down.children().back().first, "downsample");
+  const Tensor x = Tensor::randn({2, 32, 6, 6}, 1);
+  EXPECT_EQ(same(x).shape(), (Shape{2, 32, 6, 6}));
+  EXPECT_EQ(down(Tensor::randn({2, 16, 6, 6}, 2)).shape(), (Shape{2, 32, 3, 3}));
+  for (float v : same(x).to_vector()) EXPECT_GE(v, 0.0f);  // a ReLU ends the block
+  // torchvision v1.5: the stride is on conv2 (3x3), conv1 (1x1) keeps the resolution.
+  const auto convs = down.named_parameters();
+  EXPECT_EQ(convs[0].first, "conv1.weight");
+  EXPECT_EQ(convs[0].second.shape(), (Shape{8, 16, 1, 1}));
 }
 
 TEST(ModelsZoo, TransformerSizesResolveFromDefaultsAndAreChecked) {

@@ -34,6 +34,10 @@ TrainOptions::TrainOptions(CLI::App* cmd, bool with_run_flags) {
        MIXPREC_FIELD(task));
   bind(cmd->add_option("--context", g.context, "Transformer: tokens per window (0 = the model's default)"),
        MIXPREC_FIELD(context));
+  bind(cmd->add_option("--image-size", g.image_size,
+                       "resnet50: height and width of the square input images, in [32, 4096] "
+                       "(0 = 224)"),
+       MIXPREC_FIELD(image_size));
   bind(cmd->add_option("--layers", g.layers, "Transformer: blocks (0 = the model's default)"),
        MIXPREC_FIELD(layers));
   bind(cmd->add_option("--heads", g.heads, "Transformer: attention heads, dividing --width (0 = default)"),

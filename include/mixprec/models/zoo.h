@@ -32,6 +32,9 @@ struct ModelOptions {
   std::int64_t width = 0;    ///< d_model (--width)
   float dropout = 0.0f;      ///< on embeddings, attention probabilities and residual branches
   bool checkpoint_activations = false;  ///< recompute each block in backward (nn/checkpoint.h)
+  /// Height and width of the square input images of a model that takes any size (resnet50:
+  /// --image-size, default 224); 0 = the default. A fixed-size model refuses any other value.
+  std::int64_t image_size = 0;
   /// Features per sample and outputs (classes, or 1 for regression) of a model whose spec is
   /// sized_by_data (the mlp: a CSV table's columns or an IDX set's pixels and classes).
   std::int64_t inputs = 0;
@@ -74,7 +77,8 @@ std::string model_names();
 /// model's own (only a sized_by_data model follows its data).
 ModelOptions resolve_options(const ModelSpec& spec, ModelOptions options);
 /// The shape of one input sample under resolved options ({context} for a language model,
-/// {inputs} for a model sized by its data).
+/// {inputs} for a model sized by its data, {channels, size, size} for an image model that takes
+/// any size).
 std::vector<std::int64_t> input_shape(const ModelSpec& spec, const ModelOptions& resolved);
 
 /// A freshly initialised f32 model from (unresolved) options.
