@@ -3,10 +3,14 @@
 workloads, batch sizes, optimizer and step structure, timed the same way (per-step wall-clock
 after a warm-up), so bench/compare.sh can print ours/theirs ratios.
 
-Usage: peer_pytorch.py [--workload seed-mlp|cnn|all] [--precision fp32|bf16|fp16|all]
+Usage: peer_pytorch.py [--workload seed-mlp|cnn|resnet50|all] [--precision fp32|bf16|fp16|all]
                        [--steps N] [--warmup W] [--threads T] [--real-epoch] [--json]
                        [--device cpu|cuda|cuda:N] [--matmul-precision highest|high|medium]
+                       [--batch-size N] [--image-size N] [--channels-last] [--cudnn-benchmark]
+                       [--compile]
 Typical use: build-peer/bin/python bench/peer_pytorch.py --workload cnn --precision fp16 --json
+  GPU ResNet-50: ... --workload resnet50 --precision bf16 --device cuda --channels-last
+                 --cudnn-benchmark [--compile] --json
 (build-peer/ is the venv bench/setup-peer.sh makes: torch 2.x from PyPI).
 
 Workloads (the models of src/models/zoo.cpp):
@@ -15,6 +19,16 @@ Workloads (the models of src/models/zoo.cpp):
             Linear 3136-128, ReLU, 128-10); batch 128; also reports seconds per epoch (469
             steps), extrapolated from the step time, or measured on the real data set with
             --real-epoch.
+  resnet50  torchvision's ResNet-50 (v1.5), written out here in plain torch (torchvision is not
+            needed): conv1 7x7/2 pad 3 (no bias), BN, ReLU, maxpool 3/2 pad 1; Bottleneck stages
+            of 3, 4, 6, 3 blocks, widths 64/128/256/512 x4 expansion (1x1, 3x3 carrying the
+            stride, 1x1, no conv bias; downsample = 1x1 conv + BN on each stage's first block);
+            global average pool, Linear 2048-1000; the module names of torchvision's, and
+            25,557,032 parameters (asserted when built). Batch 128 of [3, S, S] standard-normal
+            images (S = --image-size, default 224), labels uniform in [0, 1000). The JSON adds
+            "image_size" and "samples_per_second" (images/s: batch / median step).
+            Not part of --workload all (a ResNet-50 step at 224 takes seconds on a CPU): ask
+            for it by name.
 Every step is the one `mixprec bench` times: forward + cross-entropy under the precision's
 autocast, (scaled) backward, unscale, the total gradient norm (computed every step, nothing
 clipped), Adam (lr 1e-3) step through the scaler, scaler update, gradients dropped.
@@ -36,9 +50,27 @@ Devices (--device, default cpu):
           The JSON adds the GPU's name (torch.cuda.get_device_name), torch.version.cuda,
           torch.backends.cudnn.version() and the TF32 switches in effect. cuDNN autotuning
           (torch.backends.cudnn.benchmark) stays off, torch's default; Adam is torch's default
-          implementation for CUDA tensors (foreach, not fused).
+          implementation for CUDA tensors (foreach, not fused). --cudnn-benchmark turns the
+          autotuning on.
   A device that cannot be used (a torch without CUDA, no usable GPU, cuda:N past the last GPU,
   a GPU that fails its first allocation) is bad usage: one line on stderr, exit status 2.
+Options (resnet50's JSON records "image_size", "channels_last", "cudnn_benchmark" and
+"compile"/"compiled" always; the other workloads' JSON records only the options given, so without
+them it is what it always was):
+  --batch-size N     instead of the workload's batch (seed-mlp 256, cnn 128, resnet50 128); the
+                     cnn epoch is then ceil(60000 / N) steps.
+  --image-size N     resnet50 only: the images' height and width, 32 to 4096 (default 224).
+  --channels-last    cnn and resnet50: the model and the input batch converted with
+                     memory_format=torch.channels_last (NHWC: cuDNN's Tensor-Core layout).
+  --cudnn-benchmark  torch.backends.cudnn.benchmark = True: cuDNN times its algorithms for each
+                     new shape in the first (warm-up) step and keeps the fastest.
+  --compile          times torch.compile(model) (inductor, default mode; the optimizer, scaler
+                     and norm stay eager), as peer_gpt.py --time --compile does: one extra
+                     untimed step first compiles it (its wall time is "compile_seconds"), then
+                     the warm-up and timed steps; "compiled": true. If compiling (or a compiled
+                     step) fails, "compiled" is false with "compile_error", one line goes to
+                     stderr, and the times are the eager model's, timed afresh.
+
 --matmul-precision highest|high|medium (default highest; the names of mixprec's flag, recorded in
 the JSON as "matmul_precision"): f32 matrix products and convolutions.
   highest  true f32: torch.set_float32_matmul_precision("highest") (so
@@ -79,6 +111,7 @@ torch = nn = None  # imported in main(), after the thread environment is set
 
 
 FASHION_DIR = "/usr/share/datasets/fashion-mnist"
+FASHION_TRAIN_IMAGES = 60000
 CPU_FLAG_PREFIXES = ("avx512", "amx")
 CPU_FLAGS_EXACT = ("avx2", "f16c", "fma")
 PRECISIONS = ("fp32", "bf16", "fp16")
@@ -295,6 +328,121 @@ def fashion_cnn():
         nn.Flatten(), nn.Linear(3136, 128), nn.ReLU(), nn.Linear(128, 10))
 
 
+# ResNet-50 (torchvision's resnet50, v1.5). The layout is data, so that the parameter count can be
+# computed from it without torch (resnet50_parameter_count) and checked against the built model.
+RESNET50_PARAMETERS = 25557032
+RESNET50_CLASSES = 1000
+RESNET50_STEM = 64  # conv1's output channels
+RESNET50_STAGES = ((64, 3, 1), (128, 4, 2), (256, 6, 2), (512, 3, 2))  # (width, blocks, stride)
+RESNET_EXPANSION = 4  # a Bottleneck's output channels: width x 4
+
+
+def resnet50_layers():
+    """The parametrised layers of ResNet-50 in torchvision's order, as (name, kind, shape):
+    ("conv", (in, out, kernel, stride, padding)), ("bn", (channels,)), ("fc", (in, out))."""
+    layers = [("conv1", "conv", (3, RESNET50_STEM, 7, 2, 3)), ("bn1", "bn", (RESNET50_STEM,))]
+    inplanes = RESNET50_STEM
+    for stage, (width, blocks, stride) in enumerate(RESNET50_STAGES, 1):
+        out = width * RESNET_EXPANSION
+        for b in range(blocks):
+            name = "layer%d.%d." % (stage, b)
+            s = stride if b == 0 else 1
+            layers += [(name + "conv1", "conv", (inplanes, width, 1, 1, 0)),
+                       (name + "bn1", "bn", (width,)),
+                       (name + "conv2", "conv", (width, width, 3, s, 1)),  # v1.5: stride here
+                       (name + "bn2", "bn", (width,)),
+                       (name + "conv3", "conv", (width, out, 1, 1, 0)),
+                       (name + "bn3", "bn", (out,))]
+            if b == 0:  # every stage's first block changes the channels (and stage 2-4 the size)
+                layers += [(name + "downsample.0", "conv", (inplanes, out, 1, s, 0)),
+                           (name + "downsample.1", "bn", (out,))]
+            inplanes = out
+    layers.append(("fc", "fc", (inplanes, RESNET50_CLASSES)))
+    return layers
+
+
+def resnet50_parameter_count():
+    """The trainable parameters of resnet50_layers(): convolutions without bias, BatchNorm's
+    weight and bias, the Linear's weight and bias."""
+    count = 0
+    for _, kind, shape in resnet50_layers():
+        if kind == "conv":
+            cin, cout, k = shape[:3]
+            count += cin * cout * k * k
+        elif kind == "bn":
+            count += 2 * shape[0]
+        else:
+            count += shape[0] * shape[1] + shape[1]
+    return count
+
+
+def resnet50():
+    """ResNet-50 built from resnet50_layers() with torchvision's module names (conv1, bn1, relu,
+    maxpool, layer1..layer4 of Bottlenecks, avgpool, fc) and its initialisation (Kaiming-normal
+    fan-out convolutions, BatchNorm 1 and 0, the Linear's default)."""
+    class Bottleneck(nn.Module):
+        def __init__(self, inplanes, width, stride, downsample):
+            super().__init__()
+            out = width * RESNET_EXPANSION
+            self.conv1 = nn.Conv2d(inplanes, width, 1, bias=False)
+            self.bn1 = nn.BatchNorm2d(width)
+            self.conv2 = nn.Conv2d(width, width, 3, stride=stride, padding=1, bias=False)
+            self.bn2 = nn.BatchNorm2d(width)
+            self.conv3 = nn.Conv2d(width, out, 1, bias=False)
+            self.bn3 = nn.BatchNorm2d(out)
+            self.relu = nn.ReLU(inplace=True)
+            self.downsample = (nn.Sequential(nn.Conv2d(inplanes, out, 1, stride=stride,
+                                                       bias=False), nn.BatchNorm2d(out))
+                               if downsample else None)
+
+        def forward(self, x):
+            identity = x if self.downsample is None else self.downsample(x)
+            out = self.relu(self.bn1(self.conv1(x)))
+            out = self.relu(self.bn2(self.conv2(out)))
+            out = self.bn3(self.conv3(out))
+            return self.relu(out + identity)
+
+    class ResNet50(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.conv1 = nn.Conv2d(3, RESNET50_STEM, 7, stride=2, padding=3, bias=False)
+            self.bn1 = nn.BatchNorm2d(RESNET50_STEM)
+            self.relu = nn.ReLU(inplace=True)
+            self.maxpool = nn.MaxPool2d(3, stride=2, padding=1)
+            inplanes = RESNET50_STEM
+            for stage, (width, blocks, stride) in enumerate(RESNET50_STAGES, 1):
+                layer = [Bottleneck(inplanes, width, stride, True)]
+                inplanes = width * RESNET_EXPANSION
+                layer += [Bottleneck(inplanes, width, 1, False) for _ in range(blocks - 1)]
+                setattr(self, "layer%d" % stage, nn.Sequential(*layer))
+            self.avgpool = nn.AdaptiveAvgPool2d((1, 1))
+            self.fc = nn.Linear(inplanes, RESNET50_CLASSES)
+            for m in self.modules():
+                if isinstance(m, nn.Conv2d):
+                    nn.init.kaiming_normal_(m.weight, mode="fan_out", nonlinearity="relu")
+                elif isinstance(m, nn.BatchNorm2d):
+                    nn.init.constant_(m.weight, 1)
+                    nn.init.constant_(m.bias, 0)
+
+        def forward(self, x):
+            x = self.maxpool(self.relu(self.bn1(self.conv1(x))))
+            x = self.layer4(self.layer3(self.layer2(self.layer1(x))))
+            return self.fc(torch.flatten(self.avgpool(x), 1))
+
+    model = ResNet50()
+    count = sum(p.numel() for p in model.parameters())
+    assert count == resnet50_parameter_count() == RESNET50_PARAMETERS, (
+        "resnet50 has %d parameters; its layer list gives %d, torchvision's has %d"
+        % (count, resnet50_parameter_count(), RESNET50_PARAMETERS))
+    # The same layers, in the same order, as the list the count comes from.
+    convs = [(n, tuple(m.weight.shape)) for n, m in model.named_modules()
+             if isinstance(m, (nn.Conv2d, nn.Linear))]
+    expect = [(n, (sh[1], sh[0], sh[2], sh[2]) if kind == "conv" else (sh[1], sh[0]))
+              for n, kind, sh in resnet50_layers() if kind != "bn"]
+    assert convs == expect, "resnet50's layers differ from resnet50_layers()"
+    return model
+
+
 def classification_batch(sample_shape, classes=10):
     """Standard-normal inputs and uniform labels, as `mixprec bench` makes them."""
     def make(batch):
@@ -306,7 +454,12 @@ WORKLOADS = {
     "seed-mlp": Workload(seed_mlp, 256, classification_batch((1024,)), None),
     # 469 = ceil(60000 / 128): the real epoch's batches (the last one partial)
     "cnn": Workload(fashion_cnn, 128, classification_batch((1, 28, 28)), 469),
+    # make_batch None: [3, S, S] images of S = --image-size, 1000 classes (made in run())
+    "resnet50": Workload(resnet50, 128, None, None),
 }
+ALL_WORKLOADS = ("seed-mlp", "cnn")  # --workload all: resnet50 is too heavy for a CPU run
+CONV_WORKLOADS = ("cnn", "resnet50")  # those --channels-last applies to
+DEFAULT_IMAGE_SIZE = 224
 
 
 # --- the training step ---------------------------------------------------------------------------
@@ -465,25 +618,70 @@ def real_epoch(step, batch_size, budget_s, device):
     return time.perf_counter() - t0, done, total
 
 
-def run(workload, precision, args):
+def summarize_error(e, lines=3, limit=1000):
+    """An exception as one string: its type and its first `lines` non-empty lines (without
+    Dynamo's generic hints about TORCHDYNAMO_VERBOSE / TORCH_LOGS)."""
+    text = [" ".join(x.split()) for x in str(e).splitlines()
+            if x.strip() and "TORCHDYNAMO_VERBOSE" not in x and "TORCH_LOGS" not in x]
+    return ("%s: %s" % (type(e).__name__, " | ".join(text[:lines])))[:limit]
+
+
+def time_model(workload, precision, batch_size, args, compiled):
+    """(the Step, time_steps' timings, compile fields) of one run on a fresh model: eager, or
+    (compiled=True) through torch.compile after one untimed compiling step."""
     device = args.torch_device
     reset_device_memory(device)
     torch.manual_seed(0)
     wl = WORKLOADS[workload]
     model = wl.build().to(device)  # built on the CPU from the seed, so the weights are the CPU's
     model.train()
+    if args.channels_last:
+        model = model.to(memory_format=torch.channels_last)
+    if compiled:
+        model = torch.compile(model, backend="inductor")  # default mode
     step = Step(model, precision, device.type)
-    x, y = wl.make_batch(wl.batch_size)  # made on the CPU: the same batch on every device
+    make_batch = wl.make_batch or classification_batch((3, args.image_size, args.image_size),
+                                                       RESNET50_CLASSES)
+    x, y = make_batch(batch_size)  # made on the CPU: the same batch on every device
     x, y = x.to(device), y.to(device)
-    times, cpu, warmup, steps, shortened = time_steps(step, x, y, args.warmup, args.steps, args,
-                                                      sync=device_sync(device) if
-                                                      device.type == "cuda" else None)
+    if args.channels_last:
+        x = x.contiguous(memory_format=torch.channels_last)
+    sync = device_sync(device) if device.type == "cuda" else None
+    extra = {}
+    if compiled:  # the compiling step: not a warm-up step, so it cannot shorten the run
+        extra["compile_seconds"] = time_one(step, x, y, sync)[0] / 1e3
+    return step, time_steps(step, x, y, args.warmup, args.steps, args, sync=sync), extra
+
+
+def run(workload, precision, args):
+    device = args.torch_device
+    wl = WORKLOADS[workload]
+    batch_size = args.batch_size or wl.batch_size
+    step = timed = None
+    compile_fields = {"compile": args.compile, "compiled": False}
+    if args.compile:
+        try:
+            step, timed, extra = time_model(workload, precision, batch_size, args, compiled=True)
+            compile_fields.update(extra, compiled=True, compile_backend="inductor",
+                                  compile_mode="default")
+        except Exception as e:  # noqa: BLE001  (dynamo/inductor errors, a missing compiler, ...)
+            compile_fields["compile_error"] = summarize_error(e)
+            print("peer_pytorch.py: torch.compile failed (%s); timing the eager model"
+                  % summarize_error(e, lines=1, limit=300), file=sys.stderr)
+        if timed is None:  # outside the except block, so the failed model can be freed
+            try:
+                torch._dynamo.reset()
+            except Exception:  # noqa: BLE001
+                pass
+    if timed is None:
+        step, timed, _ = time_model(workload, precision, batch_size, args, compiled=False)
+    times, cpu, warmup, steps, shortened = timed
     result = {
         "framework": "pytorch",
         "version": torch.__version__,
         "workload": workload,
         "precision": precision,
-        "batch_size": wl.batch_size,
+        "batch_size": batch_size,
         "threads": torch.get_num_threads(),
         "steps": steps,
         "warmup": warmup,
@@ -496,11 +694,26 @@ def run(workload, precision, args):
         "cpu_flags": cpu_flags(),
         "load_average": list(os.getloadavg()),
     }
-    if wl.steps_per_epoch:
-        result["epoch_seconds"] = result["step_ms"]["median"] * wl.steps_per_epoch / 1e3
+    # The options: resnet50 records them all, the other workloads those given (so their JSON
+    # without the options is what it always was).
+    images = workload == "resnet50"
+    if images:
+        result["image_size"] = args.image_size
+        result["samples_per_second"] = batch_size / (result["step_ms"]["median"] / 1e3)
+    if images or args.channels_last:
+        result["channels_last"] = args.channels_last
+    if images or args.cudnn_benchmark:
+        result["cudnn_benchmark"] = torch.backends.cudnn.benchmark
+    if images or args.compile:
+        result.update(compile_fields)
+    steps_per_epoch = wl.steps_per_epoch
+    if steps_per_epoch and batch_size != wl.batch_size:  # cnn: the training set in other batches
+        steps_per_epoch = math.ceil(FASHION_TRAIN_IMAGES / batch_size)
+    if steps_per_epoch:
+        result["epoch_seconds"] = result["step_ms"]["median"] * steps_per_epoch / 1e3
         result["epoch_seconds_source"] = "extrapolated"
         if args.real_epoch:
-            seconds, done, total = real_epoch(step, wl.batch_size, args.epoch_budget_s, device)
+            seconds, done, total = real_epoch(step, batch_size, args.epoch_budget_s, device)
             result["epoch_seconds"] = seconds * total / done
             result["epoch_batches"] = done
             result["epoch_seconds_source"] = "measured"
@@ -526,7 +739,8 @@ def main():
     p = Parser(description=__doc__.split("\n\n")[0],
                                 epilog=__doc__.split("\n\n", 1)[1],
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--workload", choices=list(WORKLOADS) + ["all"], default="all")
+    p.add_argument("--workload", choices=list(WORKLOADS) + ["all"], default="all",
+                   help="default all: " + " and ".join(ALL_WORKLOADS) + " (not resnet50)")
     p.add_argument("--precision", choices=list(PRECISIONS) + ["all"], default="all")
     p.add_argument("--steps", type=int, default=20, help="timed steps (default 20)")
     p.add_argument("--warmup", type=int, default=3, help="untimed warm-up steps (default 3)")
@@ -544,6 +758,18 @@ def main():
     p.add_argument("--matmul-precision", choices=MATMUL_PRECISIONS, default="highest",
                    help="f32 GEMMs/convolutions: highest (true f32; default), high or medium "
                         "(TF32 on a GPU); see below")
+    p.add_argument("--batch-size", type=int, default=None,
+                   help="instead of the workload's (seed-mlp 256, cnn 128, resnet50 128)")
+    p.add_argument("--image-size", type=int, default=None,
+                   help="resnet50: the images' height and width, 32 to 4096 (default %d)"
+                        % DEFAULT_IMAGE_SIZE)
+    p.add_argument("--channels-last", action="store_true",
+                   help="cnn, resnet50: model and inputs in torch.channels_last (NHWC)")
+    p.add_argument("--cudnn-benchmark", action="store_true",
+                   help="torch.backends.cudnn.benchmark = True (cuDNN autotuning)")
+    p.add_argument("--compile", action="store_true",
+                   help="time torch.compile(model) (inductor); a failure falls back to eager "
+                        "and is reported as compile_error")
     p.add_argument("--json", action="store_true", help="print a JSON list instead of a table")
     args = p.parse_args()
     if args.steps < 1 or args.warmup < 0 or args.threads < 1:
@@ -552,16 +778,29 @@ def main():
         p.error("--slow-step-s, --budget-s and --epoch-budget-s must be > 0")
     if args.real_epoch and not os.path.isdir(FASHION_DIR):
         p.error("--real-epoch needs the Fashion-MNIST files in " + FASHION_DIR)
+    if args.batch_size is not None and args.batch_size < 1:
+        p.error("--batch-size must be >= 1")
+    if args.image_size is not None and args.workload != "resnet50":
+        p.error("--image-size is for --workload resnet50 only")
+    if args.image_size is not None and not 32 <= args.image_size <= 4096:
+        p.error("--image-size must be in [32, 4096]")
+    if args.image_size is None:
+        args.image_size = DEFAULT_IMAGE_SIZE
+    if args.channels_last and args.workload not in CONV_WORKLOADS:
+        p.error("--channels-last is for the convolutional workloads (%s)"
+                % ", ".join(CONV_WORKLOADS))
 
     import_torch(args.threads)
     args.torch_device = setup_device(args.device, args.matmul_precision, p.prog)
+    if args.cudnn_benchmark:
+        torch.backends.cudnn.benchmark = True
     global BLAS
     BLAS = blas_library()
     if reference_blas(BLAS):
         print("peer_pytorch.py: WARNING: torch's fp32 GEMMs use the reference BLAS %s (slow, "
               "not a fair peer); use torch from PyPI (bench/setup-peer.sh)" % BLAS,
               file=sys.stderr)
-    workloads = list(WORKLOADS) if args.workload == "all" else [args.workload]
+    workloads = list(ALL_WORKLOADS) if args.workload == "all" else [args.workload]
     precisions = list(PRECISIONS) if args.precision == "all" else [args.precision]
     results = [run(w, pr, args) for w in workloads for pr in precisions]
 
@@ -595,6 +834,18 @@ def main():
             r["step_cpu_ms"]["median"], epoch, r["max_rss_bytes"] / 2**20,
             " %9.0f" % (r["peak_device_bytes"] / 2**20) if gpu else ""))
     for r in results:
+        options = (["images %dx%d, %.1f images/s" % (r["image_size"], r["image_size"],
+                                                     r["samples_per_second"])]
+                   if "image_size" in r else [])
+        options += [name for key, name in (("channels_last", "channels-last"),
+                                           ("cudnn_benchmark", "cudnn.benchmark")) if r.get(key)]
+        if r.get("compiled"):
+            options.append("torch.compile (compiled in %.1f s)" % r["compile_seconds"])
+        if options:
+            print("note: %s %s: %s" % (r["workload"], r["precision"], ", ".join(options)))
+        if "compile_error" in r:
+            print("note: %s %s: torch.compile failed, these are the eager model's times: %s"
+                  % (r["workload"], r["precision"], r["compile_error"]))
         if r["shortened"]:
             print("note: %s %s shortened: %s" % (r["workload"], r["precision"], r["shortened"]))
     print("load average: %.2f %.2f %.2f" % os.getloadavg())

@@ -25,6 +25,9 @@
 #          layers, 12 heads, width 768, context 1024, batch 8, bf16) in tokens/s, peak device
 #          memory, and the bf16 GEMM peak (PyTorch's 8192^3 product) to hold bench's "GEMMs
 #          alone" against;
+#          4c (section resnet). ResNet-50 (bench --model resnet50) beside peer_pytorch.py's
+#          resnet50 (eager with --channels-last --cudnn-benchmark, and torch.compile'd at 224):
+#          224 px batch 128 bf16, 512 px batch 32 bf16 and fp32: step ms, images/s, peak memory;
 #       5. where the time goes: profiles of both steps, each matmul call's path (cuBLASLt,
 #          epilogue, finishing kernel), and torch.compile'd PyTorch where it compiles in time.
 #     MIXPREC_CHECK_COMPILE=0 leaves out the compiled peer (its compilation takes a minute or two).
@@ -120,7 +123,7 @@ run() {
   : > "$report"
   local t_start bin data device steps mp tests attn py small=()
   # MIXPREC_CHECK_SECTIONS picks what runs (a window too short for all of it); default: all.
-  local sections=" ${MIXPREC_CHECK_SECTIONS:-env conformance parity checkpoints speed attention sanitize profile compile} "
+  local sections=" ${MIXPREC_CHECK_SECTIONS:-env conformance parity checkpoints speed resnet attention sanitize profile compile} "
   want() { [[ $sections == *" $1 "* ]]; }
   t_start=$(date +%s)
   if [ "$dry" = 1 ]; then
@@ -298,12 +301,59 @@ print("bf16 GEMM 8192^3: %.1f TFLOP/s (PyTorch %s, %s)" % (2 * 8192**3 / s / 1e1
     say ""
     "$py" "$here/scripts/cuda_report.py" attention "$out"/attention-*.log >> "$report"
   fi
+  if want resnet; then
+  say ""
+  say "## 4c. ResNet-50 beside PyTorch (channels-last, cudnn.benchmark; and torch.compile)"
+  # Each case is "IMAGE_SIZE BATCH PRECISION": 224 batch 128 bf16 (the usual training shape),
+  # 512 batch 32 in bf16 and in fp32 (the seeds' worked example: fp32 against bf16 on one shape).
+  # Ours and the peer case by case, so a window that runs out leaves whole pairs; the compiled
+  # peer (its compilation alone takes a minute or so) last. Dry: tiny images, one step, no peers.
+  local rcases=("224 128 bf16" "512 32 bf16" "512 32 fp32") rsteps=20 rwarm=() rcase rsize rbatch rprec
+  [ "$dry" = 1 ] && rsteps=1 rwarm=(--warmup 0)
+  local rdone=()  # "LOG NAME|TABLE LABEL" of each case run
+  for rcase in "${rcases[@]}"; do
+    read -r rsize rbatch rprec <<< "$rcase"
+    local rname=resnet50-$rsize-$rprec
+    [ "$dry" = 1 ] && rsize=32 rbatch=2  # the reference kernels are slow
+    step 240 "bench-$rname" "$mp" bench --model resnet50 --image-size "$rsize" --batch-size "$rbatch" \
+      --precision "$rprec" --steps "$rsteps" "${rwarm[@]}" --device "$device" --json
+    if [ "$peers" = 1 ]; then
+      step 240 "peer-$rname" "$py" "$here/bench/peer_pytorch.py" --workload resnet50 --image-size "$rsize" \
+        --batch-size "$rbatch" --precision "$rprec" --steps "$rsteps" --device cuda --channels-last \
+        --cudnn-benchmark --json
+    fi
+    rdone+=("$rname|ResNet-50 $rsize px batch $rbatch $rprec")
+  done
+  if [ "$peers" = 1 ]; then
+    if [ "${MIXPREC_CHECK_COMPILE:-1}" != 0 ]; then
+      step 240 peer-resnet50-224-bf16-compiled "$py" "$here/bench/peer_pytorch.py" --workload resnet50 \
+        --image-size 224 --batch-size 128 --precision bf16 --steps "$rsteps" --device cuda --channels-last \
+        --cudnn-benchmark --compile --json
+    fi
+    say ""
+    say "PyTorch: eager AMP, channels-last, cudnn.benchmark (and torch.compile where the label says so)."
+    say ""
+    say "| workload | step ms ours / PyTorch | PyTorch / ours | images/s ours / PyTorch | peak memory ours / PyTorch |"
+    say "|---|---|---|---|---|"
+    local r
+    for r in "${rdone[@]}"; do
+      "$py" "$here/scripts/cuda_report.py" speed "${r#*|}" "$out/bench-${r%%|*}.log" "$out/peer-${r%%|*}.log" --images >> "$report"
+    done
+    if [ "${MIXPREC_CHECK_COMPILE:-1}" != 0 ]; then
+      "$py" "$here/scripts/cuda_report.py" speed "ResNet-50 224 px batch 128 bf16, PyTorch compiled" \
+        "$out/bench-resnet50-224-bf16.log" "$out/peer-resnet50-224-bf16-compiled.log" --images >> "$report"
+    fi
+  else
+    say ""
+    say "(PyTorch peers not run: $([ "$dry" = 1 ] && echo 'dry run' || echo 'no CUDA PyTorch here'))"
+  fi
+  fi
   # The flash kernels under compute-sanitizer on a small causal call with partial blocks:
   # memcheck (out-of-bounds, misaligned) and racecheck (shared-memory hazards of the cp.async
   # double buffering).
   if want sanitize && [ "$dry" = 0 ] && command -v compute-sanitizer > /dev/null; then
     say ""
-    say "## 4c. compute-sanitizer on the flash kernels (B 1, H 2, T 200, d 64, forward + backward)"
+    say "## 4d. compute-sanitizer on the flash kernels (B 1, H 2, T 200, d 64, forward + backward)"
     local tool
     for tool in memcheck racecheck; do
       step 120 "sanitize-$tool" compute-sanitizer --tool "$tool" --error-exitcode 9 "$attn" --device "$device" \

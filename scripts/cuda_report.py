@@ -8,10 +8,12 @@ training logs, summarising the device conformance run, and reading figures out o
       --spread, the same differences between two cpu runs whose GEMMs sum in different orders
       (MIXPREC_ISA=avx2 against the native ISA): how far the run's own trajectory moves when
       only summation order changes, the context for the device's difference.
-  cuda_report.py speed LABEL OURS.log PEER.log
+  cuda_report.py speed LABEL OURS.log PEER.log [--images]
       One markdown table row: the median step (ms), tokens/s where given and peak memory of our
       `mixprec bench --json` output and of a PyTorch peer's `--json` output, and their ratio
-      (PyTorch's step / ours: above 1, ours is faster).
+      (PyTorch's step / ours: above 1, ours is faster). --images: images/s (batch / median
+      step) in place of tokens/s, for the image models (resnet50). A peer whose torch.compile
+      failed (it then times the eager model) gets "(PyTorch compile failed: eager)" on its label.
   cuda_report.py conformance GTEST.json
       Passed/failed cases of the gtest JSON output, and each failure's first message line.
   cuda_report.py attention LOG...
@@ -90,6 +92,10 @@ def speed(argv):
         return
     o_ms, p_ms = ours["step_ms"]["median"], peer["step_ms"]["median"]
     o_tok, p_tok = ours.get("tokens_per_second"), peer.get("tokens_per_second")
+    if "--images" in argv[3:]:
+        o_tok, p_tok = (r["batch_size"] / (r["step_ms"]["median"] / 1e3) for r in (ours, peer))
+    if peer.get("compile") and not peer.get("compiled"):
+        label += " (PyTorch compile failed: eager)"
     o_peak = ours.get("peak_bytes", {}).get("total")
     p_peak = peer.get("peak_device_bytes")
     mib = lambda b: "%.0f MiB" % (b / 2**20) if b else "-"

@@ -40,6 +40,9 @@ inline void PrintTo(const Case& c, std::ostream* os) { *os << c.name; }
 std::vector<Case> cases();
 /// The transformer kernels' cases (conformance_transformer_cases.cpp), which cases() includes.
 void add_transformer_cases(std::vector<Case>& cases);
+/// The optimizer and loss-scaler kernels' cases (conformance_optim_cases.cpp), which cases()
+/// includes.
+void add_optim_cases(std::vector<Case>& cases);
 
 /// Expects got to match want output by output (gtest failures name `where`).
 void compare(const Outs& got, const Outs& want, const std::string& where);
