@@ -655,14 +655,6 @@ def run_train(args):
     return result
 
 
-def summarize_error(e, lines=3, limit=1000):
-    """An exception as one string: its type and its first `lines` non-empty lines (without
-    Dynamo's generic hints about TORCHDYNAMO_VERBOSE / TORCH_LOGS)."""
-    text = [" ".join(x.split()) for x in str(e).splitlines()
-            if x.strip() and "TORCHDYNAMO_VERBOSE" not in x and "TORCH_LOGS" not in x]
-    return ("%s: %s" % (type(e).__name__, " | ".join(text[:lines])))[:limit]
-
-
 def time_model(args, compiled):
     """(timings, compile fields) of --time's steps on a fresh model: eager, or (compiled=True)
     through torch.compile after one untimed compiling step."""
@@ -685,26 +677,8 @@ def time_model(args, compiled):
 
 
 def run_time(args):
-    compile_fields = {"compile": args.compile, "compiled": False}
-    timed = None
-    if args.compile:
-        try:
-            timed, extra = time_model(args, compiled=True)
-            compile_fields.update(extra, compiled=True, compile_backend="inductor",
-                                  compile_mode="default")
-        except Failure:
-            raise
-        except Exception as e:  # noqa: BLE001  (dynamo/inductor errors, a missing compiler, ...)
-            compile_fields["compile_error"] = summarize_error(e)
-            print("peer_gpt.py: torch.compile failed (%s); timing the eager model"
-                  % summarize_error(e, lines=1, limit=300), file=sys.stderr)
-        if timed is None:  # outside the except block, so the failed model can be freed
-            try:
-                torch._dynamo.reset()
-            except Exception:  # noqa: BLE001
-                pass
-    if timed is None:
-        timed, _ = time_model(args, compiled=False)
+    timed, compile_fields = common.compiled_or_eager(
+        lambda compiled: time_model(args, compiled), args.compile, "peer_gpt.py", keep=(Failure,))
     times, cpu, warmup, steps, shortened = timed
     median = statistics.median(times)
     result = {"mode": "time", "precision": args.precision, "model": model_config(args),

@@ -627,7 +627,7 @@ def summarize_error(e, lines=3, limit=1000):
 
 
 def time_model(workload, precision, batch_size, args, compiled):
-    """(the Step, time_steps' timings, compile fields) of one run on a fresh model: eager, or
+    """((the Step, time_steps' timings), compile fields) of one run on a fresh model: eager, or
     (compiled=True) through torch.compile after one untimed compiling step."""
     device = args.torch_device
     reset_device_memory(device)
@@ -650,31 +650,43 @@ def time_model(workload, precision, batch_size, args, compiled):
     extra = {}
     if compiled:  # the compiling step: not a warm-up step, so it cannot shorten the run
         extra["compile_seconds"] = time_one(step, x, y, sync)[0] / 1e3
-    return step, time_steps(step, x, y, args.warmup, args.steps, args, sync=sync), extra
+    return (step, time_steps(step, x, y, args.warmup, args.steps, args, sync=sync)), extra
+
+
+def compiled_or_eager(time_model_fn, want_compile, script, keep=()):
+    """(time_model_fn's result, the JSON's compile fields). time_model_fn(compiled) returns
+    (result, compile fields). With want_compile, the compiled model is timed first; if compiling
+    or a compiled step fails, the error goes to "compile_error" and one stderr line, and the
+    eager model is timed afresh. Exceptions of the types in `keep` are not caught."""
+    fields = {"compile": want_compile, "compiled": False}
+    result = None
+    if want_compile:
+        try:
+            result, extra = time_model_fn(True)
+            fields.update(extra, compiled=True, compile_backend="inductor", compile_mode="default")
+        except keep:
+            raise
+        except Exception as e:  # noqa: BLE001  (dynamo/inductor errors, a missing compiler, ...)
+            fields["compile_error"] = summarize_error(e)
+            print("%s: torch.compile failed (%s); timing the eager model"
+                  % (script, summarize_error(e, lines=1, limit=300)), file=sys.stderr)
+        if result is None:  # outside the except block, so the failed model can be freed
+            try:
+                torch._dynamo.reset()
+            except Exception:  # noqa: BLE001
+                pass
+    if result is None:
+        result, _ = time_model_fn(False)
+    return result, fields
 
 
 def run(workload, precision, args):
     device = args.torch_device
     wl = WORKLOADS[workload]
     batch_size = args.batch_size or wl.batch_size
-    step = timed = None
-    compile_fields = {"compile": args.compile, "compiled": False}
-    if args.compile:
-        try:
-            step, timed, extra = time_model(workload, precision, batch_size, args, compiled=True)
-            compile_fields.update(extra, compiled=True, compile_backend="inductor",
-                                  compile_mode="default")
-        except Exception as e:  # noqa: BLE001  (dynamo/inductor errors, a missing compiler, ...)
-            compile_fields["compile_error"] = summarize_error(e)
-            print("peer_pytorch.py: torch.compile failed (%s); timing the eager model"
-                  % summarize_error(e, lines=1, limit=300), file=sys.stderr)
-        if timed is None:  # outside the except block, so the failed model can be freed
-            try:
-                torch._dynamo.reset()
-            except Exception:  # noqa: BLE001
-                pass
-    if timed is None:
-        step, timed, _ = time_model(workload, precision, batch_size, args, compiled=False)
+    (step, timed), compile_fields = compiled_or_eager(
+        lambda compiled: time_model(workload, precision, batch_size, args, compiled),
+        args.compile, "peer_pytorch.py")
     times, cpu, warmup, steps, shortened = timed
     result = {
         "framework": "pytorch",

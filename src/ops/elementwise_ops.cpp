@@ -125,19 +125,26 @@ Tensor binary_op(amp::OpKind kind, BinaryOp op, const Tensor& a_arg, const Tenso
   const Tensor& a = in[0];
   const Tensor& b = in[1];
   Tensor out = ops::detail::binary_raw(op, a, b);
-  if (autograd::needs_grad({&a, &b})) {
-    // The gradients of add and sub need neither operand: saving them would keep both alive
-    // until backward (a transformer's residual stream and every block's MLP output).
-    const bool saves = op != BinaryOp::add && op != BinaryOp::sub;
-    auto node = std::make_shared<BinaryNode>(op, saves ? a.detach() : Tensor(),
-                                             saves ? b.detach() : Tensor(), a.requires_grad(),
-                                             b.requires_grad());
-    node->set_input_meta(a, b);
-    autograd::attach(out, node, {&a, &b});
-  }
+  ops::detail::record_binary(op, out, a, b);
   prof.done(out, {&a, &b});
   return out;
 }
+
+}  // namespace
+
+void ops::detail::record_binary(BinaryOp op, Tensor& out, const Tensor& a, const Tensor& b) {
+  if (!autograd::needs_grad({&a, &b})) return;
+  // The gradients of add and sub need neither operand: saving them would keep both alive
+  // until backward (a transformer's residual stream and every block's MLP output).
+  const bool saves = op != BinaryOp::add && op != BinaryOp::sub;
+  auto node = std::make_shared<BinaryNode>(op, saves ? a.detach() : Tensor(),
+                                           saves ? b.detach() : Tensor(), a.requires_grad(),
+                                           b.requires_grad());
+  node->set_input_meta(a, b);
+  autograd::attach(out, node, {&a, &b});
+}
+
+namespace {
 
 class AffineNode final : public autograd::Node {
  public:

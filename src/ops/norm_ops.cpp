@@ -245,22 +245,6 @@ DType layer_norm_output_dtype(DType x_dtype) {
   return amp::autocast_enabled() ? amp::autocast_dtype() : x_dtype;
 }
 
-/// The residual add's node when add_layer_norm fuses it: the gradient of the sum goes to both
-/// operands, each in its own dtype, as the add's node would hand it on (no tensors saved).
-class ResidualAddNode final : public autograd::Node {
- public:
-  ResidualAddNode(DType x_dtype, DType delta_dtype) : x_dtype_(x_dtype), delta_dtype_(delta_dtype) {}
-  const char* name() const override { return "add"; }
-  bool saves_tensors() const override { return false; }
-  std::vector<Tensor> backward(const Tensor& dy) override {
-    auto in_dtype = [&](DType t) { return dy.dtype() == t ? dy : dy.to(t); };
-    return {next[0].fn ? in_dtype(x_dtype_) : Tensor(), next[1].fn ? in_dtype(delta_dtype_) : Tensor()};
-  }
-
- private:
-  DType x_dtype_, delta_dtype_;
-};
-
 }  // namespace
 
 Tensor layer_norm(const Tensor& x_arg, std::int64_t normalized_dims, const Tensor& weight_arg,
@@ -316,7 +300,7 @@ ResidualNorm add_layer_norm(const Tensor& x_arg, const Tensor& delta_arg,
                                   p.cols, data_or_null(p.w), data_or_null(p.b), eps,
                                   sum.data_ptr(), sum_dtype, y.data_ptr(), y.dtype(),
                                   mean.data<float>(), rstd.data<float>());
-  record<ResidualAddNode>(sum, {&x_arg, &delta_arg}, x_arg.dtype(), delta_arg.dtype());
+  ops::detail::record_binary(kernels::BinaryOp::add, sum, x_arg, delta_arg);  // add()'s node
   record<LayerNormNode>(y, {&sum, &weight, &bias}, sum.detach(), p.rows, p.cols, mean, rstd,
                         p.w, ParamInfo::of(weight), ParamInfo::of(bias));
   prof.done(y, {&x_arg, &delta_arg, &weight, &bias});

@@ -36,6 +36,11 @@ Shape broadcast_strides(const Tensor& t, const Shape& shape);
 Tensor binary_raw(kernels::BinaryOp op, const Tensor& a, const Tensor& b);
 Tensor binary_raw(kernels::BinaryOp op, const Tensor& a, const Tensor& b, DType dtype);
 
+/// Records the autograd node of op(a, b) on out, as the op's function does (out computed from
+/// a and b by the caller; nothing recorded unless a or b needs a gradient): for fused kernels
+/// that compute a binary op inside them (add_layer_norm's residual sum).
+void record_binary(kernels::BinaryOp op, Tensor& out, const Tensor& a, const Tensor& b);
+
 /// Index values (class targets, token ids) copied to the current device, where kernels read them:
 /// one counted upload (reason `why`), the documented point where a batch's indices cross.
 std::shared_ptr<Storage> upload_indices(const std::vector<std::int64_t>& indices, const char* why);

@@ -425,26 +425,24 @@ void batch_norm_backward(const void* x, DType x_dtype, const void* dy, DType dy_
 
 namespace {
 
-/// Layer norm of rows [r0, r1) of x (cols values each): the statistics in double as the
-/// reference sums them, then one SIMD pass for y. weight and bias are both set or both null.
-void layer_norm_rows(const void* x, DType x_dtype, std::int64_t r0, std::int64_t r1,
-                     std::int64_t cols, const float* weight, const float* bias, float eps,
-                     void* y, DType y_dtype, float* mean, float* rstd) {
-  for (std::int64_t r = r0; r < r1; ++r) {
-    const void* xr = at(x, x_dtype, r * cols);
-    float m = 0.0f, v = 0.0f;  // the reference's statistics of an empty row
-    if (cols > 0) {
-      m = static_cast<float>(run_sum(xr, x_dtype, cols) / static_cast<double>(cols));
-      v = static_cast<float>(run_sq_dev_sum(xr, x_dtype, cols, m) / static_cast<double>(cols));
-    }
-    const float rs = norm_invstd(v, eps);
-    mean[r] = m;
-    rstd[r] = rs;
-    if (weight != nullptr) {
-      simd::ln_row_affine(xr, x_dtype, cols, m, rs, weight, bias, at(y, y_dtype, r * cols), y_dtype);
-    } else {
-      simd::row_affine(xr, x_dtype, cols, m, rs, 0.0f, at(y, y_dtype, r * cols), y_dtype);
-    }
+/// Layer norm of row r of x (cols values): the statistics in double as the reference sums
+/// them, then one SIMD pass for y. weight and bias are both set or both null.
+void layer_norm_row(const void* x, DType x_dtype, std::int64_t r, std::int64_t cols,
+                    const float* weight, const float* bias, float eps, void* y, DType y_dtype,
+                    float* mean, float* rstd) {
+  const void* xr = at(x, x_dtype, r * cols);
+  float m = 0.0f, v = 0.0f;  // the reference's statistics of an empty row
+  if (cols > 0) {
+    m = static_cast<float>(run_sum(xr, x_dtype, cols) / static_cast<double>(cols));
+    v = static_cast<float>(run_sq_dev_sum(xr, x_dtype, cols, m) / static_cast<double>(cols));
+  }
+  const float rs = norm_invstd(v, eps);
+  mean[r] = m;
+  rstd[r] = rs;
+  if (weight != nullptr) {
+    simd::ln_row_affine(xr, x_dtype, cols, m, rs, weight, bias, at(y, y_dtype, r * cols), y_dtype);
+  } else {
+    simd::row_affine(xr, x_dtype, cols, m, rs, 0.0f, at(y, y_dtype, r * cols), y_dtype);
   }
 }
 
@@ -469,7 +467,7 @@ void layer_norm_forward(const void* x, DType x_dtype, std::int64_t rows, std::in
   std::vector<float> ones, zeros;
   complete_affine(cols, weight, bias, ones, zeros);
   parallel_for(rows, parallel_over(rows * cols, rows), [&](std::int64_t r) {
-    layer_norm_rows(x, x_dtype, r, r + 1, cols, weight, bias, eps, y, y_dtype, mean, rstd);
+    layer_norm_row(x, x_dtype, r, cols, weight, bias, eps, y, y_dtype, mean, rstd);
   });
 }
 
@@ -490,7 +488,7 @@ void add_layer_norm_forward(const void* x, DType x_dtype, const void* delta, DTy
     cpu::binary_row(BinaryOp::add, at(x, x_dtype, base), x_dtype, at(delta, delta_dtype, base),
                     delta_dtype, cpu::ScalarSide::none, 0.0f, at(sum, sum_dtype, base), sum_dtype,
                     cols);
-    layer_norm_rows(sum, sum_dtype, r, r + 1, cols, weight, bias, eps, y, y_dtype, mean, rstd);
+    layer_norm_row(sum, sum_dtype, r, cols, weight, bias, eps, y, y_dtype, mean, rstd);
   });
 }
 
