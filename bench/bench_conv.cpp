@@ -1,7 +1,8 @@
 // kernels::conv2d* at the Fashion-MNIST CNN's shapes (N=128, 3x3 pad 1: 1->32 at 28x28 and
 // 32->64 at 14x14), forward, backward data and backward weights, for every route and layout:
 // f32 (plain NCHW and blocked), bf16 native (oneDNN's bf16 kernels) and bf16 widened to f32,
-// and f16 (always widened); plus the pooling kernels at the CNN's sizes.
+// f16 (always widened), and channels-last (nhwc) activations; plus the pooling kernels at the
+// CNN's sizes, NCHW and channels-last.
 // Run: OMP_NUM_THREADS=2 bench_conv --benchmark_min_time=0.5
 #include <benchmark/benchmark.h>
 
@@ -33,6 +34,7 @@ struct Variant {
   k::ConvBf16Route route;
   k::ConvLayout layout;
   bool direct;  // the direct few-channel kernel where it covers the pass (the library default)
+  bool channels_last = false;  // NHWC activations (--memory-format channels-last)
 };
 // "auto" is what the library does by default (the direct kernel for the first layer's forward
 // and weight gradient; otherwise oneDNN, layout per pass and shape, bf16 widened unless the CPU
@@ -46,6 +48,9 @@ const Variant kVariants[] = {
     {"bf16_native_plain", DType::bf16, k::ConvBf16Route::native, k::ConvLayout::plain, false},
     {"bf16_widened_auto", DType::bf16, k::ConvBf16Route::widen, k::ConvLayout::automatic, false},
     {"f16_auto", DType::f16, k::ConvBf16Route::automatic, k::ConvLayout::automatic, true},
+    {"f32_nhwc_auto", DType::f32, k::ConvBf16Route::automatic, k::ConvLayout::automatic, true, true},
+    {"f32_nhwc_blocked", DType::f32, k::ConvBf16Route::automatic, k::ConvLayout::blocked, true, true},
+    {"bf16_nhwc_auto", DType::bf16, k::ConvBf16Route::automatic, k::ConvLayout::automatic, true, true},
 };
 
 std::vector<std::byte> fill(std::size_t n, DType t, std::uint32_t seed) {
@@ -72,6 +77,7 @@ void run_conv(benchmark::State& state, Layer layer, Variant var, Pass pass) {
   d.dtype = var.dtype;
   d.has_bias = pass != Pass::bwd_data;
   d.bias_dtype = DType::f32;
+  d.channels_last = var.channels_last;
   const auto nx = static_cast<std::size_t>(d.n * d.c * d.h * d.w);
   const auto nw = static_cast<std::size_t>(d.o * d.c * 9);
   const auto ny = static_cast<std::size_t>(d.n * d.o * d.out_h() * d.out_w());
@@ -106,14 +112,16 @@ std::int64_t pool_bytes(const k::Pool2dDesc& d, bool max) {
   return (nx + ny) * static_cast<std::int64_t>(mixprec::size_of(d.dtype)) + (max ? ny * 4 : 0);
 }
 
-k::Pool2dDesc pool_desc(DType t) {
+k::Pool2dDesc pool_desc(DType t, bool channels_last = false) {
   k::Pool2dDesc d;
   d.n = 128, d.c = 32, d.h = 28, d.w = 28, d.kernel = 2, d.stride = 2, d.dtype = t;
+  d.channels_last = channels_last;
   return d;
 }
 
-void run_pool(benchmark::State& state, bool max, bool backward, DType t, bool ref) {
-  const k::Pool2dDesc d = pool_desc(t);
+void run_pool(benchmark::State& state, bool max, bool backward, DType t, bool ref,
+              bool channels_last) {
+  const k::Pool2dDesc d = pool_desc(t, channels_last);
   const auto nx = static_cast<std::size_t>(d.n * d.c * d.h * d.w);
   const auto ny = static_cast<std::size_t>(d.n * d.c * d.out_h() * d.out_w());
   std::vector<std::byte> x = fill(nx, t, 5), y = fill(ny, t, 6);
@@ -166,10 +174,13 @@ const int kRegistered = [] {
         const std::string name = std::string("pool/128x32x28x28/") + (max ? "max" : "avg") +
                                  (bwd ? "_bwd/" : "_fwd/") + mixprec::name(t);
         for (bool ref : {false, true}) {
-          benchmark::RegisterBenchmark((name + (ref ? "/ref" : "/cpu")).c_str(), run_pool, max, bwd, t, ref)
+          benchmark::RegisterBenchmark((name + (ref ? "/ref" : "/cpu")).c_str(), run_pool, max, bwd, t, ref, false)
               ->Unit(benchmark::kMillisecond)
               ->UseRealTime();
         }
+        benchmark::RegisterBenchmark((name + "/cpu_nhwc").c_str(), run_pool, max, bwd, t, false, true)
+            ->Unit(benchmark::kMillisecond)
+            ->UseRealTime();
       }
       benchmark::RegisterBenchmark((std::string("pool/128x32x28x28/") + (max ? "max" : "avg") +
                                     "_memcpy_floor/" + mixprec::name(t)).c_str(),

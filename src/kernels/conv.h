@@ -1,6 +1,6 @@
 #pragma once
-/// 2-D convolution and pooling on raw contiguous NCHW buffers (weights OIHW), forward and
-/// backward. Every sum accumulates in f32 and each output is rounded once to its dtype.
+/// 2-D convolution and pooling on raw dense buffers, NCHW or channels-last (NHWC) as the
+/// descriptor says (weights always OIHW), forward and backward. Every sum accumulates in f32 and each output is rounded once to its dtype.
 /// Convolutions run through oneDNN (f32 directly; bf16 natively or widened to f32, whichever is
 /// faster on this CPU; f16 always widened to f32, as oneDNN 2.6 has no f16 CPU convolution),
 /// except first layers (few input channels, stride 1), which run a direct kernel of our own.
@@ -24,6 +24,9 @@ struct Conv2dDesc {
   DType dtype = DType::f32;
   bool has_bias = false;
   DType bias_dtype = DType::f32;
+  /// x, y and their gradients are stored channels-last ([n, h, w, c] and [n, ho, wo, o] in
+  /// memory) instead of NCHW; the weight and its gradient stay OIHW either way.
+  bool channels_last = false;
 
   /// Output height (h + 2 * padding - kh) / stride + 1.
   std::int64_t out_h() const { return (h + 2 * padding - kh) / stride + 1; }
@@ -80,6 +83,8 @@ struct Pool2dDesc {
   std::int64_t n = 0, c = 0, h = 0, w = 0;
   std::int64_t kernel = 1, stride = 1, padding = 0;
   DType dtype = DType::f32;
+  /// x, y, their gradients and argmax are stored channels-last ([n, h, w, c] in memory).
+  bool channels_last = false;
 
   std::int64_t out_h() const { return (h + 2 * padding - kernel) / stride + 1; }
   std::int64_t out_w() const { return (w + 2 * padding - kernel) / stride + 1; }
@@ -91,8 +96,8 @@ struct Pool2dDesc {
 void validate_pool2d(const char* op, const Pool2dDesc& d);
 
 namespace ref {
-/// y = max over each window; argmax (may be null) receives, per output, the index within its
-/// input plane (row * w + col) of the first maximum in row-major window order. A NaN in a
+/// y = max over each window; argmax (may be null; laid out as y) receives, per output, the
+/// index within its input plane (row * w + col) of the first maximum in row-major window order. A NaN in a
 /// window wins (the first NaN), so NaN propagates. Padding never wins.
 void max_pool2d(const Pool2dDesc& d, const void* x, void* y, std::int32_t* argmax);
 /// dx = dy routed to each output's argmax (summed in f32 where windows overlap); overwrites dx.

@@ -257,6 +257,18 @@ ModelOptions resolve_options(const ModelSpec& spec, ModelOptions o) {
                   spec.name << " takes inputs of one size, " << to_string(spec.sample_shape)
                             << "; --image-size is for models that take any (resnet50)");
   }
+  const bool images = spec.task != TaskKind::language_model && spec.sample_shape.size() == 3;
+  if (images) {
+    if (o.memory_format.empty()) {
+      o.memory_format = name(current_device().is_host() ? MemoryFormat::contiguous
+                                                          : MemoryFormat::channels_last);
+    }
+    o.memory_format = name(parse_memory_format(o.memory_format));  // ValueError naming both
+  } else {
+    MIXPREC_CHECK(o.memory_format.empty(), ValueError, op,
+                  "--memory-format applies to image models (cnn, resnet, resnet50), not to "
+                      << spec.name);
+  }
   if (spec.task != TaskKind::language_model) return o;
   auto check = [&](std::int64_t v, const char* flag, std::int64_t max) {
     MIXPREC_CHECK(v >= 1 && v <= max, ValueError, op,
@@ -283,9 +295,17 @@ std::vector<std::int64_t> input_shape(const ModelSpec& spec, const ModelOptions&
   return spec.sample_shape;
 }
 
+std::shared_ptr<nn::Module> build_model(const ModelSpec& spec, const ModelOptions& resolved) {
+  std::shared_ptr<nn::Module> model = spec.factory(resolved);
+  if (!resolved.memory_format.empty()) {
+    model->set_input_memory_format(parse_memory_format(resolved.memory_format));
+  }
+  return model;
+}
+
 std::shared_ptr<nn::Module> make_model(std::string_view name, const ModelOptions& options) {
   const ModelSpec spec = model_spec(name);
-  return spec.factory(resolve_options(spec, options));
+  return build_model(spec, resolve_options(spec, options));
 }
 
 std::shared_ptr<nn::Module> make_model(std::string_view name, std::uint64_t seed) {

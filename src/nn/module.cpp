@@ -142,7 +142,10 @@ ForwardObserverScope::ForwardObserverScope(ForwardObserver* observer)
 
 ForwardObserverScope::~ForwardObserverScope() { tls_forward_observer = previous_; }
 
-Tensor Module::operator()(const Tensor& x) {
+Tensor Module::operator()(const Tensor& x_arg) {
+  Tensor converted;
+  if (has_input_format_ && x_arg.dim() == 4) [[unlikely]] converted = x_arg.contiguous(input_format_);
+  const Tensor& x = converted.defined() ? converted : x_arg;
   std::optional<autograd::anomaly_detail::ModuleScope> anomaly_scope;
   if (autograd::anomaly_enabled()) [[unlikely]] anomaly_scope.emplace(*this, &describe_for_anomaly);
   // One thread-local test when no observer is installed; observers see leaf modules only, so

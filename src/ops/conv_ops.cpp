@@ -16,12 +16,12 @@ class Conv2dNode final : public autograd::Node {
   const char* name() const override { return "conv2d"; }
   void release_saved() override { x_ = Tensor(); w_ = Tensor(); }
   std::vector<Tensor> backward(const Tensor& dy_in) override {
-    const Tensor dy = dy_in.contiguous().to(d_.dtype);
+    const Tensor dy = dy_in.to(d_.dtype).contiguous(format());
     // Each of the data and weight passes costs the forward's 2*N*O*C*kh*kw*Ho*Wo.
     const double pass_flops = 2.0 * static_cast<double>(dy.numel()) * static_cast<double>(d_.c * d_.kh * d_.kw);
     Tensor dx, dw, db;
     if (next[0].fn) {
-      dx = Tensor::empty(x_.shape(), d_.dtype);
+      dx = Tensor::empty(x_.shape(), d_.dtype, format());
       kernels::conv2d_backward_data(d_, dy.data_ptr(), w_.data_ptr(), dx.data_ptr());
       diagnostics::detail::add_work(pass_flops, static_cast<double>(dy.nbytes() + w_.nbytes() + dx.nbytes()));
     }
@@ -42,6 +42,10 @@ class Conv2dNode final : public autograd::Node {
   }
 
  private:
+  MemoryFormat format() const {
+    return d_.channels_last ? MemoryFormat::channels_last : MemoryFormat::contiguous;
+  }
+
   Tensor x_, w_;
   kernels::Conv2dDesc d_;
 };
@@ -89,12 +93,15 @@ Tensor conv2d(const Tensor& x_arg, const Tensor& weight_arg, const Tensor& bias_
   d.dtype = x.dtype();
   d.has_bias = bias.defined();
   d.bias_dtype = bias.defined() ? bias.dtype() : x.dtype();
+  // The input's layout is the output's: a channels-last network stays so from layer to layer.
+  const MemoryFormat format = x.memory_format();
+  d.channels_last = format == MemoryFormat::channels_last;
   kernels::validate_conv2d(op, d);
 
-  const Tensor xc = x.detach().contiguous();
+  const Tensor xc = x.detach().contiguous(format);
   const Tensor wc = weight.detach().contiguous();
   const Tensor bc = bias.defined() ? bias.detach().contiguous() : Tensor();
-  Tensor y = Tensor::empty({d.n, d.o, d.out_h(), d.out_w()}, d.dtype);
+  Tensor y = Tensor::empty({d.n, d.o, d.out_h(), d.out_w()}, d.dtype, format);
   kernels::conv2d(d, xc.data_ptr(), wc.data_ptr(), bc.defined() ? bc.data_ptr() : nullptr,
                   y.data_ptr());
   if (autograd::needs_grad({&x, &weight, &bias})) {

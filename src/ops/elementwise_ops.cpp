@@ -19,8 +19,10 @@ class UnaryNode final : public autograd::Node {
   const char* name() const override { return kernels::name(op_); }
   void release_saved() override { x_ = Tensor(); y_ = Tensor(); }
   std::vector<Tensor> backward(const Tensor& dy) override {
-    const Tensor g = dy.contiguous();
-    Tensor dx = Tensor::empty(x_.shape(), x_.dtype());
+    // x_, y_, dy and dx all in x_'s memory format: the kernel pairs elements by position.
+    const MemoryFormat format = x_.memory_format();
+    const Tensor g = dy.contiguous(format);
+    Tensor dx = Tensor::empty(x_.shape(), x_.dtype(), format);
     kernels::unary_backward(op_, x_.data_ptr(), x_.dtype(), y_.data_ptr(), y_.dtype(),
                             g.data_ptr(), g.dtype(), dx.data_ptr(), dx.dtype(), dx.numel());
     return {dx};
@@ -28,7 +30,7 @@ class UnaryNode final : public autograd::Node {
 
  private:
   UnaryOp op_;
-  Tensor x_, y_;  // contiguous input and output
+  Tensor x_, y_;  // dense input and output, in one memory format
 };
 
 Tensor unary_op(amp::OpKind kind, UnaryOp op, const Tensor& x_arg) {
@@ -36,9 +38,13 @@ Tensor unary_op(amp::OpKind kind, UnaryOp op, const Tensor& x_arg) {
   diagnostics::detail::OpScope prof(kind);
   ops::detail::require_defined(op_name, x_arg, "x");
   const Tensor x_in = amp::autocast_inputs(kind, {&x_arg})[0];
-  const Tensor x = x_in.contiguous();
-  Tensor y = Tensor::empty(x.shape(), x.dtype());
-  kernels::unary(op, x.shape(), strided(x), y.data_ptr(), y.dtype());
+  // A channels-last input stays so (a convnet's ReLU): the kernel maps the dense memory as one
+  // row, whatever order its elements are in.
+  const MemoryFormat format = x_in.memory_format();
+  const Tensor x = x_in.contiguous(format);
+  Tensor y = Tensor::empty(x.shape(), x.dtype(), format);
+  const Shape flat{x.numel()}, unit{1};
+  kernels::unary(op, flat, {x.data_ptr(), x.dtype(), unit}, y.data_ptr(), y.dtype());
   record<UnaryNode>(y, {&x_in}, op, x.detach(), y.detach());
   prof.done(y, {&x_in});
   return y;
@@ -214,7 +220,7 @@ Tensor cast(const Tensor& x, DType dtype) {
   ops::detail::require_defined("cast", x, "x");
   if (x.dtype() == dtype) return x;
   diagnostics::detail::OpScope prof(diagnostics::detail::ScopeKind::cast, "cast");
-  Tensor y = ops::detail::materialize(x, dtype, MemoryCategory::activation);
+  Tensor y = ops::detail::materialize(x, dtype, MemoryCategory::activation, x.memory_format());
   record<CastNode>(y, {&x}, x.dtype());
   prof.done(y, {&x});
   return y;

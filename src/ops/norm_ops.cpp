@@ -34,8 +34,10 @@ class BatchNormNode final : public autograd::Node {
   const char* name() const override { return "batch_norm"; }
   void release_saved() override { x_ = Tensor(); }
   std::vector<Tensor> backward(const Tensor& dy_in) override {
-    const Tensor dy = dy_in.contiguous().to(x_.dtype());
-    Tensor dx = next[0].fn ? Tensor::empty(x_.shape(), x_.dtype()) : Tensor();
+    // dy and dx in x_'s layout, which dims_ describes (see batch_norm).
+    const MemoryFormat format = x_.memory_format();
+    const Tensor dy = dy_in.to(x_.dtype()).contiguous(format);
+    Tensor dx = next[0].fn ? Tensor::empty(x_.shape(), x_.dtype(), format) : Tensor();
     const Tensor dw = f32_buffer(dims_.c, next[1].fn != nullptr);
     const Tensor db = f32_buffer(dims_.c, next[2].fn != nullptr);
     kernels::batch_norm_backward(x_.data_ptr(), x_.dtype(), dy.data_ptr(), dy.dtype(), dims_,
@@ -184,17 +186,21 @@ Tensor batch_norm(const Tensor& x_arg, Tensor& running_mean, Tensor& running_var
   const Tensor& x = in.x;
   const Tensor& weight = in.weight;
   const Tensor& bias = in.bias;
-  const kernels::BatchNormDims d = in.d;
-  MIXPREC_CHECK(!training || d.n * d.s > 1, ValueError, op,
+  MIXPREC_CHECK(!training || in.d.n * in.d.s > 1, ValueError, op,
                 "Expected more than 1 value per channel when training, got input size "
                     << to_string(x.shape()) << "; use a batch of at least 2 or eval mode");
+  // Channels-last [N, C, H, W] is [N*H*W, C] in memory: the kernels' [n, c, s = 1] layout, so
+  // one set of kernels serves both and the output keeps the input's layout.
+  const MemoryFormat format = x.memory_format();
+  kernels::BatchNormDims d = in.d;
+  if (format == MemoryFormat::channels_last) d = {in.d.n * in.d.s, in.d.c, 1};
 
-  const Tensor xc = x.detach().contiguous();
+  const Tensor xc = x.detach().contiguous(format);
   const Tensor w = ops::detail::f32_copy(weight), b = ops::detail::f32_copy(bias);
   // Training: the kernel writes the batch statistics here; eval: copies of the running ones.
   const Tensor mean = training ? ops::detail::f32_buffer(d.c) : ops::detail::f32_copy(running_mean);
   const Tensor var = training ? ops::detail::f32_buffer(d.c) : ops::detail::f32_copy(running_var);
-  Tensor y = Tensor::empty(x.shape(), x.dtype());
+  Tensor y = Tensor::empty(x.shape(), x.dtype(), format);
   kernels::batch_norm_forward(xc.data_ptr(), xc.dtype(), d, data_or_null(w), data_or_null(b), eps,
                               training, mean.data<float>(), var.data<float>(), y.data_ptr(),
                               y.dtype());

@@ -46,17 +46,25 @@ std::shared_ptr<Storage> upload_indices(const std::vector<std::int64_t>& indices
   return s;
 }
 
+MemoryFormat output_format(const Shape& shape, const Tensor& a, const Tensor& b) {
+  for (const Tensor* t : {&a, &b}) {
+    if (t->shape() == shape && t->memory_format() == MemoryFormat::channels_last) {
+      return MemoryFormat::channels_last;
+    }
+  }
+  return MemoryFormat::contiguous;
+}
+
 Tensor binary_raw(kernels::BinaryOp op, const Tensor& a, const Tensor& b) {
   return binary_raw(op, a, b, promote(a.dtype(), b.dtype()));
 }
 
 Tensor binary_raw(kernels::BinaryOp op, const Tensor& a, const Tensor& b, DType dtype) {
   const Shape shape = broadcast_shapes(kernels::name(op), a.shape(), b.shape());
-  Tensor out = Tensor::empty(shape, dtype);
+  Tensor out = Tensor::empty(shape, dtype, output_format(shape, a, b));
   const Shape sa = broadcast_strides(a, shape);
   const Shape sb = broadcast_strides(b, shape);
-  kernels::binary(op, shape, {a.data_ptr(), a.dtype(), sa}, {b.data_ptr(), b.dtype(), sb},
-                  out.data_ptr(), dtype);
+  binary_into(op, {a.data_ptr(), a.dtype(), sa}, {b.data_ptr(), b.dtype(), sb}, out);
   return out;
 }
 

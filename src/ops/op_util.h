@@ -20,6 +20,8 @@ namespace mixprec::ops::detail {
 void require_defined(const char* op, const Tensor& t, const char* arg);
 
 using runtime::detail::add_into;
+using runtime::detail::binary_into;
+using runtime::detail::in_memory_order;
 using runtime::detail::materialize;
 using runtime::detail::promote;
 using runtime::detail::strided;
@@ -31,8 +33,12 @@ Shape broadcast_shapes(const char* op, const Shape& a, const Shape& b);
 /// Strides of t viewed at the broadcast shape `shape` (0 where t is broadcast).
 Shape broadcast_strides(const Tensor& t, const Shape& shape);
 
-/// op(a, b) broadcast, in dtype (promote(a, b) by default), with no autograd and no autocast:
-/// the raw kernel call the ops and their backward passes share (masks: eq, ge; pow).
+/// The memory format of op(a, b)'s output: channels-last if an operand of the output's shape is
+/// (a convnet's residual add and ReLU keep the layout), else contiguous.
+MemoryFormat output_format(const Shape& shape, const Tensor& a, const Tensor& b);
+
+/// op(a, b) broadcast, in dtype (promote(a, b) by default), with no autograd and no autocast,
+/// in output_format(): the raw kernel call the ops and their backward passes share (masks: eq, ge; pow).
 Tensor binary_raw(kernels::BinaryOp op, const Tensor& a, const Tensor& b);
 Tensor binary_raw(kernels::BinaryOp op, const Tensor& a, const Tensor& b, DType dtype);
 

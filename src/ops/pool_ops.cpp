@@ -14,6 +14,10 @@ namespace {
 
 using ops::detail::record;
 
+MemoryFormat format_of(const kernels::Pool2dDesc& d) {
+  return d.channels_last ? MemoryFormat::channels_last : MemoryFormat::contiguous;
+}
+
 class MaxPool2dNode final : public autograd::Node {
  public:
   MaxPool2dNode(const kernels::Pool2dDesc& d, std::shared_ptr<Storage> argmax)
@@ -21,8 +25,8 @@ class MaxPool2dNode final : public autograd::Node {
   const char* name() const override { return "max_pool2d"; }
   void release_saved() override { argmax_.reset(); }
   std::vector<Tensor> backward(const Tensor& dy_in) override {
-    const Tensor dy = dy_in.contiguous().to(d_.dtype);
-    Tensor dx = Tensor::empty({d_.n, d_.c, d_.h, d_.w}, d_.dtype);
+    const Tensor dy = dy_in.to(d_.dtype).contiguous(format_of(d_));
+    Tensor dx = Tensor::empty({d_.n, d_.c, d_.h, d_.w}, d_.dtype, format_of(d_));
     kernels::max_pool2d_backward(d_, dy.data_ptr(), static_cast<const std::int32_t*>(argmax_->data()),
                                  dx.data_ptr());
     return {dx};
@@ -41,8 +45,8 @@ class AvgPool2dNode final : public autograd::Node {
   const char* name() const override { return "avg_pool2d"; }
   bool saves_tensors() const override { return false; }
   std::vector<Tensor> backward(const Tensor& dy_in) override {
-    const Tensor dy = dy_in.contiguous().to(d_.dtype);
-    Tensor dx = Tensor::empty({d_.n, d_.c, d_.h, d_.w}, d_.dtype);
+    const Tensor dy = dy_in.to(d_.dtype).contiguous(format_of(d_));
+    Tensor dx = Tensor::empty({d_.n, d_.c, d_.h, d_.w}, d_.dtype, format_of(d_));
     kernels::avg_pool2d_backward(d_, dy.data_ptr(), dx.data_ptr());
     return {dx};
   }
@@ -86,6 +90,7 @@ kernels::Pool2dDesc pool_desc(const char* op, const Tensor& x, std::int64_t kern
   d.stride = stride == 0 ? kernel : stride;
   d.padding = padding;
   d.dtype = x.dtype();
+  d.channels_last = x.memory_format() == MemoryFormat::channels_last;  // kept by the output
   kernels::validate_pool2d(op, d);
   return d;
 }
@@ -99,8 +104,8 @@ Tensor max_pool2d(const Tensor& x_arg, std::int64_t kernel, std::int64_t stride,
   ops::detail::require_defined(op, x_arg, "x");
   const Tensor x = amp::autocast_inputs(amp::OpKind::max_pool2d, {&x_arg})[0];
   const kernels::Pool2dDesc d = pool_desc(op, x, kernel, stride, padding);
-  const Tensor xc = x.detach().contiguous();
-  Tensor y = Tensor::empty({d.n, d.c, d.out_h(), d.out_w()}, d.dtype);
+  const Tensor xc = x.detach().contiguous(format_of(d));
+  Tensor y = Tensor::empty({d.n, d.c, d.out_h(), d.out_w()}, d.dtype, format_of(d));
   const bool grad = autograd::needs_grad({&x});
   std::shared_ptr<Storage> argmax;
   if (grad) {
@@ -121,8 +126,8 @@ Tensor avg_pool2d(const Tensor& x_arg, std::int64_t kernel, std::int64_t stride,
   ops::detail::require_defined(op, x_arg, "x");
   const Tensor x = amp::autocast_inputs(amp::OpKind::avg_pool2d, {&x_arg})[0];
   const kernels::Pool2dDesc d = pool_desc(op, x, kernel, stride, padding);
-  const Tensor xc = x.detach().contiguous();
-  Tensor y = Tensor::empty({d.n, d.c, d.out_h(), d.out_w()}, d.dtype);
+  const Tensor xc = x.detach().contiguous(format_of(d));
+  Tensor y = Tensor::empty({d.n, d.c, d.out_h(), d.out_w()}, d.dtype, format_of(d));
   kernels::avg_pool2d(d, xc.data_ptr(), y.data_ptr());
   record<AvgPool2dNode>(y, {&x}, d);
   prof.done(y, {&x}, static_cast<double>(y.numel() * d.kernel * d.kernel));  // additions
@@ -138,6 +143,8 @@ Tensor global_avg_pool2d(const Tensor& x_arg) {
   check_nchw(op, x);
   MIXPREC_CHECK(x.size(2) > 0 && x.size(3) > 0, ShapeError, op,
                 "the spatial extent must be positive, got " << to_string(x.shape()));
+  // NCHW planes (a channels-last input is copied first: at a network's end the tensor is small,
+  // and one kernel keeps one summation order for both layouts).
   const Tensor xc = x.detach().contiguous();
   Tensor y = Tensor::empty({x.size(0), x.size(1)}, x.dtype());
   kernels::global_avg_pool2d(xc.data_ptr(), x.dtype(), x.size(0) * x.size(1),

@@ -156,6 +156,21 @@ Tensor Tensor::contiguous() const {
   return out;
 }
 
+Tensor Tensor::contiguous(MemoryFormat format) const {
+  if (format == MemoryFormat::contiguous) return contiguous();
+  if (memory_format() == format) return *this;
+  if (is_contiguous(format)) {  // laid out so already: restride the size-1 dimensions only
+    Tensor out = make_view(*this, shape(), memory_format_strides(shape(), format), offset());
+    record<IdentityNode>(out, {this});
+    return out;
+  }
+  diagnostics::detail::OpScope prof(diagnostics::detail::ScopeKind::op, "contiguous");
+  Tensor out = ops::detail::materialize(*this, dtype(), MemoryCategory::activation, format);
+  record<IdentityNode>(out, {this});
+  prof.done(out, {this}, 0.0);  // a copy: no arithmetic
+  return out;
+}
+
 Tensor Tensor::clone() const {
   diagnostics::detail::OpScope prof(diagnostics::detail::ScopeKind::op, "clone");
   Tensor out = ops::detail::materialize(*this, dtype(), category());

@@ -33,6 +33,25 @@ std::string to_string(const Shape& shape) {
   return os.str();
 }
 
+const char* name(MemoryFormat format) {
+  return format == MemoryFormat::channels_last ? "channels-last" : "contiguous";
+}
+
+MemoryFormat parse_memory_format(const std::string& text) {
+  if (text == "contiguous") return MemoryFormat::contiguous;
+  if (text == "channels-last" || text == "channels_last") return MemoryFormat::channels_last;
+  detail::throw_error<ValueError>("memory format", "unknown memory format '" + text +
+                                                      "'; use contiguous or channels-last");
+}
+
+Shape memory_format_strides(const Shape& shape, MemoryFormat format) {
+  if (format == MemoryFormat::contiguous) return contiguous_strides(shape);
+  MIXPREC_CHECK(shape.size() == 4, ShapeError, "channels_last",
+                "channels-last needs a 4-D [N, C, H, W] shape, got " << to_string(shape));
+  const std::int64_t c = shape[1], h = shape[2], w = shape[3];
+  return {h * w * c, 1, w * c, c};
+}
+
 detail::TensorImpl& Tensor::impl() const {
   MIXPREC_CHECK(impl_ != nullptr, StateError, "Tensor",
                 "use of an undefined tensor (default-constructed or moved-from); assign it a "
@@ -53,6 +72,14 @@ Tensor Tensor::empty(const Shape& shape, DType dtype, MemoryCategory category, D
   impl->strides = contiguous_strides(shape);
   impl->dtype = dtype;
   return Tensor(std::move(impl));
+}
+
+Tensor Tensor::empty(const Shape& shape, DType dtype, MemoryFormat format,
+                     MemoryCategory category) {
+  const Shape strides = memory_format_strides(shape, format);  // ShapeError before allocating
+  Tensor t = empty(shape, dtype, category);
+  t.impl().strides = strides;
+  return t;
 }
 
 Tensor Tensor::zeros(const Shape& shape, DType dtype, MemoryCategory category, Device device) {
@@ -119,6 +146,28 @@ bool Tensor::is_contiguous() const {
     expected *= t.shape[i];
   }
   return true;
+}
+
+bool Tensor::is_contiguous(MemoryFormat format) const {
+  if (format == MemoryFormat::contiguous) return is_contiguous();
+  const detail::TensorImpl& t = impl();
+  if (t.shape.size() != 4) return false;
+  const Shape want = memory_format_strides(t.shape, format);
+  for (std::size_t i = 0; i < 4; ++i) {
+    if (t.shape[i] != 1 && t.strides[i] != want[i]) return false;
+  }
+  return true;
+}
+
+MemoryFormat Tensor::memory_format() const {
+  const detail::TensorImpl& t = impl();
+  // Exact strides, size-1 dimensions included: a [N, 1, H, W] or [N, C, 1, 1] tensor is dense
+  // in both orders, and only its strides remember which one its producer chose.
+  if (t.shape.size() == 4 && t.strides == memory_format_strides(t.shape, MemoryFormat::channels_last) &&
+      t.strides != contiguous_strides(t.shape)) {
+    return MemoryFormat::channels_last;
+  }
+  return MemoryFormat::contiguous;
 }
 
 void* Tensor::data_ptr() const {

@@ -23,7 +23,7 @@ CheckpointModel load_checkpoint_model(const std::string& path, const std::string
                 "checkpoint",
                 "'" << out.path << "' holds a " << out.spec.name << " (" << models::name(out.spec.task)
                     << "), not a " << expect_task << "; train one with --model gpt-mini");
-  out.model = out.spec.factory(models::resolve_options(out.spec, h.config.model_options()));
+  out.model = models::build_model(out.spec, models::resolve_options(out.spec, h.config.model_options()));
   const amp::PrecisionPolicy policy = amp::PrecisionPolicy::for_mode(amp::parse_precision_mode(out.precision));
   amp::apply_parameter_dtypes(*out.model, policy);
   out.autocast = policy.dtypes.compute != DType::f32;

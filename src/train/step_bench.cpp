@@ -261,7 +261,7 @@ StepBenchmark::StepBenchmark(std::string model, const StepConfig& step, std::int
   models::ModelOptions o = options;
   o.seed = s.seed;
   o = models::resolve_options(s.spec, o);
-  s.model = width > 0 && !lm ? models::make_seed_mlp(width, s.seed) : s.spec.factory(o);
+  s.model = width > 0 && !lm ? models::make_seed_mlp(width, s.seed) : models::build_model(s.spec, o);
   const Shape input_shape = batch_shape(s.batch, models::input_shape(s.spec, o));
   s.layers = count_layer_flops(*s.model, input_shape);  // while the model is still f32
   s.train_step = std::make_unique<TrainStep>(*s.model, step);

@@ -66,6 +66,7 @@ models::ModelOptions TrainConfig::model_options() const {
   o.seed = seed;
   o.context = context;
   o.image_size = image_size;
+  o.memory_format = memory_format;
   o.layers = layers;
   o.heads = heads;
   o.width = width;
@@ -110,6 +111,7 @@ json config_to_json(const TrainConfig& c) {
               {"outputs", c.outputs},
               {"context", c.context},
               {"image_size", c.image_size},
+              {"memory_format", c.memory_format},
               {"layers", c.layers},
               {"heads", c.heads},
               {"width", c.width},
@@ -205,6 +207,7 @@ TrainConfig config_from_json(const json& j, const std::string& what) {
   c.data = j.value("data", std::string());
   c.context = int_or(j, "context", 0, what);
   c.image_size = int_or(j, "image_size", 0, what);
+  c.memory_format = j.value("memory_format", std::string());
   c.layers = int_or(j, "layers", 0, what);
   c.heads = int_or(j, "heads", 0, what);
   c.width = int_or(j, "width", 0, what);
@@ -320,7 +323,8 @@ EpochMetrics metrics_from_json(const json& j, const std::string& what) {
 }
 
 // Not compared: the fields that do not shape the computation (threads, paths, epochs,
-// max_steps, checkpoint_every_steps, limit_test, detect_anomaly, checkpoint_activations: bit-identical gradients), and
+// max_steps, checkpoint_every_steps, limit_test, detect_anomaly, checkpoint_activations: bit-identical gradients,
+// memory_format: a layout of the same values, so a run moves between a GPU and a CPU), and
 // sync_batchnorm. Like the number of ranks (which a resume may change too), sync_batchnorm only
 // says how a data-parallel run computes the global batch's BatchNorm statistics; the state it
 // leaves (weights, running statistics, optimizer) means the same either way. Switching it on is

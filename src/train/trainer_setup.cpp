@@ -295,7 +295,7 @@ Trainer::Trainer(TrainConfig config) : s_(std::make_unique<State>()) {
     s.config.inputs = options.inputs;
     s.config.outputs = options.outputs;
     s.data_schema = d.schema;
-    s.model = spec.factory(options);
+    s.model = models::build_model(spec, options);
   });
   if (comm.size() > 1) {
     // Ranks reading files of different lengths would run different numbers of batches, and so

@@ -58,6 +58,8 @@ expect_failure parity_bad_mode "fp8" "$MIXPREC" parity "${SMALL[@]}" --precision
 expect_failure bench_zero_steps "steps" "$MIXPREC" bench --model mlp --precision fp32 --steps 0
 expect_failure bench_unknown_model "unknown model" "$MIXPREC" bench --model vgg --steps 2
 expect_failure image_size_too_small "--image-size must be in .32, 4096." "$MIXPREC" bench --model resnet50 --image-size 16 --steps 1
+expect_failure memory_format_unknown "use contiguous or channels-last" "$MIXPREC" bench --model cnn --memory-format nhwc --steps 1
+expect_failure memory_format_not_images "--memory-format applies to image models" "$MIXPREC" train "${SMALL[@]}" --memory-format channels-last
 expect_failure image_size_fixed_model "--image-size is for models that take any" "$MIXPREC" train "${SMALL[@]}" --image-size 64
 expect_failure profile_unknown_model "unknown model" "$MIXPREC" profile --model vgg --steps 2
 expect_failure profile_zero_steps "steps" "$MIXPREC" profile --model mlp --steps 0

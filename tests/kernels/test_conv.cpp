@@ -5,6 +5,7 @@
 #include <omp.h>
 
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <string>
 #include <vector>
@@ -567,6 +568,135 @@ TEST(ConvPool, KernelsMatchReferenceOnEveryIsa) {
       for (const Pool2dDesc& d : pool_cases(t)) {
         check_pool_against_reference(d, false, isa);
         check_pool_against_reference(d, true, isa);
+      }
+    }
+  }
+}
+
+// A [n, c, h, w] NCHW buffer's elements in channels-last order (bits copied, NaN payloads kept).
+Buffer to_channels_last(const Buffer& b, std::int64_t n, std::int64_t c, std::int64_t h,
+                        std::int64_t w) {
+  Buffer out(b.dtype(), b.size());
+  const std::size_t es = size_of(b.dtype());
+  for (std::int64_t s = 0; s < n; ++s)
+    for (std::int64_t ch = 0; ch < c; ++ch)
+      for (std::int64_t p = 0; p < h * w; ++p) {
+        std::memcpy(static_cast<char*>(out.data()) + ((s * h * w + p) * c + ch) * es,
+                    static_cast<const char*>(b.data()) + ((s * c + ch) * h * w + p) * es, es);
+      }
+  return out;
+}
+
+std::vector<std::int32_t> to_channels_last(const std::vector<std::int32_t>& v, std::int64_t n,
+                                           std::int64_t c, std::int64_t hw) {
+  std::vector<std::int32_t> out(v.size());
+  for (std::int64_t s = 0; s < n; ++s)
+    for (std::int64_t ch = 0; ch < c; ++ch)
+      for (std::int64_t p = 0; p < hw; ++p) {
+        out[static_cast<std::size_t>((s * hw + p) * c + ch)] = v[static_cast<std::size_t>((s * c + ch) * hw + p)];
+      }
+  return out;
+}
+
+// Channels-last pooling: the reference in NHWC is the NCHW reference transposed (maxima, argmax,
+// means and both gradients bit for bit: the same windows in the same order), and the cpu
+// backend's channel-row loops match it bit for bit.
+TEST(ConvPool, ChannelsLastIsTheTransposedNchwResult) {
+  for (DType t : ktest::kAllDTypes) {
+    for (const Pool2dDesc& nchw : pool_cases(t)) {
+      for (const bool specials : {false, true}) {
+        Pool2dDesc d = nchw;
+        d.channels_last = true;
+        const std::int64_t ho = d.out_h(), wo = d.out_w();
+        const std::int64_t nx = d.n * d.c * d.h * d.w, ny = d.n * d.c * ho * wo;
+        SCOPED_TRACE(std::string(name(t)) + " [" + std::to_string(d.n) + "," + std::to_string(d.c) +
+                     "," + std::to_string(d.h) + "," + std::to_string(d.w) + "] k" +
+                     std::to_string(d.kernel) + " s" + std::to_string(d.stride) + " p" +
+                     std::to_string(d.padding) + (specials ? " specials" : ""));
+        const Buffer x = pool_input(t, nx, specials), dy = pool_input(t, ny, specials);
+        const Buffer xl = to_channels_last(x, d.n, d.c, d.h, d.w);
+        const Buffer dyl = to_channels_last(dy, d.n, d.c, ho, wo);
+        Buffer y(t, ny), yl(t, ny), yc(t, ny), dx(t, nx), dxl(t, nx), dxc(t, nx);
+        std::vector<std::int32_t> am(static_cast<std::size_t>(ny)), aml(am.size()), amc(am.size());
+
+        ref::max_pool2d(nchw, x.data(), y.data(), am.data());
+        ref::max_pool2d(d, xl.data(), yl.data(), aml.data());
+        cpu::max_pool2d(d, xl.data(), yc.data(), amc.data());
+        ktest::expect_bitwise(yl, to_channels_last(y, d.n, d.c, ho, wo), "ref max nhwc");
+        EXPECT_EQ(aml, to_channels_last(am, d.n, d.c, ho * wo)) << "ref argmax nhwc";
+        ktest::expect_bitwise(yc, yl, "cpu max nhwc");
+        EXPECT_EQ(amc, aml) << "cpu argmax nhwc";
+
+        ref::max_pool2d_backward(nchw, dy.data(), am.data(), dx.data());
+        ref::max_pool2d_backward(d, dyl.data(), aml.data(), dxl.data());
+        cpu::max_pool2d_backward(d, dyl.data(), aml.data(), dxc.data());
+        ktest::expect_bitwise(dxl, to_channels_last(dx, d.n, d.c, d.h, d.w), "ref max bwd nhwc");
+        ktest::expect_bitwise(dxc, dxl, "cpu max bwd nhwc");
+
+        ref::avg_pool2d(nchw, x.data(), y.data());
+        ref::avg_pool2d(d, xl.data(), yl.data());
+        cpu::avg_pool2d(d, xl.data(), yc.data());
+        expect_bitwise_any_nan(yl, to_channels_last(y, d.n, d.c, ho, wo), "ref avg nhwc");
+        expect_bitwise_any_nan(yc, yl, "cpu avg nhwc");
+
+        ref::avg_pool2d_backward(nchw, dy.data(), dx.data());
+        ref::avg_pool2d_backward(d, dyl.data(), dxl.data());
+        cpu::avg_pool2d_backward(d, dyl.data(), dxc.data());
+        expect_bitwise_any_nan(dxl, to_channels_last(dx, d.n, d.c, d.h, d.w), "ref avg bwd nhwc");
+        expect_bitwise_any_nan(dxc, dxl, "cpu avg bwd nhwc");
+      }
+    }
+  }
+}
+
+// Channels-last convolution: the reference in NHWC is the NCHW reference transposed, bit for
+// bit (its sums run in the same order), and oneDNN's nhwc kernels (plain and blocked) are within
+// the convolution tolerance of it, on every dtype.
+TEST(ConvKernel, ChannelsLastMatchesTheTransposedReference) {
+  for (ConvLayout layout : {ConvLayout::automatic, ConvLayout::blocked}) {
+    ConvPolicy policy(ConvBf16Route::automatic, layout, true);
+    std::uint32_t seed = 1300;
+    for (DType t : ktest::kAllDTypes) {
+      for (const Shape4& s : kShapes) {
+        Conv2dDesc d = make_desc(s, t, true, DType::f32);
+        const Conv2dDesc nchw = d;
+        d.channels_last = true;
+        const std::int64_t ho = d.out_h(), wo = d.out_w();
+        const std::int64_t nx = d.n * d.c * d.h * d.w, ny = d.n * d.o * ho * wo;
+        const std::int64_t nw = d.o * d.c * d.kh * d.kw;
+        const Buffer x = random_buffer(t, nx, -1, 1, seed += 10);
+        const Buffer w = random_buffer(t, nw, -1, 1, seed += 10);
+        const Buffer b = random_buffer(DType::f32, d.o, -1, 1, seed += 10);
+        const Buffer dy = random_buffer(t, ny, -1, 1, seed += 10);
+        const Buffer xl = to_channels_last(x, d.n, d.c, d.h, d.w);
+        const Buffer dyl = to_channels_last(dy, d.n, d.o, ho, wo);
+        Buffer y(t, ny), yl(t, ny), yc(t, ny);
+        ref::conv2d(nchw, x.data(), w.data(), b.data(), y.data());
+        ref::conv2d(d, xl.data(), w.data(), b.data(), yl.data());
+        conv2d(d, xl.data(), w.data(), b.data(), yc.data());
+        ktest::expect_bitwise(yl, to_channels_last(y, d.n, d.o, ho, wo), "ref forward nhwc");
+        ktest::expect_close(yc, yl, [&](std::int64_t i) {
+          return 1e-5 * d.c * d.kh * d.kw + 2 * ktest::eps(t) * std::fabs(yl.get(i)); }, "forward nhwc");
+
+        Buffer dx(t, nx), dxl(t, nx), dxc(t, nx);
+        ref::conv2d_backward_data(nchw, dy.data(), w.data(), dx.data());
+        ref::conv2d_backward_data(d, dyl.data(), w.data(), dxl.data());
+        conv2d_backward_data(d, dyl.data(), w.data(), dxc.data());
+        ktest::expect_bitwise(dxl, to_channels_last(dx, d.n, d.c, d.h, d.w), "ref backward data nhwc");
+        ktest::expect_close(dxc, dxl, [&](std::int64_t i) {
+          return 1e-5 * d.o * d.kh * d.kw + 2 * ktest::eps(t) * std::fabs(dxl.get(i)); }, "backward data nhwc");
+
+        Buffer dw(t, nw), dwl(t, nw), dwc(t, nw), db(DType::f32, d.o), dbl(DType::f32, d.o), dbc(DType::f32, d.o);
+        ref::conv2d_backward_weights(nchw, x.data(), dy.data(), dw.data(), db.data());
+        ref::conv2d_backward_weights(d, xl.data(), dyl.data(), dwl.data(), dbl.data());
+        conv2d_backward_weights(d, xl.data(), dyl.data(), dwc.data(), dbc.data());
+        ktest::expect_bitwise(dwl, dw, "ref backward weights nhwc");
+        ktest::expect_bitwise(dbl, db, "ref backward bias nhwc");
+        const double sums = static_cast<double>(d.n * ho * wo);
+        ktest::expect_close(dwc, dwl, [&](std::int64_t i) {
+          return 1e-5 * sums + 2 * ktest::eps(t) * std::fabs(dwl.get(i)); }, "backward weights nhwc");
+        ktest::expect_close(dbc, dbl, [&](std::int64_t i) {
+          return 1e-5 * sums + 2 * ktest::eps(DType::f32) * std::fabs(dbl.get(i)); }, "backward bias nhwc");
       }
     }
   }

@@ -38,6 +38,12 @@ TrainOptions::TrainOptions(CLI::App* cmd, bool with_run_flags) {
                        "resnet50: height and width of the square input images, in [32, 4096] "
                        "(0 = 224)"),
        MIXPREC_FIELD(image_size));
+  bind(cmd->add_option("--memory-format", g.memory_format,
+                       "Image models: the layout of activations, contiguous (NCHW) or channels-last "
+                       "(NHWC, what GPU convolutions run fastest in); the input is converted once "
+                       "and every layer keeps it. Default: channels-last on a GPU, contiguous on "
+                       "the CPU"),
+       MIXPREC_FIELD(memory_format));
   bind(cmd->add_option("--layers", g.layers, "Transformer: blocks (0 = the model's default)"),
        MIXPREC_FIELD(layers));
   bind(cmd->add_option("--heads", g.heads, "Transformer: attention heads, dividing --width (0 = default)"),

@@ -39,6 +39,12 @@ struct ModelOptions {
   /// sized_by_data (the mlp: a CSV table's columns or an IDX set's pixels and classes).
   std::int64_t inputs = 0;
   std::int64_t outputs = 0;
+  /// Image models (a sample shape [C, H, W]): the layout their input is converted to, once, at
+  /// the model's input (--memory-format): "contiguous" (NCHW), "channels-last" (NHWC), or ""
+  /// for the default, channels-last on a device (a GPU, or devsim) and contiguous on the host
+  /// (docs/training.md, "Memory format", has the measurements behind it). Other models take
+  /// only "".
+  std::string memory_format;
 };
 
 /// What a model expects, where its data comes from, and how to build it.
@@ -76,6 +82,8 @@ std::string model_names();
 /// divide width, or dropout outside [0, 1); ValueError if inputs/outputs differ from a fixed
 /// model's own (only a sized_by_data model follows its data).
 ModelOptions resolve_options(const ModelSpec& spec, ModelOptions options);
+/// spec's model built from options resolved by resolve_options, its input memory format set.
+std::shared_ptr<nn::Module> build_model(const ModelSpec& spec, const ModelOptions& resolved);
 /// The shape of one input sample under resolved options ({context} for a language model,
 /// {inputs} for a model sized by its data, {channels, size, size} for an image model that takes
 /// any size).

@@ -72,6 +72,14 @@ class Module {
   /// f32 turns autocast off inside it, bf16/f16 turn it on with that dtype. Used by precision
   /// policies to keep e.g. normalisation layers in f32.
   void set_compute_dtype(DType dtype) { compute_override_ = dtype; has_compute_override_ = true; }
+  /// Makes operator() lay out a 4-D input [N, C, H, W] in `format` before forward(), so that a
+  /// convnet converts once at its input and every layer after it keeps that layout
+  /// (channels-last: the layout GPU convolutions run fastest in). Parameters and checkpoints are
+  /// unchanged. Other inputs pass as they are.
+  void set_input_memory_format(MemoryFormat format) {
+    input_format_ = format;
+    has_input_format_ = true;
+  }
   /// True when operator()(x) would run exactly forward(x) now: no compute-dtype override, no
   /// forward observer on this thread (leaf modules), anomaly mode off. A parent may then fuse
   /// this module's op with a neighbour's (TransformerBlock's residual add and layer norm)
@@ -150,6 +158,8 @@ class Module {
   bool training_ = true;
   bool has_compute_override_ = false;
   DType compute_override_ = DType::f32;
+  bool has_input_format_ = false;
+  MemoryFormat input_format_ = MemoryFormat::contiguous;
 };
 
 }  // namespace mixprec::nn

@@ -23,6 +23,19 @@ Shape contiguous_strides(const Shape& shape);
 /// "[2, 3, 4]".
 std::string to_string(const Shape& shape);
 
+/// How the elements of a 4-D [N, C, H, W] tensor lie in memory, as PyTorch's memory formats:
+/// contiguous (row-major NCHW) or channels_last (NHWC: a pixel's C values side by side, the
+/// layout cuDNN's and oneDNN's fastest convolutions read). The shape, indexing and every op's
+/// meaning are the same in both; only the strides differ.
+enum class MemoryFormat : std::uint8_t { contiguous, channels_last };
+/// "contiguous" or "channels-last" (the CLI's spelling).
+const char* name(MemoryFormat format);
+/// Parses "contiguous" or "channels-last" (also "channels_last"); ValueError naming both.
+MemoryFormat parse_memory_format(const std::string& text);
+/// The strides of a dense tensor of `shape` in `format`, in elements. channels_last: 4-D only
+/// (ShapeError otherwise): [H*W*C, 1, W*C, C].
+Shape memory_format_strides(const Shape& shape, MemoryFormat format);
+
 namespace autograd {
 class Node;
 }
@@ -78,6 +91,10 @@ class Tensor {
   static Tensor zeros(const Shape& shape, DType dtype = DType::f32,
                       MemoryCategory category = MemoryCategory::activation,
                       Device device = current_device());
+  /// Uninitialised dense tensor laid out in `format` (channels_last: 4-D shapes only) on
+  /// current_device().
+  static Tensor empty(const Shape& shape, DType dtype, MemoryFormat format,
+                      MemoryCategory category = MemoryCategory::activation);
   static Tensor ones(const Shape& shape, DType dtype = DType::f32);
   /// Every element set to value (rounded once to dtype).
   static Tensor full(const Shape& shape, float value, DType dtype = DType::f32);
@@ -106,6 +123,14 @@ class Tensor {
   DType dtype() const { return impl().dtype; }
   std::size_t nbytes() const { return static_cast<std::size_t>(numel()) * size_of(dtype()); }
   bool is_contiguous() const;
+  /// True if dense in `format`'s order (contiguous: is_contiguous(); channels_last: 4-D with
+  /// NHWC strides, the strides of size-1 dimensions aside).
+  bool is_contiguous(MemoryFormat format) const;
+  /// channels_last if the strides are exactly memory_format_strides(shape, channels_last) (what
+  /// Tensor::empty(..., channels_last) and contiguous(channels_last) give) and the tensor is not
+  /// also row-major; else contiguous. What layout-keeping ops (convolution, batch norm, pooling,
+  /// element-wise ops) give their outputs.
+  MemoryFormat memory_format() const;
   /// True if both handles refer to the same tensor object (not just equal values).
   bool is_same(const Tensor& other) const noexcept { return impl_ == other.impl_; }
   /// Memory category of the underlying storage; set_category re-files it.
@@ -145,7 +170,11 @@ class Tensor {
   /// Elements [start, end) with step along dim (a view).
   Tensor slice(std::int64_t dim, std::int64_t start, std::int64_t end, std::int64_t step = 1) const;
   Tensor contiguous() const;
-  /// Cast to dtype (rounding to nearest even); returns *this if already dtype. Casts to fp8 are
+  /// *this if memory_format() is already `format`; a view with `format`'s exact strides if the
+  /// memory is already laid out that way; else a dense copy in `format` (differentiable).
+  Tensor contiguous(MemoryFormat format) const;
+  /// Cast to dtype (rounding to nearest even) in the same memory format; returns *this if
+  /// already dtype. Casts to fp8 are
   /// straight-through for autograd: the gradient passes unchanged, in f32.
   Tensor to(DType dtype) const;
   /// A copy on `device` (one counted transfer; *this if already there). Not tracked by autograd.

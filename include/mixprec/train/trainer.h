@@ -47,6 +47,10 @@ struct TrainConfig {
   std::int64_t outputs = 0;
   std::int64_t context = 0;         ///< transformer sizes (models::ModelOptions); 0 = default
   std::int64_t image_size = 0;      ///< square images of a model that takes any size (resnet50)
+  /// Image models: "contiguous", "channels-last", or "" for the device's default
+  /// (models::ModelOptions::memory_format). A layout, not a different computation: a checkpoint
+  /// resumes under either.
+  std::string memory_format;
   std::int64_t layers = 0;
   std::int64_t heads = 0;
   std::int64_t width = 0;

@@ -89,12 +89,16 @@ std::string bf16_skip_reason(bool tried_native, const cpu::ConvOnednnInfo& info)
 // convolution, so forward and backward-data run plain there (~2.5x and ~4x faster); backward
 // weights always run blocked (plain has no JIT kernel for C=1: oneDNN's reference loop, 50x
 // slower) and so does everything with >= 16 channels (blocked is equal or up to 1.3x faster).
+// Channels-last activations are what oneDNN's JIT kernels read natively (nhwc), so they run
+// plain, except the weight gradient of a first layer (few input channels), which has no nhwc
+// JIT kernel either.
 bool use_blocked(ConvPass pass, const Conv2dDesc& d) {
   switch (layout().load(std::memory_order_relaxed)) {
     case ConvLayout::plain: return false;
     case ConvLayout::blocked: return true;
     case ConvLayout::automatic: break;
   }
+  if (d.channels_last) return pass == ConvPass::backward_weights && d.c < 16;
   return pass == ConvPass::backward_weights || d.c >= 16;
 }
 
@@ -197,7 +201,8 @@ void run(ConvPass pass, const Conv2dDesc& d, const ConvBuffers& bufs) {
     if (widened && d.dtype != DType::f32) impl += std::string(name(d.dtype)) + "->f32 + ";
     impl += info.impl;
     if (info.cached) impl += " (cached)";
-    if (info.reordered) impl += " + reorders from/to nchw";
+    if (info.reordered) impl += d.channels_last ? " + reorders from/to nhwc" : " + reorders from/to nchw";
+    else impl += d.channels_last ? " on nhwc" : " on nchw";
     if (widened && d.dtype != DType::f32) impl += std::string(" + round to ") + name(d.dtype);
     verbose_log(op_name(pass), name(d.dtype), impl, skipped);
   }

@@ -58,8 +58,9 @@ std::vector<float> widen_blocks(const void* values, DType t, std::int64_t o, std
 bool conv_direct_covers(ConvPass pass, const Conv2dDesc& d) {
   const bool dtype_ok = d.dtype == DType::f32 || d.dtype == DType::bf16 || d.dtype == DType::f16;
   const bool extents = d.n > 0 && d.c > 0 && d.h > 0 && d.w > 0 && d.o > 0;
+  // NCHW only: its lanes run along an output row of one channel.
   return pass != ConvPass::backward_data && d.stride == 1 && d.c <= kDirectMaxChannels &&
-         dtype_ok && extents;
+         dtype_ok && extents && !d.channels_last;
 }
 
 void conv_direct_forward(const Conv2dDesc& d, const void* x, const void* weight,

@@ -16,7 +16,7 @@ namespace mixprec::kernels::cpu {
 inline constexpr std::int64_t kDirectMaxChannels = 4;
 
 /// Whether the direct kernel runs this pass: forward or backward_weights, stride 1, at most
-/// kDirectMaxChannels input channels, f32, bf16 or f16, every extent > 0.
+/// kDirectMaxChannels input channels, f32, bf16 or f16, every extent > 0, NCHW.
 bool conv_direct_covers(ConvPass pass, const Conv2dDesc& d);
 
 /// y = conv(x, weight) + bias (bias null when !d.has_bias); d must be covered.

@@ -1,7 +1,7 @@
 // oneDNN convolution primitives (forward, backward data, backward weights) behind a bounded,
 // thread-safe LRU cache keyed by pass, shape, dtypes and layout policy. In blocked mode the
-// primitive computes in the layouts oneDNN prefers and each call reorders the caller's NCHW/OIHW
-// buffers into per-thread temporaries (and outputs back); the reorder primitives are cached too.
+// primitive computes in the layouts oneDNN prefers and each call reorders the caller's buffers
+// (NCHW or NHWC activations, OIHW weights) into per-thread temporaries (and outputs back); the reorder primitives are cached too.
 #include "kernels/cpu/conv_onednn.h"
 
 #include <array>
@@ -32,11 +32,12 @@ struct Key {
   DType dtype;
   bool has_bias;
   DType bias_dtype;
+  bool channels_last;
 
   Key(ConvPass p, const Conv2dDesc& d, bool b)
       : pass(p), blocked(b), n(d.n), c(d.c), h(d.h), w(d.w), o(d.o), kh(d.kh), kw(d.kw),
         stride(d.stride), padding(d.padding), dtype(d.dtype), has_bias(d.has_bias),
-        bias_dtype(d.has_bias ? d.bias_dtype : DType::f32) {}
+        bias_dtype(d.has_bias ? d.bias_dtype : DType::f32), channels_last(d.channels_last) {}
   bool operator==(const Key&) const = default;
 };
 
@@ -49,7 +50,8 @@ struct KeyHash {
     }
     mix(static_cast<std::uint64_t>(k.pass) | static_cast<std::uint64_t>(k.blocked) << 4 |
         static_cast<std::uint64_t>(k.dtype) << 8 | static_cast<std::uint64_t>(k.has_bias) << 12 |
-        static_cast<std::uint64_t>(k.bias_dtype) << 16);
+        static_cast<std::uint64_t>(k.bias_dtype) << 16 |
+        static_cast<std::uint64_t>(k.channels_last) << 20);
     return h;
   }
 };
@@ -95,11 +97,13 @@ std::shared_ptr<const Entry> create(const Key& k) {
   const memory::data_type dt = to_dnnl(k.dtype);
   const memory::dims src_dims{k.n, k.c, k.h, k.w}, wei_dims{k.o, k.c, k.kh, k.kw};
   const memory::dims dst_dims{k.n, k.o, ho, wo};
-  const memory::desc src_user(src_dims, dt, tag::nchw), wei_user(wei_dims, dt, tag::oihw);
-  const memory::desc dst_user(dst_dims, dt, tag::nchw);
+  const tag activations = k.channels_last ? tag::nhwc : tag::nchw;
+  const memory::desc src_user(src_dims, dt, activations), wei_user(wei_dims, dt, tag::oihw);
+  const memory::desc dst_user(dst_dims, dt, activations);
   const memory::desc bias_md =
       k.has_bias ? memory::desc({k.o}, to_dnnl(k.bias_dtype), tag::x) : memory::desc();
-  // Blocked mode lets oneDNN pick every activation/weight layout; plain mode pins NCHW/OIHW.
+  // Blocked mode lets oneDNN pick every activation/weight layout; plain mode pins the caller's
+  // (NCHW or NHWC activations, OIHW weights).
   auto md = [&](const memory::desc& user, const memory::dims& dims) {
     return k.blocked ? memory::desc(dims, dt, tag::any) : user;
   };

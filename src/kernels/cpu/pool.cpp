@@ -1,4 +1,5 @@
-// Dispatching pooling kernels: chunks of planes run in parallel (planes are independent in
+// Dispatching pooling kernels (channels-last calls go to pool_channels_last.cpp): chunks of
+// planes run in parallel (planes are independent in
 // NCHW; fixed chunks, so results never depend on the thread count), each through the Highway
 // loops of pool_simd.cpp, which give the reference's bits (same visiting and summation order).
 // Our own loops rather than oneDNN's pooling: oneDNN's max pooling does not promise NaN
@@ -18,6 +19,7 @@
 
 #include "kernels/conv.h"
 #include "kernels/cpu/dispatch_util.h"
+#include "kernels/cpu/pool_channels_last.h"
 #include "kernels/cpu/pool_simd.h"
 #include "mixprec/core/half.h"
 #include "mixprec/core/verbose.h"
@@ -73,6 +75,10 @@ void max_backward_planes_disjoint(const Pool2dDesc& d, const T* dy, const std::i
   }
 }
 
+void log_channels_last(const char* op, const Pool2dDesc& d) {
+  if (verbose_enabled()) verbose_log(op, name(d.dtype), "cpu channels-last rows");
+}
+
 void check_global(const char* op, DType dtype, std::int64_t planes, std::int64_t hw) {
   MIXPREC_CHECK(planes >= 0 && hw >= 0, ShapeError, op,
                 "negative extent (" << planes << " planes of " << hw << " elements)");
@@ -84,6 +90,10 @@ void check_global(const char* op, DType dtype, std::int64_t planes, std::int64_t
 namespace cpu {
 void max_pool2d(const Pool2dDesc& d, const void* x, void* y, std::int32_t* argmax) {
   validate_pool2d("max_pool2d", d);
+  if (d.channels_last) {
+    log_channels_last("max_pool2d", d);
+    return max_pool2d_channels_last(d, x, y, argmax);
+  }
   log_simd("max_pool2d", name(d.dtype));
   const std::int64_t in_plane = d.h * d.w, out_plane = d.out_h() * d.out_w();
   const bool two_by_two = d.kernel == 2 && d.stride == 2 && d.padding == 0;
@@ -102,6 +112,10 @@ void max_pool2d(const Pool2dDesc& d, const void* x, void* y, std::int32_t* argma
 void max_pool2d_backward(const Pool2dDesc& d, const void* dy, const std::int32_t* argmax,
                          void* dx) {
   validate_pool2d("max_pool2d_backward", d);
+  if (d.channels_last) {
+    log_channels_last("max_pool2d_backward", d);
+    return max_pool2d_backward_channels_last(d, dy, argmax, dx);
+  }
   const std::int64_t in_plane = d.h * d.w, out_plane = d.out_h() * d.out_w();
   if (disjoint_windows(d)) {
     // Not the reference's loop and not a vector loop: the scatter moves only the bytes the
@@ -133,6 +147,10 @@ void max_pool2d_backward(const Pool2dDesc& d, const void* dy, const std::int32_t
 
 void avg_pool2d(const Pool2dDesc& d, const void* x, void* y) {
   validate_pool2d("avg_pool2d", d);
+  if (d.channels_last) {
+    log_channels_last("avg_pool2d", d);
+    return avg_pool2d_channels_last(d, x, y);
+  }
   log_simd("avg_pool2d", name(d.dtype));
   const std::int64_t in_plane = d.h * d.w, out_plane = d.out_h() * d.out_w();
   over_planes(d.n * d.c, in_plane, [&](std::int64_t p, std::int64_t count) {
@@ -142,6 +160,10 @@ void avg_pool2d(const Pool2dDesc& d, const void* x, void* y) {
 
 void avg_pool2d_backward(const Pool2dDesc& d, const void* dy, void* dx) {
   validate_pool2d("avg_pool2d_backward", d);
+  if (d.channels_last) {
+    log_channels_last("avg_pool2d_backward", d);
+    return avg_pool2d_backward_channels_last(d, dy, dx);
+  }
   log_simd("avg_pool2d_backward", name(d.dtype));
   const std::int64_t in_plane = d.h * d.w, out_plane = d.out_h() * d.out_w();
   over_planes(d.n * d.c, in_plane, [&](std::int64_t p, std::int64_t count) {

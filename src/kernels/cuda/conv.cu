@@ -7,6 +7,7 @@
 // (GEMM, col2im, bias gradient) has a fixed order, so the results are deterministic. They
 // differ from the reference's only in summation order.
 #include <algorithm>
+#include <array>
 #include <cstddef>
 #include <cstdint>
 
@@ -146,11 +147,54 @@ __global__ void bias_grad_kernel(ConvGeometry g, std::int64_t n, const void* dy,
   }
 }
 
+// Channels-last operands run the NCHW kernels on transposed copies through the backend's copy
+// kernel (exact: elements move, nothing is computed), so the im2col indexing stays NCHW only.
+// An NHWC path of its own (cuDNN's, issue 36) is what removes the two copies.
+class Nchw {
+ public:
+  // A scratch NCHW image of [n, c, h, w] in dtype t.
+  Nchw(std::int64_t n, std::int64_t c, std::int64_t h, std::int64_t w, DType t)
+      : shape_{n, c, h, w}, dtype_(t), buf_(bytes(n * c * h * w, size_of(t)), "conv2d") {}
+  void* data() const { return buf_.as<void>(); }
+  // Fills the scratch from a channels-last image of the same extents.
+  const void* from_channels_last(const void* src) {
+    copy(shape_, {src, dtype_, nhwc_strides()}, {data(), dtype_, nchw_strides()});
+    return data();
+  }
+  // Writes the scratch to a channels-last image of the same extents.
+  void to_channels_last(void* dst) const {
+    copy(shape_, {data(), dtype_, nchw_strides()}, {dst, dtype_, nhwc_strides()});
+  }
+
+ private:
+  std::array<std::int64_t, 4> nchw_strides() const {
+    return {shape_[1] * shape_[2] * shape_[3], shape_[2] * shape_[3], shape_[3], 1};
+  }
+  std::array<std::int64_t, 4> nhwc_strides() const {
+    return {shape_[1] * shape_[2] * shape_[3], 1, shape_[3] * shape_[1], shape_[1]};
+  }
+  std::array<std::int64_t, 4> shape_;
+  DType dtype_;
+  Scratch buf_;
+};
+
+Conv2dDesc as_nchw(const Conv2dDesc& d) {
+  Conv2dDesc nd = d;
+  nd.channels_last = false;
+  return nd;
+}
+
 }  // namespace
 
 void conv2d(const Conv2dDesc& d, const void* x, const void* weight, const void* bias, void* y) {
   constexpr const char* op = "conv2d";
   validate_conv2d(op, d);
+  if (d.channels_last) {
+    Nchw xs(d.n, d.c, d.h, d.w, d.dtype), ys(d.n, d.o, d.out_h(), d.out_w(), d.dtype);
+    conv2d(as_nchw(d), xs.from_channels_last(x), weight, bias, ys.data());
+    ys.to_channels_last(y);
+    return;
+  }
   const ConvGeometry g = geometry(d);
   const std::int64_t columns = d.n * g.pixels();
   if (columns == 0 || d.o == 0) return;
@@ -176,6 +220,12 @@ void conv2d(const Conv2dDesc& d, const void* x, const void* weight, const void* 
 void conv2d_backward_data(const Conv2dDesc& d, const void* dy, const void* weight, void* dx) {
   constexpr const char* op = "conv2d_backward_data";
   validate_conv2d(op, d);
+  if (d.channels_last) {
+    Nchw dys(d.n, d.o, d.out_h(), d.out_w(), d.dtype), dxs(d.n, d.c, d.h, d.w, d.dtype);
+    conv2d_backward_data(as_nchw(d), dys.from_channels_last(dy), weight, dxs.data());
+    dxs.to_channels_last(dx);
+    return;
+  }
   const ConvGeometry g = geometry(d);
   const std::int64_t sample_size = d.c * d.h * d.w;
   if (d.n * sample_size == 0) return;
@@ -206,6 +256,12 @@ void conv2d_backward_weights(const Conv2dDesc& d, const void* x, const void* dy,
                              void* dbias) {
   constexpr const char* op = "conv2d_backward_weights";
   validate_conv2d(op, d);
+  if (d.channels_last) {
+    Nchw xs(d.n, d.c, d.h, d.w, d.dtype), dys(d.n, d.o, d.out_h(), d.out_w(), d.dtype);
+    conv2d_backward_weights(as_nchw(d), xs.from_channels_last(x), dys.from_channels_last(dy),
+                            dweight, dbias);
+    return;
+  }
   const ConvGeometry g = geometry(d);
   if (d.o == 0) return;
   const std::size_t es = size_of(d.dtype);

@@ -1,4 +1,6 @@
-// The CUDA pooling kernels. Forwards: one thread per output element running the reference's
+// The CUDA pooling kernels, NCHW or channels-last (kernels/plane_layout.h: thread i takes the
+// element at memory position i, so neighbouring threads touch neighbouring addresses in both
+// layouts). Forwards: one thread per output element running the reference's
 // per-window math (kernels/pool_math.h: the window, the first maximum with its NaN rule, the
 // mean), so maxima, argmax and means are the reference's bits. Backwards in gather form, no
 // atomics: one thread per input element visits the windows covering it in row-major order,
@@ -11,6 +13,7 @@
 #include "kernels/cuda/cuda_kernels.h"
 #include "kernels/cuda/group_reduce.cuh"
 #include "kernels/cuda/launch.cuh"
+#include "kernels/plane_layout.h"
 #include "kernels/pool_math.h"
 
 namespace mixprec::kernels::cuda {
@@ -31,11 +34,13 @@ __global__ void max_pool_kernel(Pool2dDesc d, std::int64_t ho, std::int64_t wo,
                                 std::int64_t total, const void* x, void* y,
                                 std::int32_t* argmax) {
   MIXPREC_GRID_STRIDE(i, total) {
-    const std::int64_t plane = i / (ho * wo) * d.h * d.w, out = i % (ho * wo);
+    const PlaneIndex p = plane_index(d.channels_last, i, d.c, ho * wo);
+    const PlaneLayout in = plane_layout(d.channels_last, p.n, p.c, d.c, d.h * d.w);
+    const std::int64_t out = p.k;
     const pool::Span ry = pool::window(out / wo, d, d.h), rx = pool::window(out % wo, d, d.w);
     const std::int64_t best = pool::window_argmax(
-        ry, rx, d.w, [&](std::int64_t k) { return load(x, d.dtype, plane + k); });
-    copy_element(x, plane + best, y, i, d.dtype);
+        ry, rx, d.w, [&](std::int64_t k) { return load(x, d.dtype, in.at(k)); });
+    copy_element(x, in.at(best), y, i, d.dtype);
     if (argmax != nullptr) argmax[i] = static_cast<std::int32_t>(best);
   }
 }
@@ -43,10 +48,12 @@ __global__ void max_pool_kernel(Pool2dDesc d, std::int64_t ho, std::int64_t wo,
 __global__ void avg_pool_kernel(Pool2dDesc d, std::int64_t ho, std::int64_t wo,
                                 std::int64_t total, const void* x, void* y) {
   MIXPREC_GRID_STRIDE(i, total) {
-    const std::int64_t plane = i / (ho * wo) * d.h * d.w, out = i % (ho * wo);
+    const PlaneIndex p = plane_index(d.channels_last, i, d.c, ho * wo);
+    const PlaneLayout in = plane_layout(d.channels_last, p.n, p.c, d.c, d.h * d.w);
+    const std::int64_t out = p.k;
     const pool::Span ry = pool::window(out / wo, d, d.h), rx = pool::window(out % wo, d, d.w);
     store(y, d.dtype, i, pool::window_mean(ry, rx, d.w, [&](std::int64_t k) {
-            return load(x, d.dtype, plane + k);
+            return load(x, d.dtype, in.at(k));
           }));
   }
 }
@@ -55,12 +62,14 @@ __global__ void max_pool_backward_kernel(Pool2dDesc d, std::int64_t ho, std::int
                                          std::int64_t total, const void* dy,
                                          const std::int32_t* argmax, void* dx) {
   MIXPREC_GRID_STRIDE(i, total) {
-    const std::int64_t out_plane = i / (d.h * d.w) * ho * wo, in = i % (d.h * d.w);
+    const PlaneIndex p = plane_index(d.channels_last, i, d.c, d.h * d.w);
+    const PlaneLayout out_plane = plane_layout(d.channels_last, p.n, p.c, d.c, ho * wo);
+    const std::int64_t in = p.k;
     const pool::Span cy = pool::covering(in / d.w, d, ho), cx = pool::covering(in % d.w, d, wo);
     float sum = 0.0f;
     for (std::int64_t oy = cy.begin; oy < cy.end; ++oy) {
       for (std::int64_t ox = cx.begin; ox < cx.end; ++ox) {
-        const std::int64_t o = out_plane + oy * wo + ox;
+        const std::int64_t o = out_plane.at(oy * wo + ox);
         if (argmax[o] == in) sum += load(dy, d.dtype, o);
       }
     }
@@ -71,13 +80,15 @@ __global__ void max_pool_backward_kernel(Pool2dDesc d, std::int64_t ho, std::int
 __global__ void avg_pool_backward_kernel(Pool2dDesc d, std::int64_t ho, std::int64_t wo,
                                          std::int64_t total, const void* dy, void* dx) {
   MIXPREC_GRID_STRIDE(i, total) {
-    const std::int64_t out_plane = i / (d.h * d.w) * ho * wo, in = i % (d.h * d.w);
+    const PlaneIndex p = plane_index(d.channels_last, i, d.c, d.h * d.w);
+    const PlaneLayout out_plane = plane_layout(d.channels_last, p.n, p.c, d.c, ho * wo);
+    const std::int64_t in = p.k;
     const pool::Span cy = pool::covering(in / d.w, d, ho), cx = pool::covering(in % d.w, d, wo);
     float sum = 0.0f;
     for (std::int64_t oy = cy.begin; oy < cy.end; ++oy) {
       const pool::Span ry = pool::window(oy, d, d.h);
       for (std::int64_t ox = cx.begin; ox < cx.end; ++ox) {
-        const float g = load(dy, d.dtype, out_plane + oy * wo + ox);
+        const float g = load(dy, d.dtype, out_plane.at(oy * wo + ox));
         sum += g / pool::window_count(ry, pool::window(ox, d, d.w));
       }
     }

@@ -1,9 +1,11 @@
 // Reference 2-D convolution, forward and both backward passes: direct loops with f32
-// accumulation and one rounding per output element. The spec the oneDNN path is tested against.
+// accumulation and one rounding per output element, indexing activations NCHW or channels-last
+// through plane_layout() (the sums' order is the same in both). The spec the oneDNN path is tested against.
 #include <algorithm>
 #include <vector>
 
 #include "kernels/conv.h"
+#include "kernels/plane_layout.h"
 #include "mixprec/core/error.h"
 
 namespace mixprec::kernels {
@@ -40,6 +42,16 @@ float f(const T* p, std::int64_t i) {
   return static_cast<float>(p[i]);
 }
 
+// Offset of input element (n, c, iy, ix) and output element (n, o, oy, ox) in d's layout.
+inline std::int64_t x_at(const Conv2dDesc& d, std::int64_t n, std::int64_t c, std::int64_t iy,
+                         std::int64_t ix) {
+  return plane_layout(d.channels_last, n, c, d.c, d.h * d.w).at(iy * d.w + ix);
+}
+inline std::int64_t y_at(const Conv2dDesc& d, std::int64_t n, std::int64_t o, std::int64_t oy,
+                         std::int64_t ox) {
+  return plane_layout(d.channels_last, n, o, d.o, d.out_h() * d.out_w()).at(oy * d.out_w() + ox);
+}
+
 }  // namespace
 
 void conv2d(const Conv2dDesc& d, const void* x_raw, const void* w_raw, const void* b_raw,
@@ -66,12 +78,12 @@ void conv2d(const Conv2dDesc& d, const void* x_raw, const void* w_raw, const voi
                 for (std::int64_t kx = 0; kx < d.kw; ++kx) {
                   const std::int64_t ix = in_pos(ox, kx, d);
                   if (ix < 0 || ix >= d.w) continue;
-                  acc += f(x, ((n * d.c + c) * d.h + iy) * d.w + ix) *
+                  acc += f(x, x_at(d, n, c, iy, ix)) *
                          f(wt, ((o * d.c + c) * d.kh + ky) * d.kw + kx);
                 }
               }
             }
-            y[((n * d.o + o) * ho + oy) * wo + ox] = T(acc + b);
+            y[y_at(d, n, o, oy, ox)] = T(acc + b);
           }
         }
       }
@@ -95,7 +107,7 @@ void conv2d_backward_data(const Conv2dDesc& d, const void* dy_raw, const void* w
       for (std::int64_t o = 0; o < d.o; ++o) {
         for (std::int64_t oy = 0; oy < ho; ++oy) {
           for (std::int64_t ox = 0; ox < wo; ++ox) {
-            const float g = f(dy, ((n * d.o + o) * ho + oy) * wo + ox);
+            const float g = f(dy, y_at(d, n, o, oy, ox));
             for (std::int64_t c = 0; c < d.c; ++c) {
               for (std::int64_t ky = 0; ky < d.kh; ++ky) {
                 const std::int64_t iy = in_pos(oy, ky, d);
@@ -111,8 +123,12 @@ void conv2d_backward_data(const Conv2dDesc& d, const void* dy_raw, const void* w
           }
         }
       }
-      T* out = dx + n * d.c * d.h * d.w;
-      for (std::size_t i = 0; i < acc.size(); ++i) out[i] = T(acc[i]);
+      for (std::int64_t c = 0; c < d.c; ++c) {
+        const PlaneLayout out = plane_layout(d.channels_last, n, c, d.c, d.h * d.w);
+        for (std::int64_t k = 0; k < d.h * d.w; ++k) {
+          dx[out.at(k)] = T(acc[static_cast<std::size_t>(c * d.h * d.w + k)]);
+        }
+      }
     }
   });
 }
@@ -138,8 +154,7 @@ void conv2d_backward_weights(const Conv2dDesc& d, const void* x_raw, const void*
                 for (std::int64_t ox = 0; ox < wo; ++ox) {
                   const std::int64_t ix = in_pos(ox, kx, d);
                   if (ix < 0 || ix >= d.w) continue;
-                  acc += f(dy, ((n * d.o + o) * ho + oy) * wo + ox) *
-                         f(x, ((n * d.c + c) * d.h + iy) * d.w + ix);
+                  acc += f(dy, y_at(d, n, o, oy, ox)) * f(x, x_at(d, n, c, iy, ix));
                 }
               }
             }
@@ -150,7 +165,8 @@ void conv2d_backward_weights(const Conv2dDesc& d, const void* x_raw, const void*
       if (db_raw != nullptr) {
         float acc = 0.0f;
         for (std::int64_t n = 0; n < d.n; ++n) {
-          for (std::int64_t i = 0; i < ho * wo; ++i) acc += f(dy, (n * d.o + o) * ho * wo + i);
+          const PlaneLayout plane = plane_layout(d.channels_last, n, o, d.o, ho * wo);
+          for (std::int64_t i = 0; i < ho * wo; ++i) acc += f(dy, plane.at(i));
         }
         dispatch(d.bias_dtype, [&](auto bt) {
           using B = decltype(bt);

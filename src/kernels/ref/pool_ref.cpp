@@ -1,5 +1,5 @@
 // Reference max / average / global-average pooling, forward and backward: plain loops over
-// planes, sums in f32, one rounding per output; the per-window math is kernels/pool_math.h's
+// planes (NCHW or channels-last, through plane_layout()), sums in f32, one rounding per output; the per-window math is kernels/pool_math.h's
 // (shared with the CUDA kernels). The spec; kernels:: runs these same loops over
 // chunks of planes in parallel (pool.cpp), so results do not depend on the thread count.
 #include <algorithm>
@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "kernels/conv.h"
+#include "kernels/plane_layout.h"
 #include "kernels/pool_math.h"
 #include "mixprec/core/error.h"
 
@@ -35,6 +36,18 @@ namespace {
 
 using pool::Span;
 
+// Calls fn(in, out) with the layouts of the input and output planes of every (sample, channel).
+template <class Fn>
+void for_each_plane(const Pool2dDesc& d, Fn&& fn) {
+  const std::int64_t in_plane = d.h * d.w, out_plane = d.out_h() * d.out_w();
+  for (std::int64_t n = 0; n < d.n; ++n) {
+    for (std::int64_t c = 0; c < d.c; ++c) {
+      fn(plane_layout(d.channels_last, n, c, d.c, in_plane),
+         plane_layout(d.channels_last, n, c, d.c, out_plane));
+    }
+  }
+}
+
 template <class Fn>
 void for_each_window(const Pool2dDesc& d, Fn&& fn) {
   const std::int64_t ho = d.out_h(), wo = d.out_w();
@@ -48,76 +61,75 @@ void for_each_window(const Pool2dDesc& d, Fn&& fn) {
 
 void max_pool2d(const Pool2dDesc& d, const void* x_raw, void* y_raw, std::int32_t* argmax) {
   validate_pool2d("max_pool2d", d);
-  const std::int64_t planes = d.n * d.c, in_plane = d.h * d.w, out_plane = d.out_h() * d.out_w();
   dispatch(d.dtype, [&](auto tag) {
     using T = decltype(tag);
-    for (std::int64_t p = 0; p < planes; ++p) {
-      const T* x = static_cast<const T*>(x_raw) + p * in_plane;
-      T* y = static_cast<T*>(y_raw) + p * out_plane;
-      const auto at = [x](std::int64_t i) { return static_cast<float>(x[i]); };
+    const T* x = static_cast<const T*>(x_raw);
+    T* y = static_cast<T*>(y_raw);
+    for_each_plane(d, [&](PlaneLayout in, PlaneLayout out_plane) {
+      const auto at = [&](std::int64_t i) { return static_cast<float>(x[in.at(i)]); };
       for_each_window(d, [&](std::int64_t out, Span ry, Span rx) {
         const std::int64_t best_i = pool::window_argmax(ry, rx, d.w, at);
-        y[out] = x[best_i];
-        if (argmax != nullptr) argmax[p * out_plane + out] = static_cast<std::int32_t>(best_i);
+        y[out_plane.at(out)] = x[in.at(best_i)];
+        if (argmax != nullptr) argmax[out_plane.at(out)] = static_cast<std::int32_t>(best_i);
       });
-    }
+    });
   });
 }
 
 void max_pool2d_backward(const Pool2dDesc& d, const void* dy_raw, const std::int32_t* argmax,
                          void* dx_raw) {
   validate_pool2d("max_pool2d_backward", d);
-  const std::int64_t planes = d.n * d.c, in_plane = d.h * d.w, out_plane = d.out_h() * d.out_w();
+  const std::int64_t in_plane = d.h * d.w, out_plane = d.out_h() * d.out_w();
   std::vector<float> acc(static_cast<std::size_t>(in_plane));
   dispatch(d.dtype, [&](auto tag) {
     using T = decltype(tag);
-    for (std::int64_t p = 0; p < planes; ++p) {
-      const T* dy = static_cast<const T*>(dy_raw) + p * out_plane;
-      const std::int32_t* am = argmax + p * out_plane;
+    const T* dy = static_cast<const T*>(dy_raw);
+    T* dx = static_cast<T*>(dx_raw);
+    for_each_plane(d, [&](PlaneLayout in, PlaneLayout out) {
       std::fill(acc.begin(), acc.end(), 0.0f);
-      for (std::int64_t i = 0; i < out_plane; ++i) acc[am[i]] += static_cast<float>(dy[i]);
-      T* dx = static_cast<T*>(dx_raw) + p * in_plane;
-      for (std::int64_t i = 0; i < in_plane; ++i) dx[i] = T(acc[static_cast<std::size_t>(i)]);
-    }
+      for (std::int64_t i = 0; i < out_plane; ++i) {
+        acc[static_cast<std::size_t>(argmax[out.at(i)])] += static_cast<float>(dy[out.at(i)]);
+      }
+      for (std::int64_t i = 0; i < in_plane; ++i) dx[in.at(i)] = T(acc[static_cast<std::size_t>(i)]);
+    });
   });
 }
 
 void avg_pool2d(const Pool2dDesc& d, const void* x_raw, void* y_raw) {
   validate_pool2d("avg_pool2d", d);
-  const std::int64_t planes = d.n * d.c, in_plane = d.h * d.w, out_plane = d.out_h() * d.out_w();
   dispatch(d.dtype, [&](auto tag) {
     using T = decltype(tag);
-    for (std::int64_t p = 0; p < planes; ++p) {
-      const T* x = static_cast<const T*>(x_raw) + p * in_plane;
-      T* y = static_cast<T*>(y_raw) + p * out_plane;
-      const auto at = [x](std::int64_t i) { return static_cast<float>(x[i]); };
+    const T* x = static_cast<const T*>(x_raw);
+    T* y = static_cast<T*>(y_raw);
+    for_each_plane(d, [&](PlaneLayout in, PlaneLayout out_plane) {
+      const auto at = [&](std::int64_t i) { return static_cast<float>(x[in.at(i)]); };
       for_each_window(d, [&](std::int64_t out, Span ry, Span rx) {
-        y[out] = T(pool::window_mean(ry, rx, d.w, at));
+        y[out_plane.at(out)] = T(pool::window_mean(ry, rx, d.w, at));
       });
-    }
+    });
   });
 }
 
 void avg_pool2d_backward(const Pool2dDesc& d, const void* dy_raw, void* dx_raw) {
   validate_pool2d("avg_pool2d_backward", d);
-  const std::int64_t planes = d.n * d.c, in_plane = d.h * d.w, out_plane = d.out_h() * d.out_w();
+  const std::int64_t in_plane = d.h * d.w;
   std::vector<float> acc(static_cast<std::size_t>(in_plane));
   dispatch(d.dtype, [&](auto tag) {
     using T = decltype(tag);
-    for (std::int64_t p = 0; p < planes; ++p) {
-      const T* dy = static_cast<const T*>(dy_raw) + p * out_plane;
+    const T* dy = static_cast<const T*>(dy_raw);
+    T* dx = static_cast<T*>(dx_raw);
+    for_each_plane(d, [&](PlaneLayout in, PlaneLayout out_plane) {
       std::fill(acc.begin(), acc.end(), 0.0f);
       for_each_window(d, [&](std::int64_t out, Span ry, Span rx) {
-        const float g = static_cast<float>(dy[out]) / pool::window_count(ry, rx);
+        const float g = static_cast<float>(dy[out_plane.at(out)]) / pool::window_count(ry, rx);
         for (std::int64_t iy = ry.begin; iy < ry.end; ++iy) {
           for (std::int64_t ix = rx.begin; ix < rx.end; ++ix) {
             acc[static_cast<std::size_t>(iy * d.w + ix)] += g;
           }
         }
       });
-      T* dx = static_cast<T*>(dx_raw) + p * in_plane;
-      for (std::int64_t i = 0; i < in_plane; ++i) dx[i] = T(acc[static_cast<std::size_t>(i)]);
-    }
+      for (std::int64_t i = 0; i < in_plane; ++i) dx[in.at(i)] = T(acc[static_cast<std::size_t>(i)]);
+    });
   });
 }
 

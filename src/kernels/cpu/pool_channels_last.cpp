@@ -1,0 +1,175 @@
+// Max and average pooling on channels-last (NHWC) activations: a pixel's C values are
+// contiguous, so each window step is one pass along a channel row, which the compiler
+// vectorises (the NCHW kernels of pool_simd.cpp vectorise along an image row instead). Every
+// value is the reference's: windows visited in the same row-major order (kernels/pool_math.h's
+// window, NaN rule and f32 sums), backward passes in gather form (as the CUDA kernels), where
+// each input element adds the windows covering it in the order the reference's scatter does.
+// Rows of output (or input) pixels run in parallel, each written by one task.
+#include "kernels/cpu/pool_channels_last.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <vector>
+
+#include "kernels/cpu/dispatch_util.h"
+#include "kernels/pool_math.h"
+
+namespace mixprec::kernels::cpu {
+namespace {
+
+using pool::Span;
+
+// Runs body(n, row) for every (sample, row) of `rows` rows per sample, in parallel when the
+// work is large (each row written by one task, so results never depend on the thread count).
+template <class Body>
+void over_rows(std::int64_t samples, std::int64_t rows, std::int64_t work_per_row, Body&& body) {
+  const std::int64_t count = samples * rows;
+  const bool parallel = count * std::max<std::int64_t>(work_per_row, 1) >= kParallelMinWork;
+  parallel_for(count, parallel, [&](std::int64_t i) { body(i / rows, i % rows); });
+}
+
+// Per-thread f32 rows of C values (grow only).
+std::vector<float>& scratch_row(std::int64_t c) {
+  thread_local std::vector<float> row;
+  if (row.size() < static_cast<std::size_t>(c)) row.resize(static_cast<std::size_t>(c));
+  return row;
+}
+std::vector<std::int32_t>& scratch_index(std::int64_t c) {
+  thread_local std::vector<std::int32_t> row;
+  if (row.size() < static_cast<std::size_t>(c)) row.resize(static_cast<std::size_t>(c));
+  return row;
+}
+
+}  // namespace
+
+void max_pool2d_channels_last(const Pool2dDesc& d, const void* x_raw, void* y_raw,
+                              std::int32_t* argmax) {
+  const std::int64_t ho = d.out_h(), wo = d.out_w(), c = d.c;
+  dispatch(d.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    const T* x = static_cast<const T*>(x_raw);
+    T* y = static_cast<T*>(y_raw);
+    over_rows(d.n, ho, wo * c * d.kernel * d.kernel, [&](std::int64_t n, std::int64_t oy) {
+      std::vector<float>& best = scratch_row(c);
+      std::vector<std::int32_t>& index = scratch_index(c);
+      const T* sample = x + n * d.h * d.w * c;
+      const Span ry = pool::window(oy, d, d.h);
+      for (std::int64_t ox = 0; ox < wo; ++ox) {
+        const Span rx = pool::window(ox, d, d.w);
+        const auto first = static_cast<std::int32_t>(ry.begin * d.w + rx.begin);
+        for (std::int64_t j = 0; j < c; ++j) {
+          best[static_cast<std::size_t>(j)] = static_cast<float>(sample[first * c + j]);
+          index[static_cast<std::size_t>(j)] = first;
+        }
+        for (std::int64_t iy = ry.begin; iy < ry.end; ++iy) {
+          for (std::int64_t ix = rx.begin; ix < rx.end; ++ix) {
+            const auto k = static_cast<std::int32_t>(iy * d.w + ix);
+            if (k == first) continue;
+            const T* px = sample + k * c;
+            for (std::int64_t j = 0; j < c; ++j) {
+              const float v = static_cast<float>(px[j]);
+              float& b = best[static_cast<std::size_t>(j)];
+              // Strictly greater keeps the first maximum; the first NaN wins and stays (the
+              // reference stops scanning there).
+              if (v > b || (v != v && b == b)) {
+                b = v;
+                index[static_cast<std::size_t>(j)] = k;
+              }
+            }
+          }
+        }
+        const std::int64_t out = ((n * ho + oy) * wo + ox) * c;
+        for (std::int64_t j = 0; j < c; ++j) {
+          const std::int32_t k = index[static_cast<std::size_t>(j)];
+          y[out + j] = sample[k * c + j];  // the element itself, as the reference copies it
+          if (argmax != nullptr) argmax[out + j] = k;
+        }
+      }
+    });
+  });
+}
+
+void max_pool2d_backward_channels_last(const Pool2dDesc& d, const void* dy_raw,
+                                       const std::int32_t* argmax, void* dx_raw) {
+  const std::int64_t ho = d.out_h(), wo = d.out_w(), c = d.c;
+  dispatch(d.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    const T* dy = static_cast<const T*>(dy_raw);
+    T* dx = static_cast<T*>(dx_raw);
+    over_rows(d.n, d.h, d.w * c, [&](std::int64_t n, std::int64_t iy) {
+      std::vector<float>& acc = scratch_row(c);
+      const Span cy = pool::covering(iy, d, ho);
+      for (std::int64_t ix = 0; ix < d.w; ++ix) {
+        const auto in = static_cast<std::int32_t>(iy * d.w + ix);
+        const Span cx = pool::covering(ix, d, wo);
+        std::fill(acc.begin(), acc.begin() + c, 0.0f);
+        for (std::int64_t oy = cy.begin; oy < cy.end; ++oy) {
+          for (std::int64_t ox = cx.begin; ox < cx.end; ++ox) {
+            const std::int64_t o = ((n * ho + oy) * wo + ox) * c;
+            for (std::int64_t j = 0; j < c; ++j) {
+              if (argmax[o + j] == in) acc[static_cast<std::size_t>(j)] += static_cast<float>(dy[o + j]);
+            }
+          }
+        }
+        T* out = dx + ((n * d.h + iy) * d.w + ix) * c;
+        for (std::int64_t j = 0; j < c; ++j) out[j] = T(acc[static_cast<std::size_t>(j)]);
+      }
+    });
+  });
+}
+
+void avg_pool2d_channels_last(const Pool2dDesc& d, const void* x_raw, void* y_raw) {
+  const std::int64_t ho = d.out_h(), wo = d.out_w(), c = d.c;
+  dispatch(d.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    const T* x = static_cast<const T*>(x_raw);
+    T* y = static_cast<T*>(y_raw);
+    over_rows(d.n, ho, wo * c * d.kernel * d.kernel, [&](std::int64_t n, std::int64_t oy) {
+      std::vector<float>& sum = scratch_row(c);
+      const T* sample = x + n * d.h * d.w * c;
+      const Span ry = pool::window(oy, d, d.h);
+      for (std::int64_t ox = 0; ox < wo; ++ox) {
+        const Span rx = pool::window(ox, d, d.w);
+        std::fill(sum.begin(), sum.begin() + c, 0.0f);
+        for (std::int64_t iy = ry.begin; iy < ry.end; ++iy) {
+          for (std::int64_t ix = rx.begin; ix < rx.end; ++ix) {
+            const T* px = sample + (iy * d.w + ix) * c;
+            for (std::int64_t j = 0; j < c; ++j) sum[static_cast<std::size_t>(j)] += static_cast<float>(px[j]);
+          }
+        }
+        const float count = pool::window_count(ry, rx);
+        T* out = y + ((n * ho + oy) * wo + ox) * c;
+        for (std::int64_t j = 0; j < c; ++j) out[j] = T(sum[static_cast<std::size_t>(j)] / count);
+      }
+    });
+  });
+}
+
+void avg_pool2d_backward_channels_last(const Pool2dDesc& d, const void* dy_raw, void* dx_raw) {
+  const std::int64_t ho = d.out_h(), wo = d.out_w(), c = d.c;
+  dispatch(d.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    const T* dy = static_cast<const T*>(dy_raw);
+    T* dx = static_cast<T*>(dx_raw);
+    over_rows(d.n, d.h, d.w * c, [&](std::int64_t n, std::int64_t iy) {
+      std::vector<float>& acc = scratch_row(c);
+      const Span cy = pool::covering(iy, d, ho);
+      for (std::int64_t ix = 0; ix < d.w; ++ix) {
+        const Span cx = pool::covering(ix, d, wo);
+        std::fill(acc.begin(), acc.begin() + c, 0.0f);
+        for (std::int64_t oy = cy.begin; oy < cy.end; ++oy) {
+          const Span ry = pool::window(oy, d, d.h);
+          for (std::int64_t ox = cx.begin; ox < cx.end; ++ox) {
+            const float count = pool::window_count(ry, pool::window(ox, d, d.w));
+            const T* g = dy + ((n * ho + oy) * wo + ox) * c;
+            for (std::int64_t j = 0; j < c; ++j) acc[static_cast<std::size_t>(j)] += static_cast<float>(g[j]) / count;
+          }
+        }
+        T* out = dx + ((n * d.h + iy) * d.w + ix) * c;
+        for (std::int64_t j = 0; j < c; ++j) out[j] = T(acc[static_cast<std::size_t>(j)]);
+      }
+    });
+  });
+}
+
+}  // namespace mixprec::kernels::cpu
