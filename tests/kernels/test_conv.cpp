@@ -631,7 +631,13 @@ TEST(ConvPool, ChannelsLastIsTheTransposedNchwResult) {
         ref::max_pool2d_backward(d, dyl.data(), aml.data(), dxl.data());
         cpu::max_pool2d_backward(d, dyl.data(), aml.data(), dxc.data());
         ktest::expect_bitwise(dxl, to_channels_last(dx, d.n, d.c, d.h, d.w), "ref max bwd nhwc");
-        ktest::expect_bitwise(dxc, dxl, "cpu max bwd nhwc");
+        // Disjoint windows: bit for bit. Overlapping ones may add two NaNs into one element,
+        // where which NaN survives is the compiler's choice of operand order: NaN either way.
+        if (d.padding == 0 && d.stride >= d.kernel) {
+          ktest::expect_bitwise(dxc, dxl, "cpu max bwd nhwc");
+        } else {
+          expect_bitwise_any_nan(dxc, dxl, "cpu max bwd nhwc");
+        }
 
         ref::avg_pool2d(nchw, x.data(), y.data());
         ref::avg_pool2d(d, xl.data(), yl.data());
@@ -653,7 +659,7 @@ TEST(ConvPool, ChannelsLastIsTheTransposedNchwResult) {
 // bit (its sums run in the same order), and oneDNN's nhwc kernels (plain and blocked) are within
 // the convolution tolerance of it, on every dtype.
 TEST(ConvKernel, ChannelsLastMatchesTheTransposedReference) {
-  for (ConvLayout layout : {ConvLayout::automatic, ConvLayout::blocked}) {
+  for (ConvLayout layout : {ConvLayout::automatic, ConvLayout::plain, ConvLayout::blocked}) {
     ConvPolicy policy(ConvBf16Route::automatic, layout, true);
     std::uint32_t seed = 1300;
     for (DType t : ktest::kAllDTypes) {

@@ -89,16 +89,20 @@ std::string bf16_skip_reason(bool tried_native, const cpu::ConvOnednnInfo& info)
 // convolution, so forward and backward-data run plain there (~2.5x and ~4x faster); backward
 // weights always run blocked (plain has no JIT kernel for C=1: oneDNN's reference loop, 50x
 // slower) and so does everything with >= 16 channels (blocked is equal or up to 1.3x faster).
-// Channels-last activations are what oneDNN's JIT kernels read natively (nhwc), so they run
-// plain, except the weight gradient of a first layer (few input channels), which has no nhwc
-// JIT kernel either.
-bool use_blocked(ConvPass pass, const Conv2dDesc& d) {
+// Channels-last activations run plain where oneDNN has a JIT kernel reading nhwc directly (no
+// reorders), else blocked: oneDNN 2.6 has none on AVX2 (its reference loop there is ~150x
+// slower; bench_conv f32_nhwc_auto), and blocked with reorders from and to nhwc then runs like
+// NCHW's blocked path or a little faster (bench_conv f32_nhwc_blocked). `runs` is the
+// descriptor oneDNN will see (bf16 widened to f32 or not).
+bool use_blocked(ConvPass pass, const Conv2dDesc& d, const Conv2dDesc& runs) {
   switch (layout().load(std::memory_order_relaxed)) {
     case ConvLayout::plain: return false;
     case ConvLayout::blocked: return true;
     case ConvLayout::automatic: break;
   }
-  if (d.channels_last) return pass == ConvPass::backward_weights && d.c < 16;
+  if (d.channels_last) {
+    return cpu::onednn_conv_impl(pass, runs, false).starts_with("onednn:ref");
+  }
   return pass == ConvPass::backward_weights || d.c >= 16;
 }
 
@@ -173,22 +177,24 @@ void finish_widened(ConvPass pass, const Conv2dDesc& d, const ConvBuffers& w,
 void run(ConvPass pass, const Conv2dDesc& d, const ConvBuffers& bufs) {
   thread_local Workspace ws;
   const bool verbose = verbose_enabled();
-  const bool blocked = use_blocked(pass, d);
   cpu::ConvOnednnInfo info;
   cpu::ConvOnednnInfo* want = verbose ? &info : nullptr;
   std::string skipped;
   const bool try_native_bf16 = d.dtype == DType::bf16 && bf16_native(d);
+  Conv2dDesc wd = d;  // the widened pass's descriptor
+  wd.dtype = DType::f32;
+  wd.bias_dtype = DType::f32;
+  const bool direct_dtype = d.dtype == DType::f32 || try_native_bf16;
+  bool blocked = use_blocked(pass, d, direct_dtype ? d : wd);
   bool ran = false;
-  if (d.dtype == DType::f32 || try_native_bf16) ran = cpu::onednn_conv(pass, d, blocked, bufs, want);
+  if (direct_dtype) ran = cpu::onednn_conv(pass, d, blocked, bufs, want);
   const bool widened = !ran;
   if (widened) {
     if (verbose && d.dtype == DType::bf16) {
       skipped = "onednn bf16 convolution: " + bf16_skip_reason(try_native_bf16, info);
     }
     if (verbose && d.dtype == DType::f16) skipped = "native f16 convolution: none in oneDNN 2.6 on CPU";
-    Conv2dDesc wd = d;
-    wd.dtype = DType::f32;
-    wd.bias_dtype = DType::f32;
+    if (direct_dtype) blocked = use_blocked(pass, d, wd);  // native bf16 was refused
     const ConvBuffers wb = widen_pass(pass, d, bufs, ws);
     ran = cpu::onednn_conv(pass, wd, blocked, wb, want);
     MIXPREC_CHECK(ran, BackendError, op_name(pass),

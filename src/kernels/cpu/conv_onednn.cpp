@@ -228,12 +228,23 @@ void execute(const dnnl::primitive& prim, dnnl::stream& stream, std::vector<dnnl
 
 }  // namespace
 
+namespace {
+// The cached entry of key, created on first use; cached says whether it was there.
+std::shared_ptr<const Entry> entry_of(const Key& key, bool* cached) {
+  std::shared_ptr<const Entry> entry = cache().find(key);
+  if (cached != nullptr) *cached = entry != nullptr;
+  return entry != nullptr ? entry : cache().insert(key, create(key));
+}
+}  // namespace
+
+std::string onednn_conv_impl(ConvPass pass, const Conv2dDesc& desc, bool blocked) {
+  return entry_of(Key(pass, desc, blocked), nullptr)->impl;
+}
+
 bool onednn_conv(ConvPass pass, const Conv2dDesc& desc, bool blocked, const ConvBuffers& bufs,
                  ConvOnednnInfo* info) {
-  const Key key(pass, desc, blocked);
-  std::shared_ptr<const Entry> entry = cache().find(key);
-  const bool cached = entry != nullptr;
-  if (!cached) entry = cache().insert(key, create(key));
+  bool cached = false;
+  const std::shared_ptr<const Entry> entry = entry_of(Key(pass, desc, blocked), &cached);
   bool reordered = false;
   for (const Operand& op : entry->operands) reordered = reordered || op.reorder;
   if (info != nullptr) *info = {entry->impl, cached, entry->usable && reordered};

@@ -11,7 +11,7 @@ namespace mixprec::kernels::cpu {
 /// Which of the three convolution computations to run.
 enum class ConvPass : std::uint8_t { forward, backward_data, backward_weights };
 
-/// The caller's NCHW / OIHW buffers of one pass (unused ones null). forward: x, weight, bias ->
+/// The caller's buffers of one pass (activations NCHW or NHWC as the descriptor says, OIHW) (unused ones null). forward: x, weight, bias ->
 /// y. backward_data: dy, weight -> dx. backward_weights: x, dy -> dweight, dbias (when
 /// desc.has_bias).
 struct ConvBuffers {
@@ -33,12 +33,17 @@ struct ConvOnednnInfo {
 };
 
 /// Runs one pass of desc (dtype f32 or bf16; bias f32 or dtype; every extent > 0). blocked lets
-/// oneDNN choose its layouts (format_tag::any) and reorders from and to the caller's NCHW/OIHW
-/// buffers; otherwise oneDNN computes on the plain layouts directly. Returns false, touching
+/// oneDNN choose its layouts (format_tag::any) and reorders from and to the caller's buffers
+/// (NCHW or NHWC as desc says, OIHW); otherwise oneDNN computes on the plain layouts directly. Returns false, touching
 /// nothing, when oneDNN has no implementation or, for bf16, only its slow reference one.
 /// Throws BackendError if oneDNN fails otherwise. info may be null.
 bool onednn_conv(ConvPass pass, const Conv2dDesc& desc, bool blocked, const ConvBuffers& bufs,
                  ConvOnednnInfo* info);
+
+/// The implementation oneDNN picks for this pass in this layout mode ("onednn:" +
+/// impl_info_str(); built and cached without running). Starts with "onednn:ref" when oneDNN has
+/// only its scalar reference loop (oneDNN 2.6 has no AVX2 kernel for plain nhwc activations).
+std::string onednn_conv_impl(ConvPass pass, const Conv2dDesc& desc, bool blocked);
 
 /// Entries in the primitive cache, and clearing it (for tests).
 std::size_t onednn_conv_cache_size();

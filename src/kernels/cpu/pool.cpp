@@ -21,6 +21,7 @@
 #include "kernels/cpu/dispatch_util.h"
 #include "kernels/cpu/pool_channels_last.h"
 #include "kernels/cpu/pool_simd.h"
+#include "kernels/cpu/zero_plus.h"
 #include "mixprec/core/half.h"
 #include "mixprec/core/verbose.h"
 
@@ -49,20 +50,6 @@ void over_planes(std::int64_t planes, std::int64_t work_per_plane, Body&& body) 
 // Windows that neither overlap nor touch padding: each input element is in at most one window.
 bool disjoint_windows(const Pool2dDesc& d) { return d.padding == 0 && d.stride >= d.kernel; }
 
-// The reference's value of one gradient element: the f32 sum 0 + dy (which turns -0 into +0 and
-// quiets a NaN), rounded to T. For a 16-bit T every other value comes back as its own bits, so
-// only -0 and the top exponent (Inf, NaN) take the conversion round trip.
-template <class T>
-T zero_plus(T dy) {
-  if constexpr (sizeof(T) == 2) {
-    std::uint16_t bits;
-    std::memcpy(&bits, &dy, sizeof bits);
-    constexpr std::uint16_t kTopExponent = std::is_same_v<T, bfloat16> ? 0x7f80u : 0x7c00u;
-    if ((bits & 0x7fffu) != 0 && (bits & kTopExponent) != kTopExponent) return dy;
-  }
-  return T(0.0f + static_cast<float>(dy));
-}
-
 // Backward of disjoint windows: dx is zero except at the argmaxes, where it is zero_plus(dy).
 // The fill is a memset: +0 is all-zero bits in every dtype.
 template <class T>
@@ -71,7 +58,7 @@ void max_backward_planes_disjoint(const Pool2dDesc& d, const T* dy, const std::i
   const std::int64_t in_plane = d.h * d.w, out_plane = d.out_h() * d.out_w();
   std::memset(static_cast<void*>(dx), 0, static_cast<std::size_t>(planes * in_plane) * sizeof(T));
   for (std::int64_t q = 0; q < planes; ++q, dy += out_plane, argmax += out_plane, dx += in_plane) {
-    for (std::int64_t i = 0; i < out_plane; ++i) dx[argmax[i]] = zero_plus(dy[i]);
+    for (std::int64_t i = 0; i < out_plane; ++i) dx[argmax[i]] = cpu::zero_plus(dy[i]);
   }
 }
 

@@ -2,16 +2,20 @@
 // contiguous, so each window step is one pass along a channel row, which the compiler
 // vectorises (the NCHW kernels of pool_simd.cpp vectorise along an image row instead). Every
 // value is the reference's: windows visited in the same row-major order (kernels/pool_math.h's
-// window, NaN rule and f32 sums), backward passes in gather form (as the CUDA kernels), where
-// each input element adds the windows covering it in the order the reference's scatter does.
+// window, NaN rule and f32 sums); backward passes in gather form (as the CUDA kernels), where
+// each input element adds the windows covering it in the order the reference's scatter does,
+// except max pooling over disjoint windows, a zero fill and a scatter as in NCHW.
 // Rows of output (or input) pixels run in parallel, each written by one task.
 #include "kernels/cpu/pool_channels_last.h"
 
 #include <algorithm>
 #include <cstdint>
+#include <cstring>
+#include <type_traits>
 #include <vector>
 
 #include "kernels/cpu/dispatch_util.h"
+#include "kernels/cpu/zero_plus.h"
 #include "kernels/pool_math.h"
 
 namespace mixprec::kernels::cpu {
@@ -40,6 +44,17 @@ std::vector<std::int32_t>& scratch_index(std::int64_t c) {
   return row;
 }
 
+// A pixel's c channel values as f32: the pixel itself for f32, else widened into `buffer`.
+template <class T>
+const float* channel_row(const T* pixel, std::int64_t c, float* buffer) {
+  if constexpr (std::is_same_v<T, float>) {
+    return pixel;
+  } else {
+    for (std::int64_t j = 0; j < c; ++j) buffer[j] = static_cast<float>(pixel[j]);
+    return buffer;
+  }
+}
+
 }  // namespace
 
 void max_pool2d_channels_last(const Pool2dDesc& d, const void* x_raw, void* y_raw,
@@ -50,40 +65,36 @@ void max_pool2d_channels_last(const Pool2dDesc& d, const void* x_raw, void* y_ra
     const T* x = static_cast<const T*>(x_raw);
     T* y = static_cast<T*>(y_raw);
     over_rows(d.n, ho, wo * c * d.kernel * d.kernel, [&](std::int64_t n, std::int64_t oy) {
-      std::vector<float>& best = scratch_row(c);
-      std::vector<std::int32_t>& index = scratch_index(c);
+      float* best = scratch_row(2 * c).data();
+      float* widened = best + c;
+      std::int32_t* index = scratch_index(c).data();
       const T* sample = x + n * d.h * d.w * c;
       const Span ry = pool::window(oy, d, d.h);
       for (std::int64_t ox = 0; ox < wo; ++ox) {
         const Span rx = pool::window(ox, d, d.w);
         const auto first = static_cast<std::int32_t>(ry.begin * d.w + rx.begin);
-        for (std::int64_t j = 0; j < c; ++j) {
-          best[static_cast<std::size_t>(j)] = static_cast<float>(sample[first * c + j]);
-          index[static_cast<std::size_t>(j)] = first;
-        }
+        const float* v0 = channel_row(sample + first * c, c, best);
+        if (v0 != best) std::copy(v0, v0 + c, best);
+        std::fill(index, index + c, first);
         for (std::int64_t iy = ry.begin; iy < ry.end; ++iy) {
           for (std::int64_t ix = rx.begin; ix < rx.end; ++ix) {
             const auto k = static_cast<std::int32_t>(iy * d.w + ix);
             if (k == first) continue;
-            const T* px = sample + k * c;
+            const float* v = channel_row(sample + k * c, c, widened);
+            // Strictly greater keeps the first maximum; the first NaN wins and stays (the
+            // reference stops scanning there). Selects, not branches, so the loop vectorises.
             for (std::int64_t j = 0; j < c; ++j) {
-              const float v = static_cast<float>(px[j]);
-              float& b = best[static_cast<std::size_t>(j)];
-              // Strictly greater keeps the first maximum; the first NaN wins and stays (the
-              // reference stops scanning there).
-              if (v > b || (v != v && b == b)) {
-                b = v;
-                index[static_cast<std::size_t>(j)] = k;
-              }
+              const bool take = (v[j] > best[j]) | ((v[j] != v[j]) & (best[j] == best[j]));
+              best[j] = take ? v[j] : best[j];
+              index[j] = take ? k : index[j];
             }
           }
         }
         const std::int64_t out = ((n * ho + oy) * wo + ox) * c;
         for (std::int64_t j = 0; j < c; ++j) {
-          const std::int32_t k = index[static_cast<std::size_t>(j)];
-          y[out + j] = sample[k * c + j];  // the element itself, as the reference copies it
-          if (argmax != nullptr) argmax[out + j] = k;
+          y[out + j] = sample[index[j] * c + j];  // the element itself, as the reference copies it
         }
+        if (argmax != nullptr) std::copy(index, index + c, argmax + out);
       }
     });
   });
@@ -92,27 +103,46 @@ void max_pool2d_channels_last(const Pool2dDesc& d, const void* x_raw, void* y_ra
 void max_pool2d_backward_channels_last(const Pool2dDesc& d, const void* dy_raw,
                                        const std::int32_t* argmax, void* dx_raw) {
   const std::int64_t ho = d.out_h(), wo = d.out_w(), c = d.c;
+  const bool disjoint = d.padding == 0 && d.stride >= d.kernel;  // each input in one window at most
   dispatch(d.dtype, [&](auto tag) {
     using T = decltype(tag);
     const T* dy = static_cast<const T*>(dy_raw);
     T* dx = static_cast<T*>(dx_raw);
+    if (disjoint) {
+      // A zero fill of each sample, then one store per output at its window's maximum (the
+      // NCHW path's scatter): only the bytes the gradient needs move.
+      const std::int64_t sample = d.h * d.w * c;
+      over_rows(d.n, 1, sample, [&](std::int64_t n, std::int64_t) {
+        T* out = dx + n * sample;
+        std::memset(static_cast<void*>(out), 0, static_cast<std::size_t>(sample) * sizeof(T));
+        for (std::int64_t o = n * ho * wo * c; o < (n + 1) * ho * wo * c; o += c) {
+          for (std::int64_t j = 0; j < c; ++j) out[argmax[o + j] * c + j] = zero_plus(dy[o + j]);
+        }
+      });
+      return;
+    }
     over_rows(d.n, d.h, d.w * c, [&](std::int64_t n, std::int64_t iy) {
-      std::vector<float>& acc = scratch_row(c);
+      float* acc = scratch_row(2 * c).data();
+      float* widened = acc + c;
       const Span cy = pool::covering(iy, d, ho);
       for (std::int64_t ix = 0; ix < d.w; ++ix) {
         const auto in = static_cast<std::int32_t>(iy * d.w + ix);
         const Span cx = pool::covering(ix, d, wo);
-        std::fill(acc.begin(), acc.begin() + c, 0.0f);
+        std::fill(acc, acc + c, 0.0f);
         for (std::int64_t oy = cy.begin; oy < cy.end; ++oy) {
           for (std::int64_t ox = cx.begin; ox < cx.end; ++ox) {
             const std::int64_t o = ((n * ho + oy) * wo + ox) * c;
+            const float* g = channel_row(dy + o, c, widened);
+            // The windows covering this input add in the reference's order. Where two of them
+            // add NaNs, which NaN's sign and payload survive depends on the order the compiler
+            // gives the operands (the value is NaN either way), as in the reference.
             for (std::int64_t j = 0; j < c; ++j) {
-              if (argmax[o + j] == in) acc[static_cast<std::size_t>(j)] += static_cast<float>(dy[o + j]);
+              if (argmax[o + j] == in) acc[j] += g[j];
             }
           }
         }
         T* out = dx + ((n * d.h + iy) * d.w + ix) * c;
-        for (std::int64_t j = 0; j < c; ++j) out[j] = T(acc[static_cast<std::size_t>(j)]);
+        for (std::int64_t j = 0; j < c; ++j) out[j] = T(acc[j]);
       }
     });
   });
@@ -125,21 +155,22 @@ void avg_pool2d_channels_last(const Pool2dDesc& d, const void* x_raw, void* y_ra
     const T* x = static_cast<const T*>(x_raw);
     T* y = static_cast<T*>(y_raw);
     over_rows(d.n, ho, wo * c * d.kernel * d.kernel, [&](std::int64_t n, std::int64_t oy) {
-      std::vector<float>& sum = scratch_row(c);
+      float* sum = scratch_row(2 * c).data();
+      float* widened = sum + c;
       const T* sample = x + n * d.h * d.w * c;
       const Span ry = pool::window(oy, d, d.h);
       for (std::int64_t ox = 0; ox < wo; ++ox) {
         const Span rx = pool::window(ox, d, d.w);
-        std::fill(sum.begin(), sum.begin() + c, 0.0f);
+        std::fill(sum, sum + c, 0.0f);
         for (std::int64_t iy = ry.begin; iy < ry.end; ++iy) {
           for (std::int64_t ix = rx.begin; ix < rx.end; ++ix) {
-            const T* px = sample + (iy * d.w + ix) * c;
-            for (std::int64_t j = 0; j < c; ++j) sum[static_cast<std::size_t>(j)] += static_cast<float>(px[j]);
+            const float* v = channel_row(sample + (iy * d.w + ix) * c, c, widened);
+            for (std::int64_t j = 0; j < c; ++j) sum[j] += v[j];
           }
         }
         const float count = pool::window_count(ry, rx);
         T* out = y + ((n * ho + oy) * wo + ox) * c;
-        for (std::int64_t j = 0; j < c; ++j) out[j] = T(sum[static_cast<std::size_t>(j)] / count);
+        for (std::int64_t j = 0; j < c; ++j) out[j] = T(sum[j] / count);
       }
     });
   });
@@ -152,21 +183,22 @@ void avg_pool2d_backward_channels_last(const Pool2dDesc& d, const void* dy_raw, 
     const T* dy = static_cast<const T*>(dy_raw);
     T* dx = static_cast<T*>(dx_raw);
     over_rows(d.n, d.h, d.w * c, [&](std::int64_t n, std::int64_t iy) {
-      std::vector<float>& acc = scratch_row(c);
+      float* acc = scratch_row(2 * c).data();
+      float* widened = acc + c;
       const Span cy = pool::covering(iy, d, ho);
       for (std::int64_t ix = 0; ix < d.w; ++ix) {
         const Span cx = pool::covering(ix, d, wo);
-        std::fill(acc.begin(), acc.begin() + c, 0.0f);
+        std::fill(acc, acc + c, 0.0f);
         for (std::int64_t oy = cy.begin; oy < cy.end; ++oy) {
           const Span ry = pool::window(oy, d, d.h);
           for (std::int64_t ox = cx.begin; ox < cx.end; ++ox) {
             const float count = pool::window_count(ry, pool::window(ox, d, d.w));
-            const T* g = dy + ((n * ho + oy) * wo + ox) * c;
-            for (std::int64_t j = 0; j < c; ++j) acc[static_cast<std::size_t>(j)] += static_cast<float>(g[j]) / count;
+            const float* g = channel_row(dy + ((n * ho + oy) * wo + ox) * c, c, widened);
+            for (std::int64_t j = 0; j < c; ++j) acc[j] += g[j] / count;
           }
         }
         T* out = dx + ((n * d.h + iy) * d.w + ix) * c;
-        for (std::int64_t j = 0; j < c; ++j) out[j] = T(acc[static_cast<std::size_t>(j)]);
+        for (std::int64_t j = 0; j < c; ++j) out[j] = T(acc[j]);
       }
     });
   });
