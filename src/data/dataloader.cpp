@@ -202,10 +202,7 @@ const DataLoaderOptions& DataLoader::options() const { return state_->opts; }
 
 void DataLoader::start_epoch(std::int64_t epoch, std::int64_t first_batch) {
   State& s = *state_;
-  MIXPREC_CHECK(epoch >= 0, ValueError, "DataLoader::start_epoch", "epoch must be >= 0, got " << epoch);
-  MIXPREC_CHECK(first_batch >= 0 && first_batch <= s.batches, ValueError, "DataLoader::start_epoch",
-                "first_batch " << first_batch << " is outside [0, " << s.batches
-                               << "] (the epoch has " << s.batches << " batches)");
+  detail::check_epoch_start("DataLoader::start_epoch", epoch, first_batch, s.batches);
   s.stop_producer();
   if (s.order_epoch != epoch || s.order.empty()) {
     if (s.opts.shuffle) {

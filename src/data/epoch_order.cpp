@@ -3,6 +3,7 @@
 #include <numeric>
 #include <utility>
 
+#include "mixprec/core/error.h"
 #include "mixprec/core/random.h"
 
 namespace mixprec::data::detail {
@@ -29,6 +30,13 @@ std::vector<std::int64_t> epoch_permutation(std::int64_t n, std::uint64_t seed, 
     std::swap(order[static_cast<std::size_t>(i)], order[static_cast<std::size_t>(j)]);
   }
   return order;
+}
+
+void check_epoch_start(const char* op, std::int64_t epoch, std::int64_t first_batch, std::int64_t batches) {
+  MIXPREC_CHECK(epoch >= 0, ValueError, op, "epoch must be >= 0, got " << epoch);
+  MIXPREC_CHECK(first_batch >= 0 && first_batch <= batches, ValueError, op,
+                "first_batch " << first_batch << " is outside [0, " << batches << "] (the epoch has " << batches
+                               << " batches)");
 }
 
 }  // namespace mixprec::data::detail

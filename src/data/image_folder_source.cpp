@@ -246,10 +246,7 @@ const ImageFolderSourceOptions& ImageFolderSource::options() const { return stat
 
 void ImageFolderSource::start_epoch(std::int64_t epoch, std::int64_t first_batch) {
   State& s = *state_;
-  MIXPREC_CHECK(epoch >= 0, ValueError, "ImageFolderSource::start_epoch", "epoch must be >= 0, got " << epoch);
-  MIXPREC_CHECK(first_batch >= 0 && first_batch <= s.batches, ValueError, "ImageFolderSource::start_epoch",
-                "first_batch " << first_batch << " is outside [0, " << s.batches << "] (the epoch has "
-                               << s.batches << " batches)");
+  detail::check_epoch_start("ImageFolderSource::start_epoch", epoch, first_batch, s.batches);
   s.cancel();
   // No worker reads the order until the claims below are opened under the lock.
   if (s.order.empty() || (s.opts.shuffle && s.order_epoch != epoch)) {

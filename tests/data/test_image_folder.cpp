@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "data/expect_error.h"
 #include "data/image_decode.h"
 #include "data/image_transforms.h"
 #include "data/image_writers.h"
@@ -31,18 +32,7 @@ using detail::RgbImage;
 using io::test::TempDir;
 using testing::gradient_rgb;
 
-template <class F>
-void expect_value_error(F&& f, const std::vector<std::string>& parts) {
-  try {
-    f();
-    ADD_FAILURE() << "no exception thrown; expected a ValueError mentioning " << parts.front();
-  } catch (const ValueError& e) {
-    const std::string msg = e.what();
-    for (const std::string& part : parts) {
-      EXPECT_NE(msg.find(part), std::string::npos) << "message lacks \"" << part << "\": " << msg;
-    }
-  }
-}
+using testing::expect_value_error;
 
 std::string mkdirs(const TempDir& t, const std::string& rel) {
   fs::create_directories(t.path() / rel);
