@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # Installs the Debian packages mixprec needs to build, test and train (skips what is present).
 set -euo pipefail
+# libjpeg62-turbo-dev and libpng-dev decode --data images: (each optional at build time; the arm64
+# cross build of scripts/check-arm64.sh has neither and compiles both formats out).
 packages=(cmake ninja-build g++ libdnnl-dev zlib1g-dev libgtest-dev libbenchmark-dev libcli11-dev
           dataset-fashion-mnist fortunes python3-numpy nlohmann-json3-dev python3-venv libhwy-dev ccache
-          libopenmpi-dev openmpi-bin clang)
+          libopenmpi-dev openmpi-bin clang libjpeg62-turbo-dev libpng-dev)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

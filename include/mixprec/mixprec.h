@@ -79,6 +79,7 @@
 #include "mixprec/data/dataloader.h"
 #include "mixprec/data/dataset.h"
 #include "mixprec/data/idx.h"
+#include "mixprec/data/image_folder.h"
 #include "mixprec/data/synthetic.h"
 #include "mixprec/data/tabular.h"
 #include "mixprec/data/text_corpus.h"

@@ -23,33 +23,13 @@
 #include <utility>
 
 #include "mixprec/core/error.h"
-#include "mixprec/core/random.h"
+#include "data/epoch_order.h"
 
 namespace mixprec::data {
 namespace {
 
 constexpr const char* kOp = "DataLoader";
-// Keeps the shuffling stream apart from other users of the same seed (e.g. Tensor::randn
-// initialising weights with seed 0 as well).
-constexpr std::uint64_t kShuffleSalt = 0x5348'5546'464C'4531ull;  // "SHUFFLE1"
 constexpr std::size_t kDepth = 2;
-
-// Fisher-Yates with Philox draws: step i (from n-1 down to 1) uses block i of the epoch's key,
-// a 64-bit number reduced modulo i + 1 (bias below (i + 1) / 2^64, far below anything a
-// training run can notice).
-std::vector<std::int64_t> permutation(std::int64_t n, std::uint64_t seed, std::int64_t epoch) {
-  const Philox::Counter k = Philox::block(seed ^ kShuffleSalt, static_cast<std::uint64_t>(epoch));
-  const std::uint64_t key = (std::uint64_t{k[1]} << 32) | k[0];
-  std::vector<std::int64_t> order(static_cast<std::size_t>(n));
-  std::iota(order.begin(), order.end(), std::int64_t{0});
-  for (std::int64_t i = n - 1; i >= 1; --i) {
-    const Philox::Counter r = Philox::block(key, static_cast<std::uint64_t>(i));
-    const std::uint64_t bits = (std::uint64_t{r[1]} << 32) | r[0];
-    const auto j = static_cast<std::int64_t>(bits % static_cast<std::uint64_t>(i + 1));
-    std::swap(order[static_cast<std::size_t>(i)], order[static_cast<std::size_t>(j)]);
-  }
-  return order;
-}
 
 // Branch-free so the compiler vectorises it; the row was just copied and is in L1.
 bool row_finite(const float* row, std::int64_t n) {
@@ -222,14 +202,11 @@ const DataLoaderOptions& DataLoader::options() const { return state_->opts; }
 
 void DataLoader::start_epoch(std::int64_t epoch, std::int64_t first_batch) {
   State& s = *state_;
-  MIXPREC_CHECK(epoch >= 0, ValueError, "DataLoader::start_epoch", "epoch must be >= 0, got " << epoch);
-  MIXPREC_CHECK(first_batch >= 0 && first_batch <= s.batches, ValueError, "DataLoader::start_epoch",
-                "first_batch " << first_batch << " is outside [0, " << s.batches
-                               << "] (the epoch has " << s.batches << " batches)");
+  detail::check_epoch_start("DataLoader::start_epoch", epoch, first_batch, s.batches);
   s.stop_producer();
   if (s.order_epoch != epoch || s.order.empty()) {
     if (s.opts.shuffle) {
-      s.order = permutation(s.n, s.opts.seed, epoch);
+      s.order = detail::epoch_permutation(s.n, s.opts.seed, epoch);
     } else if (s.order.empty()) {
       s.order.resize(static_cast<std::size_t>(s.n));
       std::iota(s.order.begin(), s.order.end(), std::int64_t{0});

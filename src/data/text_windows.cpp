@@ -6,6 +6,7 @@
 #include "mixprec/core/transfer.h"
 #include "mixprec/core/error.h"
 #include "mixprec/core/random.h"
+#include "data/epoch_order.h"
 #include "mixprec/data/text_corpus.h"
 
 namespace mixprec::data {
@@ -108,10 +109,7 @@ const TextWindowsOptions& TextWindows::options() const { return state_->opts; }
 
 void TextWindows::start_epoch(std::int64_t epoch, std::int64_t first_batch) {
   State& s = *state_;
-  MIXPREC_CHECK(epoch >= 0, ValueError, "TextWindows::start_epoch", "epoch must be >= 0, got " << epoch);
-  MIXPREC_CHECK(first_batch >= 0 && first_batch <= s.batches, ValueError, "TextWindows::start_epoch",
-                "first_batch " << first_batch << " is outside [0, " << s.batches << "] (the epoch has " << s.batches
-                               << " batches)");
+  detail::check_epoch_start("TextWindows::start_epoch", epoch, first_batch, s.batches);
   s.epoch = epoch;
   s.cursor = first_batch;
 }

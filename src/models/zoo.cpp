@@ -148,7 +148,7 @@ std::vector<ModelSpec> builtin_models() {
   ModelSpec r50 = classifier(
       "resnet50",
       "ResNet-50 (torchvision's layout and names: bottleneck stages 3-4-6-3, 25.6M parameters), "
-      "1000 classes, images 3 x --image-size x --image-size (default 224; synthetic data)",
+      "1000 classes, images 3 x --image-size x --image-size (default 224; synthetic data or --data images:DIR)",
       {3, 224, 224}, true, nullptr);
   r50.num_classes = 1000;
   r50.defaults.image_size = 224;

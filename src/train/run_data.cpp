@@ -5,12 +5,15 @@
 #include <sstream>
 
 #include "mixprec/core/error.h"
+#include "mixprec/core/random.h"
 #include "mixprec/data/dataloader.h"
 #include "mixprec/data/dataset.h"
 #include "mixprec/data/idx.h"
+#include "mixprec/data/image_folder.h"
 #include "mixprec/data/synthetic.h"
 #include "mixprec/data/tabular.h"
 #include "mixprec/data/text_corpus.h"
+#include "mixprec/io/sha256.h"
 #include "train/data_schema.h"
 
 namespace mixprec::train::detail {
@@ -208,6 +211,72 @@ RunData idx_data(const models::ModelSpec& spec, const TrainConfig& c) {
   return r;
 }
 
+// --limit-train/--limit-test on an image folder: n files chosen by the seed across every class
+// (the first n of the sorted list would be the first classes alone), kept in folder order.
+std::vector<data::ImageFile> limit_files(std::vector<data::ImageFile> files, std::int64_t limit, std::uint64_t seed) {
+  const auto n = static_cast<std::int64_t>(files.size());
+  if (limit <= 0 || limit >= n) return files;
+  std::vector<data::ImageFile> kept;
+  for (const std::int64_t i : data::held_out_rows(n, static_cast<double>(limit) / static_cast<double>(n), seed)) {
+    kept.push_back(std::move(files[static_cast<std::size_t>(i)]));
+  }
+  return kept;
+}
+
+RunData images_data(const models::ModelSpec& spec, const models::ModelOptions& resolved, const TrainConfig& c) {
+  const std::string dir = c.data.substr(7);  // after "images:"
+  MIXPREC_CHECK(!dir.empty(), ValueError, kOp, "--data images: names no folder; give images:DIR");
+  const std::vector<std::int64_t> shape = models::input_shape(spec, resolved);
+  MIXPREC_CHECK(shape.size() == 3 && shape[0] == 3, ValueError, kOp,
+                "--data images: makes RGB images [3, H, W], but model " << spec.name << " takes "
+                                                                       << to_string(shape)
+                                                                       << "; train an image model (--model resnet50)");
+  data::ImageFolder folder = data::list_image_folder(dir, c.val_fraction, c.seed);
+  const auto classes = static_cast<std::int64_t>(folder.classes.size());
+  // As idx: with a fixed-size classifier: its outputs stay, and the data may use fewer of them.
+  MIXPREC_CHECK(classes <= spec.num_classes, ValueError, kOp,
+                dir << " has " << classes << " class folders, but model " << spec.name << " has "
+                    << spec.num_classes << " outputs; merge classes or train a model with more outputs");
+  // Disjoint from the validation split's stream (held_out_rows with c.seed itself).
+  folder.train = limit_files(std::move(folder.train), c.limit_train, splitmix64(c.seed ^ 0x7472'6169'6eull));
+  folder.val = limit_files(std::move(folder.val), c.limit_test, splitmix64(c.seed ^ 0x7465'7374ull));
+
+  data::ImageFolderSourceOptions to;
+  to.batch_size = c.batch_size;
+  to.height = shape[1];
+  to.width = shape[2];
+  to.seed = c.seed;
+  to.workers = c.data_workers;
+  data::ImageFolderSourceOptions eo = to;
+  eo.augment = data::ImageAugment::eval;
+  eo.shuffle = false;
+  RunData r;
+  auto train = std::make_shared<data::ImageFolderSource>(folder.train, to);
+  auto eval = std::make_shared<data::ImageFolderSource>(folder.val, eo);
+  r.outputs = spec.num_classes;
+  r.task = std::make_shared<ClassificationTask>(r.outputs);
+  // The class names decide what each output means: a resume or an evaluation must find the same
+  // ones. Stored as a digest (names are file-system bytes, not necessarily valid UTF-8 for JSON).
+  std::string names;
+  for (const std::string& name : folder.classes) names += name + '\n';
+  r.schema = {{"kind", "images"}, {"num_classes", classes}, {"class_names_sha256", io::sha256_hex(names)}};
+  nlohmann::json d{{"source", "images"},
+                   {"dir", dir},
+                   {"classes", classes},
+                   {"image_size", shape[1]},
+                   {"train_samples", train->size()},
+                   {"test_samples", eval->size()}};
+  if (folder.split_on_disk) {
+    d["split"] = "train/ and val/ folders";
+  } else {
+    d["val_fraction"] = c.val_fraction;
+  }
+  r.description = std::move(d);
+  r.train = std::move(train);
+  r.eval = std::move(eval);
+  return r;
+}
+
 RunData text_data(const models::ModelOptions& o, const TrainConfig& c) {
   std::string list = data::kFortunesDefaultDir;
   if (!c.data.empty()) list = c.data.substr(5);  // after "text:"
@@ -265,9 +334,10 @@ RunData load_run_data(const models::ModelSpec& spec, const models::ModelOptions&
                          << "; text needs a language model (--model gpt-mini)");
   if (c.data.rfind("csv:", 0) == 0) return csv_data(spec, c);
   if (c.data.rfind("idx:", 0) == 0) return idx_data(spec, c);
+  if (c.data.rfind("images:", 0) == 0) return images_data(spec, resolved, c);
   MIXPREC_CHECK(c.data.empty() || c.data == "fashion-mnist" || c.data == "synthetic", ValueError, kOp,
                 "unknown --data '" << c.data
-                                   << "'; choose fashion-mnist, synthetic, csv:PATH, idx:DIR or text:PATH");
+                                   << "'; choose fashion-mnist, synthetic, csv:PATH, idx:DIR, images:DIR or text:PATH");
   return image_data(spec, c);
 }
 

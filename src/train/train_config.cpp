@@ -1,4 +1,5 @@
 // TrainConfig validation and its JSON form; EpochMetrics' JSON form.
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -20,6 +21,8 @@ void TrainConfig::validate() const {
   step_config(1).validate(op);
   MIXPREC_CHECK(threads >= 0 && threads <= 1024, ValueError, op,
                 "--threads must be in [1, 1024] (0 = default), got " << threads);
+  MIXPREC_CHECK(data_workers >= -1 && data_workers <= 256, ValueError, op,
+                "--data-workers must be in [0, 256] (-1 = default), got " << data_workers);
   MIXPREC_CHECK(limit_train == -1 || limit_train >= 1, ValueError, op,
                 "--limit-train must be >= 1, got " << limit_train);
   MIXPREC_CHECK(limit_test == -1 || limit_test >= 1, ValueError, op,
@@ -133,6 +136,7 @@ json config_to_json(const TrainConfig& c) {
               {"scaler_growth_interval", c.scaler_growth_interval},
               {"seed", c.seed},
               {"threads", c.threads},
+              {"data_workers", c.data_workers},
               {"limit_train", c.limit_train},
               {"limit_test", c.limit_test},
               {"data_dir", c.data_dir},
@@ -193,6 +197,8 @@ TrainConfig config_from_json(const json& j, const std::string& what) {
   get(j, "scheduler", c.scheduler, what);
   get(j, "seed", c.seed, what);
   get(j, "threads", c.threads, what);
+  // Clamped one past the valid range, so that the cast to int is defined and validate() refuses it.
+  c.data_workers = static_cast<int>(std::clamp<std::int64_t>(int_or(j, "data_workers", -1, what), -2, 257));
   get(j, "limit_train", c.limit_train, what);
   get(j, "limit_test", c.limit_test, what);
   get(j, "data_dir", c.data_dir, what);
@@ -322,7 +328,7 @@ EpochMetrics metrics_from_json(const json& j, const std::string& what) {
   return m;
 }
 
-// Not compared: the fields that do not shape the computation (threads, paths, epochs,
+// Not compared: the fields that do not shape the computation (threads, data_workers, paths, epochs,
 // max_steps, checkpoint_every_steps, limit_test, detect_anomaly, checkpoint_activations: bit-identical gradients,
 // memory_format: a layout of the same values, so a run moves between a GPU and a CPU), and
 // sync_batchnorm. Like the number of ranks (which a resume may change too), sync_batchnorm only

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "data/expect_error.h"
 #include "mixprec/core/error.h"
 #include "mixprec/data/csv.h"
 
@@ -20,18 +21,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-template <class F>
-void expect_value_error(F&& f, const std::vector<std::string>& parts) {
-  try {
-    f();
-    ADD_FAILURE() << "no exception thrown; expected a ValueError mentioning " << parts.front();
-  } catch (const ValueError& e) {
-    const std::string msg = e.what();
-    for (const std::string& part : parts) {
-      EXPECT_NE(msg.find(part), std::string::npos) << "message lacks \"" << part << "\": " << msg;
-    }
-  }
-}
+using testing::expect_value_error;
 
 // Builds CsvOptions by name (GCC 12 warns about designated initializers that omit members).
 struct Opts {

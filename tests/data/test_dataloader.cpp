@@ -12,24 +12,14 @@
 #include <string>
 #include <vector>
 
+#include "data/expect_error.h"
 #include "mixprec/core/error.h"
 #include "mixprec/data/dataloader.h"
 
 namespace mixprec::data {
 namespace {
 
-template <class F>
-void expect_value_error(F&& f, const std::vector<std::string>& parts) {
-  try {
-    f();
-    ADD_FAILURE() << "no exception thrown; expected a ValueError mentioning " << parts.front();
-  } catch (const ValueError& e) {
-    const std::string msg = e.what();
-    for (const std::string& part : parts) {
-      EXPECT_NE(msg.find(part), std::string::npos) << "message lacks \"" << part << "\": " << msg;
-    }
-  }
-}
+using testing::expect_value_error;
 
 // n samples of f features; feature j of sample i is i * 1000 + j, so a row names its sample.
 // Labels i % 7.

@@ -9,24 +9,14 @@
 #include <string>
 #include <vector>
 
+#include "data/expect_error.h"
 #include "mixprec/core/error.h"
 #include "mixprec/data/dataset.h"
 
 namespace mixprec::data {
 namespace {
 
-template <class F>
-void expect_value_error(F&& f, const std::vector<std::string>& parts) {
-  try {
-    f();
-    ADD_FAILURE() << "no exception thrown; expected a ValueError mentioning " << parts.front();
-  } catch (const ValueError& e) {
-    const std::string msg = e.what();
-    for (const std::string& part : parts) {
-      EXPECT_NE(msg.find(part), std::string::npos) << "message lacks \"" << part << "\": " << msg;
-    }
-  }
-}
+using testing::expect_value_error;
 
 // n samples of f features, value i*f+j -> (i * f + j) * 0.001 (all finite), labels i % 10.
 Dataset make(std::int64_t n, std::int64_t f, DType dtype = DType::f32) {

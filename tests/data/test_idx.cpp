@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "data/expect_error.h"
 #include "mixprec/core/error.h"
 #include "mixprec/data/idx.h"
 
@@ -96,19 +97,7 @@ Bytes pattern(std::size_t n, std::size_t mult = 37) {
   return out;
 }
 
-// Checks that f throws ValueError whose message contains every one of `parts`.
-template <class F>
-void expect_value_error(F&& f, const std::vector<std::string>& parts) {
-  try {
-    f();
-    ADD_FAILURE() << "no exception thrown; expected a ValueError mentioning " << parts.front();
-  } catch (const ValueError& e) {
-    const std::string msg = e.what();
-    for (const std::string& part : parts) {
-      EXPECT_NE(msg.find(part), std::string::npos) << "message lacks \"" << part << "\": " << msg;
-    }
-  }
-}
+using testing::expect_value_error;
 
 class IdxTest : public ::testing::Test {
  protected:

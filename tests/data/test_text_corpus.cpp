@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "data/expect_error.h"
 #include "io/io_test_util.h"
 #include "mixprec/core/error.h"
 #include "mixprec/data/text_corpus.h"
@@ -28,18 +29,7 @@ namespace {
 namespace fs = std::filesystem;
 using io::test::TempDir;
 
-template <class E = ValueError, class F>
-void expect_error(F&& f, const std::vector<std::string>& parts) {
-  try {
-    f();
-    ADD_FAILURE() << "no exception thrown; expected one mentioning " << parts.front();
-  } catch (const E& e) {
-    const std::string msg = e.what();
-    for (const std::string& part : parts) {
-      EXPECT_NE(msg.find(part), std::string::npos) << "message lacks \"" << part << "\": " << msg;
-    }
-  }
-}
+using testing::expect_error;
 
 void write(const std::string& path, const std::string& text) { std::ofstream(path, std::ios::binary) << text; }
 

@@ -100,6 +100,22 @@ TEST(TrainTrainer, RefusesACheckpointOfAnotherRun) {
   EXPECT_EQ(ok.next_epoch(), 2);
 }
 
+TEST(TrainTrainer, DataWorkersAreSavedValidatedAndDoNotBlockAResume) {
+  train::TrainConfig c = small_config("fp32");
+  c.data_workers = 3;
+  nlohmann::json j = train::detail::config_to_json(c);
+  EXPECT_EQ(train::detail::config_from_json(j, "test").data_workers, 3);
+  j.erase("data_workers");  // a checkpoint from before the flag: the default
+  const train::TrainConfig old = train::detail::config_from_json(j, "test");
+  EXPECT_EQ(old.data_workers, -1);
+  // The batches are the same bits with any worker count.
+  EXPECT_EQ(train::detail::first_incompatibility(old, c), "");
+  j["data_workers"] = std::int64_t{1} << 40;  // a hostile state file: refused, not truncated
+  EXPECT_THROW(train::detail::config_from_json(j, "test").validate(), ValueError);
+  c.data_workers = 257;
+  EXPECT_THROW(c.validate(), ValueError);
+}
+
 TEST(TrainTrainer, SyncBatchnormIsSavedAndDoesNotBlockAResume) {
   train::TrainConfig c = small_config("fp32");
   c.sync_batchnorm = true;

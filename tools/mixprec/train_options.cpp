@@ -17,7 +17,11 @@ TrainOptions::TrainOptions(CLI::App* cmd, bool with_run_flags) {
                        "Training data: fashion-mnist, synthetic, csv:PATH (a table with a header: "
                        "numeric feature columns and a --target column; --model mlp), idx:DIR (any "
                        "MNIST-format set: train-images-idx3-ubyte, train-labels-idx1-ubyte and the "
-                       "t10k-* pair, raw or .gz), or text:PATH[,PATH...] (text files or directories, "
+                       "t10k-* pair, raw or .gz), images:DIR (JPEG/PNG files in one folder per class, "
+                       "DIR/train/<class>/ and DIR/val/<class>/ or DIR/<class>/ with --val-fraction held "
+                       "out; classes numbered in sorted order; decoded and augmented as torchvision's "
+                       "ImageNet recipe by --data-workers threads; --model resnet50 at --image-size), or "
+                       "text:PATH[,PATH...] (text files or directories, "
                        "for language models; default /usr/share/games/fortunes from the Debian package "
                        "fortunes). Default: the model's own"),
        MIXPREC_FIELD(data));
@@ -63,7 +67,8 @@ TrainOptions::TrainOptions(CLI::App* cmd, bool with_run_flags) {
   val_fraction_ = cmd->add_option("--val-fraction", g.val_fraction,
                        "The share held out for validation, in (0, 1): text, the last bytes of the "
                        "corpus (default 0.1); csv without --test-data, rows drawn with --seed "
-                       "(default 0.2)");
+                       "(default 0.2); images without train/ and val/ folders, files drawn with --seed "
+                       "(default 0.1)");
   bind(val_fraction_, MIXPREC_FIELD(val_fraction));
   if (with_run_flags) {
     precision_ = cmd->add_option("--precision", g.precision,
@@ -127,10 +132,16 @@ TrainOptions::TrainOptions(CLI::App* cmd, bool with_run_flags) {
        MIXPREC_FIELD(seed));
   bind(cmd->add_option("--threads", g.threads, "Compute threads (0 = OpenMP default)")->capture_default_str(),
        MIXPREC_FIELD(threads));
-  bind(cmd->add_option("--limit-train", g.limit_train, "Use only the first N training samples (-1 = all)")
+  bind(cmd->add_option("--data-workers", g.data_workers,
+                       "images: threads decoding and augmenting the next batches in the background "
+                       "(0 = on the training thread; -1 = min(cores, 4)); the batches are the same bits "
+                       "whatever the count")
+           ->capture_default_str(),
+       MIXPREC_FIELD(data_workers));
+  bind(cmd->add_option("--limit-train", g.limit_train, "Use only the first N training samples (-1 = all; images: N files drawn with --seed)")
            ->capture_default_str(),
        MIXPREC_FIELD(limit_train));
-  bind(cmd->add_option("--limit-test", g.limit_test, "Use only the first N test samples (-1 = all)")
+  bind(cmd->add_option("--limit-test", g.limit_test, "Use only the first N test samples (-1 = all; images: N files drawn with --seed)")
            ->capture_default_str(),
        MIXPREC_FIELD(limit_test));
   bind(cmd->add_option("--data-dir", g.data_dir,

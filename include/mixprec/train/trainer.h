@@ -34,7 +34,8 @@ struct TrainConfig {
   /// fortunes for a language model); "fashion-mnist"; "synthetic"; "text:PATH[,PATH...]" (files
   /// or directories of text, for language models); "csv:PATH" (a table: numeric feature columns
   /// and a target column, see data/tabular.h); "idx:DIR" (any MNIST-format set: train-* and
-  /// t10k-* images and labels).
+  /// t10k-* images and labels); "images:DIR" (JPEG/PNG files in class folders, for a model that
+  /// takes [3, H, W] images, see data/image_folder.h).
   std::string data;
   std::string test_data;            ///< csv: "csv:PATH" of held-out rows; "" = split data
   std::string target;               ///< csv: the target column's name; "" = the last column
@@ -85,6 +86,9 @@ struct TrainConfig {
   std::int64_t scaler_growth_interval = 2000;
   std::uint64_t seed = 0;           ///< weights, shuffling, stochastic rounding
   int threads = 0;                  ///< compute threads; 0 = leave the process setting alone
+  /// images: threads decoding and augmenting images in the background, in [0, 256]; -1 = the
+  /// default (data::default_image_workers()), 0 = on the training thread. Same batches either way.
+  int data_workers = -1;
   std::int64_t limit_train = -1;    ///< use only the first N training samples; -1 = all
   std::int64_t limit_test = -1;     ///< use only the first N test samples; -1 = all
   std::string data_dir;             ///< Fashion-MNIST directory; "" = Debian's default
