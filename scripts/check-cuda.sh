@@ -28,6 +28,7 @@
 #          4c (section resnet). ResNet-50 (bench --model resnet50) beside peer_pytorch.py's
 #          resnet50 (eager with --channels-last --cudnn-benchmark, and torch.compile'd at 224):
 #          224 px batch 128 bf16, 512 px batch 32 bf16 and fp32: step ms, images/s, peak memory;
+#          and ours at 224 in NCHW (--memory-format contiguous) beside our channels-last default;
 #       5. where the time goes: profiles of both steps, each matmul call's path (cuBLASLt,
 #          epilogue, finishing kernel), and torch.compile'd PyTorch where it compiles in time.
 #     MIXPREC_CHECK_COMPILE=0 leaves out the compiled peer (its compilation takes a minute or two).
@@ -308,21 +309,27 @@ print("bf16 GEMM 8192^3: %.1f TFLOP/s (PyTorch %s, %s)" % (2 * 8192**3 / s / 1e1
   # 512 batch 32 in bf16 and in fp32 (the seeds' worked example: fp32 against bf16 on one shape).
   # Ours and the peer case by case, so a window that runs out leaves whole pairs; the compiled
   # peer (its compilation alone takes a minute or so) last. Dry: tiny images, one step, no peers.
-  local rcases=("224 128 bf16" "512 32 bf16" "512 32 fp32") rsteps=20 rwarm=() rcase rsize rbatch rprec
+  # A fourth field "contiguous" runs ours in NCHW (the default on a GPU is channels-last, which
+  # our im2col convolutions transpose around until cuDNN's NHWC ones replace them), against the
+  # same PyTorch run as the case without it.
+  local rcases=("224 128 bf16" "512 32 bf16" "512 32 fp32" "224 128 bf16 contiguous") rsteps=20 rwarm=()
+  local rcase rsize rbatch rprec rfmt
   [ "$dry" = 1 ] && rsteps=1 rwarm=(--warmup 0)
-  local rdone=()  # "LOG NAME|TABLE LABEL" of each case run
+  local rdone=()  # "LOG NAME|PEER LOG NAME|TABLE LABEL" of each case run
   for rcase in "${rcases[@]}"; do
-    read -r rsize rbatch rprec <<< "$rcase"
-    local rname=resnet50-$rsize-$rprec
+    read -r rsize rbatch rprec rfmt <<< "$rcase"
+    local rpeer=resnet50-$rsize-$rprec rname=resnet50-$rsize-$rprec${rfmt:+-$rfmt}
+    local rfmt_flag=()
+    [ -n "$rfmt" ] && rfmt_flag=(--memory-format "$rfmt")
     [ "$dry" = 1 ] && rsize=32 rbatch=2  # the reference kernels are slow
     step 240 "bench-$rname" "$mp" bench --model resnet50 --image-size "$rsize" --batch-size "$rbatch" \
-      --precision "$rprec" --steps "$rsteps" "${rwarm[@]}" --device "$device" --json
-    if [ "$peers" = 1 ]; then
+      --precision "$rprec" --steps "$rsteps" "${rwarm[@]}" "${rfmt_flag[@]}" --device "$device" --json
+    if [ "$peers" = 1 ] && [ -z "$rfmt" ]; then
       step 240 "peer-$rname" "$py" "$here/bench/peer_pytorch.py" --workload resnet50 --image-size "$rsize" \
         --batch-size "$rbatch" --precision "$rprec" --steps "$rsteps" --device cuda --channels-last \
         --cudnn-benchmark --json
     fi
-    rdone+=("$rname|ResNet-50 $rsize px batch $rbatch $rprec")
+    rdone+=("$rname|$rpeer|ResNet-50 $rsize px batch $rbatch $rprec${rfmt:+ (ours $rfmt)}")
   done
   if [ "$peers" = 1 ]; then
     if [ "${MIXPREC_CHECK_COMPILE:-1}" != 0 ]; then
@@ -336,8 +343,10 @@ print("bf16 GEMM 8192^3: %.1f TFLOP/s (PyTorch %s, %s)" % (2 * 8192**3 / s / 1e1
     say "| workload | step ms ours / PyTorch | PyTorch / ours | images/s ours / PyTorch | peak memory ours / PyTorch |"
     say "|---|---|---|---|---|"
     local r
+    local rlog rpeerlog rlabel
     for r in "${rdone[@]}"; do
-      "$py" "$here/scripts/cuda_report.py" speed "${r#*|}" "$out/bench-${r%%|*}.log" "$out/peer-${r%%|*}.log" --images >> "$report"
+      IFS='|' read -r rlog rpeerlog rlabel <<< "$r"
+      "$py" "$here/scripts/cuda_report.py" speed "$rlabel" "$out/bench-$rlog.log" "$out/peer-$rpeerlog.log" --images >> "$report"
     done
     if [ "${MIXPREC_CHECK_COMPILE:-1}" != 0 ]; then
       "$py" "$here/scripts/cuda_report.py" speed "ResNet-50 224 px batch 128 bf16, PyTorch compiled" \

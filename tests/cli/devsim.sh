@@ -145,7 +145,10 @@ COMMON=(--threads 1 --no-progress --seed 3)
 TRANSFORMER=(--context 16 --layers 1 --width 32 --heads 2)
 model_args() {  # model_args TARGET: sets ARGS, the training flags of a tiny run of TARGET
   case "$1" in
-    mlp|cnn|resnet|sensor-mlp) ARGS=(--model "$1" --limit-train 32 --limit-test 16 --batch-size 8) ;;
+    mlp|sensor-mlp) ARGS=(--model "$1" --limit-train 32 --limit-test 16 --batch-size 8) ;;
+    # Channels-last on both sides (a device's default, not the host's): the same layout, so the
+    # same copies and peak memory, and the reference's NHWC indexing checked against devsim's.
+    cnn|resnet) ARGS=(--model "$1" --limit-train 32 --limit-test 16 --batch-size 8 --memory-format channels-last) ;;
     seed-mlp) ARGS=(--model seed-mlp --limit-train 32 --limit-test 8 --batch-size 4) ;;  # 21M parameters
     gpt-mini) ARGS=(--model gpt-mini --data "text:$TEXT" "${TRANSFORMER[@]}" --limit-test 8 --batch-size 8) ;;
     csv) ARGS=(--model mlp --data "csv:$IRIS" --target species --batch-size 8 --lr 0.01) ;;
@@ -324,7 +327,7 @@ run_case parity.csv step parity json "$MIXPREC" parity "${ARGS[@]}" --max-steps 
 # roofline verdict follows the measured (timed) peaks.
 IGNORE=verdict,roof_pct,share_pct,machine \
   run_case profile.cnn.bf16 step profile json "$MIXPREC" profile --model cnn --precision bf16 --steps 1 \
-  --warmup 0 --batch-size 4 --threads 1 --json
+  --warmup 0 --batch-size 4 --threads 1 --memory-format channels-last --json
 
 # --- 3. data parallel: 2 ranks ---
 if [ -z "$MPIRUN" ]; then

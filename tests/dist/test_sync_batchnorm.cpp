@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "backend_scope.h"
 #include "ops/sync_batchnorm_detail.h"
 #include "dist/thread_group.h"
 #include "kernels/backend.h"
@@ -184,17 +185,7 @@ void expect_near_all(const std::vector<float>& got, const std::vector<float>& wa
   }
 }
 
-/// Selects a kernel backend for the scope (every thread's kernels use it).
-class BackendScope {
- public:
-  explicit BackendScope(const char* name) : saved_(kernels::set_backend(name)) {}
-  ~BackendScope() { kernels::set_backend(saved_); }
-  BackendScope(const BackendScope&) = delete;
-  BackendScope& operator=(const BackendScope&) = delete;
-
- private:
-  std::string saved_;
-};
+using testing::BackendScope;
 
 struct SplitCase {
   Shape shape;

@@ -7,8 +7,9 @@
 #include <cmath>
 #include <string>
 
+#include "backend_scope.h"
 #include "gradcheck.h"
-#include "kernels/backend.h"
+#include "ops/conv_reference.h"
 #include "mixprec/ops/conv.h"
 #include "mixprec/ops/elementwise.h"
 #include "mixprec/ops/normalization.h"
@@ -20,17 +21,6 @@ namespace {
 using Ts = std::vector<Tensor>;
 using Vs = std::vector<VecD>;
 constexpr MemoryFormat kCl = MemoryFormat::channels_last;
-
-class BackendScope {
- public:
-  explicit BackendScope(const char* name) : saved_(kernels::set_backend(name)) {}
-  ~BackendScope() { kernels::set_backend(saved_); }
-  BackendScope(const BackendScope&) = delete;
-  BackendScope& operator=(const BackendScope&) = delete;
-
- private:
-  std::string saved_;
-};
 
 TEST(MemoryFormat, EmptyChannelsLastHasNhwcStrides) {
   const Tensor t = Tensor::empty({2, 3, 4, 5}, DType::bf16, kCl);
@@ -108,62 +98,19 @@ TEST(MemoryFormat, LayoutKeepingOpsGiveChannelsLast) {
 
 // The ops' gradients in channels-last, against the same double references as NCHW: the input
 // is converted inside the op under test, so every gradient also crosses contiguous(format).
-VecD conv_ref(const VecD& x, const VecD& w, std::int64_t n, std::int64_t c, std::int64_t h,
-              std::int64_t wd, std::int64_t o, std::int64_t k, std::int64_t stride,
-              std::int64_t pad) {
-  const std::int64_t ho = (h + 2 * pad - k) / stride + 1, wo = (wd + 2 * pad - k) / stride + 1;
-  VecD y;
-  for (std::int64_t s = 0; s < n; ++s)
-    for (std::int64_t q = 0; q < o; ++q)
-      for (std::int64_t oy = 0; oy < ho; ++oy)
-        for (std::int64_t ox = 0; ox < wo; ++ox) {
-          double acc = 0.0;
-          for (std::int64_t ch = 0; ch < c; ++ch)
-            for (std::int64_t ky = 0; ky < k; ++ky)
-              for (std::int64_t kx = 0; kx < k; ++kx) {
-                const std::int64_t iy = oy * stride - pad + ky, ix = ox * stride - pad + kx;
-                if (iy < 0 || iy >= h || ix < 0 || ix >= wd) continue;
-                acc += x[static_cast<std::size_t>(((s * c + ch) * h + iy) * wd + ix)] *
-                       w[static_cast<std::size_t>(((q * c + ch) * k + ky) * k + kx)];
-              }
-          y.push_back(acc);
-        }
-  return y;
-}
-
 TEST(MemoryFormatGrad, Conv2dChannelsLast) {
   for (const char* backend : {"cpu", "ref"}) {
     SCOPED_TRACE(backend);
     BackendScope scope(backend);
     for (const std::int64_t stride : {1, 2}) {
       gradcheck([stride](const Ts& t) { return conv2d(t[0].contiguous(kCl), t[1], Tensor(), stride, 1); },
-                [stride](const Vs& v) { return conv_ref(v[0], v[1], 2, 3, 5, 6, 4, 3, stride, 1); },
+                [stride](const Vs& v) {
+                  return conv_ref(ConvCfg{2, 3, 5, 6, 4, 3, stride, 1}, v[0], v[1], nullptr);
+                },
                 {{{2, 3, 5, 6}, random_values(180, 20 + static_cast<std::uint64_t>(stride))},
                  {{4, 3, 3, 3}, random_values(108, 30 + static_cast<std::uint64_t>(stride))}});
     }
   }
-}
-
-VecD pool_ref(const VecD& x, std::int64_t planes, std::int64_t h, std::int64_t w, std::int64_t k,
-              std::int64_t s, std::int64_t p, bool max) {
-  const std::int64_t ho = (h + 2 * p - k) / s + 1, wo = (w + 2 * p - k) / s + 1;
-  VecD y;
-  for (std::int64_t q = 0; q < planes; ++q)
-    for (std::int64_t oy = 0; oy < ho; ++oy)
-      for (std::int64_t ox = 0; ox < wo; ++ox) {
-        double best = -INFINITY, sum = 0;
-        int count = 0;
-        for (std::int64_t iy = oy * s - p; iy < oy * s - p + k; ++iy)
-          for (std::int64_t ix = ox * s - p; ix < ox * s - p + k; ++ix) {
-            if (iy < 0 || iy >= h || ix < 0 || ix >= w) continue;
-            const double v = x[static_cast<std::size_t>((q * h + iy) * w + ix)];
-            best = std::max(best, v);
-            sum += v;
-            ++count;
-          }
-        y.push_back(max ? best : sum / count);
-      }
-  return y;
 }
 
 TEST(MemoryFormatGrad, PoolingChannelsLast) {
