@@ -48,7 +48,9 @@ bool is_png(const std::uint8_t* d, std::size_t n) {
   return n >= 8 && std::memcmp(d, kSignature, 8) == 0;
 }
 
-void check_pixels(std::int64_t width, std::int64_t height, const std::string& name, const char* format) {
+// Unused in a build with neither library (each decoder calls it).
+[[maybe_unused]] void check_pixels(std::int64_t width, std::int64_t height, const std::string& name,
+                                   const char* format) {
   MIXPREC_CHECK(width >= 1 && height >= 1, ValueError, kOp,
                 name << ": the " << format << " header gives an empty image (" << width << "x" << height << ")");
   MIXPREC_CHECK(width * height <= kMaxImagePixels, ValueError, kOp,
