@@ -21,7 +21,6 @@ void require_defined(const char* op, const Tensor& t, const char* arg);
 
 using runtime::detail::add_into;
 using runtime::detail::binary_into;
-using runtime::detail::in_memory_order;
 using runtime::detail::materialize;
 using runtime::detail::promote;
 using runtime::detail::strided;
