@@ -41,9 +41,9 @@ void BM_BatchNormKernels(benchmark::State& state) {
   std::vector<float> w(c, 1.0f), b(c, 0.0f), mean(c), var(c), dw(c), db(c);
   for (auto _ : state) {
     forward(x.data_ptr(), dt, d, w.data(), b.data(), 1e-5f, true, mean.data(), var.data(),
-            y.data_ptr(), dt);
+            y.data_ptr(), dt, nullptr, false);
     backward(x.data_ptr(), dt, dy.data_ptr(), dt, d, mean.data(), var.data(), 1e-5f, w.data(),
-             true, dx.data_ptr(), dt, dw.data(), db.data());
+             true, dx.data_ptr(), dt, dw.data(), db.data(), nullptr, nullptr);
     benchmark::DoNotOptimize(dx.data_ptr());
   }
   set_label(state, dt, x.numel());
@@ -81,6 +81,29 @@ void BM_BatchNormOp(benchmark::State& state) {
     b.set_grad(Tensor());
   }
   set_label(state, dt, x.numel());
+}
+
+// A convnet's batch norm and the ReLU after it (the CNN's and ResNet's conv-BN-ReLU), forward
+// and backward: fused = 1 runs batch_norm_relu (one pass over the activations each way), 0
+// runs batch_norm() then relu() (the norm writes its output, the ReLU reads it back; backward,
+// the ReLU writes its gradient and the norm reads it). Same bits either way (tests).
+void BM_BatchNormRelu(benchmark::State& state) {
+  const bool fused = state.range(0) != 0;
+  const DType dt = state.range(1) != 0 ? DType::bf16 : DType::f32;
+  const std::int64_t c = state.range(2), hw = state.range(3);
+  Tensor x = Tensor::randn({128, c, hw, hw}, 1, dt);
+  x.set_requires_grad(true);
+  Tensor w = Tensor::ones({c}), b = Tensor::zeros({c});
+  Tensor rm = Tensor::zeros({c}), rv = Tensor::ones({c});
+  const Tensor dy = Tensor::randn(x.shape(), 2, dt);
+  for (auto _ : state) {
+    const Tensor y = fused ? mixprec::batch_norm_relu(x, rm, rv, w, b, true)
+                           : mixprec::relu(mixprec::batch_norm(x, rm, rv, w, b, true));
+    y.backward(dy);
+    x.set_grad(Tensor());
+  }
+  state.SetLabel(std::string(fused ? "batch_norm_relu " : "batch_norm then relu ") +
+                 mixprec::name(dt));
 }
 
 void shapes(benchmark::internal::Benchmark* bm) {
@@ -137,6 +160,12 @@ BENCHMARK(BM_ResidualLayerNorm)
 BENCHMARK(BM_BatchNormKernels)->Apply(kernel_shapes);
 BENCHMARK(BM_BatchNormMemcpyFloor)->Apply(shapes);
 BENCHMARK(BM_BatchNormOp)->Apply(shapes);
+BENCHMARK(BM_BatchNormRelu)
+    ->ArgsProduct({{0, 1}, {0, 1}, {32}, {28}})
+    ->ArgsProduct({{0, 1}, {0, 1}, {64}, {14}})
+    ->ArgNames({"fused", "bf16", "C", "HW"})
+    ->Unit(benchmark::kMicrosecond)
+    ->UseRealTime();
 
 }  // namespace
 

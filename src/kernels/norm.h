@@ -27,19 +27,27 @@ namespace ref {
 /// y[n, c, s] = (x - mean[c]) * invstd[c] * weight[c] + bias[c], invstd = 1 / sqrt(var + eps).
 /// training: mean/var [c] are outputs (batch mean and biased batch variance over n*s values);
 /// otherwise inputs (the running statistics). weight/bias are f32 [c] or null (1 and 0).
+/// The epilogue a ResNet puts after its norms, fused: when residual is not null (y's dtype and
+/// layout) it is added, and when relu is set ReLU follows: y = relu(r(r(bn(x)) + residual)),
+/// each step rounded to y_dtype as the separate batch_norm, add and relu ops round it, so the
+/// result is theirs bit for bit (batch_norm_epilogue in norm_math.h: one formula everywhere).
 void batch_norm_forward(const void* x, DType x_dtype, BatchNormDims d, const float* weight,
                         const float* bias, float eps, bool training, float* mean, float* var,
-                        void* y, DType y_dtype);
+                        void* y, DType y_dtype, const void* residual, bool relu);
 
 /// Gradients of batch_norm_forward given dy (same layout as x). mean/var are the ones the
 /// forward used. training (batch statistics depend on x):
 ///   dx = w*invstd * (dy - sum(dy)/M - (x - mean) * invstd^2 * sum(dy * (x - mean))/M);
 /// eval: dx = w*invstd * dy. dweight[c] = invstd * sum(dy * (x - mean)), dbias[c] = sum(dy),
 /// sums over the M = n*s values of channel c. dx, dweight, dbias may each be null (not wanted).
+/// The fused epilogue's backward: when relu_y (the forward's output y, in dy_dtype) is not null,
+/// dy is first passed back through the ReLU (relu's own rule: dy where y > 0, else 0) and that
+/// gradient g takes dy's place above; when dresidual is not null, g is also written there (the
+/// residual's gradient, dy_dtype, dy's layout). Without the epilogue both are null.
 void batch_norm_backward(const void* x, DType x_dtype, const void* dy, DType dy_dtype,
                          BatchNormDims d, const float* mean, const float* var, float eps,
                          const float* weight, bool training, void* dx, DType dx_dtype,
-                         float* dweight, float* dbias);
+                         float* dweight, float* dbias, const void* relu_y, void* dresidual);
 }  // namespace ref
 
 // ---- batch norm split into reductions and element-wise passes (dist::sync_batch_norm) ----

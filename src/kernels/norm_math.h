@@ -6,6 +6,7 @@
 /// --fmad=false under nvcc), so whoever calls them gets the reference's bits.
 #include <cmath>
 
+#include "kernels/elementwise_math.h"  // add and relu: the epilogue is their formulas
 #include "kernels/host_device.h"
 
 namespace mixprec::kernels {
@@ -35,6 +36,25 @@ namespace norm_math {
 /// Batch norm's output for one value of a channel with statistics mean, invstd and affine w, b.
 MIXPREC_HD inline float batch_norm_apply(float v, float mean, float invstd, float w, float b) {
   return (v - mean) * (invstd * w) + b;
+}
+
+/// The epilogue fused after batch norm for one value: z is batch_norm_apply's result, `round`
+/// rounds a float to y's dtype as a store would, r is the residual (widened; ignored without
+/// one). Each step is rounded where the separate batch_norm, add and relu ops round it, so the
+/// fused output is theirs bit for bit.
+template <class Round>
+MIXPREC_HD inline float batch_norm_epilogue(float z, const Round& round, bool has_residual,
+                                            float r, bool relu) {
+  float v = round(z);
+  if (has_residual) v = round(math::add::apply(v, r));
+  return relu ? math::relu::forward(v) : v;
+}
+
+/// The gradient batch norm takes under a fused ReLU, from the fused output y: relu's own rule
+/// applied to y (y > 0 exactly where relu's input was > 0, NaN and -0 included), so the
+/// backward needs no copy of relu's input.
+MIXPREC_HD inline float batch_norm_relu_grad(float y, float dy) {
+  return math::relu::backward(y, dy);
 }
 
 /// Batch norm's dx for one value from its dy (g), x - mean (xmu) and the channel's coefficients.

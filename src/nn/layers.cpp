@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "mixprec/nn/norm_layers.h"
 #include "mixprec/ops/elementwise.h"
 #include "mixprec/ops/nn_functional.h"
 
@@ -57,7 +58,21 @@ Sequential& Sequential::append(std::shared_ptr<Module> module) {
 
 Tensor Sequential::forward(const Tensor& x) {
   Tensor h = x;
-  for (const auto& [name, child] : children()) h = (*child)(h);
+  const auto& modules = children();
+  for (std::size_t i = 0; i < modules.size(); ++i) {
+    Module& module = *modules[i].second;
+    // A batch norm followed by a ReLU runs as one op (the same bits, one pass over the
+    // activations each way instead of two) when neither call has anything to hide it from.
+    if (auto* norm = dynamic_cast<BatchNormBase*>(&module);
+        norm != nullptr && i + 1 < modules.size() && norm->fuses_relu() &&
+        dynamic_cast<const ReLU*>(modules[i + 1].second.get()) != nullptr &&
+        modules[i + 1].second->runs_plainly()) {
+      h = norm->relu_forward(h);
+      ++i;
+      continue;
+    }
+    h = module(h);
+  }
   return h;
 }
 

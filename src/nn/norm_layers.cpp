@@ -36,6 +36,23 @@ Tensor BatchNormBase::forward(const Tensor& x) {
                     eps_);
 }
 
+bool BatchNormBase::fuses_relu() const {
+  return runs_plainly() && (sync_ == nullptr || !is_training());
+}
+
+Tensor BatchNormBase::relu_forward(const Tensor& x, const Tensor& residual) {
+  if (!fuses_relu()) {
+    const Tensor y = (*this)(x);
+    return relu(residual.defined() ? y + residual : y);
+  }
+  check_input(x);
+  MIXPREC_CHECK(x.size(1) == features_, ShapeError, type_name().c_str(),
+                "expected " << features_ << " channels in dimension 1, got input "
+                            << to_string(x.shape()));
+  return batch_norm_relu(x, running_mean_, running_var_, weight_, bias_, is_training(),
+                         momentum_, eps_, residual);
+}
+
 std::int64_t set_sync_batchnorm(Module& root, const dist::Communicator* comm) {
   std::int64_t count = 0;
   if (auto* bn = dynamic_cast<BatchNormBase*>(&root)) {

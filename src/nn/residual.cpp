@@ -24,9 +24,9 @@ BasicBlock::BasicBlock(std::int64_t in_channels, std::int64_t out_channels, std:
 }
 
 Tensor BasicBlock::forward(const Tensor& x) {
-  Tensor y = relu((*bn1_)((*conv1_)(x)));
-  y = (*bn2_)((*conv2_)(y));
-  return relu(y + (shortcut_ ? (*shortcut_)(x) : x));
+  // Each norm and the ReLU after it (the shortcut added between, at the end) as one op.
+  const Tensor y = (*conv2_)(bn1_->relu_forward((*conv1_)(x)));
+  return bn2_->relu_forward(y, shortcut_ ? (*shortcut_)(x) : x);
 }
 
 }  // namespace mixprec::nn

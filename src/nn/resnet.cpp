@@ -32,10 +32,11 @@ Bottleneck::Bottleneck(std::int64_t in_channels, std::int64_t width, std::int64_
 }
 
 Tensor Bottleneck::forward(const Tensor& x) {
-  Tensor y = relu((*bn1_)((*conv1_)(x)));
-  y = relu((*bn2_)((*conv2_)(y)));
-  y = (*bn3_)((*conv3_)(y));
-  return relu(y + (downsample_ ? (*downsample_)(x) : x));
+  // Each norm and the ReLU after it (with the shortcut added between, at the end) run as one
+  // op: BatchNormBase::relu_forward.
+  Tensor y = bn1_->relu_forward((*conv1_)(x));
+  y = (*conv3_)(bn2_->relu_forward((*conv2_)(y)));  // the modules run in torchvision's order
+  return bn3_->relu_forward(y, downsample_ ? (*downsample_)(x) : x);
 }
 
 ResNet::ResNet(std::vector<std::int64_t> blocks, std::int64_t classes, std::int64_t in_channels,
@@ -70,7 +71,7 @@ Tensor ResNet::forward(const Tensor& x) {
   MIXPREC_CHECK(x.dim() == 4 && x.size(2) >= 32 && x.size(3) >= 32, ShapeError, "ResNet",
                 "takes images [N, C, H, W] of at least 32x32 (five halvings to the last stage), got "
                     << to_string(x.shape()));
-  Tensor h = (*maxpool_)(relu((*bn1_)((*conv1_)(x))));
+  Tensor h = (*maxpool_)(bn1_->relu_forward((*conv1_)(x)));
   for (const auto& stage : stages_) h = (*stage)(h);
   return (*fc_)(global_avg_pool2d(h));
 }

@@ -24,15 +24,29 @@ using ops::detail::param_grad;
 using ops::detail::ParamInfo;
 using ops::detail::record;
 
+/// What follows batch norm inside the op: nothing (batch_norm), or ReLU with or without a
+/// residual added first (batch_norm_relu).
+struct BatchNormEpilogue {
+  bool relu = false;
+  bool residual = false;
+};
+
 class BatchNormNode final : public autograd::Node {
  public:
   BatchNormNode(Tensor x, kernels::BatchNormDims dims, Tensor mean, Tensor var, Tensor weight,
-                ParamInfo w, ParamInfo b, float eps, bool training)
+                ParamInfo w, ParamInfo b, float eps, bool training, BatchNormEpilogue epilogue,
+                Tensor relu_y)
       : x_(std::move(x)), dims_(dims), mean_(std::move(mean)), var_(std::move(var)),
         weight_(std::move(weight)), w_(std::move(w)), b_(std::move(b)), eps_(eps),
-        training_(training) {}
-  const char* name() const override { return "batch_norm"; }
-  void release_saved() override { x_ = Tensor(); }
+        training_(training), epilogue_(epilogue), relu_y_(std::move(relu_y)) {}
+  const char* name() const override {
+    if (!epilogue_.relu) return "batch_norm";
+    return epilogue_.residual ? "batch_norm_add_relu" : "batch_norm_relu";
+  }
+  void release_saved() override {
+    x_ = Tensor();
+    relu_y_ = Tensor();
+  }
   std::vector<Tensor> backward(const Tensor& dy_in) override {
     // dy and dx in x_'s layout, which dims_ describes (see batch_norm).
     const MemoryFormat format = x_.memory_format();
@@ -40,12 +54,22 @@ class BatchNormNode final : public autograd::Node {
     Tensor dx = next[0].fn ? Tensor::empty(x_.shape(), x_.dtype(), format) : Tensor();
     const Tensor dw = f32_buffer(dims_.c, next[1].fn != nullptr);
     const Tensor db = f32_buffer(dims_.c, next[2].fn != nullptr);
+    // The residual's gradient is the gradient the ReLU passes back, which the kernel writes on
+    // its way (the add hands the same gradient to both of its operands).
+    Tensor dresidual = epilogue_.residual && next[3].fn
+                           ? Tensor::empty(x_.shape(), dy.dtype(), format)
+                           : Tensor();
     kernels::batch_norm_backward(x_.data_ptr(), x_.dtype(), dy.data_ptr(), dy.dtype(), dims_,
                                  mean_.data<float>(), var_.data<float>(), eps_,
                                  data_or_null(weight_), training_,
                                  dx.defined() ? dx.data_ptr() : nullptr, x_.dtype(),
-                                 data_or_null(dw), data_or_null(db));
-    return {dx, param_grad(dw, w_.shape, w_.dtype), param_grad(db, b_.shape, b_.dtype)};
+                                 data_or_null(dw), data_or_null(db),
+                                 relu_y_.defined() ? relu_y_.data_ptr() : nullptr,
+                                 dresidual.defined() ? dresidual.data_ptr() : nullptr);
+    std::vector<Tensor> grads{dx, param_grad(dw, w_.shape, w_.dtype),
+                              param_grad(db, b_.shape, b_.dtype)};
+    if (epilogue_.residual) grads.push_back(dresidual);
+    return grads;
   }
 
  private:
@@ -55,6 +79,8 @@ class BatchNormNode final : public autograd::Node {
   ParamInfo w_, b_;
   float eps_;
   bool training_;
+  BatchNormEpilogue epilogue_;
+  Tensor relu_y_;  // the op's output (detached) when it ends in ReLU: the ReLU's mask
 };
 
 class LayerNormNode final : public autograd::Node {
@@ -176,10 +202,14 @@ void update_running(Tensor& running, const Tensor& batch, double factor, float m
 
 }  // namespace ops::detail
 
-Tensor batch_norm(const Tensor& x_arg, Tensor& running_mean, Tensor& running_var,
-                  const Tensor& weight_arg, const Tensor& bias_arg, bool training, float momentum,
-                  float eps) {
-  const char* op = "batch_norm";
+namespace {
+
+/// batch_norm, and batch_norm_relu with its epilogue fused (residual: the residual, already
+/// in x's dtype, shape and layout; null without one).
+Tensor batch_norm_impl(const char* op, const Tensor& x_arg, Tensor& running_mean,
+                       Tensor& running_var, const Tensor& weight_arg, const Tensor& bias_arg,
+                       bool training, float momentum, float eps, BatchNormEpilogue epilogue,
+                       const Tensor* residual) {
   diagnostics::detail::OpScope prof(amp::OpKind::batch_norm);
   const ops::detail::BatchNormInputs in = ops::detail::prepare_batch_norm(
       op, x_arg, running_mean, running_var, weight_arg, bias_arg, training, momentum, eps);
@@ -201,18 +231,57 @@ Tensor batch_norm(const Tensor& x_arg, Tensor& running_mean, Tensor& running_var
   const Tensor mean = training ? ops::detail::f32_buffer(d.c) : ops::detail::f32_copy(running_mean);
   const Tensor var = training ? ops::detail::f32_buffer(d.c) : ops::detail::f32_copy(running_var);
   Tensor y = Tensor::empty(x.shape(), x.dtype(), format);
+  // The residual in y's layout (a differentiable copy only if it arrives in the other one).
+  const Tensor rc = residual != nullptr ? residual->contiguous(format) : Tensor();
   kernels::batch_norm_forward(xc.data_ptr(), xc.dtype(), d, data_or_null(w), data_or_null(b), eps,
                               training, mean.data<float>(), var.data<float>(), y.data_ptr(),
-                              y.dtype());
+                              y.dtype(), rc.defined() ? rc.data_ptr() : nullptr, epilogue.relu);
   if (training && running_mean.defined()) {
     const double count = static_cast<double>(d.n * d.s);
     ops::detail::update_running(running_mean, mean, 1.0, momentum);
     ops::detail::update_running(running_var, var, count / (count - 1.0), momentum);
   }
-  record<BatchNormNode>(y, {&x, &weight, &bias}, xc, d, mean, var, w, ParamInfo::of(weight),
-                        ParamInfo::of(bias), eps, training);
-  prof.done(y, {&x, &weight, &bias});
+  const Tensor relu_y = epilogue.relu ? y.detach() : Tensor();
+  if (rc.defined()) {
+    record<BatchNormNode>(y, {&x, &weight, &bias, &rc}, xc, d, mean, var, w,
+                          ParamInfo::of(weight), ParamInfo::of(bias), eps, training, epilogue,
+                          relu_y);
+    prof.done(y, {&x, &weight, &bias, &rc});
+  } else {
+    record<BatchNormNode>(y, {&x, &weight, &bias}, xc, d, mean, var, w, ParamInfo::of(weight),
+                          ParamInfo::of(bias), eps, training, epilogue, relu_y);
+    prof.done(y, {&x, &weight, &bias});
+  }
   return y;
+}
+
+}  // namespace
+
+Tensor batch_norm(const Tensor& x, Tensor& running_mean, Tensor& running_var,
+                  const Tensor& weight, const Tensor& bias, bool training, float momentum,
+                  float eps) {
+  return batch_norm_impl("batch_norm", x, running_mean, running_var, weight, bias, training,
+                         momentum, eps, {}, nullptr);
+}
+
+Tensor batch_norm_relu(const Tensor& x, Tensor& running_mean, Tensor& running_var,
+                       const Tensor& weight, const Tensor& bias, bool training, float momentum,
+                       float eps, const Tensor& residual) {
+  const char* op = "batch_norm_relu";
+  ops::detail::require_defined(op, x, "x");
+  if (!residual.defined()) {
+    return batch_norm_impl(op, x, running_mean, running_var, weight, bias, training, momentum,
+                           eps, {.relu = true, .residual = false}, nullptr);
+  }
+  // batch_norm's output has x's dtype (pass_through), so the add keeps that dtype exactly when
+  // the residual has it too; a broadcast or a promoting add runs as the three ops instead.
+  if (residual.shape() != x.shape() || residual.dtype() != x.dtype()) {
+    return relu(add(batch_norm(x, running_mean, running_var, weight, bias, training, momentum,
+                               eps),
+                    residual));
+  }
+  return batch_norm_impl(op, x, running_mean, running_var, weight, bias, training, momentum, eps,
+                         {.relu = true, .residual = true}, &residual);
 }
 
 namespace {

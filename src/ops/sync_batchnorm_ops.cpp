@@ -210,7 +210,7 @@ Tensor sync_batch_norm(const Communicator& comm, const Tensor& x_arg, Tensor& ru
   // training = false: normalise with the given (global) statistics.
   kernels::batch_norm_forward(xc.data_ptr(), xc.dtype(), d, data_or_null(w), data_or_null(b), eps,
                               false, mean_d.data<float>(), var_d.data<float>(), y.data_ptr(),
-                              y.dtype());
+                              y.dtype(), nullptr, false);
   if (running_mean.defined()) {
     ops::detail::update_running(running_mean, mean_d, 1.0, momentum);
     ops::detail::update_running(running_var, var_d, count / (count - 1.0), momentum);

@@ -148,12 +148,21 @@ Outs run_cross_entropy(const Backend& b, DType t, bool backward, float smoothing
 
 // ---- normalisation ----
 
-Outs run_batch_norm(const Backend& b, DType t, bool training, bool backward) {
+/// What follows batch norm in the kernel (BatchNormEpilogue in the ops): nothing, ReLU, or the
+/// residual add then ReLU.
+enum class BnEpilogue { none, relu, add_relu };
+
+Outs run_batch_norm(const Backend& b, DType t, bool training, bool backward,
+                    BnEpilogue epilogue = BnEpilogue::none) {
   const BatchNormDims d{5, 6, 49};
   const std::int64_t n = d.n * d.c * d.s;
   const Buffer x = random_buffer(t, n, -3.0f, 5.0f, 20);
   const Buffer w = random_buffer(DType::f32, d.c, 0.5f, 1.5f, 21);
   const Buffer bias = random_buffer(DType::f32, d.c, -0.5f, 0.5f, 22);
+  // A residual about as large as the normalised values, so the ReLU cuts a fair share.
+  const Buffer residual = random_buffer(t, n, -1.5f, 1.0f, 26);
+  const void* r = epilogue == BnEpilogue::add_relu ? residual.data() : nullptr;
+  const bool relu = epilogue != BnEpilogue::none;
   Buffer mean(DType::f32, d.c), var(DType::f32, d.c);
   if (!training) {
     mean = random_buffer(DType::f32, d.c, 0.0f, 1.0f, 23);
@@ -164,7 +173,7 @@ Outs run_batch_norm(const Backend& b, DType t, bool training, bool backward) {
   if (!backward) {
     b.batch_norm_forward(x.data(), t, d, wp, static_cast<const float*>(bias.data()), 1e-5f,
                          training, static_cast<float*>(mean.data()),
-                         static_cast<float*>(var.data()), y.data(), t);
+                         static_cast<float*>(var.data()), y.data(), t, r, relu);
     Outs o{close("y", std::move(y), 1e-5, 4.0)};
     if (training) {
       o.push_back(close("mean", std::move(mean), 1e-6, 8.0));
@@ -172,16 +181,21 @@ Outs run_batch_norm(const Backend& b, DType t, bool training, bool backward) {
     }
     return o;
   }
+  // The backward reads the reference's forward output (the ReLU's mask), so every backend
+  // masks the same elements and the residual's gradient compares exactly.
   ref::batch_norm_forward(x.data(), t, d, wp, static_cast<const float*>(bias.data()), 1e-5f,
                           training, static_cast<float*>(mean.data()),
-                          static_cast<float*>(var.data()), y.data(), t);
+                          static_cast<float*>(var.data()), y.data(), t, r, relu);
   const Buffer dy = random_buffer(t, n, -1.0f, 1.0f, 25);
-  Buffer dx(t, n), dw(DType::f32, d.c), db(DType::f32, d.c);
+  Buffer dx(t, n), dw(DType::f32, d.c), db(DType::f32, d.c), dr(t, r != nullptr ? n : 0);
   b.batch_norm_backward(x.data(), t, dy.data(), t, d, static_cast<const float*>(mean.data()),
                         static_cast<const float*>(var.data()), 1e-5f, wp, training, dx.data(), t,
-                        static_cast<float*>(dw.data()), static_cast<float*>(db.data()));
-  return {close("dx", std::move(dx), 1e-4, 8.0), close("dweight", std::move(dw), 1e-4, 8.0),
-          close("dbias", std::move(db), 1e-4, 8.0)};
+                        static_cast<float*>(dw.data()), static_cast<float*>(db.data()),
+                        relu ? y.data() : nullptr, r != nullptr ? dr.data() : nullptr);
+  Outs o{close("dx", std::move(dx), 1e-4, 8.0), close("dweight", std::move(dw), 1e-4, 8.0),
+         close("dbias", std::move(db), 1e-4, 8.0)};
+  if (r != nullptr) o.push_back(exact("dresidual", std::move(dr)));
+  return o;
 }
 
 /// Per-channel doubles (statistics, gradient sums) as an f32 buffer for comparison.
@@ -544,6 +558,13 @@ std::vector<Case> cases() {
                        (training ? "_train" : "_eval"),
                    F, [bwd, training](const Backend& b, DType t) {
                      return run_batch_norm(b, t, training, bwd);
+                   }});
+    }
+    for (BnEpilogue e : {BnEpilogue::relu, BnEpilogue::add_relu}) {
+      c.push_back({std::string(bwd ? "batch_norm_backward" : "batch_norm_forward") +
+                       (e == BnEpilogue::relu ? "_relu" : "_add_relu"),
+                   F, [bwd, e](const Backend& b, DType t) {
+                     return run_batch_norm(b, t, true, bwd, e);
                    }});
     }
     c.push_back({std::string(bwd ? "layer_norm_backward" : "layer_norm_forward"), F,

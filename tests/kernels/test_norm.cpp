@@ -77,11 +77,11 @@ void check_batch_norm(DType tx, DType ty, DType tdy, const BnCase& bc, Isa isa, 
   std::vector<float> mean = mean_ref, var = var_ref;
   Buffer y_ref(ty, total), y(ty, total);
   kernels::ref::batch_norm_forward(x.data(), tx, d, wp, bp, 1e-5f, bc.training, mean_ref.data(),
-                                   var_ref.data(), y_ref.data(), ty);
+                                   var_ref.data(), y_ref.data(), ty, nullptr, false);
   {
     IsaCap cap(isa);
     kernels::cpu::batch_norm_forward(x.data(), tx, d, wp, bp, 1e-5f, bc.training, mean.data(),
-                                     var.data(), y.data(), ty);
+                                     var.data(), y.data(), ty, nullptr, false);
   }
   expect_vec_close(mean, mean_ref, 1e-5, 1e-6, "mean");
   expect_vec_close(var, var_ref, 1e-5, 1e-6, "var");
@@ -91,14 +91,14 @@ void check_batch_norm(DType tx, DType ty, DType tdy, const BnCase& bc, Isa isa, 
   std::vector<float> dw_ref(c), db_ref(c), dw(c, -7.0f), db(c, -7.0f);
   kernels::ref::batch_norm_backward(x.data(), tx, dy.data(), tdy, d, mean_ref.data(),
                                     var_ref.data(), 1e-5f, wp, bc.training, dx_ref.data(), ty,
-                                    dw_ref.data(), db_ref.data());
+                                    dw_ref.data(), db_ref.data(), nullptr, nullptr);
   {
     IsaCap cap(isa);
     kernels::cpu::batch_norm_backward(x.data(), tx, dy.data(), tdy, d, mean_ref.data(),
                                       var_ref.data(), 1e-5f, wp, bc.training,
                                       want.dx ? dx.data() : nullptr, ty,
                                       want.dweight ? dw.data() : nullptr,
-                                      want.dbias ? db.data() : nullptr);
+                                      want.dbias ? db.data() : nullptr, nullptr, nullptr);
   }
   if (want.dx) expect_close(dx, dx_ref, kAtol, kEpsMultiple, "dx");
   // Sums of n*s products: f32 partial sums differ from double ones by ~1e-6 of sum |terms|.
@@ -161,6 +161,79 @@ TEST(NormTestKernels, BatchNormNullGradientsAndNaN) {
   }
 }
 
+// The fused epilogue (residual add, ReLU) against the same backend's plain batch norm followed
+// by the add and the ReLU computed here: bit for bit both ways. Forward: y_fused =
+// relu(r(y_plain + residual)); backward: dx, dweight, dbias from the fused call equal the plain
+// call's on dy masked where y_fused <= 0, and dresidual is that masked dy.
+using BnForward = decltype(&kernels::ref::batch_norm_forward);
+using BnBackward = decltype(&kernels::ref::batch_norm_backward);
+
+void check_batch_norm_epilogue(BnForward forward, BnBackward backward, DType t, BatchNormDims d,
+                               bool residual, const std::string& what) {
+  SCOPED_TRACE(what + " " + name(t) + " n" + std::to_string(d.n) + " c" + std::to_string(d.c) +
+               " s" + std::to_string(d.s) + (residual ? " add_relu" : " relu"));
+  const std::int64_t total = d.n * d.c * d.s;
+  const Buffer x = random_buffer(t, total, -1.5f, 2.5f, 31);
+  const Buffer r = random_buffer(t, total, -1.5f, 1.0f, 32);
+  const Buffer dy = random_buffer(t, total, -1.0f, 1.0f, 33);
+  const std::vector<float> w = random_vec(d.c, 0.5f, 1.5f, 34), b = random_vec(d.c, -1, 1, 35);
+  const auto c = static_cast<std::size_t>(d.c);
+  std::vector<float> mean(c), var(c), mean2(c), var2(c);
+  Buffer plain(t, total), fused(t, total);
+  forward(x.data(), t, d, w.data(), b.data(), 1e-5f, true, mean.data(), var.data(), plain.data(),
+          t, nullptr, false);
+  forward(x.data(), t, d, w.data(), b.data(), 1e-5f, true, mean2.data(), var2.data(),
+          fused.data(), t, residual ? r.data() : nullptr, true);
+  EXPECT_EQ(mean, mean2);
+  EXPECT_EQ(var, var2);
+  Buffer want(t, total), masked(t, total);
+  std::int64_t cut = 0;
+  for (std::int64_t i = 0; i < total; ++i) {
+    want.set(i, plain.get(i));
+    if (residual) want.set(i, want.get(i) + r.get(i));  // the add, rounded once
+    const float v = want.get(i);
+    want.set(i, v > 0.0f ? v : 0.0f);
+    masked.set(i, v > 0.0f ? dy.get(i) : 0.0f);
+    cut += v > 0.0f ? 0 : 1;
+  }
+  EXPECT_GT(cut, total / 10) << "the ReLU should cut a fair share";
+  EXPECT_LT(cut, total - total / 10);
+  expect_bitwise(fused, want, "y");
+
+  Buffer dx_plain(t, total), dx_fused(t, total), dres(t, total);
+  std::vector<float> dw_plain(c), db_plain(c), dw_fused(c), db_fused(c);
+  backward(x.data(), t, masked.data(), t, d, mean.data(), var.data(), 1e-5f, w.data(), true,
+           dx_plain.data(), t, dw_plain.data(), db_plain.data(), nullptr, nullptr);
+  backward(x.data(), t, dy.data(), t, d, mean.data(), var.data(), 1e-5f, w.data(), true,
+           dx_fused.data(), t, dw_fused.data(), db_fused.data(), fused.data(),
+           residual ? dres.data() : nullptr);
+  expect_bitwise(dx_fused, dx_plain, "dx");
+  EXPECT_EQ(dw_fused, dw_plain);
+  EXPECT_EQ(db_fused, db_plain);
+  if (residual) expect_bitwise(dres, masked, "dresidual");
+}
+
+TEST(NormTestKernels, BatchNormEpilogueIsTheAddAndReluAfterIt) {
+  // Row path (s >= 16, channels one by one) and per-column path ([N, C] and short planes,
+  // which channels-last activations take), each on the reference and on the cpu at every ISA.
+  const std::vector<BatchNormDims> dims = {{4, 3, 35}, {8, 8, 64}, {16, 5, 1}, {9, 4, 3},
+                                           {600, 70, 1}};
+  for (DType t : kAllDTypes) {
+    for (const BatchNormDims& d : dims) {
+      for (bool residual : {false, true}) {
+        check_batch_norm_epilogue(&kernels::ref::batch_norm_forward,
+                                  &kernels::ref::batch_norm_backward, t, d, residual, "ref");
+        for (Isa isa : isas_to_test()) {
+          IsaCap cap(isa);
+          check_batch_norm_epilogue(&kernels::cpu::batch_norm_forward,
+                                    &kernels::cpu::batch_norm_backward, t, d, residual,
+                                    std::string("cpu ") + name(isa));
+        }
+      }
+    }
+  }
+}
+
 TEST(NormTestKernels, BatchNormBf16InputF32Output) {
   // x in bf16, y and dx in f32: the vector rows cover an f32 output directly.
   const BatchNormDims d{4, 2, 40};
@@ -169,9 +242,9 @@ TEST(NormTestKernels, BatchNormBf16InputF32Output) {
   std::vector<float> m(2), v(2), mr(2), vr(2);
   Buffer y(DType::f32, total), yr(DType::f32, total);
   kernels::ref::batch_norm_forward(x.data(), DType::bf16, d, nullptr, nullptr, 1e-5f, true,
-                                   mr.data(), vr.data(), yr.data(), DType::f32);
+                                   mr.data(), vr.data(), yr.data(), DType::f32, nullptr, false);
   kernels::batch_norm_forward(x.data(), DType::bf16, d, nullptr, nullptr, 1e-5f, true, m.data(),
-                              v.data(), y.data(), DType::f32);
+                              v.data(), y.data(), DType::f32, nullptr, false);
   expect_close(y, yr, kAtol, kEpsMultiple, "bf16->f32 y");
 }
 
@@ -187,9 +260,9 @@ TEST(NormTestKernels, BatchNormVarianceStableForLargeMean) {
     std::vector<float> m(2), v(2), mr(2), vr(2);
     Buffer y(DType::f32, total), yr(DType::f32, total);
     kernels::ref::batch_norm_forward(x.data(), DType::f32, d, nullptr, nullptr, 0.0f, true,
-                                     mr.data(), vr.data(), yr.data(), DType::f32);
+                                     mr.data(), vr.data(), yr.data(), DType::f32, nullptr, false);
     kernels::batch_norm_forward(x.data(), DType::f32, d, nullptr, nullptr, 0.0f, true, m.data(),
-                                v.data(), y.data(), DType::f32);
+                                v.data(), y.data(), DType::f32, nullptr, false);
     expect_vec_close(v, vr, 1e-4, 0.0, std::string("var ") + name(isa));
     EXPECT_NEAR(vr[0], 1.0 / 3.0, 0.02);
   }
@@ -208,10 +281,10 @@ TEST(NormTestKernels, NormsGiveTheSameResultForAnyThreadCount) {
       omp_set_num_threads(threads);
       std::vector<float> m(c), v(c), db(c);
       kernels::cpu::batch_norm_forward(x.data(), DType::f32, d, nullptr, nullptr, 1e-5f, true,
-                                       m.data(), v.data(), y.data(), DType::f32);
+                                       m.data(), v.data(), y.data(), DType::f32, nullptr, false);
       kernels::cpu::batch_norm_backward(x.data(), DType::f32, dy.data(), DType::f32, d, m.data(),
                                         v.data(), 1e-5f, nullptr, true, dx.data(), DType::f32,
-                                        dw.data(), db.data());
+                                        dw.data(), db.data(), nullptr, nullptr);
       // Layer norm over the same data seen as [n, c * s] rows.
       const std::int64_t rows = d.n, cols = d.c * d.s;
       std::vector<float> lm(static_cast<std::size_t>(rows)), lr(lm.size()),
@@ -242,19 +315,19 @@ TEST(NormTestKernels, BatchNormNullOutputsAndBadArgs) {
   std::vector<float> m(2), v(2), db(2), db_ref(2);
   Buffer y(DType::f32, 80);
   kernels::batch_norm_forward(x.data(), DType::f32, d, nullptr, nullptr, 1e-5f, true, m.data(),
-                              v.data(), y.data(), DType::f32);
+                              v.data(), y.data(), DType::f32, nullptr, false);
   // Only dbias wanted: no dx / dweight buffers at all.
   kernels::batch_norm_backward(x.data(), DType::f32, x.data(), DType::f32, d, m.data(), v.data(),
-                               1e-5f, nullptr, true, nullptr, DType::f32, nullptr, db.data());
+                               1e-5f, nullptr, true, nullptr, DType::f32, nullptr, db.data(), nullptr, nullptr);
   kernels::ref::batch_norm_backward(x.data(), DType::f32, x.data(), DType::f32, d, m.data(),
                                     v.data(), 1e-5f, nullptr, true, nullptr, DType::f32, nullptr,
-                                    db_ref.data());
+                                    db_ref.data(), nullptr, nullptr);
   expect_vec_close(db, db_ref, 1e-5, 1e-5, "dbias only");
   EXPECT_THROW(kernels::batch_norm_forward(x.data(), DType::f32, {1, 2, 1}, nullptr, nullptr,
-                                           1e-5f, true, m.data(), v.data(), y.data(), DType::f32),
+                                           1e-5f, true, m.data(), v.data(), y.data(), DType::f32, nullptr, false),
                ValueError);
   EXPECT_THROW(kernels::batch_norm_forward(x.data(), DType::f32, d, nullptr, nullptr, -1.0f,
-                                           false, m.data(), v.data(), y.data(), DType::f32),
+                                           false, m.data(), v.data(), y.data(), DType::f32, nullptr, false),
                ValueError);
 }
 

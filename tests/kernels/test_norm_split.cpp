@@ -116,11 +116,11 @@ TEST(NormSplitKernels, StatsAgreeWithTheFusedForward) {
         if (ref) {
           kernels::ref::batch_norm_stats(x.data(), t, sc.d, m.data(), m2.data());
           kernels::ref::batch_norm_forward(x.data(), t, sc.d, nullptr, nullptr, 1e-5f, true,
-                                           fm.data(), fv.data(), y.data(), t);
+                                           fm.data(), fv.data(), y.data(), t, nullptr, false);
         } else {
           kernels::cpu::batch_norm_stats(x.data(), t, sc.d, m.data(), m2.data());
           kernels::cpu::batch_norm_forward(x.data(), t, sc.d, nullptr, nullptr, 1e-5f, true,
-                                           fm.data(), fv.data(), y.data(), t);
+                                           fm.data(), fv.data(), y.data(), t, nullptr, false);
         }
         const double count = static_cast<double>(sc.d.n * sc.d.s);
         for (std::size_t i = 0; i < c; ++i) {
@@ -156,7 +156,7 @@ void check_split_equals_fused(bool ref, DType tx, DType tdy, const SplitCase& sc
   const auto elemt = ref ? &kernels::ref::batch_norm_backward_elemt
                          : &kernels::cpu::batch_norm_backward_elemt;
   fused(x.data(), tx, dy.data(), tdy, d, mean.data(), var.data(), 1e-5f, w.data(), true,
-        dx_fused.data(), tx, dw.data(), db.data());
+        dx_fused.data(), tx, dw.data(), db.data(), nullptr, nullptr);
   reduce(x.data(), tx, dy.data(), tdy, d, mean.data(), sum_dy.data(), sum_dy_xmu.data());
   elemt(x.data(), tx, dy.data(), tdy, d, mean.data(), var.data(), 1e-5f, w.data(), sum_dy.data(),
         sum_dy_xmu.data(), count, dx_split.data(), tx);

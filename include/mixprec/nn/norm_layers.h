@@ -21,6 +21,13 @@ namespace mixprec::nn {
 class BatchNormBase : public Module {
  public:
   Tensor forward(const Tensor& x) override;
+  /// relu(this(x) + residual), or relu(this(x)) with residual undefined: one fused op
+  /// (batch_norm_relu, the same bits) when fuses_relu(), else this module's call, the add and
+  /// relu apart. Convnets end their conv-BN-ReLU (Sequential does it) and ResNet blocks with it.
+  Tensor relu_forward(const Tensor& x, const Tensor& residual = Tensor());
+  /// Whether relu_forward fuses now: this module runs plainly (Module::runs_plainly) and its
+  /// statistics are this process's (not synchronised, or in eval mode).
+  bool fuses_relu() const;
   /// Synchronised statistics: in training mode, normalise with the mean and variance of the
   /// global batch of comm's ranks (dist::sync_batch_norm; forward and backward become
   /// collective), so that every rank must run this layer in step. nullptr (the default): this

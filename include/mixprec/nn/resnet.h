@@ -47,7 +47,8 @@ class ResNet : public Module {
   std::string type_name() const override { return "ResNet"; }
 
  private:
-  std::shared_ptr<Module> conv1_, bn1_, maxpool_, fc_;
+  std::shared_ptr<Module> conv1_, maxpool_, fc_;
+  std::shared_ptr<BatchNorm2d> bn1_;
   std::vector<std::shared_ptr<Module>> stages_;
 };
 

@@ -19,6 +19,16 @@ Tensor batch_norm(const Tensor& x, Tensor& running_mean, Tensor& running_var,
                   const Tensor& weight, const Tensor& bias, bool training,
                   float momentum = 0.1f, float eps = 1e-5f);
 
+/// relu(batch_norm(x) + residual), or relu(batch_norm(x)) with residual undefined: the end of
+/// a convnet's conv-BN-ReLU and of a ResNet block, in one pass over the activations each way
+/// instead of three. Bit for bit the ops one after the other, forward and gradients (x, weight,
+/// bias, residual), running statistics included; it saves the output (the ReLU's mask) and x,
+/// as the separate ops do. A residual of another shape or dtype runs as the separate ops.
+Tensor batch_norm_relu(const Tensor& x, Tensor& running_mean, Tensor& running_var,
+                       const Tensor& weight, const Tensor& bias, bool training,
+                       float momentum = 0.1f, float eps = 1e-5f,
+                       const Tensor& residual = Tensor());
+
 /// Layer normalisation of x over its last `normalized_dims` dimensions (1 <= normalized_dims
 /// <= x.dim()): y = (x - mean) / sqrt(var + eps) * weight + bias, with weight/bias (optional,
 /// any dtype) shaped like those dimensions. Statistics and normalisation are computed in f32

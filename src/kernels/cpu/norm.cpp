@@ -13,10 +13,12 @@
 // in a fixed order and combined in a fixed order, so results do not depend on the thread count.
 #include <algorithm>
 #include <cstdint>
+#include <cstring>
 #include <vector>
 
 #include "kernels/cpu/dispatch_util.h"
 #include "kernels/cpu/elementwise_simd.h"
+#include "kernels/cpu/growing_buffer.h"
 #include "kernels/cpu/norm_simd.h"
 #include "kernels/norm.h"
 
@@ -141,11 +143,45 @@ void check_dtypes(const char* op, std::initializer_list<DType> types) {
   for (DType t : types) require_compute_dtype(op, t);
 }
 
+/// The fused epilogue on `len` values of y from element `offset` (y holds batch norm's output,
+/// already rounded): + residual, then ReLU, each a pass over values still in L1, rounded as
+/// the add and relu ops round (norm_math::batch_norm_epilogue's steps, on the SIMD rows).
+void epilogue_run(void* y, DType ty, const void* residual, bool relu, std::int64_t offset,
+                  std::int64_t len) {
+  void* out = cpu::at(y, ty, offset);
+  if (residual != nullptr) {
+    cpu::binary_row(BinaryOp::add, out, ty, cpu::at(residual, ty, offset), ty,
+                    cpu::ScalarSide::none, 0.0f, out, ty, len);
+  }
+  if (relu) cpu::unary_row(UnaryOp::relu, out, ty, out, ty, len);
+}
+
+/// The gradient batch norm receives under its epilogue, for `len` values of dy from `offset`,
+/// written to out at out_offset in dy's dtype: dy through the fused ReLU (relu's rule on the
+/// output y) when relu_y is set, else dy itself. Exact: each value is dy's or 0.
+void epilogue_grad_run(const void* relu_y, const void* dy, DType tdy, std::int64_t offset,
+                       std::int64_t len, void* out, std::int64_t out_offset) {
+  void* o = cpu::at(out, tdy, out_offset);
+  if (relu_y == nullptr) {
+    std::memcpy(o, cpu::at(dy, tdy, offset), static_cast<std::size_t>(len) * size_of(tdy));
+    return;
+  }
+  cpu::unary_backward_row(UnaryOp::relu, cpu::at(relu_y, tdy, offset), tdy,
+                          cpu::at(dy, tdy, offset), tdy, o, tdy, len);
+}
+
+/// Scratch of at least `bytes`, kept per thread (a channel's gradient rows, or a whole
+/// gradient on the per-column path), so steady-state calls allocate nothing.
+void* grad_scratch(std::size_t bytes) {
+  thread_local cpu::GrowingBuffer buffer;
+  return buffer.get((bytes + sizeof(float) - 1) / sizeof(float));
+}
+
 // ---- batch norm, per-column path ([N, C] and planes shorter than kMinRow) ----
 
 void batch_norm_forward_cols(const void* x, DType tx, BatchNormDims d, const float* weight,
                              const float* bias, float eps, bool training, float* mean,
-                             float* var, void* y, DType ty) {
+                             float* var, void* y, DType ty, const void* residual, bool relu) {
   const std::int64_t cols = d.c * d.s;
   const double count = static_cast<double>(d.n * d.s);
   if (training) {
@@ -174,19 +210,32 @@ void batch_norm_forward_cols(const void* x, DType tx, BatchNormDims d, const flo
   cpu::parallel_for(d.n, parallel_over(d.n * cols, d.n), [&](std::int64_t n) {
     simd::cols_affine(cpu::at(x, tx, n * cols), tx, cols, mean_col.data(), scale_col.data(),
                       shift_col.data(), cpu::at(y, ty, n * cols), ty);
+    if (residual != nullptr || relu) epilogue_run(y, ty, residual, relu, n * cols, cols);
   });
 }
 
+/// One channel's n rows of s values in a buffer: in the [n, c, s] layout (stride c * s) or in
+/// a scratch of its own (stride s).
+struct ChannelRows {
+  const void* p;
+  DType t;
+  std::int64_t first, stride;  // elements
+  const void* row(std::int64_t n) const { return cpu::at(p, t, first + n * stride); }
+
+  static ChannelRows of(const void* p, DType t, BatchNormDims d, std::int64_t c) {
+    return {p, t, c * d.s, d.c * d.s};
+  }
+};
+
 /// Channel c's sums of dy and of dy * (x - m), added run by run into *sum_dy, *sum_dy_xmu.
-void channel_backward_sums(const void* x, DType tx, const void* dy, DType tdy, BatchNormDims d,
+void channel_backward_sums(const void* x, DType tx, const ChannelRows& dy, BatchNormDims d,
                            std::int64_t c, float m, double* sum_dy, double* sum_dy_xmu) {
   for (std::int64_t n = 0; n < d.n; ++n) {
     if (n + 1 < d.n) {
       prefetch_row(row_at(x, tx, d, n + 1, c), tx, d.s);
-      prefetch_row(row_at(dy, tdy, d, n + 1, c), tdy, d.s);
+      prefetch_row(dy.row(n + 1), dy.t, d.s);
     }
-    run_backward_sums(row_at(x, tx, d, n, c), tx, row_at(dy, tdy, d, n, c), tdy, d.s, m, sum_dy,
-                      sum_dy_xmu);
+    run_backward_sums(row_at(x, tx, d, n, c), tx, dy.row(n), dy.t, d.s, m, sum_dy, sum_dy_xmu);
   }
 }
 
@@ -319,7 +368,7 @@ void batch_norm_backward_reduce(const void* x, DType x_dtype, const void* dy, DT
   if (d.s < kMinRow) return backward_sums_cols(x, x_dtype, dy, dy_dtype, d, mean, sum_dy, sum_dy_xmu);
   parallel_for(d.c, parallel_over(d.n * d.c * d.s, d.c), [&](std::int64_t c) {
     double a = 0.0, b = 0.0;
-    channel_backward_sums(x, x_dtype, dy, dy_dtype, d, c, mean[c], &a, &b);
+    channel_backward_sums(x, x_dtype, ChannelRows::of(dy, dy_dtype, d, c), d, c, mean[c], &a, &b);
     sum_dy[c] = a;
     sum_dy_xmu[c] = b;
   });
@@ -368,14 +417,14 @@ void batch_norm_backward_elemt(const void* x, DType x_dtype, const void* dy, DTy
 
 void batch_norm_forward(const void* x, DType x_dtype, BatchNormDims d, const float* weight,
                         const float* bias, float eps, bool training, float* mean, float* var,
-                        void* y, DType y_dtype) {
+                        void* y, DType y_dtype, const void* residual, bool relu) {
   const char* op = "batch_norm";
   detail::check_batch_norm_args(op, d, eps, training);
   check_dtypes(op, {x_dtype, y_dtype});
   log_simd(op, dtype_label(x_dtype, y_dtype));
   if (d.s < kMinRow) {
     return batch_norm_forward_cols(x, x_dtype, d, weight, bias, eps, training, mean, var, y,
-                                   y_dtype);
+                                   y_dtype, residual, relu);
   }
   const double count = static_cast<double>(d.n * d.s);
   parallel_for(d.c, parallel_over(d.n * d.c * d.s, d.c), [&](std::int64_t c) {
@@ -389,6 +438,9 @@ void batch_norm_forward(const void* x, DType x_dtype, BatchNormDims d, const flo
     for (std::int64_t n = 0; n < d.n; ++n) {
       simd::row_affine(row_at(x, x_dtype, d, n, c), x_dtype, d.s, mean[c], scale, shift,
                        row_at(y, y_dtype, d, n, c), y_dtype);
+      if (residual != nullptr || relu) {
+        epilogue_run(y, y_dtype, residual, relu, (n * d.c + c) * d.s, d.s);
+      }
     }
   });
 }
@@ -396,20 +448,51 @@ void batch_norm_forward(const void* x, DType x_dtype, BatchNormDims d, const flo
 void batch_norm_backward(const void* x, DType x_dtype, const void* dy, DType dy_dtype,
                          BatchNormDims d, const float* mean, const float* var, float eps,
                          const float* weight, bool training, void* dx, DType dx_dtype,
-                         float* dweight, float* dbias) {
+                         float* dweight, float* dbias, const void* relu_y, void* dresidual) {
   const char* op = "batch_norm_backward";
   detail::check_batch_norm_args(op, d, eps, training);
   check_dtypes(op, {x_dtype, dy_dtype, dx_dtype});
   log_simd(op, dtype_label(x_dtype, dx_dtype));
+  const bool epilogue = relu_y != nullptr || dresidual != nullptr;
+  const std::size_t dy_size = size_of(dy_dtype);
   if (d.s < kMinRow) {
-    return batch_norm_backward_cols(x, x_dtype, dy, dy_dtype, d, mean, var, eps, weight,
+    // Per-column path: the epilogue's gradient whole first (into dresidual when wanted, which
+    // is where it goes anyway), then batch norm's backward reads it as its dy.
+    const void* g = dy;
+    if (epilogue) {
+      const std::int64_t cols = d.c * d.s;
+      void* out = dresidual != nullptr
+                      ? dresidual
+                      : grad_scratch(static_cast<std::size_t>(d.n * cols) * dy_size);
+      parallel_for(d.n, parallel_over(d.n * cols, d.n), [&](std::int64_t n) {
+        epilogue_grad_run(relu_y, dy, dy_dtype, n * cols, cols, out, n * cols);
+      });
+      g = out;
+    }
+    return batch_norm_backward_cols(x, x_dtype, g, dy_dtype, d, mean, var, eps, weight,
                                     training, dx, dx_dtype, dweight, dbias);
   }
   const double count = static_cast<double>(d.n * d.s);
   parallel_for(d.c, parallel_over(d.n * d.c * d.s, d.c), [&](std::int64_t c) {
     const float m = mean[c];
+    // The channel's gradient rows: dy as it is, or through the epilogue into dresidual (its
+    // own layout) or into this thread's scratch (n rows of s, read twice below from cache).
+    ChannelRows g = ChannelRows::of(dy, dy_dtype, d, c);
+    if (epilogue) {
+      void* out = dresidual;
+      ChannelRows rows = ChannelRows::of(dresidual, dy_dtype, d, c);
+      if (out == nullptr) {
+        out = grad_scratch(static_cast<std::size_t>(d.n * d.s) * dy_size);
+        rows = {out, dy_dtype, 0, d.s};
+      }
+      for (std::int64_t n = 0; n < d.n; ++n) {
+        epilogue_grad_run(relu_y, dy, dy_dtype, (n * d.c + c) * d.s, d.s, out,
+                          rows.first + n * rows.stride);
+      }
+      g = rows;
+    }
     double sum_dy = 0.0, sum_dy_xmu = 0.0;
-    channel_backward_sums(x, x_dtype, dy, dy_dtype, d, c, m, &sum_dy, &sum_dy_xmu);
+    channel_backward_sums(x, x_dtype, g, d, c, m, &sum_dy, &sum_dy_xmu);
     const float invstd = norm_invstd(var[c], eps);
     if (dweight != nullptr) dweight[c] = static_cast<float>(sum_dy_xmu) * invstd;
     if (dbias != nullptr) dbias[c] = static_cast<float>(sum_dy);
@@ -417,8 +500,8 @@ void batch_norm_backward(const void* x, DType x_dtype, const void* dy, DType dy_
     const auto [k1, k2, k3] = batch_norm_grad_coefs(
         var[c], eps, weight != nullptr ? weight[c] : 1.0f, sum_dy, sum_dy_xmu, count, training);
     for (std::int64_t n = 0; n < d.n; ++n) {
-      simd::row_backward_dx(row_at(x, x_dtype, d, n, c), x_dtype, row_at(dy, dy_dtype, d, n, c),
-                            dy_dtype, d.s, m, k1, k2, k3, row_at(dx, dx_dtype, d, n, c), dx_dtype);
+      simd::row_backward_dx(row_at(x, x_dtype, d, n, c), x_dtype, g.row(n), g.t, d.s, m, k1, k2,
+                            k3, row_at(dx, dx_dtype, d, n, c), dx_dtype);
     }
   });
 }

@@ -96,10 +96,12 @@ __global__ void batch_norm_moments_kernel(const void* x, DType tx, BatchNormDims
   }
 }
 
-/// y = batch_norm_apply(x) with the channel's mean and var (device arrays).
+/// y = batch_norm_apply(x) with the channel's mean and var (device arrays), then the fused
+/// epilogue (residual add, ReLU) when asked.
 __global__ void batch_norm_apply_kernel(const void* x, DType tx, BatchNormDims d,
                                         const float* mean, const float* var, const float* weight,
-                                        const float* bias, float eps, void* y, DType ty) {
+                                        const float* bias, float eps, void* y, DType ty,
+                                        const void* residual, bool relu) {
   const std::int64_t values = d.n * d.s;
   for (std::int64_t c = blockIdx.x; c < d.c; c += gridDim.x) {
     const float mu = mean[c];
@@ -109,9 +111,21 @@ __global__ void batch_norm_apply_kernel(const void* x, DType tx, BatchNormDims d
     for (std::int64_t m = std::int64_t{blockIdx.y} * kThreads + threadIdx.x; m < values;
          m += std::int64_t{gridDim.y} * kThreads) {
       const std::int64_t i = channel_index(d, c, m);
-      store(y, ty, i, norm_math::batch_norm_apply(load(x, tx, i), mu, invstd, w, b));
+      const float z = norm_math::batch_norm_apply(load(x, tx, i), mu, invstd, w, b);
+      const float r = residual != nullptr ? load(residual, ty, i) : 0.0f;
+      store(y, ty, i,
+            norm_math::batch_norm_epilogue(z, [ty](float u) { return round_to(ty, u); },
+                                           residual != nullptr, r, relu));
     }
   }
+}
+
+/// The gradient batch norm receives at element i: dy, or dy through the fused ReLU (relu's
+/// rule on the forward's output y, stored in dy's dtype).
+__device__ inline float epilogue_grad(const void* dy, const void* relu_y, DType tdy,
+                                      std::int64_t i) {
+  const float g = load(dy, tdy, i);
+  return relu_y != nullptr ? norm_math::batch_norm_relu_grad(load(relu_y, tdy, i), g) : g;
 }
 
 /// Per-channel sum(dy) and sum(dy * (x - mean)) in double; each output may be null. dweight
@@ -119,14 +133,17 @@ __global__ void batch_norm_apply_kernel(const void* x, DType tx, BatchNormDims d
 __global__ void batch_norm_grad_sums_kernel(const void* x, DType tx, const void* dy, DType tdy,
                                             BatchNormDims d, const float* mean, double* sum_dy,
                                             double* sum_dy_xmu, const float* var, float eps,
-                                            float* dweight, float* dbias) {
+                                            float* dweight, float* dbias, const void* relu_y,
+                                            void* dresidual) {
   const std::int64_t values = d.n * d.s;
   for (std::int64_t c = blockIdx.x; c < d.c; c += gridDim.x) {
     const float mu = mean[c];
     DoublePair s{0.0, 0.0};
     for (std::int64_t m = threadIdx.x; m < values; m += kThreads) {
       const std::int64_t i = channel_index(d, c, m);
-      const double g = load(dy, tdy, i);
+      const float gf = epilogue_grad(dy, relu_y, tdy, i);
+      if (dresidual != nullptr) store(dresidual, tdy, i, gf);  // exact: dy's value or 0
+      const double g = gf;
       s.a += g;
       s.b += g * (static_cast<double>(load(x, tx, i)) - mu);
     }
@@ -145,7 +162,8 @@ __global__ void batch_norm_grad_apply_kernel(const void* x, DType tx, const void
                                              BatchNormDims d, const float* mean,
                                              const float* var, float eps, const float* weight,
                                              const double* sum_dy, const double* sum_dy_xmu,
-                                             double count, bool training, void* dx, DType tdx) {
+                                             double count, bool training, void* dx, DType tdx,
+                                             const void* relu_y) {
   const std::int64_t values = d.n * d.s;
   for (std::int64_t c = blockIdx.x; c < d.c; c += gridDim.x) {
     const float mu = mean[c];
@@ -156,7 +174,7 @@ __global__ void batch_norm_grad_apply_kernel(const void* x, DType tx, const void
          m += std::int64_t{gridDim.y} * kThreads) {
       const std::int64_t i = channel_index(d, c, m);
       const float xmu = load(x, tx, i) - mu;
-      store(dx, tdx, i, norm_math::batch_norm_grad_apply(load(dy, tdy, i), xmu, k));
+      store(dx, tdx, i, norm_math::batch_norm_grad_apply(epilogue_grad(dy, relu_y, tdy, i), xmu, k));
     }
   }
 }
@@ -310,7 +328,7 @@ void launch_layer_norm_forward(const char* op, const void* x, DType tx, const vo
 
 void batch_norm_forward(const void* x, DType x_dtype, BatchNormDims d, const float* weight,
                         const float* bias, float eps, bool training, float* mean, float* var,
-                        void* y, DType y_dtype) {
+                        void* y, DType y_dtype, const void* residual, bool relu) {
   const char* op = "batch_norm";
   detail::check_batch_norm_args(op, d, eps, training);
   if (d.c == 0) return;
@@ -323,17 +341,20 @@ void batch_norm_forward(const void* x, DType x_dtype, BatchNormDims d, const flo
   if (values == 0) return;
   const dim3 g(channel_blocks(d.c), element_chunks(values));
   batch_norm_apply_kernel<<<g, kThreads, 0, stream()>>>(x, x_dtype, d, mean, var, weight, bias,
-                                                        eps, y, y_dtype);
+                                                        eps, y, y_dtype, residual, relu);
   check_launch(op);
 }
 
 void batch_norm_backward(const void* x, DType x_dtype, const void* dy, DType dy_dtype,
                          BatchNormDims d, const float* mean, const float* var, float eps,
                          const float* weight, bool training, void* dx, DType dx_dtype,
-                         float* dweight, float* dbias) {
+                         float* dweight, float* dbias, const void* relu_y, void* dresidual) {
   const char* op = "batch_norm_backward";
   detail::check_batch_norm_args(op, d, eps, training);
-  if (d.c == 0 || (dx == nullptr && dweight == nullptr && dbias == nullptr)) return;
+  if (d.c == 0 ||
+      (dx == nullptr && dweight == nullptr && dbias == nullptr && dresidual == nullptr)) {
+    return;
+  }
   const std::int64_t values = d.n * d.s;
   const bool want_dx = dx != nullptr && values > 0;
   const auto channels = static_cast<std::size_t>(d.c);
@@ -341,13 +362,14 @@ void batch_norm_backward(const void* x, DType x_dtype, const void* dy, DType dy_
   double* sum_dy = want_dx ? sums.as<double>() : nullptr;
   double* sum_dy_xmu = want_dx ? sums.as<double>() + channels : nullptr;
   batch_norm_grad_sums_kernel<<<channel_blocks(d.c), kThreads, 0, stream()>>>(
-      x, x_dtype, dy, dy_dtype, d, mean, sum_dy, sum_dy_xmu, var, eps, dweight, dbias);
+      x, x_dtype, dy, dy_dtype, d, mean, sum_dy, sum_dy_xmu, var, eps, dweight, dbias, relu_y,
+      dresidual);
   check_launch(op);
   if (!want_dx) return;
   const dim3 g(channel_blocks(d.c), element_chunks(values));
   batch_norm_grad_apply_kernel<<<g, kThreads, 0, stream()>>>(
       x, x_dtype, dy, dy_dtype, d, mean, var, eps, weight, sum_dy, sum_dy_xmu,
-      static_cast<double>(values), training, dx, dx_dtype);
+      static_cast<double>(values), training, dx, dx_dtype, relu_y);
   check_launch(op);
 }
 
@@ -367,7 +389,8 @@ void batch_norm_backward_reduce(const void* x, DType x_dtype, const void* dy, DT
   detail::check_batch_norm_args(op, d, 0.0f, false);
   if (d.c == 0) return;
   batch_norm_grad_sums_kernel<<<channel_blocks(d.c), kThreads, 0, stream()>>>(
-      x, x_dtype, dy, dy_dtype, d, mean, sum_dy, sum_dy_xmu, nullptr, 0.0f, nullptr, nullptr);
+      x, x_dtype, dy, dy_dtype, d, mean, sum_dy, sum_dy_xmu, nullptr, 0.0f, nullptr, nullptr,
+      nullptr, nullptr);
   check_launch(op);
 }
 
@@ -383,7 +406,7 @@ void batch_norm_backward_elemt(const void* x, DType x_dtype, const void* dy, DTy
   batch_norm_grad_apply_kernel<<<g, kThreads, 0, stream()>>>(x, x_dtype, dy, dy_dtype, d, mean,
                                                              var, eps, weight, sum_dy,
                                                              sum_dy_xmu, count, true, dx,
-                                                             dx_dtype);
+                                                             dx_dtype, nullptr);
   check_launch(op);
 }
 

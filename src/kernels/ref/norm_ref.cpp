@@ -36,7 +36,7 @@ float at(const void* p, std::int64_t i) {
 
 void batch_norm_forward(const void* x, DType x_dtype, BatchNormDims d, const float* weight,
                         const float* bias, float eps, bool training, float* mean, float* var,
-                        void* y, DType y_dtype) {
+                        void* y, DType y_dtype, const void* residual, bool relu) {
   detail::check_batch_norm_args("batch_norm", d, eps, training);
   const double count = static_cast<double>(d.n * d.s);
   dispatch(x_dtype, y_dtype, [&](auto tx, auto ty) {
@@ -64,8 +64,11 @@ void batch_norm_forward(const void* x, DType x_dtype, BatchNormDims d, const flo
       for (std::int64_t n = 0; n < d.n; ++n)
         for (std::int64_t s = 0; s < d.s; ++s) {
           const float v = at<TX>(x, idx(n, s));
-          static_cast<TY*>(y)[idx(n, s)] =
-              TY(norm_math::batch_norm_apply(v, mean[c], invstd, w, b));
+          const float z = norm_math::batch_norm_apply(v, mean[c], invstd, w, b);
+          const float r = residual != nullptr ? at<TY>(residual, idx(n, s)) : 0.0f;
+          static_cast<TY*>(y)[idx(n, s)] = TY(norm_math::batch_norm_epilogue(
+              z, [](float u) { return static_cast<float>(TY(u)); }, residual != nullptr, r,
+              relu));
         }
     }
   });
@@ -74,7 +77,7 @@ void batch_norm_forward(const void* x, DType x_dtype, BatchNormDims d, const flo
 void batch_norm_backward(const void* x, DType x_dtype, const void* dy, DType dy_dtype,
                          BatchNormDims d, const float* mean, const float* var, float eps,
                          const float* weight, bool training, void* dx, DType dx_dtype,
-                         float* dweight, float* dbias) {
+                         float* dweight, float* dbias, const void* relu_y, void* dresidual) {
   detail::check_batch_norm_args("batch_norm_backward", d, eps, training);
   const double count = static_cast<double>(d.n * d.s);
   dispatch(x_dtype, dy_dtype, dx_dtype, [&](auto tx, auto tdy, auto tdx) {
@@ -83,11 +86,18 @@ void batch_norm_backward(const void* x, DType x_dtype, const void* dy, DType dy_
     using TDX = decltype(tdx);
     for (std::int64_t c = 0; c < d.c; ++c) {
       auto idx = [&](std::int64_t n, std::int64_t s) { return (n * d.c + c) * d.s + s; };
+      // The gradient batch norm itself receives: dy, or dy through the fused ReLU (exact: a
+      // value of dy or 0, so it needs no rounding to be the residual's gradient too).
+      auto grad = [&](std::int64_t i) {
+        const float g = at<TDY>(dy, i);
+        return relu_y != nullptr ? norm_math::batch_norm_relu_grad(at<TDY>(relu_y, i), g) : g;
+      };
       const float m = mean[c];
       double sum_dy = 0.0, sum_dy_xmu = 0.0;
       for (std::int64_t n = 0; n < d.n; ++n)
         for (std::int64_t s = 0; s < d.s; ++s) {
-          const double g = at<TDY>(dy, idx(n, s));
+          const double g = grad(idx(n, s));
+          if (dresidual != nullptr) static_cast<TDY*>(dresidual)[idx(n, s)] = TDY(static_cast<float>(g));
           sum_dy += g;
           sum_dy_xmu += g * (static_cast<double>(at<TX>(x, idx(n, s))) - m);
         }
@@ -100,7 +110,7 @@ void batch_norm_backward(const void* x, DType x_dtype, const void* dy, DType dy_
                                 sum_dy_xmu, count, training);
       for (std::int64_t n = 0; n < d.n; ++n)
         for (std::int64_t s = 0; s < d.s; ++s) {
-          const float g = at<TDY>(dy, idx(n, s));
+          const float g = grad(idx(n, s));
           const float xmu = at<TX>(x, idx(n, s)) - m;
           static_cast<TDX*>(dx)[idx(n, s)] = TDX(norm_math::batch_norm_grad_apply(g, xmu, k));
         }
