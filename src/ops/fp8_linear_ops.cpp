@@ -19,6 +19,7 @@
 #include "mixprec/ops/reduce.h"
 #include "mixprec/runtime/autocast.h"
 #include "mixprec/runtime/function.h"
+#include "ops/linear_shapes.h"
 
 namespace mixprec {
 namespace {
@@ -116,14 +117,7 @@ Fp8LinearState::Fp8LinearState(const amp::Fp8Recipe& r) : recipe(r) {
 Tensor fp8_linear(const Tensor& x, const Tensor& weight, const Tensor& bias,
                   Fp8LinearState& state) {
   MIXPREC_CHECK(x.defined() && weight.defined(), ValueError, kOp, "x and weight must be defined");
-  MIXPREC_CHECK(weight.dim() == 2, ShapeError, kOp,
-                "weight must be 2-D [out, in], got " << to_string(weight.shape()));
-  MIXPREC_CHECK(x.dim() >= 1 && x.size(-1) == weight.size(1), ShapeError, kOp,
-                "input " << to_string(x.shape()) << " does not match weight "
-                         << to_string(weight.shape()) << ": the last input dimension must be "
-                         << weight.size(1));
-  MIXPREC_CHECK(!bias.defined() || (bias.dim() == 1 && bias.size(0) == weight.size(0)), ShapeError,
-                kOp, "bias must have shape [" << weight.size(0) << "]");
+  ops::detail::check_linear_shapes(kOp, x, weight, bias);
   require_compute_dtype(kOp, x.dtype());
   require_compute_dtype(kOp, weight.dtype());
   const bool autocast = amp::autocast_enabled();

@@ -10,7 +10,13 @@ expect_failure nan_lr "lr" "$MIXPREC" train "${SMALL[@]}" --lr nan
 expect_failure unknown_loss_scaling "--loss-scaling" "$MIXPREC" train "${SMALL[@]}" --loss-scaling adaptive
 expect_failure zero_growth_interval "--scaler-growth-interval" "$MIXPREC" train "${SMALL[@]}" --scaler-growth-interval 0
 expect_failure unknown_model "unknown model 'resnet9000'" "$MIXPREC" train --model resnet9000
-expect_failure unknown_precision "fp8" "$MIXPREC" train "${SMALL[@]}" --precision fp8
+expect_failure unknown_precision "fp9" "$MIXPREC" train "${SMALL[@]}" --precision fp9
+# fp8 recipes: a history of 0 steps, a negative margin, an unknown format, a model whose Linears
+# are all first or last (cnn: FC 128, FC 10).
+expect_failure fp8_history_zero "--fp8-amax-history" "$MIXPREC" train "${SMALL[@]}" --precision fp8-delayed --fp8-amax-history 0
+expect_failure fp8_negative_margin "--fp8-margin" "$MIXPREC" train "${SMALL[@]}" --precision fp8 --fp8-margin=-1
+expect_failure fp8_unknown_format "--fp8-format" "$MIXPREC" train "${SMALL[@]}" --precision fp8 --fp8-format e5m2
+expect_failure fp8_no_middle_linear "at least 3" "$MIXPREC" train --model cnn --limit-train 256 --limit-test 100 --threads 1 --no-progress --precision fp8
 expect_failure unknown_optimizer "optimizer" "$MIXPREC" train "${SMALL[@]}" --optimizer lion
 expect_failure absurd_epochs "epochs" "$MIXPREC" train "${SMALL[@]}" --epochs 0
 expect_failure not_a_number "batch-size" "$MIXPREC" train "${SMALL[@]}" --batch-size abc
