@@ -1,8 +1,8 @@
 // fp8_linear (mixprec/ops/fp8_linear.h). Finite differences do not apply to a quantised op, so:
 //  - against a double-precision emulation of the same recipe (scales from the amax, each
 //    operand rounded by numerics/formats.h's independent quantiser with the saturating rule,
-//    products and sums in double), within f32 accumulation's bound: the quantisation error is
-//    far larger than that bound, so an op that skipped a quantisation would fail;
+//    products and sums in double), within f32 accumulation's bound (ops/f32_gemm_reference.h):
+//    the quantisation error is far larger than that bound, so skipping a quantisation fails;
 //  - with values exactly representable at their scales and GEMMs whose sums are exact, the
 //    forward and all three gradients equal the plain f32 linear's bit for bit;
 //  - the state's transitions: delayed scaling casts with the previous steps' scale, current
@@ -23,6 +23,7 @@
 #include "mixprec/ops/reduce.h"
 #include "mixprec/runtime/autocast.h"
 #include "mixprec/tensor/tensor.h"
+#include "ops/f32_gemm_reference.h"
 
 namespace mixprec {
 namespace {
@@ -68,22 +69,6 @@ std::vector<float> randn(std::size_t n, std::uint32_t seed, float sd) {
   return v;
 }
 
-/// c[i][j] = sum_p a[i][p] b[j][p] (a [m, k], b [n, k]) in double, and sum_p |a||b| beside it.
-void gemm_nt(const std::vector<double>& a, const std::vector<double>& b, std::int64_t m,
-             std::int64_t n, std::int64_t k, std::vector<double>& c, std::vector<double>& mag) {
-  c.assign(static_cast<std::size_t>(m * n), 0.0);
-  mag.assign(c.size(), 0.0);
-  for (std::int64_t i = 0; i < m; ++i) {
-    for (std::int64_t j = 0; j < n; ++j) {
-      for (std::int64_t p = 0; p < k; ++p) {
-        const double x = a[static_cast<std::size_t>(i * k + p)], y = b[static_cast<std::size_t>(j * k + p)];
-        c[static_cast<std::size_t>(i * n + j)] += x * y;
-        mag[static_cast<std::size_t>(i * n + j)] += std::fabs(x * y);
-      }
-    }
-  }
-}
-
 /// Transposes a [r, c] row-major matrix.
 std::vector<double> transpose(const std::vector<double>& a, std::int64_t r, std::int64_t c) {
   std::vector<double> t(a.size());
@@ -93,17 +78,6 @@ std::vector<double> transpose(const std::vector<double>& a, std::int64_t r, std:
     }
   }
   return t;
-}
-
-void expect_within_f32_accumulation(const std::vector<float>& got, const std::vector<double>& want,
-                                    const std::vector<double>& mag, std::int64_t k,
-                                    const char* what) {
-  ASSERT_EQ(got.size(), want.size()) << what;
-  const double eps = std::ldexp(1.0, -24);
-  for (std::size_t i = 0; i < got.size(); ++i) {
-    const double bound = (static_cast<double>(k) + 2) * eps * mag[i] + 1e-30;
-    ASSERT_LE(std::fabs(got[i] - want[i]), bound) << what << " [" << i << "]";
-  }
 }
 
 /// Runs one step of fp8_linear (forward and backward of sum(y * g)) and checks every output
@@ -123,18 +97,18 @@ void check_step_against_emulation(Fp8LinearState& st, const std::vector<float>& 
   const std::vector<double> wq = fake_quant(wv, sw, r.forward_format());
   const std::vector<double> gq = fake_quant(gv, sg, r.grad_format());
   std::vector<double> want, mag;
-  gemm_nt(xq, wq, m, n, k, want, mag);
+  test::ref_matmul(xq, transpose(wq, n, k), m, k, n, want, mag);
   for (std::int64_t i = 0; i < m; ++i) {
     for (std::int64_t j = 0; j < n; ++j) {
       want[static_cast<std::size_t>(i * n + j)] += bv[static_cast<std::size_t>(j)];
       mag[static_cast<std::size_t>(i * n + j)] += std::fabs(bv[static_cast<std::size_t>(j)]);
     }
   }
-  expect_within_f32_accumulation(y.to_vector(), want, mag, k, "y");
-  gemm_nt(gq, transpose(wq, n, k), m, k, n, want, mag);  // dx = g_q w_q
-  expect_within_f32_accumulation(x.grad().to_vector(), want, mag, n, "dx");
-  gemm_nt(transpose(gq, m, n), transpose(xq, m, k), n, k, m, want, mag);  // dw = g_q^T x_q
-  expect_within_f32_accumulation(w.grad().to_vector(), want, mag, m, "dw");
+  test::expect_f32_accumulation(y.to_vector(), want, mag, k + 1, "y");  // the bias: one term more
+  test::ref_matmul(gq, wq, m, n, k, want, mag);  // dx = g_q w_q
+  test::expect_f32_accumulation(x.grad().to_vector(), want, mag, n, "dx");
+  test::ref_matmul(transpose(gq, m, n), xq, n, m, k, want, mag);  // dw = g_q^T x_q
+  test::expect_f32_accumulation(w.grad().to_vector(), want, mag, m, "dw");
   std::vector<double> db(static_cast<std::size_t>(n), 0.0), dbmag(db.size(), 0.0);
   for (std::int64_t i = 0; i < m; ++i) {
     for (std::int64_t j = 0; j < n; ++j) {
@@ -142,7 +116,7 @@ void check_step_against_emulation(Fp8LinearState& st, const std::vector<float>& 
       dbmag[static_cast<std::size_t>(j)] += std::fabs(gv[static_cast<std::size_t>(i * n + j)]);
     }
   }
-  expect_within_f32_accumulation(b.grad().to_vector(), db, dbmag, m, "db");
+  test::expect_f32_accumulation(b.grad().to_vector(), db, dbmag, m, "db");
 }
 
 TEST(Fp8Linear, CurrentScalingMatchesTheDoubleEmulation) {
