@@ -18,6 +18,8 @@ const char* name(PrecisionMode mode) {
     case PrecisionMode::pure_bf16_sr: return "pure-bf16-sr";
     case PrecisionMode::automatic: return "auto";
     case PrecisionMode::auto_layer: return "auto-layer";
+    case PrecisionMode::fp8: return "fp8";
+    case PrecisionMode::fp8_delayed: return "fp8-delayed";
   }
   return "?";
 }
@@ -25,12 +27,13 @@ const char* name(PrecisionMode mode) {
 PrecisionMode parse_precision_mode(std::string_view text) {
   for (PrecisionMode m : {PrecisionMode::fp32, PrecisionMode::bf16, PrecisionMode::fp16,
                           PrecisionMode::pure_bf16, PrecisionMode::pure_bf16_sr,
-                          PrecisionMode::automatic, PrecisionMode::auto_layer}) {
+                          PrecisionMode::automatic, PrecisionMode::auto_layer, PrecisionMode::fp8,
+                          PrecisionMode::fp8_delayed}) {
     if (text == name(m)) return m;
   }
   MIXPREC_CHECK(false, ValueError, "precision",
                 "unknown precision '" << text
-                                      << "'; use one of fp32, bf16, fp16, pure-bf16, pure-bf16-sr, auto, auto-layer");
+                                      << "'; use one of fp32, bf16, fp16, pure-bf16, pure-bf16-sr, auto, auto-layer, fp8, fp8-delayed");
   return PrecisionMode::fp32;
 }
 
@@ -66,7 +69,12 @@ PrecisionPolicy PrecisionPolicy::for_mode(PrecisionMode mode, bool keep_norm_fp3
   PrecisionPolicy p;
   switch (mode) {
     case PrecisionMode::fp32: break;
-    case PrecisionMode::bf16: p.dtypes.compute = DType::bf16; break;
+    case PrecisionMode::bf16:
+    // fp8: the compute around the fp8 GEMMs is bf16 autocast, as Transformer Engine runs
+    case PrecisionMode::fp8:
+    case PrecisionMode::fp8_delayed:
+      p.dtypes.compute = DType::bf16;
+      break;
     case PrecisionMode::fp16: p.dtypes.compute = DType::f16; break;
     case PrecisionMode::pure_bf16:
     case PrecisionMode::pure_bf16_sr:

@@ -2,8 +2,10 @@
 
 #include <cmath>
 
+#include "mixprec/nn/fp8_layers.h"
 #include "mixprec/nn/norm_layers.h"
 #include "mixprec/ops/elementwise.h"
+#include "mixprec/ops/fp8_linear.h"
 #include "mixprec/ops/nn_functional.h"
 
 namespace mixprec::nn {
@@ -19,7 +21,11 @@ Linear::Linear(std::int64_t in_features, std::int64_t out_features, bool bias, s
   if (bias) bias_ = register_parameter("bias", Tensor::uniform({out_}, seed * 2 + 2, -bound, bound, dtype));
 }
 
-Tensor Linear::forward(const Tensor& x) { return linear(x, weight_, bias_); }
+Tensor Linear::forward(const Tensor& x) {
+  // Inside an fp8 recipe's scope, the layers its policy picked run the fp8 GEMMs.
+  if (Fp8LinearState* fp8 = active_fp8_state(*this)) return fp8_linear(x, weight_, bias_, *fp8);
+  return linear(x, weight_, bias_);
+}
 
 Tensor ReLU::forward(const Tensor& x) { return relu(x); }
 Tensor GELU::forward(const Tensor& x) { return gelu(x, approximate_); }

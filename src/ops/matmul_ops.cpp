@@ -6,6 +6,7 @@
 #include "mixprec/runtime/matmul_precision.h"
 #include "runtime/op_scope.h"
 #include "ops/fp8_matmul.h"
+#include "ops/linear_shapes.h"
 #include "ops/op_util.h"
 
 namespace mixprec {
@@ -142,16 +143,9 @@ Tensor linear(const Tensor& x_arg, const Tensor& weight_arg, const Tensor& bias_
   const Tensor& x = cast_in[0];
   const Tensor& weight = cast_in[1];
   const Tensor& bias = cast_in[2];
-  MIXPREC_CHECK(weight.dim() == 2, ShapeError, op,
-                "weight must be 2-D [out, in], got " << to_string(weight.shape()));
-  MIXPREC_CHECK(x.dim() >= 1 && x.size(-1) == weight.size(1), ShapeError, op,
-                "input " << to_string(x.shape()) << " does not match weight "
-                         << to_string(weight.shape()) << ": the last input dimension must be "
-                         << weight.size(1));
+  ops::detail::check_linear_shapes(op, x, weight, bias);
   check_same_dtype(op, x, weight);
   if (bias.defined()) {
-    MIXPREC_CHECK(bias.dim() == 1 && bias.size(0) == weight.size(0), ShapeError, op,
-                  "bias must have shape [" << weight.size(0) << "], got " << to_string(bias.shape()));
     MIXPREC_CHECK(bias.dtype() == weight.dtype() || bias.dtype() == DType::f32, DTypeError, op,
                   "bias is " << name(bias.dtype()) << " but weight is " << name(weight.dtype())
                              << "; use the weight's dtype or f32 for the bias");

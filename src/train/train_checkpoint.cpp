@@ -5,7 +5,9 @@
 #include <cstdlib>
 
 #include "mixprec/core/error.h"
+#include "kernels/copy.h"
 #include "mixprec/io/safetensors.h"
+#include "mixprec/nn/fp8_layers.h"
 #include "mixprec/nn/layers.h"
 #include "io/json_number.h"
 #include "train/config_json.h"
@@ -133,6 +135,13 @@ io::CheckpointFiles encode_checkpoint(const TrainingObjects& o, const TrainConfi
   files.files["model.safetensors"] = io::encode_safetensors(model_tensors, meta);
   files.files["optimizer.safetensors"] = io::encode_safetensors(optimizer_tensors, meta);
   files.files["state.json"] = state.dump(1);
+  // fp8 recipes: every fp8 layer's scales, amaxes and histories, so a resume scales the next
+  // step exactly as the uninterrupted run would.
+  if (const nn::Fp8Layers* fp8 = o.step->fp8_layers()) {
+    std::vector<std::pair<std::string, Tensor>> fp8_tensors;
+    for (const auto& [name, t] : fp8->state_tensors()) fp8_tensors.emplace_back(name, t);
+    files.files["fp8.safetensors"] = io::encode_safetensors(fp8_tensors, meta);
+  }
   return files;
 }
 
@@ -160,6 +169,31 @@ CheckpointHeader read_checkpoint_header(const io::CheckpointFiles& files, const 
   }
   return h;
 }
+
+namespace {
+
+/// Copies fp8.safetensors into the fp8 layers' state tensors (in place: the layers keep their
+/// handles); ValueError naming what is missing or mismatched.
+void restore_fp8_state(const io::CheckpointFiles& files, const std::string& path, nn::Fp8Layers& fp8) {
+  const auto it = files.files.find("fp8.safetensors");
+  MIXPREC_CHECK(it != files.files.end(), ValueError, kOp,
+                "'" << path << "' has no fp8 scaling state (fp8.safetensors) but this run uses an fp8 "
+                       "precision; resume it with the precision it was written with");
+  const std::map<std::string, Tensor> saved =
+      to_map(io::decode_safetensors(it->second, path + "/fp8.safetensors").tensors);
+  for (const auto& [name, dst] : fp8.state_tensors()) {
+    const auto s = saved.find(name);
+    MIXPREC_CHECK(s != saved.end() && s->second.shape() == dst.shape(), ValueError, kOp,
+                  "'" << path << "' fp8 state '" << name << "' is "
+                      << (s == saved.end() ? std::string("missing") : "of shape " + to_string(s->second.shape()))
+                      << ", this run needs " << to_string(dst.shape())
+                      << " (a different model or --fp8-amax-history)");
+    kernels::copy(dst.shape(), {s->second.data_ptr(), s->second.dtype(), s->second.strides()},
+                  {dst.data_ptr(), dst.dtype(), dst.strides()});
+  }
+}
+
+}  // namespace
 
 void restore_checkpoint(const io::CheckpointFiles& files, const std::string& path,
                         const TrainingObjects& o) {
@@ -211,6 +245,7 @@ void restore_checkpoint(const io::CheckpointFiles& files, const std::string& pat
                   "'" << path << "' has no precision autopilot state but this run uses --precision auto-layer");
     pilot->load_state(state.at("autopilot").dump());
   }
+  if (nn::Fp8Layers* fp8 = o.step->fp8_layers()) restore_fp8_state(files, path, *fp8);
   if (state.contains("random_state")) {
     o.model->set_random_state(state.at("random_state").get<std::vector<std::uint64_t>>());
   } else {

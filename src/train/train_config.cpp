@@ -97,7 +97,10 @@ StepConfig TrainConfig::step_config(std::int64_t scheduler_steps) const {
                     .seed = seed,
                     .shard_optimizer = shard_optimizer,
                     .wire_dtype = wire_dtype,
-                    .inject_overflow = inject_overflow};
+                    .inject_overflow = inject_overflow,
+                    .fp8_amax_history = fp8_amax_history,
+                    .fp8_margin = fp8_margin,
+                    .fp8_format = fp8_format};
 }
 
 namespace detail {
@@ -150,6 +153,9 @@ json config_to_json(const TrainConfig& c) {
               {"shard_optimizer", c.shard_optimizer},
               {"wire_dtype", c.wire_dtype},
               {"inject_overflow", c.inject_overflow},
+              {"fp8_amax_history", c.fp8_amax_history},
+              {"fp8_margin", c.fp8_margin},
+              {"fp8_format", c.fp8_format},
               {"sync_batchnorm", c.sync_batchnorm},
               {"compute", c.compute},
               {"layer_policy", c.layer_policy},
@@ -233,6 +239,9 @@ TrainConfig config_from_json(const json& j, const std::string& what) {
   c.tensorboard = j.value("tensorboard", std::string());
   c.histogram_every = int_or(j, "histogram_every", 100, what);
   c.checkpoint_every_steps = int_or(j, "checkpoint_every_steps", 0, what);
+  c.fp8_amax_history = int_or(j, "fp8_amax_history", 16, what);
+  c.fp8_margin = static_cast<int>(int_or(j, "fp8_margin", 0, what));
+  c.fp8_format = j.value("fp8_format", std::string("hybrid"));
   // shard_optimizer, wire_dtype and inject_overflow are deliberately not read back: they describe the job's
   // layout over ranks, and a resume chooses its own (TrainConfig).
   return c;
@@ -345,6 +354,9 @@ std::string first_incompatibility(const TrainConfig& saved, const TrainConfig& r
        {differ("model", saved.model, requested.model),
         differ("precision", saved.precision, requested.precision),
         differ("compute", saved.compute, requested.compute),
+        differ("fp8_amax_history", saved.fp8_amax_history, requested.fp8_amax_history),
+        differ("fp8_margin", saved.fp8_margin, requested.fp8_margin),
+        differ("fp8_format", saved.fp8_format, requested.fp8_format),
         differ("optimizer", saved.optimizer, requested.optimizer),
         differ("batch_size", saved.batch_size, requested.batch_size),
         differ("accum", saved.accum, requested.accum), differ("lr", saved.lr, requested.lr),

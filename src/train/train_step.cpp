@@ -13,6 +13,7 @@
 #include "mixprec/core/error.h"
 #include "mixprec/core/gpu.h"
 #include "mixprec/dist/data_parallel.h"
+#include "mixprec/nn/fp8_layers.h"
 #include "mixprec/ops/elementwise.h"
 #include "mixprec/optim/adam.h"
 #include "mixprec/optim/clip_grad.h"
@@ -52,6 +53,15 @@ void StepConfig::validate(const char* op) const {
   MIXPREC_CHECK(layered || layer_policy.empty(), ValueError, op,
                 "--policy replays a per-layer policy of --precision auto-layer; with --precision "
                     << precision << " drop it");
+  if (amp::is_fp8(amp::parse_precision_mode(precision))) {
+    MIXPREC_CHECK(fp8_amax_history >= 1 && fp8_amax_history <= 100000, ValueError, op,
+                  "--fp8-amax-history must be in [1, 100000] steps, got " << fp8_amax_history);
+    MIXPREC_CHECK(fp8_margin >= 0 && fp8_margin <= 64, ValueError, op,
+                  "--fp8-margin must be in [0, 64], got " << fp8_margin);
+    MIXPREC_CHECK(fp8_format == "hybrid" || fp8_format == "e4m3", ValueError, op,
+                  "unknown --fp8-format '" << fp8_format << "'; choose hybrid (E4M3 forward, E5M2 "
+                                              "gradients) or e4m3");
+  }
   dist::parse_wire_dtype(wire_dtype);
   parse_overflow_injection(inject_overflow);
   MIXPREC_CHECK(inject_overflow.empty() || amp::parse_precision_mode(precision) == amp::PrecisionMode::fp16 ||
@@ -93,6 +103,7 @@ struct TrainStep::State {
   std::unique_ptr<amp::GradScaler> scaler;
   std::unique_ptr<optim::LRScheduler> scheduler;
   std::unique_ptr<PrecisionAutopilot> autopilot;  // auto-layer
+  std::unique_ptr<nn::Fp8Layers> fp8;             // fp8 recipes
   // Data parallel (comm with several ranks): the gradient exchange, and ZeRO-1's layout.
   const dist::Communicator* comm = nullptr;
   std::vector<Tensor> model_params;
@@ -151,6 +162,14 @@ TrainStep::TrainStep(nn::Module& model, const StepConfig& config, const dist::Co
       s.autopilot->replay(LayerPolicy::read(config.layer_policy), config.layer_policy);
     }
   }
+  if (amp::is_fp8(s.mode)) {
+    amp::Fp8Recipe recipe;
+    recipe.scaling = s.mode == amp::PrecisionMode::fp8 ? amp::Fp8Scaling::current : amp::Fp8Scaling::delayed;
+    recipe.amax_history = config.fp8_amax_history;
+    recipe.margin = config.fp8_margin;
+    recipe.formats = amp::parse_fp8_formats(config.fp8_format);
+    s.fp8 = std::make_unique<nn::Fp8Layers>(model, recipe);
+  }
   s.model_params = model.parameters();
   s.inject = parse_overflow_injection(config.inject_overflow);
   std::vector<Tensor> updated = s.model_params;
@@ -183,11 +202,18 @@ TrainStep::TrainStep(nn::Module& model, const StepConfig& config, const dist::Co
     std::vector<optim::ParamGroup> groups = optim::weight_decay_groups(model, config.weight_decay, exclude);
     s.optimizer->set_param_groups(s.sharded() ? s.shards->local_groups(groups) : groups);
   }
+  // fp8: a scaler pinned at scale 1, for its step skipping alone (an fp8 cast that met a NaN or
+  // Inf amax joins its found-inf in unscale_and_clip): the per-tensor fp8 scales already do
+  // what a loss scale would.
+  const bool fp8 = amp::is_fp8(s.mode);
   s.scaler = std::make_unique<amp::GradScaler>(
-      amp::GradScalerOptions{.growth_interval = config.scaler_growth_interval,
+      amp::GradScalerOptions{.init_scale = fp8 ? 1.0 : 65536.0,
+                             .growth_interval = config.scaler_growth_interval,
                              // auto-layer: any layer may compute in fp16.
                              .enabled = s.mode == amp::PrecisionMode::fp16 ||
-                                        s.mode == amp::PrecisionMode::auto_layer,
+                                        s.mode == amp::PrecisionMode::auto_layer || fp8,
+                             .min_scale = fp8 ? 1.0 : 0.0,
+                             .max_scale = fp8 ? 1.0 : std::numeric_limits<double>::infinity(),
                              .mode = amp::parse_scaling_mode(config.loss_scaling)});
   if (config.scheduler == "cosine") {
     s.scheduler = std::make_unique<optim::CosineAnnealingLR>(*s.optimizer, config.scheduler_steps);
@@ -204,6 +230,8 @@ double TrainStep::accumulate(const std::function<Tensor()>& forward_loss) {
     amp::Autocast region(s.autocast, s.compute);
     std::optional<nn::ForwardObserverScope> watch;
     if (s.autopilot && s.autopilot->sampling()) watch.emplace(s.autopilot->observer());
+    std::optional<nn::Fp8Scope> fp8;  // backward needs no scope: each fp8 node keeps its state
+    if (s.fp8) fp8.emplace(*s.fp8);
     loss = forward_loss();
   }
   const TransferReason why("loss for the log");
@@ -237,6 +265,15 @@ Tensor TrainStep::unscale_and_clip() {
   }
   if (s.sync) s.sync->average();
   s.scaler->unscale(*s.optimizer);
+  // fp8: a NaN/Inf amax met by any cast of this step's forward or backward skips the step as an
+  // Inf gradient does (a saturating cast turns an Inf into a finite max, so the gradients alone
+  // would not show it). One flag read per step, as the scaler's own.
+  const bool fp8_found = s.fp8 != nullptr && s.fp8->take_found_inf();
+  if (s.fp8 && !s.sharded()) {
+    s.scaler->combine_across_processes(*s.optimizer, [&](bool found, float amax) {
+      return std::make_pair(found || fp8_found, amax);
+    });
+  }
   const float bound = s.config.clip > 0 ? s.config.clip : std::numeric_limits<float>::infinity();
   if (!s.sharded()) {
     optim::ClipCoefficient clip = optim::clip_grad_norm_coefficient(s.optimizer->params(), bound);
@@ -247,7 +284,7 @@ Tensor TrainStep::unscale_and_clip() {
   // the maximum and the sum over the ranks.
   const dist::Communicator& comm = *s.comm;
   s.scaler->combine_across_processes(*s.optimizer, [&](bool found, float amax) {
-    const double any = comm.allreduce_max(found ? 1.0 : 0.0);
+    const double any = comm.allreduce_max(found || fp8_found ? 1.0 : 0.0);
     return std::make_pair(any != 0.0, static_cast<float>(comm.allreduce_max(amax)));
   });
   const float norm = optim::clip_grad_norm(s.optimizer->params(), bound, 2.0f, false,
@@ -319,6 +356,7 @@ amp::GradScaler& TrainStep::scaler() { return *s_->scaler; }
 amp::WeightCopies& TrainStep::weight_copies() { return s_->weight_copies; }
 optim::LRScheduler* TrainStep::scheduler() { return s_->scheduler.get(); }
 PrecisionAutopilot* TrainStep::autopilot() { return s_->autopilot.get(); }
+nn::Fp8Layers* TrainStep::fp8_layers() { return s_->fp8.get(); }
 const PrecisionAutopilot* TrainStep::autopilot() const { return s_->autopilot.get(); }
 
 }  // namespace mixprec::train

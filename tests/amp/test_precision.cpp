@@ -8,11 +8,17 @@ namespace mixprec::amp {
 namespace {
 
 TEST(PrecisionMode, ParsesEveryNameAndRejectsOthers) {
-  for (const char* n : {"fp32", "bf16", "fp16", "pure-bf16", "pure-bf16-sr", "auto"}) {
+  for (const char* n : {"fp32", "bf16", "fp16", "pure-bf16", "pure-bf16-sr", "auto", "auto-layer",
+                        "fp8", "fp8-delayed"}) {
     EXPECT_STREQ(name(parse_precision_mode(n)), n);
   }
+  EXPECT_TRUE(is_fp8(PrecisionMode::fp8) && is_fp8(PrecisionMode::fp8_delayed));
+  EXPECT_FALSE(is_fp8(PrecisionMode::bf16));
+  // the fp8 recipes compute in bf16 around their fp8 GEMMs
+  EXPECT_EQ(PrecisionPolicy::for_mode(PrecisionMode::fp8).dtypes,
+            (DTypes{DType::f32, DType::bf16, DType::f32}));
   try {
-    parse_precision_mode("fp8");
+    parse_precision_mode("fp9");
     FAIL() << "expected ValueError";
   } catch (const ValueError& e) {
     EXPECT_NE(std::string(e.what()).find("use one of fp32, bf16"), std::string::npos) << e.what();

@@ -10,7 +10,13 @@ expect_failure nan_lr "lr" "$MIXPREC" train "${SMALL[@]}" --lr nan
 expect_failure unknown_loss_scaling "--loss-scaling" "$MIXPREC" train "${SMALL[@]}" --loss-scaling adaptive
 expect_failure zero_growth_interval "--scaler-growth-interval" "$MIXPREC" train "${SMALL[@]}" --scaler-growth-interval 0
 expect_failure unknown_model "unknown model 'resnet9000'" "$MIXPREC" train --model resnet9000
-expect_failure unknown_precision "fp8" "$MIXPREC" train "${SMALL[@]}" --precision fp8
+expect_failure unknown_precision "fp9" "$MIXPREC" train "${SMALL[@]}" --precision fp9
+# fp8 recipes: a history of 0 steps, a negative margin, an unknown format, a model whose Linears
+# are all first or last (cnn: FC 128, FC 10).
+expect_failure fp8_history_zero "--fp8-amax-history" "$MIXPREC" train "${SMALL[@]}" --precision fp8-delayed --fp8-amax-history 0
+expect_failure fp8_negative_margin "--fp8-margin" "$MIXPREC" train "${SMALL[@]}" --precision fp8 --fp8-margin=-1
+expect_failure fp8_unknown_format "--fp8-format" "$MIXPREC" train "${SMALL[@]}" --precision fp8 --fp8-format e5m2
+expect_failure fp8_no_middle_linear "at least 3" "$MIXPREC" train --model cnn --limit-train 256 --limit-test 100 --threads 1 --no-progress --precision fp8
 expect_failure unknown_optimizer "optimizer" "$MIXPREC" train "${SMALL[@]}" --optimizer lion
 expect_failure absurd_epochs "epochs" "$MIXPREC" train "${SMALL[@]}" --epochs 0
 expect_failure not_a_number "batch-size" "$MIXPREC" train "${SMALL[@]}" --batch-size abc
@@ -52,7 +58,7 @@ expect_failure already_done "epochs" "$MIXPREC" train --resume "$WORK/ckpt" --ep
 touch "$WORK/a-file"
 expect_failure unwritable_checkpoint_dir "a-file" "$MIXPREC" train "${SMALL[@]}" --checkpoint-dir "$WORK/a-file/ckpt"
 expect_failure parity_one_mode "precisions" "$MIXPREC" parity "${SMALL[@]}" --precisions fp32
-expect_failure parity_bad_mode "fp8" "$MIXPREC" parity "${SMALL[@]}" --precisions fp32,fp8
+expect_failure parity_bad_mode "fp9" "$MIXPREC" parity "${SMALL[@]}" --precisions fp32,fp9
 
 # The diagnostic commands.
 expect_failure bench_zero_steps "steps" "$MIXPREC" bench --model mlp --precision fp32 --steps 0
@@ -64,12 +70,12 @@ expect_failure image_size_fixed_model "--image-size is for models that take any"
 expect_failure profile_unknown_model "unknown model" "$MIXPREC" profile --model vgg --steps 2
 expect_failure profile_zero_steps "steps" "$MIXPREC" profile --model mlp --steps 0
 expect_failure profile_negative_warmup "warmup" "$MIXPREC" profile --model mlp --steps 2 --warmup -1
-expect_failure profile_bad_precision "fp8" "$MIXPREC" profile --model mlp --steps 2 --precision fp8
+expect_failure profile_bad_precision "fp9" "$MIXPREC" profile --model mlp --steps 2 --precision fp9
 expect_failure formats_bad_range "range" "$MIXPREC" formats --range 3:3
 expect_failure formats_unwritable_svg "$WORK/a-file/plot.svg" "$MIXPREC" formats --svg "$WORK/a-file/plot.svg"
 expect_failure inspect_unknown_model "unknown model" "$MIXPREC" inspect --model vgg --steps 2
 expect_failure inspect_zero_steps "steps" "$MIXPREC" inspect --model mlp --precision bf16 --steps 0
-expect_failure inspect_bad_precision "fp8" "$MIXPREC" inspect --model mlp --precision fp8 --steps 1
+expect_failure inspect_bad_precision "fp9" "$MIXPREC" inspect --model mlp --precision fp9 --steps 1
 expect_failure inspect_unwritable_svg "$WORK/a-file/layers.svg" "$MIXPREC" inspect --model mlp --steps 1 --svg "$WORK/a-file/layers.svg"
 expect_failure inspect_missing_dataset "dataset-fashion-mnist" "$MIXPREC" inspect --model mlp --steps 1 --data-dir "$WORK/none"
 

@@ -516,6 +516,56 @@ std::vector<Case> cases() {
                  b.ema_update(p.data(), t, static_cast<float*>(shadow.data()), n, 0.001f);
                  return Outs{exact("shadow", std::move(shadow))};
                }});
+  // fp8 recipes: a saturating scaled cast of each float dtype to each format (threaded, a tail,
+  // values beyond the range at scale 2^4, one NaN and one Inf in the second run), its amax, an
+  // amax-only pass; then scale updates over a history of 5 (push, window, margin, zero amax kept,
+  // NaN reported).
+  c.push_back({"fp8_scaled_cast", F, [](const Backend& b, DType t) {
+                 Outs o;
+                 for (DType fmt : {DType::f8e4m3, DType::f8e5m2}) {
+                   for (bool special : {false, true}) {
+                     const std::int64_t n = 70001;
+                     Buffer x = random_buffer(t, n, -6000.0f, 6000.0f, special ? 91 : 90);
+                     if (special) {
+                       x.set(n - 2, NAN);
+                       x.set(17, -INFINITY);
+                     }
+                     Buffer y(DType::f32, n);  // n fp8 bytes at the start
+                     Buffer scale_amax(DType::f32, 3);
+                     scale_amax.set(0, 16.0f);
+                     scale_amax.set(1, -1.0f);
+                     scale_amax.set(2, -1.0f);
+                     auto* sa = static_cast<float*>(scale_amax.data());
+                     b.fp8_scaled_cast(x.data(), t, y.data(), fmt, n, sa, sa + 1);
+                     b.fp8_scaled_cast(x.data(), t, nullptr, fmt, n, nullptr, sa + 2);
+                     const std::string tag = std::string(name(fmt)) + (special ? " nan/inf " : " ");
+                     o.push_back(exact(tag + "y bits", bits_of(y, fmt, n)));
+                     o.push_back(exact(tag + "scale, amax, amax-only", std::move(scale_amax)));
+                   }
+                 }
+                 return o;
+               }});
+  c.push_back({"fp8_scale_update", {DType::f32}, [](const Backend& b, DType) {
+                 Outs o;
+                 for (DType fmt : {DType::f8e4m3, DType::f8e5m2}) {
+                   Buffer history(DType::f32, 5);
+                   for (int i = 0; i < 5; ++i) history.set(i, 0.0f);
+                   Buffer state(DType::f32, 3);  // amax, scale, found_inf
+                   state.set(1, 1.0f);
+                   state.set(2, 0.0f);
+                   auto* st = static_cast<float*>(state.data());
+                   const float amaxes[] = {0.0f, 3.5f, 1e-3f, NAN, 700.0f, 2e-30f, INFINITY, 5.0f};
+                   for (std::size_t k = 0; k < std::size(amaxes); ++k) {
+                     state.set(0, amaxes[k]);
+                     b.fp8_scale_update(static_cast<float*>(history.data()), 5, st, st + 1, fmt,
+                                        static_cast<int>(k % 3), st + 2);
+                     const std::string tag = std::string(name(fmt)) + " step " + std::to_string(k);
+                     o.push_back(exact(tag + " history", history));
+                     o.push_back(exact(tag + " amax, scale, found_inf", state));
+                   }
+                 }
+                 return o;
+               }});
   struct R { ReduceOp op; const char* name; };
   const R reduce_ops[] = {{ReduceOp::sum, "sum"},   {ReduceOp::mean, "mean"}, {ReduceOp::max, "max"},
                           {ReduceOp::min, "min"},   {ReduceOp::amax, "amax"}, {ReduceOp::norm1, "norm1"},

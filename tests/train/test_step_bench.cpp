@@ -205,7 +205,7 @@ TEST(StepBenchTiming, SummaryMedianMinMax) {
 
 TEST(StepBenchErrors, BadArgumentsAreValueErrors) {
   EXPECT_THROW(StepBenchmark("transformer", "fp32"), ValueError);
-  EXPECT_THROW(StepBenchmark("mlp", "fp8"), ValueError);
+  EXPECT_THROW(StepBenchmark("mlp", "fp9"), ValueError);
   EXPECT_THROW(StepBenchmark("mlp", "fp32", -1), ValueError);
   EXPECT_THROW(StepBenchmark("mlp", "fp32", 1 << 20), ValueError);
   EXPECT_THROW(StepBenchmark("mlp", "fp32", 8, 0, 512), ValueError);       // width: seed-mlp only

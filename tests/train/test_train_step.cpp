@@ -160,7 +160,11 @@ TEST(TrainStep, BadConfigsNameTheFlag) {
     }
     return std::string("no error");
   };
-  EXPECT_NE(message({.precision = "fp8"}).find("fp8"), std::string::npos);
+  EXPECT_NE(message({.precision = "fp9"}).find("fp9"), std::string::npos);
+  EXPECT_NE(message({.precision = "fp8-delayed", .fp8_amax_history = 0}).find("--fp8-amax-history"),
+            std::string::npos);
+  EXPECT_NE(message({.precision = "fp8", .fp8_margin = -1}).find("--fp8-margin"), std::string::npos);
+  EXPECT_NE(message({.precision = "fp8", .fp8_format = "e5m2"}).find("--fp8-format"), std::string::npos);
   EXPECT_NE(message({.lr = -1.0f}).find("--lr"), std::string::npos);
   EXPECT_NE(message({.optimizer = "lamb"}).find("--optimizer"), std::string::npos);
   EXPECT_NE(message({.clip = std::nanf("")}).find("--clip"), std::string::npos);

@@ -145,7 +145,7 @@ TEST(TrainTrainer, RejectsAbsurdConfigurations) {
   expect_invalid([](train::TrainConfig& c) { c.val_fraction = 1.0; });
   expect_invalid([](train::TrainConfig& c) { c.dropout = 1.0f; });
   expect_invalid([](train::TrainConfig& c) { c.width = -1; });
-  expect_invalid([](train::TrainConfig& c) { c.precision = "fp8"; });
+  expect_invalid([](train::TrainConfig& c) { c.precision = "fp9"; });
   expect_invalid([](train::TrainConfig& c) { c.optimizer = "lion"; });
   expect_invalid([](train::TrainConfig& c) { c.accum = 0; });
   expect_invalid([](train::TrainConfig& c) { c.clip = -1; });

@@ -147,7 +147,7 @@ TEST(TrainPeriodicCheckpointExactSums, ResumeWhereMeanTimesCountIsNotTheSum) {
   EXPECT_EQ(stored(c.checkpoint_dir), stored(resumed.checkpoint_dir)) << next;
 }
 
-INSTANTIATE_TEST_SUITE_P(Precisions, TrainPeriodicCheckpoint, ::testing::Values("fp32", "bf16", "fp16"));
+INSTANTIATE_TEST_SUITE_P(Precisions, TrainPeriodicCheckpoint, ::testing::Values("fp32", "bf16", "fp16", "fp8", "fp8-delayed"));
 
 TEST(TrainStopSignal, StopsAtTheCheckpointAfterTheEpochAndResumesBitIdentically) {
   TempDir dir;

@@ -73,9 +73,12 @@ TrainOptions::TrainOptions(CLI::App* cmd, bool with_run_flags) {
   if (with_run_flags) {
     precision_ = cmd->add_option("--precision", g.precision,
                                  "fp32, bf16, fp16, pure-bf16, pure-bf16-sr, auto (bf16 only where the "
-                                 "CPU has native bf16) or auto-layer (a compute dtype per Linear/Conv2d "
+                                 "CPU has native bf16), auto-layer (a compute dtype per Linear/Conv2d "
                                  "layer, moved up and down by the precision autopilot from the run's "
-                                 "own overflow, underflow and skip statistics)")
+                                 "own overflow, underflow and skip statistics), fp8 (every Linear but "
+                                 "the first and last runs fp8 GEMMs, scales from each tensor's own "
+                                 "amax; bf16 autocast around them; emulated exactly on the CPU) or "
+                                 "fp8-delayed (scales from an amax history)")
                      ->capture_default_str();
     bind(precision_, MIXPREC_FIELD(precision));
     bind(cmd->add_option("--compute", g.compute,
@@ -199,6 +202,19 @@ TrainOptions::TrainOptions(CLI::App* cmd, bool with_run_flags) {
                          "fp16 (16-bit: half the bytes; sums stay f32)")
              ->capture_default_str(),
          MIXPREC_FIELD(wire_dtype));
+    bind(cmd->add_option("--fp8-amax-history", g.fp8_amax_history,
+                         "fp8-delayed: steps of amax history the scales come from (Transformer "
+                         "Engine's default is 1024; 16 lets a scale follow a shrinking range)")
+             ->capture_default_str(),
+         MIXPREC_FIELD(fp8_amax_history));
+    bind(cmd->add_option("--fp8-margin", g.fp8_margin,
+                         "fp8 recipes: divide every scale by 2^M, headroom for a growing amax")
+             ->capture_default_str(),
+         MIXPREC_FIELD(fp8_margin));
+    bind(cmd->add_option("--fp8-format", g.fp8_format,
+                         "fp8 recipes: hybrid (E4M3 inputs and weights, E5M2 gradients) or e4m3")
+             ->capture_default_str(),
+         MIXPREC_FIELD(fp8_format));
     bind(cmd->add_option("--inject-overflow", g.inject_overflow,
                          "Fault drill (fp16): put an Inf into the gradients every Nth step (N), or on "
                          "rank R only (N@R); every rank must skip that step together"),

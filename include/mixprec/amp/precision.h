@@ -27,12 +27,22 @@ enum class PrecisionMode : std::uint8_t {
   /// precision autopilot (train/precision_autopilot.h) moves up and down from statistics of
   /// the run, with a GradScaler; or replays a layer policy file.
   auto_layer,
+  /// "fp8": f32 parameters, bf16 autocast, and the Linears the fp8 policy picks
+  /// (nn/fp8_layers.h) run fp8 GEMMs with current scaling (each tensor's own amax).
+  fp8,
+  /// "fp8-delayed": as fp8, with delayed scaling (the largest amax of a history of steps).
+  fp8_delayed,
 };
 
-/// "fp32", "bf16", "fp16", "pure-bf16", "pure-bf16-sr", "auto", "auto-layer".
+/// "fp32", "bf16", "fp16", "pure-bf16", "pure-bf16-sr", "auto", "auto-layer", "fp8",
+/// "fp8-delayed".
 const char* name(PrecisionMode mode);
 /// Parses the names above; ValueError listing them otherwise.
 PrecisionMode parse_precision_mode(std::string_view text);
+/// True for the fp8 recipes (fp8, fp8-delayed).
+inline bool is_fp8(PrecisionMode mode) {
+  return mode == PrecisionMode::fp8 || mode == PrecisionMode::fp8_delayed;
+}
 
 /// Parameter, compute and output dtypes. String form "p=f32,c=bf16,o=f32".
 struct DTypes {

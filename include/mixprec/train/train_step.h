@@ -34,12 +34,17 @@
 #include "mixprec/runtime/weight_copies.h"
 #include "mixprec/train/precision_autopilot.h"
 
+namespace mixprec::nn {
+class Fp8Layers;
+}
+
 namespace mixprec::train {
 
 /// What shapes one optimizer step. The CLI flags of `mixprec train` and `mixprec bench` that
 /// carry the same names fill it.
 struct StepConfig {
-  std::string precision = "bf16";   ///< fp32, bf16, fp16, pure-bf16, pure-bf16-sr, auto, auto-layer
+  /// fp32, bf16, fp16, pure-bf16, pure-bf16-sr, auto, auto-layer, fp8, fp8-delayed
+  std::string precision = "bf16";
   /// auto-layer only: the 16-bit dtype layers start in, fp16 or bf16; "" = the hardware's
   /// (amp::default_layer_compute).
   std::string compute = "";
@@ -68,6 +73,12 @@ struct StepConfig {
   /// before every Nth step's unscale, on every rank; "N@R" on rank R only. The GradScaler must
   /// then skip that step on every rank. "" = never.
   std::string inject_overflow = "";
+  /// fp8-delayed: steps of amax history, >= 1 (16: see amp::Fp8Recipe::amax_history).
+  std::int64_t fp8_amax_history = 16;
+  /// fp8 recipes: the scales are divided by 2^margin, in [0, 64].
+  int fp8_margin = 0;
+  /// fp8 recipes: "hybrid" (E4M3 forward, E5M2 gradients) or "e4m3".
+  std::string fp8_format = "hybrid";
 
   /// ValueError naming the CLI flag at fault (e.g. "--lr must be a positive number <= 100").
   void validate(const char* op) const;
@@ -155,6 +166,8 @@ class TrainStep {
   amp::WeightCopies& weight_copies();
   /// The per-layer precision autopilot of auto-layer (null in every other mode).
   PrecisionAutopilot* autopilot();
+  /// fp8 recipes: the fp8 Linears and their scaling state (null in the other modes).
+  nn::Fp8Layers* fp8_layers();
   const PrecisionAutopilot* autopilot() const;
 
  private:

@@ -62,7 +62,12 @@ struct TrainConfig {
   /// without test_data, seeded random rows. 0 = the source's default (0.1 for text, 0.2 for
   /// csv), stored resolved.
   double val_fraction = 0;
-  std::string precision = "bf16";   ///< fp32, bf16, fp16, pure-bf16, pure-bf16-sr, auto, auto-layer
+  /// fp32, bf16, fp16, pure-bf16, pure-bf16-sr, auto, auto-layer, fp8, fp8-delayed
+  std::string precision = "bf16";
+  /// fp8 recipes (StepConfig::fp8_amax_history, fp8_margin, fp8_format).
+  std::int64_t fp8_amax_history = 16;
+  int fp8_margin = 0;
+  std::string fp8_format = "hybrid";
   /// auto-layer (train/precision_autopilot.h): the dtype layers start in (StepConfig::compute),
   /// a policy file to replay instead of moving layers ("" = none), and where to write the
   /// layers' dtypes and moves after every epoch ("" = nowhere).

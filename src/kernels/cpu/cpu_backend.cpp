@@ -78,6 +78,8 @@ const Backend& cpu_backend() {
     .random_bits = &cpu::random_bits,
     .random_uniform = &cpu::random_uniform,
     .cumsum = &cpu::cumsum,
+    .fp8_scaled_cast = &cpu::fp8_scaled_cast,
+    // fp8_scale_update: one short history per tensor and step; the reference loop is the kernel.
     // indices_from_values: a check and a cast per token; the reference loop is the kernel.
   };
   return b;

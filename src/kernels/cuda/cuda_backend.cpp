@@ -19,6 +19,9 @@ bool cuda_supports(std::size_t entry, std::span<const DType> dtypes) {
     case entry_index("copy"): case entry_index("convert"): case entry_index("convert_stochastic"):
     case entry_index("random_bits"): case entry_index("random_uniform"): case entry_index("embedding"):
     case entry_index("where"):
+    // the fp8 recipe kernels name an fp8 format they write (or whose max they use), and check
+    // the dtype they compute from themselves
+    case entry_index("fp8_scaled_cast"): case entry_index("fp8_scale_update"):
       return true;
     default:
       return computes_in(dtypes);

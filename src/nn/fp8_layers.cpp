@@ -1,0 +1,93 @@
+// The fp8 layer policy and scope (mixprec/nn/fp8_layers.h).
+#include "mixprec/nn/fp8_layers.h"
+
+#include <functional>
+#include <utility>
+
+#include "kernels/elementwise.h"
+#include "mixprec/core/error.h"
+#include "mixprec/core/transfer.h"
+#include "mixprec/nn/layers.h"
+#include "mixprec/nn/module.h"
+
+namespace mixprec::nn {
+namespace {
+
+thread_local Fp8Layers* active_layers = nullptr;
+
+/// Every Linear of the tree with its path, depth first in registration order.
+void collect_linears(const Module& m, std::vector<std::pair<const Linear*, std::string>>& out) {
+  if (const auto* linear = dynamic_cast<const Linear*>(&m)) out.emplace_back(linear, m.path());
+  for (const auto& [name, child] : m.children()) collect_linears(*child, out);
+}
+
+}  // namespace
+
+Fp8Layers::Fp8Layers(Module& model, const amp::Fp8Recipe& recipe)
+    : recipe_(recipe), found_inf_(Tensor::zeros({1})) {
+  recipe_.validate();
+  std::vector<std::pair<const Linear*, std::string>> linears;
+  collect_linears(model, linears);
+  MIXPREC_CHECK(linears.size() >= 3, ValueError, "fp8",
+                model.type_name() << " has " << linears.size()
+                                  << " Linear layer(s); fp8 runs every Linear except the first "
+                                     "and the last, so it needs at least 3: use bf16 for this model");
+  entries_.reserve(linears.size() - 2);
+  for (std::size_t i = 1; i + 1 < linears.size(); ++i) {
+    Entry e{linears[i].first, linears[i].second, Fp8LinearState(recipe_)};
+    e.state.found_inf = found_inf_;  // one flag for the step
+    entries_.push_back(std::move(e));
+  }
+}
+
+std::vector<std::string> Fp8Layers::paths() const {
+  std::vector<std::string> out;
+  for (const Entry& e : entries_) out.push_back(e.path);
+  return out;
+}
+
+Fp8LinearState& Fp8Layers::state(const std::string& path) {
+  for (Entry& e : entries_) {
+    if (e.path == path) return e.state;
+  }
+  MIXPREC_CHECK(false, ValueError, "fp8", "'" << path << "' is not an fp8 layer of this model");
+  return entries_.front().state;
+}
+
+Fp8LinearState* Fp8Layers::find(const Linear& layer) {
+  for (Entry& e : entries_) {
+    if (e.layer == &layer) return &e.state;
+  }
+  return nullptr;
+}
+
+bool Fp8Layers::take_found_inf() {
+  const TransferReason why("fp8 found-inf flag");
+  if (found_inf_.item() == 0.0f) return false;
+  kernels::fill(found_inf_.data_ptr(), DType::f32, 1, 0.0f);  // on the device, no upload
+  return true;
+}
+
+std::map<std::string, Tensor> Fp8Layers::state_tensors() const {
+  std::map<std::string, Tensor> out;
+  for (const Entry& e : entries_) {
+    const std::pair<const char*, const Fp8TensorState*> roles[] = {
+        {"input", &e.state.input}, {"weight", &e.state.weight}, {"grad", &e.state.grad}};
+    for (const auto& [role, st] : roles) {
+      const std::string p = (e.path.empty() ? "" : e.path + ".") + "fp8_" + role + "_";
+      out[p + "history"] = st->history;
+      out[p + "scale"] = st->scale;
+      out[p + "amax"] = st->amax;
+    }
+  }
+  return out;
+}
+
+Fp8Scope::Fp8Scope(Fp8Layers& layers) : saved_(active_layers) { active_layers = &layers; }
+Fp8Scope::~Fp8Scope() { active_layers = saved_; }
+
+Fp8LinearState* active_fp8_state(const Linear& layer) {
+  return active_layers == nullptr ? nullptr : active_layers->find(layer);
+}
+
+}  // namespace mixprec::nn

@@ -1,0 +1,157 @@
+// The fp8 Linear of the training recipes (mixprec/ops/fp8_linear.h). Each operand is quantised
+// by the saturating scaled cast (kernels/fp8_scale.h), which also measures its amax, and its
+// scale is updated by the device kernel: no host read anywhere. The GEMMs are the emulated fp8
+// GEMMs: each fp8 operand decoded exactly and divided by its power-of-two scale (exact: an fp8
+// value has at most 4 significant bits and the scales keep it inside f32's normal range), then
+// the f32 GEMM with f32 accumulation. On a GPU with fp8 Tensor Cores the scales would go to the
+// GEMM instead; the products are the same, only the summation order differs.
+#include "mixprec/ops/fp8_linear.h"
+
+#include <algorithm>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "kernels/fp8_scale.h"
+#include "mixprec/core/error.h"
+#include "mixprec/ops/elementwise.h"
+#include "mixprec/ops/nn_functional.h"
+#include "mixprec/ops/reduce.h"
+#include "mixprec/runtime/autocast.h"
+#include "mixprec/runtime/function.h"
+#include "ops/linear_shapes.h"
+
+namespace mixprec {
+namespace {
+
+constexpr const char* kOp = "fp8_linear";
+
+Fp8TensorState make_role_state(std::int64_t history) {
+  return {Tensor::zeros({history}), Tensor::full({1}, 1.0f), Tensor::zeros({1})};
+}
+
+/// A quantised operand: the fp8 tensor and the scale it was cast with (a copy: delayed scaling
+/// updates the state's scale right after the cast, and backward needs the one used).
+struct Quantized {
+  Tensor q;
+  Tensor scale;
+};
+
+/// Quantises the contiguous tensor t (f32/bf16/f16) to fmt with the role's state, as the recipe
+/// says, raising found_inf when t's amax is NaN or Inf.
+Quantized quantize(const Tensor& t, Fp8TensorState& s, DType fmt, const amp::Fp8Recipe& recipe,
+                   const Tensor& found_inf) {
+  const std::int64_t n = t.numel();
+  const std::int64_t len = recipe.history_length();
+  MIXPREC_CHECK(s.history.numel() == len, ValueError, kOp,
+                "the state's amax history has " << s.history.numel() << " entries but the recipe ("
+                    << amp::to_string(recipe) << ") needs " << len);
+  Tensor q = Tensor::empty(t.shape(), fmt);
+  auto* hist = s.history.data<float>();
+  auto* scale = s.scale.data<float>();
+  auto* amax = s.amax.data<float>();
+  auto* found = found_inf.data<float>();
+  if (recipe.scaling == amp::Fp8Scaling::current) {
+    // Two passes: the amax decides the scale this very cast uses.
+    kernels::fp8_scaled_cast(t.data_ptr(), t.dtype(), nullptr, fmt, n, nullptr, amax);
+    kernels::fp8_scale_update(hist, len, amax, scale, fmt, recipe.margin, found);
+    kernels::fp8_scaled_cast(t.data_ptr(), t.dtype(), q.data_ptr(), fmt, n, scale, amax);
+    return {std::move(q), s.scale.clone()};
+  }
+  // Delayed: one pass with the scale from earlier steps, then this step's amax enters the history.
+  kernels::fp8_scaled_cast(t.data_ptr(), t.dtype(), q.data_ptr(), fmt, n, scale, amax);
+  Tensor used = s.scale.clone();
+  kernels::fp8_scale_update(hist, len, amax, scale, fmt, recipe.margin, found);
+  return {std::move(q), std::move(used)};
+}
+
+/// The exact f32 values an fp8 operand stands for: decode(q) / scale.
+Tensor dequantize(const Tensor& q, const Tensor& scale) { return q.to(DType::f32) / scale; }
+
+/// Indices of the tensors fp8_linear saves for backward.
+enum Saved : std::size_t { kXq, kXScale, kWq, kWScale, kGHistory, kGScale, kGAmax, kFoundInf };
+
+std::vector<Tensor> fp8_linear_backward(autograd::FunctionContext& ctx, const Tensor& dy_arg) {
+  const std::vector<Tensor>& saved = ctx.saved_tensors();
+  amp::Fp8Recipe recipe;
+  recipe.scaling = static_cast<amp::Fp8Scaling>(static_cast<int>(ctx.scalar("scaling")));
+  recipe.amax_history = static_cast<std::int64_t>(ctx.scalar("history"));
+  recipe.margin = static_cast<int>(ctx.scalar("margin"));
+  recipe.formats = static_cast<amp::Fp8Formats>(static_cast<int>(ctx.scalar("formats")));
+  Fp8TensorState grad{saved[kGHistory], saved[kGScale], saved[kGAmax]};
+  // The GEMMs below run in f32 whatever autocast state the forward had.
+  amp::Autocast off(false, amp::autocast_dtype());
+  const Tensor x_deq = dequantize(saved[kXq], saved[kXScale]);  // [M, K]
+  const Tensor w_deq = dequantize(saved[kWq], saved[kWScale]);  // [N, K]
+  const std::int64_t m = x_deq.size(0), out = w_deq.size(0);
+  const Tensor dy = dy_arg.contiguous().reshape({m, out});
+  const Quantized g = quantize(dy, grad, recipe.grad_format(), recipe, saved[kFoundInf]);
+  const Tensor dy_deq = dequantize(g.q, g.scale);
+  const std::vector<bool>& needs = ctx.needs_input_grad();
+  Tensor dx, dw, db;
+  if (needs[0]) {
+    dx = matmul(dy_deq, w_deq);
+    Shape x_shape(static_cast<std::size_t>(ctx.scalar("x_dims")));
+    for (std::size_t d = 0; d < x_shape.size(); ++d) {
+      x_shape[d] = static_cast<std::int64_t>(ctx.scalar("x_size" + std::to_string(d)));
+    }
+    dx = dx.reshape(x_shape);
+  }
+  if (needs[1]) dw = matmul(dy_deq.transpose(0, 1).contiguous(), x_deq);
+  // The bias gradient needs no GEMM: it sums the unquantised gradient, in f32.
+  if (needs.size() > 2 && needs[2]) db = sum(dy.to(DType::f32), 0);
+  return {dx, dw, db};
+}
+
+}  // namespace
+
+Fp8LinearState::Fp8LinearState(const amp::Fp8Recipe& r) : recipe(r) {
+  recipe.validate();
+  const std::int64_t len = recipe.history_length();
+  input = make_role_state(len);
+  weight = make_role_state(len);
+  grad = make_role_state(len);
+  found_inf = Tensor::zeros({1});
+}
+
+Tensor fp8_linear(const Tensor& x, const Tensor& weight, const Tensor& bias,
+                  Fp8LinearState& state) {
+  MIXPREC_CHECK(x.defined() && weight.defined(), ValueError, kOp, "x and weight must be defined");
+  ops::detail::check_linear_shapes(kOp, x, weight, bias);
+  require_compute_dtype(kOp, x.dtype());
+  require_compute_dtype(kOp, weight.dtype());
+  const bool autocast = amp::autocast_enabled();
+  const DType out_dtype = autocast ? amp::autocast_dtype() : DType::f32;
+  const autograd::CustomFunction fn{
+      kOp,
+      [&state, out_dtype](autograd::FunctionContext& ctx, const std::vector<Tensor>& in) {
+        const Tensor& xin = in[0];
+        const std::int64_t k = in[1].size(1);
+        const Tensor x2 = xin.contiguous().reshape({xin.numel() / std::max<std::int64_t>(k, 1), k});
+        const amp::Fp8Recipe& r = state.recipe;
+        const Quantized qx = quantize(x2, state.input, r.forward_format(), r, state.found_inf);
+        const Quantized qw =
+            quantize(in[1].contiguous(), state.weight, r.forward_format(), r, state.found_inf);
+        amp::Autocast off(false, amp::autocast_dtype());
+        const Tensor b = in[2].defined() ? in[2].to(DType::f32) : Tensor();
+        Tensor y = linear(dequantize(qx.q, qx.scale), dequantize(qw.q, qw.scale), b);
+        Shape y_shape = xin.shape();
+        y_shape.back() = in[1].size(0);
+        y = y.reshape(y_shape);
+        ctx.save_for_backward({qx.q, qx.scale, qw.q, qw.scale, state.grad.history,
+                               state.grad.scale, state.grad.amax, state.found_inf});
+        ctx.save_scalar("scaling", static_cast<double>(r.scaling));
+        ctx.save_scalar("history", static_cast<double>(r.amax_history));
+        ctx.save_scalar("margin", r.margin);
+        ctx.save_scalar("formats", static_cast<double>(r.formats));
+        ctx.save_scalar("x_dims", static_cast<double>(xin.dim()));
+        for (std::int64_t d = 0; d < xin.dim(); ++d) {
+          ctx.save_scalar("x_size" + std::to_string(d), static_cast<double>(xin.size(d)));
+        }
+        return out_dtype == DType::f32 ? y : y.to(out_dtype);
+      },
+      &fp8_linear_backward};
+  return autograd::apply(fn, {x, weight, bias});
+}
+
+}  // namespace mixprec
