@@ -45,7 +45,8 @@ TEST(CudaConvPaths, CudnnTakesEveryDtypeLayoutAndBiasWhenLoaded) {
         d.has_bias = true;
         d.bias_dtype = bias;
         const ConvChoice c = choose_conv_path(d, ConvPath::cudnn, true, "");
-        EXPECT_EQ(c.path, ConvPath::cudnn) << name(t) << " cl " << channels_last << ": " << c.skipped;
+        EXPECT_EQ(c.path, ConvPath::cudnn)
+            << name(t) << " channels-last " << channels_last << ": " << c.skipped;
         EXPECT_EQ(c.skipped, "");
       }
     }

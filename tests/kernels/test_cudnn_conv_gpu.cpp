@@ -113,7 +113,9 @@ class GpuCudnnConv : public testing::Test {
 
 TEST_F(GpuCudnnConv, ThreeByThreeMatchesTheReferenceInEveryDtypeAndLayout) {
   for (DType t : {DType::bf16, DType::f16, DType::f32}) {
-    for (bool channels_last : {true, false}) run_case(desc(2, 32, 14, 48, 3, 1, 1, t, channels_last));
+    for (bool channels_last : {true, false}) {
+      run_case(desc(2, 32, 14, 48, 3, 1, 1, t, channels_last));
+    }
   }
 }
 

@@ -2,12 +2,12 @@
 // conv_path.h's, MIXPREC_CUDA_CONV), which is loaded at run time where it is installed and reads
 // NCHW or channels-last in place. What cuDNN refuses or fails runs here: im2col / col2im kernels
 // around GEMMs through the backend's own matmul (cuBLASLt), which needs nothing beyond the CUDA
-// toolkit. The column matrix (conv_columns.h) holds the input's own elements (a copy, exact), the GEMMs take
-// them in the input dtype with f32 accumulation into f32 results, and each output is rounded
-// once, as the reference rounds its f32 sums once. The batch runs in chunks of columns so the
-// scratch stays near kColumnBudget; chunks run in a fixed order on one stream and every sum
-// (GEMM, col2im, bias gradient) has a fixed order, so the results are deterministic. They
-// differ from the reference's only in summation order.
+// toolkit. The column matrix (conv_columns.h) holds the input's own elements (a copy, exact), the
+// GEMMs take them in the input dtype with f32 accumulation into f32 results, and each output is
+// rounded once, as the reference rounds its f32 sums once. The batch runs in chunks of columns so
+// the scratch stays near kColumnBudget; chunks run in a fixed order on one stream and every sum
+// (GEMM, col2im, bias gradient) has a fixed order, so the results are deterministic. They differ
+// from the reference's only in summation order.
 #include <algorithm>
 #include <array>
 #include <cstddef>
@@ -212,8 +212,8 @@ bool ran_cudnn(const char* op, const Conv2dDesc& d, Run&& run) {
     if (verbose) c.skipped = std::string("cudnn (failed: ") + cudnn_conv_last_error() + ")";
   }
   if (verbose) {
-    const std::string path = std::string(conv_path_name(ConvPath::im2col)) +
-                             (d.channels_last ? " (channels-last transposed to NCHW around it)" : "");
+    std::string path = conv_path_name(ConvPath::im2col);
+    if (d.channels_last) path += " (channels-last transposed to NCHW around it)";
     verbose_log(op, name(d.dtype), path, c.skipped);
   }
   return false;

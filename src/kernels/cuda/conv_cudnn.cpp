@@ -62,7 +62,9 @@ const char* cudnn_conv_refusal_given(const Conv2dDesc& d, const char* loaded_why
   for (const std::int64_t extent : {d.n, d.c, d.h, d.w, d.o, d.kh, d.kw}) {
     if (extent <= 0) return refuse("an extent is zero: cuDNN takes no empty tensor");
   }
-  if (d.out_h() <= 0 || d.out_w() <= 0) return refuse("an extent is zero: cuDNN takes no empty tensor");
+  if (d.out_h() <= 0 || d.out_w() <= 0) {
+    return refuse("an extent is zero: cuDNN takes no empty tensor");
+  }
   if (loaded_why_none != nullptr && loaded_why_none[0] != '\0') {
     return refuse(std::string("cuDNN not loaded: ") + loaded_why_none);
   }
@@ -372,6 +374,17 @@ std::string choose_engine(const CudnnConvKey& key, Plan& plan, cudnnHandle_t han
   return "";
 }
 
+/// `text` on one line of at most kMaxReason characters: the frontend's messages list every
+/// engine on a line of its own, and the verbose log is one line a call.
+std::string one_line(std::string text) {
+  constexpr std::size_t kMaxReason = 400;
+  for (char& ch : text) {
+    if (ch == '\n' || ch == '\r') ch = ' ';
+  }
+  if (text.size() > kMaxReason) text = text.substr(0, kMaxReason) + "...";
+  return text;
+}
+
 /// Finds or builds the plan of (pass, d) and runs it with `pack`, under the session's lock.
 bool run(ConvPass pass, const Conv2dDesc& d, std::initializer_list<const void*> operands,
          std::unordered_map<std::int64_t, void*>& pack) {
@@ -389,9 +402,14 @@ bool run(ConvPass pass, const Conv2dDesc& d, std::initializer_list<const void*> 
       slot = std::make_shared<Plan>();
       slot->error = build(key, call, *slot);
       if (slot->error.empty()) slot->error = choose_engine(key, *slot, call.handle(), pack);
-      if (!slot->error.empty()) slot->graph.reset();  // keep only the reason
+      if (!slot->error.empty()) {  // keep only the reason
+        slot->error = one_line(std::move(slot->error));
+        slot->graph.reset();
+      }
     }
-    if (!slot->error.empty()) return fail(std::string("cuDNN ") + conv_pass_name(pass) + ": " + slot->error);
+    if (!slot->error.empty()) {
+      return fail(std::string("cuDNN ") + conv_pass_name(pass) + ": " + slot->error);
+    }
     CudnnWorkspace workspace(static_cast<std::size_t>(slot->workspace));
     if (!workspace.ok()) {
       return fail("out of device memory for " + std::to_string(slot->workspace) +
@@ -400,7 +418,8 @@ bool run(ConvPass pass, const Conv2dDesc& d, std::initializer_list<const void*> 
     if (auto e = slot->graph->execute_plan_at_index(call.handle(), pack, workspace.get(),
                                                      slot->index);
         e.is_bad()) {
-      return fail(std::string("cuDNN ") + conv_pass_name(pass) + " execute: " + e.get_message());
+      return fail(std::string("cuDNN ") + conv_pass_name(pass) + " execute: " +
+                  one_line(e.get_message()));
     }
     t_last_error.clear();
     return true;
