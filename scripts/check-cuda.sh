@@ -29,6 +29,7 @@
 #          resnet50 (eager with --channels-last --cudnn-benchmark, and torch.compile'd at 224):
 #          224 px batch 128 bf16, 512 px batch 32 bf16 and fp32: step ms, images/s, peak memory;
 #          and ours at 224 in NCHW (--memory-format contiguous) beside our channels-last default;
+#          then one verbose step per layout: which convolution path (cuDNN or im2col) each pass took;
 #       5. where the time goes: profiles of both steps, each matmul call's path (cuBLASLt,
 #          epilogue, finishing kernel), and torch.compile'd PyTorch where it compiles in time.
 #     MIXPREC_CHECK_COMPILE=0 leaves out the compiled peer (its compilation takes a minute or two).
@@ -115,6 +116,13 @@ step() {
   return "$rc"
 }
 
+# Runs the rest of the line (a step) with NAME=VALUE ($1) in its environment alone.
+with_env() {
+  local -x "$1"
+  shift
+  "$@"
+}
+
 run() {
   local dry=$1
   out=${2:-${OUT:-$PWD/check-cuda-out}}
@@ -170,13 +178,20 @@ run() {
   say '```'
   "$py" "$here/scripts/cuda_report.py" conformance "$out/conformance.json" >> "$report"
   say '```'
-  # The attention cases again with the choice started at our flash kernels, so they are checked
-  # even where cuDNN takes the calls above.
-  MIXPREC_ATTENTION=flash MIXPREC_CONFORMANCE_DEVICE=$device step 150 conformance-flash "$tests" \
-    --gtest_filter='*DeviceConformance*attention*' --gtest_output="json:$out/conformance-flash.json"
-  say '```'
-  "$py" "$here/scripts/cuda_report.py" conformance "$out/conformance-flash.json" >> "$report"
-  say '```'
+  # Cases again with a faster path switched off, so the path behind it stays checked where the
+  # faster one takes the calls above: attention from our flash kernels on (not cuDNN's SDPA),
+  # convolutions on the im2col path (not cuDNN's).
+  local again
+  for again in "flash MIXPREC_ATTENTION=flash *DeviceConformance*attention*" \
+               "im2col MIXPREC_CUDA_CONV=im2col *DeviceConformance*conv2d*"; do
+    local alabel asetting afilter
+    read -r alabel asetting afilter <<< "$again"
+    MIXPREC_CONFORMANCE_DEVICE=$device with_env "$asetting" step 150 "conformance-$alabel" "$tests" \
+      --gtest_filter="$afilter" --gtest_output="json:$out/conformance-$alabel.json"
+    say '```'
+    "$py" "$here/scripts/cuda_report.py" conformance "$out/conformance-$alabel.json" >> "$report"
+    say '```'
+  done
 
   fi
   if want parity; then
@@ -310,8 +325,8 @@ print("bf16 GEMM 8192^3: %.1f TFLOP/s (PyTorch %s, %s)" % (2 * 8192**3 / s / 1e1
   # Ours and the peer case by case, so a window that runs out leaves whole pairs; the compiled
   # peer (its compilation alone takes a minute or so) last. Dry: tiny images, one step, no peers.
   # A fourth field "contiguous" runs ours in NCHW (the default on a GPU is channels-last, which
-  # our im2col convolutions transpose around until cuDNN's NHWC ones replace them), against the
-  # same PyTorch run as the case without it.
+  # cuDNN reads in place and the im2col fallback transposes around), against the same PyTorch
+  # run as the case without it.
   local rcases=("224 128 bf16" "512 32 bf16" "512 32 fp32" "224 128 bf16 contiguous") rsteps=20 rwarm=()
   local rcase rsize rbatch rprec rfmt
   [ "$dry" = 1 ] && rsteps=1 rwarm=(--warmup 0)
@@ -330,6 +345,23 @@ print("bf16 GEMM 8192^3: %.1f TFLOP/s (PyTorch %s, %s)" % (2 * 8192**3 / s / 1e1
         --cudnn-benchmark --json
     fi
     rdone+=("$rname|$rpeer|ResNet-50 $rsize px batch $rbatch $rprec${rfmt:+ (ours $rfmt)}")
+  done
+  # Which path each of our convolution passes took (cuDNN or im2col, and why not cuDNN): one
+  # step of the 224 px bf16 case per layout under MIXPREC_VERBOSE=1, its conv2d lines counted
+  # (the cuDNN plan lines name the engine each shape chose; their times are cut so they count).
+  local cfmt csize=224 cbatch=128
+  [ "$dry" = 1 ] && csize=32 cbatch=2
+  for cfmt in channels-last contiguous; do
+    MIXPREC_VERBOSE=1 step 240 "conv-paths-$cfmt" "$mp" bench --model resnet50 --image-size "$csize" \
+      --batch-size "$cbatch" --precision bf16 --steps 1 --warmup 0 --memory-format "$cfmt" \
+      --device "$device" --json
+    say ""
+    say "Convolution paths, ResNet-50 $csize px bf16 $cfmt (MIXPREC_VERBOSE=1, one step; count, line):"
+    say ""
+    say '```'
+    grep -E '^mixprec: conv2d' "$out/conv-paths-$cfmt.log" | sed -E 's/ \([0-9.]+ ms\)//' | sort \
+      | uniq -c | sort -rn | head -n 40 >> "$report"
+    say '```'
   done
   if [ "$peers" = 1 ]; then
     if [ "${MIXPREC_CHECK_COMPILE:-1}" != 0 ]; then

@@ -27,6 +27,9 @@ struct Conv2dDesc {
   /// x, y and their gradients are stored channels-last ([n, h, w, c] and [n, ho, wo, o] in
   /// memory) instead of NCHW; the weight and its gradient stay OIHW either way.
   bool channels_last = false;
+  /// f32 data on a GPU: products on TF32 Tensor Cores with f32 sums (matmul precision high or
+  /// medium, as MatmulDesc::tf32); false keeps true f32 products. The CPU ignores it.
+  bool tf32 = false;
 
   /// Output height (h + 2 * padding - kh) / stride + 1.
   std::int64_t out_h() const { return (h + 2 * padding - kh) / stride + 1; }

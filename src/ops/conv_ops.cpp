@@ -3,6 +3,7 @@
 
 #include "kernels/conv.h"
 #include "mixprec/runtime/autocast.h"
+#include "mixprec/runtime/matmul_precision.h"
 #include "mixprec/ops/elementwise.h"
 #include "runtime/op_scope.h"
 #include "ops/op_util.h"
@@ -96,6 +97,8 @@ Tensor conv2d(const Tensor& x_arg, const Tensor& weight_arg, const Tensor& bias_
   // The input's layout is the output's: a channels-last network stays so from layer to layer.
   const MemoryFormat format = x.memory_format();
   d.channels_last = format == MemoryFormat::channels_last;
+  // f32 convolutions follow the matmul precision, as the GEMMs do (ops/matmul_ops.cpp).
+  d.tf32 = d.dtype == DType::f32 && amp::matmul_precision() != amp::MatmulPrecision::highest;
   kernels::validate_conv2d(op, d);
 
   const Tensor xc = x.detach().contiguous(format);

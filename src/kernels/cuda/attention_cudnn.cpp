@@ -1,8 +1,9 @@
 // cuDNN's fused SDPA through the cuDNN frontend (attention_cudnn.h). Host code: the frontend is
 // header-only C++ in its dynamic-loading mode (NV_CUDNN_FRONTEND_USE_DYNAMIC_LOADING, set by
-// CMake for this file only), so every cuDNN call is a dlsym on cudnn_frontend::cudnn_dlhandle,
-// which this file sets to the handle cudnn_loader.cpp opened. Without the cuDNN path (no CUDA,
-// or no frontend headers) every desc is refused and nothing else is compiled.
+// CMake), so every cuDNN call is a dlsym on the handle cudnn_loader.cpp opened; the handle, the
+// lock and the workspace are the ones the convolutions use too (cudnn_session.h). Without the
+// cuDNN path (no CUDA, or no frontend headers) every desc is refused and nothing else is
+// compiled.
 #include "kernels/cuda/attention_cudnn.h"
 
 #include <cstdint>
@@ -24,13 +25,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "core/cuda_runtime.h"
-#include "kernels/cuda/stream_bridge.h"
-
-// The frontend's dynamic mode declares this and resolves every cuDNN symbol through it.
-namespace cudnn_frontend {
-void* cudnn_dlhandle = nullptr;
-}  // namespace cudnn_frontend
+#include "kernels/cuda/cudnn_session.h"
 #endif
 
 namespace mixprec::kernels::cuda {
@@ -147,47 +142,6 @@ struct Plan {
   std::string error;  ///< non-empty: this key cannot be built (not retried)
 };
 
-/// One cuDNN handle per device, the plans, and the lock that serialises their use (one stream,
-/// one handle: calls from several threads would race on the handle's stream and workspace).
-struct State {
-  std::mutex mutex;
-  std::string init_error;  ///< non-empty: the frontend could not be set up
-  std::map<int, cudnnHandle_t> handles;
-  std::map<PlanKey, std::shared_ptr<Plan>> plans;
-};
-
-State& state() {
-  static State* s = [] {
-    auto* st = new State;  // never destroyed: plans must not outlive cuDNN at process exit
-    const CudnnLibrary& lib = cudnn_library();
-    if (lib.handle == nullptr) {
-      st->init_error = "cuDNN not loaded: " + lib.why_none;
-      return st;
-    }
-    const std::string pre = cudnn_preload_dependencies();
-    if (!pre.empty()) {
-      st->init_error = "cuDNN's libraries: " + pre;
-      return st;
-    }
-    fe::cudnn_dlhandle = lib.handle;
-    return st;
-  }();
-  return *s;
-}
-
-/// The handle for the current device, created on first use (needs the driver and a GPU).
-cudnnHandle_t handle_for(State& st, int device, std::string& error) {
-  if (auto it = st.handles.find(device); it != st.handles.end()) return it->second;
-  cudnnHandle_t h = nullptr;
-  const cudnnStatus_t status = fe::detail::create_handle(&h);
-  if (status != CUDNN_STATUS_SUCCESS) {
-    error = std::string("cudnnCreate failed: ") + fe::detail::get_error_string(status);
-    return nullptr;
-  }
-  st.handles.emplace(device, h);
-  return h;
-}
-
 fe::DataType_t io_type(DType t) {
   return t == DType::bf16 ? fe::DataType_t::BFLOAT16 : fe::DataType_t::HALF;
 }
@@ -207,11 +161,6 @@ void output(const std::shared_ptr<fe::graph::Tensor_attributes>& t, Uid uid,
   t->set_output(true).set_uid(uid).set_dim(std::move(dim)).set_stride(std::move(stride));
 }
 
-#define MIXPREC_FE_TRY(call)                                                  \
-  do {                                                                        \
-    if (auto e = (call); e.is_bad()) return std::string(#call ": ") + e.get_message(); \
-  } while (0)
-
 /// Builds the graph of `key` into plan; returns why not ("" when built).
 std::string build(const PlanKey& key, cudnnHandle_t handle, Plan& plan) {
   const std::int64_t B = key.b, H = key.h;
@@ -221,13 +170,11 @@ std::string build(const PlanKey& key, cudnnHandle_t handle, Plan& plan) {
       .set_compute_data_type(fe::DataType_t::FLOAT);
   // The compute capability from our (static) runtime, so the frontend does not ask its dlopen'd
   // libcudart; before the sdpa node is added, which copies the graph's context.
-  int major = 0, minor = 0;
-  if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, key.device) != cudaSuccess ||
-      cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, key.device) != cudaSuccess) {
-    return "cudaDeviceGetAttribute failed";
-  }
-  if (major < 8) return "cuDNN's fused SDPA needs sm_80 or newer";
-  g->set_sm_version(major * 10 + minor);
+  std::string error;
+  const std::int32_t sm = cudnn_sm_version(key.device, error);
+  if (sm == 0) return error;
+  if (sm < 80) return "cuDNN's fused SDPA needs sm_80 or newer";
+  g->set_sm_version(sm);
   auto s = [&](int i) {
     return std::vector<std::int64_t>{key.strides[i][0], key.strides[i][1], key.strides[i][2], 1};
   };
@@ -278,8 +225,6 @@ std::string build(const PlanKey& key, cudnnHandle_t handle, Plan& plan) {
   return "";
 }
 
-#undef MIXPREC_FE_TRY
-
 PlanKey key_of(Pass pass, const AttentionDesc& d, int device) {
   PlanKey k{};
   k.pass = pass;
@@ -303,62 +248,26 @@ PlanKey key_of(Pass pass, const AttentionDesc& d, int device) {
   return k;
 }
 
-/// Device workspace from the backend's caching allocator (as cuda::Scratch): the stream orders
-/// later users after this call's kernels, so returning it needs no synchronisation.
-class Workspace {
- public:
-  explicit Workspace(std::size_t bytes)
-      : bytes_(bytes), p_(bytes ? mixprec::detail::cuda_block_cache().acquire(bytes) : nullptr) {}
-  ~Workspace() {
-    if (p_ != nullptr) mixprec::detail::cuda_block_cache().release(p_, bytes_);
-  }
-  Workspace(const Workspace&) = delete;
-  Workspace& operator=(const Workspace&) = delete;
-  void* get() const { return p_; }
-  bool ok() const { return bytes_ == 0 || p_ != nullptr; }
-
- private:
-  std::size_t bytes_;
-  void* p_;
-};
-
-bool aligned16(std::initializer_list<const void*> ptrs) {
-  for (const void* p : ptrs) {
-    if (reinterpret_cast<std::uintptr_t>(p) % 16 != 0) return false;
-  }
-  return true;
-}
-
 /// Finds or builds the plan of (pass, d) and runs it with `pack`. Holds the state's lock
 /// throughout (one handle, one stream).
 bool run(Pass pass, const AttentionDesc& d, std::unordered_map<std::int64_t, void*>& pack) {
   try {
-    State& st = state();
-    std::lock_guard<std::mutex> lock(st.mutex);
-    if (!st.init_error.empty()) return fail(st.init_error);
-    int device = 0;
-    if (const cudaError_t e = cudaGetDevice(&device); e != cudaSuccess) {
-      return fail(std::string("cudaGetDevice failed: ") + cudaGetErrorName(e));
-    }
-    std::string error;
-    cudnnHandle_t handle = handle_for(st, device, error);
-    if (handle == nullptr) return fail(error);
-    const PlanKey key = key_of(pass, d, device);
-    std::shared_ptr<Plan>& slot = st.plans[key];
+    CudnnCall call;
+    if (!call.error().empty()) return fail(call.error());
+    static auto* plans = new std::map<PlanKey, std::shared_ptr<Plan>>;  // under call's lock
+    const PlanKey key = key_of(pass, d, call.device());
+    std::shared_ptr<Plan>& slot = (*plans)[key];
     if (!slot) {
       slot = std::make_shared<Plan>();
-      slot->error = build(key, handle, *slot);
+      slot->error = build(key, call.handle(), *slot);
     }
     if (!slot->error.empty()) return fail("cuDNN graph: " + slot->error);
-    if (fe::detail::set_stream(handle, backend_stream()) != CUDNN_STATUS_SUCCESS) {
-      return fail("cudnnSetStream failed");
-    }
-    Workspace workspace(static_cast<std::size_t>(slot->workspace));
+    CudnnWorkspace workspace(static_cast<std::size_t>(slot->workspace));
     if (!workspace.ok()) {
       return fail("out of device memory for " + std::to_string(slot->workspace) +
                   " bytes of cuDNN workspace");
     }
-    if (auto e = slot->graph->execute(handle, pack, workspace.get()); e.is_bad()) {
+    if (auto e = slot->graph->execute(call.handle(), pack, workspace.get()); e.is_bad()) {
       return fail("cuDNN execute: " + e.get_message());
     }
     t_last_error.clear();
@@ -373,7 +282,7 @@ bool run(Pass pass, const AttentionDesc& d, std::unordered_map<std::int64_t, voi
 bool cudnn_attention_forward(const AttentionDesc& d, const void* q, const void* k, const void* v,
                              void* out, float* lse) {
   if (const char* why = cudnn_attention_refusal(d)) return fail(why);
-  if (!aligned16({q, k, v, out, lse})) return fail("a buffer is not 16-byte aligned");
+  if (cudnn_pointer_alignment({q, k, v, out, lse}) < 16) return fail("a buffer is not 16-byte aligned");
   std::unordered_map<std::int64_t, void*> pack{{kQ, const_cast<void*>(q)},
                                                {kK, const_cast<void*>(k)},
                                                {kV, const_cast<void*>(v)},
@@ -386,7 +295,7 @@ bool cudnn_attention_backward(const AttentionDesc& d, const void* q, const void*
                               const void* v, const void* out, const float* lse, const void* dout,
                               void* dq, void* dk, void* dv) {
   if (const char* why = cudnn_attention_refusal(d)) return fail(why);
-  if (!aligned16({q, k, v, out, lse, dout, dq, dk, dv})) {
+  if (cudnn_pointer_alignment({q, k, v, out, lse, dout, dq, dk, dv}) < 16) {
     return fail("a buffer is not 16-byte aligned");
   }
   std::unordered_map<std::int64_t, void*> pack{{kQ, const_cast<void*>(q)},

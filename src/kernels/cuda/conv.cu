@@ -1,11 +1,13 @@
-// The CUDA convolutions: im2col / col2im kernels around GEMMs through the backend's own matmul
-// (cuBLASLt), so nothing links cuDNN, which a machine with only the CUDA toolkit lacks. The
-// column matrix (conv_columns.h) holds the input's own elements (a copy, exact), the GEMMs take
-// them in the input dtype with f32 accumulation into f32 results, and each output is rounded
-// once, as the reference rounds its f32 sums once. The batch runs in chunks of columns so the
-// scratch stays near kColumnBudget; chunks run in a fixed order on one stream and every sum
-// (GEMM, col2im, bias gradient) has a fixed order, so the results are deterministic. They
-// differ from the reference's only in summation order.
+// The CUDA convolutions. Each entry first offers the call to cuDNN (conv_cudnn.h; the choice is
+// conv_path.h's, MIXPREC_CUDA_CONV), which is loaded at run time where it is installed and reads
+// NCHW or channels-last in place. What cuDNN refuses or fails runs here: im2col / col2im kernels
+// around GEMMs through the backend's own matmul (cuBLASLt), which needs nothing beyond the CUDA
+// toolkit. The column matrix (conv_columns.h) holds the input's own elements (a copy, exact), the
+// GEMMs take them in the input dtype with f32 accumulation into f32 results, and each output is
+// rounded once, as the reference rounds its f32 sums once. The batch runs in chunks of columns so
+// the scratch stays near kColumnBudget; chunks run in a fixed order on one stream and every sum
+// (GEMM, col2im, bias gradient) has a fixed order, so the results are deterministic. They differ
+// from the reference's only in summation order.
 #include <algorithm>
 #include <array>
 #include <cstddef>
@@ -13,10 +15,13 @@
 
 #include "kernels/conv.h"
 #include "kernels/cuda/conv_columns.h"
+#include "kernels/cuda/conv_cudnn.h"
+#include "kernels/cuda/conv_path.h"
 #include "kernels/cuda/cuda_kernels.h"
 #include "kernels/cuda/group_reduce.cuh"
 #include "kernels/cuda/launch.cuh"
 #include "kernels/matmul.h"
+#include "mixprec/core/verbose.h"
 
 namespace mixprec::kernels::cuda {
 namespace {
@@ -91,15 +96,17 @@ void gather_dy(const ConvGeometry& g, std::int64_t j0, std::int64_t cols, const 
   check_launch(op);
 }
 
-/// c [m, n] (f32) = [c +] op(a) * op(b), a and b in `dtype`, through the backend's matmul.
+/// c [m, n] (f32) = [c +] op(a) * op(b), a and b in `dtype`, through the backend's matmul;
+/// f32 products on TF32 Tensor Cores when `tf32` (Conv2dDesc::tf32).
 void gemm(std::int64_t m, std::int64_t n, std::int64_t k, bool trans_a, bool trans_b,
-          DType dtype, const void* a, const void* b, float* c, bool accumulate) {
+          DType dtype, const void* a, const void* b, float* c, bool accumulate, bool tf32) {
   MatmulDesc md;
   md.m = m, md.n = n, md.k = k;
   md.trans_a = trans_a, md.trans_b = trans_b;
   md.dtype = dtype;
   md.c_dtype = DType::f32;
   md.accumulate = accumulate;
+  md.tf32 = tf32 && dtype == DType::f32;
   matmul(md, a, b, nullptr, c);
 }
 
@@ -132,15 +139,20 @@ __global__ void round_kernel(std::int64_t n, const float* src, void* dst, DType 
   MIXPREC_GRID_STRIDE(i, n) store(dst, dtype, i, src[i]);
 }
 
-// dbias[o] = the sum of dy over samples and pixels: one block per output channel, each thread
-// a fixed strided subset, then the block's fixed tree (group_reduce.cuh).
-__global__ void bias_grad_kernel(ConvGeometry g, std::int64_t n, const void* dy, DType dtype,
-                                 void* dbias, DType bias_dtype) {
+// dbias[o] = the sum of dy (NCHW or channels-last) over samples and pixels: one block per
+// output channel, each thread a fixed strided subset, then the block's fixed tree
+// (group_reduce.cuh). The bias gradient of both paths (cuDNN's wgrad graph has none): one f32
+// sum per channel, rounded once.
+__global__ void bias_grad_kernel(ConvGeometry g, std::int64_t n, bool channels_last,
+                                 const void* dy, DType dtype, void* dbias, DType bias_dtype) {
   const std::int64_t per_channel = n * g.pixels();
   for (std::int64_t o = blockIdx.x; o < g.o; o += gridDim.x) {
     float sum = 0.0f;
     for (std::int64_t t = threadIdx.x; t < per_channel; t += blockDim.x) {
-      sum += load(dy, dtype, (t / g.pixels() * g.o + o) * g.pixels() + t % g.pixels());
+      // t = sample * pixels + pixel
+      sum += load(dy, dtype,
+                  channels_last ? t * g.o + o
+                                : (t / g.pixels() * g.o + o) * g.pixels() + t % g.pixels());
     }
     sum = block_all_reduce(sum, Add{});
     if (threadIdx.x == 0) store(dbias, bias_dtype, o, sum);
@@ -184,14 +196,35 @@ Conv2dDesc as_nchw(const Conv2dDesc& d) {
   return nd;
 }
 
-}  // namespace
+/// Offers the call to cuDNN when the path choice gives it d (`run` calls cuDNN, true when it
+/// ran); logs, when verbose, the path that runs and why cuDNN did not. False: the im2col path
+/// must run. A cuDNN failure (a graph it cannot build or run for this shape) is cached with its
+/// plan, so later calls of the shape go straight to im2col with the same reason.
+template <class Run>
+bool ran_cudnn(const char* op, const Conv2dDesc& d, Run&& run) {
+  const bool verbose = verbose_enabled();
+  ConvChoice c = choose_conv_path(d, first_conv_path(), verbose);
+  if (c.path == ConvPath::cudnn) {
+    if (run()) {
+      if (verbose) verbose_log(op, name(d.dtype), conv_path_name(ConvPath::cudnn), c.skipped);
+      return true;
+    }
+    if (verbose) c.skipped = std::string("cudnn (failed: ") + cudnn_conv_last_error() + ")";
+  }
+  if (verbose) {
+    std::string path = conv_path_name(ConvPath::im2col);
+    if (d.channels_last) path += " (channels-last transposed to NCHW around it)";
+    verbose_log(op, name(d.dtype), path, c.skipped);
+  }
+  return false;
+}
 
-void conv2d(const Conv2dDesc& d, const void* x, const void* weight, const void* bias, void* y) {
+void im2col_conv2d(const Conv2dDesc& d, const void* x, const void* weight, const void* bias,
+                   void* y) {
   constexpr const char* op = "conv2d";
-  validate_conv2d(op, d);
   if (d.channels_last) {
     Nchw xs(d.n, d.c, d.h, d.w, d.dtype), ys(d.n, d.o, d.out_h(), d.out_w(), d.dtype);
-    conv2d(as_nchw(d), xs.from_channels_last(x), weight, bias, ys.data());
+    im2col_conv2d(as_nchw(d), xs.from_channels_last(x), weight, bias, ys.data());
     ys.to_channels_last(y);
     return;
   }
@@ -207,7 +240,7 @@ void conv2d(const Conv2dDesc& d, const void* x, const void* weight, const void* 
     if (g.taps() > 0) {
       im2col(g, j0, cols, x, d.dtype, col.as<void>(), op);
       gemm(d.o, cols, g.taps(), false, false, d.dtype, weight, col.as<void>(), acc.as<float>(),
-           false);
+           false, d.tf32);
     } else {
       zero(acc.as<void>(), bytes(d.o * cols, sizeof(float)), op);  // no input channels: y = bias
     }
@@ -217,12 +250,11 @@ void conv2d(const Conv2dDesc& d, const void* x, const void* weight, const void* 
   }
 }
 
-void conv2d_backward_data(const Conv2dDesc& d, const void* dy, const void* weight, void* dx) {
+void im2col_backward_data(const Conv2dDesc& d, const void* dy, const void* weight, void* dx) {
   constexpr const char* op = "conv2d_backward_data";
-  validate_conv2d(op, d);
   if (d.channels_last) {
     Nchw dys(d.n, d.o, d.out_h(), d.out_w(), d.dtype), dxs(d.n, d.c, d.h, d.w, d.dtype);
-    conv2d_backward_data(as_nchw(d), dys.from_channels_last(dy), weight, dxs.data());
+    im2col_backward_data(as_nchw(d), dys.from_channels_last(dy), weight, dxs.data());
     dxs.to_channels_last(dx);
     return;
   }
@@ -245,20 +277,26 @@ void conv2d_backward_data(const Conv2dDesc& d, const void* dy, const void* weigh
     gather_dy(g, s0 * g.pixels(), cols, dy, d.dtype, dy_cols.as<void>(), op);
     // dcol [taps, cols] = weight^T [taps, o] * dy_cols [o, cols]
     gemm(g.taps(), cols, d.o, true, false, d.dtype, weight, dy_cols.as<void>(), dcol.as<float>(),
-         false);
+         false, d.tf32);
     col2im_kernel<<<grid(samples * sample_size), kThreads, 0, stream()>>>(
         g, s0, samples, dcol.as<float>(), dx, d.dtype);
     check_launch(op);
   }
 }
 
-void conv2d_backward_weights(const Conv2dDesc& d, const void* x, const void* dy, void* dweight,
+void bias_grad(const Conv2dDesc& d, const void* dy, void* dbias, const char* op) {
+  bias_grad_kernel<<<static_cast<unsigned>(std::min<std::int64_t>(d.o, 65535)), kThreads, 0,
+                     stream()>>>(geometry(d), d.n, d.channels_last, dy, d.dtype, dbias,
+                                 d.bias_dtype);
+  check_launch(op);
+}
+
+void im2col_backward_weights(const Conv2dDesc& d, const void* x, const void* dy, void* dweight,
                              void* dbias) {
   constexpr const char* op = "conv2d_backward_weights";
-  validate_conv2d(op, d);
   if (d.channels_last) {
     Nchw xs(d.n, d.c, d.h, d.w, d.dtype), dys(d.n, d.o, d.out_h(), d.out_w(), d.dtype);
-    conv2d_backward_weights(as_nchw(d), xs.from_channels_last(x), dys.from_channels_last(dy),
+    im2col_backward_weights(as_nchw(d), xs.from_channels_last(x), dys.from_channels_last(dy),
                             dweight, dbias);
     return;
   }
@@ -271,11 +309,7 @@ void conv2d_backward_weights(const Conv2dDesc& d, const void* x, const void* dy,
     if (dbias != nullptr) zero(dbias, bytes(d.o, size_of(d.bias_dtype)), op);
     return;
   }
-  if (dbias != nullptr) {
-    bias_grad_kernel<<<static_cast<unsigned>(std::min<std::int64_t>(d.o, 65535)), kThreads, 0,
-                       stream()>>>(g, d.n, dy, d.dtype, dbias, d.bias_dtype);
-    check_launch(op);
-  }
+  if (dbias != nullptr) bias_grad(d, dy, dbias, op);
   if (g.taps() == 0) return;
   // The weight gradient sums over every chunk in f32 (the GEMM accumulating into C) and is
   // rounded once at the end, as the reference rounds its one f32 sum.
@@ -291,13 +325,42 @@ void conv2d_backward_weights(const Conv2dDesc& d, const void* x, const void* dy,
     gather_dy(g, j0, cols, dy, d.dtype, dy_cols.as<void>(), op);
     // dw32 [o, taps] (+)= dy_cols [o, cols] * col^T [cols, taps]
     gemm(d.o, g.taps(), cols, false, true, d.dtype, dy_cols.as<void>(), col.as<void>(), dw32,
-         j0 > 0);
+         j0 > 0, d.tf32);
   }
   if (widened) {
     round_kernel<<<grid(d.o * g.taps()), kThreads, 0, stream()>>>(d.o * g.taps(), dw32, dweight,
                                                                    d.dtype);
     check_launch(op);
   }
+}
+
+}  // namespace
+
+void conv2d(const Conv2dDesc& d, const void* x, const void* weight, const void* bias, void* y) {
+  validate_conv2d("conv2d", d);
+  if (ran_cudnn("conv2d", d, [&] { return cudnn_conv2d(d, x, weight, bias, y); })) return;
+  im2col_conv2d(d, x, weight, bias, y);
+}
+
+void conv2d_backward_data(const Conv2dDesc& d, const void* dy, const void* weight, void* dx) {
+  validate_conv2d("conv2d_backward_data", d);
+  if (ran_cudnn("conv2d_backward_data", d,
+                [&] { return cudnn_conv2d_backward_data(d, dy, weight, dx); })) {
+    return;
+  }
+  im2col_backward_data(d, dy, weight, dx);
+}
+
+void conv2d_backward_weights(const Conv2dDesc& d, const void* x, const void* dy, void* dweight,
+                             void* dbias) {
+  constexpr const char* op = "conv2d_backward_weights";
+  validate_conv2d(op, d);
+  if (ran_cudnn(op, d, [&] { return cudnn_conv2d_backward_weights(d, x, dy, dweight); })) {
+    // cuDNN accepts no empty tensor, so d has samples and channels here.
+    if (dbias != nullptr) bias_grad(d, dy, dbias, op);
+    return;
+  }
+  im2col_backward_weights(d, x, dy, dweight, dbias);
 }
 
 }  // namespace mixprec::kernels::cuda

@@ -284,7 +284,9 @@ const CudnnLibrary& cudnn_library() {
     const bool not_found = found.why_none.rfind("not found in:", 0) == 0 ||
                            found.why_none.rfind("built without", 0) == 0;
     if (found.handle == nullptr && !off && !not_found) {
-      std::fprintf(stderr, "mixprec: cuDNN not used: %s; attention runs on mixprec's own kernels\n",
+      std::fprintf(stderr,
+                   "mixprec: cuDNN not used: %s; attention and convolutions run on mixprec's own "
+                   "kernels\n",
                    found.why_none.c_str());
     }
     return found;
