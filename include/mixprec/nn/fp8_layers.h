@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "mixprec/amp/fp8_recipe.h"
+#include "mixprec/runtime/fp8_recipe.h"
 #include "mixprec/ops/fp8_linear.h"
 #include "mixprec/tensor/tensor.h"
 

@@ -4,7 +4,7 @@
 /// E5M2 (hybrid) with a third, and every GEMM run on fp8 operands: decoded exactly, divided by
 /// their power-of-two scales (exact), multiplied with f32 accumulation. The scales, amaxes and
 /// histories live in device memory and are updated there; nothing is read on the host.
-#include "mixprec/amp/fp8_recipe.h"
+#include "mixprec/runtime/fp8_recipe.h"
 #include "mixprec/tensor/tensor.h"
 
 namespace mixprec {

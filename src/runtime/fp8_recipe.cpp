@@ -1,5 +1,5 @@
-// The fp8 recipe's names and checks (mixprec/amp/fp8_recipe.h).
-#include "mixprec/amp/fp8_recipe.h"
+// The fp8 recipe's names and checks (mixprec/runtime/fp8_recipe.h).
+#include "mixprec/runtime/fp8_recipe.h"
 
 #include <string>
 
