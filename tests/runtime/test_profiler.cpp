@@ -432,7 +432,7 @@ TEST(StepProfile, NamesTheOpsAboveTheFloor) {
 TEST(StepProfile, BadArgumentsThrow) {
   const MachinePeaks peaks;
   EXPECT_THROW(profile_training_steps("vgg", "bf16", 0, 2, 0, peaks), ValueError);
-  EXPECT_THROW(profile_training_steps("mlp", "fp8", 0, 2, 0, peaks), ValueError);
+  EXPECT_THROW(profile_training_steps("mlp", "fp9", 0, 2, 0, peaks), ValueError);
   EXPECT_THROW(profile_training_steps("mlp", "bf16", 0, 0, 0, peaks), ValueError);
   EXPECT_THROW(profile_training_steps("mlp", "bf16", 0, 1, -1, peaks), ValueError);
   EXPECT_THROW(measure_machine_peaks(8), ValueError);
