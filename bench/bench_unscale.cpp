@@ -35,7 +35,7 @@ void bm_unscale(benchmark::State& state, DType dtype, const std::string& backend
   const auto start = std::chrono::steady_clock::now();
   for (auto _ : state) {
     const float inv = k++ % 2 == 0 ? 1.0f / 256.0f : 256.0f;
-    found |= mixprec::kernels::unscale_inplace(g.data_ptr(), static_cast<int>(dtype),
+    found |= mixprec::kernels::unscale_inplace(g.data_ptr(), dtype,
                                                static_cast<std::size_t>(kGrads), inv);
     benchmark::ClobberMemory();
   }

@@ -182,7 +182,7 @@ bool GradScaler::unscale_grads(optim::Optimizer& optimizer, float* amax) const {
       g = g.contiguous();
       params[i].set_grad(g);
     }
-    batch.runs[batch.size++] = {g.data_ptr(), static_cast<int>(g.dtype()),
+    batch.runs[batch.size++] = {g.data_ptr(), g.dtype(),
                                 static_cast<std::uint64_t>(g.numel())};
     in_batch.push_back(g);
     params[i].set_grad_scale(1.0);

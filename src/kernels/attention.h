@@ -67,6 +67,10 @@ struct AttentionDesc {
   ///    ds_ij = p_ij (dp_ij z_ij - D_i); dq_i = scale sum_j r(ds_ij) k_j,
   ///    dk_j = scale sum_i r(ds_ij) q_i.
   bool round_probs = false;
+
+  /// Calls f(dtype): every operand but lse and the mask shares it (kernels/dtype_visit.h).
+  template <class F>
+  void for_each_dtype(F&& f) const { f(dtype); }
 };
 
 namespace ref {

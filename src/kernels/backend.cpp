@@ -90,16 +90,28 @@ consteval auto field_of() {
   return nullptr;
 }
 
-/// The dtypes a call names: DType arguments and the dtype of descriptors and strided operands.
+/// The dtypes a call names: its DType arguments and every dtype its descriptors and strided
+/// operands carry (their for_each_dtype, kernels/dtype_visit.h), in argument order.
 struct CallDTypes {
-  DType v[8];
+  // The most any kernel names: unary_backward's and add_layer_norm_forward's four, a batch's
+  // distinct dtypes (at most five), matmul's three; room to spare, and an assert past it.
+  DType v[16];
   std::size_t n = 0;
+  void push(DType t) {
+    MIXPREC_ASSERT(n < std::size(v));
+    v[n++] = t;
+  }
   template <class T>
   void add(const T& arg) {
     if constexpr (std::is_same_v<T, DType>) {
-      if (n < std::size(v)) v[n++] = arg;
-    } else if constexpr (requires { { arg.dtype } -> std::convertible_to<DType>; }) {
-      if (n < std::size(v)) v[n++] = arg.dtype;
+      push(arg);
+    } else if constexpr (requires { arg.for_each_dtype([](DType) {}); }) {
+      arg.for_each_dtype([this](DType t) { push(t); });
+    } else {
+      // A descriptor that holds a dtype must say so through for_each_dtype, or supports() and
+      // the fallback's log would not see it.
+      static_assert(!requires { arg.dtype; },
+                    "a kernel argument with a dtype member needs for_each_dtype (dtype_visit.h)");
     }
   }
   std::span<const DType> span() const { return {v, n}; }
@@ -152,7 +164,7 @@ R EntryPoint<Name, R(P...)>::operator()(P... args) const {
 MIXPREC_KERNEL_ENTRIES(MIXPREC_INSTANTIATE_ENTRY_POINT)
 #undef MIXPREC_INSTANTIATE_ENTRY_POINT
 
-bool unscale_inplace(void* data, int dtype, std::size_t n, float inv, float* amax) {
+bool unscale_inplace(void* data, DType dtype, std::size_t n, float inv, float* amax) {
   float found = 0.0f;
   unscale(data, dtype, n, inv, &found, amax);
   return found != 0.0f;

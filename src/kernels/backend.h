@@ -1,13 +1,15 @@
 #pragma once
 /// The backend boundary: every kernel the ops, optimizers and the scaler reach, as one table of
-/// function pointers. Two backends fill it:
+/// function pointers. Four backends fill it:
 ///   - "cpu": Highway vector kernels (one source, every SIMD target, run-time dispatch) and
-///     oneDNN for matmul and convolution;
-///   - "ref": the scalar reference loops, the specification every other backend is tested against.
-/// MIXPREC_BACKEND=ref (or set_backend()) runs everything on the reference. A new backend (CUDA,
-/// say) is one more table: see docs/ARCHITECTURE.md, "Adding a backend". Nothing in ops/, nn/,
-/// amp/, optim/ or train/ names a backend; they call the kernels:: entry points of the family
-/// headers (elementwise.h, reduce.h, ...), which forward to backend().
+///     oneDNN for matmul and convolution; what it leaves empty or does not support runs on ref;
+///   - "ref": the scalar reference loops, the specification every other backend is tested against;
+///   - "devsim": the reference on simulated device memory (mixprec/core/device.h);
+///   - "cuda": the NVIDIA GPU kernels (src/kernels/cuda/, docs/cuda.md); empty without CUDA.
+/// MIXPREC_BACKEND=ref (or set_backend()) runs everything on the reference. A new backend is one
+/// more table: see docs/ARCHITECTURE.md, "Adding a backend". Nothing in ops/, nn/, amp/, optim/
+/// or train/ names a backend; they call the kernels:: entry points of the family headers
+/// (elementwise.h, reduce.h, ...), which forward to backend().
 #include <cstddef>
 #include <cstdint>
 #include <span>
@@ -64,8 +66,10 @@ inline bool computes_in(std::span<const DType> dtypes) {
 /// signature cannot be swapped by position.
 struct Backend {
   const char* name;
-  /// Whether this backend runs kernel `entry` (its entry_index) on these dtypes (the call's DType arguments and the
-  /// dtypes of its descriptors, in order). Null: every entry it fills, any dtype.
+  /// Whether this backend runs kernel `entry` (its entry_index) on these dtypes: every dtype of
+  /// the call, in argument order (its DType arguments, and for a descriptor or strided operand
+  /// the dtypes its for_each_dtype names: kernels/dtype_visit.h). Null: every entry it fills,
+  /// any dtype.
   bool (*supports)(std::size_t entry, std::span<const DType> dtypes) = nullptr;
   /// The backend that runs what this one leaves empty or does not support, on the same memory
   /// (the reference, for cpu); null: none, such a call is a BackendError.

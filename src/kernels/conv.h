@@ -31,6 +31,13 @@ struct Conv2dDesc {
   /// medium, as MatmulDesc::tf32); false keeps true f32 products. The CPU ignores it.
   bool tf32 = false;
 
+  /// Calls f(DType) for dtype and, with a bias, bias_dtype (kernels/dtype_visit.h).
+  template <class F>
+  void for_each_dtype(F&& f) const {
+    f(dtype);
+    if (has_bias) f(bias_dtype);
+  }
+
   /// Output height (h + 2 * padding - kh) / stride + 1.
   std::int64_t out_h() const { return (h + 2 * padding - kh) / stride + 1; }
   /// Output width (w + 2 * padding - kw) / stride + 1.
@@ -88,6 +95,10 @@ struct Pool2dDesc {
   DType dtype = DType::f32;
   /// x, y, their gradients and argmax are stored channels-last ([n, h, w, c] in memory).
   bool channels_last = false;
+
+  /// Calls f(dtype): x, y and their gradients share it (kernels/dtype_visit.h).
+  template <class F>
+  void for_each_dtype(F&& f) const { f(dtype); }
 
   std::int64_t out_h() const { return (h + 2 * padding - kernel) / stride + 1; }
   std::int64_t out_w() const { return (w + 2 * padding - kernel) / stride + 1; }

@@ -13,6 +13,10 @@ struct StridedOutput {
   void* data;
   DType dtype;
   std::span<const std::int64_t> strides;
+
+  /// Calls f(dtype): the one dtype of the operand (kernels/dtype_visit.h).
+  template <class F>
+  void for_each_dtype(F&& f) const { f(dtype); }
 };
 
 namespace ref {

@@ -37,6 +37,14 @@ struct MatmulDesc {
   /// f32 inputs on a GPU: products on TF32 Tensor Cores (PyTorch's allow_tf32 / matmul
   /// precision high or medium), accumulated in f32; the CPU ignores it.
   bool tf32 = false;
+
+  /// Calls f(DType) for dtype, c_dtype and, with a bias, bias_dtype (kernels/dtype_visit.h).
+  template <class F>
+  void for_each_dtype(F&& f) const {
+    f(dtype);
+    f(c_dtype);
+    if (has_bias) f(bias_dtype);
+  }
 };
 
 namespace ref {

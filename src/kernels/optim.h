@@ -2,17 +2,16 @@
 /// Fused optimizer update kernels: one pass per element that reads the parameter (or its fp32
 /// master), the gradient (f32/bf16/f16) and the fp32 state, and writes the state, the master and
 /// the parameter. Plain declarations only: the Highway kernel file (cpu/optim_simd.cpp, compiled
-/// once per target) includes this header and must not see any inline function a scalar file
-/// could also instantiate (ODR safety).
+/// once per target) includes this header outside its per-target namespace, so the descriptors'
+/// member templates below (for_each_dtype) are never instantiated with a target's ISA.
 #include <cstddef>
 #include <cstdint>
+
+#include "mixprec/core/dtype.h"
+#include "kernels/dtype_visit.h"
 #include "kernels/entry_point.h"
 
 namespace mixprec::kernels {
-
-/// Element type codes: the underlying values of mixprec::DType (checked by static_asserts in
-/// optim_kernels.cpp; this header may not include dtype.h).
-enum OptimDType : int { kOptimF32 = 0, kOptimBF16 = 1, kOptimF16 = 2 };
 
 /// How the new parameter value reaches the parameter.
 enum OptimWrite : int {
@@ -33,19 +32,28 @@ struct OptimArrays {
   float* state0;                 ///< SGD momentum buffer / Adam exp_avg (null for SGD without momentum)
   float* state1;                 ///< Adam exp_avg_sq
   const std::uint32_t* random;   ///< 32 random bits per element (kWriteStochastic only)
-  int param_dtype;               ///< OptimDType
-  int grad_dtype;                ///< OptimDType
+  DType param_dtype;             ///< f32, bf16 or f16
+  DType grad_dtype;              ///< f32, bf16 or f16
   int write;                     ///< OptimWrite
   /// kWriteInPlace only: also store the new value rounded to nearest even in copy_dtype here
   /// (the 16-bit copy of the weight autocast reads next step, written in the same pass), or null.
   void* copy;
-  int copy_dtype;                ///< OptimDType, kOptimBF16 or kOptimF16 (with copy)
+  DType copy_dtype;              ///< bf16 or f16 (with copy)
   /// Null, or one f32 in the gradient's memory that multiplies every gradient element before the
   /// update uses it: g = round_to_grad_dtype(widen(g) * m), skipped when m is exactly 1. Both
   /// roundings are those of multiplying the gradient in a pass of its own (the gradient-clipping
   /// coefficient, which the update folds in instead of a read and write of every gradient).
   /// The gradient array itself is never written.
   const float* grad_multiplier;
+
+  /// Calls f(DType) for each dtype the arrays carry: param_dtype, grad_dtype, and copy_dtype
+  /// when there is a copy (what a backend's supports() and the fallback's log see).
+  template <class F>
+  void for_each_dtype(F&& f) const {
+    f(param_dtype);
+    f(grad_dtype);
+    if (copy != nullptr) f(copy_dtype);
+  }
 };
 
 /// SGD scalars, already rounded to f32 by the caller (PyTorch computes them in double too).
@@ -95,6 +103,13 @@ template <class Scalars>
 struct OptimBatch {
   OptimRun<Scalars> runs[kOptimBatchRuns];
   int size;  ///< runs used, 1..kOptimBatchRuns
+
+  /// Calls f(DType) once for each distinct dtype of the runs' arrays, in first-seen order.
+  template <class F>
+  void for_each_dtype(F&& f) const {
+    DistinctDTypes<F> distinct{f};
+    for (int r = 0; r < size; ++r) runs[r].arrays.for_each_dtype(distinct);
+  }
 };
 using SgdBatch = OptimBatch<SgdScalars>;
 using AdamBatch = OptimBatch<AdamScalars>;

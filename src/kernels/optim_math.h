@@ -18,11 +18,11 @@
 namespace mixprec::kernels::optim_math {
 
 /// Gradient element i widened to f32 (exact).
-template <int GradT>
+template <DType GradT>
 MIXPREC_HD inline float load_grad(const void* grad, std::size_t i) {
-  if constexpr (GradT == kOptimF32) {
+  if constexpr (GradT == DType::f32) {
     return static_cast<const float*>(grad)[i];
-  } else if constexpr (GradT == kOptimBF16) {
+  } else if constexpr (GradT == DType::bf16) {
     return bf16_bits_to_f32(static_cast<const std::uint16_t*>(grad)[i]);
   } else {
     return f16_bits_to_f32(static_cast<const std::uint16_t*>(grad)[i]);
@@ -37,14 +37,14 @@ MIXPREC_HD inline float grad_multiplier_of(const OptimArrays& a) {
 /// Gradient element i as the update uses it: widened to f32 and, for a multiplier m other than
 /// 1, multiplied by m (one f32 rounding) and rounded to the gradient's dtype, the bits a pass of
 /// its own would have stored in the gradient (optim.h, OptimArrays::grad_multiplier).
-template <int GradT>
+template <DType GradT>
 MIXPREC_HD inline float grad_value(const void* grad, std::size_t i, float m) {
   const float g = load_grad<GradT>(grad, i);
   if (m == 1.0f) return g;
   const float scaled = g * m;
-  if constexpr (GradT == kOptimF32) {
+  if constexpr (GradT == DType::f32) {
     return scaled;
-  } else if constexpr (GradT == kOptimBF16) {
+  } else if constexpr (GradT == DType::bf16) {
     return bf16_bits_to_f32(f32_to_bf16_bits(scaled));
   } else {
     return f16_bits_to_f32(f32_to_f16_bits(scaled));
@@ -54,9 +54,9 @@ MIXPREC_HD inline float grad_value(const void* grad, std::size_t i, float m) {
 /// The f32 value the update starts from: the master if there is one, else the parameter.
 MIXPREC_HD inline float read_param(const OptimArrays& a, std::size_t i) {
   if (a.write == kWriteMaster) return a.master[i];
-  if (a.param_dtype == kOptimF32) return static_cast<const float*>(a.param)[i];
+  if (a.param_dtype == DType::f32) return static_cast<const float*>(a.param)[i];
   const std::uint16_t bits = static_cast<const std::uint16_t*>(a.param)[i];
-  return a.param_dtype == kOptimBF16 ? bf16_bits_to_f32(bits) : f16_bits_to_f32(bits);
+  return a.param_dtype == DType::bf16 ? bf16_bits_to_f32(bits) : f16_bits_to_f32(bits);
 }
 
 /// Stores the new value: in place (f32, plus the RNE 16-bit copy if any), to the master plus its
@@ -64,16 +64,16 @@ MIXPREC_HD inline float read_param(const OptimArrays& a, std::size_t i) {
 /// bits (read for kWriteStochastic only).
 MIXPREC_HD inline void write_param(const OptimArrays& a, std::size_t i, float value,
                                    std::uint32_t random) {
-  if (a.param_dtype == kOptimF32) {
+  if (a.param_dtype == DType::f32) {
     static_cast<float*>(a.param)[i] = value;
     if (a.copy != nullptr) {
       static_cast<std::uint16_t*>(a.copy)[i] =
-          a.copy_dtype == kOptimBF16 ? f32_to_bf16_bits(value) : f32_to_f16_bits(value);
+          a.copy_dtype == DType::bf16 ? f32_to_bf16_bits(value) : f32_to_f16_bits(value);
     }
     return;
   }
   auto* bits = static_cast<std::uint16_t*>(a.param);
-  const bool bf16 = a.param_dtype == kOptimBF16;
+  const bool bf16 = a.param_dtype == DType::bf16;
   if (a.write == kWriteStochastic) {
     bits[i] = bf16 ? stochastic_bf16_bits(value, random) : stochastic_f16_bits(value, random);
     return;
@@ -84,7 +84,7 @@ MIXPREC_HD inline void write_param(const OptimArrays& a, std::size_t i, float va
 
 /// SGD for element i with gradient multiplier mult (grad_multiplier_of(a)): updates the momentum
 /// buffer (state0[i], when momentum != 0) and returns the new parameter value (for write_param).
-template <int GradT>
+template <DType GradT>
 MIXPREC_HD inline float sgd_value(const OptimArrays& a, const SgdScalars& s, std::size_t i,
                                   float mult) {
   float g = grad_value<GradT>(a.grad, i, mult);
@@ -103,7 +103,7 @@ MIXPREC_HD inline float sgd_value(const OptimArrays& a, const SgdScalars& s, std
 
 /// Adam/AdamW for element i with gradient multiplier mult: updates exp_avg (state0[i]) and
 /// exp_avg_sq (state1[i]) and returns the new parameter value (for write_param).
-template <int GradT>
+template <DType GradT>
 MIXPREC_HD inline float adam_value(const OptimArrays& a, const AdamScalars& s, std::size_t i,
                                    float mult) {
   float g = grad_value<GradT>(a.grad, i, mult);

@@ -5,6 +5,7 @@
 #include <cstdint>
 
 #include "mixprec/core/dtype.h"
+#include "kernels/dtype_visit.h"
 #include "kernels/entry_point.h"
 
 namespace mixprec::kernels {
@@ -36,6 +37,13 @@ struct ReduceBatch {
   int size;     ///< runs used, 0..kReduceBatchRuns
   ReduceOp op;
   float* out;   ///< device f32 array: out[r] gets run r's value
+
+  /// Calls f(DType) once for each distinct dtype of the runs, in first-seen order.
+  template <class F>
+  void for_each_dtype(F&& f) const {
+    DistinctDTypes<F> distinct{f};
+    for (int r = 0; r < size; ++r) distinct(runs[r].dtype);
+  }
 };
 
 namespace ref {

@@ -6,13 +6,12 @@
 /// kernels::unscale_inplace runs on the active backend (kernels/backend.h).
 #include <cstddef>
 #include <cstdint>
+
+#include "mixprec/core/dtype.h"
+#include "kernels/dtype_visit.h"
 #include "kernels/entry_point.h"
 
 namespace mixprec::kernels {
-
-/// Element type codes: the underlying values of mixprec::DType (checked by static_asserts in
-/// unscale_kernels.cpp; this header may not include dtype.h).
-enum UnscaleDType : int { kUnscaleF32 = 0, kUnscaleBF16 = 1, kUnscaleF16 = 2 };
 
 // --- Scalar reference (unscale_ref.cpp): the specification. `in` may equal `out`. ---
 //
@@ -25,25 +24,25 @@ enum UnscaleDType : int { kUnscaleF32 = 0, kUnscaleBF16 = 1, kUnscaleF16 = 2 };
 /// Inf or NaN (an overflowing product counts, so does an Inf/NaN input).
 bool unscale_f32_ref(const float* in, float* out, std::size_t n, float inv,
                      float* amax = nullptr) noexcept;
-/// The same for n bf16 (dtype kUnscaleBF16) or f16 (kUnscaleF16) bit patterns: out[i] is
+/// The same for n bf16 (dtype DType::bf16) or f16 (DType::f16) bit patterns: out[i] is
 /// widen(in[i]) * inv in f32, rounded to nearest even to the dtype; true if any widened input or
 /// rounded output is Inf or NaN (so a product above the dtype's max counts as an overflow).
 bool unscale_16bit_ref(const std::uint16_t* in, std::uint16_t* out, std::size_t n, float inv,
-                       int dtype, float* amax = nullptr) noexcept;
+                       DType dtype, float* amax = nullptr) noexcept;
 
 // --- Entry point (on the active backend): threads above a size threshold, verbose log. ---
 
-/// Multiplies n contiguous elements of dtype code `dtype` in place by inv (finite, non-zero);
+/// Multiplies n contiguous elements of `dtype` (f32, bf16 or f16) in place by inv (finite, non-zero);
 /// returns whether any element was Inf/NaN before or after, and raises *amax (if not null) as the
 /// reference does. The cpu backend runs the Highway kernel of the best target allowed (every
 /// dtype). Neither the verdict nor amax depends on the target or thread count.
 /// Host memory only (tests, benchmarks): the verdict comes back as a bool.
-bool unscale_inplace(void* data, int dtype, std::size_t n, float inv, float* amax = nullptr);
+bool unscale_inplace(void* data, DType dtype, std::size_t n, float inv, float* amax = nullptr);
 
-/// One gradient of a multi-tensor unscale: `count` elements of dtype code `dtype` at `data`.
+/// One gradient of a multi-tensor unscale: `count` elements of `dtype` (f32, bf16 or f16) at `data`.
 struct UnscaleRun {
   void* data;
-  int dtype;
+  DType dtype;
   std::uint64_t count;
 };
 
@@ -58,6 +57,13 @@ struct UnscaleBatch {
   float inv;         ///< finite, non-zero
   float* found_inf;  ///< device f32 flag, set to 1 if any element of any run was Inf/NaN
   float* amax;       ///< null, or a device f32 raised over every run (as unscale's amax)
+
+  /// Calls f(DType) once for each distinct dtype of the runs, in first-seen order.
+  template <class F>
+  void for_each_dtype(F&& f) const {
+    DistinctDTypes<F> distinct{f};
+    for (int r = 0; r < size; ++r) distinct(runs[r].dtype);
+  }
 };
 
 namespace ref {
@@ -66,7 +72,7 @@ namespace ref {
 /// was Inf/NaN and left alone otherwise, so a loop over every parameter raises one flag and one
 /// amax and the host reads both once per step (PyTorch's
 /// _amp_foreach_non_finite_check_and_unscale_). found_inf must not be null; amax may be.
-void unscale(void* data, int dtype, std::size_t n, float inv, float* found_inf, float* amax);
+void unscale(void* data, DType dtype, std::size_t n, float inv, float* found_inf, float* amax);
 /// unscale over every run of the batch (the same element bits, the same flag and amax as one
 /// unscale call per run), in one call: one launch on a GPU, all runs over the threads on a CPU.
 /// The runs must not overlap.
@@ -74,11 +80,11 @@ void unscale_batch(const UnscaleBatch& batch);
 }  // namespace ref
 
 namespace ref {
-bool unscale_inplace(void* data, int dtype, std::size_t n, float inv, float* amax = nullptr);
+bool unscale_inplace(void* data, DType dtype, std::size_t n, float inv, float* amax = nullptr);
 }  // namespace ref
 
 namespace cpu {
-bool unscale_inplace(void* data, int dtype, std::size_t n, float inv, float* amax = nullptr);
+bool unscale_inplace(void* data, DType dtype, std::size_t n, float inv, float* amax = nullptr);
 }  // namespace cpu
 
 /// The unscale kernels, in table order: kernels::<name> forwards to the active backend

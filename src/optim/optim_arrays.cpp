@@ -9,15 +9,15 @@ kernels::OptimArrays optim_arrays(const Optimizer& opt, const ParamUpdate& u) {
   const Tensor& master = opt.master(i);
   kernels::OptimArrays a{};
   a.param = p.data_ptr();
-  a.param_dtype = static_cast<int>(p.dtype());
+  a.param_dtype = p.dtype();
   a.grad = grad.data_ptr();
-  a.grad_dtype = static_cast<int>(grad.dtype());
+  a.grad_dtype = grad.dtype();
   if (p.dtype() == DType::f32) {
     a.write = kernels::kWriteInPlace;
     const Tensor& copy = opt.pending_copies_.at(i);
     if (copy.defined()) {
       a.copy = copy.data_ptr();
-      a.copy_dtype = static_cast<int>(copy.dtype());
+      a.copy_dtype = copy.dtype();
       opt.pending_copy_taken_.at(i) = 1;
     }
   } else if (master.defined()) {

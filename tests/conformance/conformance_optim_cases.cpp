@@ -41,13 +41,13 @@ Outs run_optim(const Backend& b, DType t, bool adam, int write, DType grad_dtype
   a.grad = grad.data();
   a.state0 = static_cast<float*>(s0.data());
   a.state1 = adam ? static_cast<float*>(s1.data()) : nullptr;
-  a.param_dtype = static_cast<int>(t);
-  a.grad_dtype = static_cast<int>(grad_dtype);
+  a.param_dtype = t;
+  a.grad_dtype = grad_dtype;
   a.write = write;
   Buffer copy = random_buffer(copy_dtype, n, -1.0f, 1.0f, 50);
   if (copy_dtype != DType::f32) {
     a.copy = copy.data();
-    a.copy_dtype = static_cast<int>(copy_dtype);
+    a.copy_dtype = copy_dtype;
   }
   if (adam) {
     AdamScalars s{};
@@ -115,12 +115,12 @@ Outs run_optim_batch(const Backend& b, DType t, bool adam) {
       a.grad = r.grad.data();
       a.state0 = static_cast<float*>(r.s0.data());
       a.state1 = adam ? static_cast<float*>(r.s1.data()) : nullptr;
-      a.param_dtype = static_cast<int>(t);
-      a.grad_dtype = static_cast<int>(r.grad.dtype());
+      a.param_dtype = t;
+      a.grad_dtype = r.grad.dtype();
       a.write = r.write;
       if (t == DType::f32 && idx % 3 == 1) {
         a.copy = r.copy.data();
-        a.copy_dtype = static_cast<int>(DType::bf16);
+        a.copy_dtype = DType::bf16;
       }
       if (idx % 3 == 2) a.grad_multiplier = static_cast<const float*>(multiplier.data());
       run.scalars = make_scalars(idx);
@@ -170,7 +170,7 @@ Outs run_unscale(const Backend& b, DType t, bool with_non_finite) {
   verdict.set(0, 0.0f);
   verdict.set(1, 0.0f);
   auto* found = static_cast<float*>(verdict.data());
-  b.unscale(g.data(), static_cast<int>(t), static_cast<std::size_t>(n), 1.0f / 1024.0f, found,
+  b.unscale(g.data(), t, static_cast<std::size_t>(n), 1.0f / 1024.0f, found,
             found + 1);
   return {exact("grad", std::move(g)), exact("found_inf, amax", std::move(verdict))};
 }
@@ -194,7 +194,7 @@ Outs run_unscale_batch(const Backend& b, DType t, bool with_non_finite) {
   batch.found_inf = found;
   batch.amax = found + 1;
   for (Buffer& g : grads) {
-    batch.runs[batch.size++] = {g.data(), static_cast<int>(g.dtype()),
+    batch.runs[batch.size++] = {g.data(), g.dtype(),
                                 static_cast<std::uint64_t>(g.size())};
   }
   b.unscale_batch(batch);

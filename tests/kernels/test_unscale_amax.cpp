@@ -66,7 +66,7 @@ using ktest::isas_to_test;
 std::pair<bool, float> dispatch_amax(std::vector<float> g, float inv, Isa isa, float start = 0.0f) {
   const IsaCap cap(isa);
   float amax = start;
-  const bool found = cpu::unscale_inplace(g.data(), kUnscaleF32, g.size(), inv, &amax);
+  const bool found = cpu::unscale_inplace(g.data(), DType::f32, g.size(), inv, &amax);
   return {found, amax};
 }
 
@@ -103,7 +103,7 @@ TEST(UnscaleAmax, EveryTargetMatchesTheReferenceBitForBit) {
         const IsaCap cap(isa);
         std::vector<float> out = g;
         float amax = 0.0f;
-        EXPECT_EQ(cpu::unscale_inplace(out.data(), kUnscaleF32, n, inv, &amax), ref_found)
+        EXPECT_EQ(cpu::unscale_inplace(out.data(), DType::f32, n, inv, &amax), ref_found)
             << n << " " << name(isa);
         EXPECT_EQ(bits(amax), bits(ref_amax)) << n << " inv " << inv << " " << name(isa);
         for (std::size_t i = 0; i < n; ++i) ASSERT_EQ(bits(out[i]), bits(ref[i])) << n << "@" << i;
@@ -182,12 +182,12 @@ TEST(UnscaleAmax, SixteenBitGradients) {
   // amax is taken on the rounded 16-bit results; an f16 overflow (Inf after rounding) and NaN
   // stay out of it.
   const std::vector<float> values = {1.5f, -3.0f, 0.0f, 6.0e-5f, 1000.0f, -40000.0f};
-  for (int dtype : {kUnscaleBF16, kUnscaleF16}) {
+  for (DType dtype : {DType::bf16, DType::f16}) {
     const auto enc = [&](float x) {
-      return dtype == kUnscaleBF16 ? f32_to_bf16_bits(x) : f32_to_f16_bits(x);
+      return dtype == DType::bf16 ? f32_to_bf16_bits(x) : f32_to_f16_bits(x);
     };
     const auto dec = [&](std::uint16_t b) {
-      return dtype == kUnscaleBF16 ? bf16_bits_to_f32(b) : f16_bits_to_f32(b);
+      return dtype == DType::bf16 ? bf16_bits_to_f32(b) : f16_bits_to_f32(b);
     };
     std::vector<std::uint16_t> g;
     for (float v : values) g.push_back(enc(v));
@@ -200,12 +200,12 @@ TEST(UnscaleAmax, SixteenBitGradients) {
       std::vector<std::uint16_t> out(g.size());
       float amax = 0.0f;
       const bool found = unscale_16bit_ref(g.data(), out.data(), g.size(), inv, dtype, &amax);
-      EXPECT_EQ(amax, expected) << dtype << " inv " << inv;
+      EXPECT_EQ(amax, expected) << name(dtype) << " inv " << inv;
       // x2: -40000 * 2 overflows f16 (max 65504), so f16 reports it and its amax is 1000 * 2;
       // bf16 has the range and reports twice its rounding of 40000 (39936).
       if (inv == 2.0f) {
-        EXPECT_EQ(found, dtype == kUnscaleF16);
-        EXPECT_EQ(amax, dtype == kUnscaleF16 ? 2000.0f : 79872.0f);
+        EXPECT_EQ(found, dtype == DType::f16);
+        EXPECT_EQ(amax, dtype == DType::f16 ? 2000.0f : 79872.0f);
       }
       for (const Isa isa : isas_to_test()) {
         const IsaCap cap(isa);
@@ -221,7 +221,7 @@ TEST(UnscaleAmax, SixteenBitGradients) {
     float amax = 0.0f;
     std::vector<std::uint16_t> out(g.size());
     EXPECT_TRUE(unscale_16bit_ref(g.data(), out.data(), g.size(), 1.0f, dtype, &amax));
-    EXPECT_EQ(amax, dtype == kUnscaleF16 ? 40000.0f : 39936.0f);  // NaN left out
+    EXPECT_EQ(amax, dtype == DType::f16 ? 40000.0f : 39936.0f);  // NaN left out
   }
 }
 
@@ -230,23 +230,23 @@ TEST(UnscaleAmax, SixteenBitGradients) {
 // call per gradient gives it, the same flag and the same amax, on the reference and on every
 // target; the flag is left alone when nothing is found.
 TEST(UnscaleAmax, BatchEqualsOneCallPerGradient) {
-  const int dtypes[] = {kUnscaleF32, kUnscaleBF16, kUnscaleF16};
+  const DType dtypes[] = {DType::f32, DType::bf16, DType::f16};
   for (const bool poison : {false, true}) {
     std::vector<std::vector<std::uint8_t>> start;
-    std::vector<int> kinds;
+    std::vector<DType> kinds;
     std::vector<std::size_t> counts;
     for (std::size_t k = 0; k < 12; ++k) {
       const std::size_t n = kSizes[(3 * k + 1) % std::size(kSizes)];
-      const int dtype = dtypes[k % 3];
+      const DType dtype = dtypes[k % 3];
       std::vector<float> g = random_grads(n, static_cast<std::uint32_t>(70 + k));
       for (float& x : g) x = std::ldexp(x, -110);  // below 2^11: finite in f16 too
       if (poison && k == 7 && n > 3) g[n / 2] = kInf;
-      std::vector<std::uint8_t> bytes(n * (dtype == kUnscaleF32 ? 4 : 2));
+      std::vector<std::uint8_t> bytes(n * (dtype == DType::f32 ? 4 : 2));
       for (std::size_t i = 0; i < n; ++i) {
-        if (dtype == kUnscaleF32) {
+        if (dtype == DType::f32) {
           std::memcpy(bytes.data() + 4 * i, &g[i], 4);
         } else {
-          const std::uint16_t h = dtype == kUnscaleBF16 ? f32_to_bf16_bits(g[i]) : f32_to_f16_bits(g[i]);
+          const std::uint16_t h = dtype == DType::bf16 ? f32_to_bf16_bits(g[i]) : f32_to_f16_bits(g[i]);
           std::memcpy(bytes.data() + 2 * i, &h, 2);
         }
       }

@@ -38,8 +38,8 @@ const std::size_t kSizes[] = {0,  1,  3,  4,   5,    7,     8,    9,  15,
 // (scale below 1) under which large gradients overflow.
 const float kInverses[] = {1.0f / 65536.0f, 1.0f / 3000.0f, 1024.0f};
 
-const int kDTypes[] = {kUnscaleF32, kUnscaleBF16, kUnscaleF16};
-const char* dtype_name(int d) { return d == kUnscaleF32 ? "f32" : d == kUnscaleBF16 ? "bf16" : "f16"; }
+const DType kDTypes[] = {DType::f32, DType::bf16, DType::f16};
+const char* dtype_name(DType d) { return d == DType::f32 ? "f32" : d == DType::bf16 ? "bf16" : "f16"; }
 
 /// Gradients spanning many binades (by default -140..120: f32 subnormals to near the f32 max),
 /// signs and zeros, as f32 values.
@@ -57,31 +57,31 @@ std::vector<float> random_values(std::size_t n, std::uint32_t seed, int min_exp 
 
 /// Gradient elements as raw 32-bit (f32) or 16-bit (bf16/f16, rounded to nearest even) patterns.
 struct Grads {
-  int dtype;
+  DType dtype;
   std::vector<float> f32;
   std::vector<std::uint16_t> h16;
 
-  Grads(int d, const std::vector<float>& values) : dtype(d) {
-    if (d == kUnscaleF32) {
+  Grads(DType d, const std::vector<float>& values) : dtype(d) {
+    if (d == DType::f32) {
       f32 = values;
     } else {
       for (const float v : values) h16.push_back(encode(v));
     }
   }
   std::uint16_t encode(float v) const {
-    return dtype == kUnscaleBF16 ? f32_to_bf16_bits(v) : f32_to_f16_bits(v);
+    return dtype == DType::bf16 ? f32_to_bf16_bits(v) : f32_to_f16_bits(v);
   }
   void set(std::size_t i, float v) {
-    if (dtype == kUnscaleF32) {
+    if (dtype == DType::f32) {
       f32[i] = v;
     } else {
       h16[i] = encode(v);
     }
   }
-  std::size_t size() const { return dtype == kUnscaleF32 ? f32.size() : h16.size(); }
-  void* data() { return dtype == kUnscaleF32 ? static_cast<void*>(f32.data()) : h16.data(); }
+  std::size_t size() const { return dtype == DType::f32 ? f32.size() : h16.size(); }
+  void* data() { return dtype == DType::f32 ? static_cast<void*>(f32.data()) : h16.data(); }
   bool same_bits(const Grads& o) const {
-    if (dtype == kUnscaleF32) {
+    if (dtype == DType::f32) {
       for (std::size_t i = 0; i < f32.size(); ++i) {
         if (std::bit_cast<std::uint32_t>(f32[i]) != std::bit_cast<std::uint32_t>(o.f32[i])) return false;
       }
@@ -128,12 +128,12 @@ void expect_targets_match(const Grads& g, float inv, const std::string& what) {
 }
 
 TEST(GradScalerKernel, EveryTargetMatchesReferenceBitForBit) {
-  for (const int dtype : kDTypes) {
+  for (const DType dtype : kDTypes) {
     for (const std::size_t n : kSizes) {
       for (const float inv : kInverses) {
         // f16 gradients within its range (subnormals to 2^15), so verdicts can be false.
         const auto seed = static_cast<std::uint32_t>(n) + 7;
-        const Grads g(dtype, dtype == kUnscaleF16 ? random_values(n, seed, -26, 14)
+        const Grads g(dtype, dtype == DType::f16 ? random_values(n, seed, -26, 14)
                                                   : random_values(n, seed));
         expect_targets_match(g, inv,
                              std::string(dtype_name(dtype)) + " n " + std::to_string(n) +
@@ -143,7 +143,7 @@ TEST(GradScalerKernel, EveryTargetMatchesReferenceBitForBit) {
   }
   // With inv = 1024 the largest gradients (up to 2^121) overflow: that verdict must be true.
   for (const Isa isa : isas_to_test()) {
-    Grads g(kUnscaleF32, random_values(1000, 1007));
+    Grads g(DType::f32, random_values(1000, 1007));
     EXPECT_TRUE(on_target(g, 1024.0f, false, isa).found) << name(isa);
   }
 }
@@ -151,7 +151,7 @@ TEST(GradScalerKernel, EveryTargetMatchesReferenceBitForBit) {
 TEST(GradScalerKernel, EverySixteenBitPatternMatchesReference) {
   // Every bf16/f16 pattern (Inf, NaN payloads, subnormals) widened, scaled and rounded back,
   // under an exact, a rounding, an overflowing and a subnormal-producing inverse scale.
-  for (const int dtype : {kUnscaleBF16, kUnscaleF16}) {
+  for (const DType dtype : {DType::bf16, DType::f16}) {
     Grads g(dtype, {});
     for (std::uint32_t h = 0; h < 0x10000; ++h) g.h16.push_back(static_cast<std::uint16_t>(h));
     for (const float inv : {1.0f, 1.0f / 3000.0f, 3.0f, 0x1p-20f}) {
@@ -171,7 +171,7 @@ TEST(GradScalerKernel, DetectsNonFiniteAtEveryLanePosition) {
     cases.emplace_back(100003, at);
   }
   const float inv = 1.0f / 4.0f;
-  for (const int dtype : kDTypes) {
+  for (const DType dtype : kDTypes) {
     // Values in [-2, 2): finite in every dtype; 40000 * 2 overflows f16 only (inv 2 below).
     std::vector<float> values(100003);
     std::mt19937 rng(3);
@@ -180,7 +180,7 @@ TEST(GradScalerKernel, DetectsNonFiniteAtEveryLanePosition) {
     for (const auto& [n, at] : cases) {
       const Grads clean(dtype, std::vector<float>(values.begin(), values.begin() + static_cast<std::ptrdiff_t>(n)));
       std::vector<std::pair<float, float>> bad = {{kInf, inv}, {-kInf, inv}, {kNaN, inv}};
-      if (dtype == kUnscaleF16) bad.emplace_back(40000.0f, 2.0f);  // finite input, Inf output
+      if (dtype == DType::f16) bad.emplace_back(40000.0f, 2.0f);  // finite input, Inf output
       for (const auto& [value, scale] : bad) {
         Grads g = clean;
         g.set(at, value);
@@ -207,12 +207,12 @@ TEST(GradScalerKernel, DetectsNonFiniteAtEveryLanePosition) {
 TEST(GradScalerKernel, SixteenBitReference) {
   // bf16 and f16: widen, multiply in f32, round once; the verdict also sees 16-bit overflow.
   const std::vector<float> values = {1.5f, -3.0f, 0.0f, 6.0e-5f, 1000.0f, 40000.0f};
-  for (int dtype : {kUnscaleBF16, kUnscaleF16}) {
+  for (DType dtype : {DType::bf16, DType::f16}) {
     const auto enc = [&](float x) {
-      return dtype == kUnscaleBF16 ? f32_to_bf16_bits(x) : f32_to_f16_bits(x);
+      return dtype == DType::bf16 ? f32_to_bf16_bits(x) : f32_to_f16_bits(x);
     };
     const auto dec = [&](std::uint16_t b) {
-      return dtype == kUnscaleBF16 ? bf16_bits_to_f32(b) : f16_bits_to_f32(b);
+      return dtype == DType::bf16 ? bf16_bits_to_f32(b) : f16_bits_to_f32(b);
     };
     std::vector<std::uint16_t> g;
     for (float v : values) g.push_back(enc(v));
@@ -220,7 +220,7 @@ TEST(GradScalerKernel, SixteenBitReference) {
     EXPECT_FALSE(unscale_16bit_ref(g.data(), out.data(), g.size(), 0.25f, dtype));
     for (std::size_t i = 0; i < g.size(); ++i) EXPECT_EQ(out[i], enc(dec(g[i]) * 0.25f)) << i;
     // x2: 40000 * 2 overflows f16 (max 65504) but not bf16.
-    EXPECT_EQ(unscale_16bit_ref(g.data(), out.data(), g.size(), 2.0f, dtype), dtype == kUnscaleF16);
+    EXPECT_EQ(unscale_16bit_ref(g.data(), out.data(), g.size(), 2.0f, dtype), dtype == DType::f16);
     g[3] = enc(kNaN);
     EXPECT_TRUE(unscale_16bit_ref(g.data(), out.data(), g.size(), 0.25f, dtype));
     std::vector<std::uint16_t> in_place = g;
@@ -237,7 +237,7 @@ TEST(GradScalerKernel, VerboseNamesTheTargetThatRan) {
     const bool was = verbose_enabled();
     set_verbose(true);
     testing::internal::CaptureStderr();
-    cpu::unscale_inplace(g.data(), kUnscaleBF16, g.size(), 0.5f);
+    cpu::unscale_inplace(g.data(), DType::bf16, g.size(), 0.5f);
     const std::string log = testing::internal::GetCapturedStderr();
     set_verbose(was);
     EXPECT_NE(log.find(std::string("mixprec: unscale bf16: ran ") + simd_target()), std::string::npos)

@@ -37,8 +37,8 @@ const float kNaN = std::numeric_limits<float>::quiet_NaN();
 
 /// One tensor's worth of kernel arrays: raw parameter/gradient bytes, master and state.
 struct Arrays {
-  int param_dtype = kOptimF32;
-  int grad_dtype = kOptimF32;
+  DType param_dtype = DType::f32;
+  DType grad_dtype = DType::f32;
   int write = kWriteInPlace;
   std::vector<std::uint8_t> param, grad;
   std::vector<float> master, state0, state1;
@@ -70,10 +70,10 @@ struct Arrays {
       return true;
     };
     if (param.size() != o.param.size()) return false;
-    const std::size_t size = param_dtype == kOptimF32 ? 4 : 2;
+    const std::size_t size = param_dtype == DType::f32 ? 4 : 2;
     const std::uint32_t sign = size == 4 ? 0x80000000u : 0x8000u;
     const std::uint32_t inf = size == 4                    ? 0x7f800000u
-                              : param_dtype == kOptimBF16 ? 0x7f80u
+                              : param_dtype == DType::bf16 ? 0x7f80u
                                                            : 0x7c00u;
     for (std::size_t i = 0; i < param.size(); i += size) {
       std::uint32_t a = 0, b = 0;
@@ -92,15 +92,15 @@ struct Arrays {
   }
 };
 
-std::size_t elem_size(int dtype) { return dtype == kOptimF32 ? 4 : 2; }
+std::size_t elem_size(DType dtype) { return dtype == DType::f32 ? 4 : 2; }
 
 /// value rounded to nearest even and stored as element i of a dtype byte buffer.
-void put(std::vector<std::uint8_t>& bytes, int dtype, std::size_t i, float value) {
-  if (dtype == kOptimF32) {
+void put(std::vector<std::uint8_t>& bytes, DType dtype, std::size_t i, float value) {
+  if (dtype == DType::f32) {
     std::memcpy(bytes.data() + 4 * i, &value, 4);
     return;
   }
-  const std::uint16_t h = dtype == kOptimBF16 ? f32_to_bf16_bits(value) : f32_to_f16_bits(value);
+  const std::uint16_t h = dtype == DType::bf16 ? f32_to_bf16_bits(value) : f32_to_f16_bits(value);
   std::memcpy(bytes.data() + 2 * i, &h, 2);
 }
 
@@ -144,21 +144,21 @@ float grad_value(std::size_t i, int t) {
 
 struct WriteConfig {
   const char* label;
-  int param_dtype;
+  DType param_dtype;
   int write;
 };
 const WriteConfig kWrites[] = {
-    {"f32 in place", kOptimF32, kWriteInPlace},
-    {"bf16 master", kOptimBF16, kWriteMaster},
-    {"f16 master", kOptimF16, kWriteMaster},
-    {"bf16 stochastic", kOptimBF16, kWriteStochastic},
-    {"f16 stochastic", kOptimF16, kWriteStochastic},
+    {"f32 in place", DType::f32, kWriteInPlace},
+    {"bf16 master", DType::bf16, kWriteMaster},
+    {"f16 master", DType::f16, kWriteMaster},
+    {"bf16 stochastic", DType::bf16, kWriteStochastic},
+    {"f16 stochastic", DType::f16, kWriteStochastic},
 };
-const int kGradDTypes[] = {kOptimF32, kOptimBF16, kOptimF16};
-const char* dtype_name(int d) { return d == kOptimF32 ? "f32" : d == kOptimBF16 ? "bf16" : "f16"; }
+const DType kGradDTypes[] = {DType::f32, DType::bf16, DType::f16};
+const char* dtype_name(DType d) { return d == DType::f32 ? "f32" : d == DType::bf16 ? "bf16" : "f16"; }
 
 /// Fresh arrays of n elements for a write configuration (states as the optimizer needs them).
-Arrays make_arrays(std::size_t n, const WriteConfig& w, int grad_dtype, bool state0, bool state1) {
+Arrays make_arrays(std::size_t n, const WriteConfig& w, DType grad_dtype, bool state0, bool state1) {
   Arrays a;
   a.param_dtype = w.param_dtype;
   a.grad_dtype = grad_dtype;
@@ -251,7 +251,7 @@ const std::size_t kSizes[] = {0, 1, 3, 4, 5, 7, 8, 9, 15, 16, 17, 31, 33, 40007}
 // the 16-bit writes use the same integer rounding; any difference is a bug.
 TEST(OptimKernels, SgdEveryTargetMatchesReferenceBitForBit) {
   for (const WriteConfig& w : kWrites) {
-    for (const int grad : kGradDTypes) {
+    for (const DType grad : kGradDTypes) {
       for (const SgdVariant& v : kSgdVariants) {
         for (const std::size_t n : kSizes) {
           const auto scalars = [&](int t) { return sgd_scalars(v, t); };
@@ -272,7 +272,7 @@ TEST(OptimKernels, SgdEveryTargetMatchesReferenceBitForBit) {
 
 TEST(OptimKernels, AdamEveryTargetMatchesReferenceBitForBit) {
   for (const WriteConfig& w : kWrites) {
-    for (const int grad : kGradDTypes) {
+    for (const DType grad : kGradDTypes) {
       for (const AdamVariant& v : kAdamVariants) {
         for (const std::size_t n : kSizes) {
           const auto scalars = [&](int t) { return adam_scalars(v, t); };
@@ -307,10 +307,10 @@ TEST(OptimKernels, SixteenBitRoundingAndWideningMatchReferenceForEveryPattern) {
   s.lr = 1.0f;
   s.one_minus_dampening = 1.0f;
   for (const WriteConfig& w : kWrites) {
-    if (w.param_dtype == kOptimF32) continue;
+    if (w.param_dtype == DType::f32) continue;
     Arrays start;
     start.param_dtype = w.param_dtype;
-    start.grad_dtype = kOptimF32;
+    start.grad_dtype = DType::f32;
     start.write = w.write;
     start.param.assign(2 * n, 0);
     start.grad.resize(4 * n);
@@ -328,7 +328,7 @@ TEST(OptimKernels, SixteenBitRoundingAndWideningMatchReferenceForEveryPattern) {
       EXPECT_TRUE(got == want) << w.label << ", " << name(isa) << " (" << simd_target() << ")";
     }
   }
-  for (const int grad : {kOptimBF16, kOptimF16}) {
+  for (const DType grad : {DType::bf16, DType::f16}) {
     Arrays start;
     start.grad_dtype = grad;
     start.param.assign(4 * 0x10000, 0);
@@ -349,15 +349,15 @@ TEST(OptimKernels, SixteenBitRoundingAndWideningMatchReferenceForEveryPattern) {
 }
 
 /// Element i of a dtype byte buffer, widened to f32.
-float get(const std::vector<std::uint8_t>& bytes, int dtype, std::size_t i) {
-  if (dtype == kOptimF32) {
+float get(const std::vector<std::uint8_t>& bytes, DType dtype, std::size_t i) {
+  if (dtype == DType::f32) {
     float v = 0;
     std::memcpy(&v, bytes.data() + 4 * i, 4);
     return v;
   }
   std::uint16_t h = 0;
   std::memcpy(&h, bytes.data() + 2 * i, 2);
-  return dtype == kOptimBF16 ? bf16_bits_to_f32(h) : f16_bits_to_f32(h);
+  return dtype == DType::bf16 ? bf16_bits_to_f32(h) : f16_bits_to_f32(h);
 }
 
 // A gradient multiplier m (the clipping coefficient folded into the update) gives the bits of
@@ -369,7 +369,7 @@ TEST(OptimKernels, GradMultiplierMatchesScalingTheGradientFirst) {
   const std::size_t n = 40007;
   const AdamScalars s = adam_scalars(kAdamVariants[2], 2);
   for (const WriteConfig& w : kWrites) {
-    for (const int grad : kGradDTypes) {
+    for (const DType grad : kGradDTypes) {
       for (const float m : {1.0f, 0.3f, 1e-30f, 3e4f}) {
         Arrays start = make_arrays(n, w, grad, true, true);
         set_grads(start, n, 2);
@@ -406,13 +406,14 @@ TEST(OptimKernels, GradMultiplierMatchesScalingTheGradientFirst) {
 TEST(OptimKernels, BatchUpdatesEveryRunAsTheSingleTensorEntryDoes) {
   struct RunCase {
     const WriteConfig* w;
-    int grad, t;
+    DType grad;
+    int t;
     std::size_t n;
   };
   std::vector<RunCase> cases;
   const std::size_t sizes[] = {40007, 0, 1, 17, 33, 16384, 5, 70001};
   for (const WriteConfig& w : kWrites) {
-    for (const int grad : kGradDTypes) {
+    for (const DType grad : kGradDTypes) {
       const std::size_t k = cases.size();
       cases.push_back({&w, grad, 1 + static_cast<int>(k % 3), sizes[k % std::size(sizes)]});
     }

@@ -18,10 +18,6 @@
 
 namespace mixprec::kernels::cpu {
 
-static_assert(kOptimF32 == static_cast<int>(DType::f32));
-static_assert(kOptimBF16 == static_cast<int>(DType::bf16));
-static_assert(kOptimF16 == static_cast<int>(DType::f16));
-
 namespace {
 
 // Chunks are independent; below kParallelMinWork (32K) a call stays on the calling thread.
@@ -34,8 +30,8 @@ static_assert(kChunk % kRandomBlock == 0 && kRandomBlock % 4 == 0);
 /// The arrays of `a` shifted to start at element `offset`.
 OptimArrays advance(const OptimArrays& a, std::size_t offset) {
   OptimArrays r = a;
-  const std::size_t param_size = size_of(static_cast<DType>(a.param_dtype));
-  const std::size_t grad_size = size_of(static_cast<DType>(a.grad_dtype));
+  const std::size_t param_size = size_of(a.param_dtype);
+  const std::size_t grad_size = size_of(a.grad_dtype);
   r.param = static_cast<char*>(a.param) + offset * param_size;
   r.grad = static_cast<const char*>(a.grad) + offset * grad_size;
   if (a.master != nullptr) r.master = a.master + offset;
@@ -48,23 +44,23 @@ OptimArrays advance(const OptimArrays& a, std::size_t offset) {
 
 /// "bf16 (grad f32, fp32 master)": what the verbose log reports as the dtype of an update.
 std::string describe(const OptimArrays& a) {
-  std::string s = name(static_cast<DType>(a.param_dtype));
+  std::string s = name(a.param_dtype);
   s += " (grad ";
-  s += name(static_cast<DType>(a.grad_dtype));
+  s += name(a.grad_dtype);
   if (a.write == kWriteMaster) s += ", fp32 master";
   if (a.write == kWriteStochastic) s += ", stochastic rounding";
-  if (a.copy != nullptr) s += std::string(", writes the ") + name(static_cast<DType>(a.copy_dtype)) + " copy";
+  if (a.copy != nullptr) s += std::string(", writes the ") + name(a.copy_dtype) + " copy";
   return s + ")";
 }
 
 /// The combinations the kernels (and the optimizers) use; anything else is a caller bug.
 void check(const OptimArrays& a, bool needs_state0, bool needs_state1) {
-  const auto valid = [](int dtype) { return dtype >= kOptimF32 && dtype <= kOptimF16; };
+  const auto valid = [](DType dtype) { return dtype >= DType::f32 && dtype <= DType::f16; };
   MIXPREC_ASSERT(valid(a.param_dtype) && valid(a.grad_dtype));
-  MIXPREC_ASSERT((a.param_dtype == kOptimF32) == (a.write == kWriteInPlace));
+  MIXPREC_ASSERT((a.param_dtype == DType::f32) == (a.write == kWriteInPlace));
   MIXPREC_ASSERT(a.write != kWriteMaster || a.master != nullptr);
   MIXPREC_ASSERT(a.copy == nullptr ||
-                 (a.write == kWriteInPlace && (a.copy_dtype == kOptimBF16 || a.copy_dtype == kOptimF16)));
+                 (a.write == kWriteInPlace && (a.copy_dtype == DType::bf16 || a.copy_dtype == DType::f16)));
   MIXPREC_ASSERT(!needs_state0 || a.state0 != nullptr);
   MIXPREC_ASSERT(!needs_state1 || a.state1 != nullptr);
 }

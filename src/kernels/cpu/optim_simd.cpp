@@ -54,7 +54,7 @@ HWY_INLINE VF LoadGrad(const OptimArrays& a, std::size_t i, float m) {
   const VF g = LoadF32<GradT>(df, a.grad, i);
   if (m == 1.0f) return g;
   const VF scaled = hn::Mul(g, hn::Set(df, m));
-  if constexpr (GradT == kOptimF32) {
+  if constexpr (GradT == kF32) {
     return scaled;
   } else {
     HWY_ALIGN std::uint16_t rounded[kMaxF32Lanes];
@@ -75,14 +75,14 @@ HWY_INLINE VF LoadParam(const OptimArrays& a, std::size_t i) {
 template <int ParamT, int Write>
 HWY_INLINE void StoreParam(const OptimArrays& a, std::size_t i, VF value) {
   const DF df;
-  if constexpr (ParamT == kOptimF32) {
+  if constexpr (ParamT == kF32) {
     hn::StoreU(value, df, static_cast<float*>(a.param) + i);
     // Loop-invariant branch on the copy: predicted, and cheaper than four more instantiations.
     if (a.copy != nullptr) {
-      if (a.copy_dtype == kOptimBF16) {
-        StoreF32<kOptimBF16>(df, value, a.copy, i);
+      if (a.copy_dtype == DType::bf16) {
+        StoreF32<kBF16>(df, value, a.copy, i);
       } else {
-        StoreF32<kOptimF16>(df, value, a.copy, i);
+        StoreF32<kF16>(df, value, a.copy, i);
       }
     }
   } else {
@@ -90,7 +90,7 @@ HWY_INLINE void StoreParam(const OptimArrays& a, std::size_t i, VF value) {
     std::uint16_t* out = static_cast<std::uint16_t*>(a.param) + i;
     if constexpr (Write == kWriteStochastic) {
       const auto random = hn::LoadU(DU(), a.random + i);
-      if constexpr (ParamT == kOptimBF16) {
+      if constexpr (ParamT == kBF16) {
         hn::StoreU(NarrowBF16Stochastic(df, value, random), d16, out);
       } else {
         hn::StoreU(NarrowF16Stochastic(df, value, random), d16, out);
@@ -161,8 +161,8 @@ void Run(const OptimArrays& arrays, const Scalars& scalars, std::size_t count) {
   for (; i + lanes <= count; i += lanes) Step::Apply(a, s, mult, i);
   if (i == count) return;
   const std::size_t rest = count - i;
-  const std::size_t param_size = a.param_dtype == kOptimF32 ? 4 : 2;
-  const std::size_t grad_size = a.grad_dtype == kOptimF32 ? 4 : 2;
+  const std::size_t param_size = a.param_dtype == DType::f32 ? 4 : 2;
+  const std::size_t grad_size = a.grad_dtype == DType::f32 ? 4 : 2;
   HWY_ALIGN float param[kMaxF32Lanes] = {};
   HWY_ALIGN float grad[kMaxF32Lanes] = {};
   HWY_ALIGN float master[kMaxF32Lanes] = {};
@@ -200,21 +200,21 @@ void Run(const OptimArrays& arrays, const Scalars& scalars, std::size_t count) {
 /// combinations only: the dispatcher checked f32 <-> in place, 16-bit <-> master/stochastic).
 template <template <int, int, int> class Step, class Scalars, int GradT>
 void ByParam(const OptimArrays& a, const Scalars& s, std::size_t count) {
-  if (a.param_dtype == kOptimF32) return Run<Step<GradT, kOptimF32, kWriteInPlace>>(a, s, count);
+  if (a.param_dtype == DType::f32) return Run<Step<GradT, kF32, kWriteInPlace>>(a, s, count);
   const bool stochastic = a.write == kWriteStochastic;
-  if (a.param_dtype == kOptimBF16) {
-    if (stochastic) return Run<Step<GradT, kOptimBF16, kWriteStochastic>>(a, s, count);
-    return Run<Step<GradT, kOptimBF16, kWriteMaster>>(a, s, count);
+  if (a.param_dtype == DType::bf16) {
+    if (stochastic) return Run<Step<GradT, kBF16, kWriteStochastic>>(a, s, count);
+    return Run<Step<GradT, kBF16, kWriteMaster>>(a, s, count);
   }
-  if (stochastic) return Run<Step<GradT, kOptimF16, kWriteStochastic>>(a, s, count);
-  Run<Step<GradT, kOptimF16, kWriteMaster>>(a, s, count);
+  if (stochastic) return Run<Step<GradT, kF16, kWriteStochastic>>(a, s, count);
+  Run<Step<GradT, kF16, kWriteMaster>>(a, s, count);
 }
 
 template <template <int, int, int> class Step, class Scalars>
 void ByDTypes(const OptimArrays& a, const Scalars& s, std::size_t count) {
-  if (a.grad_dtype == kOptimF32) return ByParam<Step, Scalars, kOptimF32>(a, s, count);
-  if (a.grad_dtype == kOptimBF16) return ByParam<Step, Scalars, kOptimBF16>(a, s, count);
-  ByParam<Step, Scalars, kOptimF16>(a, s, count);
+  if (a.grad_dtype == DType::f32) return ByParam<Step, Scalars, kF32>(a, s, count);
+  if (a.grad_dtype == DType::bf16) return ByParam<Step, Scalars, kBF16>(a, s, count);
+  ByParam<Step, Scalars, kF16>(a, s, count);
 }
 
 }  // namespace

@@ -16,10 +16,6 @@
 
 namespace mixprec::kernels::cpu {
 
-static_assert(kUnscaleF32 == static_cast<int>(DType::f32));
-static_assert(kUnscaleBF16 == static_cast<int>(DType::bf16));
-static_assert(kUnscaleF16 == static_cast<int>(DType::f16));
-
 namespace {
 
 // A parallel region costs a few microseconds, about what 32K elements of this kernel cost on one
@@ -28,9 +24,9 @@ constexpr std::size_t kParallelThreshold = 32768;
 constexpr std::size_t kChunk = 65536;
 
 /// Unscales elements [begin, begin + count). amax: as in the kernels (nullptr: not measured).
-bool run_chunk(void* data, int dtype, std::size_t begin, std::size_t count, float inv,
+bool run_chunk(void* data, DType dtype, std::size_t begin, std::size_t count, float inv,
                float* amax) {
-  if (dtype == kUnscaleF32) {
+  if (dtype == DType::f32) {
     float* p = static_cast<float*>(data) + begin;
     return unscale_f32_simd(p, p, count, inv, amax);
   }
@@ -40,13 +36,13 @@ bool run_chunk(void* data, int dtype, std::size_t begin, std::size_t count, floa
 
 }  // namespace
 
-bool unscale_inplace(void* data, int dtype, std::size_t n, float inv, float* amax) {
-  MIXPREC_ASSERT(dtype >= kUnscaleF32 && dtype <= kUnscaleF16);
+bool unscale_inplace(void* data, DType dtype, std::size_t n, float inv, float* amax) {
+  MIXPREC_ASSERT(dtype >= DType::f32 && dtype <= DType::f16);
   // The kernels' verdict relies on it (see unscale_simd.cpp); GradScaler keeps its scale a
   // normal f32, so 1/scale is always finite and non-zero.
   MIXPREC_ASSERT(std::isfinite(inv) && inv != 0.0f);
   MIXPREC_ASSERT(amax == nullptr || *amax >= 0.0f);  // also rejects NaN
-  log_simd("unscale", name(static_cast<DType>(dtype)));
+  log_simd("unscale", name(dtype));
   if (n < kParallelThreshold) return n > 0 && run_chunk(data, dtype, 0, n, inv, amax);
   const auto chunks = static_cast<std::int64_t>((n + kChunk - 1) / kChunk);
   bool found = false;
@@ -72,7 +68,7 @@ bool unscale_inplace(void* data, int dtype, std::size_t n, float inv, float* ama
   return found;
 }
 
-void unscale(void* data, int dtype, std::size_t n, float inv, float* found_inf, float* amax) {
+void unscale(void* data, DType dtype, std::size_t n, float inv, float* found_inf, float* amax) {
   MIXPREC_ASSERT(found_inf != nullptr);  // the contract (unscale.h): one flag, never null
   if (unscale_inplace(data, dtype, n, inv, amax)) *found_inf = 1.0f;
 }
@@ -86,8 +82,8 @@ void unscale_batch(const UnscaleBatch& batch) {
   MIXPREC_ASSERT(std::isfinite(batch.inv) && batch.inv != 0.0f);
   MIXPREC_ASSERT(batch.amax == nullptr || *batch.amax >= 0.0f);  // also rejects NaN
   for (int r = 0; r < batch.size; ++r) {
-    MIXPREC_ASSERT(batch.runs[r].dtype >= kUnscaleF32 && batch.runs[r].dtype <= kUnscaleF16);
-    log_simd("unscale", name(static_cast<DType>(batch.runs[r].dtype)));
+    MIXPREC_ASSERT(batch.runs[r].dtype >= DType::f32 && batch.runs[r].dtype <= DType::f16);
+    log_simd("unscale", name(batch.runs[r].dtype));
   }
   std::size_t total = 0;
   const std::vector<RunPiece> pieces =

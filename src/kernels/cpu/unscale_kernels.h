@@ -14,8 +14,8 @@ namespace mixprec::kernels::cpu {
 
 /// out[i] = in[i] * inv over n f32 elements; true if any is Inf/NaN; raises *amax.
 bool unscale_f32_simd(const float* in, float* out, std::size_t n, float inv, float* amax);
-/// The same for n bf16 (kUnscaleBF16) or f16 (kUnscaleF16) bit patterns.
+/// The same for n bf16 (DType::bf16) or f16 (DType::f16) bit patterns.
 bool unscale_16bit_simd(const std::uint16_t* in, std::uint16_t* out, std::size_t n, float inv,
-                        int dtype, float* amax);
+                        DType dtype, float* amax);
 
 }  // namespace mixprec::kernels::cpu

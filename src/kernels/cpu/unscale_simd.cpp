@@ -45,17 +45,17 @@ HWY_INLINE void Observe(VF y, VI& all, VI& finite) {
 }
 
 /// The Lanes() elements at in/out: unscaled, stored, observed. Elem is float or std::uint16_t.
-template <class Elem, int DType, bool kAmax>
+template <class Elem, int DT, bool kAmax>
 HWY_INLINE void Step(const Elem* in, Elem* out, VF inv, VI& all, VI& finite) {
   const DF df;
-  if constexpr (DType == kUnscaleF32) {
+  if constexpr (DT == kF32) {
     const VF y = hn::Mul(hn::LoadU(df, in), inv);
     hn::StoreU(y, df, out);
     Observe<kAmax>(y, all, finite);
   } else {
     const D16<DF> d16;
     const auto bits = hn::LoadU(d16, in);
-    if constexpr (DType == kUnscaleBF16) {
+    if constexpr (DT == kBF16) {
       const auto rounded = NarrowBF16(df, hn::Mul(WidenBF16(df, bits), inv));
       hn::StoreU(rounded, d16, out);
       Observe<kAmax>(WidenBF16(df, rounded), all, finite);
@@ -69,7 +69,7 @@ HWY_INLINE void Step(const Elem* in, Elem* out, VF inv, VI& all, VI& finite) {
 
 /// The whole loop: vectors in place, then the last partial vector through zero-padded copies
 /// (zeros are finite with |0| = 0, so they change neither the verdict nor amax).
-template <class Elem, int DType, bool kAmax>
+template <class Elem, int DT, bool kAmax>
 bool Loop(const Elem* in, Elem* out, std::size_t n, float inv_scalar, float* amax) {
   const DF df;
   const DI di;
@@ -78,11 +78,11 @@ bool Loop(const Elem* in, Elem* out, std::size_t n, float inv_scalar, float* ama
   VI all = hn::Zero(di);
   VI finite = hn::Zero(di);
   std::size_t i = 0;
-  for (; i + lanes <= n; i += lanes) Step<Elem, DType, kAmax>(in + i, out + i, inv, all, finite);
+  for (; i + lanes <= n; i += lanes) Step<Elem, DT, kAmax>(in + i, out + i, inv, all, finite);
   if (i < n) {
     HWY_ALIGN Elem tail[kMaxF32Lanes] = {};
     std::memcpy(tail, in + i, (n - i) * sizeof(Elem));
-    Step<Elem, DType, kAmax>(tail, tail, inv, all, finite);
+    Step<Elem, DT, kAmax>(tail, tail, inv, all, finite);
     std::memcpy(out + i, tail, (n - i) * sizeof(Elem));
   }
   if constexpr (kAmax) {
@@ -92,22 +92,22 @@ bool Loop(const Elem* in, Elem* out, std::size_t n, float inv_scalar, float* ama
   return hn::GetLane(hn::MaxOfLanes(di, all)) > kMaxFiniteBits;
 }
 
-template <class Elem, int DType>
+template <class Elem, int DT>
 bool WithAmax(const Elem* in, Elem* out, std::size_t n, float inv, float* amax) {
-  return amax != nullptr ? Loop<Elem, DType, true>(in, out, n, inv, amax)
-                         : Loop<Elem, DType, false>(in, out, n, inv, nullptr);
+  return amax != nullptr ? Loop<Elem, DT, true>(in, out, n, inv, amax)
+                         : Loop<Elem, DT, false>(in, out, n, inv, nullptr);
 }
 
 }  // namespace
 
 // Non-template entry points, one per target (HWY_EXPORT needs plain function names).
 bool UnscaleF32(const float* in, float* out, std::size_t n, float inv, float* amax) {
-  return WithAmax<float, kUnscaleF32>(in, out, n, inv, amax);
+  return WithAmax<float, kF32>(in, out, n, inv, amax);
 }
-bool Unscale16(const std::uint16_t* in, std::uint16_t* out, std::size_t n, float inv, int dtype,
+bool Unscale16(const std::uint16_t* in, std::uint16_t* out, std::size_t n, float inv, DType dtype,
                float* amax) {
-  return dtype == kUnscaleBF16 ? WithAmax<std::uint16_t, kUnscaleBF16>(in, out, n, inv, amax)
-                               : WithAmax<std::uint16_t, kUnscaleF16>(in, out, n, inv, amax);
+  return dtype == DType::bf16 ? WithAmax<std::uint16_t, kBF16>(in, out, n, inv, amax)
+                              : WithAmax<std::uint16_t, kF16>(in, out, n, inv, amax);
 }
 
 }  // namespace HWY_NAMESPACE
@@ -125,7 +125,7 @@ bool unscale_f32_simd(const float* in, float* out, std::size_t n, float inv, flo
 }
 
 bool unscale_16bit_simd(const std::uint16_t* in, std::uint16_t* out, std::size_t n, float inv,
-                        int dtype, float* amax) {
+                        DType dtype, float* amax) {
   return HWY_DYNAMIC_DISPATCH(Unscale16)(in, out, n, inv, dtype, amax);
 }
 

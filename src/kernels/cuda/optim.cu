@@ -24,12 +24,12 @@ namespace {
 /// a master), else unused.
 __device__ inline std::uint32_t random_of(const OptimArrays& a, std::size_t i,
                                           std::uint64_t rng_stream) {
-  return a.param_dtype != kOptimF32 && a.write == kWriteStochastic
+  return a.param_dtype != DType::f32 && a.write == kWriteStochastic
              ? mixprec::random_bits(rng_stream, i)
              : 0u;
 }
 
-template <int GradT>
+template <DType GradT>
 __global__ void sgd_kernel(OptimArrays a, SgdScalars s, std::int64_t n, std::uint64_t rng_stream) {
   const float m = optim_math::grad_multiplier_of(a);
   MIXPREC_GRID_STRIDE(i, n) {
@@ -39,7 +39,7 @@ __global__ void sgd_kernel(OptimArrays a, SgdScalars s, std::int64_t n, std::uin
   }
 }
 
-template <int GradT>
+template <DType GradT>
 __global__ void adam_kernel(OptimArrays a, AdamScalars s, std::int64_t n,
                             std::uint64_t rng_stream) {
   const float m = optim_math::grad_multiplier_of(a);
@@ -72,15 +72,15 @@ __device__ inline void update_element(const OptimArrays& a, const Scalars& s, st
   float value;
   if constexpr (std::is_same_v<Scalars, AdamScalars>) {
     switch (a.grad_dtype) {
-      case kOptimF32: value = optim_math::adam_value<kOptimF32>(a, s, e, m); break;
-      case kOptimBF16: value = optim_math::adam_value<kOptimBF16>(a, s, e, m); break;
-      default: value = optim_math::adam_value<kOptimF16>(a, s, e, m); break;
+      case DType::f32: value = optim_math::adam_value<DType::f32>(a, s, e, m); break;
+      case DType::bf16: value = optim_math::adam_value<DType::bf16>(a, s, e, m); break;
+      default: value = optim_math::adam_value<DType::f16>(a, s, e, m); break;
     }
   } else {
     switch (a.grad_dtype) {
-      case kOptimF32: value = optim_math::sgd_value<kOptimF32>(a, s, e, m); break;
-      case kOptimBF16: value = optim_math::sgd_value<kOptimBF16>(a, s, e, m); break;
-      default: value = optim_math::sgd_value<kOptimF16>(a, s, e, m); break;
+      case DType::f32: value = optim_math::sgd_value<DType::f32>(a, s, e, m); break;
+      case DType::bf16: value = optim_math::sgd_value<DType::bf16>(a, s, e, m); break;
+      default: value = optim_math::sgd_value<DType::f16>(a, s, e, m); break;
     }
   }
   optim_math::write_param(a, e, value, random_of(a, e, rng_stream));
@@ -118,14 +118,14 @@ void sgd_update(const OptimArrays& a, const SgdScalars& s, std::size_t n,
   if (n == 0) return;
   const auto count = static_cast<std::int64_t>(n);
   switch (a.grad_dtype) {
-    case kOptimF32:
-      sgd_kernel<kOptimF32><<<grid(count), kThreads, 0, stream()>>>(a, s, count, rng_stream);
+    case DType::f32:
+      sgd_kernel<DType::f32><<<grid(count), kThreads, 0, stream()>>>(a, s, count, rng_stream);
       break;
-    case kOptimBF16:
-      sgd_kernel<kOptimBF16><<<grid(count), kThreads, 0, stream()>>>(a, s, count, rng_stream);
+    case DType::bf16:
+      sgd_kernel<DType::bf16><<<grid(count), kThreads, 0, stream()>>>(a, s, count, rng_stream);
       break;
     default:
-      sgd_kernel<kOptimF16><<<grid(count), kThreads, 0, stream()>>>(a, s, count, rng_stream);
+      sgd_kernel<DType::f16><<<grid(count), kThreads, 0, stream()>>>(a, s, count, rng_stream);
       break;
   }
   check_launch("sgd_update");
@@ -136,14 +136,14 @@ void adam_update(const OptimArrays& a, const AdamScalars& s, std::size_t n,
   if (n == 0) return;
   const auto count = static_cast<std::int64_t>(n);
   switch (a.grad_dtype) {
-    case kOptimF32:
-      adam_kernel<kOptimF32><<<grid(count), kThreads, 0, stream()>>>(a, s, count, rng_stream);
+    case DType::f32:
+      adam_kernel<DType::f32><<<grid(count), kThreads, 0, stream()>>>(a, s, count, rng_stream);
       break;
-    case kOptimBF16:
-      adam_kernel<kOptimBF16><<<grid(count), kThreads, 0, stream()>>>(a, s, count, rng_stream);
+    case DType::bf16:
+      adam_kernel<DType::bf16><<<grid(count), kThreads, 0, stream()>>>(a, s, count, rng_stream);
       break;
     default:
-      adam_kernel<kOptimF16><<<grid(count), kThreads, 0, stream()>>>(a, s, count, rng_stream);
+      adam_kernel<DType::f16><<<grid(count), kThreads, 0, stream()>>>(a, s, count, rng_stream);
       break;
   }
   check_launch("adam_update");

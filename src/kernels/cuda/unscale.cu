@@ -45,16 +45,16 @@ __device__ float block_max(float v) {
   return v;
 }
 
-/// kDType: kUnscaleF32, kUnscaleBF16, or kUnscaleF16 for every other code (the reference's
+/// kDType: DType::f32, DType::bf16, or DType::f16 for every other code (the reference's
 /// reading of dtype).
-template <int kDType, bool kAmax>
+template <DType kDType, bool kAmax>
 __global__ void unscale_kernel(void* data, std::int64_t n, float inv, float* found_inf,
                                float* block_amax) {
   bool found = false;
   float a = 0.0f;  // the largest finite |y| this thread saw; +0 if none
   MIXPREC_GRID_STRIDE(i, n) {
     float y;
-    if constexpr (kDType == kUnscaleF32) {
+    if constexpr (kDType == DType::f32) {
       float* p = static_cast<float*>(data);
       const float x = p[i];
       y = x * inv;
@@ -63,7 +63,7 @@ __global__ void unscale_kernel(void* data, std::int64_t n, float inv, float* fou
     } else {
       std::uint16_t* p = static_cast<std::uint16_t*>(data);
       const unscale_math::Unscaled16 u =
-          unscale_math::unscale_16bit(p[i], inv, kDType == kUnscaleBF16);
+          unscale_math::unscale_16bit(p[i], inv, kDType == DType::bf16);
       y = u.y;
       found |= unscale_math::non_finite(u.x, u.y);
       p[i] = u.bits;
@@ -85,7 +85,7 @@ __global__ void combine_amax_kernel(const float* block_amax, unsigned blocks, fl
   if (threadIdx.x == 0) *amax = max_of(*amax, m);
 }
 
-template <int kDType>
+template <DType kDType>
 void launch_unscale(void* data, std::int64_t n, float inv, float* found_inf, float* amax) {
   const unsigned blocks = std::min(grid(n).x, kMaxUnscaleBlocks);
   if (amax == nullptr) {
@@ -130,7 +130,7 @@ __global__ void unscale_batch_kernel(const __grid_constant__ UnscaleLaunch l) {
   float a = 0.0f;
   for (std::int64_t i = begin + threadIdx.x; i < end; i += kThreads) {
     float y;
-    if (run.dtype == kUnscaleF32) {
+    if (run.dtype == DType::f32) {
       float* p = static_cast<float*>(run.data);
       const float x = p[i];
       y = x * inv;
@@ -139,7 +139,7 @@ __global__ void unscale_batch_kernel(const __grid_constant__ UnscaleLaunch l) {
     } else {
       std::uint16_t* p = static_cast<std::uint16_t*>(run.data);
       const unscale_math::Unscaled16 u =
-          unscale_math::unscale_16bit(p[i], inv, run.dtype == kUnscaleBF16);
+          unscale_math::unscale_16bit(p[i], inv, run.dtype == DType::bf16);
       y = u.y;
       found |= unscale_math::non_finite(u.x, u.y);
       p[i] = u.bits;
@@ -171,14 +171,14 @@ void unscale_batch(const UnscaleBatch& batch) {
   check_launch("unscale_batch");
 }
 
-void unscale(void* data, int dtype, std::size_t n, float inv, float* found_inf, float* amax) {
+void unscale(void* data, DType dtype, std::size_t n, float inv, float* found_inf, float* amax) {
   MIXPREC_ASSERT(found_inf != nullptr);  // the contract (unscale.h): one flag, never null
   if (n == 0) return;
   const auto count = static_cast<std::int64_t>(n);
   switch (dtype) {
-    case kUnscaleF32: launch_unscale<kUnscaleF32>(data, count, inv, found_inf, amax); break;
-    case kUnscaleBF16: launch_unscale<kUnscaleBF16>(data, count, inv, found_inf, amax); break;
-    default: launch_unscale<kUnscaleF16>(data, count, inv, found_inf, amax); break;
+    case DType::f32: launch_unscale<DType::f32>(data, count, inv, found_inf, amax); break;
+    case DType::bf16: launch_unscale<DType::bf16>(data, count, inv, found_inf, amax); break;
+    default: launch_unscale<DType::f16>(data, count, inv, found_inf, amax); break;
   }
 }
 

@@ -16,10 +16,10 @@ namespace {
 /// Element i's random bits, read only where write_param rounds stochastically (a 16-bit
 /// parameter without a master).
 std::uint32_t random_of(const OptimArrays& a, std::size_t i) {
-  return a.param_dtype != kOptimF32 && a.write == kWriteStochastic ? a.random[i] : 0u;
+  return a.param_dtype != DType::f32 && a.write == kWriteStochastic ? a.random[i] : 0u;
 }
 
-template <int GradT>
+template <DType GradT>
 void sgd_loop(const OptimArrays& a, const SgdScalars& s, std::size_t count) {
   const float m = optim_math::grad_multiplier_of(a);
   for (std::size_t i = 0; i < count; ++i) {
@@ -27,7 +27,7 @@ void sgd_loop(const OptimArrays& a, const SgdScalars& s, std::size_t count) {
   }
 }
 
-template <int GradT>
+template <DType GradT>
 void adam_loop(const OptimArrays& a, const AdamScalars& s, std::size_t count) {
   const float m = optim_math::grad_multiplier_of(a);
   for (std::size_t i = 0; i < count; ++i) {
@@ -39,17 +39,17 @@ void adam_loop(const OptimArrays& a, const AdamScalars& s, std::size_t count) {
 
 void sgd_update_ref(const OptimArrays& a, const SgdScalars& s, std::size_t count) {
   switch (a.grad_dtype) {
-    case kOptimF32: sgd_loop<kOptimF32>(a, s, count); break;
-    case kOptimBF16: sgd_loop<kOptimBF16>(a, s, count); break;
-    default: sgd_loop<kOptimF16>(a, s, count); break;
+    case DType::f32: sgd_loop<DType::f32>(a, s, count); break;
+    case DType::bf16: sgd_loop<DType::bf16>(a, s, count); break;
+    default: sgd_loop<DType::f16>(a, s, count); break;
   }
 }
 
 void adam_update_ref(const OptimArrays& a, const AdamScalars& s, std::size_t count) {
   switch (a.grad_dtype) {
-    case kOptimF32: adam_loop<kOptimF32>(a, s, count); break;
-    case kOptimBF16: adam_loop<kOptimBF16>(a, s, count); break;
-    default: adam_loop<kOptimF16>(a, s, count); break;
+    case DType::f32: adam_loop<DType::f32>(a, s, count); break;
+    case DType::bf16: adam_loop<DType::bf16>(a, s, count); break;
+    default: adam_loop<DType::f16>(a, s, count); break;
   }
 }
 

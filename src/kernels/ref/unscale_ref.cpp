@@ -29,9 +29,9 @@ bool f32_loop(const float* in, float* out, std::size_t n, float inv, float* amax
 }
 
 template <bool kAmax>
-bool bits16_loop(const std::uint16_t* in, std::uint16_t* out, std::size_t n, float inv, int dtype,
+bool bits16_loop(const std::uint16_t* in, std::uint16_t* out, std::size_t n, float inv, DType dtype,
                  float* amax) noexcept {
-  const bool bf16 = dtype == kUnscaleBF16;
+  const bool bf16 = dtype == DType::bf16;
   bool found = false;
   float a = kAmax ? *amax : 0.0f;
   for (std::size_t i = 0; i < n; ++i) {
@@ -53,21 +53,21 @@ bool unscale_f32_ref(const float* in, float* out, std::size_t n, float inv, floa
 }
 
 bool unscale_16bit_ref(const std::uint16_t* in, std::uint16_t* out, std::size_t n, float inv,
-                       int dtype, float* amax) noexcept {
+                       DType dtype, float* amax) noexcept {
   return amax != nullptr ? bits16_loop<true>(in, out, n, inv, dtype, amax)
                          : bits16_loop<false>(in, out, n, inv, dtype, nullptr);
 }
 
 namespace ref {
-bool unscale_inplace(void* data, int dtype, std::size_t n, float inv, float* amax) {
-  if (dtype == kUnscaleF32) {
+bool unscale_inplace(void* data, DType dtype, std::size_t n, float inv, float* amax) {
+  if (dtype == DType::f32) {
     auto* p = static_cast<float*>(data);
     return unscale_f32_ref(p, p, n, inv, amax);
   }
   auto* p = static_cast<std::uint16_t*>(data);
   return unscale_16bit_ref(p, p, n, inv, dtype, amax);
 }
-void unscale(void* data, int dtype, std::size_t n, float inv, float* found_inf, float* amax) {
+void unscale(void* data, DType dtype, std::size_t n, float inv, float* found_inf, float* amax) {
   MIXPREC_ASSERT(found_inf != nullptr);  // the contract (unscale.h): one flag, never null
   if (unscale_inplace(data, dtype, n, inv, amax)) *found_inf = 1.0f;
 }
