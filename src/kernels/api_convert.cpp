@@ -1,7 +1,7 @@
 // The public bulk conversions of host arrays: argument checks, then the host kernels of the active
 // backend (kernels::host_backend(): convert, convert_stochastic), whose cpu and ref implementations are bit-identical to the
 // scalar functions of half.h / float8.h. Also the public scalar stochastic rounding, whose
-// definition (shared with device kernels) is kernels/stochastic_rounding.h.
+// definition (shared with device kernels) is kernels/spec/stochastic_rounding.h.
 #include "mixprec/core/convert.h"
 
 #include <cstdint>
@@ -9,7 +9,7 @@
 
 #include "kernels/convert_checks.h"
 #include "kernels/backend.h"
-#include "kernels/stochastic_rounding.h"
+#include "kernels/spec/stochastic_rounding.h"
 #include "mixprec/core/error.h"
 
 namespace mixprec {
@@ -17,7 +17,7 @@ namespace mixprec {
 using detail::check_convert_buffers;
 using detail::check_counter_offset;
 
-// ---- scalar stochastic rounding (the specification, in kernels/stochastic_rounding.h) ----
+// ---- scalar stochastic rounding (the specification, in kernels/spec/stochastic_rounding.h) ----
 
 std::uint16_t f32_to_bf16_bits_stochastic(float value, std::uint32_t random_bits) noexcept {
   return kernels::stochastic_bf16_bits(value, random_bits);

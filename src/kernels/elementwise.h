@@ -8,7 +8,7 @@
 /// ulp bounds in test_elementwise_accuracy.cpp):
 ///  - Bit-identical on every SIMD target: neg, abs, sqrt, rsqrt (a true 1/sqrt), reciprocal,
 ///    square, relu, add, sub, mul, div, maximum, minimum (NaN propagation and +-0 ties exactly
-///    as ref/nan_minmax.h), affine (alpha*x, then + beta: two roundings, no FMA, like the
+///    as spec/nan_minmax.h), affine (alpha*x, then + beta: two roundings, no FMA, like the
 ///    reference), fill, every backward formula the op list marks grad = exact, and every f32<->bf16/f16
 ///    conversion. NaN/Inf/-0 results match the reference's; only which NaN survives when BOTH
 ///    operands of a binary op are NaN is left open (IEEE 754 does not fix it).

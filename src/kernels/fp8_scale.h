@@ -2,7 +2,7 @@
 /// The fp8 training recipes' device kernels (docs/fp8.md, "Recipes"): the scaled, saturating
 /// cast that measures its input's amax in the same pass, and the scale update from an amax
 /// history. Scales, amaxes and histories are device memory (pointers), so a training step
-/// never reads them on the host. The per-element math is kernels/fp8_scale_math.h, shared by
+/// never reads them on the host. The per-element math is kernels/spec/fp8_scale_math.h, shared by
 /// every backend. kernels::<name> runs on the active backend.
 #include <cstdint>
 

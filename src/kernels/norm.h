@@ -12,7 +12,6 @@
 
 #include "mixprec/core/dtype.h"
 #include "kernels/entry_point.h"
-#include "kernels/norm_math.h"  // norm_invstd, batch_norm_grad_coefs: one formula everywhere
 
 namespace mixprec::kernels {
 

@@ -21,6 +21,7 @@
 #include "runtime/op_scope.h"
 #include "ops/sync_batchnorm_detail.h"
 #include "kernels/norm.h"
+#include "kernels/spec/norm_math.h"
 #include "mixprec/runtime/autocast.h"
 #include "mixprec/core/error.h"
 #include "mixprec/core/transfer.h"

@@ -11,6 +11,7 @@
 
 #include "kernel_test_util.h"
 #include "kernels/norm.h"
+#include "kernels/spec/norm_math.h"
 
 namespace mixprec::ktest {
 namespace {

@@ -14,6 +14,29 @@ checked. The test also fails if a folder exists under src/ or include/mixprec/ t
 document does not list, or the document lists a folder that does not exist, so the drawing and
 the tree cannot drift apart; and it checks itself on a made-up upward include first.
 
+The rooms of the kernels floor are read from the same document, section "Rooms": the fenced
+block after the line `<!-- rooms: ... -->`, one room per line, written as
+
+    <room>  <room it may include> [...]  | what the room holds
+    allow   <file> <include>             | why (an exception, named one include at a time)
+
+`contracts` are the headers directly in src/kernels/, `entries` the sources directly in
+src/kernels/ (backend.cpp, api_*.cpp), `above` every checked file outside src/kernels/ (the
+floors above the kernels); every other room is a sub-folder of src/kernels/. An include of
+kernels/... that names a room the including file's room does not list fails naming FILE:LINE,
+the include and the rule; so does a sub-folder of src/kernels/ the block does not list. Includes
+outside kernels/ are the floors' business.
+
+Namespaces against folders (issue 38, deliverable 2): a file in a folder of a floor F
+(src/F/..., include/mixprec/F/...) that opens `namespace mixprec::G` with G neither F nor
+`detail` fails, unless the namespace block only forward-declares (`class X;`), or (file, G) is
+one of KNOWN_NAMESPACE_MISMATCHES: today's mismatches, which deliverable 1 of issue 38 moves;
+an entry that no longer matches fails too, so the list only shrinks. And a file in a backend's
+folder of src/kernels/ (ref, cpu, cuda, devsim) or in spec/ must not open a namespace named
+after another backend (`namespace ref`, `mixprec::kernels::cpu`, ...). Only `namespace` lines
+naming mixprec:: (or, in src/kernels/, any name) are read: a namespace opened as nested bare
+blocks (`namespace mixprec {` then `namespace amp {`) is not seen.
+
 Usage: check_layers.py [REPO_ROOT]   (default: two levels above this file)
 """
 import os
@@ -22,36 +45,162 @@ import sys
 
 INCLUDE = re.compile(r'\s*#\s*include\s*[<"]([^>"]+)[>"]')
 FLOOR_LINE = re.compile(r'^\s*(\d+)\s+([a-z_][a-z_0-9 ]*?)\s*\|')
+ROOM_LINE = re.compile(r'^\s*([a-z_][a-z_0-9]*)\s+([^|]*?)\s*\|')
+TOP_ROOMS = ('contracts', 'entries', 'above')  # not folders: see room_of
+NAMESPACE = re.compile(r'^\s*namespace\s+([A-Za-z_][A-Za-z_0-9]*(?:::[A-Za-z_][A-Za-z_0-9]*)*)\s*\{(.*)$')
+FORWARD = re.compile(r'^(class|struct|union|enum(\s+(class|struct))?)\s+[A-Za-z_]\w*(\s*:\s*[\w:]+)?\s*;')
+
+# Today's namespaces that are not their folder's, (file, namespace after mixprec::): docs/
+# ARCHITECTURE.md ("Layers") says why they stayed (a folder is a floor, a namespace a topic).
+# Issue 38, deliverable 1 moves them; remove a line when its file no longer opens the namespace
+# (the check fails on a stale line). Never add one: put new code in its folder's namespace.
+KNOWN_NAMESPACE_MISMATCHES = {
+    # runtime/ holds the autocast region, policy table, weight copies and precision settings,
+    # still amp::; the engine and nodes, still autograd::; the profiler, still diagnostics::;
+    # the communicator interface, still dist::; the weight copies' reuse_cast, ops::detail.
+    ('include/mixprec/runtime/anomaly.h', 'autograd'),
+    ('include/mixprec/runtime/attention_precision.h', 'amp'),
+    ('include/mixprec/runtime/autocast.h', 'amp'),
+    ('include/mixprec/runtime/communicator.h', 'dist'),
+    ('include/mixprec/runtime/fp8_recipe.h', 'amp'),
+    ('include/mixprec/runtime/function.h', 'autograd'),
+    ('include/mixprec/runtime/matmul_precision.h', 'amp'),
+    ('include/mixprec/runtime/node.h', 'autograd'),
+    ('include/mixprec/runtime/op_policy.h', 'amp'),
+    ('include/mixprec/runtime/profiler.h', 'diagnostics'),
+    ('include/mixprec/runtime/weight_copies.h', 'amp'),
+    ('src/runtime/anomaly.cpp', 'autograd'),
+    ('src/runtime/attention_precision.cpp', 'amp'),
+    ('src/runtime/autocast.cpp', 'amp'),
+    ('src/runtime/communicator.cpp', 'dist'),
+    ('src/runtime/engine.cpp', 'autograd'),
+    ('src/runtime/fp8_recipe.cpp', 'amp'),
+    ('src/runtime/function.cpp', 'autograd'),
+    ('src/runtime/grad_mode.cpp', 'autograd'),
+    ('src/runtime/matmul_precision.cpp', 'amp'),
+    ('src/runtime/op_policy.cpp', 'amp'),
+    ('src/runtime/op_scope.h', 'diagnostics'),
+    ('src/runtime/profiler.cpp', 'diagnostics'),
+    ('src/runtime/weight_copies.cpp', 'amp'),
+    ('src/runtime/weight_copies.h', 'amp'),
+    ('src/runtime/weight_copies.h', 'ops'),
+    # ops/ holds the synchronised batch norm, dist::sync_batch_norm.
+    ('include/mixprec/ops/sync_batchnorm.h', 'dist'),
+    ('src/ops/sync_batchnorm_detail.h', 'dist'),
+    ('src/ops/sync_batchnorm_ops.cpp', 'dist'),
+    # numerics/ and train/ hold what diagnostics/ held: tensor_stats, inspect, step_profile.
+    ('include/mixprec/numerics/tensor_stats.h', 'diagnostics'),
+    ('src/numerics/tensor_stats.cpp', 'diagnostics'),
+    ('include/mixprec/train/inspect.h', 'diagnostics'),
+    ('include/mixprec/train/step_profile.h', 'diagnostics'),
+    ('src/train/inspect.cpp', 'diagnostics'),
+    ('src/train/inspect_report.cpp', 'diagnostics'),
+    ('src/train/inspect_svg.cpp', 'diagnostics'),
+    ('src/train/inspect_verdict.cpp', 'diagnostics'),
+    ('src/train/step_profile.cpp', 'diagnostics'),
+}
 ROOTS = ('src', 'include/mixprec', 'tools')  # tools/ is the folder `tools`
 
 
-def read_floors(doc_path):
-    """{folder: floor number} from the floors block of docs/ARCHITECTURE.md."""
+def fenced_block(doc_path, marker):
+    """(first line number, lines) of the fenced block after the line starting with marker."""
     text = open(doc_path, encoding='utf-8').read().splitlines()
     try:
-        start = next(i for i, l in enumerate(text) if l.strip().startswith('<!-- floors:'))
+        start = next(i for i, l in enumerate(text) if l.strip().startswith(marker))
     except StopIteration:
-        sys.exit(f'{doc_path}: no "<!-- floors: ... -->" line before the block of floors')
+        sys.exit(f'{doc_path}: no "{marker} ... -->" line before its fenced block')
     fence = next((i for i in range(start + 1, len(text)) if text[i].startswith('```')), None)
     end = next((i for i in range(fence + 1, len(text)) if text[i].startswith('```')), None) \
         if fence is not None else None
     if fence is None or end is None:
-        sys.exit(f'{doc_path}:{start + 1}: the floors line must be followed by a fenced block')
+        sys.exit(f'{doc_path}:{start + 1}: the {marker} line must be followed by a fenced block')
+    return fence + 2, text[fence + 1:end]
+
+
+def read_floors(doc_path):
+    """{folder: floor number} from the floors block of docs/ARCHITECTURE.md."""
+    first, lines = fenced_block(doc_path, '<!-- floors:')
     floors, numbers = {}, []
-    for i in range(fence + 1, end):
-        m = FLOOR_LINE.match(text[i])
+    for i, line in enumerate(lines, first):
+        m = FLOOR_LINE.match(line)
         if not m:
             continue
         number = int(m.group(1))
         numbers.append(number)
         for folder in m.group(2).split():
             if folder in floors:
-                sys.exit(f'{doc_path}:{i + 1}: folder {folder} is listed twice')
+                sys.exit(f'{doc_path}:{i}: folder {folder} is listed twice')
             floors[folder] = number
     if not floors or numbers != list(range(len(numbers), 0, -1)):
-        sys.exit(f'{doc_path}:{fence + 1}: floors must be numbered from the top down to 1, '
+        sys.exit(f'{doc_path}:{first - 1}: floors must be numbered from the top down to 1, '
                  f'one line each; got {numbers}')
     return floors
+
+
+def read_rooms(doc_path):
+    """({room: set of rooms it may include}, {(file, include): why}) from the rooms block."""
+    first, lines = fenced_block(doc_path, '<!-- rooms:')
+    rooms, allowed = {}, {}
+    for i, line in enumerate(lines, first):
+        m = ROOM_LINE.match(line)
+        if not m:
+            continue
+        name, rest = m.group(1), m.group(2).split()
+        if name == 'allow':
+            if len(rest) != 2:
+                sys.exit(f'{doc_path}:{i}: an allow line names one file and one include')
+            allowed[(rest[0], rest[1])] = line.split('|', 1)[1].strip()
+            continue
+        if name in rooms:
+            sys.exit(f'{doc_path}:{i}: room {name} is listed twice')
+        rooms[name] = set(rest) | ({name} if name not in ('above',) else set())
+    for name, may in rooms.items():
+        for other in sorted(may - set(rooms)):
+            sys.exit(f'{doc_path}: room {name} may include {other}, which the block does not list')
+    for name in TOP_ROOMS:
+        if name not in rooms:
+            sys.exit(f'{doc_path}: the rooms block must list {name}')
+    return rooms, allowed
+
+
+def room_of(path):
+    """The room of a checked file: a sub-folder of src/kernels/, contracts (a header directly in
+    src/kernels/), entries (any other file there) or above (every file outside src/kernels/)."""
+    parts = path.split('/')
+    if parts[:2] != ['src', 'kernels']:
+        return 'above'
+    if len(parts) > 3:
+        return parts[2]
+    return 'contracts' if parts[2].endswith(('.h', '.cuh')) else 'entries'
+
+
+def room_target(include):
+    """The room an include names (kernels/X.h: contracts; kernels/R/...: R), or None."""
+    parts = include.split('/')
+    if parts[0] != 'kernels' or len(parts) < 2:
+        return None
+    return 'contracts' if len(parts) == 2 else parts[1]
+
+
+def check_rooms(files, rooms, allowed):
+    """files: [(path, lines)]. Returns the violations of the rooms block, one message each."""
+    errors = []
+    for path, lines in files:
+        room = room_of(path)
+        may = rooms.get(room)
+        if may is None:
+            continue  # an unlisted sub-folder: reported once by main
+        for number, line in enumerate(lines, 1):
+            m = INCLUDE.match(line)
+            if not m:
+                continue
+            target = room_target(m.group(1))
+            if target is None or target in may or (path, m.group(1)) in allowed:
+                continue
+            rule = f'{room} may include only ' + ', '.join(sorted(may))
+            errors.append(f'{path}:{number}: {room} includes {m.group(1)} (room {target}); '
+                          f'rule: {rule} (docs/ARCHITECTURE.md, "Rooms")')
+    return errors
 
 
 def folder_of(path):
@@ -102,6 +251,62 @@ def check(files, floors, src_folders):
     return errors
 
 
+def opened_namespaces(lines):
+    """[(line number, name, forward_only)] of the `namespace NAME {` lines of one file; forward_only
+    when the block holds nothing but forward declarations."""
+    found = []
+    for number, line in enumerate(lines, 1):
+        m = NAMESPACE.match(line)
+        if not m:
+            continue
+        body = [m.group(2)] + lines[number:]
+        forward_only = False
+        for text in body:
+            text = text.split('//', 1)[0].strip()
+            if not text:
+                continue
+            if text.startswith('}'):
+                forward_only = True
+                break
+            inline = FORWARD.match(text)
+            if not inline:
+                break
+            if text[inline.end():].strip().startswith('}'):  # namespace a { class X; }
+                forward_only = True
+                break
+        found.append((number, m.group(1), forward_only))
+    return found
+
+
+def check_namespaces(files, floors, rooms, known):
+    """files: [(path, lines)]. Returns (violations, the known mismatches still present)."""
+    errors, seen = [], set()
+    backends = {r for r in rooms if r not in TOP_ROOMS and r != 'spec'}
+    for path, lines in files:
+        folder = folder_of(path)
+        room = room_of(path) if folder == 'kernels' else None
+        for number, name, forward_only in opened_namespaces(lines):
+            parts = name.split('::')
+            if room in backends or room == 'spec':
+                others = sorted((set(parts) & backends) - {room})
+                if others:
+                    errors.append(f'{path}:{number}: namespace {name} in src/kernels/{room}/ names '
+                                  f'the backend {others[0]}; rule: a backend (or the spec) opens '
+                                  f'no other backend\'s namespace (docs/ARCHITECTURE.md, "Rooms")')
+            if parts[0] != 'mixprec' or len(parts) < 2 or folder in (None, 'tools'):
+                continue
+            topic = parts[1]
+            if topic in (folder, 'detail') or forward_only:
+                continue
+            if (path, topic) in known:
+                seen.add((path, topic))
+                continue
+            errors.append(f'{path}:{number}: namespace {name} in folder {folder}; rule: a file '
+                          f'in folder F opens mixprec::F (or mixprec::detail), not mixprec::'
+                          f'{topic} (check_layers.py, KNOWN_NAMESPACE_MISMATCHES lists today\'s)')
+    return errors, seen
+
+
 def main():
     root = os.path.abspath(sys.argv[1] if len(sys.argv) > 1 else
                            os.path.join(os.path.dirname(__file__), '..', '..'))
@@ -122,6 +327,19 @@ def main():
         errors.append(f'docs/ARCHITECTURE.md lists folder {folder}, which exists neither under '
                       f'src/ nor under include/mixprec/')
     src_folders = {e for e in os.listdir('src') if os.path.isdir(os.path.join('src', e))}
+    rooms, allowed = read_rooms('docs/ARCHITECTURE.md')
+    kernel_dirs = {e for e in os.listdir('src/kernels')
+                   if os.path.isdir(os.path.join('src/kernels', e))}
+    for entry in sorted(kernel_dirs - set(rooms)):
+        errors.append(f'src/kernels/{entry}/: a folder that docs/ARCHITECTURE.md ("Rooms") does '
+                      f'not list')
+    for room in sorted(set(rooms) - kernel_dirs - set(TOP_ROOMS)):
+        errors.append(f'docs/ARCHITECTURE.md ("Rooms") lists room {room}, which is no folder of '
+                      f'src/kernels/')
+    for (path, include), why in sorted(allowed.items()):
+        if not os.path.isfile(path):
+            errors.append(f'docs/ARCHITECTURE.md ("Rooms") allows {path} to include {include}, '
+                          f'but {path} does not exist: remove the allow line')
 
     # The checker checks itself: a made-up upward include from the bottom floor must be caught.
     bottom = min(floors, key=floors.get)
@@ -129,6 +347,36 @@ def main():
     probe = [(f'src/{bottom}/probe.cpp', [f'#include "mixprec/{top}/probe.h"'])]
     if len(check(probe, floors, src_folders | {top})) != 1:
         sys.exit('check_layers.py: the checker missed a made-up upward include; fix the checker')
+    # ... and on the rooms: one backend including another's header, the spec including a
+    # backend, a contract including a backend, and a floor above the kernels including a
+    # backend must each be caught; an allowed include must not be.
+    backends = sorted(r for r in rooms if r not in TOP_ROOMS and r != 'spec')
+    if len(backends) >= 2:
+        a, b = backends[0], backends[1]
+        probe = [(f'src/kernels/{a}/probe.cpp', [f'#include "kernels/{b}/probe.h"',
+                                                  '#include "kernels/spec/probe.h"',
+                                                  f'#include "kernels/{a}/probe.h"']),
+                 ('src/kernels/spec/probe.h', [f'#include "kernels/{a}/probe.h"']),
+                 ('src/kernels/probe.h', [f'#include "kernels/{a}/probe.h"']),
+                 (f'src/{top}/probe.cpp', [f'#include "kernels/{a}/probe.h"',
+                                           '#include "kernels/probe.h"']),
+                 ('src/kernels/probe_allowed.cpp', ['#include "kernels/nowhere/probe.h"'])]
+        probe_allowed = {('src/kernels/probe_allowed.cpp', 'kernels/nowhere/probe.h'): 'probe'}
+        if len(check_rooms(probe, rooms, probe_allowed)) != 4:
+            sys.exit('check_layers.py: the checker missed (or invented) a made-up include '
+                     'between rooms of src/kernels/; fix the checker')
+        probe = [(f'src/kernels/{a}/probe.cpp', [f'namespace mixprec::kernels::{b} {{', '}']),
+                 ('src/kernels/spec/probe.h', [f'namespace {a} {{', 'void f();', '}']),
+                 (f'src/{bottom}/probe.cpp', [f'namespace mixprec::{top} {{', 'void f();', '}']),
+                 (f'src/{bottom}/probe.h', [f'namespace mixprec::{top} {{', 'class X;', '}',
+                                            f'namespace mixprec::{top} {{ struct Y; }}',
+                                            f'namespace mixprec::{bottom} {{', 'void f();', '}']),
+                 (f'src/{bottom}/known.cpp', [f'namespace mixprec::{top} {{', 'int x;', '}'])]
+        ns_errors, seen = check_namespaces(probe, floors, rooms,
+                                           {(f'src/{bottom}/known.cpp', top)})
+        if len(ns_errors) != 3 or len(seen) != 1:
+            sys.exit('check_layers.py: the checker missed (or invented) a made-up namespace '
+                     'that is not its folder\'s; fix the checker')
 
     files = []
     for base in ROOTS:
@@ -142,14 +390,22 @@ def main():
                 elif folder_of(path) is not None:
                     pass  # its folder was reported above
     errors += check(files, floors, src_folders)
+    errors += check_rooms(files, rooms, allowed)
+    ns_errors, seen = check_namespaces(files, floors, rooms, KNOWN_NAMESPACE_MISMATCHES)
+    errors += ns_errors
+    for path, topic in sorted(KNOWN_NAMESPACE_MISMATCHES - seen):
+        errors.append(f'{path}: no longer opens namespace mixprec::{topic}: remove it from '
+                      f'KNOWN_NAMESPACE_MISMATCHES in tests/layers/check_layers.py')
     for e in errors:
         print(e)
     if errors:
         print(f'{len(errors)} layer violation(s): includes must point down the floors of '
-              f'docs/ARCHITECTURE.md ("Layers")')
+              f'docs/ARCHITECTURE.md ("Layers") and stay in the rooms of its kernels ("Rooms")')
         return 1
     print(f'layers: {len(files)} files, {len(floors)} folders on '
-          f'{max(floors.values())} floors; every #include points down')
+          f'{max(floors.values())} floors, {len(rooms)} rooms of the kernels; every #include '
+          f'points down and stays in its rooms; namespaces match folders but for '
+          f'{len(KNOWN_NAMESPACE_MISMATCHES)} known mismatches')
     return 0
 
 

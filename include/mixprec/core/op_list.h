@@ -11,7 +11,7 @@
 ///
 /// Adding a unary op `foo` (silu shows it):
 ///   1. one X(...) row below;
-///   2. its scalar math, forward and backward (kernels::math::foo in src/kernels/elementwise_math.h:
+///   2. its scalar math, forward and backward (kernels::math::foo in src/kernels/spec/elementwise_math.h:
 ///      the reference, and any device compiler's);
 ///   3. its vector math (kernels::cpu::vec::foo in src/kernels/cpu/vecmath-inl.h).
 /// Every table, switch, frontend function and test case follows from the row.

@@ -1,6 +1,6 @@
 // Blocked (flash-attention style) scaled dot-product attention; the vector building blocks are
 // in attention_simd.cpp (Highway, every target), the per-element rules in
-// ref/attention_rules.h. Nothing here ever holds more than one block of scores:
+// spec/attention_rules.h. Nothing here ever holds more than one block of scores:
 //  - forward, one task per (batch-head, block of kBlockQ query rows): the block's queries are
 //    widened to f32 and transposed once, then every block of kBlockK keys is scored as a
 //    transposed tile (keys as rows: s^T = k q^T, so the softmax statistics of the queries are
@@ -37,7 +37,7 @@
 #include "kernels/cpu/attention_simd.h"
 #include "kernels/cpu/dispatch_util.h"
 #include "kernels/cpu/growing_buffer.h"
-#include "kernels/ref/attention_rules.h"
+#include "kernels/spec/attention_rules.h"
 #include "mixprec/core/error.h"
 #include "mixprec/core/random.h"
 

@@ -10,8 +10,8 @@
 
 #include "kernels/cpu/dispatch_util.h"
 #include "kernels/fp8_scale.h"
-#include "kernels/fp8_scale_checks.h"
-#include "kernels/fp8_scale_math.h"
+#include "kernels/spec/fp8_scale_checks.h"
+#include "kernels/spec/fp8_scale_math.h"
 
 namespace mixprec::kernels::cpu {
 namespace {

@@ -21,6 +21,7 @@
 #include "kernels/cpu/growing_buffer.h"
 #include "kernels/cpu/norm_simd.h"
 #include "kernels/norm.h"
+#include "kernels/spec/norm_math.h"
 
 namespace mixprec::kernels {
 namespace {

@@ -1,7 +1,7 @@
 // Max and average pooling on channels-last (NHWC) activations: a pixel's C values are
 // contiguous, so each window step is one pass along a channel row, which the compiler
 // vectorises (the NCHW kernels of pool_simd.cpp vectorise along an image row instead). Every
-// value is the reference's: windows visited in the same row-major order (kernels/pool_math.h's
+// value is the reference's: windows visited in the same row-major order (kernels/spec/pool_math.h's
 // window, NaN rule and f32 sums); backward passes in gather form (as the CUDA kernels), where
 // each input element adds the windows covering it in the order the reference's scatter does,
 // except max pooling over disjoint windows, a zero fill and a scatter as in NCHW.
@@ -16,7 +16,7 @@
 
 #include "kernels/cpu/dispatch_util.h"
 #include "kernels/cpu/zero_plus.h"
-#include "kernels/pool_math.h"
+#include "kernels/spec/pool_math.h"
 
 namespace mixprec::kernels::cpu {
 namespace {

@@ -13,7 +13,7 @@
 #include "kernels/cpu/reduce_simd.h"
 #include "kernels/cpu/run_pieces.h"
 #include "kernels/reduce.h"
-#include "kernels/ref/nan_minmax.h"
+#include "kernels/spec/nan_minmax.h"
 
 namespace mixprec::kernels {
 namespace {
@@ -30,7 +30,7 @@ bool is_max_like(ReduceOp op) {
 /// gives the reference's bits.
 float combine(ReduceOp op, float a, float b) {
   if (!is_max_like(op)) return a + b;
-  return op == ReduceOp::min ? ref::nan_min(a, b) : ref::nan_max(a, b);
+  return op == ReduceOp::min ? kernels::nan_min(a, b) : kernels::nan_max(a, b);
 }
 
 /// The reference's finishing step: mean divides by n, norm2 takes the square root.

@@ -16,7 +16,7 @@
 #include "hwy/highway.h"
 #include "kernels/cpu/convert-inl.h"
 #include "kernels/cpu/reduce_simd.h"
-#include "kernels/ref/nan_minmax.h"
+#include "kernels/spec/nan_minmax.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace mixprec::kernels::cpu {
@@ -57,17 +57,17 @@ HWY_INLINE float StepScalar(float acc, float x) {
   if constexpr (OP == ReduceOp::sum || OP == ReduceOp::mean) return acc + x;
   if constexpr (OP == ReduceOp::norm1) return acc + std::fabs(x);
   if constexpr (OP == ReduceOp::norm2) return acc + x * x;
-  if constexpr (OP == ReduceOp::max) return ref::nan_max(acc, x);
-  if constexpr (OP == ReduceOp::min) return ref::nan_min(acc, x);
-  return ref::nan_max(acc, std::fabs(x));  // amax
+  if constexpr (OP == ReduceOp::max) return kernels::nan_max(acc, x);
+  if constexpr (OP == ReduceOp::min) return kernels::nan_min(acc, x);
+  return kernels::nan_max(acc, std::fabs(x));  // amax
 }
 
 /// Merges two accumulators (sum, or NaN-propagating max/min).
 template <ReduceOp OP>
 HWY_INLINE float CombineScalar(float a, float b) {
   if constexpr (!kMaxLike<OP>) return a + b;
-  if constexpr (OP == ReduceOp::min) return ref::nan_min(a, b);
-  return ref::nan_max(a, b);
+  if constexpr (OP == ReduceOp::min) return kernels::nan_min(a, b);
+  return kernels::nan_max(a, b);
 }
 
 template <ReduceOp OP, class D>

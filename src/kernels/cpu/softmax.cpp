@@ -14,7 +14,7 @@
 
 #include "kernels/cpu/dispatch_util.h"
 #include "kernels/cpu/softmax_simd.h"
-#include "kernels/ref/softmax_checks.h"
+#include "kernels/spec/softmax_checks.h"
 #include "kernels/softmax.h"
 
 namespace mixprec::kernels {

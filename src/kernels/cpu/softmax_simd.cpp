@@ -13,7 +13,7 @@
 #include "hwy/highway.h"
 #include "kernels/cpu/convert-inl.h"
 #include "kernels/cpu/softmax_simd.h"
-#include "kernels/ref/nan_minmax.h"
+#include "kernels/spec/nan_minmax.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace mixprec::kernels::cpu {
@@ -44,7 +44,7 @@ float MaxT(const void* x, std::size_t n) {
   for (; i + N <= n; i += N) a0 = step(a0, LoadF32<DT>(d, x, i));
   if (i < n) a1 = step(a1, LoadF32N<DT>(d, x, i, n - i, -HUGE_VALF));
   return FoldLanesInOrder(d, step(step(a0, a1), step(a2, a3)),
-                          [](float m, float lane) { return ref::nan_max(m, lane); });
+                          [](float m, float lane) { return kernels::nan_max(m, lane); });
 }
 
 /// sum exp(x - m), and optionally sum (x - m) and the exps themselves (f32), over n elements.

@@ -1,5 +1,5 @@
 // Per-target vector building blocks for the Highway elementwise kernels (and any other kernel
-// that needs them): NaN-propagating max/min with the reference's choices (ref/nan_minmax.h)
+// that needs them): NaN-propagating max/min with the reference's choices (spec/nan_minmax.h)
 // and f32 transcendental functions. Dtype loads/stores come from convert-inl.h.
 //
 // Transcendentals: exp, log and tanh are Highway's contrib math (hwy/contrib/math/math-inl.h)
@@ -24,7 +24,7 @@
 #include "hwy/contrib/math/math-inl.h"
 #include "hwy/highway.h"
 #include "kernels/cpu/convert-inl.h"
-#include "kernels/elementwise_math.h"
+#include "kernels/spec/elementwise_math.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace mixprec::kernels::cpu {

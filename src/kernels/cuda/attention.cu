@@ -14,7 +14,7 @@
 //    element belongs to one thread, which sums in a fixed order: the bits never depend on
 //    scheduling.
 // The causal cut, the mask and the dropout decision are the reference's own functions
-// (ref/attention_rules.h, built for the device too); the RNG is regenerated from its counter in
+// (spec/attention_rules.h, built for the device too); the RNG is regenerated from its counter in
 // both passes, nothing is stored. Head sizes are unbounded: the head dimension is staged 64
 // columns at a time and output columns beyond 128 go to further blocks (which recompute the
 // scores; head sizes up to 128 need one).
@@ -33,7 +33,7 @@
 #include "kernels/cuda/attention_path.h"
 #include "kernels/cuda/cuda_kernels.h"
 #include "kernels/cuda/launch.cuh"
-#include "kernels/ref/attention_rules.h"
+#include "kernels/spec/attention_rules.h"
 #include "mixprec/core/verbose.h"
 
 namespace mixprec::kernels::cuda {

@@ -39,7 +39,7 @@
 #include "kernels/cuda/attention_flash.h"
 #include "kernels/cuda/cuda_kernels.h"
 #include "kernels/cuda/launch.cuh"
-#include "kernels/ref/attention_rules.h"
+#include "kernels/spec/attention_rules.h"
 
 namespace mixprec::kernels::cuda {
 namespace {

@@ -3,7 +3,7 @@
 /// kernels on mma.sync (bf16 or f16 operands, f32 accumulation and softmax statistics) for the
 /// 16-bit autocast spec (AttentionDesc::round_probs: P and dS rounded to the dtype before their
 /// products). The causal cut, an additive mask and dropout are the reference's own per-element
-/// rules (ref/attention_rules.h). Deterministic: no atomics, every output element is summed by
+/// rules (spec/attention_rules.h). Deterministic: no atomics, every output element is summed by
 /// one thread in a fixed order.
 #include <initializer_list>
 

@@ -10,7 +10,7 @@
 //  - the probability products (p z) v, (p z)^T dout, ds k and ds^T q: full f32 (no TF32), since
 //    p and ds are f32 values a TF32 rounding would change;
 //  - the causal cut, the dropout decision and p, ds themselves: the reference's per-element
-//    functions (ref/attention_rules.h), the same as attention.cu's; the forward keeps the
+//    functions (spec/attention_rules.h), the same as attention.cu's; the forward keeps the
 //    output unnormalised until the store (acc * (1 / l), as attention.cu), and the backward
 //    recomputes p from lse.
 // Operands are gathered into contiguous f32 copies per group (their layouts may be the strided
@@ -27,7 +27,7 @@
 #include "kernels/cuda/group_reduce.cuh"
 #include "kernels/cuda/launch.cuh"
 #include "kernels/cuda/matmul_cublaslt.h"
-#include "kernels/ref/attention_rules.h"
+#include "kernels/spec/attention_rules.h"
 
 namespace mixprec::kernels::cuda {
 namespace {

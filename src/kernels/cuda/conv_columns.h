@@ -7,7 +7,7 @@
 /// with one column of y per column j.
 #include <cstdint>
 
-#include "kernels/host_device.h"
+#include "kernels/spec/host_device.h"
 
 namespace mixprec::kernels::cuda {
 

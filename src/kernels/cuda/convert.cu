@@ -4,7 +4,7 @@
 // gives the reference's bits; the same dtype is a byte move, as the reference's memmove.
 // convert_stochastic draws element i's bits from the same Philox stream as the host
 // (random_bits(seed, offset + i), constexpr in core/random.h) and rounds with the shared
-// kernels/stochastic_rounding.h. Deterministic: each element is one thread's.
+// kernels/spec/stochastic_rounding.h. Deterministic: each element is one thread's.
 #include <cstddef>
 #include <cstdint>
 
@@ -12,7 +12,7 @@
 #include "kernels/cuda/cuda_kernels.h"
 #include "kernels/cuda/launch.cuh"
 #include "kernels/cuda/storage_types.cuh"
-#include "kernels/stochastic_rounding.h"
+#include "kernels/spec/stochastic_rounding.h"
 #include "mixprec/core/random.h"
 
 namespace mixprec::kernels::cuda {

@@ -10,7 +10,7 @@
 #include "kernels/cuda/cuda_kernels.h"
 #include "kernels/cuda/launch.cuh"
 #include "kernels/elementwise.h"
-#include "kernels/elementwise_math.h"
+#include "kernels/spec/elementwise_math.h"
 
 namespace mixprec::kernels::cuda {
 namespace {

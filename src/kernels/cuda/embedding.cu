@@ -22,7 +22,7 @@
 #include "kernels/cuda/launch.cuh"
 #include "kernels/cuda/storage_types.cuh"
 #include "kernels/embedding.h"
-#include "kernels/token_id.h"
+#include "kernels/spec/token_id.h"
 
 namespace mixprec::kernels::cuda {
 namespace {

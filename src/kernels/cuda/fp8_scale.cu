@@ -1,5 +1,5 @@
 // The CUDA fp8 recipe kernels (kernels/fp8_scale.h), each element and each scale the
-// reference's own math (kernels/fp8_scale_math.h, MIXPREC_HD), so the bits match the cpu's.
+// reference's own math (kernels/spec/fp8_scale_math.h, MIXPREC_HD), so the bits match the cpu's.
 //  - fp8_scaled_cast: a grid-stride loop; each thread keeps the largest |x| bit pattern it saw,
 //    a warp combines them with shuffles and one lane per warp raises *amax (zeroed first, on
 //    the stream) with an integer atomicMax. A max of integers is order-free, so the amax is the
@@ -13,8 +13,8 @@
 #include "kernels/cuda/cuda_kernels.h"
 #include "kernels/cuda/launch.cuh"
 #include "kernels/fp8_scale.h"
-#include "kernels/fp8_scale_checks.h"
-#include "kernels/fp8_scale_math.h"
+#include "kernels/spec/fp8_scale_checks.h"
+#include "kernels/spec/fp8_scale_math.h"
 
 namespace mixprec::kernels::cuda {
 namespace {

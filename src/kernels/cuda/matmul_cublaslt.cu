@@ -17,7 +17,7 @@
 // (reported on NVIDIA's forum, "Incorrect result of cublasLtMatmul with CUBLASLT_EPILOGUE_RELU
 // when input is NaN"); and with accumulate it would apply relu after adding C), and an f32 bias
 // with a 16-bit C. Those write the f32 product to scratch, and the finishing kernel computes
-// the spec's tail, math::matmul_epilogue (kernels/matmul_math.h, the reference's own code):
+// the spec's tail, math::matmul_epilogue (kernels/spec/matmul_math.h, the reference's own code):
 // C = round([C +] post_op(product [+ bias])). k == 0 is the finishing kernel on a zero product.
 //
 // Deterministic: each problem's algorithm is chosen once (the plan cache) by cuBLASLt's
@@ -41,7 +41,7 @@
 #include "kernels/cuda/launch.cuh"
 #include "kernels/cuda/matmul_cublaslt.h"
 #include "kernels/matmul.h"
-#include "kernels/matmul_math.h"
+#include "kernels/spec/matmul_math.h"
 #include "mixprec/core/verbose.h"
 
 namespace mixprec::kernels::cuda {

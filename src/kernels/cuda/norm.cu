@@ -2,7 +2,7 @@
 // (kernels/ref/norm_ref.cpp), each in a fixed tree (group_reduce.cuh), so results are
 // deterministic and match the reference's sequential double sums once rounded to f32 (to the
 // last bit almost always). Every per-channel and per-element formula is the reference's own
-// (kernels/norm_math.h: norm_invstd, batch_norm_grad_coefs and the element formulas).
+// (kernels/spec/norm_math.h: norm_invstd, batch_norm_grad_coefs and the element formulas).
 //
 // Launch shapes:
 //   - batch-norm reductions (statistics, gradient sums): one block per channel over its M = n*s
@@ -19,7 +19,7 @@
 #include "kernels/cuda/group_reduce.cuh"
 #include "kernels/cuda/launch.cuh"
 #include "kernels/norm.h"
-#include "kernels/norm_math.h"
+#include "kernels/spec/norm_math.h"
 
 namespace mixprec::kernels::cuda {
 namespace {

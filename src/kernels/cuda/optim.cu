@@ -1,5 +1,5 @@
 // The CUDA fused optimizer updates, one thread per element, each element the reference's own
-// per-element functions (kernels/optim_math.h, MIXPREC_HD): std::fma is fma.rn.f32 on the device,
+// per-element functions (kernels/spec/optim_math.h, MIXPREC_HD): std::fma is fma.rn.f32 on the device,
 // sqrt and division are IEEE (nvcc's -prec-sqrt=true, -prec-div=true defaults), and
 // --fmad=false fuses nothing else, so parameter, master, state and copy get the reference's bits.
 // A stochastic write draws element i's bits from random_bits(rng_stream, i) (core/random.h,
@@ -14,7 +14,7 @@
 #include "kernels/cuda/launch.cuh"
 #include "kernels/cuda/multi_tensor.cuh"
 #include "kernels/optim.h"
-#include "kernels/optim_math.h"
+#include "kernels/spec/optim_math.h"
 #include "mixprec/core/random.h"
 
 namespace mixprec::kernels::cuda {

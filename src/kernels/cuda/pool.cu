@@ -1,7 +1,7 @@
-// The CUDA pooling kernels, NCHW or channels-last (kernels/plane_layout.h: thread i takes the
+// The CUDA pooling kernels, NCHW or channels-last (kernels/spec/plane_layout.h: thread i takes the
 // element at memory position i, so neighbouring threads touch neighbouring addresses in both
 // layouts). Forwards: one thread per output element running the reference's
-// per-window math (kernels/pool_math.h: the window, the first maximum with its NaN rule, the
+// per-window math (kernels/spec/pool_math.h: the window, the first maximum with its NaN rule, the
 // mean), so maxima, argmax and means are the reference's bits. Backwards in gather form, no
 // atomics: one thread per input element visits the windows covering it in row-major order,
 // the order in which the reference's scatter loop adds their contributions, so the f32 sums
@@ -13,8 +13,8 @@
 #include "kernels/cuda/cuda_kernels.h"
 #include "kernels/cuda/group_reduce.cuh"
 #include "kernels/cuda/launch.cuh"
-#include "kernels/plane_layout.h"
-#include "kernels/pool_math.h"
+#include "kernels/spec/plane_layout.h"
+#include "kernels/spec/pool_math.h"
 
 namespace mixprec::kernels::cuda {
 namespace {

@@ -25,7 +25,7 @@
 #include "kernels/cuda/launch.cuh"
 #include "kernels/cuda/multi_tensor.cuh"
 #include "kernels/reduce.h"
-#include "kernels/ref/nan_minmax.h"
+#include "kernels/spec/nan_minmax.h"
 
 namespace mixprec::kernels::cuda {
 namespace {
@@ -69,9 +69,9 @@ struct MaxLike {
   using State = Kept;
   __device__ static bool keeps_b(float a, float b) {
     if constexpr (Op == ReduceOp::min) {
-      return ref::nan_min_keeps_b(a, b);
+      return kernels::nan_min_keeps_b(a, b);
     } else {
-      return ref::nan_max_keeps_b(a, b);
+      return kernels::nan_max_keeps_b(a, b);
     }
   }
   __device__ static State init() {

@@ -2,7 +2,7 @@
 // for rows up to 1024 values, else a block), each thread taking every G-th value of the row, the
 // row's max and sums then a fixed tree (group_reduce.cuh): deterministic, f32 like the
 // reference, whose sequential sums they match to rounding. Every per-element and per-row formula
-// is the reference's own (kernels/softmax_math.h); exp and log are CUDA's (within the
+// is the reference's own (kernels/spec/softmax_math.h); exp and log are CUDA's (within the
 // conformance tolerance of the host's).
 //
 // Targets are device memory, so the cross-entropy kernels check them on the device (one block
@@ -17,9 +17,9 @@
 #include "kernels/cuda/cuda_kernels.h"
 #include "kernels/cuda/group_reduce.cuh"
 #include "kernels/cuda/launch.cuh"
-#include "kernels/ref/softmax_checks.h"
+#include "kernels/spec/softmax_checks.h"
 #include "kernels/softmax.h"
-#include "kernels/softmax_math.h"
+#include "kernels/spec/softmax_math.h"
 #include "core/cuda_runtime.h"
 
 namespace mixprec::kernels::cuda {

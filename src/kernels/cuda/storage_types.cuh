@@ -1,11 +1,11 @@
 #pragma once
 // The host's element types for every dtype as kernel template arguments (dispatch_storage,
-// kernels/storage_dispatch.h, shared with the reference), and same-size unsigned words for
+// kernels/spec/storage_dispatch.h, shared with the reference), and same-size unsigned words for
 // kernels that only move bits. Included by .cu files only.
 #include <cstddef>
 #include <cstdint>
 
-#include "kernels/storage_dispatch.h"
+#include "kernels/spec/storage_dispatch.h"
 
 namespace mixprec::kernels::cuda {
 

@@ -1,5 +1,5 @@
 // The CUDA fused gradient unscale: each element the reference's own step
-// (kernels/unscale_math.h, MIXPREC_HD), in place, in a grid-stride loop. The verdict and amax
+// (kernels/spec/unscale_math.h, MIXPREC_HD), in place, in a grid-stride loop. The verdict and amax
 // stay in device memory, as the contract says:
 //  - found_inf: a block that saw an Inf/NaN input or output writes 1.0f to it (every writer
 //    writes the same value, and nothing else writes it: the reference's "set to 1, else left
@@ -18,7 +18,7 @@
 #include "kernels/cuda/launch.cuh"
 #include "kernels/cuda/multi_tensor.cuh"
 #include "kernels/unscale.h"
-#include "kernels/unscale_math.h"
+#include "kernels/spec/unscale_math.h"
 
 namespace mixprec::kernels::cuda {
 namespace {

@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "kernels/attention.h"
-#include "kernels/ref/attention_rules.h"
+#include "kernels/spec/attention_rules.h"
 #include "mixprec/core/error.h"
 
 namespace mixprec::kernels {

@@ -5,7 +5,7 @@
 #include <vector>
 
 #include "kernels/conv.h"
-#include "kernels/plane_layout.h"
+#include "kernels/spec/plane_layout.h"
 #include "mixprec/core/error.h"
 
 namespace mixprec::kernels {

@@ -7,7 +7,7 @@
 #include <cstring>
 
 #include "kernels/convert.h"
-#include "kernels/storage_dispatch.h"
+#include "kernels/spec/storage_dispatch.h"
 #include "mixprec/core/convert.h"
 #include "mixprec/core/float8.h"
 #include "mixprec/core/half.h"

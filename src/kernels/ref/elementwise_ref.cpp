@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "kernels/elementwise.h"
-#include "kernels/elementwise_math.h"
+#include "kernels/spec/elementwise_math.h"
 
 namespace mixprec::kernels::ref {
 namespace {

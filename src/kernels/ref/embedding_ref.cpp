@@ -4,7 +4,7 @@
 #include <vector>
 
 #include "kernels/embedding.h"
-#include "kernels/token_id.h"
+#include "kernels/spec/token_id.h"
 #include "mixprec/core/error.h"
 
 namespace mixprec::kernels {

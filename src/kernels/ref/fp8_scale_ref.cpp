@@ -4,8 +4,8 @@
 #include <cstdint>
 
 #include "kernels/fp8_scale.h"
-#include "kernels/fp8_scale_checks.h"
-#include "kernels/fp8_scale_math.h"
+#include "kernels/spec/fp8_scale_checks.h"
+#include "kernels/spec/fp8_scale_math.h"
 
 namespace mixprec::kernels::ref {
 

@@ -4,7 +4,7 @@
 #include <vector>
 
 #include "kernels/matmul.h"
-#include "kernels/matmul_math.h"
+#include "kernels/spec/matmul_math.h"
 #include "mixprec/core/error.h"
 #include "mixprec/core/half.h"
 

@@ -1,10 +1,11 @@
 // Reference batch norm and layer norm: plain scalar loops, the spec. Sums accumulate in double
 // (so the reference is more accurate than any f32 kernel it is compared with), statistics are
 // rounded to f32 once, and every per-element formula is the one written in kernels/norm.h, computed
-// by kernels/norm_math.h (which a device backend compiles too).
+// by kernels/spec/norm_math.h (which a device backend compiles too).
 #include <cmath>
 
 #include "kernels/norm.h"
+#include "kernels/spec/norm_math.h"
 
 namespace mixprec::kernels {
 

@@ -1,5 +1,5 @@
 // Scalar reference of the fused optimizer updates: the specification every vector kernel must
-// match bit for bit. The per-element steps are kernels/optim_math.h (shared with the CUDA
+// match bit for bit. The per-element steps are kernels/spec/optim_math.h (shared with the CUDA
 // kernels): each one correctly rounded operation (std::fma, *, /, sqrt), no expression of the
 // form a * b + c, so compiler contraction cannot change a result.
 #include <cstddef>
@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "kernels/optim.h"
-#include "kernels/optim_math.h"
+#include "kernels/spec/optim_math.h"
 #include "mixprec/core/random.h"
 
 namespace mixprec::kernels {

@@ -1,5 +1,5 @@
 // Reference max / average / global-average pooling, forward and backward: plain loops over
-// planes (NCHW or channels-last, through plane_layout()), sums in f32, one rounding per output; the per-window math is kernels/pool_math.h's
+// planes (NCHW or channels-last, through plane_layout()), sums in f32, one rounding per output; the per-window math is kernels/spec/pool_math.h's
 // (shared with the CUDA kernels). The spec; kernels:: runs these same loops over
 // chunks of planes in parallel (pool.cpp), so results do not depend on the thread count.
 #include <algorithm>
@@ -7,8 +7,8 @@
 #include <vector>
 
 #include "kernels/conv.h"
-#include "kernels/plane_layout.h"
-#include "kernels/pool_math.h"
+#include "kernels/spec/plane_layout.h"
+#include "kernels/spec/pool_math.h"
 #include "mixprec/core/error.h"
 
 namespace mixprec::kernels {

@@ -3,7 +3,7 @@
 #include <cmath>
 
 #include "kernels/reduce.h"
-#include "kernels/ref/nan_minmax.h"
+#include "kernels/spec/nan_minmax.h"
 #include "mixprec/core/error.h"
 
 namespace mixprec::kernels {

@@ -1,11 +1,11 @@
 // Scalar reference of the fused unscale + non-finite check (+ optional amax): the specification
-// the AVX-512 kernel must match bit for bit. The per-element step is kernels/unscale_math.h
+// the AVX-512 kernel must match bit for bit. The per-element step is kernels/spec/unscale_math.h
 // (shared with the CUDA kernel).
 #include <cstddef>
 #include <cstdint>
 
 #include "kernels/unscale.h"
-#include "kernels/unscale_math.h"
+#include "kernels/spec/unscale_math.h"
 #include "mixprec/core/error.h"
 
 namespace mixprec::kernels {

@@ -10,9 +10,9 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "kernels/host_device.h"
+#include "kernels/spec/host_device.h"
 #include "kernels/optim.h"
-#include "kernels/stochastic_rounding.h"
+#include "kernels/spec/stochastic_rounding.h"
 #include "mixprec/core/half.h"
 
 namespace mixprec::kernels::optim_math {

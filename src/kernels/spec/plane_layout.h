@@ -5,7 +5,7 @@
 /// one kernel body serves both layouts.
 #include <cstdint>
 
-#include "kernels/host_device.h"
+#include "kernels/spec/host_device.h"
 
 namespace mixprec::kernels {
 

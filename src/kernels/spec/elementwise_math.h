@@ -11,8 +11,8 @@
 /// bounds.
 #include <cmath>
 
-#include "kernels/host_device.h"
-#include "kernels/ref/nan_minmax.h"
+#include "kernels/spec/host_device.h"
+#include "kernels/spec/nan_minmax.h"
 
 namespace mixprec::kernels::math {
 
@@ -143,10 +143,10 @@ struct div {
   MIXPREC_HD static float apply(float a, float b) { return a / b; }
 };
 struct maximum {
-  MIXPREC_HD static float apply(float a, float b) { return ref::nan_max(a, b); }
+  MIXPREC_HD static float apply(float a, float b) { return kernels::nan_max(a, b); }
 };
 struct minimum {
-  MIXPREC_HD static float apply(float a, float b) { return ref::nan_min(a, b); }
+  MIXPREC_HD static float apply(float a, float b) { return kernels::nan_min(a, b); }
 };
 struct pow {
   MIXPREC_HD static float apply(float a, float b) { return std::pow(a, b); }

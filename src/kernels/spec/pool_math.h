@@ -6,7 +6,7 @@
 #include <cstdint>
 
 #include "kernels/conv.h"
-#include "kernels/host_device.h"
+#include "kernels/spec/host_device.h"
 
 namespace mixprec::kernels::pool {
 

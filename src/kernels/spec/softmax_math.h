@@ -6,7 +6,7 @@
 #include <cmath>
 #include <cstdint>
 
-#include "kernels/host_device.h"
+#include "kernels/spec/host_device.h"
 
 namespace mixprec::kernels::softmax_math {
 

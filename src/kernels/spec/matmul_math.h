@@ -4,7 +4,7 @@
 /// cuBLASLt's f32 product wherever an epilogue of cuBLASLt's cannot compute it. The order is
 /// the spec's: bias, then the post-op, then C's old value, so with accumulate the relu sees
 /// only the product and the bias (C + relu(AB + bias), not relu(AB + bias + C)).
-#include "kernels/host_device.h"
+#include "kernels/spec/host_device.h"
 
 namespace mixprec::kernels::math {
 

@@ -7,7 +7,7 @@
 #include <cmath>
 #include <cstdint>
 
-#include "kernels/host_device.h"
+#include "kernels/spec/host_device.h"
 #include "mixprec/core/half.h"
 
 namespace mixprec::kernels::unscale_math {

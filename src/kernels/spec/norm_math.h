@@ -6,8 +6,8 @@
 /// --fmad=false under nvcc), so whoever calls them gets the reference's bits.
 #include <cmath>
 
-#include "kernels/elementwise_math.h"  // add and relu: the epilogue is their formulas
-#include "kernels/host_device.h"
+#include "kernels/spec/elementwise_math.h"  // add and relu: the epilogue is their formulas
+#include "kernels/spec/host_device.h"
 
 namespace mixprec::kernels {
 

@@ -7,7 +7,7 @@
 #include <cstdint>
 
 #include "kernels/attention.h"
-#include "kernels/host_device.h"
+#include "kernels/spec/host_device.h"
 #include "mixprec/core/random.h"
 
 namespace mixprec::kernels::detail {

@@ -7,7 +7,7 @@
 #include <cmath>
 #include <cstdint>
 
-#include "kernels/host_device.h"
+#include "kernels/spec/host_device.h"
 #include "mixprec/core/float8.h"
 
 namespace mixprec::kernels::fp8_math {

@@ -4,7 +4,7 @@
 /// every integer is an f32 (so the cast to int64 is exact).
 #include <cmath>
 
-#include "kernels/host_device.h"
+#include "kernels/spec/host_device.h"
 
 namespace mixprec::kernels {
 

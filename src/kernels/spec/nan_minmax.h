@@ -1,10 +1,10 @@
 #pragma once
-// NaN-propagating max/min shared by the reference kernels (elementwise maximum/minimum and the
-// max/min/amax reductions): a NaN a wins, then a NaN b, else the larger (smaller); on a tie
-// (-0 vs +0) b. The vector code makes exactly the same choices.
-#include "kernels/host_device.h"
+// NaN-propagating max/min shared by every backend (the elementwise maximum/minimum and the
+// max/min/amax reductions of ref, cpu and cuda): a NaN a wins, then a NaN b, else the larger
+// (smaller); on a tie (-0 vs +0) b. The vector code makes exactly the same choices.
+#include "kernels/spec/host_device.h"
 
-namespace mixprec::kernels::ref {
+namespace mixprec::kernels {
 
 MIXPREC_HD inline float nan_max(float a, float b) {
   if (a != a) return a;
@@ -23,4 +23,4 @@ MIXPREC_HD inline float nan_min(float a, float b) {
 MIXPREC_HD inline bool nan_max_keeps_b(float a, float b) { return a == a && (b != b || !(a > b)); }
 MIXPREC_HD inline bool nan_min_keeps_b(float a, float b) { return a == a && (b != b || !(a < b)); }
 
-}  // namespace mixprec::kernels::ref
+}  // namespace mixprec::kernels
