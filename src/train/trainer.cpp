@@ -16,6 +16,7 @@
 #include "mixprec/dist/data_parallel.h"
 #include "mixprec/io/atomic_file.h"
 #include "mixprec/models/zoo.h"
+#include "mixprec/nn/fp8_layers.h"
 #include "train/progress.h"
 #include "train/stop_signal.h"
 
@@ -204,6 +205,11 @@ std::vector<EpochMetrics> Trainer::run() {
       int in_step = 0;
       double step_loss = 0;
       autograd::set_anomaly_step(optimizer.steps());
+      // fp8: the casts of a TensorBoard histogram step are counted (saturated, flushed), the
+      // other steps' are not (the count downloads every operand).
+      nn::Fp8Layers* const fp8 = s.step->fp8_layers();
+      const bool fp8_report = fp8 != nullptr && s.tensorboard && s.tensorboard->histograms_due(s.steps_taken());
+      if (fp8_report) fp8->set_observe(true);
       while (more && in_step < c.accum) {
         const double value = s.step->accumulate(
             [&] { return s.task->loss((*s.model)(batch.inputs), batch); });
@@ -239,6 +245,10 @@ std::vector<EpochMetrics> Trainer::run() {
       if (const PrecisionAutopilot* pilot = s.step->autopilot()) s.announce_moves(*pilot, on_message);
       if (s.tensorboard) {
         s.tensorboard->step(step_index, step_loss / in_step, lr_used, scale_used, norm, !applied);
+      }
+      if (fp8_report) {
+        s.tensorboard->fp8(step_index, fp8->report());
+        fp8->set_observe(false);
       }
       if (c.max_steps > 0 && s.steps_taken() >= c.max_steps) stop = true;
       if (!stop) signal = stop_signal();
