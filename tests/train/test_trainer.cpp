@@ -188,7 +188,8 @@ TEST(TrainTrainer, EvaluateCheckpointReproducesTheRunsAccuracy) {
 }
 
 // fp8 runs write, on the histogram steps, every fp8 layer's amax, history max, scale and the
-// observed saturated/flushed fractions per role (the tags as plain bytes in the event file).
+// observed saturated/flushed fractions per role (the tags as plain bytes in the event file);
+// the JSONL epoch line carries the same per layer and role in "fp8".
 TEST(Trainer, Fp8RunWritesItsLayersToTensorBoard) {
   TempDir dir;
   train::TrainConfig c = small_config("fp8-delayed");
@@ -198,8 +199,25 @@ TEST(Trainer, Fp8RunWritesItsLayersToTensorBoard) {
   c.limit_test = 64;
   c.tensorboard = (dir.path() / "tb").string();
   c.histogram_every = 2;
+  c.log_path = (dir.path() / "run.jsonl").string();
   train::Trainer trainer(c);
-  trainer.run();
+  const std::vector<train::EpochMetrics> history = trainer.run();
+  ASSERT_FALSE(history.empty());
+  EXPECT_FALSE(history.back().fp8.empty());
+  const std::string log = io::read_file(c.log_path);
+  const std::size_t last = log.rfind('\n', log.size() - 2);
+  const nlohmann::json line = nlohmann::json::parse(log.substr(last + 1));
+  ASSERT_TRUE(line.contains("fp8")) << line.dump();
+  ASSERT_FALSE(line.at("fp8").empty());
+  for (const auto& [layer, roles] : line.at("fp8").items()) {
+    SCOPED_TRACE(layer);
+    for (const char* role : {"input", "weight", "grad"}) {
+      EXPECT_TRUE(roles.at(role).at("scale").is_number());
+      EXPECT_TRUE(roles.at(role).at("amax").is_number());
+      EXPECT_TRUE(roles.at(role).at("saturated").is_number());  // the epoch's first step counted
+      EXPECT_TRUE(roles.at(role).at("flushed").is_number());
+    }
+  }
   std::string bytes;
   for (const auto& e : fs::directory_iterator(dir.path() / "tb")) bytes += io::read_file(e.path().string());
   EXPECT_NE(bytes.find("fp8/"), std::string::npos);
