@@ -1,6 +1,7 @@
 // The fp8 layer policy and scope (mixprec/nn/fp8_layers.h).
 #include "mixprec/nn/fp8_layers.h"
 
+#include <algorithm>
 #include <functional>
 #include <utility>
 
@@ -23,17 +24,36 @@ void collect_linears(const Module& m, std::vector<std::pair<const Linear*, std::
 
 }  // namespace
 
-Fp8Layers::Fp8Layers(Module& model, const amp::Fp8Recipe& recipe)
+Fp8Layers::Fp8Layers(Module& model, const amp::Fp8Recipe& recipe,
+                     const std::map<std::string, bool>& overrides, const std::string& source)
     : recipe_(recipe), found_inf_(Tensor::zeros({1})) {
   recipe_.validate();
   std::vector<std::pair<const Linear*, std::string>> linears;
   collect_linears(model, linears);
-  MIXPREC_CHECK(linears.size() >= 3, ValueError, "fp8",
+  MIXPREC_CHECK(!overrides.empty() || linears.size() >= 3, ValueError, "fp8",
                 model.type_name() << " has " << linears.size()
                                   << " Linear layer(s); fp8 runs every Linear except the first "
                                      "and the last, so it needs at least 3: use bf16 for this model");
-  entries_.reserve(linears.size() - 2);
-  for (std::size_t i = 1; i + 1 < linears.size(); ++i) {
+  // The default policy, then the overrides over it.
+  std::vector<bool> chosen(linears.size());
+  for (std::size_t i = 0; i < linears.size(); ++i) chosen[i] = i > 0 && i + 1 < linears.size();
+  for (const auto& [path, fp8] : overrides) {
+    const auto it = std::find_if(linears.begin(), linears.end(),
+                                 [&](const auto& l) { return l.second == path; });
+    if (it == linears.end()) {
+      std::string known;
+      for (const auto& l : linears) known += (known.empty() ? "" : ", ") + l.second;
+      MIXPREC_CHECK(false, ValueError, "fp8",
+                    source << " names layer '" << path << "', which is not a Linear of "
+                           << model.type_name() << " (its Linears: " << known << ")");
+    }
+    chosen[static_cast<std::size_t>(it - linears.begin())] = fp8;
+  }
+  MIXPREC_CHECK(std::count(chosen.begin(), chosen.end(), true) > 0, ValueError, "fp8",
+                source << " leaves no Linear of " << model.type_name()
+                       << " in fp8; put one in fp8 (\"fp8\") or use bf16 for this model");
+  for (std::size_t i = 0; i < linears.size(); ++i) {
+    if (!chosen[i]) continue;
     Entry e{linears[i].first, linears[i].second, Fp8LinearState(recipe_)};
     e.state.found_inf = found_inf_;  // one flag for the step
     entries_.push_back(std::move(e));
@@ -79,6 +99,41 @@ std::map<std::string, Tensor> Fp8Layers::state_tensors() const {
       out[p + "scale"] = st->scale;
       out[p + "amax"] = st->amax;
     }
+  }
+  return out;
+}
+
+void Fp8Layers::set_observe(bool on) {
+  observe_ = on;
+  for (Entry& e : entries_) {
+    e.state.observe = on;
+    if (!on) continue;
+    for (Fp8TensorState* st : {&e.state.input, &e.state.weight, &e.state.grad}) {
+      kernels::fill(st->observed.data_ptr(), DType::f32, st->observed.numel(), 0.0f);
+    }
+  }
+}
+
+std::vector<Fp8LayerReport> Fp8Layers::report() const {
+  const TransferReason why("fp8 layer report");
+  std::vector<Fp8LayerReport> out;
+  for (const Entry& e : entries_) {
+    Fp8LayerReport layer{e.path, {}};
+    const std::pair<const char*, const Fp8TensorState*> roles[] = {
+        {"input", &e.state.input}, {"weight", &e.state.weight}, {"grad", &e.state.grad}};
+    for (const auto& [role, st] : roles) {
+      Fp8RoleReport r;
+      r.role = role;
+      r.amax = st->amax.item();
+      for (const float h : st->history.to_vector()) r.history_amax = std::max(r.history_amax, double{h});
+      r.scale = st->scale.item();
+      const std::vector<float> obs = st->observed.to_vector();
+      r.observed = obs[2] != 0.0f;
+      r.saturated = obs[0];
+      r.flushed = obs[1];
+      layer.roles.push_back(std::move(r));
+    }
+    out.push_back(std::move(layer));
   }
   return out;
 }

@@ -8,12 +8,15 @@
 #include "mixprec/ops/fp8_linear.h"
 
 #include <algorithm>
+#include <cmath>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "kernels/elementwise.h"
 #include "kernels/fp8_scale.h"
 #include "mixprec/core/error.h"
+#include "mixprec/core/transfer.h"
 #include "mixprec/ops/elementwise.h"
 #include "mixprec/ops/nn_functional.h"
 #include "mixprec/ops/reduce.h"
@@ -27,7 +30,7 @@ namespace {
 constexpr const char* kOp = "fp8_linear";
 
 Fp8TensorState make_role_state(std::int64_t history) {
-  return {Tensor::zeros({history}), Tensor::full({1}, 1.0f), Tensor::zeros({1})};
+  return {Tensor::zeros({history}), Tensor::full({1}, 1.0f), Tensor::zeros({1}), Tensor::zeros({3})};
 }
 
 /// A quantised operand: the fp8 tensor and the scale it was cast with (a copy: delayed scaling
@@ -37,10 +40,40 @@ struct Quantized {
   Tensor scale;
 };
 
+/// The observation of one cast (Fp8TensorState::observed), counted on the host from the input t,
+/// its fp8 result q and the scale it was cast with: saturated when |t * scale| > the format's
+/// max (before the clip), flushed when t was nonzero and q is zero. Written into `observed` on
+/// its device by three one-element fills (no upload).
+void observe_cast(const Tensor& t, const Tensor& q, const Tensor& scale, DType fmt,
+                  const Tensor& observed) {
+  const TransferReason why("fp8 cast statistics");
+  const std::vector<float> x = t.to_vector();
+  const std::vector<float> y = q.to_vector();
+  const double s = scale.item();
+  const double max = traits(fmt).max;
+  std::int64_t saturated = 0, nonzero = 0, flushed = 0;
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    const double v = x[i];
+    if (std::isnan(v) || v == 0.0) continue;
+    ++nonzero;
+    if (std::fabs(v * s) > max) {
+      ++saturated;
+    } else if (y[i] == 0.0f) {
+      ++flushed;
+    }
+  }
+  const double n = static_cast<double>(x.size());
+  auto* o = static_cast<float*>(observed.data_ptr());
+  kernels::fill(o, DType::f32, 1, n > 0 ? static_cast<float>(saturated / n) : 0.0f);
+  kernels::fill(o + 1, DType::f32, 1,
+                nonzero > 0 ? static_cast<float>(static_cast<double>(flushed) / nonzero) : 0.0f);
+  kernels::fill(o + 2, DType::f32, 1, 1.0f);
+}
+
 /// Quantises the contiguous tensor t (f32/bf16/f16) to fmt with the role's state, as the recipe
 /// says, raising found_inf when t's amax is NaN or Inf.
 Quantized quantize(const Tensor& t, Fp8TensorState& s, DType fmt, const amp::Fp8Recipe& recipe,
-                   const Tensor& found_inf) {
+                   const Tensor& found_inf, bool observe) {
   const std::int64_t n = t.numel();
   const std::int64_t len = recipe.history_length();
   MIXPREC_CHECK(s.history.numel() == len, ValueError, kOp,
@@ -56,12 +89,15 @@ Quantized quantize(const Tensor& t, Fp8TensorState& s, DType fmt, const amp::Fp8
     kernels::fp8_scaled_cast(t.data_ptr(), t.dtype(), nullptr, fmt, n, nullptr, amax);
     kernels::fp8_scale_update(hist, len, amax, scale, fmt, recipe.margin, found);
     kernels::fp8_scaled_cast(t.data_ptr(), t.dtype(), q.data_ptr(), fmt, n, scale, amax);
-    return {std::move(q), s.scale.clone()};
+    Tensor used = s.scale.clone();
+    if (observe) observe_cast(t, q, used, fmt, s.observed);
+    return {std::move(q), std::move(used)};
   }
   // Delayed: one pass with the scale from earlier steps, then this step's amax enters the history.
   kernels::fp8_scaled_cast(t.data_ptr(), t.dtype(), q.data_ptr(), fmt, n, scale, amax);
   Tensor used = s.scale.clone();
   kernels::fp8_scale_update(hist, len, amax, scale, fmt, recipe.margin, found);
+  if (observe) observe_cast(t, q, used, fmt, s.observed);
   return {std::move(q), std::move(used)};
 }
 
@@ -69,7 +105,7 @@ Quantized quantize(const Tensor& t, Fp8TensorState& s, DType fmt, const amp::Fp8
 Tensor dequantize(const Tensor& q, const Tensor& scale) { return q.to(DType::f32) / scale; }
 
 /// Indices of the tensors fp8_linear saves for backward.
-enum Saved : std::size_t { kXq, kXScale, kWq, kWScale, kGHistory, kGScale, kGAmax, kFoundInf };
+enum Saved : std::size_t { kXq, kXScale, kWq, kWScale, kGHistory, kGScale, kGAmax, kGObserved, kFoundInf };
 
 std::vector<Tensor> fp8_linear_backward(autograd::FunctionContext& ctx, const Tensor& dy_arg) {
   const std::vector<Tensor>& saved = ctx.saved_tensors();
@@ -78,14 +114,15 @@ std::vector<Tensor> fp8_linear_backward(autograd::FunctionContext& ctx, const Te
   recipe.amax_history = static_cast<std::int64_t>(ctx.scalar("history"));
   recipe.margin = static_cast<int>(ctx.scalar("margin"));
   recipe.formats = static_cast<amp::Fp8Formats>(static_cast<int>(ctx.scalar("formats")));
-  Fp8TensorState grad{saved[kGHistory], saved[kGScale], saved[kGAmax]};
+  Fp8TensorState grad{saved[kGHistory], saved[kGScale], saved[kGAmax], saved[kGObserved]};
+  const bool observe = ctx.scalar("observe") != 0.0;
   // The GEMMs below run in f32 whatever autocast state the forward had.
   amp::Autocast off(false, amp::autocast_dtype());
   const Tensor x_deq = dequantize(saved[kXq], saved[kXScale]);  // [M, K]
   const Tensor w_deq = dequantize(saved[kWq], saved[kWScale]);  // [N, K]
   const std::int64_t m = x_deq.size(0), out = w_deq.size(0);
   const Tensor dy = dy_arg.contiguous().reshape({m, out});
-  const Quantized g = quantize(dy, grad, recipe.grad_format(), recipe, saved[kFoundInf]);
+  const Quantized g = quantize(dy, grad, recipe.grad_format(), recipe, saved[kFoundInf], observe);
   const Tensor dy_deq = dequantize(g.q, g.scale);
   const std::vector<bool>& needs = ctx.needs_input_grad();
   Tensor dx, dw, db;
@@ -129,9 +166,10 @@ Tensor fp8_linear(const Tensor& x, const Tensor& weight, const Tensor& bias,
         const std::int64_t k = in[1].size(1);
         const Tensor x2 = xin.contiguous().reshape({xin.numel() / std::max<std::int64_t>(k, 1), k});
         const amp::Fp8Recipe& r = state.recipe;
-        const Quantized qx = quantize(x2, state.input, r.forward_format(), r, state.found_inf);
-        const Quantized qw =
-            quantize(in[1].contiguous(), state.weight, r.forward_format(), r, state.found_inf);
+        const Quantized qx =
+            quantize(x2, state.input, r.forward_format(), r, state.found_inf, state.observe);
+        const Quantized qw = quantize(in[1].contiguous(), state.weight, r.forward_format(), r,
+                                      state.found_inf, state.observe);
         amp::Autocast off(false, amp::autocast_dtype());
         const Tensor b = in[2].defined() ? in[2].to(DType::f32) : Tensor();
         Tensor y = linear(dequantize(qx.q, qx.scale), dequantize(qw.q, qw.scale), b);
@@ -139,7 +177,9 @@ Tensor fp8_linear(const Tensor& x, const Tensor& weight, const Tensor& bias,
         y_shape.back() = in[1].size(0);
         y = y.reshape(y_shape);
         ctx.save_for_backward({qx.q, qx.scale, qw.q, qw.scale, state.grad.history,
-                               state.grad.scale, state.grad.amax, state.found_inf});
+                               state.grad.scale, state.grad.amax, state.grad.observed,
+                               state.found_inf});
+        ctx.save_scalar("observe", state.observe ? 1.0 : 0.0);
         ctx.save_scalar("scaling", static_cast<double>(r.scaling));
         ctx.save_scalar("history", static_cast<double>(r.amax_history));
         ctx.save_scalar("margin", r.margin);

@@ -79,6 +79,22 @@ std::vector<float> master_values(const optim::Optimizer& opt, std::size_t i) {
   return master.defined() ? master.to_vector() : opt.params()[i].to_vector();
 }
 
+// The latest amax, history and scale of every fp8 role, and the largest fractions so far.
+void merge_fp8(std::vector<nn::Fp8LayerReport>& into, std::vector<nn::Fp8LayerReport> latest) {
+  if (into.size() == latest.size()) {
+    for (std::size_t l = 0; l < latest.size(); ++l) {
+      for (std::size_t r = 0; r < latest[l].roles.size(); ++r) {
+        nn::Fp8RoleReport& now = latest[l].roles[r];
+        const nn::Fp8RoleReport& was = into[l].roles[r];
+        now.saturated = std::max(now.saturated, was.saturated);
+        now.flushed = std::max(now.flushed, was.flushed);
+        now.observed = now.observed || was.observed;
+      }
+    }
+  }
+  into = std::move(latest);
+}
+
 void check_batch(const InspectBatch& b, int step) {
   MIXPREC_CHECK(b.inputs.defined() && b.inputs.dim() >= 1 && b.inputs.size(0) >= 1, ValueError, kOp,
                 "batch " << step << " has no inputs: give a tensor [B, ...] with B >= 1");
@@ -134,6 +150,9 @@ InspectReport inspect_training(nn::Module& model,
 
   Recorder rec;
   rec.scaling = scaler.is_enabled();
+  // fp8 runs: count every cast's saturated and flushed elements (a few steps: the cost is fine).
+  nn::Fp8Layers* const fp8 = train_step.fp8_layers();
+  if (fp8 != nullptr) fp8->set_observe(true);
   model.train();
   for (int step = 0; step < config.steps; ++step) {
     const InspectBatch batch = next_batch(step);
@@ -181,6 +200,7 @@ InspectReport inspect_training(nn::Module& model,
       before[i] = master_values(opt, i);
     }
     const bool stepped = train_step.apply();
+    if (fp8 != nullptr) merge_fp8(report.fp8, fp8->report());
     if (!stepped) {
       ++report.skipped_steps;
     } else {

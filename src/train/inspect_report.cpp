@@ -126,6 +126,15 @@ std::string to_json(const InspectReport& r, int indent) {
   for (double v : r.losses) losses.push_back(number_or_null(v));
   json layers = json::array();
   for (const LayerReport& l : r.layers) layers.push_back(layer_json(l));
+  json fp8 = json::array();
+  for (const nn::Fp8LayerReport& l : r.fp8) {
+    for (const nn::Fp8RoleReport& role : l.roles) {
+      fp8.push_back({{"layer", l.path}, {"role", role.role}, {"amax", number_or_null(role.amax)},
+                     {"amax_history", number_or_null(role.history_amax)}, {"scale", role.scale},
+                     {"saturated", role.observed ? json(role.saturated) : json(nullptr)},
+                     {"flushed", role.observed ? json(role.flushed) : json(nullptr)}});
+    }
+  }
   json alignment = json::array();
   for (const AlignmentWarning& w : r.alignment) {
     alignment.push_back({{"layer", w.layer}, {"dimension", w.dimension}, {"size", w.size},
@@ -164,6 +173,7 @@ std::string to_json(const InspectReport& r, int indent) {
          {"formats", formats},
          {"layers", layers},
          {"alignment", alignment},
+         {"fp8", fp8},
          {"memory",
           {{"parameters", r.parameter_count},
            {"model", model_rows},
@@ -259,6 +269,24 @@ std::string to_text(const InspectReport& r) {
       }
       out += "\n";
       first = false;
+    }
+  }
+
+  if (!r.fp8.empty()) {
+    out += "\nfp8 layers (amax, history max and scale after the last step; saturated: largest "
+           "fraction of elements beyond the format's max before the clip, flushed: of nonzero "
+           "elements cast to 0, over the steps):\n";
+    std::size_t w = 5;
+    for (const nn::Fp8LayerReport& l : r.fp8) w = std::max(w, display_path(l.path).size());
+    out += "  " + pad("layer", w) + "  " + pad("role", 6) + rpad("amax", 11) + rpad("hist max", 11) +
+           rpad("scale", 11) + rpad("saturated", 11) + rpad("flushed", 11) + "\n";
+    for (const nn::Fp8LayerReport& l : r.fp8) {
+      for (const nn::Fp8RoleReport& role : l.roles) {
+        out += "  " + pad(display_path(l.path), w) + "  " + pad(role.role, 6) +
+               rpad(fmt("%.4g", role.amax), 11) + rpad(fmt("%.4g", role.history_amax), 11) +
+               rpad(fmt("%.4g", role.scale), 11) + rpad(pct(role.saturated, role.observed), 11) +
+               rpad(pct(role.flushed, role.observed), 11) + "\n";
+      }
     }
   }
 

@@ -37,7 +37,10 @@ DType parse_layer_dtype(const std::string& text, const std::string& where) {
   if (text == "fp16") return DType::f16;
   if (text == "bf16") return DType::bf16;
   if (text == "fp32") return DType::f32;
-  MIXPREC_CHECK(false, ValueError, kOp, where << ": unknown dtype '" << text << "'; use fp16, bf16 or fp32");
+  // fp8 runs only: puts a Linear in the fp8 recipe (nn::Fp8Layers); auto-layer refuses it.
+  if (text == "fp8") return DType::f8e4m3;
+  MIXPREC_CHECK(false, ValueError, kOp,
+                where << ": unknown dtype '" << text << "'; use fp16, bf16, fp32 (or fp8, in fp8 runs)");
   return DType::f32;
 }
 
@@ -178,6 +181,7 @@ const char* layer_dtype_name(DType dtype) {
   switch (dtype) {
     case DType::f16: return "fp16";
     case DType::bf16: return "bf16";
+    case DType::f8e4m3: return "fp8";
     default: return "fp32";
   }
 }
@@ -375,6 +379,10 @@ void PrecisionAutopilot::replay(const LayerPolicy& policy, const std::string& so
                                   << "' does not have (its Linear and Conv2d layers: " << known << ")");
     MIXPREC_CHECK(seen.insert(path).second, ValueError, kOp,
                   "policy file '" << source << "' names layer '" << path << "' twice");
+    MIXPREC_CHECK(d != DType::f8e4m3, ValueError, kOp,
+                  "policy file '" << source << "' puts layer '" << path
+                                  << "' in fp8, which only --precision fp8 or fp8-delayed runs; "
+                                     "give it fp16, bf16 or fp32 for auto-layer");
   }
   for (const auto& [path, d] : policy.layers) s.set(s.layers[by_path[path]], d);
   s.frozen = true;

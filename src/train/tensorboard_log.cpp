@@ -66,6 +66,20 @@ void TensorBoardLog::histograms(std::int64_t step, double loss_scale, bool gradi
   }
 }
 
+void TensorBoardLog::fp8(std::int64_t step, const std::vector<nn::Fp8LayerReport>& layers) {
+  for (const nn::Fp8LayerReport& layer : layers) {
+    for (const nn::Fp8RoleReport& r : layer.roles) {
+      const std::string tag = "fp8/" + layer.path + "/" + r.role + "/";
+      writer_.add_scalar(tag + "amax", r.amax, step);
+      writer_.add_scalar(tag + "amax_history", r.history_amax, step);
+      writer_.add_scalar(tag + "scale", r.scale, step);
+      if (!r.observed) continue;
+      writer_.add_scalar(tag + "saturated", r.saturated, step);
+      writer_.add_scalar(tag + "flushed", r.flushed, step);
+    }
+  }
+}
+
 void TensorBoardLog::step(std::int64_t step, double loss, double lr, double loss_scale, double grad_norm,
                           bool skipped) {
   writer_.add_scalar("train/loss", loss, step);

@@ -10,6 +10,10 @@
 //     nonzero gradient elements with |g * loss scale| < 2^-24, which a 16-bit gradient would
 //     flush to zero; the text precision_ranges (step 0) says where fp16 and bf16 end on that
 //     log2 axis
+//   fp8 runs, on the histogram steps (their casts counted: nn::Fp8Layers::set_observe), per fp8
+//     layer and role (input, weight, grad): fp8/<path>/<role>/amax (the step's), amax_history
+//     (the window's largest), scale (the next step's), saturated (fraction of elements with
+//     |x * scale| beyond the format's max) and flushed (fraction of nonzero elements cast to 0)
 //   per epoch (x = the epoch): epoch/<key> for every number of the JSONL epoch line, with the
 //     same values, and memory/<category> for its peak memory by category
 #include <cstdint>
@@ -21,6 +25,7 @@
 
 #include "mixprec/tensor/tensor.h"
 #include "mixprec/io/tensorboard.h"
+#include "mixprec/nn/fp8_layers.h"
 
 namespace mixprec::train::detail {
 
@@ -33,6 +38,8 @@ class TensorBoardLog {
   bool histograms_due(std::int64_t step) const;
   /// Histograms and underflow fractions of the parameters and their (unscaled) gradients.
   void histograms(std::int64_t step, double loss_scale, bool gradients);
+  /// The fp8 layers' amax, history max, scale and (when observed) saturated/flushed fractions.
+  void fp8(std::int64_t step, const std::vector<nn::Fp8LayerReport>& layers);
   void step(std::int64_t step, double loss, double lr, double loss_scale, double grad_norm, bool skipped);
   /// The JSONL epoch line's numbers, then a flush.
   void epoch(int epoch, const nlohmann::json& line);

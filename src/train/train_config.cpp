@@ -273,6 +273,7 @@ json metrics_to_json(const EpochMetrics& m, models::TaskKind task) {
          {"lr", m.lr},
          {"peak_memory_bytes", peak},
          {"block_cache", cache}};
+  if (!m.fp8.empty()) j["fp8"] = json::parse(m.fp8);
   if (!m.layer_dtypes.empty()) {
     j["flops_16bit"] = m.flops_16bit;
     j["layer_dtypes"] = m.layer_dtypes;
@@ -325,6 +326,7 @@ EpochMetrics metrics_from_json(const json& j, const std::string& what) {
   m.flops_16bit = j.value("flops_16bit", -1.0);
   m.nonfinite_losses = int_or(j, "nonfinite_losses", 0, what);
   m.layer_dtypes = j.value("layer_dtypes", std::string());
+  if (j.contains("fp8") && j.at("fp8").is_object()) m.fp8 = j.at("fp8").dump();
   const json& peak = j.at("peak_memory_bytes");
   for (std::size_t i = 0; i < kMemoryCategoryCount; ++i) {
     get(peak, name(static_cast<MemoryCategory>(i)), m.memory.peak[i], what);

@@ -4,9 +4,11 @@
 #include <charconv>
 #include <cmath>
 #include <limits>
+#include <map>
 #include <optional>
 
 #include "mixprec/core/transfer.h"
+#include "kernels/copy.h"
 #include "kernels/elementwise.h"
 #include "mixprec/runtime/autocast.h"
 #include "mixprec/core/cpu_features.h"
@@ -50,8 +52,10 @@ void StepConfig::validate(const char* op) const {
   MIXPREC_CHECK(layered || compute.empty(), ValueError, op,
                 "--compute sets the dtype --precision auto-layer starts its layers in; with --precision "
                     << precision << " drop it");
-  MIXPREC_CHECK(layered || layer_policy.empty(), ValueError, op,
-                "--policy replays a per-layer policy of --precision auto-layer; with --precision "
+  MIXPREC_CHECK(layered || amp::is_fp8(amp::parse_precision_mode(precision)) || layer_policy.empty(),
+                ValueError, op,
+                "--policy replays a per-layer policy of --precision auto-layer (or picks the fp8 "
+                "layers of --precision fp8/fp8-delayed); with --precision "
                     << precision << " drop it");
   if (amp::is_fp8(amp::parse_precision_mode(precision))) {
     MIXPREC_CHECK(fp8_amax_history >= 1 && fp8_amax_history <= 100000, ValueError, op,
@@ -104,6 +108,9 @@ struct TrainStep::State {
   std::unique_ptr<optim::LRScheduler> scheduler;
   std::unique_ptr<PrecisionAutopilot> autopilot;  // auto-layer
   std::unique_ptr<nn::Fp8Layers> fp8;             // fp8 recipes
+  // fp8: the histories and scales as the step found them (copies, then the live tensors), put
+  // back when the step is skipped: a skipped step leaves the scales as it leaves the weights.
+  std::vector<std::pair<Tensor, Tensor>> fp8_before;
   // Data parallel (comm with several ranks): the gradient exchange, and ZeRO-1's layout.
   const dist::Communicator* comm = nullptr;
   std::vector<Tensor> model_params;
@@ -168,7 +175,16 @@ TrainStep::TrainStep(nn::Module& model, const StepConfig& config, const dist::Co
     recipe.amax_history = config.fp8_amax_history;
     recipe.margin = config.fp8_margin;
     recipe.formats = amp::parse_fp8_formats(config.fp8_format);
-    s.fp8 = std::make_unique<nn::Fp8Layers>(model, recipe);
+    // A policy file's entries override the default fp8 layers: "fp8" puts a Linear in, any other
+    // dtype keeps it out (it runs the plain Linear under the run's bf16 autocast).
+    std::map<std::string, bool> overrides;
+    if (!config.layer_policy.empty()) {
+      for (const auto& [path, dtype] : LayerPolicy::read(config.layer_policy).layers) {
+        overrides[path] = dtype == DType::f8e4m3;
+      }
+    }
+    s.fp8 = std::make_unique<nn::Fp8Layers>(model, recipe, overrides,
+                                            "policy file '" + config.layer_policy + "'");
   }
   s.model_params = model.parameters();
   s.inject = parse_overflow_injection(config.inject_overflow);
@@ -225,6 +241,13 @@ TrainStep::~TrainStep() = default;
 double TrainStep::accumulate(const std::function<Tensor()>& forward_loss) {
   State& s = *s_;
   const amp::UseWeightCopies copies(s.weight_copies);  // forward and backward (recomputation)
+  if (s.fp8 && s.micro == 0) {
+    // Device copies of a few floats per layer: no host read.
+    s.fp8_before.clear();
+    for (const auto& [name, t] : s.fp8->state_tensors()) {
+      if (name.ends_with("_history") || name.ends_with("_scale")) s.fp8_before.emplace_back(t.clone(), t);
+    }
+  }
   Tensor loss;
   {
     amp::Autocast region(s.autocast, s.compute);
@@ -301,6 +324,15 @@ bool TrainStep::apply() {
   const double scale = s.scaler->get_scale();
   const bool applied = s.scaler->step(*s.optimizer, s.clip_coef);
   s.clip_coef = Tensor();
+  if (!applied) {
+    // fp8: a role whose amax was NaN/Inf kept its history and scale; the others of the skipped
+    // step pushed theirs: put them all back.
+    for (const auto& [saved, live] : s.fp8_before) {
+      kernels::copy(live.shape(), {saved.data_ptr(), saved.dtype(), saved.strides()},
+                    {live.data_ptr(), live.dtype(), live.strides()});
+    }
+  }
+  s.fp8_before.clear();
   // Every rank made the same decision (agreed found-inf), so all or none gather.
   if (s.sharded() && applied) s.shards->gather_parameters(s.sync->bucket());
   s.scaler->update();

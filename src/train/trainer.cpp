@@ -16,6 +16,7 @@
 #include "mixprec/dist/data_parallel.h"
 #include "mixprec/io/atomic_file.h"
 #include "mixprec/models/zoo.h"
+#include "mixprec/nn/fp8_layers.h"
 #include "train/progress.h"
 #include "train/stop_signal.h"
 
@@ -26,6 +27,26 @@ namespace mixprec::train {
 namespace {
 
 using nlohmann::json;
+
+json finite_or_null(double v) { return std::isfinite(v) ? json(v) : json(nullptr); }
+
+/// The JSONL epoch line's "fp8" object: layer path -> role -> the report's numbers (the
+/// fractions null when no cast of the role was observed).
+std::string fp8_summary(const std::vector<nn::Fp8LayerReport>& layers) {
+  json out = json::object();
+  for (const nn::Fp8LayerReport& l : layers) {
+    json roles = json::object();
+    for (const nn::Fp8RoleReport& r : l.roles) {
+      roles[r.role] = {{"amax", finite_or_null(r.amax)},
+                       {"amax_history", finite_or_null(r.history_amax)},
+                       {"scale", r.scale},
+                       {"saturated", r.observed ? json(r.saturated) : json(nullptr)},
+                       {"flushed", r.observed ? json(r.flushed) : json(nullptr)}};
+    }
+    out[l.path] = roles;
+  }
+  return out.dump();
+}
 constexpr const char* kOp = "train";
 
 double seconds_since(std::chrono::steady_clock::time_point t0) {
@@ -172,6 +193,7 @@ std::vector<EpochMetrics> Trainer::run() {
           m.layer_dtypes += (m.layer_dtypes.empty() ? "" : ",") + path + "=" + layer_dtype_name(d);
         }
       }
+      if (const nn::Fp8Layers* fp8 = s.step->fp8_layers()) m.fp8 = fp8_summary(fp8->report());
     };
     // Collective: the exact sums of the epoch so far (data parallel: the losses' mean over the
     // ranks, so that a resume on any number of ranks continues from the global figure).
@@ -199,11 +221,20 @@ std::vector<EpochMetrics> Trainer::run() {
     int signal = 0;
     data::Batch batch;
     bool more = s.train->next(batch);
+    bool first_step = true;  // of this epoch in this process: its fp8 casts are counted
     while (more && !stop && signal == 0) {
       // One optimizer step over up to `accum` micro-batches (the epoch's last step may have fewer).
       int in_step = 0;
       double step_loss = 0;
       autograd::set_anomaly_step(optimizer.steps());
+      // fp8: the casts of the epoch's first step and of the TensorBoard histogram steps are
+      // counted (saturated, flushed), the other steps' are not (the count downloads every
+      // operand).
+      nn::Fp8Layers* const fp8 = s.step->fp8_layers();
+      const bool fp8_report = fp8 != nullptr && s.tensorboard && s.tensorboard->histograms_due(s.steps_taken());
+      const bool fp8_observe = fp8 != nullptr && (fp8_report || first_step);
+      if (fp8_observe) fp8->set_observe(true);
+      first_step = false;
       while (more && in_step < c.accum) {
         const double value = s.step->accumulate(
             [&] { return s.task->loss((*s.model)(batch.inputs), batch); });
@@ -240,6 +271,8 @@ std::vector<EpochMetrics> Trainer::run() {
       if (s.tensorboard) {
         s.tensorboard->step(step_index, step_loss / in_step, lr_used, scale_used, norm, !applied);
       }
+      if (fp8_report) s.tensorboard->fp8(step_index, fp8->report());
+      if (fp8_observe) fp8->set_observe(false);
       if (c.max_steps > 0 && s.steps_taken() >= c.max_steps) stop = true;
       if (!stop) signal = stop_signal();
       // The epoch's last step is followed by the epoch's own checkpoint.

@@ -17,6 +17,10 @@ expect_failure fp8_history_zero "--fp8-amax-history" "$MIXPREC" train "${SMALL[@
 expect_failure fp8_negative_margin "--fp8-margin" "$MIXPREC" train "${SMALL[@]}" --precision fp8 --fp8-margin=-1
 expect_failure fp8_unknown_format "--fp8-format" "$MIXPREC" train "${SMALL[@]}" --precision fp8 --fp8-format e5m2
 expect_failure fp8_no_middle_linear "at least 3" "$MIXPREC" train --model cnn --limit-train 256 --limit-test 100 --threads 1 --no-progress --precision fp8
+# An fp8 layer policy naming a layer the model lacks: refused naming it and listing the Linears.
+printf '%s' '{"format": "mixprec-layer-policy", "version": 1, "layers": {"layers.9": "fp8"}}' > "$WORK/fp8-policy.json"
+expect_failure fp8_policy_unknown_layer "names layer 'layers.9', which is not a Linear of MLP (its Linears: layers.0" \
+  "$MIXPREC" train "${SMALL[@]}" --precision fp8 --policy "$WORK/fp8-policy.json"
 expect_failure unknown_optimizer "optimizer" "$MIXPREC" train "${SMALL[@]}" --optimizer lion
 expect_failure absurd_epochs "epochs" "$MIXPREC" train "${SMALL[@]}" --epochs 0
 expect_failure not_a_number "batch-size" "$MIXPREC" train "${SMALL[@]}" --batch-size abc

@@ -4,6 +4,7 @@
 // plain; the state tensors are named for a checkpoint.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <memory>
 #include <string>
 #include <vector>
@@ -13,6 +14,7 @@
 #include "mixprec/nn/layers.h"
 #include "mixprec/ops/fp8_linear.h"
 #include "mixprec/ops/nn_functional.h"
+#include "mixprec/ops/reduce.h"
 
 namespace mixprec::nn {
 namespace {
@@ -67,6 +69,71 @@ TEST(Fp8Layers, TheScopeSwitchesOnlyTheChosenLayers) {
             linear(Tensor::randn({5, 8}, 10), first->weight(), first->bias()).to_vector());
   EXPECT_EQ((*middle)(x).to_vector(), plain.to_vector());  // outside the scope: plain again
   EXPECT_FALSE(layers.take_found_inf());
+}
+
+// Overrides (a layer policy's fp8 entries): false pins a default layer out of fp8 (no state, the
+// plain forward in the scope), true puts the first or last Linear in; a path that is not a
+// Linear is refused naming it and listing the Linears; a policy leaving no fp8 layer is refused.
+TEST(Fp8Layers, OverridesPinLayersOutOfOrIntoFp8) {
+  auto model = four_linears();
+  Fp8Layers pinned(*model, amp::Fp8Recipe{}, {{"2", false}});
+  EXPECT_EQ(pinned.paths(), (std::vector<std::string>{"3"}));
+  EXPECT_EQ(pinned.state_tensors().count("2.fp8_input_scale"), 0u);
+  auto* middle = dynamic_cast<Linear*>(model->children()[2].second.get());
+  const Tensor x = Tensor::randn({5, 16}, 9);
+  const Tensor plain = (*middle)(x);
+  {
+    Fp8Scope scope(pinned);
+    EXPECT_EQ(active_fp8_state(*middle), nullptr);
+    EXPECT_EQ((*middle)(x).to_vector(), plain.to_vector());
+  }
+  Fp8Layers edges(*model, amp::Fp8Recipe{}, {{"0", true}, {"4", true}, {"3", false}});
+  EXPECT_EQ(edges.paths(), (std::vector<std::string>{"0", "2", "4"}));
+  try {
+    Fp8Layers bad(*model, amp::Fp8Recipe{}, {{"1", false}}, "policy file 'p.json'");
+    FAIL() << "expected a ValueError";
+  } catch (const ValueError& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("policy file 'p.json' names layer '1'"), std::string::npos) << what;
+    EXPECT_NE(what.find("its Linears: 0, 2, 3, 4"), std::string::npos) << what;
+  }
+  EXPECT_THROW(Fp8Layers(*model, amp::Fp8Recipe{}, {{"2", false}, {"3", false}}), ValueError);
+  // Two Linears: refused by default, accepted when the policy puts one in.
+  auto two = sequential({std::make_shared<Linear>(4, 4), std::make_shared<Linear>(4, 4)});
+  EXPECT_EQ(Fp8Layers(*two, amp::Fp8Recipe{}, {{"1", true}}).paths(), (std::vector<std::string>{"1"}));
+}
+
+// report(): per layer the three roles with their amax, history max and scale; the fractions
+// only after an observed step; set_observe(false) stops the counting.
+TEST(Fp8Layers, ReportsAmaxScaleAndObservedFractionsPerRole) {
+  auto model = four_linears();
+  Fp8Layers layers(*model, amp::Fp8Recipe{});
+  auto* middle = dynamic_cast<Linear*>(model->children()[2].second.get());
+  const Tensor x = Tensor::randn({5, 16}, 9, DType::f32, 0.0f, 1000.0f);  // beyond 448 at scale 1
+  std::vector<Fp8LayerReport> r = layers.report();
+  ASSERT_EQ(r.size(), 2u);
+  ASSERT_EQ(r[0].roles.size(), 3u);
+  EXPECT_EQ(r[0].path, "2");
+  EXPECT_EQ(r[0].roles[0].role, "input");
+  EXPECT_EQ(r[0].roles[2].role, "grad");
+  EXPECT_FALSE(r[0].roles[0].observed);
+  layers.set_observe(true);
+  {
+    Fp8Scope scope(layers);
+    sum((*middle)(x)).backward();
+  }
+  layers.set_observe(false);
+  r = layers.report();
+  const Fp8RoleReport& in = r[0].roles[0];
+  EXPECT_TRUE(in.observed);
+  EXPECT_GT(in.saturated, 0.0);  // delayed scaling's first cast ran at scale 1
+  EXPECT_LE(in.saturated, 1.0);
+  const float amax = max_abs(x).item();
+  EXPECT_EQ(in.amax, amax);
+  EXPECT_EQ(in.history_amax, amax);
+  EXPECT_EQ(in.scale, std::exp2(std::floor(std::log2(448.0 / amax))));  // margin 0
+  EXPECT_TRUE(r[0].roles[2].observed);
+  EXPECT_FALSE(r[1].roles[0].observed);  // layer "3" did not run
 }
 
 }  // namespace

@@ -241,5 +241,27 @@ TEST(Fp8Linear, BadRecipesAndShapesAreRefused) {
   EXPECT_THROW(fp8_linear(Tensor::zeros({2, 3}), Tensor::zeros({4, 5}), Tensor(), st), ShapeError);
 }
 
+// Observed casts count what the saturating cast clipped and what it flushed: delayed scaling's
+// first step casts with scale 1, so 1000 and -500 are beyond E4M3's 448 (2 of 6 elements) and
+// 1e-4 is below half its smallest subnormal 2^-9 (1 of the 5 nonzero elements). Without
+// observe nothing is counted.
+TEST(Fp8Linear, ObservedCastsCountSaturatedAndFlushedElements) {
+  const Tensor x = Tensor::from_vector({1000.0f, -500.0f, 1.0f, 1e-4f, 0.0f, 3.0f}, {3, 2});
+  const Tensor w = Tensor::from_vector({1.0f, 0.5f, -0.25f, 2.0f}, {2, 2}).set_requires_grad();
+  Fp8LinearState watched(amp::Fp8Recipe{});
+  watched.observe = true;
+  sum(fp8_linear(x, w, Tensor(), watched)).backward();
+  const std::vector<float> in = watched.input.observed.to_vector();
+  EXPECT_FLOAT_EQ(in[0], 2.0f / 6.0f);
+  EXPECT_FLOAT_EQ(in[1], 1.0f / 5.0f);
+  EXPECT_EQ(in[2], 1.0f);
+  EXPECT_EQ(watched.weight.observed.to_vector(), (std::vector<float>{0.0f, 0.0f, 1.0f}));
+  EXPECT_EQ(watched.grad.observed.to_vector(), (std::vector<float>{0.0f, 0.0f, 1.0f}));  // dy = 1
+  Fp8LinearState plain(amp::Fp8Recipe{});
+  sum(fp8_linear(x, w, Tensor(), plain)).backward();
+  EXPECT_EQ(plain.input.observed.to_vector(), (std::vector<float>{0.0f, 0.0f, 0.0f}));
+  EXPECT_EQ(plain.grad.observed.to_vector(), (std::vector<float>{0.0f, 0.0f, 0.0f}));
+}
+
 }  // namespace
 }  // namespace mixprec

@@ -395,5 +395,36 @@ TEST(Inspect, BuiltinMlpOnFashionMnist) {
   EXPECT_TRUE(named);
 }
 
+// An fp8 inspect run reports every fp8 layer (the default policy: the middle Linear of three)
+// with its three roles, the amax and scale after the last step and the counted fractions; the
+// JSON and the text carry them.
+TEST(Inspect, Fp8RunReportsAmaxScaleAndFractionsPerLayerAndRole) {
+  auto model = nn::sequential({std::make_shared<nn::Linear>(16, 32, true, 1), std::make_shared<nn::ReLU>(),
+                               std::make_shared<nn::Linear>(32, 32, true, 2), std::make_shared<nn::ReLU>(),
+                               std::make_shared<nn::Linear>(32, 4, true, 3)});
+  const InspectReport r = inspect_training(*model, random_batches(8, 16, 1000.0f), config("fp8-delayed", 2));
+  ASSERT_EQ(r.fp8.size(), 1u);
+  EXPECT_EQ(r.fp8[0].path, "2");
+  ASSERT_EQ(r.fp8[0].roles.size(), 3u);
+  for (const nn::Fp8RoleReport& role : r.fp8[0].roles) {
+    SCOPED_TRACE(role.role);
+    EXPECT_TRUE(role.observed);
+    EXPECT_GT(role.amax, 0.0);
+    EXPECT_GE(role.history_amax, role.amax);
+    EXPECT_GT(role.scale, 0.0);
+    EXPECT_GE(role.saturated, 0.0);
+    EXPECT_LE(role.flushed, 1.0);
+  }
+  // Inputs ~1000 are beyond E4M3's 448 at the first step's scale 1.
+  EXPECT_GT(r.fp8[0].roles[0].saturated, 0.0);
+  const nlohmann::json j = nlohmann::json::parse(to_json(r));
+  ASSERT_EQ(j.at("fp8").size(), 3u);
+  EXPECT_EQ(j.at("fp8")[0].at("layer"), "2");
+  EXPECT_EQ(j.at("fp8")[2].at("role"), "grad");
+  EXPECT_TRUE(j.at("fp8")[0].at("saturated").is_number());
+  EXPECT_NE(to_text(r).find("fp8 layers"), std::string::npos);
+  EXPECT_TRUE(inspect_training(*model, random_batches(8, 16), config("bf16", 1)).fp8.empty());
+}
+
 }  // namespace
 }  // namespace mixprec::diagnostics

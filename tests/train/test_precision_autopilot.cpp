@@ -10,6 +10,7 @@
 #include "mixprec/core/error.h"
 #include "mixprec/io/atomic_file.h"
 #include "mixprec/models/zoo.h"
+#include "mixprec/nn/fp8_layers.h"
 #include "mixprec/nn/layers.h"
 #include "mixprec/nn/norm_layers.h"
 #include "mixprec/ops/elementwise.h"
@@ -227,7 +228,8 @@ TEST(LayerPolicy, BadFilesAreRefusedNamingTheFileAndTheLayer) {
   const std::string head = R"({"format": "mixprec-layer-policy", "version": 1, "compute": "fp16", )";
   expect_refused(head + R"("layers": {"1": "bf16", "classifier.9": "fp32"}})",
                  "names layer 'classifier.9', which model");
-  expect_refused(head + R"("layers": {"1": "fp8"}})", "layer '1': unknown dtype 'fp8'");
+  expect_refused(head + R"("layers": {"1": "fp4"}})", "layer '1': unknown dtype 'fp4'");
+  expect_refused(head + R"("layers": {"1": "fp8"}})", "puts layer '1' in fp8");  // fp8 runs only
   expect_refused(head + R"("layers": {"1": 16}})", "layer '1': the dtype must be a string");
   expect_refused(head + R"("layers": [1]})", "\"layers\" must be an object");
   expect_refused(R"({"format": "something-else"})", "is not a layer policy");
@@ -245,6 +247,35 @@ TEST(PrecisionAutopilot, FlagsBelongToAutoLayer) {
   // A model without Linear or Conv2d layers has nothing to steer.
   auto relu = nn::sequential({std::make_shared<nn::ReLU>()});
   EXPECT_THROW(TrainStep(*relu, StepConfig{.precision = "auto-layer"}), ValueError);
+}
+
+// fp8 runs read the same policy file: "fp8" puts a Linear in fp8, another dtype keeps it out;
+// a layer the model lacks, or a policy that leaves no fp8 layer, is refused naming the file.
+TEST(LayerPolicy, PicksTheFp8LayersOfAnFp8Run) {
+  const std::string path = temp_path("fp8-policy.json");
+  const std::string head = R"({"format": "mixprec-layer-policy", "version": 1, "compute": "bf16", )";
+  auto model = two_layers(1.0f);  // Linears "1" and "4": none in fp8 by default
+  io::write_file_atomically(path, head + R"("layers": {"1": "fp8", "4": "bf16"}})");
+  for (const char* precision : {"fp8", "fp8-delayed"}) {
+    TrainStep step(*model, StepConfig{.precision = precision, .layer_policy = path});
+    ASSERT_NE(step.fp8_layers(), nullptr);
+    EXPECT_EQ(step.fp8_layers()->paths(), (std::vector<std::string>{"1"}));
+    train(step, *model, 2);
+  }
+  const auto refused = [&](const std::string& layers, const std::string& needle) {
+    io::write_file_atomically(path, head + layers + "}");
+    try {
+      TrainStep step(*model, StepConfig{.precision = "fp8", .layer_policy = path});
+      ADD_FAILURE() << "accepted: " << layers;
+    } catch (const ValueError& e) {
+      const std::string what = e.what();
+      EXPECT_NE(what.find(path), std::string::npos) << what;
+      EXPECT_NE(what.find(needle), std::string::npos) << what;
+    }
+  };
+  refused(R"("layers": {"9": "fp8"})", "names layer '9', which is not a Linear of Sequential (its Linears: 1, 4)");
+  refused(R"("layers": {"1": "bf16"})", "leaves no Linear");
+  std::remove(path.c_str());
 }
 
 }  // namespace

@@ -10,6 +10,8 @@
 #include "mixprec/amp/grad_scaler.h"
 #include "mixprec/core/error.h"
 #include "mixprec/models/zoo.h"
+#include "mixprec/nn/fp8_layers.h"
+#include "mixprec/nn/layers.h"
 #include "mixprec/ops/elementwise.h"
 #include "mixprec/ops/nn_functional.h"
 #include "mixprec/optim/adam.h"
@@ -171,6 +173,45 @@ TEST(TrainStep, BadConfigsNameTheFlag) {
   EXPECT_NE(message({.accum = 0}).find("--accum"), std::string::npos);
   EXPECT_NE(message({.loss_scaling = "static"}).find("--loss-scaling"), std::string::npos);
   EXPECT_NE(message({.scaler_growth_interval = 0}).find("--scaler-growth-interval"), std::string::npos);
+}
+
+// The fp8 skip rule: a NaN in the input makes its cast's amax NaN; the step is skipped as the
+// GradScaler skips (counted, weights unchanged) and every fp8 scale, amax history and the
+// other roles' state stay as they were; the next clean step trains again.
+TEST(TrainStep, Fp8SkipsAStepWhoseAmaxIsNotFiniteAndKeepsTheScales) {
+  for (const char* precision : {"fp8", "fp8-delayed"}) {
+    SCOPED_TRACE(precision);
+    // No ReLU before the first fp8 layer ("1"): the NaN of one input row reaches its cast.
+    auto model = nn::sequential({std::make_shared<nn::Linear>(784, 32, true, 1),
+                                 std::make_shared<nn::Linear>(32, 32, true, 2),
+                                 std::make_shared<nn::Linear>(32, 32, true, 3),
+                                 std::make_shared<nn::Linear>(32, 10, true, 4)});
+    TrainStep step(*model, StepConfig{.precision = precision, .optimizer = "adam", .lr = 1e-3f});
+    ASSERT_NE(step.fp8_layers(), nullptr);
+    const Batch clean = batch(1);
+    EXPECT_TRUE(step.run([&] { return cross_entropy((*model)(clean.x), clean.y); }).applied);
+    std::map<std::string, std::vector<float>> before;
+    for (const auto& [name, t] : step.fp8_layers()->state_tensors()) {
+      if (name.find("history") != std::string::npos || name.find("scale") != std::string::npos) {
+        before[name] = t.to_vector();
+      }
+    }
+    const auto weights = values(*model);
+    std::vector<float> v = batch(2).x.to_vector();
+    v[5] = std::numeric_limits<float>::quiet_NaN();
+    const Tensor poisoned = Tensor::from_vector(v, {8, 784});
+    EXPECT_FALSE(step.run([&] { return cross_entropy((*model)(poisoned), clean.y); }).applied);
+    EXPECT_EQ(step.scaler().stats().skipped_steps, 1);
+    EXPECT_EQ(step.scaler().get_scale(), 1.0);
+    EXPECT_EQ(values(*model), weights);
+    for (const auto& [name, t] : step.fp8_layers()->state_tensors()) {
+      if (before.count(name) != 0) {
+        EXPECT_EQ(t.to_vector(), before[name]) << name;
+      }
+    }
+    EXPECT_TRUE(step.run([&] { return cross_entropy((*model)(clean.x), clean.y); }).applied);
+    EXPECT_NE(values(*model), weights);
+  }
 }
 
 }  // namespace

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "mixprec/core/error.h"
+#include "mixprec/io/atomic_file.h"
 #include "io/io_test_util.h"
 #include "mixprec/train/trainer.h"
 #include "train/trainer_test_util.h"
@@ -184,6 +185,46 @@ TEST(TrainTrainer, EvaluateCheckpointReproducesTheRunsAccuracy) {
   EXPECT_EQ(e.confusion.total(), 300);
   EXPECT_EQ(e.confusion.accuracy(), history.back().test_accuracy);
   EXPECT_EQ(e.confusion.macro_f1(), history.back().macro_f1);
+}
+
+// fp8 runs write, on the histogram steps, every fp8 layer's amax, history max, scale and the
+// observed saturated/flushed fractions per role (the tags as plain bytes in the event file);
+// the JSONL epoch line carries the same per layer and role in "fp8".
+TEST(Trainer, Fp8RunWritesItsLayersToTensorBoard) {
+  TempDir dir;
+  train::TrainConfig c = small_config("fp8-delayed");
+  c.epochs = 1;
+  c.accum = 1;
+  c.limit_train = 256;
+  c.limit_test = 64;
+  c.tensorboard = (dir.path() / "tb").string();
+  c.histogram_every = 2;
+  c.log_path = (dir.path() / "run.jsonl").string();
+  train::Trainer trainer(c);
+  const std::vector<train::EpochMetrics> history = trainer.run();
+  ASSERT_FALSE(history.empty());
+  EXPECT_FALSE(history.back().fp8.empty());
+  const std::string log = io::read_file(c.log_path);
+  const std::size_t last = log.rfind('\n', log.size() - 2);
+  const nlohmann::json line = nlohmann::json::parse(log.substr(last + 1));
+  ASSERT_TRUE(line.contains("fp8")) << line.dump();
+  ASSERT_FALSE(line.at("fp8").empty());
+  for (const auto& [layer, roles] : line.at("fp8").items()) {
+    SCOPED_TRACE(layer);
+    for (const char* role : {"input", "weight", "grad"}) {
+      EXPECT_TRUE(roles.at(role).at("scale").is_number());
+      EXPECT_TRUE(roles.at(role).at("amax").is_number());
+      EXPECT_TRUE(roles.at(role).at("saturated").is_number());  // the epoch's first step counted
+      EXPECT_TRUE(roles.at(role).at("flushed").is_number());
+    }
+  }
+  std::string bytes;
+  for (const auto& e : fs::directory_iterator(dir.path() / "tb")) bytes += io::read_file(e.path().string());
+  EXPECT_NE(bytes.find("fp8/"), std::string::npos);
+  for (const char* tag : {"/input/amax", "/input/amax_history", "/weight/scale", "/grad/scale",
+                          "/input/saturated", "/weight/flushed", "/grad/flushed"}) {
+    EXPECT_NE(bytes.find(tag), std::string::npos) << tag;
+  }
 }
 
 }  // namespace

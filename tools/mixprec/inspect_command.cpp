@@ -74,7 +74,9 @@ void add_inspect_command(CLI::App& app) {
   cmd->add_option("--model", o.model, "Model: " + models::model_names())->required();
   cmd->add_option("--precision", o.precision,
                   "Mode to train in: fp32 (shows the values before any rounding), bf16, fp16 (with "
-                  "a GradScaler), pure-bf16, pure-bf16-sr or auto")
+                  "a GradScaler), pure-bf16, pure-bf16-sr, auto, or fp8 / fp8-delayed (the default "
+                  "recipe; adds each fp8 layer's amax, scale and saturated/flushed fractions per "
+                  "role)")
       ->capture_default_str();
   cmd->add_option("--steps", o.steps, "Optimizer steps to record (Adam, lr 1e-3)")->capture_default_str();
   cmd->add_option("--batch-size", o.batch_size, "Samples per step")->capture_default_str();

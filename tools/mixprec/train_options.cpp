@@ -87,7 +87,9 @@ TrainOptions::TrainOptions(CLI::App* cmd, bool with_run_flags) {
          MIXPREC_FIELD(compute));
     policy_ = cmd->add_option("--policy", g.layer_policy,
                               "auto-layer: replay the per-layer dtypes of a policy file written by "
-                              "--policy-out, with the autopilot frozen (implies --precision auto-layer)");
+                              "--policy-out, with the autopilot frozen (implies --precision auto-layer "
+                              "unless --precision is given). fp8/fp8-delayed: a layer listed as \"fp8\" "
+                              "runs in fp8, one listed as bf16/fp16/fp32 stays out of fp8 (docs/fp8.md)");
     bind(policy_, MIXPREC_FIELD(layer_policy));
     bind(cmd->add_option("--policy-out", g.policy_out,
                          "auto-layer: write the layers' dtypes and the autopilot's moves (with their "
@@ -160,7 +162,8 @@ TrainOptions::TrainOptions(CLI::App* cmd, bool with_run_flags) {
                          "histograms of weights and gradients with the fp16/bf16 ranges"),
          MIXPREC_FIELD(tensorboard));
     bind(cmd->add_option("--histogram-every", g.histogram_every,
-                         "TensorBoard histograms every N optimizer steps (0 = none)")
+                         "TensorBoard histograms every N optimizer steps (0 = none); fp8 runs also "
+                         "write each fp8 layer's amax, scale and saturated/flushed fractions then")
              ->capture_default_str(),
          MIXPREC_FIELD(histogram_every));
     bind(cmd->add_option("--checkpoint-dir", g.checkpoint_dir,

@@ -20,12 +20,34 @@ namespace mixprec::nn {
 class Module;
 class Linear;
 
+/// One cast role of an fp8 layer as it stands after the last step (Fp8Layers::report).
+struct Fp8RoleReport {
+  std::string role;           ///< "input", "weight" or "grad"
+  double amax = 0;            ///< max |x| the last cast measured (NaN/Inf if it met them)
+  double history_amax = 0;    ///< the largest entry of the amax history, what the scale is chosen from
+  double scale = 1;           ///< the scale the next cast uses (x_fp8 = sat(x * scale))
+  bool observed = false;      ///< the two fractions were counted (a cast ran with observe on)
+  double saturated = 0;       ///< fraction of the elements with |x * scale| > the format's max
+  double flushed = 0;         ///< fraction of the nonzero elements the cast rounded to zero
+};
+
+/// An fp8 layer's roles, input, weight, grad in that order.
+struct Fp8LayerReport {
+  std::string path;
+  std::vector<Fp8RoleReport> roles;
+};
+
 class Fp8Layers {
  public:
-  /// Selects model's fp8 Linears and creates their states on the current device. ValueError
-  /// (one line) for a bad recipe, or when the model has fewer than three Linears (no layer is
-  /// left between the first and the last).
-  Fp8Layers(Module& model, const amp::Fp8Recipe& recipe);
+  /// Selects model's fp8 Linears and creates their states on the current device. The default
+  /// policy is every Linear but the first and the last; `overrides` (module path -> true: run
+  /// in fp8, false: keep the plain Linear) changes it layer by layer (the fp8 entries of a
+  /// layer policy file). ValueError (one line) for a bad recipe, for an override naming a path
+  /// that is not a Linear of the model (naming `source` and listing the Linears), when no layer
+  /// is left in fp8, or, without overrides, when the model has fewer than three Linears.
+  Fp8Layers(Module& model, const amp::Fp8Recipe& recipe,
+            const std::map<std::string, bool>& overrides = {},
+            const std::string& source = "the fp8 layer policy");
   Fp8Layers(const Fp8Layers&) = delete;
   Fp8Layers& operator=(const Fp8Layers&) = delete;
 
@@ -42,6 +64,14 @@ class Fp8Layers {
   bool take_found_inf();
   /// Every state tensor by "<path>.fp8_<role>_<history|scale|amax>": what a checkpoint stores.
   std::map<std::string, Tensor> state_tensors() const;
+  /// Turns the saturated/flushed counting of every layer's casts on or off (on clears the last
+  /// observations). A counting step downloads each cast's operands: for inspect and logging
+  /// steps, not every step.
+  void set_observe(bool on);
+  bool observing() const { return observe_; }
+  /// Every layer's roles: amax, history max, scale (counted downloads) and the fractions of the
+  /// last observed casts.
+  std::vector<Fp8LayerReport> report() const;
 
  private:
   struct Entry {
@@ -52,6 +82,7 @@ class Fp8Layers {
   amp::Fp8Recipe recipe_;
   Tensor found_inf_;
   std::vector<Entry> entries_;
+  bool observe_ = false;
 };
 
 /// Makes `layers`' Linears run fp8_linear() on this thread for the scope's lifetime (nested

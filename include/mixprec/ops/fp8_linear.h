@@ -14,6 +14,11 @@ struct Fp8TensorState {
   Tensor history;  ///< [recipe.history_length()], newest first, zeros at the start
   Tensor scale;    ///< [1], the quantisation scale (x_fp8 = sat(x * scale)); 1 at the start
   Tensor amax;     ///< [1], the amax the last cast measured
+  /// [3], written only by a cast run while Fp8LinearState::observe is set: the fraction of the
+  /// elements whose |x * scale| exceeded the format's largest finite value before the
+  /// saturating clip (Inf counts, NaN does not), the fraction of the nonzero elements the cast
+  /// rounded to zero, and 1 (0 while never observed).
+  Tensor observed;
 };
 
 /// The state of one fp8 Linear: its recipe, the state of its input, weight and gradient, and a
@@ -25,6 +30,10 @@ struct Fp8LinearState {
   amp::Fp8Recipe recipe;
   Fp8TensorState input, weight, grad;
   Tensor found_inf;  ///< [1] f32
+  /// When set, every cast of this layer also counts its saturated and flushed elements into its
+  /// role's `observed`: a host pass with counted downloads, for inspect and the TensorBoard
+  /// logging steps only. A backward follows the setting its forward ran with.
+  bool observe = false;
 };
 
 /// y = x @ weight^T + bias with fp8 operands as the recipe says: x [..., in] and weight

@@ -18,6 +18,7 @@
 
 #include "mixprec/tensor/tensor.h"
 #include "mixprec/numerics/tensor_stats.h"
+#include "mixprec/nn/fp8_layers.h"
 #include "mixprec/nn/module.h"
 
 namespace mixprec::diagnostics {
@@ -118,7 +119,8 @@ struct MeasuredMemory {
 
 /// How inspect_training trains: Adam, a GradScaler in fp16 mode, cross-entropy loss.
 struct InspectConfig {
-  std::string precision = "fp32";  ///< fp32, bf16, fp16, pure-bf16, pure-bf16-sr or auto
+  /// fp32, bf16, fp16, pure-bf16, pure-bf16-sr, auto, fp8 or fp8-delayed (default recipe)
+  std::string precision = "fp32";
   int steps = 5;                   ///< optimizer steps, in [1, 10000]
   float lr = 1e-3f;                ///< Adam's learning rate (> 0)
   std::uint64_t seed = 0;          ///< stochastic rounding (pure-bf16-sr)
@@ -145,7 +147,11 @@ struct InspectReport {
   std::vector<double> losses;          ///< per step, as computed (before scaling)
   bool loss_scaling = false;           ///< a GradScaler was enabled (fp16)
   std::vector<double> loss_scales;     ///< scale used by each step's backward (1 if none)
-  std::int64_t skipped_steps = 0;      ///< steps the scaler skipped (Inf/NaN gradients)
+  std::int64_t skipped_steps = 0;      ///< steps skipped (Inf/NaN gradients, or an fp8 Inf/NaN amax)
+  /// fp8 runs: every fp8 layer's roles (input, weight, grad) with the amax, history max and
+  /// scale after the last step, and the largest saturated and flushed fractions of any step
+  /// (every cast of the run is counted); empty in the other modes.
+  std::vector<nn::Fp8LayerReport> fp8;
   int reference_scale_log2 = 0;        ///< from the largest unscaled gradient of any layer
   std::vector<LayerReport> layers;     ///< leaf modules in the order they first ran
   std::vector<AlignmentWarning> alignment;

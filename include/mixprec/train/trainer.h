@@ -172,6 +172,10 @@ struct EpochMetrics {
   /// epoch, and every layer's dtype ("layers.1=bf16,layers.4=fp16"); -1 and "" otherwise.
   double flops_16bit = -1;
   std::string layer_dtypes;
+  /// fp8 runs: the epoch's fp8 summary as JSON text (layer path -> role -> amax, amax_history,
+  /// scale at the end of the epoch, and the saturated/flushed fractions of the epoch's last
+  /// observed step; docs/fp8.md); "" otherwise. The JSONL line's "fp8" object.
+  std::string fp8;
   MemoryStats memory;               ///< peaks during the epoch
 };
 
