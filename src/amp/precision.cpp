@@ -193,6 +193,16 @@ PrecisionChoice choose_precision(const GpuInfo& gpu) {
           "fp32: " + what + " has no Tensor Cores, so 16-bit GEMMs would gain no speed"};
 }
 
+std::string fp8_refusal(const GpuInfo& gpu) {
+  if (gpu.tensor_fp8) return {};
+  return gpu.name + " (compute capability " + std::to_string(gpu.cc_major) + "." +
+         std::to_string(gpu.cc_minor) +
+         ") has no fp8 Tensor Cores (sm_89 and newer: Ada, Hopper), so the fp8 recipes cannot "
+         "run their GEMMs there; train in bf16 on it" +
+         (gpu.tensor_bf16 ? std::string() : std::string(" (fp16 on this GPU)")) +
+         ", or run the recipe on --device cpu, whose exact emulation computes the same products";
+}
+
 DType default_layer_compute(const CpuFeatures& cpu) {
   const bool native_bf16 = cpu.avx512_bf16 || cpu.amx_bf16 || cpu.arm_bf16;
   const bool native_fp16 = cpu.avx512_fp16 || cpu.arm_fp16;

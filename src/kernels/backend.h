@@ -24,6 +24,7 @@
 #include "kernels/elementwise.h"
 #include "kernels/ema.h"
 #include "kernels/embedding.h"
+#include "kernels/fp8_gemm.h"
 #include "kernels/fp8_scale.h"
 #include "kernels/masked_fill.h"
 #include "kernels/matmul.h"

@@ -1,10 +1,11 @@
 // The fp8 Linear of the training recipes (mixprec/ops/fp8_linear.h). Each operand is quantised
 // by the saturating scaled cast (kernels/fp8_scale.h), which also measures its amax, and its
-// scale is updated by the device kernel: no host read anywhere. The GEMMs are the emulated fp8
-// GEMMs: each fp8 operand decoded exactly and divided by its power-of-two scale (exact: an fp8
-// value has at most 4 significant bits and the scales keep it inside f32's normal range), then
-// the f32 GEMM with f32 accumulation. On a GPU with fp8 Tensor Cores the scales would go to the
-// GEMM instead; the products are the same, only the summation order differs.
+// scale is updated by the device kernel: no host read anywhere. The GEMMs are the fp8 GEMM kernel
+// (kernels/fp8_gemm.h): the quantised operands and their scales go in, each operand stands for
+// decode(q) / scale exactly, products are exact and accumulated in f32. On a GPU with fp8
+// Tensor Cores that is cuBLASLt's fp8 GEMM; on a CPU its exact emulation: the products are the
+// same, only the summation order differs. The kernel reads both operands k-contiguous, so the
+// backward GEMMs take transposed copies of the quantised bytes (a copy: exact).
 #include "mixprec/ops/fp8_linear.h"
 
 #include <algorithm>
@@ -14,11 +15,11 @@
 #include <vector>
 
 #include "kernels/elementwise.h"
+#include "kernels/fp8_gemm.h"
 #include "kernels/fp8_scale.h"
 #include "mixprec/core/error.h"
 #include "mixprec/core/transfer.h"
 #include "mixprec/ops/elementwise.h"
-#include "mixprec/ops/nn_functional.h"
 #include "mixprec/ops/reduce.h"
 #include "mixprec/runtime/autocast.h"
 #include "mixprec/runtime/function.h"
@@ -101,8 +102,23 @@ Quantized quantize(const Tensor& t, Fp8TensorState& s, DType fmt, const amp::Fp8
   return {std::move(q), std::move(used)};
 }
 
-/// The exact f32 values an fp8 operand stands for: decode(q) / scale.
-Tensor dequantize(const Tensor& q, const Tensor& scale) { return q.to(DType::f32) / scale; }
+/// C [m, n] = A Bᵀ for quantised A [m, k] and B [n, k] (both k-contiguous), each operand
+/// standing for decode(q) / scale, in f32 accumulation, C of c_dtype: one fp8 GEMM. fast_accum
+/// is the forward's (a GPU's reduced-precision partial sums; the CPU ignores it).
+Tensor fp8_mm(const Tensor& a, const Tensor& a_scale, const Tensor& b, const Tensor& b_scale,
+              DType c_dtype, bool fast_accum) {
+  kernels::Fp8GemmDesc d;
+  d.m = a.size(0), d.n = b.size(0), d.k = a.size(1);
+  d.a_dtype = a.dtype(), d.b_dtype = b.dtype(), d.c_dtype = c_dtype;
+  d.fast_accum = fast_accum;
+  Tensor c = Tensor::empty({d.m, d.n}, c_dtype);
+  kernels::fp8_gemm(d, a.data_ptr(), a_scale.data<float>(), b.data_ptr(), b_scale.data<float>(),
+                    c.data_ptr());
+  return c;
+}
+
+/// The [c, r] k-contiguous copy of a quantised [r, c] operand (fp8 bytes moved, not rounded).
+Tensor transposed(const Tensor& q) { return q.transpose(0, 1).contiguous(); }
 
 /// Indices of the tensors fp8_linear saves for backward.
 enum Saved : std::size_t { kXq, kXScale, kWq, kWScale, kGHistory, kGScale, kGAmax, kGObserved, kFoundInf };
@@ -116,25 +132,26 @@ std::vector<Tensor> fp8_linear_backward(autograd::FunctionContext& ctx, const Te
   recipe.formats = static_cast<amp::Fp8Formats>(static_cast<int>(ctx.scalar("formats")));
   Fp8TensorState grad{saved[kGHistory], saved[kGScale], saved[kGAmax], saved[kGObserved]};
   const bool observe = ctx.scalar("observe") != 0.0;
-  // The GEMMs below run in f32 whatever autocast state the forward had.
+  // The gradients are f32 whatever autocast state the forward had.
   amp::Autocast off(false, amp::autocast_dtype());
-  const Tensor x_deq = dequantize(saved[kXq], saved[kXScale]);  // [M, K]
-  const Tensor w_deq = dequantize(saved[kWq], saved[kWScale]);  // [N, K]
-  const std::int64_t m = x_deq.size(0), out = w_deq.size(0);
+  const Tensor& xq = saved[kXq];  // [M, K]
+  const Tensor& wq = saved[kWq];  // [N, K]
+  const std::int64_t m = xq.size(0), out = wq.size(0);
   const Tensor dy = dy_arg.contiguous().reshape({m, out});
   const Quantized g = quantize(dy, grad, recipe.grad_format(), recipe, saved[kFoundInf], observe);
-  const Tensor dy_deq = dequantize(g.q, g.scale);
   const std::vector<bool>& needs = ctx.needs_input_grad();
   Tensor dx, dw, db;
-  if (needs[0]) {
-    dx = matmul(dy_deq, w_deq);
+  if (needs[0]) {  // dx [M, K] = dy [M, N] · w [N, K]
+    dx = fp8_mm(g.q, g.scale, transposed(wq), saved[kWScale], DType::f32, false);
     Shape x_shape(static_cast<std::size_t>(ctx.scalar("x_dims")));
     for (std::size_t d = 0; d < x_shape.size(); ++d) {
       x_shape[d] = static_cast<std::int64_t>(ctx.scalar("x_size" + std::to_string(d)));
     }
     dx = dx.reshape(x_shape);
   }
-  if (needs[1]) dw = matmul(dy_deq.transpose(0, 1).contiguous(), x_deq);
+  if (needs[1]) {  // dw [N, K] = dyᵀ [N, M] · x [M, K]
+    dw = fp8_mm(transposed(g.q), g.scale, transposed(xq), saved[kXScale], DType::f32, false);
+  }
   // The bias gradient needs no GEMM: it sums the unquantised gradient, in f32.
   if (needs.size() > 2 && needs[2]) db = sum(dy.to(DType::f32), 0);
   return {dx, dw, db};
@@ -171,8 +188,12 @@ Tensor fp8_linear(const Tensor& x, const Tensor& weight, const Tensor& bias,
         const Quantized qw = quantize(in[1].contiguous(), state.weight, r.forward_format(), r,
                                       state.found_inf, state.observe);
         amp::Autocast off(false, amp::autocast_dtype());
-        const Tensor b = in[2].defined() ? in[2].to(DType::f32) : Tensor();
-        Tensor y = linear(dequantize(qx.q, qx.scale), dequantize(qw.q, qw.scale), b);
+        // Without a bias the GEMM rounds straight to the output dtype; a bias is added to the
+        // f32 product first, so the output is rounded once either way.
+        const bool has_bias = in[2].defined();
+        Tensor y = fp8_mm(qx.q, qx.scale, qw.q, qw.scale, has_bias ? DType::f32 : out_dtype,
+                          /*fast_accum=*/true);
+        if (has_bias) y = y + in[2].to(DType::f32);
         Shape y_shape = xin.shape();
         y_shape.back() = in[1].size(0);
         y = y.reshape(y_shape);
@@ -188,7 +209,7 @@ Tensor fp8_linear(const Tensor& x, const Tensor& weight, const Tensor& bias,
         for (std::int64_t d = 0; d < xin.dim(); ++d) {
           ctx.save_scalar("x_size" + std::to_string(d), static_cast<double>(xin.size(d)));
         }
-        return out_dtype == DType::f32 ? y : y.to(out_dtype);
+        return y.dtype() == out_dtype ? y : y.to(out_dtype);
       },
       &fp8_linear_backward};
   return autograd::apply(fn, {x, weight, bias});

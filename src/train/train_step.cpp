@@ -170,6 +170,12 @@ TrainStep::TrainStep(nn::Module& model, const StepConfig& config, const dist::Co
     }
   }
   if (amp::is_fp8(s.mode)) {
+    if (const Device device = current_device(); device.type == DeviceType::cuda) {
+      const std::string refusal =
+          amp::fp8_refusal(gpu_inventory().gpus.at(static_cast<std::size_t>(device.index)));
+      MIXPREC_CHECK(refusal.empty(), ValueError, "TrainStep",
+                    "--precision " << s.precision_name << ": " << refusal);
+    }
     amp::Fp8Recipe recipe;
     recipe.scaling = s.mode == amp::PrecisionMode::fp8 ? amp::Fp8Scaling::current : amp::Fp8Scaling::delayed;
     recipe.amax_history = config.fp8_amax_history;

@@ -113,6 +113,22 @@ TEST(PrecisionChoice, AutoOnAGpuFollowsTheTensorCoresOfItsGeneration) {
   EXPECT_EQ(on(6, 1).mode, PrecisionMode::fp32);  // Pascal
 }
 
+TEST(PrecisionChoice, Fp8RecipesNeedFp8TensorCores) {
+  const auto refusal = [](int major, int minor) {
+    GpuInfo g = tensor_core_types(major, minor);
+    g.name = "test GPU";
+    return fp8_refusal(g);
+  };
+  EXPECT_EQ(refusal(9, 0), "");  // Hopper
+  EXPECT_EQ(refusal(8, 9), "");  // Ada
+  const std::string ampere = refusal(8, 0);
+  EXPECT_NE(ampere.find("test GPU (compute capability 8.0) has no fp8 Tensor Cores"), std::string::npos)
+      << ampere;
+  EXPECT_NE(ampere.find("train in bf16"), std::string::npos) << ampere;
+  EXPECT_NE(ampere.find("--device cpu"), std::string::npos) << ampere;
+  EXPECT_NE(refusal(7, 5).find("fp16 on this GPU"), std::string::npos) << refusal(7, 5);
+}
+
 TEST(PrecisionChoice, Fp16WithoutScalerWarnsLoudly) {
   const CpuFeatures cpu;
   EXPECT_NE(precision_warnings(PrecisionMode::fp16, false, cpu).find("WARNING: fp16 without a GradScaler"),

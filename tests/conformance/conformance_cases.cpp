@@ -566,6 +566,38 @@ std::vector<Case> cases() {
                  }
                  return o;
                }});
+  // The fp8 GEMM, C of each float dtype: E4M3 x E4M3 (forward), E5M2 x E4M3 and E4M3 x E5M2
+  // (backward) at power-of-two scales, on a shape fp8 Tensor Cores take (k a multiple of 16)
+  // and on one they do not (our kernel on a GPU), one NaN operand in the second.
+  c.push_back({"fp8_gemm", F, [](const Backend& b, DType t) {
+                 Outs o;
+                 const std::pair<DType, DType> formats[] = {{DType::f8e4m3, DType::f8e4m3},
+                                                            {DType::f8e5m2, DType::f8e4m3},
+                                                            {DType::f8e4m3, DType::f8e5m2}};
+                 const std::int64_t shapes[][3] = {{33, 40, 96}, {5, 7, 19}};
+                 for (const auto& [fa, fb] : formats) {
+                   for (const auto& s : shapes) {
+                     Fp8GemmDesc d;
+                     d.m = s[0], d.n = s[1], d.k = s[2];
+                     d.a_dtype = fa, d.b_dtype = fb, d.c_dtype = t;
+                     Buffer qa = random_any(fa, d.m * d.k, -200.0f, 200.0f, 95);
+                     const Buffer qb = random_any(fb, d.n * d.k, -300.0f, 300.0f, 96);
+                     if (d.k == 19) static_cast<std::uint8_t*>(qa.data())[3] = 0x7f;  // NaN in both formats
+                     Buffer scales(DType::f32, 2);
+                     scales.set(0, 32.0f);
+                     scales.set(1, 0.25f);
+                     const auto* sc = static_cast<const float*>(scales.data());
+                     Buffer out(t, d.m * d.n);
+                     b.fp8_gemm(d, qa.data(), sc, qb.data(), sc + 1, out.data());
+                     // |a| <= 200/32, |b| <= 300*4: f32 sums of k such products
+                     const double bound = static_cast<double>(d.k) * (200.0 / 32) * 1200.0;
+                     o.push_back(close(std::string(name(fa)) + "x" + name(fb) + " k=" +
+                                           std::to_string(d.k),
+                                       std::move(out), bound * 1.2e-7 * 2, kRound));
+                   }
+                 }
+                 return o;
+               }});
   struct R { ReduceOp op; const char* name; };
   const R reduce_ops[] = {{ReduceOp::sum, "sum"},   {ReduceOp::mean, "mean"}, {ReduceOp::max, "max"},
                           {ReduceOp::min, "min"},   {ReduceOp::amax, "amax"}, {ReduceOp::norm1, "norm1"},

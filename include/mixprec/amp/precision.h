@@ -86,6 +86,9 @@ PrecisionChoice choose_precision(const CpuFeatures& cpu);
 /// bf16 Tensor Cores, fp32's range, no scaler); fp16 with the GradScaler on sm_70 to sm_75
 /// (Volta, Turing: fp16 Tensor Cores only); fp32 below (no Tensor Cores).
 PrecisionChoice choose_precision(const GpuInfo& gpu);
+/// Why `gpu` cannot train in an fp8 recipe (fp8, fp8-delayed), in one sentence naming the GPU
+/// and the alternatives; empty when it can (fp8 Tensor Cores: sm_89 and newer).
+std::string fp8_refusal(const GpuInfo& gpu);
 /// The 16-bit dtype auto-layer starts its layers in when --compute is not given: f16 where the
 /// CPU has native fp16 arithmetic but no native bf16 dot products (AVX512_FP16 or Armv8.2
 /// FP16 without BF16), else bf16 (its range spares most layers the GradScaler's trial and error).

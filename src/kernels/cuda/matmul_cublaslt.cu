@@ -68,7 +68,9 @@ cudaDataType lt_type(DType t) {
     case DType::f32: return CUDA_R_32F;
     case DType::bf16: return CUDA_R_16BF;
     case DType::f16: return CUDA_R_16F;
-    default: break;  // validate_matmul admits no other dtype
+    case DType::f8e4m3: return CUDA_R_8F_E4M3;  // fp8 GEMMs (fp8_gemm_cublaslt) only
+    case DType::f8e5m2: return CUDA_R_8F_E5M2;
+    default: break;  // validate_matmul and validate_fp8_gemm admit no other dtype
   }
   MIXPREC_ASSERT(false);
   return CUDA_R_32F;
@@ -117,11 +119,15 @@ const Context& context() {
 
 /// Everything a plan depends on. out_dtype is D's (C's, or f32 for a scratch product); a bias
 /// has out_dtype. Alignments are in bytes (powers of two up to 256): the chosen algorithm is
-/// only valid for operands at least that aligned.
+/// only valid for operands at least that aligned. dtype is our A's, b_dtype our B's (they
+/// differ only in fp8 GEMMs, E5M2 gradients times E4M3 operands); scaled: fp8 operands with
+/// device scale pointers (set per call, like the bias); fast_accum: fp8's FAST_ACCUM.
 struct Key {
   std::int64_t m, n, k;
   bool trans_a, trans_b;
   DType dtype, out_dtype;
+  DType b_dtype;
+  bool scaled, fast_accum;
   bool bias;
   bool accumulate;
   bool tf32;
@@ -143,8 +149,10 @@ struct KeyHash {
     hash_mix(h, static_cast<std::uint64_t>(key.batch));
     hash_mix(h, static_cast<std::uint64_t>(key.trans_a) | std::uint64_t{key.trans_b} << 1 |
                     std::uint64_t{key.bias} << 2 | std::uint64_t{key.accumulate} << 3 |
-                    std::uint64_t{key.tf32} << 4 | static_cast<std::uint64_t>(key.dtype) << 8 |
-                    static_cast<std::uint64_t>(key.out_dtype) << 16);
+                    std::uint64_t{key.tf32} << 4 | std::uint64_t{key.scaled} << 5 |
+                    std::uint64_t{key.fast_accum} << 6 | static_cast<std::uint64_t>(key.dtype) << 8 |
+                    static_cast<std::uint64_t>(key.out_dtype) << 16 |
+                    static_cast<std::uint64_t>(key.b_dtype) << 24);
     hash_mix(h, std::uint64_t{key.align_a} | std::uint64_t{key.align_b} << 16 |
                     std::uint64_t{key.align_out} << 32 | std::uint64_t{key.align_bias} << 48);
     return h;
@@ -156,9 +164,9 @@ struct Plan {
   cublasLtMatmulDesc_t op = nullptr;
   cublasLtMatrixLayout_t lt_a = nullptr, lt_b = nullptr, lt_d = nullptr;
   cublasLtMatmulAlgo_t algo{};
-  /// The bias pointer is an attribute of op: held from setting it until cublasLtMatmul has
-  /// read it, so two threads running the same plan cannot swap biases.
-  std::mutex bias_mu;
+  /// The bias and scale pointers are attributes of op: held from setting them until
+  /// cublasLtMatmul has read them, so two threads running the same plan cannot swap them.
+  std::mutex pointers_mu;
 
   Plan() = default;
   Plan(const Plan&) = delete;
@@ -193,16 +201,25 @@ struct PreferenceDeleter {
 };
 
 std::string describe(const Key& key) {
-  return std::string(name(key.dtype)) + " " + std::to_string(key.m) + "x" +
+  return std::string(name(key.dtype)) + (key.b_dtype != key.dtype ? std::string(" x ") + name(key.b_dtype) : std::string()) + " " + std::to_string(key.m) + "x" +
          std::to_string(key.n) + "x" + std::to_string(key.k) + (key.trans_a ? " A^T" : "") +
          (key.trans_b ? " B^T" : "") + " -> " + name(key.out_dtype) +
          (key.bias ? " + bias" : "") + (key.tf32 ? " (tf32)" : "") +
          (key.batch > 1 ? " x " + std::to_string(key.batch) : "");
 }
 
-/// The plan for key; bias (device, only its address is read) is the first call's, which the
-/// heuristic looks at for its alignment.
-std::shared_ptr<Plan> create_plan(const Context& ctx, const Key& key, const void* bias) {
+/// Device pointers an fp8 GEMM passes per call: the f32 factors cuBLASLt multiplies our A's and
+/// our B's values by (the reciprocals of their quantisation scales).
+struct OperandScales {
+  const float* a = nullptr;
+  const float* b = nullptr;
+};
+
+/// The plan for key; bias and scales (device, only their addresses are read) are the first
+/// call's, which the heuristic looks at. Returns null instead of throwing when cuBLASLt has no
+/// algorithm for a scaled (fp8) key: its caller has a kernel of its own for those.
+std::shared_ptr<Plan> create_plan(const Context& ctx, const Key& key, const void* bias,
+                                  const OperandScales& scales) {
   auto plan = std::make_shared<Plan>();
   check_lt(cublasLtMatmulDescCreate(&plan->op,
                                     key.tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F,
@@ -219,18 +236,24 @@ std::shared_ptr<Plan> create_plan(const Context& ctx, const Key& key, const void
     set_op_attribute(plan->op, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, bias_type);
     set_op_attribute(plan->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, bias);
   }
+  if (key.scaled) {  // cuBLASLt's A is our B: the scales swap roles with the operands
+    set_op_attribute(plan->op, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, scales.b);
+    set_op_attribute(plan->op, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, scales.a);
+    const std::int8_t fast = key.fast_accum ? 1 : 0;
+    set_op_attribute(plan->op, CUBLASLT_MATMUL_DESC_FAST_ACCUM, fast);
+  }
 
   // Stored shapes, column-major: our B is [k, n] row-major = [n, k] column-major (ld n), or
   // [n, k] row-major = [k, n] column-major (ld k) when trans_b; likewise our A.
   const auto m = static_cast<std::uint64_t>(key.m);
   const auto n = static_cast<std::uint64_t>(key.n);
   const auto k = static_cast<std::uint64_t>(key.k);
-  const cudaDataType in = lt_type(key.dtype);
-  check_lt(key.trans_b ? cublasLtMatrixLayoutCreate(&plan->lt_a, in, k, n, key.k)
-                       : cublasLtMatrixLayoutCreate(&plan->lt_a, in, n, k, key.n),
+  const cudaDataType in_a = lt_type(key.dtype), in_b = lt_type(key.b_dtype);
+  check_lt(key.trans_b ? cublasLtMatrixLayoutCreate(&plan->lt_a, in_b, k, n, key.k)
+                       : cublasLtMatrixLayoutCreate(&plan->lt_a, in_b, n, k, key.n),
            "cublasLtMatrixLayoutCreate (B)");
-  check_lt(key.trans_a ? cublasLtMatrixLayoutCreate(&plan->lt_b, in, m, k, key.m)
-                       : cublasLtMatrixLayoutCreate(&plan->lt_b, in, k, m, key.k),
+  check_lt(key.trans_a ? cublasLtMatrixLayoutCreate(&plan->lt_b, in_a, m, k, key.m)
+                       : cublasLtMatrixLayoutCreate(&plan->lt_b, in_a, k, m, key.k),
            "cublasLtMatrixLayoutCreate (A)");
   check_lt(cublasLtMatrixLayoutCreate(&plan->lt_d, lt_type(key.out_dtype), n, m, key.n),
            "cublasLtMatrixLayoutCreate (C)");
@@ -263,9 +286,14 @@ std::shared_ptr<Plan> create_plan(const Context& ctx, const Key& key, const void
 
   cublasLtMatmulHeuristicResult_t result{};
   int found = 0;
-  check_lt(cublasLtMatmulAlgoGetHeuristic(ctx.handle, plan->op, plan->lt_a, plan->lt_b,
-                                          plan->lt_d, plan->lt_d, raw_pref, 1, &result, &found),
-           "cublasLtMatmulAlgoGetHeuristic");
+  const cublasStatus_t heuristic = cublasLtMatmulAlgoGetHeuristic(
+      ctx.handle, plan->op, plan->lt_a, plan->lt_b, plan->lt_d, plan->lt_d, raw_pref, 1, &result,
+      &found);
+  if (key.scaled && (heuristic != CUBLAS_STATUS_SUCCESS || found == 0 ||
+                     result.state != CUBLAS_STATUS_SUCCESS)) {
+    return nullptr;  // e.g. a shape or alignment fp8 Tensor Cores do not take
+  }
+  check_lt(heuristic, "cublasLtMatmulAlgoGetHeuristic");
   MIXPREC_CHECK(found > 0 && result.state == CUBLAS_STATUS_SUCCESS, BackendError, "matmul",
                 "cuBLASLt has no algorithm for a " << describe(key) << " GEMM within a "
                     << (kWorkspaceBytes >> 20) << " MiB workspace without split-K rounding"
@@ -308,36 +336,62 @@ PlanCache& plan_cache() {
   return *cache;
 }
 
+/// How a GEMM went: whether its plan came from the cache, and whether it ran at all (an fp8
+/// GEMM cuBLASLt has no algorithm for does not).
+struct GemmRun {
+  bool cached = false;
+  bool ran = true;
+};
+
 /// out = alpha op(A) op(B) [+ bias] [+ out] by one cuBLASLt call, out [m, n] row-major of
 /// out_dtype, bias (null: none) of out_dtype; batch > 1: that many problems, each operand's
-/// matrices back to back. Returns whether the plan came from the cache.
-bool gemm(const MatmulDesc& d, const void* a, const void* b, const void* bias, void* out,
-          DType out_dtype, bool accumulate, std::int64_t batch = 1, float alpha = 1.0f) {
+/// matrices back to back. fp8 (non-null fp8): B of fp8->b_dtype, operands multiplied by the
+/// device factors fp8->scales, fp8->fast_accum; such a GEMM may not run (GemmRun::ran).
+struct Fp8Operands {
+  DType b_dtype;
+  OperandScales scales;
+  bool fast_accum;
+};
+GemmRun gemm(const MatmulDesc& d, const void* a, const void* b, const void* bias, void* out,
+             DType out_dtype, bool accumulate, std::int64_t batch = 1, float alpha = 1.0f,
+             const Fp8Operands* fp8 = nullptr) {
   const Context& ctx = context();
   const Key key{.m = d.m, .n = d.n, .k = d.k,
                 .trans_a = d.trans_a, .trans_b = d.trans_b,
                 .dtype = d.dtype, .out_dtype = out_dtype,
+                .b_dtype = fp8 != nullptr ? fp8->b_dtype : d.dtype,
+                .scaled = fp8 != nullptr,
+                .fast_accum = fp8 != nullptr && fp8->fast_accum,
                 .bias = bias != nullptr,
                 .accumulate = accumulate,
                 .tf32 = d.tf32 && d.dtype == DType::f32,
                 .batch = batch,
                 .align_a = alignment(a), .align_b = alignment(b), .align_out = alignment(out),
                 .align_bias = bias != nullptr ? alignment(bias) : 0};
+  const OperandScales scales = fp8 != nullptr ? fp8->scales : OperandScales{};
   std::shared_ptr<Plan> plan = plan_cache().find(key);
   const bool cached = plan != nullptr;
-  if (!cached) plan = plan_cache().insert(key, create_plan(ctx, key, bias));
+  if (!cached) {
+    // A scaled key cuBLASLt refuses is asked again next time (rare shapes; the heuristic is
+    // cheap next to the GEMM the caller then runs itself).
+    std::shared_ptr<Plan> created = create_plan(ctx, key, bias, scales);
+    if (created == nullptr) return {false, false};
+    plan = plan_cache().insert(key, std::move(created));
+  }
 
   const float beta = accumulate ? 1.0f : 0.0f;
-  std::unique_lock<std::mutex> bias_lock(plan->bias_mu, std::defer_lock);
-  if (bias != nullptr) {
-    bias_lock.lock();
-    set_op_attribute(plan->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, bias);
+  std::unique_lock<std::mutex> pointers_lock(plan->pointers_mu, std::defer_lock);
+  if (bias != nullptr || key.scaled) pointers_lock.lock();
+  if (bias != nullptr) set_op_attribute(plan->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, bias);
+  if (key.scaled) {
+    set_op_attribute(plan->op, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, scales.b);
+    set_op_attribute(plan->op, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, scales.a);
   }
   check_lt(cublasLtMatmul(ctx.handle, plan->op, &alpha, b, plan->lt_a, a, plan->lt_b, &beta, out,
                           plan->lt_d, out, plan->lt_d, &plan->algo, ctx.workspace,
                           kWorkspaceBytes, stream()),
            "cublasLtMatmul");
-  return cached;
+  return {cached, true};
 }
 
 // ---- the finishing kernel
@@ -372,13 +426,24 @@ void log_call(const MatmulDesc& d, const std::string& impl) {
 
 std::size_t cublaslt_cache_size() { return plan_cache().size(); }
 
+Fp8CublasLtRun fp8_gemm_cublaslt(const Fp8GemmDesc& d, const void* a, const float* a_factor,
+                                 const void* b, const float* b_factor, void* c) {
+  // C = A Bᵀ with both operands k-contiguous: our B is [n, k] (trans_b), our A [m, k], which
+  // after the swap above is cuBLASLt's "TN", the layout its fp8 kernels take.
+  MatmulDesc rows;
+  rows.m = d.m, rows.n = d.n, rows.k = d.k, rows.trans_b = true, rows.dtype = d.a_dtype;
+  const Fp8Operands fp8{d.b_dtype, {a_factor, b_factor}, d.fast_accum};
+  const GemmRun run = gemm(rows, a, b, nullptr, c, d.c_dtype, false, 1, 1.0f, &fp8);
+  return {run.ran, run.cached};
+}
+
 void batched_gemm_f32(std::int64_t batch, std::int64_t m, std::int64_t n, std::int64_t k,
                       bool trans_a, bool trans_b, float alpha, const float* a, const float* b,
                       float* c, bool tf32) {
   if (batch == 0 || m == 0 || n == 0) return;
   MatmulDesc d;
   d.m = m, d.n = n, d.k = k, d.trans_a = trans_a, d.trans_b = trans_b, d.tf32 = tf32;
-  const bool cached = gemm(d, a, b, nullptr, c, DType::f32, false, batch, alpha);
+  const bool cached = gemm(d, a, b, nullptr, c, DType::f32, false, batch, alpha).cached;
   if (verbose_enabled()) {
     log_call(d, std::string("cublasLt") + (tf32 ? " tf32" : "") + " batched x" +
                     std::to_string(batch) + (cached ? " (cached)" : ""));
@@ -398,7 +463,7 @@ void matmul(const MatmulDesc& desc, const void* a, const void* b, const void* bi
   const char* tf32 = desc.tf32 && desc.dtype == DType::f32 ? " tf32" : "";
   if (!relu && (!desc.has_bias || desc.bias_dtype == desc.c_dtype)) {
     const bool cached = gemm(desc, a, b, desc.has_bias ? bias : nullptr, c, desc.c_dtype,
-                             desc.accumulate);
+                             desc.accumulate).cached;
     if (verbose) {
       log_call(desc, std::string("cublasLt") + tf32 + (desc.has_bias ? " + bias epilogue" : "") +
                          (desc.accumulate ? " (beta 1)" : "") + (cached ? " (cached)" : ""));
@@ -409,7 +474,7 @@ void matmul(const MatmulDesc& desc, const void* a, const void* b, const void* bi
   const std::size_t bytes =
       static_cast<std::size_t>(desc.m) * static_cast<std::size_t>(desc.n) * sizeof(float);
   const Scratch product(bytes, "matmul");
-  const bool cached = gemm(desc, a, b, nullptr, product.as<float>(), DType::f32, false);
+  const bool cached = gemm(desc, a, b, nullptr, product.as<float>(), DType::f32, false).cached;
   finish(desc, product.as<float>(), bias, c);
   if (verbose) {
     log_call(desc, std::string("cublasLt") + tf32 + " f32 product" + (cached ? " (cached)" : "") +

@@ -33,6 +33,14 @@ MIXPREC_HD inline std::uint8_t saturating_fp8_bits(float v, bool e4m3) {
 /// must see it), and the max of integers is the same whatever order threads combine it in.
 MIXPREC_HD inline std::uint32_t abs_bits(float x) { return std::bit_cast<std::uint32_t>(x) & 0x7fffffffu; }
 
+/// The value an operand of the fp8 GEMM (fp8_gemm.h) stands for: its decoded value times the
+/// f32 reciprocal of the scale it was cast with. For a power-of-two scale the reciprocal and the
+/// product are exact, so the operand is exactly the value it was quantised from (up to the
+/// cast's one rounding), and two such operands multiply exactly in f32.
+MIXPREC_HD inline float operand_value(std::uint8_t bits, bool e4m3, float inv_scale) {
+  return (e4m3 ? e4m3_bits_to_f32(bits) : e5m2_bits_to_f32(bits)) * inv_scale;
+}
+
 /// The scaled, saturated element: sat_fp8(x * scale), the product rounded to f32 first (exact
 /// for a power-of-two scale that keeps x * scale normal, which the recipes' scales do).
 MIXPREC_HD inline std::uint8_t scaled_cast(float x, float scale, bool e4m3) {
