@@ -17,6 +17,7 @@
 #include <utility>
 #include <vector>
 
+#include "backend_scope.h"
 #include "conformance/conformance_cases.h"
 #include "kernels/backend.h"
 #include "mixprec/core/verbose.h"
@@ -219,19 +220,8 @@ const Backend& through_entry_points() {
   return b;
 }
 
-class ActiveBackend {
- public:
-  explicit ActiveBackend(const Backend& b) : previous_(set_backend(b)) {}
-  ~ActiveBackend() { set_backend(previous_); }
-  ActiveBackend(const ActiveBackend&) = delete;
-  ActiveBackend& operator=(const ActiveBackend&) = delete;
-
- private:
-  const Backend& previous_;
-};
-
 TEST(BackendFallback, EveryCallOfEveryEntryReachesTheFallbackWithItsDtypesNamed) {
-  ActiveBackend use(refusing());
+  testing::BackendScope use(refusing());
   exercised().clear();
   for (const conformance::Case& c : conformance::cases()) {
     ASSERT_FALSE(c.dtypes.empty()) << c.name;
@@ -273,7 +263,7 @@ TEST(BackendFallback, EveryCallOfEveryEntryReachesTheFallbackWithItsDtypesNamed)
 // gradient, the 16-bit copy), the unscale kernels and a batch's distinct dtypes, matmul's output
 // and bias dtypes, a convolution's bias dtype.
 TEST(BackendFallback, OptimizerUnscaleAndGemmCallsNameEveryDtype) {
-  ActiveBackend use(refusing());
+  testing::BackendScope use(refusing());
   const auto shown = [](auto&& call) {
     Log& l = calls();
     std::size_t before = 0;

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "backend_scope.h"
 #include "kernels/backend.h"
 #include "mixprec/core/error.h"
 #include "mixprec/core/half.h"
@@ -42,9 +43,9 @@ TEST(BackendTable, EveryBuiltInTableFillsEveryEntry) {
 TEST(BackendTable, EveryEntryHasAConformanceCase) {
   // The parameterised conformance suite's case names, e.g. "unary_exp", "batch_norm_forward_eval".
   std::vector<std::string> cases;
-  const testing::UnitTest& unit = *testing::UnitTest::GetInstance();
+  const ::testing::UnitTest& unit = *::testing::UnitTest::GetInstance();
   for (int i = 0; i < unit.total_test_suite_count(); ++i) {
-    const testing::TestSuite& suite = *unit.GetTestSuite(i);
+    const ::testing::TestSuite& suite = *unit.GetTestSuite(i);
     if (std::string(suite.name()) != "AllKernels/BackendConformance") continue;
     for (int j = 0; j < suite.total_test_count(); ++j) {
       const std::string test = suite.GetTestInfo(j)->name();
@@ -60,18 +61,6 @@ TEST(BackendTable, EveryEntryHasAConformanceCase) {
   }
 }
 
-/// Makes a backend active for one scope.
-class ActiveBackend {
- public:
-  explicit ActiveBackend(const Backend& b) : previous_(set_backend(b)) {}
-  ~ActiveBackend() { set_backend(previous_); }
-  ActiveBackend(const ActiveBackend&) = delete;
-  ActiveBackend& operator=(const ActiveBackend&) = delete;
-
- private:
-  const Backend& previous_;
-};
-
 /// A backend with one kernel (fill, f32 only), to exercise the one fallback mechanism.
 bool f32_only(std::size_t, std::span<const DType> dtypes) {
   for (DType t : dtypes) {
@@ -86,7 +75,7 @@ void fill_with_sevens(void* out, DType, std::int64_t n, float) {
 TEST(BackendFallback, AnUnsupportedDtypeOrAMissingEntryRunsTheFallbackAndSaysSo) {
   const Backend partial{.name = "partial", .supports = &f32_only, .fallback = &ref_backend,
                         .fill = &fill_with_sevens};
-  ActiveBackend use(partial);
+  testing::BackendScope use(partial);
   float f[3];
   fill(f, DType::f32, 3, 1.0f);  // supported: the backend's own kernel
   EXPECT_EQ(f[2], 7.0f);
@@ -109,7 +98,7 @@ TEST(BackendFallback, AnUnsupportedDtypeOrAMissingEntryRunsTheFallbackAndSaysSo)
 
 TEST(BackendFallback, WithoutAFallbackTheErrorNamesKernelDtypeAndBackend) {
   const Backend lonely{.name = "lonely", .supports = &f32_only, .fill = &fill_with_sevens};
-  ActiveBackend use(lonely);
+  testing::BackendScope use(lonely);
   bfloat16 h[3];
   try {
     fill(h, DType::bf16, 3, 1.0f);
@@ -125,7 +114,7 @@ TEST(BackendFallback, WithoutAFallbackTheErrorNamesKernelDtypeAndBackend) {
 // On the cpu backend an fp8 call of a computing kernel runs the reference, logged, which refuses
 // it with the op's name; a conversion of fp8 stays on the cpu kernels.
 TEST(BackendFallback, CpuSendsFp8ComputeToTheReference) {
-  ActiveBackend use(cpu_backend());
+  testing::BackendScope use(cpu_backend());
   std::uint8_t f8[4] = {};
   const std::int64_t shape[] = {4}, one[] = {1};
   set_verbose(true);
@@ -163,7 +152,7 @@ TEST(BackendFallback, TheCudaTableRefusesWhatItDoesNotSupportByName) {
   EXPECT_FALSE(cuda.supports(entry_index("matmul"), std::span<const DType>(fp8)));
   EXPECT_TRUE(cuda.supports(entry_index("convert"), std::span<const DType>(to_fp8)));
   EXPECT_TRUE(cuda.supports(entry_index("copy"), std::span<const DType>(fp8)));
-  ActiveBackend use(cuda);
+  testing::BackendScope use(cuda);
   std::uint8_t x[4] = {}, y[4] = {};
   const std::int64_t shape[] = {4}, strides[] = {1};
   try {
@@ -182,15 +171,15 @@ TEST(BackendFallback, TheCudaTableRefusesWhatItDoesNotSupportByName) {
 // run found host conversions handed to cudaMemcpy as device addresses.)
 TEST(BackendFallback, HostArraysRunOnAHostTableUnderEveryBackend) {
   {
-    ActiveBackend use(cuda_backend());
+    testing::BackendScope use(cuda_backend());
     EXPECT_EQ(&host_backend(), &cpu_backend());
   }
   {
-    ActiveBackend use(devsim_backend());
+    testing::BackendScope use(devsim_backend());
     EXPECT_EQ(&host_backend(), &ref_backend());
   }
   for (const Backend* host : {&cpu_backend(), &ref_backend()}) {
-    ActiveBackend use(*host);
+    testing::BackendScope use(*host);
     EXPECT_EQ(&host_backend(), host);
   }
 }

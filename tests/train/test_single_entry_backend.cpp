@@ -36,17 +36,6 @@ const kernels::Backend& matmul_only() {
   return b;
 }
 
-class ActiveBackend {
- public:
-  explicit ActiveBackend(const kernels::Backend& b) : previous_(kernels::set_backend(b)) {}
-  ~ActiveBackend() { kernels::set_backend(previous_); }
-  ActiveBackend(const ActiveBackend&) = delete;
-  ActiveBackend& operator=(const ActiveBackend&) = delete;
-
- private:
-  const kernels::Backend& previous_;
-};
-
 /// Two training steps of the seed-3 MLP on the active backend: the losses, before each update.
 std::vector<double> two_steps() {
   auto model = models::make_model("mlp", 3);
@@ -73,7 +62,7 @@ TEST(SingleEntryBackend, TrainsAnMlpWithOneEntryAndTheReferenceFallback) {
   std::vector<double> got;
   matmul_calls() = 0;
   {
-    ActiveBackend use(matmul_only());
+    testing::BackendScope use(matmul_only());
     got = two_steps();
   }
   EXPECT_GT(matmul_calls(), 0) << "the one entry of the table never ran";
