@@ -71,9 +71,13 @@ check "a resume continues the autopilot exactly (epoch 2 bit-identical, one move
 printf '{"format": "mixprec-layer-policy", "version": 1, "compute": "fp16",\n "layers": {"layers.1": "bf16", "features.0": "fp32"}}\n' > "$WORK/unknown.json"
 expect_failure policy_unknown_layer "names layer 'features.0', which model" \
   "$MIXPREC" train "${RUN[@]}" --policy "$WORK/unknown.json" --log "$WORK/never.jsonl" --checkpoint-dir "$WORK/never"
-printf '{"format": "mixprec-layer-policy", "version": 1, "layers": {"layers.1": "fp8"}}\n' > "$WORK/dtype.json"
-expect_failure policy_bad_dtype "layer 'layers.1': unknown dtype 'fp8'" \
+printf '{"format": "mixprec-layer-policy", "version": 1, "layers": {"layers.1": "fp9"}}\n' > "$WORK/dtype.json"
+expect_failure policy_bad_dtype "layer 'layers.1': unknown dtype 'fp9'" \
   "$MIXPREC" train "${RUN[@]}" --policy "$WORK/dtype.json" --log "$WORK/never.jsonl" --checkpoint-dir "$WORK/never"
+# fp8 is a policy dtype of the fp8 recipes only (docs/fp8.md), not one auto-layer moves layers to.
+printf '{"format": "mixprec-layer-policy", "version": 1, "layers": {"layers.1": "fp8"}}\n' > "$WORK/fp8.json"
+expect_failure policy_fp8_under_auto_layer "puts layer 'layers.1' in fp8, which only --precision fp8 or fp8-delayed runs" \
+  "$MIXPREC" train "${RUN[@]}" --policy "$WORK/fp8.json" --log "$WORK/never.jsonl" --checkpoint-dir "$WORK/never"
 echo '{ not json' > "$WORK/broken.json"
 expect_failure policy_not_json "broken.json' is not valid JSON" \
   "$MIXPREC" train "${RUN[@]}" --policy "$WORK/broken.json" --log "$WORK/never.jsonl"
