@@ -30,6 +30,10 @@
 #          224 px batch 128 bf16, 512 px batch 32 bf16 and fp32: step ms, images/s, peak memory;
 #          and ours at 224 in NCHW (--memory-format contiguous) beside our channels-last default;
 #          then one verbose step per layout: which convolution path (cuDNN or im2col) each pass took;
+#          4d (section fp8). The fp8 GEMM (gemm_rate: kernels::fp8_gemm, with and without fast
+#          accumulation, beside our bf16 matmul) against bench/peer_scaled_mm.py's torch.mm and
+#          torch._scaled_mm, at 8192^3 and GPT-2-small's four Linear shapes; one verbose call
+#          per shape names the path (cuBLASLt fp8 or our kernel, and why);
 #       5. where the time goes: profiles of both steps, each matmul call's path (cuBLASLt,
 #          epilogue, finishing kernel), and torch.compile'd PyTorch where it compiles in time.
 #     MIXPREC_CHECK_COMPILE=0 leaves out the compiled peer (its compilation takes a minute or two).
@@ -59,15 +63,15 @@ pack() {
   cmake -S "$here" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DMIXPREC_CUDA=ON \
     -DCMAKE_CUDA_ARCHITECTURES="${MIXPREC_PACK_CUDA_ARCHS:-90-real}" \
     -DMIXPREC_MPI=OFF -DMIXPREC_BUILD_BENCHMARKS=OFF -DMIXPREC_BUILD_EXAMPLES=OFF "${launcher[@]}" || return 1
-  cmake --build "$build" -j"$(nproc)" --target mixprec_tests mixprec_cli attention_step || return 1
+  cmake --build "$build" -j"$(nproc)" --target mixprec_tests mixprec_cli attention_step gemm_rate || return 1
   stage=$(mktemp -d)
   mkdir -p "$stage/bin" "$stage/lib" "$stage/data"
-  cp "$build/mixprec" "$build/tests/mixprec_tests" "$build/attention_step" "$stage/bin/"
+  cp "$build/mixprec" "$build/tests/mixprec_tests" "$build/attention_step" "$build/gemm_rate" "$stage/bin/"
   cp -L "$build/libmixprec.so.0" "$stage/lib/"
   strip --strip-unneeded "$stage/bin/"* "$stage/lib/"*
   # Every library libmixprec and the binaries need, except the C runtime (glibc, libstdc++,
   # libgcc: the GPU machine's are newer) and CUDA's own (the toolkit is there).
-  ldd "$stage/bin/mixprec" "$stage/bin/mixprec_tests" "$stage/bin/attention_step" "$stage/lib/libmixprec.so.0" |
+  ldd "$stage/bin/mixprec" "$stage/bin/mixprec_tests" "$stage/bin/attention_step" "$stage/bin/gemm_rate" "$stage/lib/libmixprec.so.0" |
     awk '/=> \//{print $3}' | sort -u | while read -r lib; do
       case $(basename "$lib") in
         libc.so*|libm.so*|libdl.so*|librt.so*|libpthread.so*|ld-linux*|libstdc++*|libgcc_s*) ;;
@@ -130,16 +134,16 @@ run() {
   out=$(cd "$out" && pwd)
   report=$out/report.md
   : > "$report"
-  local t_start bin data device steps mp tests attn py small=()
+  local t_start bin data device steps mp tests attn gemm py small=()
   # MIXPREC_CHECK_SECTIONS picks what runs (a window too short for all of it); default: all.
-  local sections=" ${MIXPREC_CHECK_SECTIONS:-env conformance parity checkpoints speed resnet attention sanitize profile compile} "
+  local sections=" ${MIXPREC_CHECK_SECTIONS:-env conformance parity checkpoints speed resnet attention fp8 sanitize profile compile} "
   want() { [[ $sections == *" $1 "* ]]; }
   t_start=$(date +%s)
   if [ "$dry" = 1 ]; then
     device=devsim steps=2
     small=(--batch-size 8 --limit-train 64 --limit-test 16)  # the reference kernels are slow
     bin=${MIXPREC_BIN:-$here/build}
-    mp=$bin/mixprec tests=$bin/tests/mixprec_tests attn=$bin/attention_step
+    mp=$bin/mixprec tests=$bin/tests/mixprec_tests attn=$bin/attention_step gemm=$bin/gemm_rate
     data=$out/data
     python3 "$here/scripts/cuda_pack_data.py" "$data" --train 600 --test 200 || return 1
   else
@@ -147,7 +151,7 @@ run() {
     local work=/tmp/mixprec-gpu
     rm -rf "$work" && mkdir -p "$work"
     tar -C "$work" -xJf "$here/.gpu/pack.tar.xz" || { echo "run: no .gpu/pack.tar.xz (run pack first)" >&2; return 1; }
-    mp=$work/bin/mixprec tests=$work/bin/mixprec_tests attn=$work/bin/attention_step data=$work/data
+    mp=$work/bin/mixprec tests=$work/bin/mixprec_tests attn=$work/bin/attention_step gemm=$work/bin/gemm_rate data=$work/data
     # cuBLASLt: the toolkit's, or the one PyTorch's wheels bring.
     local cublas
     cublas=$(python3 -c 'import nvidia.cublas, os; print(os.path.join(os.path.dirname(nvidia.cublas.__file__), "lib"))' 2> /dev/null || true)
@@ -316,6 +320,26 @@ print("bf16 GEMM 8192^3: %.1f TFLOP/s (PyTorch %s, %s)" % (2 * 8192**3 / s / 1e1
     fi
     say ""
     "$py" "$here/scripts/cuda_report.py" attention "$out"/attention-*.log >> "$report"
+  fi
+  if want fp8; then
+    say ""
+    say "## 4d. fp8 GEMMs (issue 37): ours (cuBLASLt's fp8 path) against our bf16 and torch._scaled_mm"
+    # 8192^3, then GPT-2-small's Linears at B 8 x T 1024 rows: qkv (768 -> 2304), attention out
+    # (768 -> 768), MLP up (768 -> 3072) and down (3072 -> 768). Targets: fp8 >= 1.6x our bf16
+    # at 8192^3, and at least torch._scaled_mm's rate.
+    local gshapes=("8192 8192 8192" "8192 2304 768" "8192 768 768" "8192 3072 768" "8192 768 3072")
+    local giters=(--iters 20 --warmup 3)
+    if [ "$dry" = 1 ]; then gshapes=("64 96 128"); giters=(--iters 1 --warmup 0); fi
+    for shape in "${gshapes[@]}"; do
+      read -r gm gn gk <<< "$shape"
+      MIXPREC_VERBOSE=1 step 60 "fp8-path-${gm}x${gn}x${gk}" "$gemm" --device "$device" --m "$gm" --n "$gn" --k "$gk" --iters 1 --warmup 0
+      step 120 "fp8-ours-${gm}x${gn}x${gk}" "$gemm" --device "$device" --m "$gm" --n "$gn" --k "$gk" "${giters[@]}" --json
+      if [ "$peers" = 1 ]; then
+        step 120 "fp8-pytorch-${gm}x${gn}x${gk}" "$py" "$here/bench/peer_scaled_mm.py" --m "$gm" --n "$gn" --k "$gk" "${giters[@]}"
+      fi
+    done
+    say ""
+    "$py" "$here/scripts/cuda_report.py" gemm "$out"/fp8-ours-*.log "$out"/fp8-pytorch-*.log >> "$report"
   fi
   if want resnet; then
   say ""

@@ -19,6 +19,11 @@ training logs, summarising the device conformance run, and reading figures out o
   cuda_report.py attention LOG...
       A markdown table of attention_step's and peer_sdpa.py's --json lines (forward and backward
       ms and TFLOP/s, PyTorch's backend), each against the PyTorch line of the same dtype.
+  cuda_report.py gemm LOG...
+      A markdown table of gemm_rate's and peer_scaled_mm.py's --json lines per shape: each GEMM
+      (bf16, fp8, fp8 with fast accumulation) ours and PyTorch's (ms, TFLOP/s), ours against
+      PyTorch's, and our fp8 against our bf16 (issue 37's targets: >= 1.6x at 8192^3, and at
+      least torch._scaled_mm's rate).
   cuda_report.py field FILE KEY[.KEY...]
       One value out of a JSON document (or the first JSON line of a file that has several).
 Exit status 0; a row or summary says FAIL where a check failed (the script collects them all).
@@ -163,12 +168,56 @@ def attention(argv):
         print("| (no attention figures: see the logs) | | | | |")
 
 
+def json_lines(path):
+    """Every line of a command's output that is a JSON object."""
+    out = []
+    with open(path) as f:
+        for line in f:
+            line = line.strip()
+            if line.startswith("{"):
+                try:
+                    out.append(json.loads(line))
+                except ValueError:
+                    pass
+    return out
+
+
+def gemm(argv):
+    rows = [r for path in argv if _readable(path) for r in json_lines(path) if "gemm" in r]
+    shapes = sorted({(r["m"], r["n"], r["k"]) for r in rows}, reverse=True)
+    print("| shape m x n x k | GEMM | ours ms (TFLOP/s) | PyTorch ms (TFLOP/s) | ours vs PyTorch | vs our bf16 |")
+    print("|---|---|---|---|---|---|")
+    for shape in shapes:
+        at = {(r["impl"], r["gemm"]): r for r in rows if (r["m"], r["n"], r["k"]) == shape}
+        bf16 = at.get(("mixprec", "bf16"))
+        for name in ("bf16", "fp8", "fp8-fast-accum"):
+            ours, peer = at.get(("mixprec", name)), at.get(("pytorch", name))
+            if ours is None and peer is None:
+                continue
+            cell = lambda r: ("%.3f (%.1f)" % (r["ms"], r["tflops"]) if r and "ms" in r
+                              else (r.get("error", "") if r else ""))
+            vs_peer = ("%.2fx" % (peer["ms"] / ours["ms"])) if ours and peer and "ms" in peer else ""
+            vs_bf16 = ("%.2fx" % (bf16["ms"] / ours["ms"])) if ours and bf16 and name != "bf16" else ""
+            print("| %s | %s | %s | %s | %s | %s |" % ("x".join(map(str, shape)), name, cell(ours),
+                                                      cell(peer), vs_peer, vs_bf16))
+    if not rows:
+        print("| (no GEMM figures: see the logs) | | | | | |")
+
+
+def _readable(path):
+    try:
+        with open(path):
+            return True
+    except OSError:
+        return False
+
+
 def main():
-    if len(sys.argv) < 2 or sys.argv[1] not in ("runs", "speed", "conformance", "field", "attention"):
+    if len(sys.argv) < 2 or sys.argv[1] not in ("runs", "speed", "conformance", "field", "attention", "gemm"):
         sys.exit(__doc__)
     try:
         {"runs": runs, "speed": speed, "conformance": conformance,
-         "field": field, "attention": attention}[sys.argv[1]](sys.argv[2:])
+         "field": field, "attention": attention, "gemm": gemm}[sys.argv[1]](sys.argv[2:])
     except (IndexError, KeyError, ValueError, OSError) as e:
         print("FAIL: %s" % e)
 
