@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "tool_flags.h"
 #include "mixprec/core/device.h"
 #include "mixprec/core/transfer.h"
 #include "mixprec/ops/attention.h"
@@ -32,44 +33,19 @@ struct Options {
   bool json = false;
 };
 
-[[noreturn]] void usage(const char* why) {
-  std::fprintf(stderr,
-               "attention_step: %s\nusage: attention_step [--device D] [--batch B] [--heads H] "
-               "[--context T] [--head-size d] [--dtype bf16|f16|f32] [--iters N] [--warmup N] "
-               "[--json]\n",
-               why);
-  std::exit(2);
-}
+constexpr mixprec::bench::ToolUsage kUsage{
+    "attention_step",
+    "attention_step [--device D] [--batch B] [--heads H] [--context T] [--head-size d] "
+    "[--dtype bf16|f16|f32] [--iters N] [--warmup N] [--json]"};
 
 Options parse(int argc, char** argv) {
   Options o;
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    if (a == "--json") { o.json = true; continue; }
-    if (a == "-h" || a == "--help") usage("causal attention timing");
-    if (i + 1 >= argc) usage(("missing value after " + a).c_str());
-    const char* v = argv[++i];
-    char* end = nullptr;
-    const long n = std::strtol(v, &end, 10);
-    // Counts are positive, except --warmup, which may be 0.
-    const bool number = end != v && *end == '\0' && (n > 0 || (n == 0 && a == "--warmup"));
-    if (a == "--device") o.device = v;
-    else if (a == "--dtype") o.dtype = v;
-    else if (!number) usage(("expected a positive integer (--warmup: or 0) after " + a).c_str());
-    else if (a == "--batch") o.batch = n;
-    else if (a == "--heads") o.heads = n;
-    else if (a == "--context") o.context = n;
-    else if (a == "--head-size") o.head_size = n;
-    else if (a == "--iters") o.iters = n;
-    else if (a == "--warmup") o.warmup = n;
-    else usage(("unknown option " + a).c_str());
-  }
+  mixprec::bench::parse_flags(argc, argv, kUsage, {{"--device", &o.device}, {"--dtype", &o.dtype}},
+                              {{"--batch", &o.batch}, {"--heads", &o.heads},
+                               {"--context", &o.context}, {"--head-size", &o.head_size},
+                               {"--iters", &o.iters}, {"--warmup", &o.warmup, true}},
+                              &o.json);
   return o;
-}
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.empty() ? 0.0 : v[v.size() / 2];
 }
 
 }  // namespace
@@ -82,7 +58,7 @@ int main(int argc, char** argv) try {
   const mixprec::DType dtype = o.dtype == "bf16"  ? mixprec::DType::bf16
                                : o.dtype == "f16" ? mixprec::DType::f16
                                : o.dtype == "f32" ? mixprec::DType::f32
-                                                  : (usage("--dtype must be bf16, f16 or f32"), mixprec::DType::f32);
+                                                  : (kUsage.fail("--dtype must be bf16, f16 or f32"), mixprec::DType::f32);
   const long b = o.batch, h = o.heads, t = o.context, d = o.head_size;
   // Leaves in the projection's memory order; the op sees their [B, H, T, d] views.
   Tensor q = Tensor::randn({b, t, h, d}, 1, dtype), k = Tensor::randn({b, t, h, d}, 2, dtype),
@@ -103,7 +79,7 @@ int main(int argc, char** argv) try {
   for (long i = 0; i < o.warmup; ++i) time_ms(true);
   for (long i = 0; i < o.iters; ++i) fwd.push_back(time_ms(false));
   for (long i = 0; i < o.iters; ++i) both.push_back(time_ms(true));
-  const double f = median(fwd), fb = median(both), bwd = fb - f;
+  const double f = mixprec::bench::median(fwd), fb = mixprec::bench::median(both), bwd = fb - f;
   const double fwd_flops = 4.0 * b * h * static_cast<double>(t) * t * d / 2.0;
   const double tf_fwd = fwd_flops / (f * 1e-3) / 1e12, tf_bwd = 2.5 * fwd_flops / (bwd * 1e-3) / 1e12;
   if (o.json) {

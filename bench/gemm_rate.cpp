@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "tool_flags.h"
 #include "kernels/fp8_gemm.h"
 #include "kernels/matmul.h"
 #include "mixprec/core/device.h"
@@ -31,40 +32,16 @@ struct Options {
   bool json = false;
 };
 
-[[noreturn]] void usage(const char* why) {
-  std::fprintf(stderr,
-               "gemm_rate: %s\nusage: gemm_rate [--device D] [--m M] [--n N] [--k K] [--iters N] "
-               "[--warmup N] [--json]\n",
-               why);
-  std::exit(2);
-}
+constexpr mixprec::bench::ToolUsage kUsage{
+    "gemm_rate", "gemm_rate [--device D] [--m M] [--n N] [--k K] [--iters N] [--warmup N] [--json]"};
 
 Options parse(int argc, char** argv) {
   Options o;
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    if (a == "--json") { o.json = true; continue; }
-    if (a == "-h" || a == "--help") usage("fp8 and bf16 GEMM rates");
-    if (i + 1 >= argc) usage(("missing value after " + a).c_str());
-    const char* v = argv[++i];
-    char* end = nullptr;
-    const long n = std::strtol(v, &end, 10);
-    const bool number = end != v && *end == '\0' && (n > 0 || (n == 0 && a == "--warmup"));
-    if (a == "--device") o.device = v;
-    else if (!number) usage(("expected a positive integer (--warmup: or 0) after " + a).c_str());
-    else if (a == "--m") o.m = n;
-    else if (a == "--n") o.n = n;
-    else if (a == "--k") o.k = n;
-    else if (a == "--iters") o.iters = n;
-    else if (a == "--warmup") o.warmup = n;
-    else usage(("unknown option " + a).c_str());
-  }
+  mixprec::bench::parse_flags(argc, argv, kUsage, {{"--device", &o.device}},
+                              {{"--m", &o.m}, {"--n", &o.n}, {"--k", &o.k}, {"--iters", &o.iters},
+                               {"--warmup", &o.warmup, true}},
+                              &o.json);
   return o;
-}
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.empty() ? 0.0 : v[v.size() / 2];
 }
 
 }  // namespace
@@ -116,7 +93,7 @@ int main(int argc, char** argv) try {
     for (long i = 0; i < o.warmup; ++i) time_ms();
     std::vector<double> times;
     for (long i = 0; i < o.iters; ++i) times.push_back(time_ms());
-    const double ms = median(times), tflops = flops / (ms * 1e-3) / 1e12;
+    const double ms = mixprec::bench::median(times), tflops = flops / (ms * 1e-3) / 1e12;
     if (o.json) {
       std::printf("{\"impl\": \"mixprec\", \"device\": \"%s\", \"gemm\": \"%s\", \"m\": %ld, "
                   "\"n\": %ld, \"k\": %ld, \"ms\": %.4f, \"tflops\": %.2f}\n",
