@@ -33,7 +33,8 @@
 #          4d (section fp8). The fp8 GEMM (gemm_rate: kernels::fp8_gemm, with and without fast
 #          accumulation, beside our bf16 matmul) against bench/peer_scaled_mm.py's torch.mm and
 #          torch._scaled_mm, at 8192^3 and GPT-2-small's four Linear shapes; one verbose call
-#          per shape names the path (cuBLASLt fp8 or our kernel, and why);
+#          per shape names the path (cuBLASLt fp8 or our kernel, and why); then the GPT-2-small
+#          step in fp8-delayed and fp8 against our bf16 step;
 #       5. where the time goes: profiles of both steps, each matmul call's path (cuBLASLt,
 #          epilogue, finishing kernel), and torch.compile'd PyTorch where it compiles in time.
 #     MIXPREC_CHECK_COMPILE=0 leaves out the compiled peer (its compilation takes a minute or two).
@@ -340,6 +341,20 @@ print("bf16 GEMM 8192^3: %.1f TFLOP/s (PyTorch %s, %s)" % (2 * 8192**3 / s / 1e1
     done
     say ""
     "$py" "$here/scripts/cuda_report.py" gemm "$out"/fp8-ours-*.log "$out"/fp8-pytorch-*.log >> "$report"
+    # The GPT-2-small step in both recipes against our bf16 step (the speed section's, or run
+    # here). Targets: >= 1.15x bf16's step.
+    local g8=(--layers 12 --heads 12 --width 768 --context 1024) g8batch=8 g8steps=20
+    if [ "$dry" = 1 ]; then g8=(--layers 1 --heads 2 --width 32 --context 32) g8batch=2 g8steps=2; fi
+    if [ ! -s "$out/bench-gpt-bf16.log" ]; then
+      step 300 bench-gpt-bf16 "$mp" bench --model gpt-mini "${g8[@]}" --batch-size "$g8batch" --precision bf16 \
+        --steps "$g8steps" --device "$device" --json
+    fi
+    for p8 in fp8-delayed fp8; do
+      step 300 "bench-gpt-$p8" "$mp" bench --model gpt-mini "${g8[@]}" --batch-size "$g8batch" --precision "$p8" \
+        --steps "$g8steps" --device "$device" --json
+    done
+    say ""
+    "$py" "$here/scripts/cuda_report.py" steps "$out/bench-gpt-bf16.log" "$out/bench-gpt-fp8-delayed.log" "$out/bench-gpt-fp8.log" >> "$report"
   fi
   if want resnet; then
   say ""

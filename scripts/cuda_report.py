@@ -24,6 +24,9 @@ training logs, summarising the device conformance run, and reading figures out o
       (bf16, fp8, fp8 with fast accumulation) ours and PyTorch's (ms, TFLOP/s), ours against
       PyTorch's, and our fp8 against our bf16 (issue 37's targets: >= 1.6x at 8192^3, and at
       least torch._scaled_mm's rate).
+  cuda_report.py steps BASE.log OTHER.log...
+      A markdown table of `mixprec bench --json` outputs: each run's precision, median step (ms),
+      tokens/s and peak memory, and its speed-up over the first (e.g. fp8 recipes against bf16).
   cuda_report.py field FILE KEY[.KEY...]
       One value out of a JSON document (or the first JSON line of a file that has several).
 Exit status 0; a row or summary says FAIL where a check failed (the script collects them all).
@@ -204,6 +207,27 @@ def gemm(argv):
         print("| (no GEMM figures: see the logs) | | | | | |")
 
 
+def steps(argv):
+    print("| run | precision | step ms | tokens/s | peak memory | speed-up over %s |" % argv[0].rsplit("/", 1)[-1][:-4])
+    print("|---|---|---|---|---|---|")
+    base = None
+    for i, path in enumerate(argv):
+        label = path.rsplit("/", 1)[-1][:-4]
+        try:
+            r = first_json(path)
+            ms = r["step_ms"]["median"]
+        except (OSError, ValueError, KeyError, TypeError) as e:
+            print("| %s | - | - | - | - | FAIL: %s |" % (label, e))
+            continue
+        if i == 0:
+            base = ms
+        tok = r.get("tokens_per_second")
+        peak = r.get("peak_bytes", {}).get("total")
+        print("| %s | %s | %.2f | %s | %s | %s |" % (
+            label, r.get("precision", "?"), ms, "%.0f" % tok if tok else "-",
+            "%.1f MiB" % (peak / 2**20) if peak else "-", "%.2fx" % (base / ms) if base else "-"))
+
+
 def _readable(path):
     try:
         with open(path):
@@ -213,11 +237,11 @@ def _readable(path):
 
 
 def main():
-    if len(sys.argv) < 2 or sys.argv[1] not in ("runs", "speed", "conformance", "field", "attention", "gemm"):
+    if len(sys.argv) < 2 or sys.argv[1] not in ("runs", "speed", "conformance", "field", "attention", "gemm", "steps"):
         sys.exit(__doc__)
     try:
         {"runs": runs, "speed": speed, "conformance": conformance,
-         "field": field, "attention": attention, "gemm": gemm}[sys.argv[1]](sys.argv[2:])
+         "field": field, "attention": attention, "gemm": gemm, "steps": steps}[sys.argv[1]](sys.argv[2:])
     except (IndexError, KeyError, ValueError, OSError) as e:
         print("FAIL: %s" % e)
 
