@@ -37,7 +37,10 @@ Fp8Layers::Fp8Layers(Module& model, const amp::Fp8Recipe& recipe,
   // The default policy, then the overrides over it.
   std::vector<bool> chosen(linears.size());
   for (std::size_t i = 0; i < linears.size(); ++i) chosen[i] = i > 0 && i + 1 < linears.size();
-  for (const auto& [path, fp8] : overrides) {
+  for (const auto& override_entry : overrides) {
+    // Named, not a structured binding: clang (the fuzz build) captures no binding in a lambda.
+    const auto& path = override_entry.first;
+    const bool fp8 = override_entry.second;
     const auto it = std::find_if(linears.begin(), linears.end(),
                                  [&](const auto& l) { return l.second == path; });
     if (it == linears.end()) {
