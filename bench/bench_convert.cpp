@@ -12,9 +12,10 @@
 #include <vector>
 
 #include "kernels/backend.h"
-#include "mixprec/core/convert.h"
+#include "mixprec/kernels/convert_arrays.h"
 #include "mixprec/core/cpu_features.h"
 #include "mixprec/core/random.h"
+#include "mixprec/kernels/random_arrays.h"
 
 namespace mixprec {
 namespace {

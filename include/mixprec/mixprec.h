@@ -2,21 +2,26 @@
 /// The umbrella header: every public header of mixprec, floor by floor from the bottom
 /// (docs/ARCHITECTURE.md, "Layers").
 
-// core/: scalar types, errors, devices, memory; the conversions and random numbers kernels share
-#include "mixprec/core/convert.h"
-#include "mixprec/core/convert_fp8.h"
+// core/: scalar types, errors, devices, memory; the scalar conversions and random numbers
 #include "mixprec/core/cpu_class.h"
 #include "mixprec/core/cpu_features.h"
 #include "mixprec/core/device.h"
 #include "mixprec/core/dtype.h"
 #include "mixprec/core/error.h"
 #include "mixprec/core/float8.h"
+#include "mixprec/core/fp8_table.h"
 #include "mixprec/core/half.h"
 #include "mixprec/core/memory.h"
 #include "mixprec/core/random.h"
+#include "mixprec/core/stochastic_rounding.h"
 #include "mixprec/core/storage.h"
 #include "mixprec/core/transfer.h"
 #include "mixprec/core/verbose.h"
+
+// kernels/: the public entry points of the kernels: bulk conversions, random bits, cuDNN
+#include "mixprec/kernels/convert_arrays.h"
+#include "mixprec/kernels/cudnn.h"
+#include "mixprec/kernels/random_arrays.h"
 
 // tensor/: Tensor
 #include "mixprec/tensor/tensor.h"

@@ -4,7 +4,7 @@
 #include <sstream>
 #include <vector>
 
-#include "mixprec/core/convert.h"
+#include "mixprec/kernels/convert_arrays.h"
 #include "mixprec/nn/module.h"
 
 namespace mixprec::amp {

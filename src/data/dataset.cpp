@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "kernels/backend.h"
-#include "mixprec/core/convert.h"
+#include "mixprec/kernels/convert_arrays.h"
 #include "mixprec/core/error.h"
 
 namespace mixprec::data {

@@ -1,31 +1,20 @@
-// The public bulk conversions of host arrays: argument checks, then the host kernels of the active
-// backend (kernels::host_backend(): convert, convert_stochastic), whose cpu and ref implementations are bit-identical to the
-// scalar functions of half.h / float8.h. Also the public scalar stochastic rounding, whose
-// definition (shared with device kernels) is kernels/spec/stochastic_rounding.h.
-#include "mixprec/core/convert.h"
+// The public bulk conversions of host arrays (mixprec/kernels/convert_arrays.h): argument checks,
+// then the host kernels of the active backend (kernels::host_backend(): convert,
+// convert_stochastic), whose cpu and ref implementations are bit-identical to the scalar
+// functions of core/half.h, core/float8.h and core/stochastic_rounding.h.
+#include "mixprec/kernels/convert_arrays.h"
 
 #include <cstdint>
 #include <string>
 
 #include "kernels/convert_checks.h"
 #include "kernels/backend.h"
-#include "kernels/spec/stochastic_rounding.h"
 #include "mixprec/core/error.h"
 
 namespace mixprec {
 
 using detail::check_convert_buffers;
 using detail::check_counter_offset;
-
-// ---- scalar stochastic rounding (the specification, in kernels/spec/stochastic_rounding.h) ----
-
-std::uint16_t f32_to_bf16_bits_stochastic(float value, std::uint32_t random_bits) noexcept {
-  return kernels::stochastic_bf16_bits(value, random_bits);
-}
-
-std::uint16_t f32_to_f16_bits_stochastic(float value, std::uint32_t random_bits) noexcept {
-  return kernels::stochastic_f16_bits(value, random_bits);
-}
 
 // ---- bulk conversions ----
 

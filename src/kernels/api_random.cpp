@@ -1,7 +1,7 @@
 // fill_random_bits: argument checks, then the active backend's random_bits kernel
 // (kernels/random.h; the cpu backend's is the vector Philox of convert_simd.cpp), bit-identical
 // to random_bits() on every backend and target.
-#include "mixprec/core/random.h"
+#include "mixprec/kernels/random_arrays.h"
 
 #include <cstdint>
 

@@ -92,7 +92,7 @@ const Backend& cuda_backend();
 /// The kernels for host memory under the active backend: the active one when its device is the
 /// host (cpu, ref), the reference for devsim (whose kernels are the reference, so the bits agree),
 /// cpu for cuda (whose kernels take device addresses only).
-/// What the public conversions of raw host arrays (mixprec/core/convert.h) and the data loaders
+/// What the public conversions of raw host arrays (mixprec/kernels/convert_arrays.h) and the data loaders
 /// run.
 const Backend& host_backend();
 /// Selects the backend by name for this process and makes its device current (devsim:0 for

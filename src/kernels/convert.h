@@ -1,7 +1,7 @@
 #pragma once
 /// Bulk dtype conversions on contiguous buffers, as backend kernels. The public API is
-/// mixprec/core/convert.h, which forwards here. The scalar conversions of half.h and float8.h
-/// are the specification; every backend is bit-identical to them.
+/// mixprec/kernels/convert_arrays.h, which forwards here. The scalar conversions of half.h,
+/// float8.h and stochastic_rounding.h (core/) are the specification; every backend is bit-identical to them.
 #include <cstddef>
 #include <cstdint>
 
@@ -23,7 +23,7 @@ void convert_stochastic(const float* src, void* dst, DType dst_dtype, std::size_
 
 namespace cpu {
 /// out[i] = random_bits(seed, offset + i) of random.h: the vector Philox behind
-/// fill_random_bits (which checks the arguments; not a backend entry: there is one definition
+/// fill_random_bits (mixprec/kernels/random_arrays.h, which checks the arguments; not a backend entry: there is one definition
 /// of the stream, and every backend must reproduce it).
 void philox_fill(std::uint64_t seed, std::uint64_t offset, std::uint32_t* out, std::size_t n);
 }  // namespace cpu

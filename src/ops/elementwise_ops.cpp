@@ -4,6 +4,8 @@
 #include "mixprec/runtime/autocast.h"
 #include "runtime/op_scope.h"
 #include "ops/op_util.h"
+#include "runtime/cast_node.h"
+#include "tensor/tensor_methods.h"
 
 namespace mixprec {
 namespace {
@@ -169,22 +171,6 @@ class AffineNode final : public autograd::Node {
   DType in_dtype_;
 };
 
-class CastNode final : public autograd::Node {
- public:
-  explicit CastNode(DType in_dtype) : in_dtype_(in_dtype) {}
-  const char* name() const override { return "cast"; }
-  bool saves_tensors() const override { return false; }
-  bool accepts_any_grad_dtype() const override { return true; }  // converted below anyway
-  DType preferred_grad_dtype() const override { return gradient_dtype(in_dtype_); }
-  // Straight-through for fp8: the gradient of a cast to or from fp8 passes in f32, unrounded.
-  std::vector<Tensor> backward(const Tensor& dy) override {
-    return {dy.to(gradient_dtype(in_dtype_))};
-  }
-
- private:
-  DType in_dtype_;
-};
-
 }  // namespace
 
 #define MIXPREC_DEFINE_UNARY_FN(op, api, ...) \
@@ -221,19 +207,19 @@ Tensor cast(const Tensor& x, DType dtype) {
   if (x.dtype() == dtype) return x;
   diagnostics::detail::OpScope prof(diagnostics::detail::ScopeKind::cast, "cast");
   Tensor y = ops::detail::materialize(x, dtype, MemoryCategory::activation, x.memory_format());
-  record<CastNode>(y, {&x}, x.dtype());
+  record<runtime::CastNode>(y, {&x}, x.dtype());
   prof.done(y, {&x});
   return y;
 }
 
-Tensor Tensor::to(DType dtype) const { return cast(*this, dtype); }
-
-namespace ops::detail {
-Tensor reuse_cast(const Tensor& x, const Tensor& copy) {
-  Tensor y = copy.detach();
-  record<CastNode>(y, {&x}, x.dtype());
-  return y;
-}
-}  // namespace ops::detail
+namespace {
+// Tensor::to(DType) is the cast op (tensor/tensor_methods.h), installed while the library loads.
+[[maybe_unused]] const bool kToInstalled = [] {
+  detail::tensor_method_table().to = [](const Tensor& self, DType dtype) {
+    return cast(self, dtype);
+  };
+  return true;
+}();
+}  // namespace
 
 }  // namespace mixprec

@@ -50,9 +50,6 @@ void record_binary(kernels::BinaryOp op, Tensor& out, const Tensor& a, const Ten
 /// one counted upload (reason `why`), the documented point where a batch's indices cross.
 std::shared_ptr<Storage> upload_indices(const std::vector<std::int64_t>& indices, const char* why);
 
-// reuse_cast (the cast op's node around a kept weight copy) is declared in
-// runtime/weight_copies.h, where autocast calls it.
-
 /// Sums grad over the broadcast dimensions so that it gets `shape` (the backward of broadcasting).
 Tensor sum_to_shape(const Tensor& grad, const Shape& shape);
 

@@ -1,9 +1,11 @@
-// Views (reshape, transpose, permute, slice) and copies (contiguous, clone) with autograd.
+// Views (reshape, transpose, permute, slice) and copies (contiguous, clone) with autograd: the
+// ops behind Tensor's methods of those names, which call them through tensor/tensor_methods.h.
 #include <algorithm>
 #include <numeric>
 
 #include "runtime/op_scope.h"
 #include "ops/op_util.h"
+#include "tensor/tensor_methods.h"
 
 namespace mixprec {
 namespace {
@@ -71,9 +73,7 @@ class IdentityNode final : public autograd::Node {
   std::vector<Tensor> backward(const Tensor& dy) override { return {dy}; }
 };
 
-}  // namespace
-
-Tensor Tensor::reshape(const Shape& new_shape_in) const {
+Tensor reshape_op(const Tensor& self, const Shape& new_shape_in) {
   const char* op = "reshape";
   Shape new_shape = new_shape_in;
   std::int64_t known = 1;
@@ -88,22 +88,22 @@ Tensor Tensor::reshape(const Shape& new_shape_in) const {
     }
   }
   if (infer >= 0) {
-    MIXPREC_CHECK(known != 0 && numel() % known == 0, ShapeError, op,
-                  "cannot reshape " << mixprec::to_string(shape()) << " into " << mixprec::to_string(new_shape_in));
-    new_shape[static_cast<std::size_t>(infer)] = numel() / known;
+    MIXPREC_CHECK(known != 0 && self.numel() % known == 0, ShapeError, op,
+                  "cannot reshape " << mixprec::to_string(self.shape()) << " into " << mixprec::to_string(new_shape_in));
+    new_shape[static_cast<std::size_t>(infer)] = self.numel() / known;
   }
-  MIXPREC_CHECK(mixprec::numel(new_shape) == numel(), ShapeError, op,
-                "cannot reshape " << mixprec::to_string(shape()) << " (" << numel() << " elements) into "
+  MIXPREC_CHECK(mixprec::numel(new_shape) == self.numel(), ShapeError, op,
+                "cannot reshape " << mixprec::to_string(self.shape()) << " (" << self.numel() << " elements) into "
                                   << mixprec::to_string(new_shape_in));
-  if (new_shape == shape()) return *this;
-  const Tensor src = is_contiguous() ? *this : contiguous();
+  if (new_shape == self.shape()) return self;
+  const Tensor src = self.is_contiguous() ? self : self.contiguous();
   Tensor out = make_view(src, new_shape, contiguous_strides(new_shape), src.offset());
-  record<ReshapeNode>(out, {this}, shape());
+  record<ReshapeNode>(out, {&self}, self.shape());
   return out;
 }
 
-Tensor Tensor::permute(const Shape& dims) const {
-  const std::int64_t nd = dim();
+Tensor permute_op(const Tensor& self, const Shape& dims) {
+  const std::int64_t nd = self.dim();
   MIXPREC_CHECK(static_cast<std::int64_t>(dims.size()) == nd, ShapeError, "permute",
                 "got " << dims.size() << " dimensions for a " << nd << "-d tensor");
   Shape shape_out(dims.size()), strides_out(dims.size()), inverse(dims.size());
@@ -112,70 +112,83 @@ Tensor Tensor::permute(const Shape& dims) const {
     const auto d = static_cast<std::size_t>(ops::detail::wrap_dim("permute", dims[i], nd));
     MIXPREC_CHECK(!seen[d], ShapeError, "permute", "dimension " << d << " repeated in " << mixprec::to_string(dims));
     seen[d] = true;
-    shape_out[i] = shape()[d];
-    strides_out[i] = strides()[d];
+    shape_out[i] = self.shape()[d];
+    strides_out[i] = self.strides()[d];
     inverse[d] = static_cast<std::int64_t>(i);
   }
-  Tensor out = make_view(*this, shape_out, strides_out, offset());
-  record<PermuteNode>(out, {this}, inverse);
+  Tensor out = make_view(self, shape_out, strides_out, self.offset());
+  record<PermuteNode>(out, {&self}, inverse);
   return out;
 }
 
-Tensor Tensor::transpose(std::int64_t d0, std::int64_t d1) const {
-  const std::int64_t nd = dim();
+Tensor transpose_op(const Tensor& self, std::int64_t d0, std::int64_t d1) {
+  const std::int64_t nd = self.dim();
   Shape dims(static_cast<std::size_t>(nd));
   std::iota(dims.begin(), dims.end(), 0);
   std::swap(dims[static_cast<std::size_t>(ops::detail::wrap_dim("transpose", d0, nd))],
             dims[static_cast<std::size_t>(ops::detail::wrap_dim("transpose", d1, nd))]);
-  return permute(dims);
+  return permute_op(self, dims);
 }
 
-Tensor Tensor::slice(std::int64_t dim_in, std::int64_t start, std::int64_t end,
-                     std::int64_t step) const {
-  const std::int64_t d = ops::detail::wrap_dim("slice", dim_in, dim());
-  const std::int64_t len = shape()[static_cast<std::size_t>(d)];
+Tensor slice_op(const Tensor& self, std::int64_t dim_in, std::int64_t start, std::int64_t end,
+                std::int64_t step) {
+  const std::int64_t d = ops::detail::wrap_dim("slice", dim_in, self.dim());
+  const std::int64_t len = self.shape()[static_cast<std::size_t>(d)];
   MIXPREC_CHECK(step > 0, ValueError, "slice", "step must be positive, got " << step);
   if (start < 0) start += len;
   if (end < 0) end += len;
   start = std::clamp<std::int64_t>(start, 0, len);
   end = std::clamp<std::int64_t>(end, start, len);
-  Shape shape_out = shape(), strides_out = strides();
+  Shape shape_out = self.shape(), strides_out = self.strides();
   shape_out[static_cast<std::size_t>(d)] = (end - start + step - 1) / step;
   strides_out[static_cast<std::size_t>(d)] *= step;
-  Tensor out = make_view(*this, shape_out, strides_out, offset() + start * strides()[static_cast<std::size_t>(d)]);
-  record<SliceNode>(out, {this}, shape(), gradient_dtype(dtype()), d, start, end, step);
+  Tensor out = make_view(self, shape_out, strides_out, self.offset() + start * self.strides()[static_cast<std::size_t>(d)]);
+  record<SliceNode>(out, {&self}, self.shape(), gradient_dtype(self.dtype()), d, start, end, step);
   return out;
 }
 
-Tensor Tensor::contiguous() const {
-  if (is_contiguous()) return *this;
-  diagnostics::detail::OpScope prof(diagnostics::detail::ScopeKind::op, "contiguous");
-  Tensor out = ops::detail::materialize(*this, dtype(), MemoryCategory::activation);
-  record<IdentityNode>(out, {this});
-  prof.done(out, {this}, 0.0);  // a copy: no arithmetic
-  return out;
-}
-
-Tensor Tensor::contiguous(MemoryFormat format) const {
-  if (format == MemoryFormat::contiguous) return contiguous();
-  if (memory_format() == format) return *this;
-  if (is_contiguous(format)) {  // laid out so already: restride the size-1 dimensions only
-    Tensor out = make_view(*this, shape(), memory_format_strides(shape(), format), offset());
-    record<IdentityNode>(out, {this});
+Tensor contiguous_as_op(const Tensor& self, MemoryFormat format) {
+  if (self.memory_format() == format) return self;
+  if (self.is_contiguous(format)) {  // laid out so already: restride the size-1 dimensions only
+    Tensor out = make_view(self, self.shape(), memory_format_strides(self.shape(), format), self.offset());
+    record<IdentityNode>(out, {&self});
     return out;
   }
   diagnostics::detail::OpScope prof(diagnostics::detail::ScopeKind::op, "contiguous");
-  Tensor out = ops::detail::materialize(*this, dtype(), MemoryCategory::activation, format);
-  record<IdentityNode>(out, {this});
-  prof.done(out, {this}, 0.0);  // a copy: no arithmetic
+  Tensor out = ops::detail::materialize(self, self.dtype(), MemoryCategory::activation, format);
+  record<IdentityNode>(out, {&self});
+  prof.done(out, {&self}, 0.0);  // a copy: no arithmetic
   return out;
 }
 
-Tensor Tensor::clone() const {
+Tensor contiguous_op(const Tensor& self, MemoryFormat format) {
+  if (format != MemoryFormat::contiguous) return contiguous_as_op(self, format);
+  if (self.is_contiguous()) return self;
+  diagnostics::detail::OpScope prof(diagnostics::detail::ScopeKind::op, "contiguous");
+  Tensor out = ops::detail::materialize(self, self.dtype(), MemoryCategory::activation);
+  record<IdentityNode>(out, {&self});
+  prof.done(out, {&self}, 0.0);  // a copy: no arithmetic
+  return out;
+}
+
+Tensor clone_op(const Tensor& self) {
   diagnostics::detail::OpScope prof(diagnostics::detail::ScopeKind::op, "clone");
-  Tensor out = ops::detail::materialize(*this, dtype(), category());
-  prof.done(out, {this}, 0.0);  // a copy: no arithmetic
+  Tensor out = ops::detail::materialize(self, self.dtype(), self.category());
+  prof.done(out, {&self}, 0.0);  // a copy: no arithmetic
   return out;
 }
 
+// Tensor's view and copy methods (tensor/tensor_methods.h), installed while the library loads.
+[[maybe_unused]] const bool kViewMethodsInstalled = [] {
+  detail::TensorMethodTable& table = detail::tensor_method_table();
+  table.reshape = &reshape_op;
+  table.transpose = &transpose_op;
+  table.permute = &permute_op;
+  table.slice = &slice_op;
+  table.contiguous = &contiguous_op;
+  table.clone = &clone_op;
+  return true;
+}();
+
+}  // namespace
 }  // namespace mixprec

@@ -3,10 +3,22 @@
 #include <unordered_map>
 
 #include "mixprec/runtime/node.h"
+#include "runtime/cast_node.h"
 #include "runtime/weight_copies.h"
 
 namespace mixprec::amp {
 namespace {
+
+/// x cast to copy.dtype() once more without converting: copy (detached, made from x at its
+/// current version) is shared, with a fresh cast node linking it to x for the backward pass.
+/// How autocast reuses a weight's 16-bit copy across steps.
+Tensor reuse_cast(const Tensor& x, const Tensor& copy) {
+  Tensor y = copy.detach();
+  if (autograd::needs_grad({&x})) {
+    autograd::attach(y, std::make_shared<runtime::CastNode>(x.dtype()), {&x});
+  }
+  return y;
+}
 
 struct CachedCast {
   std::weak_ptr<mixprec::detail::TensorImpl> source;  // detects reuse of a freed address
@@ -51,7 +63,7 @@ Tensor cast_for_autocast(const Tensor& t, DType to) {
   Tensor out;
   if (const Tensor kept = cacheable ? detail::current_weight_copy(t, to) : Tensor(); kept.defined()) {
     ++tls.stats.cache_hits;
-    out = ops::detail::reuse_cast(t, kept);
+    out = reuse_cast(t, kept);
   } else {
     ++tls.stats.casts;
     out = t.to(to);  // the cast op (Tensor::to is cast())

@@ -7,6 +7,7 @@
 #include "runtime/op_scope.h"
 #include "kernels/elementwise.h"
 #include "runtime/grad_util.h"
+#include "tensor/tensor_methods.h"
 
 namespace mixprec::autograd {
 namespace {
@@ -254,7 +255,14 @@ void backward(const Tensor& root, const Tensor& gradient, bool retain_graph) {
 }  // namespace mixprec::autograd
 
 namespace mixprec {
-void Tensor::backward(const Tensor& gradient, bool retain_graph) const {
-  autograd::backward(*this, gradient, retain_graph);
-}
+namespace {
+// Tensor::backward runs this engine (tensor/tensor_methods.h), installed while the library loads.
+[[maybe_unused]] const bool kBackwardInstalled = [] {
+  detail::tensor_method_table().backward = [](const Tensor& self, const Tensor& gradient,
+                                              bool retain_graph) {
+    autograd::backward(self, gradient, retain_graph);
+  };
+  return true;
+}();
+}  // namespace
 }  // namespace mixprec

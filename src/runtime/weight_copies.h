@@ -1,6 +1,6 @@
 #pragma once
 // The weight-copy store in use on this thread (mixprec/runtime/weight_copies.h), as autocast and
-// the optimizer call it, and the cast node autocast wraps around a kept copy.
+// the optimizer call it.
 #include "mixprec/runtime/weight_copies.h"
 
 namespace mixprec::amp::detail {
@@ -17,14 +17,3 @@ void mark_weight_copy_current(const Tensor& param);
 void clear_weight_copies();
 
 }  // namespace mixprec::amp::detail
-
-namespace mixprec::ops::detail {
-
-/// x cast to copy.dtype() once more without converting: copy (detached, made from x at its
-/// current version) is shared, with a fresh cast node linking it to x for the backward pass.
-/// How autocast reuses a weight's 16-bit copy across steps. Defined with the cast op
-/// (src/ops/elementwise_ops.cpp): like Tensor::to(DType), declared below the ops and defined by
-/// them.
-Tensor reuse_cast(const Tensor& x, const Tensor& copy);
-
-}  // namespace mixprec::ops::detail

@@ -3,7 +3,7 @@
 #include <cstring>
 #include <sstream>
 
-#include "mixprec/core/convert.h"
+#include "mixprec/kernels/convert_arrays.h"
 #include "mixprec/core/transfer.h"
 #include "kernels/elementwise.h"
 

@@ -5,7 +5,7 @@
 
 #include "core/parallel_chunks.h"
 #include "kernels/random.h"
-#include "mixprec/core/convert.h"
+#include "mixprec/kernels/convert_arrays.h"
 #include "mixprec/core/random.h"
 #include "mixprec/tensor/tensor.h"
 

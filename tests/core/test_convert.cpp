@@ -16,7 +16,7 @@
 
 #include "core/convert_reference.h"
 #include "core/convert_test_util.h"
-#include "mixprec/core/convert.h"
+#include "mixprec/kernels/convert_arrays.h"
 #include "mixprec/core/float8.h"
 #include "mixprec/core/verbose.h"
 

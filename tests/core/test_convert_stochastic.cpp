@@ -11,7 +11,8 @@
 #include <vector>
 
 #include "core/convert_test_util.h"
-#include "mixprec/core/convert.h"
+#include "mixprec/core/stochastic_rounding.h"
+#include "mixprec/kernels/convert_arrays.h"
 #include "mixprec/core/random.h"
 
 namespace mixprec {

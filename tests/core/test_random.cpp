@@ -8,6 +8,7 @@
 
 #include "core/convert_test_util.h"
 #include "mixprec/core/random.h"
+#include "mixprec/kernels/random_arrays.h"
 
 namespace mixprec {
 namespace {

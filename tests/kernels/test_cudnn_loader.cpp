@@ -14,6 +14,7 @@
 #include "kernels/cuda/attention_cudnn.h"
 #include "kernels/cuda/cudnn_loader.h"
 #include "mixprec/core/gpu.h"
+#include "mixprec/kernels/cudnn.h"
 
 namespace mixprec::kernels::cuda {
 namespace {

@@ -57,7 +57,7 @@ FORWARD = re.compile(r'^(class|struct|union|enum(\s+(class|struct))?)\s+[A-Za-z_
 KNOWN_NAMESPACE_MISMATCHES = {
     # runtime/ holds the autocast region, policy table, weight copies and precision settings,
     # still amp::; the engine and nodes, still autograd::; the profiler, still diagnostics::;
-    # the communicator interface, still dist::; the weight copies' reuse_cast, ops::detail.
+    # the communicator interface, still dist::.
     ('include/mixprec/runtime/anomaly.h', 'autograd'),
     ('include/mixprec/runtime/attention_precision.h', 'amp'),
     ('include/mixprec/runtime/autocast.h', 'amp'),
@@ -83,7 +83,6 @@ KNOWN_NAMESPACE_MISMATCHES = {
     ('src/runtime/profiler.cpp', 'diagnostics'),
     ('src/runtime/weight_copies.cpp', 'amp'),
     ('src/runtime/weight_copies.h', 'amp'),
-    ('src/runtime/weight_copies.h', 'ops'),
     # ops/ holds the synchronised batch norm, dist::sync_batch_norm.
     ('include/mixprec/ops/sync_batchnorm.h', 'dist'),
     ('src/ops/sync_batchnorm_detail.h', 'dist'),

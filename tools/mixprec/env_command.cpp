@@ -15,6 +15,7 @@
 #include "mixprec/core/cpu_class.h"
 #include "mixprec/core/cpu_features.h"
 #include "mixprec/core/gpu.h"
+#include "mixprec/kernels/cudnn.h"
 #include "mixprec/runtime/runtime.h"
 #include "mixprec/dist/world.h"
 

@@ -1,6 +1,7 @@
 #pragma once
 /// Counter-based random numbers (Philox4x32-10, Salmon et al., SC'11): element i of a stream
 /// is a pure function of (seed, i), so results never depend on threads, chunking or call order.
+/// fill_random_bits (mixprec/kernels/random_arrays.h) draws a stream in bulk on the backend.
 #include <array>
 #include <cstddef>
 #include <cstdint>
@@ -58,9 +59,5 @@ constexpr std::uint64_t splitmix64(std::uint64_t x) noexcept {
   z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
   return z ^ (z >> 31);
 }
-
-/// out[i] = random_bits(seed, offset + i) for i < n; vectorised and threaded for large n,
-/// bit-identical to the scalar definition whatever the ISA or thread count.
-void fill_random_bits(std::uint64_t seed, std::uint64_t offset, std::uint32_t* out, std::size_t n);
 
 }  // namespace mixprec

@@ -33,6 +33,7 @@
 #include <vector>
 
 #include "kernels/attention.h"
+#include "kernels/convert.h"
 #include "kernels/cpu/attention_bf16_pairs.h"
 #include "kernels/cpu/attention_simd.h"
 #include "kernels/cpu/dispatch_util.h"
@@ -236,7 +237,7 @@ void dropout_tile(const AttentionDesc& d, std::int64_t b, std::int64_t i0, std::
   bits.resize(static_cast<std::size_t>(nj));
   for (std::int64_t r = 0; r < ni; ++r) {
     const auto offset = static_cast<std::uint64_t>((b * d.tq + i0 + r) * d.tk + j0);
-    fill_random_bits(d.seed, offset, bits.data(), static_cast<std::size_t>(nj));
+    cpu::philox_fill(d.seed, offset, bits.data(), static_cast<std::size_t>(nj));
     for (std::int64_t c = 0; c < nj; ++c) {
       z[r * nj + c] = detail::dropout_factor_from_bits(d.dropout_p, bits[c]);
     }

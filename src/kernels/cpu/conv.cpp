@@ -12,11 +12,11 @@
 #include <string_view>
 
 #include "kernels/conv.h"
+#include "kernels/convert.h"
 #include "kernels/cpu/conv_direct.h"
 #include "kernels/cpu/conv_onednn.h"
 #include "kernels/cpu/dispatch_util.h"
 #include "kernels/cpu/growing_buffer.h"
-#include "mixprec/core/convert.h"
 #include "mixprec/core/cpu_features.h"
 #include "mixprec/core/error.h"
 #include "mixprec/core/verbose.h"
@@ -133,7 +133,7 @@ const char* op_name(ConvPass pass) {
 const float* widen(const void* src, DType t, Buffer& buf, std::size_t n) {
   if (src == nullptr || t == DType::f32) return static_cast<const float*>(src);
   float* dst = buf.get(n);
-  convert(src, t, dst, DType::f32, n);
+  cpu::convert(src, t, dst, DType::f32, n);
   return dst;
 }
 
@@ -162,15 +162,15 @@ void finish_widened(ConvPass pass, const Conv2dDesc& d, const ConvBuffers& w,
   const Sizes s(d);
   if (d.dtype != DType::f32) {
     switch (pass) {
-      case ConvPass::forward: convert(w.y, DType::f32, b.y, d.dtype, s.y); break;
-      case ConvPass::backward_data: convert(w.dx, DType::f32, b.dx, d.dtype, s.x); break;
+      case ConvPass::forward: cpu::convert(w.y, DType::f32, b.y, d.dtype, s.y); break;
+      case ConvPass::backward_data: cpu::convert(w.dx, DType::f32, b.dx, d.dtype, s.x); break;
       case ConvPass::backward_weights:
-        convert(w.dweight, DType::f32, b.dweight, d.dtype, s.weight);
+        cpu::convert(w.dweight, DType::f32, b.dweight, d.dtype, s.weight);
         break;
     }
   }
   if (b.dbias != nullptr && w.dbias != b.dbias) {
-    convert(w.dbias, DType::f32, b.dbias, d.bias_dtype, s.bias);
+    cpu::convert(w.dbias, DType::f32, b.dbias, d.bias_dtype, s.bias);
   }
 }
 

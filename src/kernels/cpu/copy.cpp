@@ -2,7 +2,7 @@
 // all threads; other layouts take the reference odometer.
 #include "kernels/copy.h"
 
-#include "mixprec/core/convert.h"
+#include "kernels/convert.h"
 
 namespace mixprec::kernels {
 namespace {
@@ -25,7 +25,7 @@ void copy(std::span<const std::int64_t> shape, const StridedInput& in, const Str
   for (std::int64_t s : shape) n *= s;
   if (n == 0) return;
   if (is_row_major(shape, in.strides) && is_row_major(shape, out.strides)) {
-    convert(in.data, in.dtype, out.data, out.dtype, static_cast<std::size_t>(n));
+    cpu::convert(in.data, in.dtype, out.data, out.dtype, static_cast<std::size_t>(n));
     return;
   }
   ref::copy(shape, in, out);

@@ -10,10 +10,10 @@
 #include <string>
 #include <string_view>
 
+#include "kernels/convert.h"
 #include "kernels/cpu/growing_buffer.h"
 #include "kernels/cpu/matmul_onednn.h"
 #include "kernels/matmul.h"
-#include "mixprec/core/convert.h"
 #include "mixprec/core/cpu_features.h"
 #include "mixprec/core/error.h"
 #include "mixprec/core/verbose.h"
@@ -42,12 +42,12 @@ struct Workspace {
 
 // 16-bit src (bf16 or f16) -> f32, exact.
 void widen(const void* src, DType t, float* dst, std::size_t n) {
-  convert(src, t, dst, DType::f32, n);
+  cpu::convert(src, t, dst, DType::f32, n);
 }
 
 // f32 -> 16-bit dst (bf16 or f16), round to nearest even.
 void narrow(const float* src, void* dst, DType t, std::size_t n) {
-  convert(src, DType::f32, dst, t, n);
+  cpu::convert(src, DType::f32, dst, t, n);
 }
 
 std::atomic<MatmulBf16Route>& bf16_route() {

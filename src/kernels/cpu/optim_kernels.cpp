@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/convert.h"
 #include "kernels/cpu/dispatch_util.h"
 #include "kernels/cpu/run_pieces.h"
 #include "mixprec/core/dtype.h"
@@ -80,7 +81,7 @@ void run_piece(const OptimArrays& a, const Scalars& s, std::size_t begin, std::s
   std::uint32_t random[kRandomBlock];
   for (std::size_t at = begin; at < begin + count; at += kRandomBlock) {
     const std::size_t block = std::min(kRandomBlock, begin + count - at);
-    fill_random_bits(stream, at, random, block);
+    philox_fill(stream, at, random, block);
     OptimArrays part = advance(a, at);
     part.random = random;
     kernel(part, s, block);

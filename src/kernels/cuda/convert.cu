@@ -4,7 +4,7 @@
 // gives the reference's bits; the same dtype is a byte move, as the reference's memmove.
 // convert_stochastic draws element i's bits from the same Philox stream as the host
 // (random_bits(seed, offset + i), constexpr in core/random.h) and rounds with the shared
-// kernels/spec/stochastic_rounding.h. Deterministic: each element is one thread's.
+// core/stochastic_rounding.h. Deterministic: each element is one thread's.
 #include <cstddef>
 #include <cstdint>
 
@@ -12,7 +12,7 @@
 #include "kernels/cuda/cuda_kernels.h"
 #include "kernels/cuda/launch.cuh"
 #include "kernels/cuda/storage_types.cuh"
-#include "kernels/spec/stochastic_rounding.h"
+#include "mixprec/core/stochastic_rounding.h"
 #include "mixprec/core/random.h"
 
 namespace mixprec::kernels::cuda {
@@ -28,7 +28,8 @@ __global__ void convert_stochastic_kernel(const float* src, std::uint16_t* dst, 
                                           std::uint64_t seed, std::uint64_t offset) {
   MIXPREC_GRID_STRIDE(i, n) {
     const std::uint32_t random = mixprec::random_bits(seed, offset + static_cast<std::uint64_t>(i));
-    dst[i] = kBF16 ? stochastic_bf16_bits(src[i], random) : stochastic_f16_bits(src[i], random);
+    dst[i] = kBF16 ? f32_to_bf16_bits_stochastic(src[i], random)
+                  : f32_to_f16_bits_stochastic(src[i], random);
   }
 }
 

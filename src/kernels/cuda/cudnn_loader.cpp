@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "mixprec/core/gpu.h"
+#include "mixprec/kernels/cudnn.h"
 
 #if defined(MIXPREC_HAVE_CUDNN)
 #include <cudnn_version.h>

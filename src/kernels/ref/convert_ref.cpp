@@ -8,7 +8,7 @@
 
 #include "kernels/convert.h"
 #include "kernels/spec/storage_dispatch.h"
-#include "mixprec/core/convert.h"
+#include "mixprec/core/stochastic_rounding.h"
 #include "mixprec/core/float8.h"
 #include "mixprec/core/half.h"
 #include "mixprec/core/random.h"

@@ -5,7 +5,7 @@
 #include <cstring>
 #include <vector>
 
-#include "mixprec/core/convert.h"
+#include "kernels/convert.h"
 
 namespace mixprec::kernels {
 namespace {
@@ -42,7 +42,7 @@ void copy_through_bytes(std::span<const std::int64_t> shape, const StridedInput&
   for_each_offset(shape, in.strides, n, [&](std::int64_t off) {
     std::memcpy(&packed_in[i++ * in_size], src + off * static_cast<std::int64_t>(in_size), in_size);
   });
-  convert(packed_in.data(), in.dtype, packed_out.data(), out.dtype, count);
+  ref::convert(packed_in.data(), in.dtype, packed_out.data(), out.dtype, count);
   i = 0;
   for_each_offset(shape, out.strides, n, [&](std::int64_t off) {
     std::memcpy(dst + off * static_cast<std::int64_t>(out_size), &packed_out[i++ * out_size],

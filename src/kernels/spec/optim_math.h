@@ -12,7 +12,7 @@
 
 #include "kernels/spec/host_device.h"
 #include "kernels/optim.h"
-#include "kernels/spec/stochastic_rounding.h"
+#include "mixprec/core/stochastic_rounding.h"
 #include "mixprec/core/half.h"
 
 namespace mixprec::kernels::optim_math {
@@ -75,7 +75,8 @@ MIXPREC_HD inline void write_param(const OptimArrays& a, std::size_t i, float va
   auto* bits = static_cast<std::uint16_t*>(a.param);
   const bool bf16 = a.param_dtype == DType::bf16;
   if (a.write == kWriteStochastic) {
-    bits[i] = bf16 ? stochastic_bf16_bits(value, random) : stochastic_f16_bits(value, random);
+    bits[i] = bf16 ? f32_to_bf16_bits_stochastic(value, random)
+                   : f32_to_f16_bits_stochastic(value, random);
     return;
   }
   if (a.write == kWriteMaster) a.master[i] = value;
