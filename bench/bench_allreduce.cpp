@@ -15,7 +15,7 @@
 #include <string>
 #include <vector>
 
-#include "mixprec/runtime/communicator.h"
+#include "mixprec/dist/communicator.h"
 #include "mixprec/dist/world.h"
 
 namespace {

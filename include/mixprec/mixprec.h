@@ -108,6 +108,7 @@
 
 // dist/: data-parallel training
 #include "mixprec/dist/agreement.h"
+#include "mixprec/dist/communicator.h"
 #include "mixprec/dist/data_parallel.h"
 #include "mixprec/dist/sharded_parameters.h"
 #include "mixprec/dist/single_process.h"

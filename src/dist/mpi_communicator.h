@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "mixprec/runtime/communicator.h"
+#include "mixprec/dist/communicator.h"
 
 namespace mixprec::dist {
 

@@ -29,7 +29,7 @@ Tensor BatchNormBase::forward(const Tensor& x) {
                 "expected " << features_ << " channels in dimension 1, got input "
                             << to_string(x.shape()));
   if (sync_ != nullptr && is_training()) {
-    return dist::sync_batch_norm(*sync_, x, running_mean_, running_var_, weight_, bias_,
+    return ops::sync_batch_norm(*sync_, x, running_mean_, running_var_, weight_, bias_,
                                  momentum_, eps_);
   }
   return batch_norm(x, running_mean_, running_var_, weight_, bias_, is_training(), momentum_,
@@ -53,7 +53,7 @@ Tensor BatchNormBase::relu_forward(const Tensor& x, const Tensor& residual) {
                          momentum_, eps_, residual);
 }
 
-std::int64_t set_sync_batchnorm(Module& root, const dist::Communicator* comm) {
+std::int64_t set_sync_batchnorm(Module& root, const runtime::Communicator* comm) {
   std::int64_t count = 0;
   if (auto* bn = dynamic_cast<BatchNormBase*>(&root)) {
     bn->set_sync(comm);

@@ -11,7 +11,7 @@
 #include "mixprec/core/error.h"
 #include "mixprec/numerics/formats.h"
 
-namespace mixprec::diagnostics {
+namespace mixprec::numerics {
 namespace {
 
 CastThresholds make_thresholds(const numerics::FormatInfo& f) {
@@ -194,4 +194,4 @@ void LostUpdates::merge(const LostUpdates& o) {
   lost_fp16 += o.lost_fp16;
 }
 
-}  // namespace mixprec::diagnostics
+}  // namespace mixprec::numerics

@@ -8,7 +8,7 @@
 
 #include "mixprec/runtime/communicator.h"
 
-namespace mixprec::dist::detail {
+namespace mixprec::ops::detail {
 
 /// Count, mean and sum of squared deviations from the mean (m2) of a set of values.
 struct Moments {
@@ -50,7 +50,7 @@ inline double join_double(float hi, float lo) {
 /// (the slots are the allgather shards) and Communicator::allgather (f32 wire: the bits travel
 /// unchanged) fills in the others; each rank receives (size() - 1) * 2 * mine.size() floats.
 /// `scratch` is the caller's f32 workspace.
-void allgather_doubles(const Communicator& comm, const std::vector<double>& mine,
+void allgather_doubles(const runtime::Communicator& comm, const std::vector<double>& mine,
                        std::vector<double>& out, std::vector<float>& scratch);
 
-}  // namespace mixprec::dist::detail
+}  // namespace mixprec::ops::detail

@@ -29,7 +29,10 @@
 #include "ops/norm_util.h"
 #include "ops/op_util.h"
 
-namespace mixprec::dist {
+namespace mixprec::ops {
+
+using runtime::Communicator;
+using runtime::WireDType;
 
 namespace detail {
 
@@ -223,4 +226,4 @@ Tensor sync_batch_norm(const Communicator& comm, const Tensor& x_arg, Tensor& ru
   return y;
 }
 
-}  // namespace mixprec::dist
+}  // namespace mixprec::ops

@@ -1,9 +1,9 @@
-// The names of the wire formats of dist::Communicator.
+// The names of the wire formats of runtime::Communicator.
 #include "mixprec/runtime/communicator.h"
 
 #include "mixprec/core/error.h"
 
-namespace mixprec::dist {
+namespace mixprec::runtime {
 
 const char* name(WireDType wire) {
   switch (wire) {
@@ -25,4 +25,4 @@ WireDType parse_wire_dtype(std::string_view text, const char* flag) {
   return WireDType::f32;
 }
 
-}  // namespace mixprec::dist
+}  // namespace mixprec::runtime

@@ -27,7 +27,7 @@
 #include "mixprec/optim/adam.h"
 #include "mixprec/train/train_step.h"
 
-namespace mixprec::diagnostics {
+namespace mixprec::train {
 namespace {
 
 constexpr const char* kOp = "inspect";
@@ -291,4 +291,4 @@ InspectReport inspect_builtin(const InspectOptions& o) {
   return report;
 }
 
-}  // namespace mixprec::diagnostics
+}  // namespace mixprec::train

@@ -9,7 +9,13 @@
 
 #include "mixprec/train/inspect.h"
 
-namespace mixprec::diagnostics {
+namespace mixprec::train {
+
+using numerics::kInspectFormats;
+using numerics::kInspectFormatCount;
+using numerics::kMinBinade;
+using numerics::kBinadeCount;
+using numerics::TensorStats;
 namespace {
 
 using nlohmann::json;
@@ -326,4 +332,4 @@ std::string to_text(const InspectReport& r) {
   return out;
 }
 
-}  // namespace mixprec::diagnostics
+}  // namespace mixprec::train

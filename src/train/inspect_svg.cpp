@@ -12,7 +12,11 @@
 #include "mixprec/train/inspect.h"
 #include "mixprec/io/atomic_file.h"
 
-namespace mixprec::diagnostics {
+namespace mixprec::train {
+
+using numerics::kMinBinade;
+using numerics::kBinadeCount;
+using numerics::TensorStats;
 namespace {
 
 using numerics::Format;
@@ -249,4 +253,4 @@ void write_inspect_svg(const InspectReport& report, const std::string& path) {
   }
 }
 
-}  // namespace mixprec::diagnostics
+}  // namespace mixprec::train

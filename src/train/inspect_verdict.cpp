@@ -10,7 +10,9 @@
 #include "mixprec/nn/conv_layers.h"
 #include "mixprec/nn/layers.h"
 
-namespace mixprec::diagnostics {
+namespace mixprec::train {
+
+using numerics::TensorStats;
 namespace {
 
 using numerics::Format;
@@ -184,4 +186,4 @@ std::vector<MemoryModelRow> memory_model() {
   };
 }
 
-}  // namespace mixprec::diagnostics
+}  // namespace mixprec::train

@@ -58,8 +58,8 @@ std::string percent(double f) { return number(100 * f) + "%"; }
 
 // What the rules read of a stream of values (a layer's outputs, or their gradients): a
 // single pass that costs about a nanosecond per value, because it runs on sampled training
-// steps (diagnostics::TensorStats, which also keeps binade histograms, costs ten times that).
-// The thresholds are the exact rounding boundaries of diagnostics::cast_thresholds, so the
+// steps (numerics::TensorStats, which also keeps binade histograms, costs ten times that).
+// The thresholds are the exact rounding boundaries of numerics::cast_thresholds, so the
 // counts agree with TensorStats and with numerics::quantize.
 struct RangeCounts {
   std::int64_t count = 0, zeros = 0, nonfinite = 0;
@@ -82,8 +82,8 @@ struct RangeCounts {
     const std::vector<float> values = t.to_vector();
     const float* x = values.data();
     const auto n = static_cast<std::int64_t>(values.size());
-    const diagnostics::CastThresholds& h = diagnostics::cast_thresholds(Format::fp16);
-    const diagnostics::CastThresholds& b = diagnostics::cast_thresholds(Format::bf16);
+    const numerics::CastThresholds& h = numerics::cast_thresholds(Format::fp16);
+    const numerics::CastThresholds& b = numerics::cast_thresholds(Format::bf16);
     const float h_zero = static_cast<float>(h.zero_max), h_sub = static_cast<float>(h.subnormal_end);
     const float b_sub = static_cast<float>(b.subnormal_end);
     float amax_f = 0;

@@ -366,13 +366,13 @@ StepBenchResult StepBenchmark::run(int steps, int warmup, bool machine_floor) {
   r.gemm_flops_per_step = step_gemm_flops(s.layers);
   r.optimizer_bytes = static_cast<double>(ts.optimizer().step_bytes());
   if (machine_floor) {
-    diagnostics::MachinePeaks peaks =
-        diagnostics::measure_machine_peaks(diagnostics::peak_gemm_n(kPeakGemmN), kPeakCopyMiB,
+    train::MachinePeaks peaks =
+        train::measure_machine_peaks(train::peak_gemm_n(kPeakGemmN), kPeakCopyMiB,
                                            kPeakRepeats, DType::f32);
     r.gemm_peak_gflops = peaks.gflops;
     if (s.gemm_dtype == DType::bf16) {  // bf16 ops at the bf16 rate (native dot products double it)
       peaks.bf16_gflops =
-          diagnostics::measure_machine_peaks(diagnostics::peak_gemm_n(kPeakGemmN), 1, kPeakRepeats,
+          train::measure_machine_peaks(train::peak_gemm_n(kPeakGemmN), 1, kPeakRepeats,
                                              DType::bf16)
               .gflops;
       r.gemm_peak_gflops = peaks.bf16_gflops;
@@ -385,7 +385,7 @@ StepBenchResult StepBenchmark::run(int steps, int warmup, bool machine_floor) {
       s.step();
       ops = session.data();
     }
-    for (const diagnostics::OpStats& op : ops.ops) r.hw_floor_ms += diagnostics::floor_ms(op, peaks);
+    for (const diagnostics::OpStats& op : ops.ops) r.hw_floor_ms += train::floor_ms(op, peaks);
     r.hw_floor_ratio = r.hw_floor_ms > 0 ? r.step_ms.median / r.hw_floor_ms : 0.0;
   }
 

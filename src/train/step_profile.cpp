@@ -21,7 +21,11 @@
 #include "mixprec/ops/nn_functional.h"
 #include "mixprec/train/step_bench.h"
 
-namespace mixprec::diagnostics {
+namespace mixprec::train {
+
+using diagnostics::OpStats;
+using diagnostics::LowerPrecisionCandidate;
+using diagnostics::Profile;
 namespace {
 
 constexpr const char* kOp = "profile";
@@ -341,4 +345,4 @@ std::string to_json(const StepProfile& p, int indent) {
   return j.dump(indent);
 }
 
-}  // namespace mixprec::diagnostics
+}  // namespace mixprec::train

@@ -11,7 +11,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "mixprec/runtime/communicator.h"
+#include "mixprec/dist/communicator.h"
 #include "mixprec/dist/world.h"
 #include "mixprec/io/checkpoint.h"
 #include "mixprec/io/directory_lock.h"

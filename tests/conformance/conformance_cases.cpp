@@ -205,7 +205,7 @@ Buffer f32_buffer(const HostArray<double>& v) {
   return b;
 }
 
-// The split batch norm of dist::sync_batch_norm: 0 = stats, 1 = backward_reduce, 2 = backward_elemt
+// The split batch norm of ops::sync_batch_norm: 0 = stats, 1 = backward_reduce, 2 = backward_elemt
 // (with sums and a count from "other ranks", not this batch's).
 Outs run_batch_norm_split(const Backend& b, DType t, int pass) {
   const BatchNormDims d{5, 6, 49};
@@ -695,7 +695,7 @@ std::vector<Case> cases() {
                  b.where(n, cond.data(), DType::bf16, x.data(), y.data(), t, out.data());
                  return Outs{exact("y", std::move(out))};
                }});
-  // batch norm split into reductions and element-wise passes (dist::sync_batch_norm)
+  // batch norm split into reductions and element-wise passes (ops::sync_batch_norm)
   const char* split_names[] = {"batch_norm_stats", "batch_norm_backward_reduce",
                                "batch_norm_backward_elemt"};
   for (int pass = 0; pass < 3; ++pass) {

@@ -1,4 +1,4 @@
-// Synchronised batch norm (dist::sync_batch_norm, nn::BatchNormBase::set_sync): the moment
+// Synchronised batch norm (ops::sync_batch_norm, nn::BatchNormBase::set_sync): the moment
 // combination and the exact double exchange on their own, then 2 and 3 ranks simulated by
 // threads (tests/dist/thread_group.h) against one batch_norm over the concatenated batch:
 // outputs, input gradients, the sum of the ranks' parameter gradients and the running
@@ -36,7 +36,7 @@ TEST(SyncBatchNormMath, CombinedMomentsEqualTheUnionsTwoPassMoments) {
   // 1e8 against 1, f32 long before; Chan's combination has no subtraction of large terms.
   const std::vector<std::vector<double>> parts = {
       {10000.5, 9999.25, 10001.0}, {}, {10000.0}, {9998.5, 10000.75, 10002.0, 9999.0}};
-  detail::Moments all;
+  ops::detail::Moments all;
   std::vector<double> union_values;
   for (const std::vector<double>& p : parts) {
     double sum = 0.0;
@@ -44,7 +44,7 @@ TEST(SyncBatchNormMath, CombinedMomentsEqualTheUnionsTwoPassMoments) {
     const double mean = p.empty() ? 0.0 : sum / static_cast<double>(p.size());
     double m2 = 0.0;
     for (double v : p) m2 += (v - mean) * (v - mean);
-    all = detail::combine(all, {static_cast<double>(p.size()), mean, m2});
+    all = ops::detail::combine(all, {static_cast<double>(p.size()), mean, m2});
     union_values.insert(union_values.end(), p.begin(), p.end());
   }
   double sum = 0.0;
@@ -56,27 +56,27 @@ TEST(SyncBatchNormMath, CombinedMomentsEqualTheUnionsTwoPassMoments) {
   EXPECT_NEAR(all.mean, mean, 1e-12 * mean);
   EXPECT_NEAR(all.m2, m2, 1e-12 * m2);
   // Empty sides change nothing.
-  const detail::Moments a{3.0, 2.0, 5.0};
-  EXPECT_EQ(detail::combine(a, {}).m2, 5.0);
-  EXPECT_EQ(detail::combine({}, a).mean, 2.0);
+  const ops::detail::Moments a{3.0, 2.0, 5.0};
+  EXPECT_EQ(ops::detail::combine(a, {}).m2, 5.0);
+  EXPECT_EQ(ops::detail::combine({}, a).mean, 2.0);
 }
 
 TEST(SyncBatchNormMath, SplitDoublesKeepAbout48Bits) {
   for (double v : {0.0, 1.0 / 3.0, -3.14159265358979e6, 1e-20, 6.02214076e23, -1e30,
                    123456789.123456789}) {
-    const detail::SplitDouble s = detail::split_double(v);
+    const ops::detail::SplitDouble s = ops::detail::split_double(v);
     EXPECT_EQ(s.hi, static_cast<float>(v)) << v;
-    EXPECT_NEAR(detail::join_double(s.hi, s.lo), v, std::ldexp(std::fabs(v), -47)) << v;
+    EXPECT_NEAR(ops::detail::join_double(s.hi, s.lo), v, std::ldexp(std::fabs(v), -47)) << v;
   }
   // Beyond the f32 range: Inf (not Inf + -Inf = NaN); NaN stays NaN.
   const double inf = std::numeric_limits<double>::infinity();
   for (double v : {1e300, inf}) {
-    const detail::SplitDouble s = detail::split_double(v);
-    EXPECT_EQ(detail::join_double(s.hi, s.lo), inf);
-    EXPECT_EQ(detail::join_double(-s.hi, -s.lo), -inf);
+    const ops::detail::SplitDouble s = ops::detail::split_double(v);
+    EXPECT_EQ(ops::detail::join_double(s.hi, s.lo), inf);
+    EXPECT_EQ(ops::detail::join_double(-s.hi, -s.lo), -inf);
   }
-  const detail::SplitDouble n = detail::split_double(std::nan(""));
-  EXPECT_TRUE(std::isnan(detail::join_double(n.hi, n.lo)));
+  const ops::detail::SplitDouble n = ops::detail::split_double(std::nan(""));
+  EXPECT_TRUE(std::isnan(ops::detail::join_double(n.hi, n.lo)));
 }
 
 TEST(SyncBatchNormMath, AllgatherDoublesGivesEveryRankEveryValueExactly) {
@@ -85,14 +85,14 @@ TEST(SyncBatchNormMath, AllgatherDoublesGivesEveryRankEveryValueExactly) {
     const std::vector<double> mine = {r + 1.0 / 3.0, -1e6 * (r + 1), 1e-30 * (r + 1), 0.0};
     std::vector<double> all;
     std::vector<float> scratch;
-    detail::allgather_doubles(comm, mine, all, scratch);
+    ops::detail::allgather_doubles(comm, mine, all, scratch);
     ASSERT_EQ(all.size(), 12u);
     for (int k = 0; k < 3; ++k) {
       const std::vector<double> theirs = {k + 1.0 / 3.0, -1e6 * (k + 1), 1e-30 * (k + 1), 0.0};
       for (std::size_t i = 0; i < theirs.size(); ++i) {
-        const detail::SplitDouble s = detail::split_double(theirs[i]);
+        const ops::detail::SplitDouble s = ops::detail::split_double(theirs[i]);
         // Bit for bit what the sender split: the f32 wire moves bits.
-        EXPECT_EQ(all[static_cast<std::size_t>(k) * 4 + i], detail::join_double(s.hi, s.lo));
+        EXPECT_EQ(all[static_cast<std::size_t>(k) * 4 + i], ops::detail::join_double(s.hi, s.lo));
       }
     }
   });
@@ -149,7 +149,7 @@ BnRun run_bn(const Tensor& x_f32, const Tensor& g_f32, DType dtype, const Commun
   b.set_requires_grad(true);
   Tensor rm = Tensor::from_vector(values(c, 33, -1.0f, 1.0f), {c});
   Tensor rv = Tensor::from_vector(values(c, 34, 0.5f, 2.0f), {c});
-  const Tensor y = comm != nullptr ? sync_batch_norm(*comm, x, rm, rv, w, b, kMomentum, 1e-5f)
+  const Tensor y = comm != nullptr ? ops::sync_batch_norm(*comm, x, rm, rv, w, b, kMomentum, 1e-5f)
                                    : batch_norm(x, rm, rv, w, b, true, kMomentum, 1e-5f);
   EXPECT_EQ(y.dtype(), dtype);
   y.backward(g_f32.to(dtype));
@@ -286,7 +286,7 @@ TEST(SyncBatchNorm, TheGlobalBatchNeedsMoreThanOneValuePerChannel) {
     Tensor rm = Tensor::zeros({3}), rv = Tensor::ones({3});
     const Tensor x = Tensor::randn({1, 3}, 3 + static_cast<std::uint64_t>(comm.rank()));
     EXPECT_THROW(batch_norm(x, rm, rv, Tensor(), Tensor(), true), ValueError);
-    const std::vector<float> y = sync_batch_norm(comm, x, rm, rv, Tensor(), Tensor()).to_vector();
+    const std::vector<float> y = ops::sync_batch_norm(comm, x, rm, rv, Tensor(), Tensor()).to_vector();
     for (float v : y) EXPECT_NEAR(std::fabs(v), 1.0f, 1e-3f);  // two values: +-1 after norm
   });
   // One value in the whole batch: refused on every rank, none left waiting.
@@ -296,7 +296,7 @@ TEST(SyncBatchNorm, TheGlobalBatchNeedsMoreThanOneValuePerChannel) {
     Tensor rm = Tensor::zeros({3}), rv = Tensor::ones({3});
     const Tensor x = Tensor::randn({comm.rank() == 0 ? 1 : 0, 3}, 3);
     try {
-      sync_batch_norm(comm, x, rm, rv, Tensor(), Tensor());
+      ops::sync_batch_norm(comm, x, rm, rv, Tensor(), Tensor());
     } catch (const ValueError& e) {
       EXPECT_NE(std::string(e.what()).find("over 2 ranks"), std::string::npos) << e.what();
       std::lock_guard<std::mutex> lock(mu);

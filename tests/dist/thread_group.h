@@ -19,7 +19,7 @@
 
 #include "mixprec/core/error.h"
 #include "mixprec/core/half.h"
-#include "mixprec/runtime/communicator.h"
+#include "mixprec/dist/communicator.h"
 
 namespace mixprec::testing {
 

@@ -1,5 +1,5 @@
 // The batch-norm kernels split into reductions and element-wise passes (batch_norm_stats,
-// batch_norm_backward_reduce, batch_norm_backward_elemt; used by dist::sync_batch_norm): the cpu
+// batch_norm_backward_reduce, batch_norm_backward_elemt; used by ops::sync_batch_norm): the cpu
 // dispatcher against the reference on every ISA and dtype, the split backward equal to the fused
 // one bit for bit on both backends, the statistics against the fused forward's, and thread-count
 // invariance.

@@ -56,12 +56,10 @@ FORWARD = re.compile(r'^(class|struct|union|enum(\s+(class|struct))?)\s+[A-Za-z_
 # (the check fails on a stale line). Never add one: put new code in its folder's namespace.
 KNOWN_NAMESPACE_MISMATCHES = {
     # runtime/ holds the autocast region, policy table, weight copies and precision settings,
-    # still amp::; the engine and nodes, still autograd::; the profiler, still diagnostics::;
-    # the communicator interface, still dist::.
+    # still amp::; the engine and nodes, still autograd::; the profiler, still diagnostics::.
     ('include/mixprec/runtime/anomaly.h', 'autograd'),
     ('include/mixprec/runtime/attention_precision.h', 'amp'),
     ('include/mixprec/runtime/autocast.h', 'amp'),
-    ('include/mixprec/runtime/communicator.h', 'dist'),
     ('include/mixprec/runtime/fp8_recipe.h', 'amp'),
     ('include/mixprec/runtime/function.h', 'autograd'),
     ('include/mixprec/runtime/matmul_precision.h', 'amp'),
@@ -72,7 +70,6 @@ KNOWN_NAMESPACE_MISMATCHES = {
     ('src/runtime/anomaly.cpp', 'autograd'),
     ('src/runtime/attention_precision.cpp', 'amp'),
     ('src/runtime/autocast.cpp', 'amp'),
-    ('src/runtime/communicator.cpp', 'dist'),
     ('src/runtime/engine.cpp', 'autograd'),
     ('src/runtime/fp8_recipe.cpp', 'amp'),
     ('src/runtime/function.cpp', 'autograd'),
@@ -83,20 +80,6 @@ KNOWN_NAMESPACE_MISMATCHES = {
     ('src/runtime/profiler.cpp', 'diagnostics'),
     ('src/runtime/weight_copies.cpp', 'amp'),
     ('src/runtime/weight_copies.h', 'amp'),
-    # ops/ holds the synchronised batch norm, dist::sync_batch_norm.
-    ('include/mixprec/ops/sync_batchnorm.h', 'dist'),
-    ('src/ops/sync_batchnorm_detail.h', 'dist'),
-    ('src/ops/sync_batchnorm_ops.cpp', 'dist'),
-    # numerics/ and train/ hold what diagnostics/ held: tensor_stats, inspect, step_profile.
-    ('include/mixprec/numerics/tensor_stats.h', 'diagnostics'),
-    ('src/numerics/tensor_stats.cpp', 'diagnostics'),
-    ('include/mixprec/train/inspect.h', 'diagnostics'),
-    ('include/mixprec/train/step_profile.h', 'diagnostics'),
-    ('src/train/inspect.cpp', 'diagnostics'),
-    ('src/train/inspect_report.cpp', 'diagnostics'),
-    ('src/train/inspect_svg.cpp', 'diagnostics'),
-    ('src/train/inspect_verdict.cpp', 'diagnostics'),
-    ('src/train/step_profile.cpp', 'diagnostics'),
 }
 ROOTS = ('src', 'include/mixprec', 'tools')  # tools/ is the folder `tools`
 

@@ -12,10 +12,9 @@
 #include "mixprec/numerics/tensor_stats.h"
 #include "mixprec/numerics/formats.h"
 
-namespace mixprec::diagnostics {
+namespace mixprec::numerics {
 namespace {
 
-using numerics::Format;
 
 CastOutcome quantizer_outcome(double a, const numerics::FormatInfo& f) {
   const double q = numerics::quantize(a, f);
@@ -179,4 +178,4 @@ TEST(LostUpdates, AgreeWithTheQuantiserOnRepresentableWeights) {
 }
 
 }  // namespace
-}  // namespace mixprec::diagnostics
+}  // namespace mixprec::numerics

@@ -21,6 +21,14 @@
 namespace mixprec::diagnostics {
 namespace {
 
+using train::MachinePeaks;
+using train::measure_machine_peaks;
+using train::roofline_verdict;
+using train::floor_ms;
+using train::StepProfile;
+using train::profile_training_steps;
+using train::format_step_profile;
+
 // The row (op, phase, dtype), or nullptr.
 const OpStats* find(const ProfileData& d, const std::string& op, Phase phase, DType dtype) {
   for (const OpStats& s : d.ops) {

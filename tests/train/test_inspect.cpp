@@ -20,8 +20,11 @@
 #include "mixprec/ops/nn_functional.h"
 #include "mixprec/optim/adam.h"
 
-namespace mixprec::diagnostics {
+namespace mixprec::train {
 namespace {
+
+using numerics::TensorStats;
+using numerics::LostUpdates;
 
 using numerics::Format;
 
@@ -427,4 +430,4 @@ TEST(Inspect, Fp8RunReportsAmaxScaleAndFractionsPerLayerAndRole) {
 }
 
 }  // namespace
-}  // namespace mixprec::diagnostics
+}  // namespace mixprec::train

@@ -22,7 +22,7 @@ namespace {
 constexpr const char* kOp = "inspect";
 
 struct InspectFlags {
-  diagnostics::InspectOptions options;
+  train::InspectOptions options;
   int threads = 0;
   bool json = false;
   std::string svg;
@@ -70,7 +70,7 @@ void add_inspect_command(CLI::App& app) {
       "for every layer, what fp16, bf16 and fp8 would do to its activations, gradients and "
       "weight updates, with a verdict, alignment warnings and bytes per parameter");
   auto f = std::make_shared<InspectFlags>();
-  diagnostics::InspectOptions& o = f->options;
+  train::InspectOptions& o = f->options;
   cmd->add_option("--model", o.model, "Model: " + models::model_names())->required();
   cmd->add_option("--precision", o.precision,
                   "Mode to train in: fp32 (shows the values before any rounding), bf16, fp16 (with "
@@ -100,12 +100,12 @@ void add_inspect_command(CLI::App& app) {
     const InspectFlags flags = *f;
     validate(flags);
     if (flags.threads > 0) set_num_threads(flags.threads);
-    const diagnostics::InspectReport report = diagnostics::inspect_builtin(flags.options);
-    if (!flags.svg.empty()) diagnostics::write_inspect_svg(report, flags.svg);
+    const train::InspectReport report = train::inspect_builtin(flags.options);
+    if (!flags.svg.empty()) train::write_inspect_svg(report, flags.svg);
     if (flags.json) {
-      std::printf("%s\n", diagnostics::to_json(report).c_str());
+      std::printf("%s\n", train::to_json(report).c_str());
     } else {
-      std::printf("%s", diagnostics::to_text(report).c_str());
+      std::printf("%s", train::to_text(report).c_str());
       if (!flags.svg.empty()) std::printf("picture written to %s\n", flags.svg.c_str());
     }
   });

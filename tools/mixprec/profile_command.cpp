@@ -80,21 +80,21 @@ void add_profile_command(CLI::App& app) {
     flags.threads = threads_opt->count() > 0 ? *threads : num_threads();
     validate(flags);
     if (threads_opt->count() > 0) set_num_threads(flags.threads);
-    diagnostics::MachinePeaks peaks =
-        diagnostics::measure_machine_peaks(diagnostics::peak_gemm_n(1024));
+    train::MachinePeaks peaks =
+        train::measure_machine_peaks(train::peak_gemm_n(1024));
     // bf16 ops are floored at the bf16 GEMM rate (native bf16 dot products double it).
     if (flags.precision.find("bf16") != std::string::npos ||
         (flags.precision == "auto" && amp::choose_precision(cpu_features()).mode == amp::PrecisionMode::bf16)) {
       peaks.bf16_gflops =
-          diagnostics::measure_machine_peaks(diagnostics::peak_gemm_n(1024), 1, 5, DType::bf16).gflops;
+          train::measure_machine_peaks(train::peak_gemm_n(1024), 1, 5, DType::bf16).gflops;
     }
-    const diagnostics::StepProfile p = diagnostics::profile_training_steps(
+    const train::StepProfile p = train::profile_training_steps(
         flags.model, flags.precision, flags.batch_size, flags.steps, flags.warmup, peaks, flags.seed,
         flags.sizes);
     if (flags.json) {
-      std::printf("%s\n", diagnostics::to_json(p).c_str());
+      std::printf("%s\n", train::to_json(p).c_str());
     } else {
-      std::printf("%s", diagnostics::format_step_profile(p, flags.top).c_str());
+      std::printf("%s", train::format_step_profile(p, flags.top).c_str());
     }
   });
 }

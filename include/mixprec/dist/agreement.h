@@ -8,7 +8,7 @@
 #include <string>
 
 #include "mixprec/core/error.h"
-#include "mixprec/runtime/communicator.h"
+#include "mixprec/dist/communicator.h"
 
 namespace mixprec::dist {
 

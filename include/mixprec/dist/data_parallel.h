@@ -8,7 +8,7 @@
 
 #include "mixprec/tensor/tensor.h"
 #include "mixprec/data/batch_source.h"
-#include "mixprec/runtime/communicator.h"
+#include "mixprec/dist/communicator.h"
 
 namespace mixprec::dist {
 

@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "mixprec/tensor/tensor.h"
-#include "mixprec/runtime/communicator.h"
+#include "mixprec/dist/communicator.h"
 #include "mixprec/optim/optimizer.h"
 
 namespace mixprec::dist {

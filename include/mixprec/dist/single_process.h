@@ -1,7 +1,7 @@
 #pragma once
 /// The communicator of a job with one rank: every collective is the identity, so code written
 /// for N ranks runs unchanged (and at no cost) in one process.
-#include "mixprec/runtime/communicator.h"
+#include "mixprec/dist/communicator.h"
 
 namespace mixprec::dist {
 

@@ -2,7 +2,7 @@
 /// The process's communicator and facts about MPI support, chosen once per process.
 #include <string>
 
-#include "mixprec/runtime/communicator.h"
+#include "mixprec/dist/communicator.h"
 
 namespace mixprec::dist {
 

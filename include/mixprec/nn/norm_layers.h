@@ -7,7 +7,7 @@
 #include "mixprec/nn/module.h"
 #include "mixprec/ops/normalization.h"
 
-namespace mixprec::dist {
+namespace mixprec::runtime {
 class Communicator;
 }
 
@@ -17,7 +17,7 @@ namespace mixprec::nn {
 /// buffers "running_mean" (zeros) and "running_var" (ones), all f32 [num_features]. Training
 /// mode normalises with batch statistics and updates the running ones (PyTorch's rule, see
 /// mixprec::batch_norm); eval mode uses the running statistics. With set_sync, training mode
-/// uses the statistics of every rank's batch instead (dist::sync_batch_norm).
+/// uses the statistics of every rank's batch instead (ops::sync_batch_norm).
 class BatchNormBase : public Module {
  public:
   Tensor forward(const Tensor& x) override;
@@ -29,13 +29,13 @@ class BatchNormBase : public Module {
   /// statistics are this process's (not synchronised, or in eval mode).
   bool fuses_relu() const;
   /// Synchronised statistics: in training mode, normalise with the mean and variance of the
-  /// global batch of comm's ranks (dist::sync_batch_norm; forward and backward become
+  /// global batch of comm's ranks (ops::sync_batch_norm; forward and backward become
   /// collective), so that every rank must run this layer in step. nullptr (the default): this
   /// process's batch only. comm must outlive the layer's forward and backward passes. A
   /// communicator of one rank gives exactly the unsynchronised result; eval mode is unaffected.
-  void set_sync(const dist::Communicator* comm) { sync_ = comm; }
+  void set_sync(const runtime::Communicator* comm) { sync_ = comm; }
   /// The communicator set by set_sync, or nullptr.
-  const dist::Communicator* sync() const { return sync_; }
+  const runtime::Communicator* sync() const { return sync_; }
   const Tensor& weight() const { return weight_; }
   const Tensor& bias() const { return bias_; }
   const Tensor& running_mean() const { return running_mean_; }
@@ -53,13 +53,13 @@ class BatchNormBase : public Module {
   std::int64_t features_;
   float eps_, momentum_;
   Tensor weight_, bias_, running_mean_, running_var_;  // handles sharing the registered tensors
-  const dist::Communicator* sync_ = nullptr;
+  const runtime::Communicator* sync_ = nullptr;
 };
 
 /// Calls set_sync(comm) on every BatchNorm layer (BatchNorm1d/2d) of the module tree under root,
 /// root included (PyTorch's SyncBatchNorm.convert_sync_batchnorm, without replacing modules);
 /// nullptr turns synchronisation off again. Returns the number of layers set.
-std::int64_t set_sync_batchnorm(Module& root, const dist::Communicator* comm);
+std::int64_t set_sync_batchnorm(Module& root, const runtime::Communicator* comm);
 
 /// Batch norm over channels of x [N, C, H, W] (also [N, C]), C = num_features.
 class BatchNorm2d : public BatchNormBase {

@@ -15,7 +15,7 @@
 #include "mixprec/tensor/tensor.h"
 #include "mixprec/numerics/formats.h"
 
-namespace mixprec::diagnostics {
+namespace mixprec::numerics {
 
 /// The formats inspected, in the order of every per-format array below.
 inline constexpr std::array<numerics::Format, 4> kInspectFormats{
@@ -133,4 +133,4 @@ struct LostUpdates {
   }
 };
 
-}  // namespace mixprec::diagnostics
+}  // namespace mixprec::numerics

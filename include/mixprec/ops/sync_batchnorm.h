@@ -8,7 +8,7 @@
 #include "mixprec/tensor/tensor.h"
 #include "mixprec/runtime/communicator.h"
 
-namespace mixprec::dist {
+namespace mixprec::ops {
 
 /// Training-mode batch_norm (ops/normalization.h) of x [N, C, ...], this rank's shard of the
 /// global batch, with the statistics of every rank's shard: each rank computes per-channel count,
@@ -24,8 +24,8 @@ namespace mixprec::dist {
 /// shards may differ in size, even be empty, but the global batch needs more than one value per
 /// channel (ValueError on every rank otherwise). comm.size() == 1: exactly batch_norm(x, ...,
 /// training = true), with no communication.
-Tensor sync_batch_norm(const Communicator& comm, const Tensor& x, Tensor& running_mean,
+Tensor sync_batch_norm(const runtime::Communicator& comm, const Tensor& x, Tensor& running_mean,
                        Tensor& running_var, const Tensor& weight, const Tensor& bias,
                        float momentum = 0.1f, float eps = 1e-5f);
 
-}  // namespace mixprec::dist
+}  // namespace mixprec::ops

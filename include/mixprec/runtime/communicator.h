@@ -3,12 +3,15 @@
 /// to agree on gradients, "found inf" flags and start-up configuration. Implementations:
 /// SingleProcess (always) and an MPI one (when mixprec is built with MIXPREC_MPI), obtained from
 /// dist::world(). Public headers never include mpi.h, so users of mixprec need no MPI headers.
+/// The interface lives on the runtime floor so that ops (the synchronised batch norm) and nn can
+/// communicate through it; dist/ implements it and names it dist::Communicator too
+/// (mixprec/dist/communicator.h).
 #include <cstddef>
 #include <memory>
 #include <string>
 #include <string_view>
 
-namespace mixprec::dist {
+namespace mixprec::runtime {
 
 /// A contiguous range [begin, begin + count) of a buffer: one rank's share of it.
 struct Shard {
@@ -124,4 +127,4 @@ class Communicator {
   virtual std::string name() const = 0;
 };
 
-}  // namespace mixprec::dist
+}  // namespace mixprec::runtime

@@ -21,7 +21,7 @@
 #include "mixprec/nn/fp8_layers.h"
 #include "mixprec/nn/module.h"
 
-namespace mixprec::diagnostics {
+namespace mixprec::train {
 
 /// The four verdicts, from most to least demanding on the layer's numerics.
 enum class Verdict : std::uint8_t {
@@ -65,14 +65,14 @@ struct LayerReport {
   std::string type;  ///< e.g. "Conv2d"
   Shape output_shape;            ///< as last seen
   std::int64_t parameters = 0;   ///< elements of the module's own parameters
-  TensorStats activation;        ///< the module's output, in the dtype it was computed in
-  TensorStats output_grad;       ///< gradient of the output, unscaled (divided by the loss scale)
-  TensorStats output_grad_scaled;  ///< the same as backward saw it (times the scale); empty
+  numerics::TensorStats activation;        ///< the module's output, in the dtype it was computed in
+  numerics::TensorStats output_grad;       ///< gradient of the output, unscaled (divided by the loss scale)
+  numerics::TensorStats output_grad_scaled;  ///< the same as backward saw it (times the scale); empty
                                    ///< unless a loss scale was in use (fp16)
-  TensorStats weight_grad;       ///< gradients of the module's parameters (weight and bias), unscaled
-  TensorStats weight_grad_scaled;  ///< the same times the loss scale; empty unless fp16
-  TensorStats weight_update;     ///< Δw = master after - master before, of the steps not skipped
-  LostUpdates lost_updates;      ///< of those updates (numerics/tensor_stats.h)
+  numerics::TensorStats weight_grad;       ///< gradients of the module's parameters (weight and bias), unscaled
+  numerics::TensorStats weight_grad_scaled;  ///< the same times the loss scale; empty unless fp16
+  numerics::TensorStats weight_update;     ///< Δw = master after - master before, of the steps not skipped
+  numerics::LostUpdates lost_updates;      ///< of those updates (numerics/tensor_stats.h)
   /// Largest fraction of this layer's unscaled gradients (output and parameters) that would
   /// flush to zero in fp16 at the reference loss scale 2^InspectReport::reference_scale_log2.
   double fp16_grad_underflow_at_reference = 0;
@@ -197,4 +197,4 @@ std::string render_inspect_svg(const InspectReport& report);
 /// Writes render_inspect_svg(report) to path atomically; ValueError naming the path otherwise.
 void write_inspect_svg(const InspectReport& report, const std::string& path);
 
-}  // namespace mixprec::diagnostics
+}  // namespace mixprec::train

@@ -4,7 +4,7 @@
 /// down, one layer at a time, on evidence gathered from the run itself:
 ///   - on sampled steps (every AutopilotOptions::sample_every steps, and the step after every
 ///     skipped one) a forward observer counts, per layer, what its output and its output's
-///     gradient hold (in one pass at the exact rounding boundaries of diagnostics::cast_thresholds:
+///     gradient hold (in one pass at the exact rounding boundaries of numerics::cast_thresholds:
 ///     non-finite values, largest magnitude, fp16
 ///     subnormals and flushes at the loss scale in use), and the layer's GEMM FLOPs;
 ///   - the GradScaler's skip history over the last steps.
@@ -29,7 +29,7 @@
 #include <vector>
 
 #include "mixprec/core/dtype.h"
-#include "mixprec/runtime/communicator.h"
+#include "mixprec/dist/communicator.h"
 #include "mixprec/nn/module.h"
 
 namespace mixprec::train {

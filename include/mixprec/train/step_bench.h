@@ -85,7 +85,7 @@ struct StepBenchResult {
   double gemm_flops_per_step = 0;  ///< step_gemm_flops of the layers
   double optimizer_bytes = 0;      ///< optim::Optimizer::step_bytes()
   /// ... and the step at them: one more step, profiled, with every op at its roofline
-  /// (diagnostics::floor_ms: GEMM, convolution and attention FLOPs at the GEMM peak of their
+  /// (train::floor_ms: GEMM, convolution and attention FLOPs at the GEMM peak of their
   /// dtype, memory-bound passes such as norms, activations, pooling, casts and the optimizer at
   /// copy_gbps), in ms. What the step spends above it is its distance from this machine's limits.
   double hw_floor_ms = 0;

@@ -9,7 +9,7 @@
 #include "mixprec/models/zoo.h"
 #include "mixprec/runtime/profiler.h"
 
-namespace mixprec::diagnostics {
+namespace mixprec::train {
 
 /// This machine's measured ceilings, the two lines of its roofline.
 struct MachinePeaks {
@@ -47,7 +47,7 @@ const char* roofline_verdict(double flops, double bytes, const MachinePeaks& pea
 /// An op row's floor in ms: its FLOPs at the GEMM peak of its dtype (bf16_gflops for bf16 where
 /// measured, else gflops) or its bytes at the copy bandwidth, whichever takes longer: the time
 /// the machine cannot go below for that work.
-double floor_ms(const OpStats& s, const MachinePeaks& peaks);
+double floor_ms(const diagnostics::OpStats& s, const MachinePeaks& peaks);
 
 /// What profile_training_steps measured.
 struct StepProfile {
@@ -61,7 +61,7 @@ struct StepProfile {
   /// Host <-> device crossings during the profiled steps (core/transfer.h): downloads are host
   /// synchronisations; bytes count only what crossed to or from a device (0 on cpu).
   TransferStats transfers;
-  ProfileData data;             ///< the op table, the casts, the "could run lower" list
+  diagnostics::ProfileData data;             ///< the op table, the casts, the "could run lower" list
 };
 
 /// Runs warmup unprofiled steps, then steps steps under a Profile session, each step the
@@ -90,4 +90,4 @@ std::string format_step_profile(const StepProfile& profile, std::size_t max_rows
 /// could_run_lower_ms.
 std::string to_json(const StepProfile& profile, int indent = 2);
 
-}  // namespace mixprec::diagnostics
+}  // namespace mixprec::train

@@ -26,7 +26,7 @@
 #include "mixprec/amp/grad_scaler.h"
 #include "mixprec/amp/precision.h"
 #include "mixprec/tensor/tensor.h"
-#include "mixprec/runtime/communicator.h"
+#include "mixprec/dist/communicator.h"
 #include "mixprec/dist/sharded_parameters.h"
 #include "mixprec/nn/module.h"
 #include "mixprec/optim/lr_scheduler.h"

@@ -123,7 +123,7 @@ struct TrainConfig {
   /// StepConfig::inject_overflow (fp16 fault drill; not inherited by a resume either).
   std::string inject_overflow;
   /// Data parallel: BatchNorm layers normalise with the global batch's statistics, exchanged
-  /// between the ranks in every training step (dist::sync_batch_norm); false: each rank's own
+  /// between the ranks in every training step (ops::sync_batch_norm); false: each rank's own
   /// shard's. Changes nothing with one process. Unlike the layout fields above it decides what
   /// a multi-rank run computes, so a resume inherits it; a resume may still change it (it is
   /// not part of the compatibility check, like the number of ranks).
