@@ -135,7 +135,7 @@ void BM_ResidualLayerNorm(benchmark::State& state) {
   const Tensor x = Tensor::randn({rows, cols}, 1);
   const Tensor delta = Tensor::randn({rows, cols}, 2, DType::bf16);
   const Tensor w = Tensor::ones({cols}), b = Tensor::zeros({cols});
-  mixprec::amp::Autocast region(true, DType::bf16);
+  mixprec::runtime::Autocast region(true, DType::bf16);
   for (auto _ : state) {
     if (fused) {
       const mixprec::ResidualNorm r = mixprec::add_layer_norm(x, delta, 1, w, b);

@@ -75,6 +75,7 @@
 #include "mixprec/optim/sgd.h"
 
 // amp/: loss scaling, precision modes
+#include "mixprec/amp/autocast.h"
 #include "mixprec/amp/grad_scaler.h"
 #include "mixprec/amp/precision.h"
 

@@ -143,7 +143,7 @@ std::vector<Tensor> CheckpointNode::backward(const Tensor& grad_output) {
     RandomStateRestore restore(*child_);
     child_->set_random_state(random_state_);
     autograd::GradModeGuard grad_on(true);
-    amp::Autocast region(autocast_, autocast_dtype_);
+    runtime::Autocast region(autocast_, autocast_dtype_);
     out = (*child_)(replay);
   }
   MIXPREC_CHECK(out.shape() == output_shape && out.dtype() == output_dtype, StateError, kOp,
@@ -203,8 +203,8 @@ Tensor Checkpoint::forward_inputs(const std::vector<Tensor>& inputs) {
   out = out.detach();
   autograd::attach_all(out,
                        std::make_shared<CheckpointNode>(child_, inputs, std::move(random_state),
-                                                        amp::autocast_enabled(),
-                                                        amp::autocast_dtype()),
+                                                        runtime::autocast_enabled(),
+                                                        runtime::autocast_dtype()),
                        edges);
   return out;
 }

@@ -24,7 +24,7 @@ void collect_linears(const Module& m, std::vector<std::pair<const Linear*, std::
 
 }  // namespace
 
-Fp8Layers::Fp8Layers(Module& model, const amp::Fp8Recipe& recipe,
+Fp8Layers::Fp8Layers(Module& model, const runtime::Fp8Recipe& recipe,
                      const std::map<std::string, bool>& overrides, const std::string& source)
     : recipe_(recipe), found_inf_(Tensor::zeros({1})) {
   recipe_.validate();

@@ -176,7 +176,7 @@ Tensor Module::operator()(const std::vector<Tensor>& inputs) {
   if (autograd::anomaly_enabled()) [[unlikely]] anomaly_scope.emplace(*this, &describe_for_anomaly);
   if (!has_compute_override_) return forward_inputs(inputs);
   const bool lower = compute_override_ != DType::f32;
-  amp::Autocast region(lower, lower ? compute_override_ : amp::autocast_dtype());
+  runtime::Autocast region(lower, lower ? compute_override_ : runtime::autocast_dtype());
   std::vector<Tensor> widened = inputs;
   for (Tensor& x : widened) {
     if (!lower && x.defined() && x.dtype() != DType::f32) x = x.to(DType::f32);
@@ -187,7 +187,7 @@ Tensor Module::operator()(const std::vector<Tensor>& inputs) {
 Tensor Module::call_forward(const Tensor& x) {
   if (!has_compute_override_) return forward(x);
   const bool lower = compute_override_ != DType::f32;
-  amp::Autocast region(lower, lower ? compute_override_ : amp::autocast_dtype());
+  runtime::Autocast region(lower, lower ? compute_override_ : runtime::autocast_dtype());
   // Inputs arriving in 16 bits are widened so an f32 module really computes in f32.
   return forward(!lower && x.dtype() != DType::f32 ? x.to(DType::f32) : x);
 }

@@ -150,7 +150,7 @@ void check_inputs(const Tensor& q, const Tensor& k, const Tensor& v) {
   MIXPREC_CHECK(q.dtype() == k.dtype() && k.dtype() == v.dtype(), DTypeError, kOp,
                 "q, k and v must share one dtype, got " << name(q.dtype()) << ", "
                     << name(k.dtype()) << " and " << name(v.dtype())
-                    << "; cast them, or run under amp::Autocast which casts all three");
+                    << "; cast them, or run under runtime::Autocast which casts all three");
   require_compute_dtype(kOp, q.dtype());
   const Shape lead(q.shape().begin(), q.shape().end() - 2);
   MIXPREC_CHECK(k.dim() == q.dim() && v.dim() == q.dim() &&
@@ -173,13 +173,13 @@ void check_inputs(const Tensor& q, const Tensor& k, const Tensor& v) {
 Tensor scaled_dot_product_attention(const Tensor& q_arg, const Tensor& k_arg, const Tensor& v_arg,
                                     const Tensor& attn_mask, float dropout_p, bool is_causal,
                                     std::optional<float> scale, std::uint64_t seed) {
-  diagnostics::detail::OpScope prof(amp::OpKind::scaled_dot_product_attention);
+  diagnostics::detail::OpScope prof(runtime::OpKind::scaled_dot_product_attention);
   ops::detail::require_defined(kOp, q_arg, "q");
   ops::detail::require_defined(kOp, k_arg, "k");
   ops::detail::require_defined(kOp, v_arg, "v");
   // The mask is not cast: it is read in f32 whatever its dtype.
   const std::vector<Tensor> cast_in =
-      amp::autocast_inputs(amp::OpKind::scaled_dot_product_attention, {&q_arg, &k_arg, &v_arg});
+      runtime::autocast_inputs(runtime::OpKind::scaled_dot_product_attention, {&q_arg, &k_arg, &v_arg});
   const Tensor& q = cast_in[0];
   const Tensor& k = cast_in[1];
   const Tensor& v = cast_in[2];
@@ -218,7 +218,7 @@ Tensor scaled_dot_product_attention(const Tensor& q_arg, const Tensor& k_arg, co
   // The 16-bit spec (P and dS rounded to the compute dtype) unless the user asked for highest;
   // an f32 call keeps f32 throughout (the kernels reject round_probs there).
   desc.round_probs = q.dtype() != DType::f32 &&
-                     amp::attention_precision() != amp::AttentionPrecision::highest;
+                     runtime::attention_precision() != runtime::AttentionPrecision::highest;
 
   // q, k, v are read where they are: contiguous, or [B, H, T, w] views of [B, T, H, w] memory
   // (the projections' output with its heads split by reshape + permute: no copy); the output

@@ -61,10 +61,10 @@ class WhereNode final : public autograd::Node {
 
 Tensor cat(const std::vector<Tensor>& tensors_arg, std::int64_t dim) {
   const char* op = "cat";
-  diagnostics::detail::OpScope prof(amp::OpKind::cat);
+  diagnostics::detail::OpScope prof(runtime::OpKind::cat);
   MIXPREC_CHECK(!tensors_arg.empty(), ValueError, op, "needs at least one tensor");
   for (const Tensor& t : tensors_arg) ops::detail::require_defined(op, t, "tensors");
-  const std::vector<Tensor> tensors = amp::autocast_inputs(amp::OpKind::cat, tensors_arg);
+  const std::vector<Tensor> tensors = runtime::autocast_inputs(runtime::OpKind::cat, tensors_arg);
   const Tensor& first = tensors.front();
   const std::int64_t d = ops::detail::wrap_dim(op, dim, first.dim());
   Shape out_shape = first.shape();
@@ -106,7 +106,7 @@ Tensor cat(const std::vector<Tensor>& tensors_arg, std::int64_t dim) {
 }
 
 Tensor stack(const std::vector<Tensor>& tensors, std::int64_t dim) {
-  diagnostics::detail::OpScope prof(amp::OpKind::stack);
+  diagnostics::detail::OpScope prof(runtime::OpKind::stack);
   MIXPREC_CHECK(!tensors.empty(), ValueError, "stack", "needs at least one tensor");
   ops::detail::require_defined("stack", tensors.front(), "tensors");
   const std::int64_t nd = tensors.front().dim() + 1;
@@ -121,7 +121,7 @@ Tensor stack(const std::vector<Tensor>& tensors, std::int64_t dim) {
     s.insert(s.begin() + d, 1);
     expanded.push_back(t.reshape(s));
   }
-  amp::autocast_inputs(amp::OpKind::stack, {});  // the policy is applied by cat below
+  runtime::autocast_inputs(runtime::OpKind::stack, {});  // the policy is applied by cat below
   Tensor out = cat(expanded, d);
   prof.done_composite(out);  // cat reports the work
   return out;
@@ -129,11 +129,11 @@ Tensor stack(const std::vector<Tensor>& tensors, std::int64_t dim) {
 
 Tensor where(const Tensor& condition, const Tensor& a_arg, const Tensor& b_arg) {
   const char* op = "where";
-  diagnostics::detail::OpScope prof(amp::OpKind::where);
+  diagnostics::detail::OpScope prof(runtime::OpKind::where);
   ops::detail::require_defined(op, condition, "condition");
   ops::detail::require_defined(op, a_arg, "a");
   ops::detail::require_defined(op, b_arg, "b");
-  const std::vector<Tensor> in = amp::autocast_inputs(amp::OpKind::where, {&a_arg, &b_arg});
+  const std::vector<Tensor> in = runtime::autocast_inputs(runtime::OpKind::where, {&a_arg, &b_arg});
   const Tensor& a = in[0];
   const Tensor& b = in[1];
   MIXPREC_CHECK(condition.shape() == a.shape() && a.shape() == b.shape(), ShapeError, op,

@@ -56,16 +56,16 @@ class Conv2dNode final : public autograd::Node {
 Tensor conv2d(const Tensor& x_arg, const Tensor& weight_arg, const Tensor& bias_arg,
               std::int64_t stride, std::int64_t padding) {
   const char* op = "conv2d";
-  diagnostics::detail::OpScope prof(amp::OpKind::conv2d);
+  diagnostics::detail::OpScope prof(runtime::OpKind::conv2d);
   ops::detail::require_defined(op, x_arg, "x");
   ops::detail::require_defined(op, weight_arg, "weight");
   // The bias stays as given: an f32 bias is added in f32 before the output's single rounding.
   const std::vector<Tensor> cast_in =
-      amp::autocast_inputs(amp::OpKind::conv2d, {&x_arg, &weight_arg});
+      runtime::autocast_inputs(runtime::OpKind::conv2d, {&x_arg, &weight_arg});
   const Tensor& x = cast_in[0];
   const Tensor& weight = cast_in[1];
   Tensor bias = bias_arg;
-  if (bias.defined() && amp::autocast_enabled() && bias.dtype() != x.dtype() &&
+  if (bias.defined() && runtime::autocast_enabled() && bias.dtype() != x.dtype() &&
       bias.dtype() != DType::f32) {
     bias = cast(bias, DType::f32);  // e.g. a bf16 bias in an f16 region
   }
@@ -81,7 +81,7 @@ Tensor conv2d(const Tensor& x_arg, const Tensor& weight_arg, const Tensor& bias_
                 "x and weight have different dtypes (" << name(x.dtype()) << " and "
                                                        << name(weight.dtype())
                                                        << "); cast one with .to(), or run under "
-                                                          "amp::Autocast which casts both");
+                                                          "runtime::Autocast which casts both");
   if (bias.defined()) {
     MIXPREC_CHECK(bias.dim() == 1 && bias.size(0) == weight.size(0), ShapeError, op,
                   "bias must have shape [" << weight.size(0) << "], got "
@@ -98,7 +98,7 @@ Tensor conv2d(const Tensor& x_arg, const Tensor& weight_arg, const Tensor& bias_
   const MemoryFormat format = x.memory_format();
   d.channels_last = format == MemoryFormat::channels_last;
   // f32 convolutions follow the matmul precision, as the GEMMs do (ops/matmul_ops.cpp).
-  d.tf32 = d.dtype == DType::f32 && amp::matmul_precision() != amp::MatmulPrecision::highest;
+  d.tf32 = d.dtype == DType::f32 && runtime::matmul_precision() != runtime::MatmulPrecision::highest;
   kernels::validate_conv2d(op, d);
 
   const Tensor xc = x.detach().contiguous(format);

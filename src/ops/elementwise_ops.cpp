@@ -35,11 +35,11 @@ class UnaryNode final : public autograd::Node {
   Tensor x_, y_;  // dense input and output, in one memory format
 };
 
-Tensor unary_op(amp::OpKind kind, UnaryOp op, const Tensor& x_arg) {
+Tensor unary_op(runtime::OpKind kind, UnaryOp op, const Tensor& x_arg) {
   const char* op_name = kernels::name(op);
   diagnostics::detail::OpScope prof(kind);
   ops::detail::require_defined(op_name, x_arg, "x");
-  const Tensor x_in = amp::autocast_inputs(kind, {&x_arg})[0];
+  const Tensor x_in = runtime::autocast_inputs(kind, {&x_arg})[0];
   // A channels-last input stays so (a convnet's ReLU): the kernel maps the dense memory as one
   // row, whatever order its elements are in.
   const MemoryFormat format = x_in.memory_format();
@@ -113,7 +113,7 @@ class BinaryNode final : public autograd::Node {
   DType a_dtype_ = DType::f32, b_dtype_ = DType::f32;
 };
 
-Tensor binary_op(amp::OpKind kind, BinaryOp op, const Tensor& a_arg, const Tensor& b_arg) {
+Tensor binary_op(runtime::OpKind kind, BinaryOp op, const Tensor& a_arg, const Tensor& b_arg) {
   diagnostics::detail::OpScope prof(kind);
   ops::detail::require_defined(kernels::name(op), a_arg, "a");
   ops::detail::require_defined(kernels::name(op), b_arg, "b");
@@ -122,14 +122,14 @@ Tensor binary_op(amp::OpKind kind, BinaryOp op, const Tensor& a_arg, const Tenso
   // give the same values, dtype and gradients, for a pass and an f32 copy kept until backward
   // (a transformer's residual adds meet a 16-bit sublayer output and an f32 stream). Not div:
   // its gradient squares b, which a 16-bit b would do in 16 bits.
-  const bool casts = !amp::autocast_enabled() || op == BinaryOp::div ||
-                     amp::policy_row(kind).policy != amp::CastPolicy::promote;
+  const bool casts = !runtime::autocast_enabled() || op == BinaryOp::div ||
+                     runtime::policy_row(kind).policy != runtime::CastPolicy::promote;
   if (!casts) {
     require_compute_dtype(kernels::name(op), a_arg.dtype());
     require_compute_dtype(kernels::name(op), b_arg.dtype());
   }
   const std::vector<Tensor> in =
-      casts ? amp::autocast_inputs(kind, {&a_arg, &b_arg}) : std::vector<Tensor>{a_arg, b_arg};
+      casts ? runtime::autocast_inputs(kind, {&a_arg, &b_arg}) : std::vector<Tensor>{a_arg, b_arg};
   const Tensor& a = in[0];
   const Tensor& b = in[1];
   Tensor out = ops::detail::binary_raw(op, a, b);
@@ -174,24 +174,24 @@ class AffineNode final : public autograd::Node {
 }  // namespace
 
 #define MIXPREC_DEFINE_UNARY_FN(op, api, ...) \
-  MIXPREC_OP_IF_##api(Tensor op(const Tensor& x) { return unary_op(amp::OpKind::op, UnaryOp::op, x); })
+  MIXPREC_OP_IF_##api(Tensor op(const Tensor& x) { return unary_op(runtime::OpKind::op, UnaryOp::op, x); })
 MIXPREC_UNARY_OPS(MIXPREC_DEFINE_UNARY_FN)
 #undef MIXPREC_DEFINE_UNARY_FN
 
 Tensor gelu(const Tensor& x, GeluApproximation approximate) {
-  return unary_op(amp::OpKind::gelu,
+  return unary_op(runtime::OpKind::gelu,
                   approximate == GeluApproximation::tanh ? UnaryOp::gelu_tanh : UnaryOp::gelu, x);
 }
 
 #define MIXPREC_DEFINE_BINARY_FN(op, api, ...)                 \
   MIXPREC_OP_IF_##api(Tensor op(const Tensor& a, const Tensor& b) { \
-    return binary_op(amp::OpKind::op, BinaryOp::op, a, b);          \
+    return binary_op(runtime::OpKind::op, BinaryOp::op, a, b);          \
   })
 MIXPREC_BINARY_OPS(MIXPREC_DEFINE_BINARY_FN)
 #undef MIXPREC_DEFINE_BINARY_FN
 
 Tensor affine(const Tensor& x_in, float alpha, float beta) {
-  diagnostics::detail::OpScope prof(amp::OpKind::affine);
+  diagnostics::detail::OpScope prof(runtime::OpKind::affine);
   ops::detail::require_defined("affine", x_in, "x");
   require_compute_dtype("affine", x_in.dtype());
   const Tensor x = x_in.contiguous();

@@ -46,8 +46,8 @@ namespace {
 Tensor embedding_of(const Tensor& weight_arg, std::shared_ptr<Storage> device_indices,
                     std::int64_t count, const Shape& index_shape, std::int64_t padding_idx) {
   const char* op = "embedding";
-  diagnostics::detail::OpScope prof(amp::OpKind::embedding);
-  const Tensor weight = amp::autocast_inputs(amp::OpKind::embedding, {&weight_arg})[0];
+  diagnostics::detail::OpScope prof(runtime::OpKind::embedding);
+  const Tensor weight = runtime::autocast_inputs(runtime::OpKind::embedding, {&weight_arg})[0];
   MIXPREC_CHECK(weight.dim() == 2, ShapeError, op,
                 "weight must be the table [V, D], got " << to_string(weight.shape()));
   const Tensor table = weight.contiguous();

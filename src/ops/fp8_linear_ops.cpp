@@ -73,19 +73,19 @@ void observe_cast(const Tensor& t, const Tensor& q, const Tensor& scale, DType f
 
 /// Quantises the contiguous tensor t (f32/bf16/f16) to fmt with the role's state, as the recipe
 /// says, raising found_inf when t's amax is NaN or Inf.
-Quantized quantize(const Tensor& t, Fp8TensorState& s, DType fmt, const amp::Fp8Recipe& recipe,
+Quantized quantize(const Tensor& t, Fp8TensorState& s, DType fmt, const runtime::Fp8Recipe& recipe,
                    const Tensor& found_inf, bool observe) {
   const std::int64_t n = t.numel();
   const std::int64_t len = recipe.history_length();
   MIXPREC_CHECK(s.history.numel() == len, ValueError, kOp,
                 "the state's amax history has " << s.history.numel() << " entries but the recipe ("
-                    << amp::to_string(recipe) << ") needs " << len);
+                    << runtime::to_string(recipe) << ") needs " << len);
   Tensor q = Tensor::empty(t.shape(), fmt);
   auto* hist = s.history.data<float>();
   auto* scale = s.scale.data<float>();
   auto* amax = s.amax.data<float>();
   auto* found = found_inf.data<float>();
-  if (recipe.scaling == amp::Fp8Scaling::current) {
+  if (recipe.scaling == runtime::Fp8Scaling::current) {
     // Two passes: the amax decides the scale this very cast uses.
     kernels::fp8_scaled_cast(t.data_ptr(), t.dtype(), nullptr, fmt, n, nullptr, amax);
     kernels::fp8_scale_update(hist, len, amax, scale, fmt, recipe.margin, found);
@@ -125,15 +125,15 @@ enum Saved : std::size_t { kXq, kXScale, kWq, kWScale, kGHistory, kGScale, kGAma
 
 std::vector<Tensor> fp8_linear_backward(autograd::FunctionContext& ctx, const Tensor& dy_arg) {
   const std::vector<Tensor>& saved = ctx.saved_tensors();
-  amp::Fp8Recipe recipe;
-  recipe.scaling = static_cast<amp::Fp8Scaling>(static_cast<int>(ctx.scalar("scaling")));
+  runtime::Fp8Recipe recipe;
+  recipe.scaling = static_cast<runtime::Fp8Scaling>(static_cast<int>(ctx.scalar("scaling")));
   recipe.amax_history = static_cast<std::int64_t>(ctx.scalar("history"));
   recipe.margin = static_cast<int>(ctx.scalar("margin"));
-  recipe.formats = static_cast<amp::Fp8Formats>(static_cast<int>(ctx.scalar("formats")));
+  recipe.formats = static_cast<runtime::Fp8Formats>(static_cast<int>(ctx.scalar("formats")));
   Fp8TensorState grad{saved[kGHistory], saved[kGScale], saved[kGAmax], saved[kGObserved]};
   const bool observe = ctx.scalar("observe") != 0.0;
   // The gradients are f32 whatever autocast state the forward had.
-  amp::Autocast off(false, amp::autocast_dtype());
+  runtime::Autocast off(false, runtime::autocast_dtype());
   const Tensor& xq = saved[kXq];  // [M, K]
   const Tensor& wq = saved[kWq];  // [N, K]
   const std::int64_t m = xq.size(0), out = wq.size(0);
@@ -159,7 +159,7 @@ std::vector<Tensor> fp8_linear_backward(autograd::FunctionContext& ctx, const Te
 
 }  // namespace
 
-Fp8LinearState::Fp8LinearState(const amp::Fp8Recipe& r) : recipe(r) {
+Fp8LinearState::Fp8LinearState(const runtime::Fp8Recipe& r) : recipe(r) {
   recipe.validate();
   const std::int64_t len = recipe.history_length();
   input = make_role_state(len);
@@ -174,20 +174,20 @@ Tensor fp8_linear(const Tensor& x, const Tensor& weight, const Tensor& bias,
   ops::detail::check_linear_shapes(kOp, x, weight, bias);
   require_compute_dtype(kOp, x.dtype());
   require_compute_dtype(kOp, weight.dtype());
-  const bool autocast = amp::autocast_enabled();
-  const DType out_dtype = autocast ? amp::autocast_dtype() : DType::f32;
+  const bool autocast = runtime::autocast_enabled();
+  const DType out_dtype = autocast ? runtime::autocast_dtype() : DType::f32;
   const autograd::CustomFunction fn{
       kOp,
       [&state, out_dtype](autograd::FunctionContext& ctx, const std::vector<Tensor>& in) {
         const Tensor& xin = in[0];
         const std::int64_t k = in[1].size(1);
         const Tensor x2 = xin.contiguous().reshape({xin.numel() / std::max<std::int64_t>(k, 1), k});
-        const amp::Fp8Recipe& r = state.recipe;
+        const runtime::Fp8Recipe& r = state.recipe;
         const Quantized qx =
             quantize(x2, state.input, r.forward_format(), r, state.found_inf, state.observe);
         const Quantized qw = quantize(in[1].contiguous(), state.weight, r.forward_format(), r,
                                       state.found_inf, state.observe);
-        amp::Autocast off(false, amp::autocast_dtype());
+        runtime::Autocast off(false, runtime::autocast_dtype());
         // Without a bias the GEMM rounds straight to the output dtype; a bias is added to the
         // f32 product first, so the output is rounded once either way.
         const bool has_bias = in[2].defined();

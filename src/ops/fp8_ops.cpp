@@ -88,7 +88,7 @@ Tensor fp8_matmul(const Tensor& a, const Tensor& b) {
   log_emulation("matmul", a, b);
   // fp8 is not in the autocast table: the GEMM runs in f32 whatever region is active, so the
   // result is the exact-input, f32-accumulated product (not rounded to bf16 or f16).
-  amp::Autocast off(false, amp::autocast_dtype());
+  runtime::Autocast off(false, runtime::autocast_dtype());
   return matmul(decode(a), decode(b));
 }
 
@@ -98,7 +98,7 @@ Tensor fp8_linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
   }
   require_both_fp8("linear", x, "x", weight, "weight");
   log_emulation("linear", x, weight);
-  amp::Autocast off(false, amp::autocast_dtype());
+  runtime::Autocast off(false, runtime::autocast_dtype());
   return linear(decode(x), decode(weight), bias.defined() ? decode(bias) : Tensor());
 }
 

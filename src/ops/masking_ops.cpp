@@ -43,11 +43,11 @@ class MaskedFillNode final : public autograd::Node {
 
 Tensor masked_fill(const Tensor& x_arg, const Tensor& mask, float value) {
   const char* op = "masked_fill";
-  diagnostics::detail::OpScope prof(amp::OpKind::masked_fill);
+  diagnostics::detail::OpScope prof(runtime::OpKind::masked_fill);
   ops::detail::require_defined(op, x_arg, "x");
   ops::detail::require_defined(op, mask, "mask");
   require_compute_dtype(op, mask.dtype());
-  const Tensor x = amp::autocast_inputs(amp::OpKind::masked_fill, {&x_arg})[0];
+  const Tensor x = runtime::autocast_inputs(runtime::OpKind::masked_fill, {&x_arg})[0];
   const Shape b = ops::detail::broadcast_shapes(op, x.shape(), mask.shape());
   MIXPREC_CHECK(b == x.shape(), ShapeError, op,
                 "mask " << to_string(mask.shape()) << " does not broadcast to x's shape "

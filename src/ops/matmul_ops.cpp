@@ -22,8 +22,8 @@ void gemm(const Tensor& a, bool ta, const Tensor& b, bool tb, std::int64_t m, st
   d.trans_a = ta; d.trans_b = tb;
   d.dtype = a.dtype();
   d.c_dtype = c.dtype();
-  d.bf16_fpmath = a.dtype() == DType::f32 && amp::matmul_precision() == amp::MatmulPrecision::medium;
-  d.tf32 = a.dtype() == DType::f32 && amp::matmul_precision() != amp::MatmulPrecision::highest;
+  d.bf16_fpmath = a.dtype() == DType::f32 && runtime::matmul_precision() == runtime::MatmulPrecision::medium;
+  d.tf32 = a.dtype() == DType::f32 && runtime::matmul_precision() != runtime::MatmulPrecision::highest;
   const void* bias_data = nullptr;
   if (bias != nullptr && bias->defined()) {
     d.has_bias = true;
@@ -46,7 +46,7 @@ void check_same_dtype(const char* op, const Tensor& a, const Tensor& b) {
                 "operands have different dtypes (" << name(a.dtype()) << " and "
                                                    << name(b.dtype())
                                                    << "); cast one with .to(), or run under "
-                                                      "amp::Autocast which casts both");
+                                                      "runtime::Autocast which casts both");
 }
 
 // The dtype to compute a parameter gradient in: f32 straight from the f32 accumulator when the
@@ -132,14 +132,14 @@ class MatmulNode final : public autograd::Node {
 
 Tensor linear(const Tensor& x_arg, const Tensor& weight_arg, const Tensor& bias_arg) {
   const char* op = "linear";
-  diagnostics::detail::OpScope prof(amp::OpKind::linear);
+  diagnostics::detail::OpScope prof(runtime::OpKind::linear);
   ops::detail::require_defined(op, x_arg, "x");
   ops::detail::require_defined(op, weight_arg, "weight");
   if (ops::detail::any_fp8({&x_arg, &weight_arg, &bias_arg})) {
     return ops::detail::fp8_linear(x_arg, weight_arg, bias_arg);  // decode to f32, f32 GEMM
   }
   const std::vector<Tensor> cast_in =
-      amp::autocast_inputs(amp::OpKind::linear, {&x_arg, &weight_arg, &bias_arg});
+      runtime::autocast_inputs(runtime::OpKind::linear, {&x_arg, &weight_arg, &bias_arg});
   const Tensor& x = cast_in[0];
   const Tensor& weight = cast_in[1];
   const Tensor& bias = cast_in[2];
@@ -177,9 +177,9 @@ Tensor matmul(const Tensor& a_arg, const Tensor& b_arg) {
   if (ops::detail::any_fp8({&a_arg, &b_arg})) {
     return ops::detail::fp8_matmul(a_arg, b_arg);  // decode to f32, f32 GEMM
   }
-  const amp::OpKind kind = a_arg.dim() == 3 ? amp::OpKind::bmm : amp::OpKind::matmul;
+  const runtime::OpKind kind = a_arg.dim() == 3 ? runtime::OpKind::bmm : runtime::OpKind::matmul;
   diagnostics::detail::OpScope prof(kind);
-  const std::vector<Tensor> cast_in = amp::autocast_inputs(kind, {&a_arg, &b_arg});
+  const std::vector<Tensor> cast_in = runtime::autocast_inputs(kind, {&a_arg, &b_arg});
   const Tensor& a = cast_in[0];
   const Tensor& b = cast_in[1];
   check_same_dtype(op, a, b);

@@ -182,7 +182,7 @@ BatchNormInputs prepare_batch_norm(const char* op, const Tensor& x, const Tensor
                                    const Tensor& running_var, const Tensor& weight, const Tensor& bias,
                                    bool training, float momentum, float eps) {
   require_defined(op, x, "x");
-  std::vector<Tensor> in = amp::autocast_inputs(amp::OpKind::batch_norm, {&x, &weight, &bias});
+  std::vector<Tensor> in = runtime::autocast_inputs(runtime::OpKind::batch_norm, {&x, &weight, &bias});
   BatchNormInputs out{std::move(in[0]), std::move(in[1]), std::move(in[2]), {}};
   out.d = check_batch_norm_args(op, out.x, running_mean, running_var, out.weight, out.bias, training, momentum, eps);
   return out;
@@ -210,7 +210,7 @@ Tensor batch_norm_impl(const char* op, const Tensor& x_arg, Tensor& running_mean
                        Tensor& running_var, const Tensor& weight_arg, const Tensor& bias_arg,
                        bool training, float momentum, float eps, BatchNormEpilogue epilogue,
                        const Tensor* residual) {
-  diagnostics::detail::OpScope prof(amp::OpKind::batch_norm);
+  diagnostics::detail::OpScope prof(runtime::OpKind::batch_norm);
   const ops::detail::BatchNormInputs in = ops::detail::prepare_batch_norm(
       op, x_arg, running_mean, running_var, weight_arg, bias_arg, training, momentum, eps);
   const Tensor& x = in.x;
@@ -317,7 +317,7 @@ LayerNormPlan plan_layer_norm(const char* op, const Shape& x_shape, std::int64_t
 /// fp32_to_lower: statistics and normalisation in f32 from any input dtype; under autocast the
 /// output is stored in the region's dtype, rounded once, as the next GEMM would cast it.
 DType layer_norm_output_dtype(DType x_dtype) {
-  return amp::autocast_enabled() ? amp::autocast_dtype() : x_dtype;
+  return runtime::autocast_enabled() ? runtime::autocast_dtype() : x_dtype;
 }
 
 }  // namespace
@@ -325,10 +325,10 @@ DType layer_norm_output_dtype(DType x_dtype) {
 Tensor layer_norm(const Tensor& x_arg, std::int64_t normalized_dims, const Tensor& weight_arg,
                   const Tensor& bias_arg, float eps) {
   const char* op = "layer_norm";
-  diagnostics::detail::OpScope prof(amp::OpKind::layer_norm);
+  diagnostics::detail::OpScope prof(runtime::OpKind::layer_norm);
   ops::detail::require_defined(op, x_arg, "x");
   const std::vector<Tensor> in =
-      amp::autocast_inputs(amp::OpKind::layer_norm, {&x_arg, &weight_arg, &bias_arg});
+      runtime::autocast_inputs(runtime::OpKind::layer_norm, {&x_arg, &weight_arg, &bias_arg});
   const Tensor& x = in[0];
   const Tensor& weight = in[1];
   const Tensor& bias = in[2];
@@ -356,11 +356,11 @@ ResidualNorm add_layer_norm(const Tensor& x_arg, const Tensor& delta_arg,
     Tensor sum = add(x_arg, delta_arg);
     return {sum, layer_norm(sum, normalized_dims, weight_arg, bias_arg, eps)};
   }
-  diagnostics::detail::OpScope prof(amp::OpKind::layer_norm);
+  diagnostics::detail::OpScope prof(runtime::OpKind::layer_norm);
   require_compute_dtype(op, x_arg.dtype());
   require_compute_dtype(op, delta_arg.dtype());
   const std::vector<Tensor> in =
-      amp::autocast_inputs(amp::OpKind::layer_norm, {&weight_arg, &bias_arg});
+      runtime::autocast_inputs(runtime::OpKind::layer_norm, {&weight_arg, &bias_arg});
   const Tensor& weight = in[0];
   const Tensor& bias = in[1];
   const LayerNormPlan p = plan_layer_norm(op, x_arg.shape(), normalized_dims, weight, bias, eps);

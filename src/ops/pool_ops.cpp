@@ -100,9 +100,9 @@ kernels::Pool2dDesc pool_desc(const char* op, const Tensor& x, std::int64_t kern
 Tensor max_pool2d(const Tensor& x_arg, std::int64_t kernel, std::int64_t stride,
                   std::int64_t padding) {
   const char* op = "max_pool2d";
-  diagnostics::detail::OpScope prof(amp::OpKind::max_pool2d);
+  diagnostics::detail::OpScope prof(runtime::OpKind::max_pool2d);
   ops::detail::require_defined(op, x_arg, "x");
-  const Tensor x = amp::autocast_inputs(amp::OpKind::max_pool2d, {&x_arg})[0];
+  const Tensor x = runtime::autocast_inputs(runtime::OpKind::max_pool2d, {&x_arg})[0];
   const kernels::Pool2dDesc d = pool_desc(op, x, kernel, stride, padding);
   const Tensor xc = x.detach().contiguous(format_of(d));
   Tensor y = Tensor::empty({d.n, d.c, d.out_h(), d.out_w()}, d.dtype, format_of(d));
@@ -122,9 +122,9 @@ Tensor max_pool2d(const Tensor& x_arg, std::int64_t kernel, std::int64_t stride,
 Tensor avg_pool2d(const Tensor& x_arg, std::int64_t kernel, std::int64_t stride,
                   std::int64_t padding) {
   const char* op = "avg_pool2d";
-  diagnostics::detail::OpScope prof(amp::OpKind::avg_pool2d);
+  diagnostics::detail::OpScope prof(runtime::OpKind::avg_pool2d);
   ops::detail::require_defined(op, x_arg, "x");
-  const Tensor x = amp::autocast_inputs(amp::OpKind::avg_pool2d, {&x_arg})[0];
+  const Tensor x = runtime::autocast_inputs(runtime::OpKind::avg_pool2d, {&x_arg})[0];
   const kernels::Pool2dDesc d = pool_desc(op, x, kernel, stride, padding);
   const Tensor xc = x.detach().contiguous(format_of(d));
   Tensor y = Tensor::empty({d.n, d.c, d.out_h(), d.out_w()}, d.dtype, format_of(d));
@@ -137,9 +137,9 @@ Tensor avg_pool2d(const Tensor& x_arg, std::int64_t kernel, std::int64_t stride,
 Tensor global_avg_pool2d(const Tensor& x_arg) {
   const char* op = "global_avg_pool2d";
   diagnostics::detail::OpScope prof(diagnostics::detail::ScopeKind::op, op,
-                                    static_cast<int>(amp::OpKind::avg_pool2d));
+                                    static_cast<int>(runtime::OpKind::avg_pool2d));
   ops::detail::require_defined(op, x_arg, "x");
-  const Tensor x = amp::autocast_inputs(amp::OpKind::avg_pool2d, {&x_arg})[0];
+  const Tensor x = runtime::autocast_inputs(runtime::OpKind::avg_pool2d, {&x_arg})[0];
   check_nchw(op, x);
   MIXPREC_CHECK(x.size(2) > 0 && x.size(3) > 0, ShapeError, op,
                 "the spatial extent must be positive, got " << to_string(x.shape()));

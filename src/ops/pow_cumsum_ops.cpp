@@ -53,9 +53,9 @@ class CumsumNode final : public autograd::Node {
 }  // namespace
 
 Tensor pow(const Tensor& x_arg, float exponent) {
-  diagnostics::detail::OpScope prof(amp::OpKind::pow);
+  diagnostics::detail::OpScope prof(runtime::OpKind::pow);
   ops::detail::require_defined("pow", x_arg, "x");
-  const Tensor x = amp::autocast_inputs(amp::OpKind::pow, {&x_arg})[0];
+  const Tensor x = runtime::autocast_inputs(runtime::OpKind::pow, {&x_arg})[0];
   // The pow kernel with the exponent as a broadcast f32 scalar: std::pow in f32, rounded once
   // to x's dtype.
   Tensor y = ops::detail::binary_raw(kernels::BinaryOp::pow, x, Tensor::full({}, exponent),
@@ -66,10 +66,10 @@ Tensor pow(const Tensor& x_arg, float exponent) {
 }
 
 Tensor cumsum(const Tensor& x_arg) {
-  diagnostics::detail::OpScope prof(amp::OpKind::cumsum);
+  diagnostics::detail::OpScope prof(runtime::OpKind::cumsum);
   ops::detail::require_defined("cumsum", x_arg, "x");
   MIXPREC_CHECK(x_arg.dim() >= 1, ShapeError, "cumsum", "needs at least one dimension");
-  const Tensor x = amp::autocast_inputs(amp::OpKind::cumsum, {&x_arg})[0];
+  const Tensor x = runtime::autocast_inputs(runtime::OpKind::cumsum, {&x_arg})[0];
   Tensor y = running_sum(x, /*reverse=*/false);  // f32 accumulation (kernels/scan.h)
   record<CumsumNode>(y, {&x});
   prof.done(y, {&x});
@@ -77,9 +77,9 @@ Tensor cumsum(const Tensor& x_arg) {
 }
 
 Tensor addmm(const Tensor& c_arg, const Tensor& a_arg, const Tensor& b_arg) {
-  diagnostics::detail::OpScope prof(amp::OpKind::addmm);
+  diagnostics::detail::OpScope prof(runtime::OpKind::addmm);
   ops::detail::require_defined("addmm", c_arg, "c");
-  const std::vector<Tensor> in = amp::autocast_inputs(amp::OpKind::addmm, {&c_arg, &a_arg, &b_arg});
+  const std::vector<Tensor> in = runtime::autocast_inputs(runtime::OpKind::addmm, {&c_arg, &a_arg, &b_arg});
   Tensor out = add(in[0], matmul(in[1], in[2]));
   prof.done_composite(out);  // the matmul and the add report the work
   return out;

@@ -95,8 +95,8 @@ Tensor reduce_all(ReduceOp op, const Tensor& x, const char* name) {
 }  // namespace
 
 Tensor sum(const Tensor& x_arg) {
-  diagnostics::detail::OpScope prof(amp::OpKind::sum);
-  const Tensor x = amp::autocast_inputs(amp::OpKind::sum, {&x_arg})[0];
+  diagnostics::detail::OpScope prof(runtime::OpKind::sum);
+  const Tensor x = runtime::autocast_inputs(runtime::OpKind::sum, {&x_arg})[0];
   Tensor out = reduce_all(ReduceOp::sum, x, "sum");
   record<SumNode>(out, {&x}, x.shape(), Shape(x.shape().size(), 1), 1.0f, x.dtype());
   prof.done(out, {&x}, static_cast<double>(x.numel()));
@@ -104,8 +104,8 @@ Tensor sum(const Tensor& x_arg) {
 }
 
 Tensor mean(const Tensor& x_arg) {
-  diagnostics::detail::OpScope prof(amp::OpKind::mean);
-  const Tensor x = amp::autocast_inputs(amp::OpKind::mean, {&x_arg})[0];
+  diagnostics::detail::OpScope prof(runtime::OpKind::mean);
+  const Tensor x = runtime::autocast_inputs(runtime::OpKind::mean, {&x_arg})[0];
   Tensor out = reduce_all(ReduceOp::mean, x, "mean");
   const float scale = x.numel() > 0 ? 1.0f / static_cast<float>(x.numel()) : 0.0f;
   record<SumNode>(out, {&x}, x.shape(), Shape(x.shape().size(), 1), scale, x.dtype());
@@ -114,9 +114,9 @@ Tensor mean(const Tensor& x_arg) {
 }
 
 Tensor sum(const Tensor& x_arg, std::int64_t dim, bool keepdim) {
-  diagnostics::detail::OpScope prof(amp::OpKind::sum);
+  diagnostics::detail::OpScope prof(runtime::OpKind::sum);
   ops::detail::require_defined("sum", x_arg, "x");
-  const Tensor x = amp::autocast_inputs(amp::OpKind::sum, {&x_arg})[0];
+  const Tensor x = runtime::autocast_inputs(runtime::OpKind::sum, {&x_arg})[0];
   const AxisSplit s = split(x.shape(), ops::detail::wrap_dim("sum", dim, x.dim()));
   Tensor out = reduce_raw(ReduceOp::sum, x, s, keepdim ? s.kept : s.dropped);
   record<SumNode>(out, {&x}, x.shape(), s.kept, 1.0f, x.dtype());
@@ -125,9 +125,9 @@ Tensor sum(const Tensor& x_arg, std::int64_t dim, bool keepdim) {
 }
 
 Tensor mean(const Tensor& x_arg, std::int64_t dim, bool keepdim) {
-  diagnostics::detail::OpScope prof(amp::OpKind::mean);
+  diagnostics::detail::OpScope prof(runtime::OpKind::mean);
   ops::detail::require_defined("mean", x_arg, "x");
-  const Tensor x = amp::autocast_inputs(amp::OpKind::mean, {&x_arg})[0];
+  const Tensor x = runtime::autocast_inputs(runtime::OpKind::mean, {&x_arg})[0];
   const AxisSplit s = split(x.shape(), ops::detail::wrap_dim("mean", dim, x.dim()));
   Tensor out = reduce_raw(ReduceOp::mean, x, s, keepdim ? s.kept : s.dropped);
   const float scale = s.n > 0 ? 1.0f / static_cast<float>(s.n) : 0.0f;
@@ -137,7 +137,7 @@ Tensor mean(const Tensor& x_arg, std::int64_t dim, bool keepdim) {
 }
 
 Tensor amax(const Tensor& x, std::int64_t dim, bool keepdim) {
-  diagnostics::detail::OpScope prof(amp::OpKind::amax);
+  diagnostics::detail::OpScope prof(runtime::OpKind::amax);
   ops::detail::require_defined("amax", x, "x");
   require_compute_dtype("amax", x.dtype());
   const std::int64_t axis = ops::detail::wrap_dim("amax", dim, x.dim());
@@ -182,8 +182,8 @@ class NormNode final : public autograd::Node {
 };
 
 Tensor norm(const Tensor& x_arg) {
-  diagnostics::detail::OpScope prof(amp::OpKind::norm);
-  const Tensor x = amp::autocast_inputs(amp::OpKind::norm, {&x_arg})[0];
+  diagnostics::detail::OpScope prof(runtime::OpKind::norm);
+  const Tensor x = runtime::autocast_inputs(runtime::OpKind::norm, {&x_arg})[0];
   Tensor out = reduce_all(ReduceOp::norm2, x, "norm");
   if (autograd::needs_grad({&x})) {
     autograd::attach(out, std::make_shared<NormNode>(x.detach(), out.detach().to(DType::f32).reshape({})),

@@ -34,10 +34,10 @@ class SoftmaxNode final : public autograd::Node {
 
 Tensor softmax_impl(const Tensor& x_arg, std::int64_t dim, bool log) {
   const char* op = log ? "log_softmax" : "softmax";
-  diagnostics::detail::OpScope prof(log ? amp::OpKind::log_softmax : amp::OpKind::softmax);
+  diagnostics::detail::OpScope prof(log ? runtime::OpKind::log_softmax : runtime::OpKind::softmax);
   ops::detail::require_defined(op, x_arg, "x");
   const Tensor x =
-      amp::autocast_inputs(log ? amp::OpKind::log_softmax : amp::OpKind::softmax, {&x_arg})[0];
+      runtime::autocast_inputs(log ? runtime::OpKind::log_softmax : runtime::OpKind::softmax, {&x_arg})[0];
   MIXPREC_CHECK(x.dim() >= 1, ShapeError, op, "needs at least one dimension");
   MIXPREC_CHECK(ops::detail::wrap_dim(op, dim, x.dim()) == x.dim() - 1, ValueError, op,
                 "only the last dimension is supported; transpose dimension " << dim
@@ -83,13 +83,13 @@ Tensor log_softmax(const Tensor& x, std::int64_t dim) { return softmax_impl(x, d
 Tensor cross_entropy(const Tensor& logits_arg, const std::vector<std::int64_t>& targets,
                      float label_smoothing) {
   const char* op = "cross_entropy";
-  diagnostics::detail::OpScope prof(amp::OpKind::cross_entropy);
+  diagnostics::detail::OpScope prof(runtime::OpKind::cross_entropy);
   ops::detail::require_defined(op, logits_arg, "logits");
   // fp32 by policy, and the kernel computes in f32 from any dtype: it widens 16-bit logits
   // exactly as it loads them, so no f32 copy is made (autocast's cast would save one for the
   // backward: 1.6 GB for GPT-2-small's [8192, 50257] logits) and the gradient comes back in the
   // logits' dtype, rounded once from f32 as the cast's backward would round it.
-  amp::autocast_inputs(amp::OpKind::cross_entropy, {});  // the record; casts nothing
+  runtime::autocast_inputs(runtime::OpKind::cross_entropy, {});  // the record; casts nothing
   require_compute_dtype(op, logits_arg.dtype());
   const Tensor& logits = logits_arg;
   MIXPREC_CHECK(logits.dim() == 2, ShapeError, op,
@@ -118,7 +118,7 @@ Tensor cross_entropy(const Tensor& logits_arg, const std::vector<std::int64_t>& 
 
 Tensor mse_loss(const Tensor& prediction, const Tensor& target) {
   const char* op = "mse_loss";
-  diagnostics::detail::OpScope prof(amp::OpKind::mse_loss);
+  diagnostics::detail::OpScope prof(runtime::OpKind::mse_loss);
   ops::detail::require_defined(op, prediction, "prediction");
   ops::detail::require_defined(op, target, "target");
   require_compute_dtype(op, prediction.dtype());
@@ -127,7 +127,7 @@ Tensor mse_loss(const Tensor& prediction, const Tensor& target) {
                 "prediction " << to_string(prediction.shape()) << " and target "
                               << to_string(target.shape()) << " must have the same shape");
   // Losses are f32 ops: the difference and its square would lose the small errors in 16 bits.
-  amp::autocast_inputs(amp::OpKind::mse_loss, {});  // documents the policy; casts happen below
+  runtime::autocast_inputs(runtime::OpKind::mse_loss, {});  // documents the policy; casts happen below
   Tensor loss = mean(square(sub(cast(prediction, DType::f32), cast(target, DType::f32))));
   prof.done_composite(loss);  // sub, square and mean report the work
   return loss;

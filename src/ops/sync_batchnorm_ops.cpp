@@ -167,7 +167,7 @@ Tensor sync_batch_norm(const Communicator& comm, const Tensor& x_arg, Tensor& ru
     return batch_norm(x_arg, running_mean, running_var, weight_arg, bias_arg, true, momentum, eps);
   }
   const char* op = "sync_batch_norm";
-  diagnostics::detail::OpScope prof(amp::OpKind::batch_norm);
+  diagnostics::detail::OpScope prof(runtime::OpKind::batch_norm);
   const ops::detail::BatchNormInputs in =
       ops::detail::prepare_batch_norm(op, x_arg, running_mean, running_var, weight_arg, bias_arg, true, momentum, eps);
   const Tensor& x = in.x;

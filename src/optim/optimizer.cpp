@@ -197,7 +197,7 @@ void Optimizer::step(const Tensor& grad_multiplier) {
     u.param_step = ++param_steps_[i];
     u.rng_stream = rng_stream(i, u.param_step);
     // An f32 weight whose 16-bit copy autocast keeps gets that copy rewritten in the same pass.
-    if (!masters_[i].defined()) pending_copies_[i] = amp::detail::writable_weight_copy(params_[i]);
+    if (!masters_[i].defined()) pending_copies_[i] = runtime::detail::writable_weight_copy(params_[i]);
   }
   update(updates);
   for (const ParamUpdate& u : updates) {
@@ -207,7 +207,7 @@ void Optimizer::step(const Tensor& grad_multiplier) {
     }
     params_[i].bump_version();
     if (pending_copy_taken_[i] != 0 && pending_copies_[i].defined()) {
-      amp::detail::mark_weight_copy_current(params_[i]);
+      runtime::detail::mark_weight_copy_current(params_[i]);
     }
     if (masters_[i].defined()) masters_[i].bump_version();
   }

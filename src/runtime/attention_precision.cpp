@@ -5,7 +5,7 @@
 
 #include "mixprec/core/error.h"
 
-namespace mixprec::amp {
+namespace mixprec::runtime {
 namespace {
 
 std::atomic<int>& global_precision() {
@@ -53,4 +53,4 @@ AttentionPrecisionGuard::AttentionPrecisionGuard(AttentionPrecision precision)
 
 AttentionPrecisionGuard::~AttentionPrecisionGuard() { tls_override = previous_; }
 
-}  // namespace mixprec::amp
+}  // namespace mixprec::runtime

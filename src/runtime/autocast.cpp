@@ -6,7 +6,7 @@
 #include "runtime/cast_node.h"
 #include "runtime/weight_copies.h"
 
-namespace mixprec::amp {
+namespace mixprec::runtime {
 namespace {
 
 /// x cast to copy.dtype() once more without converting: copy (detached, made from x at its
@@ -153,4 +153,4 @@ Tensor run_with_inputs_cast(DType dtype, const std::vector<Tensor>& inputs,
   return fn(cast_inputs);
 }
 
-}  // namespace mixprec::amp
+}  // namespace mixprec::runtime

@@ -5,7 +5,7 @@
 
 #include "mixprec/core/error.h"
 
-namespace mixprec::amp {
+namespace mixprec::runtime {
 
 void Fp8Recipe::validate() const {
   MIXPREC_CHECK(amax_history >= 1, ValueError, "fp8 recipe",
@@ -34,4 +34,4 @@ std::string to_string(const Fp8Recipe& r) {
          ", margin " + std::to_string(r.margin) + ", " + name(r.formats);
 }
 
-}  // namespace mixprec::amp
+}  // namespace mixprec::runtime

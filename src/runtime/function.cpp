@@ -83,7 +83,7 @@ class CustomNode final : public Node {
   std::vector<Tensor> backward(const Tensor& grad_output) override {
     std::vector<Tensor> grads;
     {
-      amp::Autocast forward_state(autocast_enabled_, autocast_dtype_);  // custom_bwd
+      runtime::Autocast forward_state(autocast_enabled_, autocast_dtype_);  // custom_bwd
       grads = backward_(*ctx_, grad_output);
     }
     const char* op = name_.c_str();
@@ -124,8 +124,8 @@ class CustomNode final : public Node {
 
 // The forward and the node, on inputs already cast (or not) for the forward.
 Tensor run(const CustomFunction& fn, const std::vector<Tensor>& inputs) {
-  const bool autocast_enabled = amp::autocast_enabled();
-  const DType autocast_dtype = amp::autocast_dtype();
+  const bool autocast_enabled = runtime::autocast_enabled();
+  const DType autocast_dtype = runtime::autocast_dtype();
   bool record = false;
   std::vector<bool> needs(inputs.size(), false);
   if (grad_enabled()) {
@@ -165,8 +165,8 @@ Tensor apply(const CustomFunction& fn, const std::vector<Tensor>& inputs) {
                 "the custom function has no " << (fn.forward ? "backward" : "forward")
                                               << "; set both CustomFunction::forward and ::backward");
   if (fn.cast_inputs) require_compute_dtype(op, *fn.cast_inputs);
-  if (fn.cast_inputs && amp::autocast_enabled()) {
-    return amp::run_with_inputs_cast(*fn.cast_inputs, inputs,
+  if (fn.cast_inputs && runtime::autocast_enabled()) {
+    return runtime::run_with_inputs_cast(*fn.cast_inputs, inputs,
                                      [&fn](const std::vector<Tensor>& cast) { return run(fn, cast); });
   }
   return run(fn, inputs);

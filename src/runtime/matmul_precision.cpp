@@ -5,7 +5,7 @@
 
 #include "mixprec/core/error.h"
 
-namespace mixprec::amp {
+namespace mixprec::runtime {
 namespace {
 
 std::atomic<int>& global_precision() {
@@ -54,4 +54,4 @@ MatmulPrecisionGuard::MatmulPrecisionGuard(MatmulPrecision precision) : previous
 
 MatmulPrecisionGuard::~MatmulPrecisionGuard() { tls_override = previous_; }
 
-}  // namespace mixprec::amp
+}  // namespace mixprec::runtime

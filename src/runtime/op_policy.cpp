@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <sstream>
 
-namespace mixprec::amp {
+namespace mixprec::runtime {
 
 const std::array<OpPolicy, kOpKindCount> kOpPolicyTable{{
 #define MIXPREC_ROW_OTHER(op, policy, why) {OpKind::op, #op, CastPolicy::policy, why},
@@ -70,4 +70,4 @@ std::string format_policy_table() {
   return os.str();
 }
 
-}  // namespace mixprec::amp
+}  // namespace mixprec::runtime

@@ -47,9 +47,9 @@ inline constexpr double kElementwise = -1.0;
 class OpScope {
  public:
   /// A public op with an autocast policy row; its row is named after the OpKind.
-  explicit OpScope(amp::OpKind kind) {
+  explicit OpScope(runtime::OpKind kind) {
     if (g_sessions.load(std::memory_order_relaxed) != 0) [[unlikely]] {
-      begin(ScopeKind::op, amp::name(kind), static_cast<int>(kind));
+      begin(ScopeKind::op, runtime::name(kind), static_cast<int>(kind));
     }
   }
   /// Any other scope: name must stay valid until done() returns (a literal, a node's name()).

@@ -205,15 +205,15 @@ void OpScope::analyse(const Tensor& out, const Tensor* const* ptrs, std::size_t 
   // One-element results (a loss, a scale) gain nothing from 16 bits.
   if (!out.defined() || out.dtype() != DType::f32 || out.numel() <= 1) return;
   std::string reason;
-  switch (amp::policy_row(static_cast<amp::OpKind>(policy_of_)).policy) {
-    case amp::CastPolicy::lower_precision:
-      reason = amp::autocast_enabled() ? "lower_precision op computed in f32 inside autocast"
+  switch (runtime::policy_row(static_cast<runtime::OpKind>(policy_of_)).policy) {
+    case runtime::CastPolicy::lower_precision:
+      reason = runtime::autocast_enabled() ? "lower_precision op computed in f32 inside autocast"
                                        : "lower_precision op computed in f32 outside autocast";
       break;
-    case amp::CastPolicy::fp32_to_lower:  // its output is f32 only outside autocast
+    case runtime::CastPolicy::fp32_to_lower:  // its output is f32 only outside autocast
       reason = "fp32_to_lower op stored f32 outside autocast";
       break;
-    case amp::CastPolicy::pass_through: {
+    case runtime::CastPolicy::pass_through: {
       const std::string* from = nullptr;
       for (std::size_t i = 0; i < n_ptr && from == nullptr; ++i) {
         if (ptrs[i] != nullptr) from = rec_->origin(*ptrs[i]);
@@ -222,10 +222,10 @@ void OpScope::analyse(const Tensor& out, const Tensor* const* ptrs, std::size_t 
       if (from != nullptr) reason = "pass_through op fed f32 by " + *from;
       break;
     }
-    case amp::CastPolicy::fp32:
+    case runtime::CastPolicy::fp32:
       rec_->remember(out, std::string(name_) + " (fp32 policy)");
       return;
-    case amp::CastPolicy::promote:
+    case runtime::CastPolicy::promote:
       return;
   }
   if (reason.empty()) return;

@@ -3,7 +3,7 @@
 #include <mutex>
 #include <unordered_map>
 
-namespace mixprec::amp {
+namespace mixprec::runtime {
 
 struct WeightCopies::Impl {
   struct Entry {
@@ -99,4 +99,4 @@ void mark_weight_copy_current(const Tensor& param) { weight_copies().mark_curren
 void clear_weight_copies() { weight_copies().clear(); }
 
 }  // namespace detail
-}  // namespace mixprec::amp
+}  // namespace mixprec::runtime

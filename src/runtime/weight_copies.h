@@ -3,7 +3,7 @@
 // the optimizer call it.
 #include "mixprec/runtime/weight_copies.h"
 
-namespace mixprec::amp::detail {
+namespace mixprec::runtime::detail {
 
 /// weight_copies().current(param, dtype): the current copy of param in dtype, or undefined.
 Tensor current_weight_copy(const Tensor& param, DType dtype);
@@ -16,4 +16,4 @@ void mark_weight_copy_current(const Tensor& param);
 /// weight_copies().clear() (tests; frees their memory).
 void clear_weight_copies();
 
-}  // namespace mixprec::amp::detail
+}  // namespace mixprec::runtime::detail

@@ -37,7 +37,7 @@ Predictions predict_checkpoint(const std::string& checkpoint, const std::string&
 
   const std::vector<float> x = d.images.to_vector();
   autograd::NoGradGuard no_grad;
-  amp::Autocast region(m.autocast, m.compute);
+  runtime::Autocast region(m.autocast, m.compute);
   for (std::int64_t begin = 0; begin < p.rows; begin += kBatch) {
     const std::int64_t n = std::min(kBatch, p.rows - begin);
     const Tensor in = Tensor::from_vector(

@@ -349,7 +349,7 @@ StepBenchResult StepBenchmark::run(int steps, int warmup, bool machine_floor) {
                                        [](const LayerCost& l) { return l.type == "Linear"; });
   if (linear_only && !s.layers.empty()) {
     const bool fpmath = s.gemm_dtype == DType::f32 &&
-                        amp::matmul_precision() == amp::MatmulPrecision::medium;
+                        runtime::matmul_precision() == runtime::MatmulPrecision::medium;
     const DType dw_dtype = ts.autocast() ? DType::f32 : s.gemm_dtype;
     const std::vector<GemmCall> calls =
         make_gemm_calls(s.layers, s.gemm_dtype, dw_dtype, fpmath, s.seed + 7);

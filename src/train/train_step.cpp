@@ -96,7 +96,7 @@ OverflowInjection parse_overflow_injection(const std::string& text) {
 struct TrainStep::State {
   // The 16-bit weight copies autocast makes and the optimizer rewrites (first member: it
   // outlives the optimizer, which may hold one of them during an update).
-  amp::WeightCopies weight_copies;
+  runtime::WeightCopies weight_copies;
   StepConfig config;
   amp::PrecisionMode mode = amp::PrecisionMode::fp32;
   std::string precision_name, auto_reason;
@@ -176,11 +176,11 @@ TrainStep::TrainStep(nn::Module& model, const StepConfig& config, const dist::Co
       MIXPREC_CHECK(refusal.empty(), ValueError, "TrainStep",
                     "--precision " << s.precision_name << ": " << refusal);
     }
-    amp::Fp8Recipe recipe;
-    recipe.scaling = s.mode == amp::PrecisionMode::fp8 ? amp::Fp8Scaling::current : amp::Fp8Scaling::delayed;
+    runtime::Fp8Recipe recipe;
+    recipe.scaling = s.mode == amp::PrecisionMode::fp8 ? runtime::Fp8Scaling::current : runtime::Fp8Scaling::delayed;
     recipe.amax_history = config.fp8_amax_history;
     recipe.margin = config.fp8_margin;
-    recipe.formats = amp::parse_fp8_formats(config.fp8_format);
+    recipe.formats = runtime::parse_fp8_formats(config.fp8_format);
     // A policy file's entries override the default fp8 layers: "fp8" puts a Linear in, any other
     // dtype keeps it out (it runs the plain Linear under the run's bf16 autocast).
     std::map<std::string, bool> overrides;
@@ -246,7 +246,7 @@ TrainStep::~TrainStep() = default;
 
 double TrainStep::accumulate(const std::function<Tensor()>& forward_loss) {
   State& s = *s_;
-  const amp::UseWeightCopies copies(s.weight_copies);  // forward and backward (recomputation)
+  const runtime::UseWeightCopies copies(s.weight_copies);  // forward and backward (recomputation)
   if (s.fp8 && s.micro == 0) {
     // Device copies of a few floats per layer: no host read.
     s.fp8_before.clear();
@@ -256,7 +256,7 @@ double TrainStep::accumulate(const std::function<Tensor()>& forward_loss) {
   }
   Tensor loss;
   {
-    amp::Autocast region(s.autocast, s.compute);
+    runtime::Autocast region(s.autocast, s.compute);
     std::optional<nn::ForwardObserverScope> watch;
     if (s.autopilot && s.autopilot->sampling()) watch.emplace(s.autopilot->observer());
     std::optional<nn::Fp8Scope> fp8;  // backward needs no scope: each fp8 node keeps its state
@@ -323,7 +323,7 @@ Tensor TrainStep::unscale_and_clip() {
 
 bool TrainStep::apply() {
   State& s = *s_;
-  const amp::UseWeightCopies copies(s.weight_copies);  // the optimizer rewrites them
+  const runtime::UseWeightCopies copies(s.weight_copies);  // the optimizer rewrites them
   // The step's index counts skipped steps (what max_steps counts); the scale is the one its
   // backward ran at.
   const std::int64_t step = s.optimizer->steps() + s.scaler->stats().skipped_steps;
@@ -391,7 +391,7 @@ void TrainStep::load_full_optimizer_state(const optim::OptimizerState& state) {
   }
 }
 amp::GradScaler& TrainStep::scaler() { return *s_->scaler; }
-amp::WeightCopies& TrainStep::weight_copies() { return s_->weight_copies; }
+runtime::WeightCopies& TrainStep::weight_copies() { return s_->weight_copies; }
 optim::LRScheduler* TrainStep::scheduler() { return s_->scheduler.get(); }
 PrecisionAutopilot* TrainStep::autopilot() { return s_->autopilot.get(); }
 nn::Fp8Layers* TrainStep::fp8_layers() { return s_->fp8.get(); }

@@ -116,8 +116,8 @@ ConfusionMatrix Trainer::evaluate(double* mean_loss) {
 std::unique_ptr<Evaluation> Trainer::State::evaluate() {
   autograd::NoGradGuard no_grad;
   model->eval();
-  const amp::UseWeightCopies copies(step->weight_copies());
-  amp::Autocast region(step->autocast(), step->compute_dtype());
+  const runtime::UseWeightCopies copies(step->weight_copies());
+  runtime::Autocast region(step->autocast(), step->compute_dtype());
   std::unique_ptr<Evaluation> e = task->evaluation();
   eval->start_epoch(0);
   for (data::Batch batch; eval->next(batch);) e->add((*model)(batch.inputs), batch);

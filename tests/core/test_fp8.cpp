@@ -669,7 +669,7 @@ TEST(Fp8Ops, EveryComputingOpThrowsDTypeErrorNamingTheFix) {
     const Tensor q = f.to(t);
     for (bool region : {false, true}) {
       // Inside an autocast region too: the region must not silently widen fp8 inputs.
-      amp::Autocast autocast(region, DType::bf16);
+      runtime::Autocast autocast(region, DType::bf16);
       for (const OpCase& c : computing_ops()) {
         SCOPED_TRACE(std::string(c.name) + " " + name(t) + (region ? " (autocast bf16)" : ""));
         try {
@@ -724,7 +724,7 @@ TEST(Fp8Ops, KernelsRefuseFp8BeforeAnyParallelRegion) {
 TEST(Fp8Ops, PrecisionPoliciesAndAutocastDoNotTakeFp8) {
   EXPECT_THROW(amp::PrecisionPolicy::parse("p=f8e4m3,c=bf16,o=f32"), ValueError);
   EXPECT_THROW(amp::PrecisionPolicy::parse("p=f32,c=e5m2,o=f32"), ValueError);
-  EXPECT_THROW(amp::Autocast(true, DType::f8e4m3), DTypeError);
+  EXPECT_THROW(runtime::Autocast(true, DType::f8e4m3), DTypeError);
   nn::Linear layer(4, 2, true, 1);
   amp::PrecisionPolicy policy;
   policy.dtypes.param = DType::f8e5m2;

@@ -142,7 +142,7 @@ TEST(Checkpoint, MultiInputModuleGradientsAreBitIdentical) {
       for (Tensor* t : {&q, &kv_src, &x}) t->set_requires_grad(true);
       Tensor cross, self;
       {
-        amp::Autocast region(autocast, DType::bf16);
+        runtime::Autocast region(autocast, DType::bf16);
         const Tensor kv = tanh(kv_src);  // a non-leaf input: its producer gets the gradient
         cross = (*m)({q, kv, kv, mask});
         self = (*m)({x, x, x});
@@ -178,7 +178,7 @@ TEST(Checkpoint, ScaledGradientsCarryTheLossScaleThroughTheRecompute) {
   amp::GradScaler scaler(amp::GradScalerOptions{.init_scale = 1024.0, .enabled = true});
   Tensor loss;
   {
-    amp::Autocast region(true, DType::f16);
+    runtime::Autocast region(true, DType::f16);
     loss = sum(ckpt(x));
   }
   scaler.scale(loss).backward();
@@ -196,7 +196,7 @@ TEST(Checkpoint, BackwardInsideTheAutocastRegionStillReachesTheWeights) {
     auto block = std::make_shared<TransformerBlock>(8, 2, true, 0.0f, 6);
     std::shared_ptr<Module> m = checkpointed ? std::shared_ptr<Module>(checkpoint(block)) : block;
     const Tensor x = Tensor::randn({1, 4, 8}, 31);
-    amp::Autocast region(true, DType::bf16);
+    runtime::Autocast region(true, DType::bf16);
     sum((*m)(x)).backward();
     std::map<std::string, std::vector<std::uint32_t>> grads;
     for (const auto& [name, p] : m->named_parameters()) {

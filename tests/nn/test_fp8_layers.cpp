@@ -27,7 +27,7 @@ std::shared_ptr<Sequential> four_linears() {
 
 TEST(Fp8Layers, EveryLinearButTheFirstAndTheLast) {
   auto model = four_linears();
-  Fp8Layers layers(*model, amp::Fp8Recipe{});
+  Fp8Layers layers(*model, runtime::Fp8Recipe{});
   EXPECT_EQ(layers.paths(), (std::vector<std::string>{"2", "3"}));
   EXPECT_EQ(layers.state_tensors().size(), 2u * 9u);
   EXPECT_EQ(layers.state_tensors().count("2.fp8_grad_history"), 1u);
@@ -37,7 +37,7 @@ TEST(Fp8Layers, EveryLinearButTheFirstAndTheLast) {
 TEST(Fp8Layers, RefusesAModelWithoutAMiddleLinear) {
   auto model = sequential({std::make_shared<Linear>(4, 4), std::make_shared<Linear>(4, 4)});
   try {
-    Fp8Layers layers(*model, amp::Fp8Recipe{});
+    Fp8Layers layers(*model, runtime::Fp8Recipe{});
     FAIL() << "expected a ValueError";
   } catch (const ValueError& e) {
     EXPECT_NE(std::string(e.what()).find("at least 3"), std::string::npos) << e.what();
@@ -46,7 +46,7 @@ TEST(Fp8Layers, RefusesAModelWithoutAMiddleLinear) {
 
 TEST(Fp8Layers, TheScopeSwitchesOnlyTheChosenLayers) {
   auto model = four_linears();
-  Fp8Layers layers(*model, amp::Fp8Recipe{});
+  Fp8Layers layers(*model, runtime::Fp8Recipe{});
   const Tensor x = Tensor::randn({5, 16}, 9);
   auto* middle = dynamic_cast<Linear*>(model->children()[2].second.get());
   auto* first = dynamic_cast<Linear*>(model->children()[0].second.get());
@@ -62,7 +62,7 @@ TEST(Fp8Layers, TheScopeSwitchesOnlyTheChosenLayers) {
   }
   EXPECT_EQ(active_fp8_state(*middle), nullptr);
   // The same call through fp8_linear with a fresh state of the same recipe: the same bits.
-  Fp8LinearState fresh(amp::Fp8Recipe{});
+  Fp8LinearState fresh(runtime::Fp8Recipe{});
   EXPECT_EQ(in_scope.to_vector(), fp8_linear(x, middle->weight(), middle->bias(), fresh).to_vector());
   EXPECT_NE(in_scope.to_vector(), plain.to_vector());  // E4M3 rounding shows
   EXPECT_EQ(first_in_scope.to_vector(),
@@ -76,7 +76,7 @@ TEST(Fp8Layers, TheScopeSwitchesOnlyTheChosenLayers) {
 // Linear is refused naming it and listing the Linears; a policy leaving no fp8 layer is refused.
 TEST(Fp8Layers, OverridesPinLayersOutOfOrIntoFp8) {
   auto model = four_linears();
-  Fp8Layers pinned(*model, amp::Fp8Recipe{}, {{"2", false}});
+  Fp8Layers pinned(*model, runtime::Fp8Recipe{}, {{"2", false}});
   EXPECT_EQ(pinned.paths(), (std::vector<std::string>{"3"}));
   EXPECT_EQ(pinned.state_tensors().count("2.fp8_input_scale"), 0u);
   auto* middle = dynamic_cast<Linear*>(model->children()[2].second.get());
@@ -87,27 +87,27 @@ TEST(Fp8Layers, OverridesPinLayersOutOfOrIntoFp8) {
     EXPECT_EQ(active_fp8_state(*middle), nullptr);
     EXPECT_EQ((*middle)(x).to_vector(), plain.to_vector());
   }
-  Fp8Layers edges(*model, amp::Fp8Recipe{}, {{"0", true}, {"4", true}, {"3", false}});
+  Fp8Layers edges(*model, runtime::Fp8Recipe{}, {{"0", true}, {"4", true}, {"3", false}});
   EXPECT_EQ(edges.paths(), (std::vector<std::string>{"0", "2", "4"}));
   try {
-    Fp8Layers bad(*model, amp::Fp8Recipe{}, {{"1", false}}, "policy file 'p.json'");
+    Fp8Layers bad(*model, runtime::Fp8Recipe{}, {{"1", false}}, "policy file 'p.json'");
     FAIL() << "expected a ValueError";
   } catch (const ValueError& e) {
     const std::string what = e.what();
     EXPECT_NE(what.find("policy file 'p.json' names layer '1'"), std::string::npos) << what;
     EXPECT_NE(what.find("its Linears: 0, 2, 3, 4"), std::string::npos) << what;
   }
-  EXPECT_THROW(Fp8Layers(*model, amp::Fp8Recipe{}, {{"2", false}, {"3", false}}), ValueError);
+  EXPECT_THROW(Fp8Layers(*model, runtime::Fp8Recipe{}, {{"2", false}, {"3", false}}), ValueError);
   // Two Linears: refused by default, accepted when the policy puts one in.
   auto two = sequential({std::make_shared<Linear>(4, 4), std::make_shared<Linear>(4, 4)});
-  EXPECT_EQ(Fp8Layers(*two, amp::Fp8Recipe{}, {{"1", true}}).paths(), (std::vector<std::string>{"1"}));
+  EXPECT_EQ(Fp8Layers(*two, runtime::Fp8Recipe{}, {{"1", true}}).paths(), (std::vector<std::string>{"1"}));
 }
 
 // report(): per layer the three roles with their amax, history max and scale; the fractions
 // only after an observed step; set_observe(false) stops the counting.
 TEST(Fp8Layers, ReportsAmaxScaleAndObservedFractionsPerRole) {
   auto model = four_linears();
-  Fp8Layers layers(*model, amp::Fp8Recipe{});
+  Fp8Layers layers(*model, runtime::Fp8Recipe{});
   auto* middle = dynamic_cast<Linear*>(model->children()[2].second.get());
   const Tensor x = Tensor::randn({5, 16}, 9, DType::f32, 0.0f, 1000.0f);  // beyond 448 at scale 1
   std::vector<Fp8LayerReport> r = layers.report();

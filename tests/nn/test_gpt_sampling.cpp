@@ -134,9 +134,9 @@ TEST(GptSampling, LongPromptsAreCroppedToTheContext) {
 
 TEST(GptSampling, RunsUnderTheCallersAutocastRegion) {
   GPT gpt(tiny());
-  amp::Autocast region;
+  runtime::Autocast region;
   const std::vector<std::int64_t> greedy = sample(gpt, kPrompt, options(4, 0.0f));
-  EXPECT_TRUE(amp::autocast_enabled());
+  EXPECT_TRUE(runtime::autocast_enabled());
   std::vector<std::int64_t> seq = kPrompt;
   for (const std::int64_t id : greedy) {  // the bf16 logits' argmax
     const std::vector<float> l = last_logits(gpt, seq);

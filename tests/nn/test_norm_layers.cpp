@@ -123,7 +123,7 @@ TEST(LayerNormLayerTest, NormalisesLastDimension) {
   EXPECT_THROW(ln(Tensor::randn({2, 7}, 1)), ShapeError);
   // Under autocast (fp32_to_lower): computed in f32, stored in the region's dtype, whatever the
   // input's dtype.
-  amp::Autocast ac(true, DType::bf16);
+  runtime::Autocast ac(true, DType::bf16);
   EXPECT_EQ(ln(x.to(DType::bf16)).dtype(), DType::bf16);
   EXPECT_EQ(ln(x).dtype(), DType::bf16);
 }
@@ -158,7 +158,7 @@ TEST(LayerNormLayerTest, AddThenForwardFusesOnlyPlainCalls) {
     EXPECT_EQ(observer.calls, 1);
     EXPECT_EQ(r.normalized.to_vector(), ln(want_sum).to_vector());
   }
-  amp::Autocast region(true, DType::bf16);
+  runtime::Autocast region(true, DType::bf16);
   EXPECT_EQ(ln.add_then_forward(x, d).normalized.dtype(), DType::bf16);
   ln.set_compute_dtype(DType::f32);
   EXPECT_FALSE(ln.runs_plainly());

@@ -126,7 +126,7 @@ TEST(TransformerBlock, GradientsReachEveryParameterAndAutocastAgrees) {
   // Under bf16 autocast: the same function to bf16 precision (attention keeps fp32 softmax).
   Tensor low;
   {
-    amp::Autocast region(true, DType::bf16);
+    runtime::Autocast region(true, DType::bf16);
     low = block(x);
   }
   EXPECT_EQ(low.dtype(), DType::f32);  // the residual stream adds in the widest dtype

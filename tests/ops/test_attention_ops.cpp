@@ -275,7 +275,7 @@ TEST(AttentionOp, UnderAutocastRunsIn16BitsWithF32Softmax) {
   const Tensor q = Tensor::randn({2, 8, 16}, 1), k = Tensor::randn({2, 8, 16}, 2),
                v = Tensor::randn({2, 8, 16}, 3);
   const std::vector<float> want = scaled_dot_product_attention(q, k, v, {}, 0.0f, true).to_vector();
-  amp::Autocast region(true, DType::bf16);
+  runtime::Autocast region(true, DType::bf16);
   const Tensor y = scaled_dot_product_attention(q, k, v, {}, 0.0f, true);
   EXPECT_EQ(y.dtype(), DType::bf16);
   const std::vector<float> got = y.to_vector();

@@ -1,4 +1,4 @@
-// amp::AttentionPrecision: the knob itself (default, guards, parsing) and what the attention op
+// runtime::AttentionPrecision: the knob itself (default, guards, parsing) and what the attention op
 // does with it: under bf16/f16 with `default` it asks the kernels for the rounded-P spec
 // (AttentionDesc::round_probs), with `highest` it keeps P and dS f32, and its backward keeps the
 // forward's choice. Each is checked bit for bit against the active backend's kernels called with
@@ -14,8 +14,8 @@
 namespace mixprec {
 namespace {
 
-using amp::AttentionPrecision;
-using amp::AttentionPrecisionGuard;
+using runtime::AttentionPrecision;
+using runtime::AttentionPrecisionGuard;
 
 constexpr std::int64_t kB = 2, kT = 40, kD = 16;
 
@@ -66,25 +66,25 @@ void expect_same(const Grads& got, const Grads& want, const char* where) {
 }
 
 TEST(AttentionPrecision, DefaultIsDefaultAndGuardsNest) {
-  EXPECT_EQ(amp::attention_precision(), AttentionPrecision::default_);
+  EXPECT_EQ(runtime::attention_precision(), AttentionPrecision::default_);
   {
     AttentionPrecisionGuard highest(AttentionPrecision::highest);
-    EXPECT_EQ(amp::attention_precision(), AttentionPrecision::highest);
+    EXPECT_EQ(runtime::attention_precision(), AttentionPrecision::highest);
     {
       AttentionPrecisionGuard def(AttentionPrecision::default_);
-      EXPECT_EQ(amp::attention_precision(), AttentionPrecision::default_);
+      EXPECT_EQ(runtime::attention_precision(), AttentionPrecision::default_);
     }
-    EXPECT_EQ(amp::attention_precision(), AttentionPrecision::highest);
+    EXPECT_EQ(runtime::attention_precision(), AttentionPrecision::highest);
   }
-  EXPECT_EQ(amp::attention_precision(), AttentionPrecision::default_);
-  amp::set_attention_precision(AttentionPrecision::highest);
-  EXPECT_EQ(amp::attention_precision(), AttentionPrecision::highest);
-  amp::set_attention_precision(AttentionPrecision::default_);
-  EXPECT_EQ(amp::parse_attention_precision("highest"), AttentionPrecision::highest);
-  EXPECT_EQ(amp::parse_attention_precision("default"), AttentionPrecision::default_);
-  EXPECT_STREQ(amp::name(AttentionPrecision::highest), "highest");
-  EXPECT_STREQ(amp::name(AttentionPrecision::default_), "default");
-  EXPECT_THROW(amp::parse_attention_precision("high"), ValueError);
+  EXPECT_EQ(runtime::attention_precision(), AttentionPrecision::default_);
+  runtime::set_attention_precision(AttentionPrecision::highest);
+  EXPECT_EQ(runtime::attention_precision(), AttentionPrecision::highest);
+  runtime::set_attention_precision(AttentionPrecision::default_);
+  EXPECT_EQ(runtime::parse_attention_precision("highest"), AttentionPrecision::highest);
+  EXPECT_EQ(runtime::parse_attention_precision("default"), AttentionPrecision::default_);
+  EXPECT_STREQ(runtime::name(AttentionPrecision::highest), "highest");
+  EXPECT_STREQ(runtime::name(AttentionPrecision::default_), "default");
+  EXPECT_THROW(runtime::parse_attention_precision("high"), ValueError);
 }
 
 TEST(AttentionPrecision, SixteenBitDefaultRoundsPAndHighestKeepsF32) {
@@ -123,7 +123,7 @@ TEST(AttentionPrecision, AutocastBf16RoundsUnlessHighest) {
   // Through autocast (f32 tensors cast to bf16 by the op's policy), as a model runs it.
   const Tensor q = Tensor::randn({kB, kT, kD}, 1), k = Tensor::randn({kB, kT, kD}, 2),
                v = Tensor::randn({kB, kT, kD}, 3);
-  amp::Autocast region(true, DType::bf16);
+  runtime::Autocast region(true, DType::bf16);
   const std::vector<float> def =
       scaled_dot_product_attention(q, k, v, {}, 0.0f, true).to(DType::f32).to_vector();
   EXPECT_EQ(def, through_kernels(DType::bf16, true).out);

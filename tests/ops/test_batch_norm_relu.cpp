@@ -82,7 +82,7 @@ BnReluRun run_bn_relu(bool fused, bool residual, MemoryFormat format, DType lowe
   Tensor rm = Tensor::zeros({6}), rv = Tensor::ones({6});
   Tensor y;
   {
-    amp::Autocast region(lower != DType::f32, lower == DType::f32 ? DType::bf16 : lower);
+    runtime::Autocast region(lower != DType::f32, lower == DType::f32 ? DType::bf16 : lower);
     if (fused) {
       y = batch_norm_relu(x, rm, rv, w, b, true, 0.1f, 1e-5f, residual ? r : Tensor());
     } else {

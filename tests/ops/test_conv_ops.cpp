@@ -107,7 +107,7 @@ TEST(ConvOpsAutocast, Conv2dRunsInTheRegionDtypeAndGradsComeBackF32) {
     x.set_requires_grad(true);
     Tensor y;
     {
-      amp::Autocast ac(true, lower);
+      runtime::Autocast ac(true, lower);
       y = conv2d(x, w, b, 1, 1);
       EXPECT_EQ(y.dtype(), lower);
       EXPECT_EQ(max_pool2d(y, 2).dtype(), lower);  // pass-through

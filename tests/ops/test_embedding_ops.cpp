@@ -55,7 +55,7 @@ TEST(Embedding, OutputShapeValuesAndGradientDtypeFollowTheTable) {
 
 TEST(Embedding, AutocastLeavesTheTableDtype) {
   const Tensor w = Tensor::randn({4, 8}, 1);
-  amp::Autocast region(true, DType::bf16);
+  runtime::Autocast region(true, DType::bf16);
   EXPECT_EQ(embedding(w, {0, 3}).dtype(), DType::f32);
   EXPECT_EQ(embedding(w.to(DType::f16), {0, 3}).dtype(), DType::f16);
 }

@@ -28,8 +28,8 @@
 namespace mixprec {
 namespace {
 
-using amp::Fp8Recipe;
-using amp::Fp8Scaling;
+using runtime::Fp8Recipe;
+using runtime::Fp8Scaling;
 
 const numerics::FormatInfo& fmt_info(DType fmt) {
   return numerics::format_info(fmt == DType::f8e4m3 ? numerics::Format::fp8_e4m3
@@ -223,7 +223,7 @@ TEST(Fp8Linear, AmaxGrowing100xSaturatesWithoutNaN) {
 
 TEST(Fp8Linear, AutocastReturnsTheAutocastDtype) {
   Fp8LinearState st(Fp8Recipe{});
-  amp::Autocast on(true, DType::bf16);
+  runtime::Autocast on(true, DType::bf16);
   const Tensor y = fp8_linear(Tensor::from_vector(randn(6, 8, 1.0f), {2, 3}),
                               Tensor::from_vector(randn(6, 9, 1.0f), {2, 3}), Tensor(), st);
   EXPECT_EQ(y.dtype(), DType::bf16);
@@ -236,7 +236,7 @@ TEST(Fp8Linear, BadRecipesAndShapesAreRefused) {
   r.amax_history = 4;
   r.margin = -1;
   EXPECT_THROW(Fp8LinearState{r}, ValueError);
-  EXPECT_THROW(amp::parse_fp8_formats("e5m2"), ValueError);
+  EXPECT_THROW(runtime::parse_fp8_formats("e5m2"), ValueError);
   Fp8LinearState st(Fp8Recipe{});
   EXPECT_THROW(fp8_linear(Tensor::zeros({2, 3}), Tensor::zeros({4, 5}), Tensor(), st), ShapeError);
 }
@@ -248,7 +248,7 @@ TEST(Fp8Linear, BadRecipesAndShapesAreRefused) {
 TEST(Fp8Linear, ObservedCastsCountSaturatedAndFlushedElements) {
   const Tensor x = Tensor::from_vector({1000.0f, -500.0f, 1.0f, 1e-4f, 0.0f, 3.0f}, {3, 2});
   const Tensor w = Tensor::from_vector({1.0f, 0.5f, -0.25f, 2.0f}, {2, 2}).set_requires_grad();
-  Fp8LinearState watched(amp::Fp8Recipe{});
+  Fp8LinearState watched(runtime::Fp8Recipe{});
   watched.observe = true;
   sum(fp8_linear(x, w, Tensor(), watched)).backward();
   const std::vector<float> in = watched.input.observed.to_vector();
@@ -257,7 +257,7 @@ TEST(Fp8Linear, ObservedCastsCountSaturatedAndFlushedElements) {
   EXPECT_EQ(in[2], 1.0f);
   EXPECT_EQ(watched.weight.observed.to_vector(), (std::vector<float>{0.0f, 0.0f, 1.0f}));
   EXPECT_EQ(watched.grad.observed.to_vector(), (std::vector<float>{0.0f, 0.0f, 1.0f}));  // dy = 1
-  Fp8LinearState plain(amp::Fp8Recipe{});
+  Fp8LinearState plain(runtime::Fp8Recipe{});
   sum(fp8_linear(x, w, Tensor(), plain)).backward();
   EXPECT_EQ(plain.input.observed.to_vector(), (std::vector<float>{0.0f, 0.0f, 0.0f}));
   EXPECT_EQ(plain.grad.observed.to_vector(), (std::vector<float>{0.0f, 0.0f, 0.0f}));

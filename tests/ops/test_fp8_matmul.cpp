@@ -77,7 +77,7 @@ TEST(Fp8Matmul, AutocastRegionsDoNotChangeTheF32Result) {
   const Tensor b = Tensor::randn({16, 4}, 6).to(DType::f8e4m3);
   const Tensor outside = matmul(a, b);
   for (DType lower : {DType::bf16, DType::f16}) {
-    amp::Autocast region(true, lower);
+    runtime::Autocast region(true, lower);
     const Tensor inside = matmul(a, b);
     EXPECT_EQ(inside.dtype(), DType::f32) << name(lower);
     EXPECT_EQ(inside.to_vector(), outside.to_vector()) << name(lower);

@@ -124,7 +124,7 @@ TEST(BatchNormOpTest, HalfInputsKeepDtypeAndF32Stats) {
 }
 
 TEST(BatchNormOpTest, AutocastPassesThrough) {
-  amp::Autocast ac(true, DType::bf16);
+  runtime::Autocast ac(true, DType::bf16);
   Tensor rm = Tensor::zeros({2}), rv = Tensor::ones({2});
   const Tensor w = Tensor::ones({2}), b = Tensor::zeros({2});
   EXPECT_EQ(batch_norm(Tensor::randn({4, 2}, 1), rm, rv, w, b, true).dtype(), DType::f32);
@@ -214,7 +214,7 @@ TEST(LayerNormOpTest, AutocastStoresTheRegionsDtypeAsTheF32NormThenACast) {
       Ts fused = leaves(), composed = leaves();
       Tensor y_fused, y_composed;
       {
-        amp::Autocast region(true, lower);
+        runtime::Autocast region(true, lower);
         y_fused = layer_norm(fused[0], 1, fused[1], fused[2]);
       }
       y_composed = layer_norm(composed[0].to(DType::f32), 1, composed[1], composed[2]).to(lower);
@@ -304,7 +304,7 @@ TEST(AddLayerNormOpTest, EqualsTheAddThenTheNormBitForBit) {
     Ts fused = leaves(), composed = leaves();
     ResidualNorm f, c;
     {
-      amp::Autocast region(k.autocast, k.lower);
+      runtime::Autocast region(k.autocast, k.lower);
       f = add_layer_norm(fused[0], fused[1], 1, fused[2], fused[3]);
       c.sum = add(composed[0], composed[1]);
       c.normalized = layer_norm(c.sum, 1, composed[2], composed[3]);

@@ -8,7 +8,7 @@
 #include "mixprec/mixprec.h"
 #include "mixprec/optim/sgd.h"
 
-namespace mixprec::amp {
+namespace mixprec::runtime {
 namespace {
 
 using Fn = std::function<Tensor(const Tensor&)>;
@@ -261,4 +261,4 @@ TEST(Autocast, RunWithInputsCastRunsUserOpInF32) {
 }
 
 }  // namespace
-}  // namespace mixprec::amp
+}  // namespace mixprec::runtime

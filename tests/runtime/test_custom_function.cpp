@@ -101,27 +101,27 @@ TEST(CustomFunction, BackwardRunsUnderTheForwardsAutocastState) {
   bool enabled = false;
   DType dtype = DType::f32;
   const CustomFunction probe = identity_with([&](FunctionContext&, const Tensor& dy) -> Ts {
-    enabled = amp::autocast_enabled();
-    dtype = amp::autocast_dtype();
+    enabled = runtime::autocast_enabled();
+    dtype = runtime::autocast_dtype();
     return {dy};
   });
   Tensor x = leaf({1, 2}, {2});
   Tensor y;
   {
-    amp::Autocast region(true, DType::f16);
+    runtime::Autocast region(true, DType::f16);
     y = apply(probe, {x});
   }
-  ASSERT_FALSE(amp::autocast_enabled());
+  ASSERT_FALSE(runtime::autocast_enabled());
   sum(y).backward();
   EXPECT_TRUE(enabled);
   EXPECT_EQ(dtype, DType::f16);
-  EXPECT_FALSE(amp::autocast_enabled()) << "the forward's state is restored after backward";
+  EXPECT_FALSE(runtime::autocast_enabled()) << "the forward's state is restored after backward";
 
   const Tensor plain = apply(probe, {x});
   {
-    amp::Autocast region(true, DType::bf16);
+    runtime::Autocast region(true, DType::bf16);
     sum(plain).backward();
-    EXPECT_TRUE(amp::autocast_enabled());
+    EXPECT_TRUE(runtime::autocast_enabled());
   }
   EXPECT_FALSE(enabled);
 }
@@ -135,12 +135,12 @@ TEST(CustomFunction, CastInputsRunsTheForwardInOnePrecision) {
   CustomFunction f{"f32_add",
                    [&](FunctionContext&, const Ts& in) {
                      seen = {in[0].dtype(), in[1].dtype()};
-                     forward_autocast = amp::autocast_enabled();
+                     forward_autocast = runtime::autocast_enabled();
                      return in[0] + in[1];
                    },
                    [&](FunctionContext&, const Tensor& dy) -> Ts {
                      EXPECT_EQ(dy.dtype(), DType::f32);
-                     backward_autocast = amp::autocast_enabled();
+                     backward_autocast = runtime::autocast_enabled();
                      return {dy, dy};
                    },
                    DType::f32};
@@ -148,9 +148,9 @@ TEST(CustomFunction, CastInputsRunsTheForwardInOnePrecision) {
   Tensor w = leaf({4, 5, 6}, {3});
   Tensor y;
   {
-    amp::Autocast region;
+    runtime::Autocast region;
     y = apply(f, {x, w});
-    EXPECT_TRUE(amp::autocast_enabled());
+    EXPECT_TRUE(runtime::autocast_enabled());
   }
   EXPECT_EQ(seen, (std::vector<DType>{DType::f32, DType::f32}));
   EXPECT_FALSE(forward_autocast);

@@ -4,7 +4,7 @@
 #include "kernels/matmul.h"
 #include "mixprec/mixprec.h"
 
-namespace mixprec::amp {
+namespace mixprec::runtime {
 namespace {
 
 // A x B where every input is 1 + 2^-10: exact in f32, rounded to 1 in bf16. The f32 product sum
@@ -77,4 +77,4 @@ TEST(MatmulPrecision, MediumUsesBf16ProductsOnlyWithNativeBf16) {
 }
 
 }  // namespace
-}  // namespace mixprec::amp
+}  // namespace mixprec::runtime

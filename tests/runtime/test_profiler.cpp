@@ -194,7 +194,7 @@ TEST(Profiler, AutocastBf16LinearIsRecordedInBf16AndItsCastsCounted) {
   const Tensor x = Tensor::randn({5, 8}, 2);
   Profile session;
   {
-    amp::Autocast region(true, DType::bf16);
+    runtime::Autocast region(true, DType::bf16);
     layer(x);
   }
   const ProfileData d = session.data();
@@ -231,7 +231,7 @@ TEST(Profiler, Bf16GemmsUnderAutocastAreNotListed) {
   const Tensor a = Tensor::randn({4, 6}, 1), b = Tensor::randn({6, 3}, 2);
   Profile session;
   {
-    amp::Autocast region(true, DType::bf16);
+    runtime::Autocast region(true, DType::bf16);
     matmul(a, b);
   }
   EXPECT_TRUE(session.data().could_run_lower.empty());
@@ -242,7 +242,7 @@ TEST(Profiler, PassThroughOpFedF32ByAnFp32PolicyOpCouldRunLower) {
   Profile session;
   Tensor h;
   {
-    amp::Autocast region(true, DType::bf16);
+    runtime::Autocast region(true, DType::bf16);
     const Tensor s = softmax(x, -1);  // fp32 policy: f32 out
     h = relu(s);                      // pass-through: stays f32 though bf16 would do
     h = tanh(h);                      // fed f32 by a listed op: listed too
@@ -263,7 +263,7 @@ TEST(Profiler, PassThroughOpFedFreshF32IsNotListed) {
   const Tensor x = Tensor::randn({4, 16}, 1);
   Profile session;
   {
-    amp::Autocast region(true, DType::bf16);
+    runtime::Autocast region(true, DType::bf16);
     relu(x);  // a model input, not the output of an fp32-policy op
   }
   EXPECT_TRUE(session.data().could_run_lower.empty());

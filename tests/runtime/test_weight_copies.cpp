@@ -15,7 +15,7 @@
 #include "mixprec/optim/adam.h"
 #include "mixprec/optim/sgd.h"
 
-namespace mixprec::amp {
+namespace mixprec::runtime {
 namespace {
 
 bool same_bits(const Tensor& a, const Tensor& b) {
@@ -96,4 +96,4 @@ TEST(WeightCopies, ACopyStillReferencedElsewhereIsNeverOverwritten) {
 }
 
 }  // namespace
-}  // namespace mixprec::amp
+}  // namespace mixprec::runtime

@@ -268,7 +268,7 @@ TEST(Inspect, ObservingDoesNotChangeWhatTrainingComputes) {
     const InspectBatch b = batches(step);
     Tensor loss;
     {
-      amp::Autocast region(true, DType::bf16);
+      runtime::Autocast region(true, DType::bf16);
       loss = cross_entropy((*plain)(b.inputs), b.targets);
     }
     EXPECT_EQ(loss.item(), r.losses[static_cast<std::size_t>(step)]) << "step " << step;

@@ -65,7 +65,7 @@ TEST(TrainStep, MatchesTheLoopWrittenOutByHandBitForBit) {
         const double loss = step.accumulate([&] { return cross_entropy((*a)(data.x), data.y); });
         Tensor l;
         {
-          amp::Autocast region(autocast, autocast ? policy.dtypes.compute : DType::bf16);
+          runtime::Autocast region(autocast, autocast ? policy.dtypes.compute : DType::bf16);
           l = cross_entropy((*b)(data.x), data.y);
         }
         EXPECT_EQ(loss, l.item());

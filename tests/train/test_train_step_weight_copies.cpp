@@ -1,4 +1,4 @@
-// The 16-bit weight copies belong to the TrainStep (amp::WeightCopies): its autocast regions make
+// The 16-bit weight copies belong to the TrainStep (runtime::WeightCopies): its autocast regions make
 // them, its optimizer rewrites them, its evaluation may borrow them, and nothing lands in the
 // process-wide store that plain autocast code uses.
 #include <gtest/gtest.h>
@@ -13,7 +13,7 @@ namespace mixprec::train {
 namespace {
 
 TEST(TrainStepWeightCopies, TheStepOwnsTheCopiesItsOptimizerWrites) {
-  amp::WeightCopies::process_default().clear();
+  runtime::WeightCopies::process_default().clear();
   auto model = models::make_model("mlp", 5);
   TrainStep step(*model, StepConfig{.precision = "bf16", .optimizer = "adam", .lr = 1e-3f});
   const Tensor x = Tensor::randn({4, 784}, 6);
@@ -22,31 +22,31 @@ TEST(TrainStepWeightCopies, TheStepOwnsTheCopiesItsOptimizerWrites) {
   const Tensor w = model->parameters().front();
 
   for (int s = 0; s < 2; ++s) {
-    amp::reset_cast_stats();
+    runtime::reset_cast_stats();
     step.run(loss);
     // The copy the optimizer wrote is the exact cast of the updated f32 weight, in the step's store.
     const Tensor copy = step.weight_copies().current(w, DType::bf16);
     ASSERT_TRUE(copy.defined());
     EXPECT_EQ(copy.to(DType::f32).to_vector(), w.to(DType::bf16).to(DType::f32).to_vector());
-    EXPECT_FALSE(amp::WeightCopies::process_default().current(w, DType::bf16).defined());
+    EXPECT_FALSE(runtime::WeightCopies::process_default().current(w, DType::bf16).defined());
   }
   // The next forward, lent the step's copies, casts no weight: only the input.
-  amp::reset_cast_stats();
+  runtime::reset_cast_stats();
   {
-    const amp::UseWeightCopies copies(step.weight_copies());
-    amp::Autocast region(true, DType::bf16);
+    const runtime::UseWeightCopies copies(step.weight_copies());
+    runtime::Autocast region(true, DType::bf16);
     (void)(*model)(x);
   }
-  const std::uint64_t lent = amp::cast_stats().casts;
+  const std::uint64_t lent = runtime::cast_stats().casts;
   // Without them, every weight is cast afresh (and kept in the process default).
-  amp::reset_cast_stats();
+  runtime::reset_cast_stats();
   {
-    amp::Autocast region(true, DType::bf16);
+    runtime::Autocast region(true, DType::bf16);
     (void)(*model)(x);
   }
-  EXPECT_GT(amp::cast_stats().casts, lent);
-  EXPECT_TRUE(amp::WeightCopies::process_default().current(w, DType::bf16).defined());
-  amp::WeightCopies::process_default().clear();
+  EXPECT_GT(runtime::cast_stats().casts, lent);
+  EXPECT_TRUE(runtime::WeightCopies::process_default().current(w, DType::bf16).defined());
+  runtime::WeightCopies::process_default().clear();
 }
 
 }  // namespace

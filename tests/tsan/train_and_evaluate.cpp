@@ -56,7 +56,7 @@ TEST(ThreadSanitizer, TrainingWithPrefetchWhileAnotherThreadEvaluates) {
     data::DataLoader loader(test, o, {784});
     while (!done.load() || evaluations.load() == 0) {
       autograd::NoGradGuard no_grad;
-      amp::Autocast region(true, DType::bf16);
+      runtime::Autocast region(true, DType::bf16);
       loader.start_epoch(evaluations.load());
       double sum = 0;
       int batches = 0;

@@ -31,9 +31,9 @@ void add_inspect_command(CLI::App& app);
 /// parsed (mixprec::set_device), so a device that cannot run fails with one line before the
 /// command writes anything.
 void add_device_flag(CLI::App* cmd);
-/// Adds --matmul-precision (highest|high|medium: amp::set_matmul_precision) to a command.
+/// Adds --matmul-precision (highest|high|medium: runtime::set_matmul_precision) to a command.
 void add_matmul_precision_flag(CLI::App* cmd);
-/// Adds --attention-precision (default|highest: amp::set_attention_precision) to a command.
+/// Adds --attention-precision (default|highest: runtime::set_attention_precision) to a command.
 void add_attention_precision_flag(CLI::App* cmd);
 
 }  // namespace mixprec::tools

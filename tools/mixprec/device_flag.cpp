@@ -20,7 +20,7 @@ void add_device_flag(CLI::App* cmd) {
 void add_matmul_precision_flag(CLI::App* cmd) {
   cmd->add_option_function<std::string>(
          "--matmul-precision",
-         [](const std::string& p) { amp::set_matmul_precision(amp::parse_matmul_precision(p)); },
+         [](const std::string& p) { runtime::set_matmul_precision(runtime::parse_matmul_precision(p)); },
          "f32 GEMMs: highest (true f32; default, or MIXPREC_MATMUL_PRECISION), high (TF32 Tensor "
          "Cores on a GPU, as PyTorch's allow_tf32; a CPU has no TF32: as highest) or medium (bf16 "
          "products with f32 accumulation on CPUs with native bf16; TF32 on a GPU)")
@@ -31,7 +31,7 @@ void add_attention_precision_flag(CLI::App* cmd) {
   cmd->add_option_function<std::string>(
          "--attention-precision",
          [](const std::string& p) {
-           amp::set_attention_precision(amp::parse_attention_precision(p));
+           runtime::set_attention_precision(runtime::parse_attention_precision(p));
          },
          "attention's probabilities P and score gradients dS under bf16/f16: default (rounded to "
          "that dtype before the P V, P^T dO, dS K and dS^T Q products, as FlashAttention and "

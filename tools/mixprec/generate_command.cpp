@@ -62,7 +62,7 @@ void add_generate_command(CLI::App& app) {
     o.temperature = a->temperature;
     o.top_k = a->top_k;
     o.seed = a->seed;
-    amp::Autocast region(m.autocast, m.compute);
+    runtime::Autocast region(m.autocast, m.compute);
     const std::vector<std::int64_t> out = nn::sample(*gpt, prompt, o);
     std::string text = a->prompt;
     for (const std::int64_t t : out) text.push_back(static_cast<char>(t));

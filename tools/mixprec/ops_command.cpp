@@ -14,7 +14,7 @@ void add_ops_command(CLI::App& app) {
   cmd->add_flag("--json", *json, "Print JSON (one object per op) instead of a table");
   cmd->callback([json] {
     if (!*json) {
-      std::fputs(amp::format_policy_table().c_str(), stdout);
+      std::fputs(runtime::format_policy_table().c_str(), stdout);
       std::puts("\nlower_precision: inputs cast to the region's dtype (bf16 by default, or f16)"
                 "\nfp32: 16-bit inputs cast to f32; the output is f32"
                 "\nfp32_to_lower: no casts; computed in f32 inside, the output in the region's dtype"
@@ -23,9 +23,9 @@ void add_ops_command(CLI::App& app) {
       return;
     }
     std::string out = "[";
-    for (const amp::OpPolicy& row : amp::kOpPolicyTable) {
+    for (const runtime::OpPolicy& row : runtime::kOpPolicyTable) {
       if (out.size() > 1) out += ",";
-      out += std::string("\n  {\"op\": \"") + row.name + "\", \"policy\": \"" + amp::name(row.policy) +
+      out += std::string("\n  {\"op\": \"") + row.name + "\", \"policy\": \"" + runtime::name(row.policy) +
              "\", \"why\": \"" + row.why + "\"}";
     }
     out += "\n]\n";

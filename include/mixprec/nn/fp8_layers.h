@@ -45,13 +45,13 @@ class Fp8Layers {
   /// layer policy file). ValueError (one line) for a bad recipe, for an override naming a path
   /// that is not a Linear of the model (naming `source` and listing the Linears), when no layer
   /// is left in fp8, or, without overrides, when the model has fewer than three Linears.
-  Fp8Layers(Module& model, const amp::Fp8Recipe& recipe,
+  Fp8Layers(Module& model, const runtime::Fp8Recipe& recipe,
             const std::map<std::string, bool>& overrides = {},
             const std::string& source = "the fp8 layer policy");
   Fp8Layers(const Fp8Layers&) = delete;
   Fp8Layers& operator=(const Fp8Layers&) = delete;
 
-  const amp::Fp8Recipe& recipe() const { return recipe_; }
+  const runtime::Fp8Recipe& recipe() const { return recipe_; }
   /// The fp8 layers' paths, in registration order.
   std::vector<std::string> paths() const;
   /// The state of the layer at path (ValueError naming it if it is not an fp8 layer).
@@ -79,7 +79,7 @@ class Fp8Layers {
     std::string path;
     Fp8LinearState state;
   };
-  amp::Fp8Recipe recipe_;
+  runtime::Fp8Recipe recipe_;
   Tensor found_inf_;
   std::vector<Entry> entries_;
   bool observe_ = false;

@@ -4,7 +4,7 @@
 ///
 ///   SamplingOptions opts;
 ///   opts.top_k = 40;
-///   amp::Autocast region;  // optional: sampling runs in whatever precision the caller set
+///   runtime::Autocast region;  // optional: sampling runs in whatever precision the caller set
 ///   const std::vector<std::int64_t> out = sample(gpt, prompt_bytes, opts);
 #include <cstdint>
 #include <vector>

@@ -1,7 +1,7 @@
 #pragma once
 /// Normalisation layers: BatchNorm2d, BatchNorm1d, LayerNorm. Parameters and running statistics
 /// are f32; the layers accept f32/bf16/f16 inputs and return the input's dtype (LayerNorm under
-/// amp::Autocast returns f32, its fp32 policy).
+/// runtime::Autocast returns f32, its fp32 policy).
 #include <cstdint>
 
 #include "mixprec/nn/module.h"

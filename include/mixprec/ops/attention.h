@@ -20,7 +20,7 @@ namespace mixprec {
 /// the output has the input dtype. Computed in blocks (flash-attention style): memory is
 /// O(T * block), never O(Tq * Tk); the forward saves only its output and an f32 log-sum-exp
 /// per query row. A query row whose keys are all masked outputs 0 and passes 0 gradient
-/// (PyTorch's math path gives NaN there). Under amp::Autocast, q, k, v are cast to the region's
+/// (PyTorch's math path gives NaN there). Under runtime::Autocast, q, k, v are cast to the region's
 /// 16-bit dtype (lower_precision); the softmax stays in f32 inside.
 Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v,
                                     const Tensor& attn_mask = {}, float dropout_p = 0.0f,

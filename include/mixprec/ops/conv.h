@@ -11,7 +11,7 @@ namespace mixprec {
 /// Ho = (H + 2*padding - kh) / stride + 1 (likewise Wo), zero padding, no dilation or groups.
 /// Outside autocast x and weight must share a dtype (DTypeError otherwise); the bias, if given,
 /// has that dtype or f32 (an f32 bias is added before the single rounding of the output).
-/// Under amp::Autocast x and weight are cast to the region's dtype (OpKind::conv2d) and the bias
+/// Under runtime::Autocast x and weight are cast to the region's dtype (OpKind::conv2d) and the bias
 /// is left as it is (cast to f32 only if it is a third dtype). f32 accumulation throughout; the
 /// gradients of x, weight and bias come back in their dtypes. Throws ShapeError for wrong ranks,
 /// a channel mismatch or a kernel larger than the padded input, ValueError for stride <= 0 or

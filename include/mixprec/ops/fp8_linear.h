@@ -26,8 +26,8 @@ struct Fp8TensorState {
 /// it). Created on the current device.
 struct Fp8LinearState {
   /// ValueError (recipe.validate()) for a bad recipe.
-  explicit Fp8LinearState(const amp::Fp8Recipe& recipe);
-  amp::Fp8Recipe recipe;
+  explicit Fp8LinearState(const runtime::Fp8Recipe& recipe);
+  runtime::Fp8Recipe recipe;
   Fp8TensorState input, weight, grad;
   Tensor found_inf;  ///< [1] f32
   /// When set, every cast of this layer also counts its saturated and flushed elements into its

@@ -32,7 +32,7 @@ Tensor batch_norm_relu(const Tensor& x, Tensor& running_mean, Tensor& running_va
 /// Layer normalisation of x over its last `normalized_dims` dimensions (1 <= normalized_dims
 /// <= x.dim()): y = (x - mean) / sqrt(var + eps) * weight + bias, with weight/bias (optional,
 /// any dtype) shaped like those dimensions. Statistics and normalisation are computed in f32
-/// from any input dtype; the output is in x's dtype, or under amp::Autocast in the region's
+/// from any input dtype; the output is in x's dtype, or under runtime::Autocast in the region's
 /// dtype, rounded once (fp32_to_lower: what the next GEMM reads, with no cast between).
 Tensor layer_norm(const Tensor& x, std::int64_t normalized_dims, const Tensor& weight,
                   const Tensor& bias, float eps = 1e-5f);

@@ -171,7 +171,7 @@ class Optimizer {
   std::vector<std::size_t> param_group_;    ///< per param: its group
   std::vector<double> group_lr_scale_{1.0};  ///< per group
   std::vector<double> group_weight_decay_{-1.0};  ///< per group; < 0: the optimizer's own
-  // Per parameter, during step(): the 16-bit weight copy (amp::WeightCopies,
+  // Per parameter, during step(): the 16-bit weight copy (runtime::WeightCopies,
   // mixprec/runtime/weight_copies.h: the store lent to this thread) that its update may write in
   // its pass, and whether the update took it (optim_arrays sets it); step() then marks the copy
   // current at the parameter's new version.

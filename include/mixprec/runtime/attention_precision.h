@@ -10,7 +10,7 @@
 #include <cstdint>
 #include <string_view>
 
-namespace mixprec::amp {
+namespace mixprec::runtime {
 
 enum class AttentionPrecision : std::uint8_t { default_, highest };
 
@@ -38,4 +38,4 @@ class AttentionPrecisionGuard {
   int previous_;
 };
 
-}  // namespace mixprec::amp
+}  // namespace mixprec::runtime

@@ -11,7 +11,7 @@
 #include "mixprec/runtime/op_policy.h"
 #include "mixprec/tensor/tensor.h"
 
-namespace mixprec::amp {
+namespace mixprec::runtime {
 
 /// RAII region: `Autocast ac;` turns autocast on with bf16 for this thread until destroyed;
 /// `Autocast off(false);` inside a region turns it off for a nested scope.
@@ -54,4 +54,4 @@ std::vector<Tensor> autocast_inputs(OpKind op, const std::vector<Tensor>& inputs
 Tensor run_with_inputs_cast(DType dtype, const std::vector<Tensor>& inputs,
                             const std::function<Tensor(const std::vector<Tensor>&)>& fn);
 
-}  // namespace mixprec::amp
+}  // namespace mixprec::runtime

@@ -8,7 +8,7 @@
 
 #include "mixprec/core/dtype.h"
 
-namespace mixprec::amp {
+namespace mixprec::runtime {
 
 /// Where a tensor's scale comes from.
 enum class Fp8Scaling : std::uint8_t {
@@ -58,4 +58,4 @@ Fp8Formats parse_fp8_formats(std::string_view text);
 /// "delayed, history 16, margin 0, hybrid": for logs and --help.
 std::string to_string(const Fp8Recipe& recipe);
 
-}  // namespace mixprec::amp
+}  // namespace mixprec::runtime

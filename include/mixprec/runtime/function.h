@@ -98,7 +98,7 @@ struct CustomFunction {
   Backward backward;
   /// When set and autocast is enabled at the call: the forward sees its inputs cast to this
   /// dtype (differentiably: their gradients come back in the callers' dtypes) and runs with
-  /// autocast off, and so does the backward (amp::run_with_inputs_cast). Unset: the forward runs
+  /// autocast off, and so does the backward (runtime::run_with_inputs_cast). Unset: the forward runs
   /// under the caller's autocast state, inputs as given.
   std::optional<DType> cast_inputs;
 };

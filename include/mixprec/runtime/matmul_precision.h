@@ -10,7 +10,7 @@
 #include <cstdint>
 #include <string_view>
 
-namespace mixprec::amp {
+namespace mixprec::runtime {
 
 enum class MatmulPrecision : std::uint8_t { highest, high, medium };
 
@@ -37,4 +37,4 @@ class MatmulPrecisionGuard {
   int previous_;
 };
 
-}  // namespace mixprec::amp
+}  // namespace mixprec::runtime

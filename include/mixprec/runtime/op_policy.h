@@ -1,5 +1,5 @@
 #pragma once
-/// The autocast policy table: for every op, which dtype it computes in under amp::Autocast.
+/// The autocast policy table: for every op, which dtype it computes in under runtime::Autocast.
 /// Generated from the op list (mixprec/core/op_list.h); `mixprec ops` prints it and
 /// docs/autocast.md explains it.
 #include <array>
@@ -9,7 +9,7 @@
 #include "mixprec/core/dtype.h"
 #include "mixprec/core/op_list.h"
 
-namespace mixprec::amp {
+namespace mixprec::runtime {
 
 /// Every op that consults the autocast policy: the rows of mixprec/core/op_list.h with a
 /// policy (the other ops, then the unary and binary elementwise ops).
@@ -69,4 +69,4 @@ DType documented_output_dtype(OpKind op, DType in, DType lower);
 /// The table as aligned text (one op per line: name, policy, rationale).
 std::string format_policy_table();
 
-}  // namespace mixprec::amp
+}  // namespace mixprec::runtime

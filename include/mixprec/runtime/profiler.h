@@ -26,7 +26,7 @@ const char* name(Phase phase);
 
 /// One row of a profile: every record with the same op name, phase and dtype, summed.
 struct OpStats {
-  std::string op;              ///< amp::OpKind name where one exists ("linear"), else the op's or
+  std::string op;              ///< runtime::OpKind name where one exists ("linear"), else the op's or
                                ///< node's own name ("global_avg_pool2d", "accumulate_grad", "Adam")
   Phase phase = Phase::forward;
   DType dtype = DType::f32;    ///< the dtype the op computed in (its output's; a cast's target)

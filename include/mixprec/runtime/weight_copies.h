@@ -15,7 +15,7 @@
 
 #include "mixprec/tensor/tensor.h"
 
-namespace mixprec::amp {
+namespace mixprec::runtime {
 
 class WeightCopies {
  public:
@@ -62,4 +62,4 @@ class UseWeightCopies {
 /// The store in use on this thread: the innermost UseWeightCopies's, else the process default.
 WeightCopies& weight_copies();
 
-}  // namespace mixprec::amp
+}  // namespace mixprec::runtime

@@ -73,7 +73,7 @@ struct StepConfig {
   /// before every Nth step's unscale, on every rank; "N@R" on rank R only. The GradScaler must
   /// then skip that step on every rank. "" = never.
   std::string inject_overflow = "";
-  /// fp8-delayed: steps of amax history, >= 1 (16: see amp::Fp8Recipe::amax_history).
+  /// fp8-delayed: steps of amax history, >= 1 (16: see runtime::Fp8Recipe::amax_history).
   std::int64_t fp8_amax_history = 16;
   /// fp8 recipes: the scales are divided by 2^margin, in [0, 64].
   int fp8_margin = 0;
@@ -160,10 +160,10 @@ class TrainStep {
   void load_full_optimizer_state(const optim::OptimizerState& state);
   amp::GradScaler& scaler();
   optim::LRScheduler* scheduler();  ///< null for "none"
-  /// The 16-bit weight copies of this step's model (amp::WeightCopies): accumulate() and apply()
-  /// lend them to their autocast regions and optimizer step; lend them (amp::UseWeightCopies)
+  /// The 16-bit weight copies of this step's model (runtime::WeightCopies): accumulate() and apply()
+  /// lend them to their autocast regions and optimizer step; lend them (runtime::UseWeightCopies)
   /// to other forward passes of the model, e.g. evaluation, so that they reuse the copies too.
-  amp::WeightCopies& weight_copies();
+  runtime::WeightCopies& weight_copies();
   /// The per-layer precision autopilot of auto-layer (null in every other mode).
   PrecisionAutopilot* autopilot();
   /// fp8 recipes: the fp8 Linears and their scaling state (null in the other modes).
