@@ -276,6 +276,28 @@ def check_namespaces(files, floors, rooms, known):
     return errors, seen
 
 
+def check_namespace_floors(files, floors):
+    """files: [(path, lines)]. A namespace mixprec::X (forward declarations and detail aside)
+    lives on one floor: the violations, one message per namespace opened on two or more."""
+    where = {}  # topic -> {floor: first path}
+    for path, lines in files:
+        folder = folder_of(path)
+        if folder is None or folder == 'tools':
+            continue
+        for _, name, forward_only in opened_namespaces(lines):
+            parts = name.split('::')
+            if parts[0] != 'mixprec' or len(parts) < 2 or parts[1] == 'detail' or forward_only:
+                continue
+            where.setdefault(parts[1], {}).setdefault(floors[folder], path)
+    errors = []
+    for topic, on in sorted(where.items()):
+        if len(on) > 1:
+            spots = ', '.join(f'floor {f} ({p})' for f, p in sorted(on.items()))
+            errors.append(f'namespace mixprec::{topic} is opened on {len(on)} floors: {spots}; '
+                          f'rule: a namespace lives on one floor (docs/ARCHITECTURE.md, "Layers")')
+    return errors
+
+
 def main():
     root = os.path.abspath(sys.argv[1] if len(sys.argv) > 1 else
                            os.path.join(os.path.dirname(__file__), '..', '..'))
@@ -346,6 +368,15 @@ def main():
         if len(ns_errors) != 3 or len(seen) != 1:
             sys.exit('check_layers.py: the checker missed (or invented) a made-up namespace '
                      'that is not its folder\'s; fix the checker')
+        # ... and a namespace opened on two floors (a known mismatch on one of them) must be
+        # caught once, while one opened on a single floor, or only forward-declared, must not.
+        probe = [(f'src/{bottom}/a.cpp', [f'namespace mixprec::{bottom} {{', 'int x;', '}']),
+                 (f'src/{top}/b.cpp', [f'namespace mixprec::{bottom} {{', 'int y;', '}']),
+                 (f'src/{top}/c.h', [f'namespace mixprec::{top} {{', 'int z;', '}',
+                                     f'namespace mixprec::{bottom} {{ class W; }}'])]
+        if len(check_namespace_floors(probe, floors)) != 1:
+            sys.exit('check_layers.py: the checker missed (or invented) a namespace opened on '
+                     'two floors; fix the checker')
 
     files = []
     for base in ROOTS:
@@ -362,6 +393,7 @@ def main():
     errors += check_rooms(files, rooms, allowed)
     ns_errors, seen = check_namespaces(files, floors, rooms, KNOWN_NAMESPACE_MISMATCHES)
     errors += ns_errors
+    errors += check_namespace_floors(files, floors)
     for path, topic in sorted(KNOWN_NAMESPACE_MISMATCHES - seen):
         errors.append(f'{path}: no longer opens namespace mixprec::{topic}: remove it from '
                       f'KNOWN_NAMESPACE_MISMATCHES in tests/layers/check_layers.py')
@@ -373,8 +405,8 @@ def main():
         return 1
     print(f'layers: {len(files)} files, {len(floors)} folders on '
           f'{max(floors.values())} floors, {len(rooms)} rooms of the kernels; every #include '
-          f'points down and stays in its rooms; namespaces match folders but for '
-          f'{len(KNOWN_NAMESPACE_MISMATCHES)} known mismatches')
+          f'points down and stays in its rooms; each namespace lives on one floor and matches '
+          f'its folder but for {len(KNOWN_NAMESPACE_MISMATCHES)} known mismatches')
     return 0
 
 
