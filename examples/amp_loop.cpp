@@ -24,7 +24,7 @@ int main() {
   for (int step = 0; step < 50; ++step) {
     Tensor loss;
     {
-      runtime::Autocast region(true, DType::f16);                      // 1. forward + loss in f16
+      amp::Autocast region(true, DType::f16);                      // 1. forward + loss in f16
       loss = cross_entropy(model->forward(x), y);
     }
     scaler.scale(loss).backward();                                 // 2. scaled backward

@@ -133,7 +133,7 @@ std::int64_t argmax_row(const std::vector<float>& logits, std::int64_t row, std:
 // Fraction of test samples classified correctly, under the training run's autocast policy.
 double evaluate(nn::Module& model, const data::Dataset& test, bool autocast, DType compute) {
   autograd::NoGradGuard no_grad;
-  runtime::Autocast region(autocast, autocast ? compute : DType::bf16);
+  amp::Autocast region(autocast, autocast ? compute : DType::bf16);
   const auto n = static_cast<std::int64_t>(test.labels.size());
   std::int64_t correct = 0;
   for (std::int64_t begin = 0; begin < n; begin += kEvalBatch) {
@@ -202,7 +202,7 @@ int run(const Options& opt) {
       for (std::size_t r = begin; r < end; ++r) y.push_back(train.labels[static_cast<std::size_t>(order[r])]);
       Tensor loss;
       {
-        runtime::Autocast region(autocast, autocast ? policy.dtypes.compute : DType::bf16);
+        amp::Autocast region(autocast, autocast ? policy.dtypes.compute : DType::bf16);
         loss = cross_entropy(model->forward(x), y);
       }
       scaler.scale(loss).backward();

@@ -75,7 +75,7 @@ int run(int steps, std::int64_t batch, amp::PrecisionMode mode) {
     const auto t0 = std::chrono::steady_clock::now();
     Tensor loss;
     {
-      runtime::Autocast region(autocast, autocast ? policy.dtypes.compute : DType::bf16);
+      amp::Autocast region(autocast, autocast ? policy.dtypes.compute : DType::bf16);
       loss = cross_entropy(model->forward(b.x), b.y);
     }
     scaler.scale(loss).backward();
