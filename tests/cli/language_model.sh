@@ -45,4 +45,15 @@ expect_failure empty_prompt "--prompt is empty" "$MIXPREC" generate --checkpoint
 "$MIXPREC" train --model mlp --limit-train 64 --limit-test 64 --max-steps 1 --threads 1 --no-progress \
   --checkpoint-dir "$WORK/mlp" > /dev/null 2>&1
 expect_failure generate_from_classifier "not a language-model" "$MIXPREC" generate --checkpoint "$WORK/mlp"
+
+# `mixprec bench` takes the fp8 recipe flags of `mixprec train` (one StepConfig): a run with all
+# three, and values the step refuses (so a flag bench dropped would show: the run would pass).
+BENCH=(bench --model gpt-mini --context 16 --layers 1 --heads 2 --width 16 --batch-size 4 --threads 1
+       --steps 2 --warmup 1)
+"$MIXPREC" "${BENCH[@]}" --precision fp8-delayed --fp8-amax-history 4 --fp8-margin 1 --fp8-format e4m3 \
+  --json > "$WORK/bench_fp8.json" 2>&1
+check bench_fp8_delayed '"precision": "fp8-delayed"' "$WORK/bench_fp8.json"
+expect_failure bench_fp8_history_zero "--fp8-amax-history must be in" "$MIXPREC" "${BENCH[@]}" --precision fp8-delayed --fp8-amax-history 0
+expect_failure bench_fp8_margin "--fp8-margin must be in" "$MIXPREC" "${BENCH[@]}" --precision fp8 --fp8-margin 65
+expect_failure bench_fp8_format "unknown --fp8-format 'e5m2'" "$MIXPREC" "${BENCH[@]}" --precision fp8 --fp8-format e5m2
 finish

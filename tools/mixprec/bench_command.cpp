@@ -185,7 +185,8 @@ void add_bench_command(CLI::App& app) {
   cmd->add_option("--model", f->model, "Model: " + models::model_names())->required();
   CLI::Option* precision_opt =
       cmd->add_option("--precision", f->precision,
-                      "Precision mode: fp32, bf16, fp16, pure-bf16, pure-bf16-sr (or auto)")
+                      "Precision mode: fp32, bf16, fp16, pure-bf16, pure-bf16-sr, auto, auto-layer, fp8 or "
+                      "fp8-delayed")
           ->capture_default_str();
   cmd->add_option("--compare", f->compare,
                   "Comma-separated precisions to compare against the first, e.g. fp32,bf16,fp16");

@@ -70,6 +70,10 @@ void add_step_config_flags(CLI::App* cmd, train::StepConfig& step) {
                   "auto-layer: the 16-bit dtype layers start in, fp16 or bf16 (default: the hardware's)");
   cmd->add_option("--policy", step.layer_policy,
                   "auto-layer: replay this layer policy file (from train --policy-out), autopilot frozen");
+  cmd->add_option("--fp8-amax-history", step.fp8_amax_history, kFp8AmaxHistoryHelp)
+      ->capture_default_str();
+  cmd->add_option("--fp8-margin", step.fp8_margin, kFp8MarginHelp)->capture_default_str();
+  cmd->add_option("--fp8-format", step.fp8_format, kFp8FormatHelp)->capture_default_str();
 }
 
 }  // namespace mixprec::tools

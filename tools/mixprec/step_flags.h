@@ -25,9 +25,18 @@ void add_model_size_flags(CLI::App* cmd, models::ModelOptions& sizes);
 void validate_model_sizes(const char* op, const std::string& model, const models::ModelOptions& sizes);
 
 /// Adds the flags of one optimizer step that `mixprec train` also has (--optimizer, --lr,
-/// --weight-decay, --clip, --accum, --loss-scaling, --scaler-growth-interval, --compute, --policy), bound
-/// to step, so
-/// that `mixprec bench` and `mixprec profile` time the step training would run.
+/// --weight-decay, --clip, --accum, --loss-scaling, --scaler-growth-interval, --compute, --policy,
+/// --fp8-amax-history, --fp8-margin, --fp8-format), bound to step, so that `mixprec bench` times
+/// the step training would run.
 void add_step_config_flags(CLI::App* cmd, train::StepConfig& step);
+
+/// The help of the fp8 recipe flags: one text for `mixprec train` and `mixprec bench`.
+inline constexpr const char* kFp8AmaxHistoryHelp =
+    "fp8-delayed: steps of amax history the scales come from (Transformer Engine's default is "
+    "1024; 16 lets a scale follow a shrinking range)";
+inline constexpr const char* kFp8MarginHelp =
+    "fp8 recipes: divide every scale by 2^M, headroom for a growing amax";
+inline constexpr const char* kFp8FormatHelp =
+    "fp8 recipes: hybrid (E4M3 inputs and weights, E5M2 gradients) or e4m3";
 
 }  // namespace mixprec::tools

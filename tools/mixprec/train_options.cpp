@@ -4,6 +4,7 @@
 
 #include "mixprec/core/error.h"
 #include "mixprec/models/zoo.h"
+#include "step_flags.h"
 
 namespace mixprec::tools {
 
@@ -205,18 +206,12 @@ TrainOptions::TrainOptions(CLI::App* cmd, bool with_run_flags) {
                          "fp16 (16-bit: half the bytes; sums stay f32)")
              ->capture_default_str(),
          MIXPREC_FIELD(wire_dtype));
-    bind(cmd->add_option("--fp8-amax-history", g.fp8_amax_history,
-                         "fp8-delayed: steps of amax history the scales come from (Transformer "
-                         "Engine's default is 1024; 16 lets a scale follow a shrinking range)")
+    bind(cmd->add_option("--fp8-amax-history", g.fp8_amax_history, kFp8AmaxHistoryHelp)
              ->capture_default_str(),
          MIXPREC_FIELD(fp8_amax_history));
-    bind(cmd->add_option("--fp8-margin", g.fp8_margin,
-                         "fp8 recipes: divide every scale by 2^M, headroom for a growing amax")
-             ->capture_default_str(),
+    bind(cmd->add_option("--fp8-margin", g.fp8_margin, kFp8MarginHelp)->capture_default_str(),
          MIXPREC_FIELD(fp8_margin));
-    bind(cmd->add_option("--fp8-format", g.fp8_format,
-                         "fp8 recipes: hybrid (E4M3 inputs and weights, E5M2 gradients) or e4m3")
-             ->capture_default_str(),
+    bind(cmd->add_option("--fp8-format", g.fp8_format, kFp8FormatHelp)->capture_default_str(),
          MIXPREC_FIELD(fp8_format));
     bind(cmd->add_option("--inject-overflow", g.inject_overflow,
                          "Fault drill (fp16): put an Inf into the gradients every Nth step (N), or on "
