@@ -31,13 +31,20 @@ static_assert(kE5M2Table[0x7b] == 57344.0f && kE5M2Table[0x01] == 1.52587890625e
 
 }  // namespace
 
-const std::array<float, 256>& fp8_decode_table(DType format) {
+namespace detail {
+
+void require_fp8_format(const char* op, DType format) {
   const bool known = static_cast<std::size_t>(format) < kDTypeTable.size();
-  MIXPREC_CHECK(format == DType::f8e4m3 || format == DType::f8e5m2, DTypeError,
-                "fp8_decode_table",
+  MIXPREC_CHECK(format == DType::f8e4m3 || format == DType::f8e5m2, DTypeError, op,
                 "format must be f8e4m3 or f8e5m2, got "
                     << (known ? std::string(name(format))
                               : "dtype code " + std::to_string(static_cast<int>(format))));
+}
+
+}  // namespace detail
+
+const std::array<float, 256>& fp8_decode_table(DType format) {
+  detail::require_fp8_format("fp8_decode_table", format);
   return format == DType::f8e4m3 ? kE4M3Table : kE5M2Table;
 }
 

@@ -11,4 +11,10 @@ namespace mixprec {
 /// their sign). DTypeError unless format is f8e4m3 or f8e5m2.
 const std::array<float, 256>& fp8_decode_table(DType format);
 
+namespace detail {
+/// DTypeError prefixed with op unless format is f8e4m3 or f8e5m2 (naming what it got, a code
+/// outside the dtype table included): the check of every public call that takes an fp8 format.
+void require_fp8_format(const char* op, DType format);
+}  // namespace detail
+
 }  // namespace mixprec
