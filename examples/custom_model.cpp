@@ -1,5 +1,5 @@
 // A model of your own, trained by mixprec's Trainer through the public C++ API: a classifier
-// with a custom op (Swish, defined by its forward and backward with autograd::CustomFunction),
+// with a custom op (Swish, defined by its forward and backward with runtime::CustomFunction),
 // on Fashion-MNIST through a DataLoader, in bf16 autocast with fp32 master weights, with
 // checkpoints, a JSONL log and --max-steps exactly as `mixprec train` has them.
 //
@@ -12,13 +12,13 @@
 using namespace mixprec;
 
 // swish(x) = x sigmoid(x); its derivative s + x s (1 - s) with s = sigmoid(x).
-const autograd::CustomFunction kSwish{
+const runtime::CustomFunction kSwish{
     "swish",
-    [](autograd::FunctionContext& ctx, const std::vector<Tensor>& in) {
+    [](runtime::FunctionContext& ctx, const std::vector<Tensor>& in) {
       ctx.save_for_backward({in[0]});
       return in[0] * sigmoid(in[0]);
     },
-    [](autograd::FunctionContext& ctx, const Tensor& dy) -> std::vector<Tensor> {
+    [](runtime::FunctionContext& ctx, const Tensor& dy) -> std::vector<Tensor> {
       const Tensor& x = ctx.saved_tensors()[0];
       const Tensor s = sigmoid(x);
       return {dy * (s + x * (s - s * s))};
@@ -32,7 +32,7 @@ class SwishMlp : public nn::Module {
     fc2_ = register_module("fc2", std::make_shared<nn::Linear>(256, 10, true, seed + 1));
   }
   Tensor forward(const Tensor& x) override {
-    return (*fc2_)(autograd::apply(kSwish, {(*fc1_)(x)}));
+    return (*fc2_)(runtime::apply(kSwish, {(*fc1_)(x)}));
   }
   std::string type_name() const override { return "SwishMlp"; }
 

@@ -132,7 +132,7 @@ std::int64_t argmax_row(const std::vector<float>& logits, std::int64_t row, std:
 
 // Fraction of test samples classified correctly, under the training run's autocast policy.
 double evaluate(nn::Module& model, const data::Dataset& test, bool autocast, DType compute) {
-  autograd::NoGradGuard no_grad;
+  runtime::NoGradGuard no_grad;
   amp::Autocast region(autocast, autocast ? compute : DType::bf16);
   const auto n = static_cast<std::int64_t>(test.labels.size());
   std::int64_t correct = 0;

@@ -28,7 +28,7 @@ struct Batch {
 // the timed step.
 std::vector<Batch> make_batches(int count, std::int64_t batch, nn::Linear& teacher) {
   std::vector<Batch> out;
-  autograd::NoGradGuard no_grad;
+  runtime::NoGradGuard no_grad;
   for (int b = 0; b < count; ++b) {
     Batch item{Tensor::randn({batch, 1024}, 1000 + static_cast<std::uint64_t>(b)), {}};
     const std::vector<float> logits = teacher.forward(item.x).to_vector();

@@ -206,7 +206,7 @@ void GradScaler::unscale(optim::Optimizer& optimizer) {
                   "unscale() is being called after step() on this optimizer; unscale between "
                   "backward() and step(), or call update() to start a new iteration");
   }
-  diagnostics::detail::OpScope prof(diagnostics::detail::ScopeKind::optimizer, "unscale");
+  runtime::detail::OpScope prof(runtime::detail::ScopeKind::optimizer, "unscale");
   float amax = 0.0f;
   const bool predictive = options_.mode == ScalingMode::predictive;
   // may throw: the phase stays ready
@@ -219,7 +219,7 @@ void GradScaler::unscale(optim::Optimizer& optimizer) {
       elements += static_cast<double>(g.numel());
       bytes += 2.0 * static_cast<double>(g.nbytes());
     }
-    diagnostics::detail::add_work(elements, bytes);
+    runtime::detail::add_work(elements, bytes);
     prof.done_work(DType::f32);
   }
   PerOptimizer& entry = per_optimizer_[&optimizer];

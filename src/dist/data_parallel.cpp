@@ -65,7 +65,7 @@ GradientSync::GradientSync(const Communicator& comm, std::vector<Tensor> params,
   copied_.assign(params_.size(), false);
   for (std::size_t i = 0; i < params_.size(); ++i) {
     if (params_[i].requires_grad() && params_[i].is_leaf()) {
-      autograd::set_post_accumulate_grad_hook(params_[i], [this, i] { on_gradient(i); });
+      runtime::set_post_accumulate_grad_hook(params_[i], [this, i] { on_gradient(i); });
     }
   }
 }
@@ -73,7 +73,7 @@ GradientSync::GradientSync(const Communicator& comm, std::vector<Tensor> params,
 GradientSync::~GradientSync() {
   for (const Tensor& p : params_) {
     if (p.requires_grad() && p.is_leaf() && p.impl().post_accumulate_grad_hook) {
-      autograd::set_post_accumulate_grad_hook(p, {});
+      runtime::set_post_accumulate_grad_hook(p, {});
     }
   }
 }
@@ -188,7 +188,7 @@ void GradientSync::average() {
     }
     return;
   }
-  autograd::NoGradGuard no_grad;
+  runtime::NoGradGuard no_grad;
   for (const ParameterPiece& piece : shards_->pieces()) {
     const Tensor& p = params_[piece.param];
     const Tensor g = p.grad();

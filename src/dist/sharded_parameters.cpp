@@ -52,7 +52,7 @@ ShardedParameters::ShardedParameters(const Communicator& comm, std::vector<Tenso
                 "the model has " << total_ << " parameters, fewer than the " << comm.size()
                                  << " ranks that would share them");
   const Shard mine = share();
-  autograd::NoGradGuard no_grad;
+  runtime::NoGradGuard no_grad;
   for (std::size_t i = 0; i < params_.size(); ++i) {
     const std::size_t first = offsets_[i], last = first + static_cast<std::size_t>(params_[i].numel());
     const std::size_t lo = std::max(first, mine.begin), hi = std::min(last, mine.end());

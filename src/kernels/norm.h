@@ -49,7 +49,7 @@ void batch_norm_backward(const void* x, DType x_dtype, const void* dy, DType dy_
                          float* dweight, float* dbias, const void* relu_y, void* dresidual);
 }  // namespace ref
 
-// ---- batch norm split into reductions and element-wise passes (dist::sync_batch_norm) ----
+// ---- batch norm split into reductions and element-wise passes (ops::sync_batch_norm) ----
 // The kernels above reduce and apply in one call. A batch split over ranks needs the
 // per-channel reductions alone, a combination of every rank's reductions, and then the
 // element-wise pass with the combined values: forward, batch_norm_stats then batch_norm_forward

@@ -19,9 +19,9 @@ constexpr const char* kOp = "Checkpoint";
 // would deliver it to the producer without checkpointing. It asks for the producer's gradient
 // dtype, so the recomputed ops write the input gradient in the same dtype as the unwrapped
 // graph would (e.g. f32 straight from a GEMM accumulator when the producer is a cast).
-class InputGradCapture final : public autograd::Node {
+class InputGradCapture final : public runtime::Node {
  public:
-  explicit InputGradCapture(std::shared_ptr<autograd::Node> producer)
+  explicit InputGradCapture(std::shared_ptr<runtime::Node> producer)
       : producer_(std::move(producer)) {}
   const char* name() const override { return "checkpoint_input"; }
   bool saves_tensors() const override { return false; }
@@ -35,7 +35,7 @@ class InputGradCapture final : public autograd::Node {
   Tensor grad;  ///< the input's gradient once the nested backward has run
 
  private:
-  std::shared_ptr<autograd::Node> producer_;
+  std::shared_ptr<runtime::Node> producer_;
 };
 
 // Puts the child's random counters back where they were when backward started, even if the
@@ -53,7 +53,7 @@ class RandomStateRestore {
 };
 
 // The one node a checkpointed forward records. Its edges are the producers of the inputs.
-class CheckpointNode final : public autograd::Node {
+class CheckpointNode final : public runtime::Node {
  public:
   CheckpointNode(std::shared_ptr<Module> child, const std::vector<Tensor>& inputs,
                  std::vector<std::uint64_t> random_state, bool autocast, DType autocast_dtype)
@@ -134,7 +134,7 @@ std::vector<Tensor> CheckpointNode::backward(const Tensor& grad_output) {
       replay[i].set_requires_grad(true);
     } else {
       captures[i] = std::make_shared<InputGradCapture>(next[i].fn);
-      autograd::attach_all(replay[i], captures[i], {});
+      runtime::attach_all(replay[i], captures[i], {});
     }
   }
 
@@ -142,7 +142,7 @@ std::vector<Tensor> CheckpointNode::backward(const Tensor& grad_output) {
   {
     RandomStateRestore restore(*child_);
     child_->set_random_state(random_state_);
-    autograd::GradModeGuard grad_on(true);
+    runtime::GradModeGuard grad_on(true);
     runtime::Autocast region(autocast_, autocast_dtype_);
     out = (*child_)(replay);
   }
@@ -153,8 +153,8 @@ std::vector<Tensor> CheckpointNode::backward(const Tensor& grad_output) {
                     << to_string(output_shape) << "; its forward must depend only on its inputs, "
                        "parameters, random counters and autocast state");
   // The nested pass runs with autocast as the outer one does (off, after the region above),
-  // and inherits the outer root's loss scale (autograd::backward).
-  if (out.requires_grad()) autograd::backward(out, grad_output);
+  // and inherits the outer root's loss scale (runtime::backward).
+  if (out.requires_grad()) runtime::backward(out, grad_output);
 
   std::vector<Tensor> grads(n);
   for (std::size_t i = 0; i < n; ++i) {
@@ -179,7 +179,7 @@ Checkpoint::Checkpoint(std::shared_ptr<Module> child) {
 Tensor Checkpoint::forward(const Tensor& x) { return forward_inputs({x}); }
 
 Tensor Checkpoint::forward_inputs(const std::vector<Tensor>& inputs) {
-  if (!is_training() || !autograd::grad_enabled()) return (*child_)(inputs);
+  if (!is_training() || !runtime::grad_enabled()) return (*child_)(inputs);
   std::vector<const Tensor*> edges;
   edges.reserve(inputs.size());
   bool needs_node = false;
@@ -195,13 +195,13 @@ Tensor Checkpoint::forward_inputs(const std::vector<Tensor>& inputs) {
   std::vector<std::uint64_t> random_state = child_->random_state();
   Tensor out;
   {
-    autograd::NoGradGuard no_grad;  // the point: no activations are kept
+    runtime::NoGradGuard no_grad;  // the point: no activations are kept
     out = (*child_)(inputs);
   }
   // A fresh handle, so that linking the node never touches a tensor the child returned as it is
   // (an input, a view of one).
   out = out.detach();
-  autograd::attach_all(out,
+  runtime::attach_all(out,
                        std::make_shared<CheckpointNode>(child_, inputs, std::move(random_state),
                                                         runtime::autocast_enabled(),
                                                         runtime::autocast_dtype()),

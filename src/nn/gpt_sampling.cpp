@@ -88,7 +88,7 @@ std::vector<std::int64_t> sample(GPT& model, const std::vector<std::int64_t>& pr
   MIXPREC_CHECK(opts.top_k >= 0, ValueError, kOp, "top_k must be >= 0 (0: every token), got " << opts.top_k);
 
   EvalModeGuard eval(model);
-  autograd::NoGradGuard no_grad;
+  runtime::NoGradGuard no_grad;
   std::vector<std::int64_t> seq = prompt;
   std::vector<std::int64_t> out;
   out.reserve(static_cast<std::size_t>(opts.tokens));

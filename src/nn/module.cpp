@@ -70,7 +70,7 @@ void Module::load_state_dict(const std::map<std::string, Tensor>& state, bool st
                     "unexpected key '" << name << "': the state comes from a different model");
     }
   }
-  autograd::NoGradGuard no_grad;
+  runtime::NoGradGuard no_grad;
   for (auto& [name, dst] : own) {
     auto it = state.find(name);
     if (it == state.end()) {
@@ -146,8 +146,8 @@ Tensor Module::operator()(const Tensor& x_arg) {
   Tensor converted;
   if (has_input_format_ && x_arg.dim() == 4) [[unlikely]] converted = x_arg.contiguous(input_format_);
   const Tensor& x = converted.defined() ? converted : x_arg;
-  std::optional<autograd::anomaly_detail::ModuleScope> anomaly_scope;
-  if (autograd::anomaly_enabled()) [[unlikely]] anomaly_scope.emplace(*this, &describe_for_anomaly);
+  std::optional<runtime::anomaly_detail::ModuleScope> anomaly_scope;
+  if (runtime::anomaly_enabled()) [[unlikely]] anomaly_scope.emplace(*this, &describe_for_anomaly);
   // One thread-local test when no observer is installed; observers see leaf modules only, so
   // each value is observed once (a Sequential's output is its last child's).
   if (ForwardObserver* observer = tls_forward_observer; observer != nullptr && children_.empty())
@@ -158,7 +158,7 @@ Tensor Module::operator()(const Tensor& x_arg) {
 }
 
 bool Module::runs_plainly() const {
-  return !has_compute_override_ && !autograd::anomaly_enabled() &&
+  return !has_compute_override_ && !runtime::anomaly_enabled() &&
          (tls_forward_observer == nullptr || !children_.empty());
 }
 
@@ -172,8 +172,8 @@ Tensor Module::forward_inputs(const std::vector<Tensor>& inputs) {
 
 Tensor Module::operator()(const std::vector<Tensor>& inputs) {
   if (inputs.size() == 1) return (*this)(inputs[0]);
-  std::optional<autograd::anomaly_detail::ModuleScope> anomaly_scope;
-  if (autograd::anomaly_enabled()) [[unlikely]] anomaly_scope.emplace(*this, &describe_for_anomaly);
+  std::optional<runtime::anomaly_detail::ModuleScope> anomaly_scope;
+  if (runtime::anomaly_enabled()) [[unlikely]] anomaly_scope.emplace(*this, &describe_for_anomaly);
   if (!has_compute_override_) return forward_inputs(inputs);
   const bool lower = compute_override_ != DType::f32;
   runtime::Autocast region(lower, lower ? compute_override_ : runtime::autocast_dtype());

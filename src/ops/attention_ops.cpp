@@ -87,7 +87,7 @@ Tensor empty_like_layout(const Shape& shape, DType dtype, bool inner) {
   return Tensor::empty({shape[0], shape[2], shape[1], shape[3]}, dtype).permute({0, 2, 1, 3});
 }
 
-class AttentionNode final : public autograd::Node {
+class AttentionNode final : public runtime::Node {
  public:
   AttentionNode(Operand q, Operand k, Operand v, Operand out, Tensor lse, MaskView mask,
                 kernels::AttentionDesc desc)
@@ -127,7 +127,7 @@ class AttentionNode final : public autograd::Node {
     // The products the gradients need: s = q k^T, dp = dout v^T, dv += p^T dout, dk += ds^T q,
     // dq += ds k (a kernel that recomputes s and dp for dq, as the cpu one does above its ds
     // budget, does more work than this counts).
-    diagnostics::detail::add_work(
+    runtime::detail::add_work(
         2.0 * static_cast<double>(d.bh * d.tq * d.tk) * static_cast<double>(3 * d.d + 2 * d.dv),
         static_cast<double>(q_.t.nbytes() + k_.t.nbytes() + v_.t.nbytes() + 2 * out_.t.nbytes() +
                             dq.nbytes() + dk.nbytes() + dv.nbytes()));
@@ -173,7 +173,7 @@ void check_inputs(const Tensor& q, const Tensor& k, const Tensor& v) {
 Tensor scaled_dot_product_attention(const Tensor& q_arg, const Tensor& k_arg, const Tensor& v_arg,
                                     const Tensor& attn_mask, float dropout_p, bool is_causal,
                                     std::optional<float> scale, std::uint64_t seed) {
-  diagnostics::detail::OpScope prof(runtime::OpKind::scaled_dot_product_attention);
+  runtime::detail::OpScope prof(runtime::OpKind::scaled_dot_product_attention);
   ops::detail::require_defined(kOp, q_arg, "q");
   ops::detail::require_defined(kOp, k_arg, "k");
   ops::detail::require_defined(kOp, v_arg, "v");
@@ -236,7 +236,7 @@ Tensor scaled_dot_product_attention(const Tensor& q_arg, const Tensor& k_arg, co
   kernels::attention_forward(desc, qc.t.data_ptr(), kc.t.data_ptr(), vc.t.data_ptr(),
                              out.data_ptr(), static_cast<float*>(lse.data_ptr()));
   // 2 GEMM-like products of bh * tq * tk * (d or dv) multiply-adds each.
-  diagnostics::detail::add_work(
+  runtime::detail::add_work(
       2.0 * static_cast<double>(bh * tq * tk) * static_cast<double>(d + dv),
       static_cast<double>(qc.t.nbytes() + kc.t.nbytes() + vc.t.nbytes() + out.nbytes()));
   Operand saved_out{out.detach(), desc.out_rows, qc.heads_inner};

@@ -13,7 +13,7 @@ namespace {
 using ops::detail::record;
 
 // Gradient of cat: the slice of dy that each input contributed.
-class CatNode final : public autograd::Node {
+class CatNode final : public runtime::Node {
  public:
   CatNode(std::int64_t dim, std::vector<std::int64_t> sizes, std::vector<DType> dtypes)
       : dim_(dim), sizes_(std::move(sizes)), dtypes_(std::move(dtypes)) {}
@@ -42,7 +42,7 @@ DType widest(const std::vector<Tensor>& ts) {
   return d;
 }
 
-class WhereNode final : public autograd::Node {
+class WhereNode final : public runtime::Node {
  public:
   explicit WhereNode(Tensor mask) : mask_(std::move(mask)) {}
   const char* name() const override { return "where"; }
@@ -61,7 +61,7 @@ class WhereNode final : public autograd::Node {
 
 Tensor cat(const std::vector<Tensor>& tensors_arg, std::int64_t dim) {
   const char* op = "cat";
-  diagnostics::detail::OpScope prof(runtime::OpKind::cat);
+  runtime::detail::OpScope prof(runtime::OpKind::cat);
   MIXPREC_CHECK(!tensors_arg.empty(), ValueError, op, "needs at least one tensor");
   for (const Tensor& t : tensors_arg) ops::detail::require_defined(op, t, "tensors");
   const std::vector<Tensor> tensors = runtime::autocast_inputs(runtime::OpKind::cat, tensors_arg);
@@ -90,7 +90,7 @@ Tensor cat(const std::vector<Tensor>& tensors_arg, std::int64_t dim) {
     kernels::copy(t.shape(), ops::detail::strided(t), {window.data_ptr(), window.dtype(), window.strides()});
     start += t.size(d);
   }
-  if (autograd::grad_enabled()) {
+  if (runtime::grad_enabled()) {
     bool any = false;
     for (const Tensor& t : tensors) any = any || t.requires_grad();
     if (any) {
@@ -98,7 +98,7 @@ Tensor cat(const std::vector<Tensor>& tensors_arg, std::int64_t dim) {
       // attach() takes an initializer list; link the edges by hand for a variable count.
       std::vector<const Tensor*> ptrs;
       for (const Tensor& t : tensors) ptrs.push_back(&t);
-      autograd::attach_all(out, node, ptrs);
+      runtime::attach_all(out, node, ptrs);
     }
   }
   prof.done(out, tensors, 0.0);  // a copy: no arithmetic
@@ -106,7 +106,7 @@ Tensor cat(const std::vector<Tensor>& tensors_arg, std::int64_t dim) {
 }
 
 Tensor stack(const std::vector<Tensor>& tensors, std::int64_t dim) {
-  diagnostics::detail::OpScope prof(runtime::OpKind::stack);
+  runtime::detail::OpScope prof(runtime::OpKind::stack);
   MIXPREC_CHECK(!tensors.empty(), ValueError, "stack", "needs at least one tensor");
   ops::detail::require_defined("stack", tensors.front(), "tensors");
   const std::int64_t nd = tensors.front().dim() + 1;
@@ -129,7 +129,7 @@ Tensor stack(const std::vector<Tensor>& tensors, std::int64_t dim) {
 
 Tensor where(const Tensor& condition, const Tensor& a_arg, const Tensor& b_arg) {
   const char* op = "where";
-  diagnostics::detail::OpScope prof(runtime::OpKind::where);
+  runtime::detail::OpScope prof(runtime::OpKind::where);
   ops::detail::require_defined(op, condition, "condition");
   ops::detail::require_defined(op, a_arg, "a");
   ops::detail::require_defined(op, b_arg, "b");
@@ -149,10 +149,10 @@ Tensor where(const Tensor& condition, const Tensor& a_arg, const Tensor& b_arg) 
   Tensor out = Tensor::empty(a.shape(), dtype);
   kernels::where(out.numel(), c.data_ptr(), c.dtype(), av.data_ptr(), bv.data_ptr(), dtype,
                  out.data_ptr());
-  if (autograd::needs_grad({&a, &b})) {
+  if (runtime::needs_grad({&a, &b})) {
     const Tensor is_zero =
         ops::detail::binary_raw(kernels::BinaryOp::eq, c, Tensor::full({}, 0.0f), dtype);
-    autograd::attach(out, std::make_shared<WhereNode>(affine(is_zero, -1.0f, 1.0f)),
+    runtime::attach(out, std::make_shared<WhereNode>(affine(is_zero, -1.0f, 1.0f)),
                      {&condition, &a, &b});
   }
   prof.done(out, {&condition, &a, &b});

@@ -11,7 +11,7 @@
 namespace mixprec {
 namespace {
 
-class Conv2dNode final : public autograd::Node {
+class Conv2dNode final : public runtime::Node {
  public:
   Conv2dNode(Tensor x, Tensor w, const kernels::Conv2dDesc& d) : x_(std::move(x)), w_(std::move(w)), d_(d) {}
   const char* name() const override { return "conv2d"; }
@@ -24,7 +24,7 @@ class Conv2dNode final : public autograd::Node {
     if (next[0].fn) {
       dx = Tensor::empty(x_.shape(), d_.dtype, format());
       kernels::conv2d_backward_data(d_, dy.data_ptr(), w_.data_ptr(), dx.data_ptr());
-      diagnostics::detail::add_work(pass_flops, static_cast<double>(dy.nbytes() + w_.nbytes() + dx.nbytes()));
+      runtime::detail::add_work(pass_flops, static_cast<double>(dy.nbytes() + w_.nbytes() + dx.nbytes()));
     }
     const bool want_db = d_.has_bias && next.size() > 2 && next[2].fn;
     if (next[1].fn || want_db) {
@@ -33,7 +33,7 @@ class Conv2dNode final : public autograd::Node {
       if (want_db) db = Tensor::empty({d_.o}, d_.bias_dtype);
       kernels::conv2d_backward_weights(d_, x_.data_ptr(), dy.data_ptr(), dw.data_ptr(),
                                        want_db ? db.data_ptr() : nullptr);
-      diagnostics::detail::add_work(
+      runtime::detail::add_work(
           pass_flops + (want_db ? static_cast<double>(dy.numel()) : 0.0),
           static_cast<double>(x_.nbytes() + dy.nbytes() + dw.nbytes() + (want_db ? db.nbytes() : 0)));
       if (!next[1].fn) dw = Tensor();
@@ -56,7 +56,7 @@ class Conv2dNode final : public autograd::Node {
 Tensor conv2d(const Tensor& x_arg, const Tensor& weight_arg, const Tensor& bias_arg,
               std::int64_t stride, std::int64_t padding) {
   const char* op = "conv2d";
-  diagnostics::detail::OpScope prof(runtime::OpKind::conv2d);
+  runtime::detail::OpScope prof(runtime::OpKind::conv2d);
   ops::detail::require_defined(op, x_arg, "x");
   ops::detail::require_defined(op, weight_arg, "weight");
   // The bias stays as given: an f32 bias is added in f32 before the output's single rounding.
@@ -107,10 +107,10 @@ Tensor conv2d(const Tensor& x_arg, const Tensor& weight_arg, const Tensor& bias_
   Tensor y = Tensor::empty({d.n, d.o, d.out_h(), d.out_w()}, d.dtype, format);
   kernels::conv2d(d, xc.data_ptr(), wc.data_ptr(), bc.defined() ? bc.data_ptr() : nullptr,
                   y.data_ptr());
-  if (autograd::needs_grad({&x, &weight, &bias})) {
+  if (runtime::needs_grad({&x, &weight, &bias})) {
     auto node = std::make_shared<Conv2dNode>(xc, wc, d);
-    if (bias.defined()) autograd::attach(y, node, {&x, &weight, &bias});
-    else autograd::attach(y, node, {&x, &weight});
+    if (bias.defined()) runtime::attach(y, node, {&x, &weight, &bias});
+    else runtime::attach(y, node, {&x, &weight});
   }
   // 2*N*O*C*kh*kw*Ho*Wo, plus the bias adds.
   prof.done(y, {&x, &weight, &bias},

@@ -13,7 +13,7 @@ Tensor dropout(const Tensor& x, float p, bool training, std::uint64_t seed) {
   MIXPREC_CHECK(p >= 0.0f && p < 1.0f, ValueError, "dropout",
                 "p must be in [0, 1), got " << p);
   if (!training || p == 0.0f) return x;
-  diagnostics::detail::OpScope prof(runtime::OpKind::dropout);
+  runtime::detail::OpScope prof(runtime::OpKind::dropout);
   // The mask already holds the 1/(1-p) scale, so the op is one multiply and its gradient is
   // the same multiply (mul's own backward).
   // Drawn in tensor memory: u = uniform(seed, i) by the random_uniform kernel, keep = (u >= p)

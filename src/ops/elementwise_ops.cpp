@@ -15,7 +15,7 @@ using kernels::UnaryOp;
 using ops::detail::record;
 using ops::detail::strided;
 
-class UnaryNode final : public autograd::Node {
+class UnaryNode final : public runtime::Node {
  public:
   UnaryNode(UnaryOp op, Tensor x, Tensor y) : op_(op), x_(std::move(x)), y_(std::move(y)) {}
   const char* name() const override { return kernels::name(op_); }
@@ -37,7 +37,7 @@ class UnaryNode final : public autograd::Node {
 
 Tensor unary_op(runtime::OpKind kind, UnaryOp op, const Tensor& x_arg) {
   const char* op_name = kernels::name(op);
-  diagnostics::detail::OpScope prof(kind);
+  runtime::detail::OpScope prof(kind);
   ops::detail::require_defined(op_name, x_arg, "x");
   const Tensor x_in = runtime::autocast_inputs(kind, {&x_arg})[0];
   // A channels-last input stays so (a convnet's ReLU): the kernel maps the dense memory as one
@@ -52,7 +52,7 @@ Tensor unary_op(runtime::OpKind kind, UnaryOp op, const Tensor& x_arg) {
   return y;
 }
 
-class BinaryNode final : public autograd::Node {
+class BinaryNode final : public runtime::Node {
  public:
   BinaryNode(BinaryOp op, Tensor a, Tensor b, bool need_a, bool need_b)
       : op_(op), a_(std::move(a)), b_(std::move(b)), need_a_(need_a), need_b_(need_b) {}
@@ -114,7 +114,7 @@ class BinaryNode final : public autograd::Node {
 };
 
 Tensor binary_op(runtime::OpKind kind, BinaryOp op, const Tensor& a_arg, const Tensor& b_arg) {
-  diagnostics::detail::OpScope prof(kind);
+  runtime::detail::OpScope prof(kind);
   ops::detail::require_defined(kernels::name(op), a_arg, "a");
   ops::detail::require_defined(kernels::name(op), b_arg, "b");
   // promote under autocast casts nothing here: the kernel widens each operand exactly as it
@@ -141,7 +141,7 @@ Tensor binary_op(runtime::OpKind kind, BinaryOp op, const Tensor& a_arg, const T
 }  // namespace
 
 void ops::detail::record_binary(BinaryOp op, Tensor& out, const Tensor& a, const Tensor& b) {
-  if (!autograd::needs_grad({&a, &b})) return;
+  if (!runtime::needs_grad({&a, &b})) return;
   // The gradients of add and sub need neither operand: saving them would keep both alive
   // until backward (a transformer's residual stream and every block's MLP output).
   const bool saves = op != BinaryOp::add && op != BinaryOp::sub;
@@ -149,12 +149,12 @@ void ops::detail::record_binary(BinaryOp op, Tensor& out, const Tensor& a, const
                                            saves ? b.detach() : Tensor(), a.requires_grad(),
                                            b.requires_grad());
   node->set_input_meta(a, b);
-  autograd::attach(out, node, {&a, &b});
+  runtime::attach(out, node, {&a, &b});
 }
 
 namespace {
 
-class AffineNode final : public autograd::Node {
+class AffineNode final : public runtime::Node {
  public:
   AffineNode(float alpha, DType in_dtype) : alpha_(alpha), in_dtype_(in_dtype) {}
   const char* name() const override { return "affine"; }
@@ -191,7 +191,7 @@ MIXPREC_BINARY_OPS(MIXPREC_DEFINE_BINARY_FN)
 #undef MIXPREC_DEFINE_BINARY_FN
 
 Tensor affine(const Tensor& x_in, float alpha, float beta) {
-  diagnostics::detail::OpScope prof(runtime::OpKind::affine);
+  runtime::detail::OpScope prof(runtime::OpKind::affine);
   ops::detail::require_defined("affine", x_in, "x");
   require_compute_dtype("affine", x_in.dtype());
   const Tensor x = x_in.contiguous();
@@ -205,7 +205,7 @@ Tensor affine(const Tensor& x_in, float alpha, float beta) {
 Tensor cast(const Tensor& x, DType dtype) {
   ops::detail::require_defined("cast", x, "x");
   if (x.dtype() == dtype) return x;
-  diagnostics::detail::OpScope prof(diagnostics::detail::ScopeKind::cast, "cast");
+  runtime::detail::OpScope prof(runtime::detail::ScopeKind::cast, "cast");
   Tensor y = ops::detail::materialize(x, dtype, MemoryCategory::activation, x.memory_format());
   record<runtime::CastNode>(y, {&x}, x.dtype());
   prof.done(y, {&x});

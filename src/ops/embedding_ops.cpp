@@ -12,7 +12,7 @@ namespace {
 using ops::detail::record;
 
 // Keeps the indices (not a tensor) and the table's shape and dtype; never the table itself.
-class EmbeddingNode final : public autograd::Node {
+class EmbeddingNode final : public runtime::Node {
  public:
   EmbeddingNode(std::shared_ptr<Storage> indices, std::int64_t count, std::int64_t rows,
                 std::int64_t cols, DType dtype, std::int64_t padding_idx)
@@ -46,7 +46,7 @@ namespace {
 Tensor embedding_of(const Tensor& weight_arg, std::shared_ptr<Storage> device_indices,
                     std::int64_t count, const Shape& index_shape, std::int64_t padding_idx) {
   const char* op = "embedding";
-  diagnostics::detail::OpScope prof(runtime::OpKind::embedding);
+  runtime::detail::OpScope prof(runtime::OpKind::embedding);
   const Tensor weight = runtime::autocast_inputs(runtime::OpKind::embedding, {&weight_arg})[0];
   MIXPREC_CHECK(weight.dim() == 2, ShapeError, op,
                 "weight must be the table [V, D], got " << to_string(weight.shape()));

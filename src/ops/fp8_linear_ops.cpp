@@ -123,7 +123,7 @@ Tensor transposed(const Tensor& q) { return q.transpose(0, 1).contiguous(); }
 /// Indices of the tensors fp8_linear saves for backward.
 enum Saved : std::size_t { kXq, kXScale, kWq, kWScale, kGHistory, kGScale, kGAmax, kGObserved, kFoundInf };
 
-std::vector<Tensor> fp8_linear_backward(autograd::FunctionContext& ctx, const Tensor& dy_arg) {
+std::vector<Tensor> fp8_linear_backward(runtime::FunctionContext& ctx, const Tensor& dy_arg) {
   const std::vector<Tensor>& saved = ctx.saved_tensors();
   runtime::Fp8Recipe recipe;
   recipe.scaling = static_cast<runtime::Fp8Scaling>(static_cast<int>(ctx.scalar("scaling")));
@@ -176,9 +176,9 @@ Tensor fp8_linear(const Tensor& x, const Tensor& weight, const Tensor& bias,
   require_compute_dtype(kOp, weight.dtype());
   const bool autocast = runtime::autocast_enabled();
   const DType out_dtype = autocast ? runtime::autocast_dtype() : DType::f32;
-  const autograd::CustomFunction fn{
+  const runtime::CustomFunction fn{
       kOp,
-      [&state, out_dtype](autograd::FunctionContext& ctx, const std::vector<Tensor>& in) {
+      [&state, out_dtype](runtime::FunctionContext& ctx, const std::vector<Tensor>& in) {
         const Tensor& xin = in[0];
         const std::int64_t k = in[1].size(1);
         const Tensor x2 = xin.contiguous().reshape({xin.numel() / std::max<std::int64_t>(k, 1), k});
@@ -212,7 +212,7 @@ Tensor fp8_linear(const Tensor& x, const Tensor& weight, const Tensor& bias,
         return y.dtype() == out_dtype ? y : y.to(out_dtype);
       },
       &fp8_linear_backward};
-  return autograd::apply(fn, {x, weight, bias});
+  return runtime::apply(fn, {x, weight, bias});
 }
 
 }  // namespace mixprec

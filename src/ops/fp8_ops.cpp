@@ -113,7 +113,7 @@ Fp8Quantized fp8_quantize(const Tensor& x, DType format) {
   const Tensor wide = x.to(DType::f32);
   float amax = 0.0f;
   if (wide.numel() > 0) {
-    autograd::NoGradGuard no_grad;
+    runtime::NoGradGuard no_grad;
     // The scale is a host float in this API (Fp8Quantized::scale): one counted download.
     const TransferReason why("fp8 scale (amax)");
     amax = max_abs(wide).item();

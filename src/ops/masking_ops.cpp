@@ -26,7 +26,7 @@ Tensor masked_fill_raw(const Tensor& x_in, const Tensor& mask, float value) {
 
 // The gradient passes where the mask kept x and is zero where it filled: the same selection
 // with value 0 on the output gradient.
-class MaskedFillNode final : public autograd::Node {
+class MaskedFillNode final : public runtime::Node {
  public:
   explicit MaskedFillNode(Tensor mask) : mask_(std::move(mask)) {}
   const char* name() const override { return "masked_fill"; }
@@ -43,7 +43,7 @@ class MaskedFillNode final : public autograd::Node {
 
 Tensor masked_fill(const Tensor& x_arg, const Tensor& mask, float value) {
   const char* op = "masked_fill";
-  diagnostics::detail::OpScope prof(runtime::OpKind::masked_fill);
+  runtime::detail::OpScope prof(runtime::OpKind::masked_fill);
   ops::detail::require_defined(op, x_arg, "x");
   ops::detail::require_defined(op, mask, "mask");
   require_compute_dtype(op, mask.dtype());

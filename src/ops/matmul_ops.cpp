@@ -32,7 +32,7 @@ void gemm(const Tensor& a, bool ta, const Tensor& b, bool tb, std::int64_t m, st
   }
   kernels::matmul(d, a.data_ptr(), b.data_ptr(), bias_data, c.data_ptr());
   // 2*M*N*K (plus the bias adds); bytes: A, B, bias read and C written, at their dtype sizes.
-  diagnostics::detail::add_work(
+  runtime::detail::add_work(
       2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k) +
           (d.has_bias ? static_cast<double>(m * n) : 0.0),
       static_cast<double>(m * k * static_cast<std::int64_t>(size_of(a.dtype())) +
@@ -52,13 +52,13 @@ void check_same_dtype(const char* op, const Tensor& a, const Tensor& b) {
 // The dtype to compute a parameter gradient in: f32 straight from the f32 accumulator when the
 // consumer (the cast from an f32 master, or an f32 leaf) wants f32 and takes any dtype, which
 // saves a rounding to 16 bits and a conversion pass; else the operand's own dtype.
-DType grad_dtype(const autograd::Node& consumer, DType operand) {
+DType grad_dtype(const runtime::Node& consumer, DType operand) {
   const bool wants_f32 =
       consumer.accepts_any_grad_dtype() && consumer.preferred_grad_dtype() == DType::f32;
   return wants_f32 ? DType::f32 : operand;
 }
 
-class LinearNode final : public autograd::Node {
+class LinearNode final : public runtime::Node {
  public:
   LinearNode(Tensor x2d, Tensor w, bool has_bias, DType bias_dtype, Shape x_shape)
       : x_(std::move(x2d)), w_(std::move(w)), has_bias_(has_bias), bias_dtype_(bias_dtype),
@@ -83,7 +83,7 @@ class LinearNode final : public autograd::Node {
       db = Tensor::empty({n}, db_dtype);
       kernels::reduce(kernels::ReduceOp::sum, dy.data_ptr(), dy.dtype(), 1, m, n, db.data_ptr(),
                       db_dtype);
-      diagnostics::detail::add_work(static_cast<double>(m * n),
+      runtime::detail::add_work(static_cast<double>(m * n),
                                     static_cast<double>(dy.nbytes() + db.nbytes()));
     }
     return {dx, dw, db};
@@ -96,7 +96,7 @@ class LinearNode final : public autograd::Node {
   Shape x_shape_;
 };
 
-class MatmulNode final : public autograd::Node {
+class MatmulNode final : public runtime::Node {
  public:
   MatmulNode(Tensor a, Tensor b) : a_(std::move(a)), b_(std::move(b)) {}
   const char* name() const override { return "matmul"; }
@@ -132,7 +132,7 @@ class MatmulNode final : public autograd::Node {
 
 Tensor linear(const Tensor& x_arg, const Tensor& weight_arg, const Tensor& bias_arg) {
   const char* op = "linear";
-  diagnostics::detail::OpScope prof(runtime::OpKind::linear);
+  runtime::detail::OpScope prof(runtime::OpKind::linear);
   ops::detail::require_defined(op, x_arg, "x");
   ops::detail::require_defined(op, weight_arg, "weight");
   if (ops::detail::any_fp8({&x_arg, &weight_arg, &bias_arg})) {
@@ -160,11 +160,11 @@ Tensor linear(const Tensor& x_arg, const Tensor& weight_arg, const Tensor& bias_
   Shape out_shape = x.shape();
   out_shape.back() = out_features;
   y = y.reshape(out_shape);
-  if (autograd::needs_grad({&x, &weight, &bias})) {
+  if (runtime::needs_grad({&x, &weight, &bias})) {
     auto node = std::make_shared<LinearNode>(x2, w, bias.defined(),
                                              bias.defined() ? bias.dtype() : x.dtype(), x.shape());
-    if (bias.defined()) autograd::attach(y, node, {&x, &weight, &bias});
-    else autograd::attach(y, node, {&x, &weight});
+    if (bias.defined()) runtime::attach(y, node, {&x, &weight, &bias});
+    else runtime::attach(y, node, {&x, &weight});
   }
   prof.done(y, {&x, &weight, &bias});
   return y;
@@ -178,7 +178,7 @@ Tensor matmul(const Tensor& a_arg, const Tensor& b_arg) {
     return ops::detail::fp8_matmul(a_arg, b_arg);  // decode to f32, f32 GEMM
   }
   const runtime::OpKind kind = a_arg.dim() == 3 ? runtime::OpKind::bmm : runtime::OpKind::matmul;
-  diagnostics::detail::OpScope prof(kind);
+  runtime::detail::OpScope prof(kind);
   const std::vector<Tensor> cast_in = runtime::autocast_inputs(kind, {&a_arg, &b_arg});
   const Tensor& a = cast_in[0];
   const Tensor& b = cast_in[1];

@@ -31,7 +31,7 @@ struct BatchNormEpilogue {
   bool residual = false;
 };
 
-class BatchNormNode final : public autograd::Node {
+class BatchNormNode final : public runtime::Node {
  public:
   BatchNormNode(Tensor x, kernels::BatchNormDims dims, Tensor mean, Tensor var, Tensor weight,
                 ParamInfo w, ParamInfo b, float eps, bool training, BatchNormEpilogue epilogue,
@@ -83,7 +83,7 @@ class BatchNormNode final : public autograd::Node {
   Tensor relu_y_;  // the op's output (detached) when it ends in ReLU: the ReLU's mask
 };
 
-class LayerNormNode final : public autograd::Node {
+class LayerNormNode final : public runtime::Node {
  public:
   LayerNormNode(Tensor x, std::int64_t rows, std::int64_t cols, Tensor mean, Tensor rstd,
                 Tensor weight, ParamInfo w, ParamInfo b)
@@ -210,7 +210,7 @@ Tensor batch_norm_impl(const char* op, const Tensor& x_arg, Tensor& running_mean
                        Tensor& running_var, const Tensor& weight_arg, const Tensor& bias_arg,
                        bool training, float momentum, float eps, BatchNormEpilogue epilogue,
                        const Tensor* residual) {
-  diagnostics::detail::OpScope prof(runtime::OpKind::batch_norm);
+  runtime::detail::OpScope prof(runtime::OpKind::batch_norm);
   const ops::detail::BatchNormInputs in = ops::detail::prepare_batch_norm(
       op, x_arg, running_mean, running_var, weight_arg, bias_arg, training, momentum, eps);
   const Tensor& x = in.x;
@@ -325,7 +325,7 @@ DType layer_norm_output_dtype(DType x_dtype) {
 Tensor layer_norm(const Tensor& x_arg, std::int64_t normalized_dims, const Tensor& weight_arg,
                   const Tensor& bias_arg, float eps) {
   const char* op = "layer_norm";
-  diagnostics::detail::OpScope prof(runtime::OpKind::layer_norm);
+  runtime::detail::OpScope prof(runtime::OpKind::layer_norm);
   ops::detail::require_defined(op, x_arg, "x");
   const std::vector<Tensor> in =
       runtime::autocast_inputs(runtime::OpKind::layer_norm, {&x_arg, &weight_arg, &bias_arg});
@@ -356,7 +356,7 @@ ResidualNorm add_layer_norm(const Tensor& x_arg, const Tensor& delta_arg,
     Tensor sum = add(x_arg, delta_arg);
     return {sum, layer_norm(sum, normalized_dims, weight_arg, bias_arg, eps)};
   }
-  diagnostics::detail::OpScope prof(runtime::OpKind::layer_norm);
+  runtime::detail::OpScope prof(runtime::OpKind::layer_norm);
   require_compute_dtype(op, x_arg.dtype());
   require_compute_dtype(op, delta_arg.dtype());
   const std::vector<Tensor> in =

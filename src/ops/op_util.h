@@ -59,8 +59,8 @@ std::int64_t wrap_dim(const char* op, std::int64_t dim, std::int64_t nd);
 /// Creates the node, links it to the inputs and to output, if any input needs a gradient.
 template <class NodeT, class... Args>
 void record(Tensor& output, std::initializer_list<const Tensor*> inputs, Args&&... args) {
-  if (!autograd::needs_grad(inputs)) return;
-  autograd::attach(output, std::make_shared<NodeT>(std::forward<Args>(args)...), inputs);
+  if (!runtime::needs_grad(inputs)) return;
+  runtime::attach(output, std::make_shared<NodeT>(std::forward<Args>(args)...), inputs);
 }
 
 }  // namespace mixprec::ops::detail

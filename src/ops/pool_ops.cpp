@@ -18,7 +18,7 @@ MemoryFormat format_of(const kernels::Pool2dDesc& d) {
   return d.channels_last ? MemoryFormat::channels_last : MemoryFormat::contiguous;
 }
 
-class MaxPool2dNode final : public autograd::Node {
+class MaxPool2dNode final : public runtime::Node {
  public:
   MaxPool2dNode(const kernels::Pool2dDesc& d, std::shared_ptr<Storage> argmax)
       : d_(d), argmax_(std::move(argmax)) {}
@@ -39,7 +39,7 @@ class MaxPool2dNode final : public autograd::Node {
   std::shared_ptr<Storage> argmax_;
 };
 
-class AvgPool2dNode final : public autograd::Node {
+class AvgPool2dNode final : public runtime::Node {
  public:
   explicit AvgPool2dNode(const kernels::Pool2dDesc& d) : d_(d) {}
   const char* name() const override { return "avg_pool2d"; }
@@ -55,7 +55,7 @@ class AvgPool2dNode final : public autograd::Node {
   kernels::Pool2dDesc d_;
 };
 
-class GlobalAvgPool2dNode final : public autograd::Node {
+class GlobalAvgPool2dNode final : public runtime::Node {
  public:
   GlobalAvgPool2dNode(Shape shape, DType dtype) : shape_(std::move(shape)), dtype_(dtype) {}
   const char* name() const override { return "global_avg_pool2d"; }
@@ -100,13 +100,13 @@ kernels::Pool2dDesc pool_desc(const char* op, const Tensor& x, std::int64_t kern
 Tensor max_pool2d(const Tensor& x_arg, std::int64_t kernel, std::int64_t stride,
                   std::int64_t padding) {
   const char* op = "max_pool2d";
-  diagnostics::detail::OpScope prof(runtime::OpKind::max_pool2d);
+  runtime::detail::OpScope prof(runtime::OpKind::max_pool2d);
   ops::detail::require_defined(op, x_arg, "x");
   const Tensor x = runtime::autocast_inputs(runtime::OpKind::max_pool2d, {&x_arg})[0];
   const kernels::Pool2dDesc d = pool_desc(op, x, kernel, stride, padding);
   const Tensor xc = x.detach().contiguous(format_of(d));
   Tensor y = Tensor::empty({d.n, d.c, d.out_h(), d.out_w()}, d.dtype, format_of(d));
-  const bool grad = autograd::needs_grad({&x});
+  const bool grad = runtime::needs_grad({&x});
   std::shared_ptr<Storage> argmax;
   if (grad) {
     argmax = std::make_shared<Storage>(static_cast<std::size_t>(y.numel()) * sizeof(std::int32_t),
@@ -122,7 +122,7 @@ Tensor max_pool2d(const Tensor& x_arg, std::int64_t kernel, std::int64_t stride,
 Tensor avg_pool2d(const Tensor& x_arg, std::int64_t kernel, std::int64_t stride,
                   std::int64_t padding) {
   const char* op = "avg_pool2d";
-  diagnostics::detail::OpScope prof(runtime::OpKind::avg_pool2d);
+  runtime::detail::OpScope prof(runtime::OpKind::avg_pool2d);
   ops::detail::require_defined(op, x_arg, "x");
   const Tensor x = runtime::autocast_inputs(runtime::OpKind::avg_pool2d, {&x_arg})[0];
   const kernels::Pool2dDesc d = pool_desc(op, x, kernel, stride, padding);
@@ -136,7 +136,7 @@ Tensor avg_pool2d(const Tensor& x_arg, std::int64_t kernel, std::int64_t stride,
 
 Tensor global_avg_pool2d(const Tensor& x_arg) {
   const char* op = "global_avg_pool2d";
-  diagnostics::detail::OpScope prof(diagnostics::detail::ScopeKind::op, op,
+  runtime::detail::OpScope prof(runtime::detail::ScopeKind::op, op,
                                     static_cast<int>(runtime::OpKind::avg_pool2d));
   ops::detail::require_defined(op, x_arg, "x");
   const Tensor x = runtime::autocast_inputs(runtime::OpKind::avg_pool2d, {&x_arg})[0];

@@ -25,7 +25,7 @@ Tensor running_sum(const Tensor& x, bool reverse) {
   return y;
 }
 
-class PowNode final : public autograd::Node {
+class PowNode final : public runtime::Node {
  public:
   PowNode(Tensor x, float p) : x_(std::move(x)), p_(p) {}
   const char* name() const override { return "pow"; }
@@ -40,7 +40,7 @@ class PowNode final : public autograd::Node {
   float p_;
 };
 
-class CumsumNode final : public autograd::Node {
+class CumsumNode final : public runtime::Node {
  public:
   const char* name() const override { return "cumsum"; }
   bool saves_tensors() const override { return false; }
@@ -53,7 +53,7 @@ class CumsumNode final : public autograd::Node {
 }  // namespace
 
 Tensor pow(const Tensor& x_arg, float exponent) {
-  diagnostics::detail::OpScope prof(runtime::OpKind::pow);
+  runtime::detail::OpScope prof(runtime::OpKind::pow);
   ops::detail::require_defined("pow", x_arg, "x");
   const Tensor x = runtime::autocast_inputs(runtime::OpKind::pow, {&x_arg})[0];
   // The pow kernel with the exponent as a broadcast f32 scalar: std::pow in f32, rounded once
@@ -66,7 +66,7 @@ Tensor pow(const Tensor& x_arg, float exponent) {
 }
 
 Tensor cumsum(const Tensor& x_arg) {
-  diagnostics::detail::OpScope prof(runtime::OpKind::cumsum);
+  runtime::detail::OpScope prof(runtime::OpKind::cumsum);
   ops::detail::require_defined("cumsum", x_arg, "x");
   MIXPREC_CHECK(x_arg.dim() >= 1, ShapeError, "cumsum", "needs at least one dimension");
   const Tensor x = runtime::autocast_inputs(runtime::OpKind::cumsum, {&x_arg})[0];
@@ -77,7 +77,7 @@ Tensor cumsum(const Tensor& x_arg) {
 }
 
 Tensor addmm(const Tensor& c_arg, const Tensor& a_arg, const Tensor& b_arg) {
-  diagnostics::detail::OpScope prof(runtime::OpKind::addmm);
+  runtime::detail::OpScope prof(runtime::OpKind::addmm);
   ops::detail::require_defined("addmm", c_arg, "c");
   const std::vector<Tensor> in = runtime::autocast_inputs(runtime::OpKind::addmm, {&c_arg, &a_arg, &b_arg});
   Tensor out = add(in[0], matmul(in[1], in[2]));

@@ -41,7 +41,7 @@ Tensor reduce_raw(ReduceOp op, const Tensor& x, const AxisSplit& s, const Shape&
 }
 
 // Gradient of sum/mean: broadcast dy (shape with the axis kept as 1) back to the input shape.
-class SumNode final : public autograd::Node {
+class SumNode final : public runtime::Node {
  public:
   SumNode(Shape in_shape, Shape kept, float scale, DType dtype)
       : in_shape_(std::move(in_shape)), kept_(std::move(kept)), scale_(scale), dtype_(dtype) {}
@@ -64,7 +64,7 @@ class SumNode final : public autograd::Node {
   DType dtype_;
 };
 
-class AmaxNode final : public autograd::Node {
+class AmaxNode final : public runtime::Node {
  public:
   AmaxNode(Tensor x, Tensor max_kept) : x_(std::move(x)), max_(std::move(max_kept)) {}
   const char* name() const override { return "amax"; }
@@ -95,7 +95,7 @@ Tensor reduce_all(ReduceOp op, const Tensor& x, const char* name) {
 }  // namespace
 
 Tensor sum(const Tensor& x_arg) {
-  diagnostics::detail::OpScope prof(runtime::OpKind::sum);
+  runtime::detail::OpScope prof(runtime::OpKind::sum);
   const Tensor x = runtime::autocast_inputs(runtime::OpKind::sum, {&x_arg})[0];
   Tensor out = reduce_all(ReduceOp::sum, x, "sum");
   record<SumNode>(out, {&x}, x.shape(), Shape(x.shape().size(), 1), 1.0f, x.dtype());
@@ -104,7 +104,7 @@ Tensor sum(const Tensor& x_arg) {
 }
 
 Tensor mean(const Tensor& x_arg) {
-  diagnostics::detail::OpScope prof(runtime::OpKind::mean);
+  runtime::detail::OpScope prof(runtime::OpKind::mean);
   const Tensor x = runtime::autocast_inputs(runtime::OpKind::mean, {&x_arg})[0];
   Tensor out = reduce_all(ReduceOp::mean, x, "mean");
   const float scale = x.numel() > 0 ? 1.0f / static_cast<float>(x.numel()) : 0.0f;
@@ -114,7 +114,7 @@ Tensor mean(const Tensor& x_arg) {
 }
 
 Tensor sum(const Tensor& x_arg, std::int64_t dim, bool keepdim) {
-  diagnostics::detail::OpScope prof(runtime::OpKind::sum);
+  runtime::detail::OpScope prof(runtime::OpKind::sum);
   ops::detail::require_defined("sum", x_arg, "x");
   const Tensor x = runtime::autocast_inputs(runtime::OpKind::sum, {&x_arg})[0];
   const AxisSplit s = split(x.shape(), ops::detail::wrap_dim("sum", dim, x.dim()));
@@ -125,7 +125,7 @@ Tensor sum(const Tensor& x_arg, std::int64_t dim, bool keepdim) {
 }
 
 Tensor mean(const Tensor& x_arg, std::int64_t dim, bool keepdim) {
-  diagnostics::detail::OpScope prof(runtime::OpKind::mean);
+  runtime::detail::OpScope prof(runtime::OpKind::mean);
   ops::detail::require_defined("mean", x_arg, "x");
   const Tensor x = runtime::autocast_inputs(runtime::OpKind::mean, {&x_arg})[0];
   const AxisSplit s = split(x.shape(), ops::detail::wrap_dim("mean", dim, x.dim()));
@@ -137,7 +137,7 @@ Tensor mean(const Tensor& x_arg, std::int64_t dim, bool keepdim) {
 }
 
 Tensor amax(const Tensor& x, std::int64_t dim, bool keepdim) {
-  diagnostics::detail::OpScope prof(runtime::OpKind::amax);
+  runtime::detail::OpScope prof(runtime::OpKind::amax);
   ops::detail::require_defined("amax", x, "x");
   require_compute_dtype("amax", x.dtype());
   const std::int64_t axis = ops::detail::wrap_dim("amax", dim, x.dim());
@@ -145,24 +145,24 @@ Tensor amax(const Tensor& x, std::int64_t dim, bool keepdim) {
   MIXPREC_CHECK(s.n > 0, ShapeError, "amax", "cannot take the maximum over an empty dimension");
   const Tensor kept = reduce_raw(ReduceOp::max, x, s, s.kept);
   Tensor out = keepdim ? kept : kept.reshape(s.dropped);
-  if (autograd::needs_grad({&x})) {
+  if (runtime::needs_grad({&x})) {
     auto node = std::make_shared<AmaxNode>(x.detach().contiguous(), kept.detach());
     node->axis_ = axis;
-    autograd::attach(out, node, {&x});
+    runtime::attach(out, node, {&x});
   }
   prof.done(out, {&x}, static_cast<double>(x.numel()));
   return out;
 }
 
 Tensor max_abs(const Tensor& x) {
-  diagnostics::detail::OpScope prof(diagnostics::detail::ScopeKind::op, "max_abs");
+  runtime::detail::OpScope prof(runtime::detail::ScopeKind::op, "max_abs");
   if (x.defined()) require_compute_dtype("max_abs", x.dtype());
   Tensor out = reduce_all(ReduceOp::amax, x, "max_abs");
   prof.done(out, {&x}, static_cast<double>(x.numel()));
   return out;
 }
 
-class NormNode final : public autograd::Node {
+class NormNode final : public runtime::Node {
  public:
   NormNode(Tensor x, Tensor norm) : x_(std::move(x)), norm_(std::move(norm)) {}
   const char* name() const override { return "norm"; }
@@ -182,11 +182,11 @@ class NormNode final : public autograd::Node {
 };
 
 Tensor norm(const Tensor& x_arg) {
-  diagnostics::detail::OpScope prof(runtime::OpKind::norm);
+  runtime::detail::OpScope prof(runtime::OpKind::norm);
   const Tensor x = runtime::autocast_inputs(runtime::OpKind::norm, {&x_arg})[0];
   Tensor out = reduce_all(ReduceOp::norm2, x, "norm");
-  if (autograd::needs_grad({&x})) {
-    autograd::attach(out, std::make_shared<NormNode>(x.detach(), out.detach().to(DType::f32).reshape({})),
+  if (runtime::needs_grad({&x})) {
+    runtime::attach(out, std::make_shared<NormNode>(x.detach(), out.detach().to(DType::f32).reshape({})),
                      {&x});
   }
   prof.done(out, {&x}, static_cast<double>(x.numel()));

@@ -13,7 +13,7 @@ namespace {
 
 using ops::detail::record;
 
-class SoftmaxNode final : public autograd::Node {
+class SoftmaxNode final : public runtime::Node {
  public:
   SoftmaxNode(Tensor y, bool log) : y_(std::move(y)), log_(log) {}
   const char* name() const override { return log_ ? "log_softmax" : "softmax"; }
@@ -34,7 +34,7 @@ class SoftmaxNode final : public autograd::Node {
 
 Tensor softmax_impl(const Tensor& x_arg, std::int64_t dim, bool log) {
   const char* op = log ? "log_softmax" : "softmax";
-  diagnostics::detail::OpScope prof(log ? runtime::OpKind::log_softmax : runtime::OpKind::softmax);
+  runtime::detail::OpScope prof(log ? runtime::OpKind::log_softmax : runtime::OpKind::softmax);
   ops::detail::require_defined(op, x_arg, "x");
   const Tensor x =
       runtime::autocast_inputs(log ? runtime::OpKind::log_softmax : runtime::OpKind::softmax, {&x_arg})[0];
@@ -51,7 +51,7 @@ Tensor softmax_impl(const Tensor& x_arg, std::int64_t dim, bool log) {
   return y;
 }
 
-class CrossEntropyNode final : public autograd::Node {
+class CrossEntropyNode final : public runtime::Node {
  public:
   CrossEntropyNode(Tensor logits, std::shared_ptr<Storage> targets, float smoothing)
       : logits_(std::move(logits)), targets_(std::move(targets)), smoothing_(smoothing) {}
@@ -83,7 +83,7 @@ Tensor log_softmax(const Tensor& x, std::int64_t dim) { return softmax_impl(x, d
 Tensor cross_entropy(const Tensor& logits_arg, const std::vector<std::int64_t>& targets,
                      float label_smoothing) {
   const char* op = "cross_entropy";
-  diagnostics::detail::OpScope prof(runtime::OpKind::cross_entropy);
+  runtime::detail::OpScope prof(runtime::OpKind::cross_entropy);
   ops::detail::require_defined(op, logits_arg, "logits");
   // fp32 by policy, and the kernel computes in f32 from any dtype: it widens 16-bit logits
   // exactly as it loads them, so no f32 copy is made (autocast's cast would save one for the
@@ -118,7 +118,7 @@ Tensor cross_entropy(const Tensor& logits_arg, const std::vector<std::int64_t>& 
 
 Tensor mse_loss(const Tensor& prediction, const Tensor& target) {
   const char* op = "mse_loss";
-  diagnostics::detail::OpScope prof(runtime::OpKind::mse_loss);
+  runtime::detail::OpScope prof(runtime::OpKind::mse_loss);
   ops::detail::require_defined(op, prediction, "prediction");
   ops::detail::require_defined(op, target, "target");
   require_compute_dtype(op, prediction.dtype());

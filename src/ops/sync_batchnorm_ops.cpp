@@ -90,7 +90,7 @@ const double* doubles(const std::shared_ptr<Storage>& s) {
 }
 double* doubles(Storage& s) { return static_cast<double*>(s.data()); }
 
-class SyncBatchNormNode final : public autograd::Node {
+class SyncBatchNormNode final : public runtime::Node {
  public:
   SyncBatchNormNode(const Communicator* comm, Tensor x, kernels::BatchNormDims dims, Tensor mean,
                     Tensor var, std::vector<float> var_host, Tensor weight, ParamInfo w,
@@ -167,7 +167,7 @@ Tensor sync_batch_norm(const Communicator& comm, const Tensor& x_arg, Tensor& ru
     return batch_norm(x_arg, running_mean, running_var, weight_arg, bias_arg, true, momentum, eps);
   }
   const char* op = "sync_batch_norm";
-  diagnostics::detail::OpScope prof(runtime::OpKind::batch_norm);
+  runtime::detail::OpScope prof(runtime::OpKind::batch_norm);
   const ops::detail::BatchNormInputs in =
       ops::detail::prepare_batch_norm(op, x_arg, running_mean, running_var, weight_arg, bias_arg, true, momentum, eps);
   const Tensor& x = in.x;

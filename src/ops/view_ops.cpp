@@ -22,7 +22,7 @@ Tensor make_view(const Tensor& base, Shape shape, Shape strides, std::int64_t of
   return Tensor(std::move(impl));
 }
 
-class ReshapeNode final : public autograd::Node {
+class ReshapeNode final : public runtime::Node {
  public:
   explicit ReshapeNode(Shape in_shape) : in_shape_(std::move(in_shape)) {}
   const char* name() const override { return "reshape"; }
@@ -33,7 +33,7 @@ class ReshapeNode final : public autograd::Node {
   Shape in_shape_;
 };
 
-class PermuteNode final : public autograd::Node {
+class PermuteNode final : public runtime::Node {
  public:
   explicit PermuteNode(Shape inverse) : inverse_(std::move(inverse)) {}
   const char* name() const override { return "permute"; }
@@ -44,7 +44,7 @@ class PermuteNode final : public autograd::Node {
   Shape inverse_;
 };
 
-class SliceNode final : public autograd::Node {
+class SliceNode final : public runtime::Node {
  public:
   SliceNode(Shape in_shape, DType dtype, std::int64_t dim, std::int64_t start, std::int64_t end,
             std::int64_t step)
@@ -66,7 +66,7 @@ class SliceNode final : public autograd::Node {
   std::int64_t dim_, start_, end_, step_;
 };
 
-class IdentityNode final : public autograd::Node {
+class IdentityNode final : public runtime::Node {
  public:
   const char* name() const override { return "contiguous"; }
   bool saves_tensors() const override { return false; }
@@ -154,7 +154,7 @@ Tensor contiguous_as_op(const Tensor& self, MemoryFormat format) {
     record<IdentityNode>(out, {&self});
     return out;
   }
-  diagnostics::detail::OpScope prof(diagnostics::detail::ScopeKind::op, "contiguous");
+  runtime::detail::OpScope prof(runtime::detail::ScopeKind::op, "contiguous");
   Tensor out = ops::detail::materialize(self, self.dtype(), MemoryCategory::activation, format);
   record<IdentityNode>(out, {&self});
   prof.done(out, {&self}, 0.0);  // a copy: no arithmetic
@@ -164,7 +164,7 @@ Tensor contiguous_as_op(const Tensor& self, MemoryFormat format) {
 Tensor contiguous_op(const Tensor& self, MemoryFormat format) {
   if (format != MemoryFormat::contiguous) return contiguous_as_op(self, format);
   if (self.is_contiguous()) return self;
-  diagnostics::detail::OpScope prof(diagnostics::detail::ScopeKind::op, "contiguous");
+  runtime::detail::OpScope prof(runtime::detail::ScopeKind::op, "contiguous");
   Tensor out = ops::detail::materialize(self, self.dtype(), MemoryCategory::activation);
   record<IdentityNode>(out, {&self});
   prof.done(out, {&self}, 0.0);  // a copy: no arithmetic
@@ -172,7 +172,7 @@ Tensor contiguous_op(const Tensor& self, MemoryFormat format) {
 }
 
 Tensor clone_op(const Tensor& self) {
-  diagnostics::detail::OpScope prof(diagnostics::detail::ScopeKind::op, "clone");
+  runtime::detail::OpScope prof(runtime::detail::ScopeKind::op, "clone");
   Tensor out = ops::detail::materialize(self, self.dtype(), self.category());
   prof.done(out, {&self}, 0.0);  // a copy: no arithmetic
   return out;

@@ -145,11 +145,11 @@ ClipCoefficient clip_grad_norm_coefficient(const std::vector<Tensor>& params, fl
   check_clip_args(op, max_norm, norm_type);
   const bool inf_norm = std::isinf(norm_type);
   const std::vector<Tensor> grads = unscaled_grads(op, params);
-  diagnostics::detail::OpScope prof(diagnostics::detail::ScopeKind::optimizer, op);
+  runtime::detail::OpScope prof(runtime::detail::ScopeKind::optimizer, op);
   if (prof.active()) {
     double bytes = 0;
     const double elements = work_of(grads, &bytes);
-    diagnostics::detail::add_work(elements, bytes);
+    runtime::detail::add_work(elements, bytes);
   }
   const kernels::ReduceOp reduce = inf_norm ? kernels::ReduceOp::amax : kernels::ReduceOp::norm2;
   ClipCoefficient out;
@@ -186,12 +186,12 @@ Tensor clip_grad_norm_tensor(const std::vector<Tensor>& params, float max_norm, 
   const ClipCoefficient clip = clip_grad_norm_coefficient(params, max_norm, norm_type);
   if (!clip.coef.defined()) return clip.total;
   const std::vector<Tensor> grads = unscaled_grads("clip_grad_norm", params);
-  diagnostics::detail::OpScope prof(diagnostics::detail::ScopeKind::optimizer, "clip_grad_norm");
+  runtime::detail::OpScope prof(runtime::detail::ScopeKind::optimizer, "clip_grad_norm");
   scale_all(grads, clip.coef);
   if (prof.active()) {  // the scaling pass reads and writes every gradient
     double bytes = 0;
     const double elements = work_of(grads, &bytes);
-    diagnostics::detail::add_work(elements, 2.0 * bytes);
+    runtime::detail::add_work(elements, 2.0 * bytes);
   }
   prof.done_work(DType::f32);
   return clip.total;
@@ -215,10 +215,10 @@ float clip_grad_norm(const std::vector<Tensor>& params, float max_norm, float no
   // Across processes: this process's per-tensor values cross to the host once, are combined in
   // double, and the job's total decides one coefficient.
   const std::vector<Tensor> grads = unscaled_grads(op, params);
-  diagnostics::detail::OpScope prof(diagnostics::detail::ScopeKind::optimizer, op);
+  runtime::detail::OpScope prof(runtime::detail::ScopeKind::optimizer, op);
   double bytes = 0;
   const double elements = prof.active() ? work_of(grads, &bytes) : 0.0;
-  if (prof.active()) diagnostics::detail::add_work(elements, bytes);
+  if (prof.active()) runtime::detail::add_work(elements, bytes);
   double total = 0.0;
   if (!grads.empty()) {
     const TransferReason why("gradient norm");
@@ -249,7 +249,7 @@ float clip_grad_norm(const std::vector<Tensor>& params, float max_norm, float no
   const double coef = double{max_norm} / (total + kNormEps);
   if (coef < 1.0) {
     scale_all(grads, Tensor::full({}, static_cast<float>(coef)));
-    diagnostics::detail::add_work(elements, 2.0 * bytes);
+    runtime::detail::add_work(elements, 2.0 * bytes);
   }
   prof.done_work(DType::f32);
   return total_f;

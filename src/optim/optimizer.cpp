@@ -160,8 +160,8 @@ void Optimizer::zero_grad() {
 }
 
 void Optimizer::step(const Tensor& grad_multiplier) {
-  autograd::NoGradGuard no_grad;
-  diagnostics::detail::OpScope prof(diagnostics::detail::ScopeKind::optimizer, name_.c_str());
+  runtime::NoGradGuard no_grad;
+  runtime::detail::OpScope prof(runtime::detail::ScopeKind::optimizer, name_.c_str());
   const char* op = name_.c_str();
   std::vector<ParamUpdate> updates;
   // Validate every gradient first, so a bad one leaves all parameters unchanged.
@@ -203,7 +203,7 @@ void Optimizer::step(const Tensor& grad_multiplier) {
   for (const ParamUpdate& u : updates) {
     const std::size_t i = u.index;
     if (prof.active()) {
-      diagnostics::detail::add_work(static_cast<double>(numel(i)), static_cast<double>(update_bytes(i)));
+      runtime::detail::add_work(static_cast<double>(numel(i)), static_cast<double>(update_bytes(i)));
     }
     params_[i].bump_version();
     if (pending_copy_taken_[i] != 0 && pending_copies_[i].defined()) {

@@ -8,7 +8,7 @@
 #include "mixprec/runtime/node.h"
 #include "runtime/op_scope.h"
 
-namespace mixprec::autograd {
+namespace mixprec::runtime {
 namespace {
 
 thread_local bool tls_anomaly = false;
@@ -24,7 +24,7 @@ thread_local std::vector<RunningModule> tls_modules;
 // same kernel, the same profiler row), called on the kernel here because anomaly mode sits
 // below the ops.
 Tensor max_abs_of(const Tensor& x) {
-  diagnostics::detail::OpScope prof(diagnostics::detail::ScopeKind::op, "max_abs");
+  runtime::detail::OpScope prof(runtime::detail::ScopeKind::op, "max_abs");
   require_compute_dtype("max_abs", x.dtype());
   const Tensor c = x.contiguous();
   Tensor out = Tensor::empty({}, x.dtype());
@@ -131,4 +131,4 @@ void check_backward(const char* op, const std::string& module, const Tensor& gra
 }
 
 }  // namespace anomaly_detail
-}  // namespace mixprec::autograd
+}  // namespace mixprec::runtime

@@ -14,8 +14,8 @@ namespace {
 /// How autocast reuses a weight's 16-bit copy across steps.
 Tensor reuse_cast(const Tensor& x, const Tensor& copy) {
   Tensor y = copy.detach();
-  if (autograd::needs_grad({&x})) {
-    autograd::attach(y, std::make_shared<runtime::CastNode>(x.dtype()), {&x});
+  if (runtime::needs_grad({&x})) {
+    runtime::attach(y, std::make_shared<runtime::CastNode>(x.dtype()), {&x});
   }
   return y;
 }
@@ -49,7 +49,7 @@ Tensor cast_for_autocast(const Tensor& t, DType to) {
       // A cast made under NoGradGuard has no node: serving it while grad mode is on would cut
       // the parameter off from its gradient (a checkpointed forward runs without grad, then
       // its recomputation, possibly in the same region, with grad). Cast afresh instead.
-      const bool linked = !autograd::grad_enabled() || c.value.requires_grad();
+      const bool linked = !runtime::grad_enabled() || c.value.requires_grad();
       if (c.dtype == to && c.version == t.version() && c.source.lock() == t.impl_ptr() && linked) {
         ++tls.stats.cache_hits;
         return c.value;

@@ -8,7 +8,7 @@
 
 namespace mixprec::runtime {
 
-class CastNode final : public autograd::Node {
+class CastNode final : public runtime::Node {
  public:
   explicit CastNode(DType in_dtype) : in_dtype_(in_dtype) {}
   const char* name() const override { return "cast"; }

@@ -9,7 +9,7 @@
 #include "runtime/grad_util.h"
 #include "tensor/tensor_methods.h"
 
-namespace mixprec::autograd {
+namespace mixprec::runtime {
 namespace {
 
 // The loss-scale factor of the root of the backward pass running on this thread.
@@ -22,7 +22,7 @@ thread_local int tls_backward_depth = 0;
 // (the engine's own handle aside), it is contiguous and already has the leaf's dtype. Adopting
 // it saves a copy of every gradient on every step (84 MB per step for the seed MLP).
 bool adoptable_as_grad(const Tensor& t, DType leaf_dtype) {
-  const detail::TensorImpl& impl = t.impl();
+  const mixprec::detail::TensorImpl& impl = t.impl();
   return t.impl_ptr().use_count() == 1 && impl.storage.use_count() == 1 &&
          impl.dtype == leaf_dtype && t.is_contiguous() && !impl.requires_grad;
 }
@@ -32,7 +32,7 @@ bool adoptable_as_grad(const Tensor& t, DType leaf_dtype) {
 // gradient when no one else can see it, else a copy; afterwards added in place.
 class AccumulateGrad final : public Node {
  public:
-  explicit AccumulateGrad(std::shared_ptr<detail::TensorImpl> leaf) : leaf_(std::move(leaf)) {}
+  explicit AccumulateGrad(std::shared_ptr<mixprec::detail::TensorImpl> leaf) : leaf_(std::move(leaf)) {}
   const char* name() const override { return "accumulate_grad"; }
   bool saves_tensors() const override { return false; }
   bool accepts_any_grad_dtype() const override { return true; }  // stored in the leaf's dtype
@@ -42,8 +42,8 @@ class AccumulateGrad final : public Node {
     if (!leaf_->grad) {
       leaf_->grad_scale = tls_backward_loss_scale;
       if (adoptable_as_grad(grad_output, leaf_->dtype)) {
-        auto adopted = std::make_shared<detail::TensorImpl>();
-        const detail::TensorImpl& in = grad_output.impl();
+        auto adopted = std::make_shared<mixprec::detail::TensorImpl>();
+        const mixprec::detail::TensorImpl& in = grad_output.impl();
         adopted->storage = in.storage;
         adopted->storage->set_category(MemoryCategory::gradient);
         adopted->shape = in.shape;
@@ -51,7 +51,7 @@ class AccumulateGrad final : public Node {
         adopted->offset = in.offset;
         adopted->dtype = in.dtype;
         leaf_->grad = std::move(adopted);
-        diagnostics::detail::add_work(0.0, 0.0);  // tells the profiler nothing was copied
+        runtime::detail::add_work(0.0, 0.0);  // tells the profiler nothing was copied
       } else {
         Tensor g = runtime::detail::materialize(grad_output, leaf_->dtype, MemoryCategory::gradient);
         leaf_->grad = g.impl_ptr();
@@ -74,7 +74,7 @@ class AccumulateGrad final : public Node {
   }
 
  private:
-  std::shared_ptr<detail::TensorImpl> leaf_;
+  std::shared_ptr<mixprec::detail::TensorImpl> leaf_;
 };
 
 }  // namespace
@@ -116,7 +116,7 @@ Tensor observe_gradient(const Tensor& t, std::function<void(const Tensor& grad)>
 namespace {
 
 std::shared_ptr<Node> accumulator_of(const Tensor& leaf) {
-  detail::TensorImpl& impl = leaf.impl();
+  mixprec::detail::TensorImpl& impl = leaf.impl();
   if (auto existing = impl.grad_accumulator.lock()) return existing;
   auto acc = std::make_shared<AccumulateGrad>(leaf.impl_ptr());
   acc->output_shape = impl.shape;
@@ -157,7 +157,7 @@ void attach_all(Tensor& output, std::shared_ptr<Node> node, const std::vector<co
     node->anomaly_module = anomaly_detail::current_module();
     anomaly_detail::check_forward(node->name(), output, inputs, node->anomaly_module);
   }
-  detail::TensorImpl& impl = output.impl();
+  mixprec::detail::TensorImpl& impl = output.impl();
   impl.grad_fn = std::move(node);
   impl.requires_grad = true;
 }
@@ -194,7 +194,7 @@ void backward(const Tensor& root, const Tensor& gradient, bool retain_graph) {
   }
 
   NoGradGuard no_grad;  // backward formulas are not themselves recorded
-  diagnostics::detail::PhaseScope profile_phase(diagnostics::Phase::backward);
+  runtime::detail::PhaseScope profile_phase(runtime::Phase::backward);
   struct ScaleScope {     // restores the thread's loss scale and depth even if backward throws
     double saved = tls_backward_loss_scale;
     ScaleScope() { ++tls_backward_depth; }
@@ -227,7 +227,7 @@ void backward(const Tensor& root, const Tensor& gradient, bool retain_graph) {
       const DType grad_dtype = gradient_dtype(node->output_dtype);
       if (g.dtype() != grad_dtype && !node->accepts_any_grad_dtype()) g = g.to(grad_dtype);
       {  // the profiler times each node under its name; ops it calls are folded into it
-        diagnostics::detail::OpScope prof(diagnostics::detail::ScopeKind::node, node->name());
+        runtime::detail::OpScope prof(runtime::detail::ScopeKind::node, node->name());
         input_grads = node->backward(g);
         prof.done_node(*node, g, input_grads);
       }
@@ -252,7 +252,7 @@ void backward(const Tensor& root, const Tensor& gradient, bool retain_graph) {
   }
 }
 
-}  // namespace mixprec::autograd
+}  // namespace mixprec::runtime
 
 namespace mixprec {
 namespace {
@@ -260,7 +260,7 @@ namespace {
 [[maybe_unused]] const bool kBackwardInstalled = [] {
   detail::tensor_method_table().backward = [](const Tensor& self, const Tensor& gradient,
                                               bool retain_graph) {
-    autograd::backward(self, gradient, retain_graph);
+    runtime::backward(self, gradient, retain_graph);
   };
   return true;
 }();

@@ -11,7 +11,7 @@
 #include "mixprec/runtime/node.h"
 #include "mixprec/core/error.h"
 
-namespace mixprec::autograd {
+namespace mixprec::runtime {
 
 FunctionContext::FunctionContext(std::string name, std::vector<bool> needs_input_grad)
     : name_(std::move(name)), needs_input_grad_(std::move(needs_input_grad)) {}
@@ -157,7 +157,7 @@ Tensor run(const CustomFunction& fn, const std::vector<Tensor>& inputs) {
 }  // namespace
 
 Tensor apply(const CustomFunction& fn, const std::vector<Tensor>& inputs) {
-  MIXPREC_CHECK(!fn.name.empty(), ValueError, "autograd::apply",
+  MIXPREC_CHECK(!fn.name.empty(), ValueError, "runtime::apply",
                 "the custom function has no name; set CustomFunction::name (it names the op in errors and "
                 "profiles)");
   const char* op = fn.name.c_str();
@@ -172,4 +172,4 @@ Tensor apply(const CustomFunction& fn, const std::vector<Tensor>& inputs) {
   return run(fn, inputs);
 }
 
-}  // namespace mixprec::autograd
+}  // namespace mixprec::runtime

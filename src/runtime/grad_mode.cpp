@@ -1,6 +1,6 @@
 #include "mixprec/runtime/node.h"
 
-namespace mixprec::autograd {
+namespace mixprec::runtime {
 namespace {
 thread_local bool tls_grad_enabled = true;
 }
@@ -12,4 +12,4 @@ GradModeGuard::~GradModeGuard() { tls_grad_enabled = previous_; }
 
 bool grad_enabled() noexcept { return tls_grad_enabled; }
 
-}  // namespace mixprec::autograd
+}  // namespace mixprec::runtime

@@ -22,11 +22,11 @@
 #include "mixprec/tensor/tensor.h"
 #include "mixprec/runtime/profiler.h"
 
-namespace mixprec::autograd {
+namespace mixprec::runtime {
 class Node;
 }
 
-namespace mixprec::diagnostics::detail {
+namespace mixprec::runtime::detail {
 
 /// Number of live Profile sessions in the process; the whole cost of the profiler when 0.
 extern std::atomic<int> g_sessions;
@@ -81,7 +81,7 @@ class OpScope {
     if (rec_ != nullptr) [[unlikely]] done_composite_slow(out);
   }
   /// Records a node's backward: reads grad (plus what kernels report), writes input_grads.
-  void done_node(const autograd::Node& node, const Tensor& grad,
+  void done_node(const runtime::Node& node, const Tensor& grad,
                  const std::vector<Tensor>& input_grads) {
     if (rec_ != nullptr) [[unlikely]] done_node_slow(node, grad, input_grads);
   }
@@ -98,7 +98,7 @@ class OpScope {
   void done_op(const Tensor& out, const Tensor* const* inputs, std::size_t n_ptr,
                const Tensor* values, std::size_t n_values, double flops);
   void done_composite_slow(const Tensor& out);
-  void done_node_slow(const autograd::Node& node, const Tensor& grad,
+  void done_node_slow(const runtime::Node& node, const Tensor& grad,
                       const std::vector<Tensor>& input_grads);
   void done_work_slow(DType dtype);
   // Adds the finished scope's row (if recorded) or folds its work into its parent.
@@ -150,4 +150,4 @@ class PhaseScope {
   Phase saved_ = Phase::forward;
 };
 
-}  // namespace mixprec::diagnostics::detail
+}  // namespace mixprec::runtime::detail

@@ -15,7 +15,7 @@
 #include "mixprec/core/error.h"
 #include "mixprec/core/transfer.h"
 
-namespace mixprec::diagnostics {
+namespace mixprec::runtime {
 
 const char* name(Phase phase) {
   switch (phase) {
@@ -96,7 +96,7 @@ struct TensorOrigin {
   bool expired() const { return tensor.expired(); }
 };
 struct NodeOrigin {
-  std::weak_ptr<autograd::Node> node;
+  std::weak_ptr<runtime::Node> node;
   std::string reason;
   bool expired() const { return node.expired(); }
 };
@@ -233,7 +233,7 @@ void OpScope::analyse(const Tensor& out, const Tensor* const* ptrs, std::size_t 
   ++row.count;
   row.ns += self_ns_;
   rec_->remember(out, std::string("f32 ") + name_);
-  if (const std::shared_ptr<autograd::Node>& node = out.grad_fn()) {
+  if (const std::shared_ptr<runtime::Node>& node = out.grad_fn()) {
     rec_->nodes[node.get()] = NodeOrigin{node, "backward of " + std::string(name_) + ": " + reason};
     prune(rec_->nodes, rec_->nodes_prune_at);
   }
@@ -255,7 +255,7 @@ void OpScope::done_composite_slow(const Tensor& out) {
   analyse(out, nullptr, 0, nullptr, 0);
 }
 
-void OpScope::done_node_slow(const autograd::Node& node, const Tensor& grad,
+void OpScope::done_node_slow(const runtime::Node& node, const Tensor& grad,
                              const std::vector<Tensor>& input_grads) {
   // An input gradient that is a view of grad (add passes dy on, reshape reshapes it) moved no
   // bytes and cost no arithmetic; a node whose every gradient is such a view did no work.
@@ -352,4 +352,4 @@ ProfileData Profile::data() const {
 
 bool profiling() noexcept { return detail::tls_recorder != nullptr; }
 
-}  // namespace mixprec::diagnostics
+}  // namespace mixprec::runtime

@@ -53,7 +53,7 @@ class Recorder final : public nn::ForwardObserver {
     l.output_shape = output.shape();
     l.activation.add(output);
     const std::size_t layer = it->second;
-    return autograd::observe_gradient(output, [this, layer](const Tensor& g) { record_output_grad(layer, g); });
+    return runtime::observe_gradient(output, [this, layer](const Tensor& g) { record_output_grad(layer, g); });
   }
 
   void record_output_grad(std::size_t layer, const Tensor& g) {

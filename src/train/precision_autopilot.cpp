@@ -308,7 +308,7 @@ struct PrecisionAutopilot::State {
       smp.activation.nonfinite += a.nonfinite;
       smp.activation.amax = std::max(smp.activation.amax, a.amax);
       const std::size_t layer = it->second;
-      return autograd::observe_gradient(output, [this, layer](const Tensor& g) {
+      return runtime::observe_gradient(output, [this, layer](const Tensor& g) {
         s_.layers[layer].sample.gradient.add(g);
       });
     }

@@ -36,7 +36,7 @@ Predictions predict_checkpoint(const std::string& checkpoint, const std::string&
   p.classes = schema.regression ? 0 : outputs;
 
   const std::vector<float> x = d.images.to_vector();
-  autograd::NoGradGuard no_grad;
+  runtime::NoGradGuard no_grad;
   runtime::Autocast region(m.autocast, m.compute);
   for (std::int64_t begin = 0; begin < p.rows; begin += kBatch) {
     const std::int64_t n = std::min(kBatch, p.rows - begin);

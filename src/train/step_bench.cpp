@@ -148,7 +148,7 @@ std::vector<LayerCost> count_layer_flops(nn::Module& model, const Shape& input_s
   const bool was_training = model.is_training();
   std::vector<LayerCost> layers;
   {
-    autograd::NoGradGuard no_grad;
+    runtime::NoGradGuard no_grad;
     model.eval();
     try {
       LayerRecorder recorder(layers);
@@ -379,13 +379,13 @@ StepBenchResult StepBenchmark::run(int steps, int warmup, bool machine_floor) {
     }
     r.copy_gbps = peaks.gbytes_per_s;
     // One more step, profiled: its ops' FLOPs and bytes, each op at its roofline.
-    diagnostics::ProfileData ops;
+    runtime::ProfileData ops;
     {
-      diagnostics::Profile session;
+      runtime::Profile session;
       s.step();
       ops = session.data();
     }
-    for (const diagnostics::OpStats& op : ops.ops) r.hw_floor_ms += train::floor_ms(op, peaks);
+    for (const runtime::OpStats& op : ops.ops) r.hw_floor_ms += train::floor_ms(op, peaks);
     r.hw_floor_ratio = r.hw_floor_ms > 0 ? r.step_ms.median / r.hw_floor_ms : 0.0;
   }
 

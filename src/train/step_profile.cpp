@@ -23,9 +23,9 @@
 
 namespace mixprec::train {
 
-using diagnostics::OpStats;
-using diagnostics::LowerPrecisionCandidate;
-using diagnostics::Profile;
+using runtime::OpStats;
+using runtime::LowerPrecisionCandidate;
+using runtime::Profile;
 namespace {
 
 constexpr const char* kOp = "profile";
@@ -91,7 +91,7 @@ MachinePeaks measure_machine_peaks(std::int64_t gemm_n, std::int64_t copy_mib, i
                 "the peak copy size must be in [1, 4096] MiB, got " << copy_mib);
   MIXPREC_CHECK(repeats >= 1 && repeats <= 100, ValueError, kOp,
                 "repeats must be in [1, 100], got " << repeats);
-  autograd::NoGradGuard no_grad;
+  runtime::NoGradGuard no_grad;
   MachinePeaks p;
   p.gemm_n = gemm_n;
   p.gemm_dtype = gemm_dtype;

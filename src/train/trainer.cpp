@@ -114,7 +114,7 @@ ConfusionMatrix Trainer::evaluate(double* mean_loss) {
 }
 
 std::unique_ptr<Evaluation> Trainer::State::evaluate() {
-  autograd::NoGradGuard no_grad;
+  runtime::NoGradGuard no_grad;
   model->eval();
   const runtime::UseWeightCopies copies(step->weight_copies());
   runtime::Autocast region(step->autocast(), step->compute_dtype());
@@ -136,7 +136,7 @@ std::vector<EpochMetrics> Trainer::run() {
         amp::precision_warnings(s.step->mode(), s.step->scaler().is_enabled(), cpu_features());
     if (!warnings.empty()) on_message(warnings);
   }
-  autograd::DetectAnomaly anomaly(c.detect_anomaly);
+  runtime::DetectAnomaly anomaly(c.detect_anomaly);
   amp::GradScaler& scaler = s.step->scaler();
   optim::Optimizer& optimizer = s.step->optimizer();
   s.interruption.reset();
@@ -226,7 +226,7 @@ std::vector<EpochMetrics> Trainer::run() {
       // One optimizer step over up to `accum` micro-batches (the epoch's last step may have fewer).
       int in_step = 0;
       double step_loss = 0;
-      autograd::set_anomaly_step(optimizer.steps());
+      runtime::set_anomaly_step(optimizer.steps());
       // fp8: the casts of the epoch's first step and of the TensorBoard histogram steps are
       // counted (saturated, flushed), the other steps' are not (the count downloads every
       // operand).

@@ -19,7 +19,7 @@ struct Task {
 Task make_task(std::int64_t n, std::int64_t in, std::uint64_t seed) {
   Task t{Tensor::randn({n, in}, seed), {}};
   nn::Linear teacher(in, 10, false, seed + 1);
-  autograd::NoGradGuard no_grad;
+  runtime::NoGradGuard no_grad;
   const std::vector<float> logits = teacher.forward(t.x).to_vector();
   for (std::int64_t r = 0; r < n; ++r) {
     const auto row = logits.begin() + r * 10;

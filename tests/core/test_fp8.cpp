@@ -456,7 +456,7 @@ TEST(Fp8Tensor, CreationCastsAndPrinting) {
     const Tensor q = b.to(t);
     EXPECT_EQ(static_cast<const std::uint8_t*>(q.data_ptr())[0], ref_encode(0.30078125f, t));
     // describe_values (anomaly reports) prints fp8 tensors.
-    EXPECT_NE(autograd::describe_values(x).find(name(t)), std::string::npos);
+    EXPECT_NE(runtime::describe_values(x).find(name(t)), std::string::npos);
   }
 }
 
@@ -577,13 +577,13 @@ TEST(Fp8Autograd, Fp8LeavesCannotRequireGrad) {
 }
 
 TEST(Fp8Autograd, AnomalyModeWidensFp8OutputsToCheckThem) {
-  autograd::DetectAnomaly on;
+  runtime::DetectAnomaly on;
   Tensor x = Tensor::from_vector({1.0f, 2.0f}, {2});
   x.set_requires_grad();
   EXPECT_NO_THROW(x.to(DType::f8e4m3));  // finite: the forward check passes
   Tensor big = Tensor::from_vector({1.0f, 1000.0f}, {2});
   big.set_requires_grad();
-  EXPECT_THROW(big.to(DType::f8e4m3), autograd::AnomalyError);  // 1000 overflows E4M3 to NaN
+  EXPECT_THROW(big.to(DType::f8e4m3), runtime::AnomalyError);  // 1000 overflows E4M3 to NaN
 }
 
 // ---- every computing op refuses fp8 ---------------------------------------------------------

@@ -29,9 +29,8 @@ outside kernels/ are the floors' business.
 
 Namespaces against folders (issue 38, deliverable 2): a file in a folder of a floor F
 (src/F/..., include/mixprec/F/...) that opens `namespace mixprec::G` with G neither F nor
-`detail` fails, unless the namespace block only forward-declares (`class X;`), or (file, G) is
-one of KNOWN_NAMESPACE_MISMATCHES: today's mismatches, which deliverable 1 of issue 38 moves;
-an entry that no longer matches fails too, so the list only shrinks. And a file in a backend's
+`detail` fails, unless the namespace block only forward-declares (`class X;`); there are no
+exceptions (issue 38 moved the last ones, autograd:: and diagnostics::, to runtime::). And a file in a backend's
 folder of src/kernels/ (ref, cpu, cuda, devsim) or in spec/ must not open a namespace named
 after another backend (`namespace ref`, `mixprec::kernels::cpu`, ...). Only `namespace` lines
 naming mixprec:: (or, in src/kernels/, any name) are read: a namespace opened as nested bare
@@ -50,24 +49,6 @@ TOP_ROOMS = ('contracts', 'entries', 'above')  # not folders: see room_of
 NAMESPACE = re.compile(r'^\s*namespace\s+([A-Za-z_][A-Za-z_0-9]*(?:::[A-Za-z_][A-Za-z_0-9]*)*)\s*\{(.*)$')
 FORWARD = re.compile(r'^(class|struct|union|enum(\s+(class|struct))?)\s+[A-Za-z_]\w*(\s*:\s*[\w:]+)?\s*;')
 
-# Today's namespaces that are not their folder's, (file, namespace after mixprec::): docs/
-# ARCHITECTURE.md ("Layers") says why they stayed (a folder is a floor, a namespace a topic).
-# Issue 38, deliverable 1 moves them; remove a line when its file no longer opens the namespace
-# (the check fails on a stale line). Never add one: put new code in its folder's namespace.
-KNOWN_NAMESPACE_MISMATCHES = {
-    # runtime/ holds the engine and nodes, still autograd::, and the profiler and op scope,
-    # still diagnostics::. Neither name is used on another floor.
-    ('include/mixprec/runtime/anomaly.h', 'autograd'),
-    ('include/mixprec/runtime/function.h', 'autograd'),
-    ('include/mixprec/runtime/node.h', 'autograd'),
-    ('include/mixprec/runtime/profiler.h', 'diagnostics'),
-    ('src/runtime/anomaly.cpp', 'autograd'),
-    ('src/runtime/engine.cpp', 'autograd'),
-    ('src/runtime/function.cpp', 'autograd'),
-    ('src/runtime/grad_mode.cpp', 'autograd'),
-    ('src/runtime/op_scope.h', 'diagnostics'),
-    ('src/runtime/profiler.cpp', 'diagnostics'),
-}
 ROOTS = ('src', 'include/mixprec', 'tools')  # tools/ is the folder `tools`
 
 
@@ -247,9 +228,9 @@ def opened_namespaces(lines):
     return found
 
 
-def check_namespaces(files, floors, rooms, known):
-    """files: [(path, lines)]. Returns (violations, the known mismatches still present)."""
-    errors, seen = [], set()
+def check_namespaces(files, floors, rooms):
+    """files: [(path, lines)]. Returns the violations."""
+    errors = []
     backends = {r for r in rooms if r not in TOP_ROOMS and r != 'spec'}
     for path, lines in files:
         folder = folder_of(path)
@@ -267,13 +248,10 @@ def check_namespaces(files, floors, rooms, known):
             topic = parts[1]
             if topic in (folder, 'detail') or forward_only:
                 continue
-            if (path, topic) in known:
-                seen.add((path, topic))
-                continue
             errors.append(f'{path}:{number}: namespace {name} in folder {folder}; rule: a file '
                           f'in folder F opens mixprec::F (or mixprec::detail), not mixprec::'
-                          f'{topic} (check_layers.py, KNOWN_NAMESPACE_MISMATCHES lists today\'s)')
-    return errors, seen
+                          f'{topic}')
+    return errors
 
 
 def check_namespace_floors(files, floors):
@@ -408,14 +386,11 @@ def main():
                  (f'src/{bottom}/probe.cpp', [f'namespace mixprec::{top} {{', 'void f();', '}']),
                  (f'src/{bottom}/probe.h', [f'namespace mixprec::{top} {{', 'class X;', '}',
                                             f'namespace mixprec::{top} {{ struct Y; }}',
-                                            f'namespace mixprec::{bottom} {{', 'void f();', '}']),
-                 (f'src/{bottom}/known.cpp', [f'namespace mixprec::{top} {{', 'int x;', '}'])]
-        ns_errors, seen = check_namespaces(probe, floors, rooms,
-                                           {(f'src/{bottom}/known.cpp', top)})
-        if len(ns_errors) != 3 or len(seen) != 1:
+                                            f'namespace mixprec::{bottom} {{', 'void f();', '}'])]
+        if len(check_namespaces(probe, floors, rooms)) != 3:
             sys.exit('check_layers.py: the checker missed (or invented) a made-up namespace '
                      'that is not its folder\'s; fix the checker')
-        # ... and a namespace opened on two floors (a known mismatch on one of them) must be
+        # ... and a namespace opened on two floors must be
         # caught once, while one opened on a single floor, or only forward-declared, must not.
         probe = [(f'src/{bottom}/a.cpp', [f'namespace mixprec::{bottom} {{', 'int x;', '}']),
                  (f'src/{top}/b.cpp', [f'namespace mixprec::{bottom} {{', 'int y;', '}']),
@@ -438,16 +413,12 @@ def main():
                     pass  # its folder was reported above
     errors += check(files, floors, src_folders)
     errors += check_rooms(files, rooms, allowed)
-    ns_errors, seen = check_namespaces(files, floors, rooms, KNOWN_NAMESPACE_MISMATCHES)
-    errors += ns_errors
+    errors += check_namespaces(files, floors, rooms)
     errors += check_namespace_floors(files, floors)
     if print_map:
         print('\n'.join(code_map(files, floors, rooms)))
         return 0
     errors += check_map(files, floors, rooms)
-    for path, topic in sorted(KNOWN_NAMESPACE_MISMATCHES - seen):
-        errors.append(f'{path}: no longer opens namespace mixprec::{topic}: remove it from '
-                      f'KNOWN_NAMESPACE_MISMATCHES in tests/layers/check_layers.py')
     for e in errors:
         print(e)
     if errors:
@@ -457,7 +428,7 @@ def main():
     print(f'layers: {len(files)} files, {len(floors)} folders on '
           f'{max(floors.values())} floors, {len(rooms)} rooms of the kernels; every #include '
           f'points down and stays in its rooms; each namespace lives on one floor and matches '
-          f'its folder but for {len(KNOWN_NAMESPACE_MISMATCHES)} known mismatches')
+          f'its folder')
     return 0
 
 

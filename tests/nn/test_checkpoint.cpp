@@ -247,7 +247,7 @@ TEST(Checkpoint, EvalAndNoGradRunTheChildAsItIs) {
   ckpt.train();
   Tensor a, b;
   {
-    autograd::NoGradGuard no_grad;
+    runtime::NoGradGuard no_grad;
     a = ckpt(x);
     block->set_random_state({0, 0, 0});
     b = (*block)(x);

@@ -61,7 +61,7 @@ TEST(GptSampling, SameSeedSameTokensOtherSeedOtherTokens) {
   gpt.train();
   const std::vector<std::int64_t> a = sample(gpt, kPrompt, options(16, 1.0f, 0, 7));
   EXPECT_TRUE(gpt.is_training()) << "the training flag is restored";
-  EXPECT_TRUE(autograd::grad_enabled());
+  EXPECT_TRUE(runtime::grad_enabled());
   ASSERT_EQ(a.size(), 16u);
   for (const std::int64_t id : a) EXPECT_TRUE(id >= 0 && id < 16) << id;
   EXPECT_EQ(sample(gpt, kPrompt, options(16, 1.0f, 0, 7)), a);

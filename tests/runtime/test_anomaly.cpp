@@ -28,7 +28,7 @@ std::shared_ptr<nn::Sequential> four_layers(std::shared_ptr<nn::Module> third) {
 std::string message_of(const std::function<void()>& fn) {
   try {
     fn();
-  } catch (const autograd::AnomalyError& e) {
+  } catch (const runtime::AnomalyError& e) {
     return e.what();
   }
   return "";
@@ -48,10 +48,10 @@ TEST(AutogradAnomaly, ForwardNaNIsReportedAtItsLayer) {
   w.data<float>()[5] = NAN;
   w.bump_version();
   const Tensor x = Tensor::randn({3, 8}, 4);
-  autograd::DetectAnomaly anomaly;
-  autograd::set_anomaly_step(17);
+  runtime::DetectAnomaly anomaly;
+  runtime::set_anomaly_step(17);
   const std::string msg = message_of([&] { (*model)(x); });
-  autograd::set_anomaly_step(-1);
+  runtime::set_anomaly_step(-1);
   ASSERT_FALSE(msg.empty()) << "no anomaly reported";
   EXPECT_TRUE(contains(msg, "forward of op 'linear'")) << msg;
   EXPECT_TRUE(contains(msg, "'2' (Linear)")) << msg;
@@ -63,7 +63,7 @@ TEST(AutogradAnomaly, ForwardNaNIsReportedAtItsLayer) {
 TEST(AutogradAnomaly, BackwardInfIsReportedAtItsLayer) {
   auto model = four_layers(std::make_shared<SqrtLayer>());
   const Tensor x = Tensor::randn({16, 8}, 5);  // some ReLU outputs are exactly 0
-  autograd::DetectAnomaly anomaly;
+  runtime::DetectAnomaly anomaly;
   Tensor loss;
   ASSERT_NO_THROW(loss = cross_entropy((*model)(x), {0, 1, 2, 3, 0, 1, 2, 3, 0, 1, 2, 3, 0, 1, 2, 3}));
   const std::string msg = message_of([&] { loss.backward(); });
@@ -75,14 +75,14 @@ TEST(AutogradAnomaly, BackwardInfIsReportedAtItsLayer) {
 TEST(AutogradAnomaly, OffByDefaultAndRestoredByTheGuard) {
   auto model = four_layers(std::make_shared<SqrtLayer>());
   const Tensor x = Tensor::randn({16, 8}, 5);
-  EXPECT_FALSE(autograd::anomaly_enabled());
+  EXPECT_FALSE(runtime::anomaly_enabled());
   {
-    autograd::DetectAnomaly on;
-    EXPECT_TRUE(autograd::anomaly_enabled());
-    autograd::DetectAnomaly off(false);
-    EXPECT_FALSE(autograd::anomaly_enabled());
+    runtime::DetectAnomaly on;
+    EXPECT_TRUE(runtime::anomaly_enabled());
+    runtime::DetectAnomaly off(false);
+    EXPECT_FALSE(runtime::anomaly_enabled());
   }
-  EXPECT_FALSE(autograd::anomaly_enabled());
+  EXPECT_FALSE(runtime::anomaly_enabled());
   // Off: the same Inf gradient goes through silently (the GradScaler or the user finds it later).
   Tensor loss = cross_entropy((*model)(x), std::vector<std::int64_t>(16, 1));
   EXPECT_NO_THROW(loss.backward());
@@ -92,7 +92,7 @@ TEST(AutogradAnomaly, ScaledBackwardLeavesInfToTheScaler) {
   auto model = four_layers(std::make_shared<SqrtLayer>());
   const Tensor x = Tensor::randn({16, 8}, 5);
   amp::GradScaler scaler;
-  autograd::DetectAnomaly anomaly;
+  runtime::DetectAnomaly anomaly;
   Tensor loss = cross_entropy((*model)(x), std::vector<std::int64_t>(16, 1));
   // Inf from a scaled loss is an overflow the scaler skips; only NaN would be reported. Whether
   // this backward yields NaN (0 * Inf) depends on the data, so check the report's wording only.
@@ -112,7 +112,7 @@ TEST(AutogradAnomaly, ModulePathsFollowRegistration) {
 
 TEST(AutogradAnomaly, DescribeValuesCountsNonFinite) {
   const Tensor t = Tensor::from_vector({1.0f, -2.0f, NAN, INFINITY}, {4});
-  const std::string d = autograd::describe_values(t);
+  const std::string d = runtime::describe_values(t);
   EXPECT_TRUE(contains(d, "[4] f32")) << d;
   EXPECT_TRUE(contains(d, "min -2")) << d;
   EXPECT_TRUE(contains(d, "1 NaN, 1 Inf")) << d;

@@ -81,11 +81,11 @@ TEST(Autograd, NoGradGuardStopsRecording) {
   Tensor x = leaf({1, 2}, {2});
   Tensor y;
   {
-    autograd::NoGradGuard guard;
-    EXPECT_FALSE(autograd::grad_enabled());
+    runtime::NoGradGuard guard;
+    EXPECT_FALSE(runtime::grad_enabled());
     y = x * 2.0f;
   }
-  EXPECT_TRUE(autograd::grad_enabled());
+  EXPECT_TRUE(runtime::grad_enabled());
   EXPECT_FALSE(y.requires_grad());
   EXPECT_THROW(sum(y).backward(), StateError);
 }

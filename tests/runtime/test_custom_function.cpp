@@ -1,4 +1,4 @@
-// Custom functions (autograd::apply): gradients of user-defined ops against double-precision
+// Custom functions (runtime::apply): gradients of user-defined ops against double-precision
 // finite differences; the backward runs under the forward's autocast state (custom_bwd);
 // cast_inputs runs the forward in f32 inside a bf16 region (custom_fwd); the checks on what a
 // user's backward returns; and custom ops inside a graph of ordinary ops, accumulating into
@@ -13,7 +13,7 @@
 #include "mixprec/runtime/function.h"
 #include "mixprec/mixprec.h"
 
-namespace mixprec::autograd {
+namespace mixprec::runtime {
 namespace {
 
 using testing::gradcheck;
@@ -281,4 +281,4 @@ TEST(CustomFunction, WorksInAGraphAndAccumulatesIntoParameters) {
 }
 
 }  // namespace
-}  // namespace mixprec::autograd
+}  // namespace mixprec::runtime

@@ -18,7 +18,7 @@
 #include "mixprec/ops/nn_functional.h"
 #include "mixprec/ops/reduce.h"
 
-namespace mixprec::diagnostics {
+namespace mixprec::runtime {
 namespace {
 
 using train::MachinePeaks;
@@ -448,4 +448,4 @@ TEST(StepProfile, BadArgumentsThrow) {
 }
 
 }  // namespace
-}  // namespace mixprec::diagnostics
+}  // namespace mixprec::runtime

@@ -64,7 +64,7 @@ TEST(WeightCopies, AnyOtherChangeToTheWeightMakesAutocastCastAgain) {
   ASSERT_TRUE(detail::current_weight_copy(layer.weight(), DType::bf16).defined());
   // An in-place change outside the optimizer bumps the version: the copy is stale.
   {
-    autograd::NoGradGuard no_grad;
+    runtime::NoGradGuard no_grad;
     static_cast<float*>(layer.weight().data_ptr())[0] = 42.0f;
     layer.weight().bump_version();
   }

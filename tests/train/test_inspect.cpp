@@ -40,7 +40,7 @@ class Scale : public nn::Module {
 };
 
 void fill(const Tensor& t, float value) {
-  autograd::NoGradGuard no_grad;
+  runtime::NoGradGuard no_grad;
   float* p = t.data<float>();
   for (std::int64_t i = 0; i < t.numel(); ++i) p[i] = value;
   t.bump_version();

@@ -55,7 +55,7 @@ TEST(ThreadSanitizer, TrainingWithPrefetchWhileAnotherThreadEvaluates) {
     o.prefetch = true;
     data::DataLoader loader(test, o, {784});
     while (!done.load() || evaluations.load() == 0) {
-      autograd::NoGradGuard no_grad;
+      runtime::NoGradGuard no_grad;
       runtime::Autocast region(true, DType::bf16);
       loader.start_epoch(evaluations.load());
       double sum = 0;

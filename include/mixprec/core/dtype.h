@@ -73,7 +73,7 @@ constexpr bool is_storage_only(DType t) noexcept { return traits(t).storage_only
 /// storage-only dtypes (a cast to fp8 is a straight-through estimator; its gradient stays f32).
 constexpr DType gradient_dtype(DType t) noexcept { return is_storage_only(t) ? DType::f32 : t; }
 /// Throws DTypeError "<op>: f8e4m3 is a storage dtype: cast to f32/bf16 first ..." when t is
-/// storage-only; every op that computes calls it (through amp::autocast_inputs or directly).
+/// storage-only; every op that computes calls it (through runtime::autocast_inputs or directly).
 void require_compute_dtype(const char* op, DType t);
 
 /// The C++ element type stored for a dtype.

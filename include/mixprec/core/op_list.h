@@ -2,7 +2,7 @@
 /// The one list of ops: every fact about an op that more than one place needs, written once.
 /// Generated from it: kernels::UnaryOp and BinaryOp with their names and whether a gradient
 /// reads x (src/kernels/elementwise.h), the switches that pick each op's math in the reference
-/// and the vector kernels, amp::OpKind and the autocast policy table (mixprec/runtime/op_policy.h),
+/// and the vector kernels, runtime::OpKind and the autocast policy table (mixprec/runtime/op_policy.h),
 /// the differentiable functions neg(x) ... sigmoid(x), add(a, b) ... (mixprec/ops/elementwise.h),
 /// and the op lists of the tests (elementwise, conformance, autocast).
 ///

@@ -35,7 +35,7 @@ class ShardedBatches : public data::BatchSource {
 /// a model's gradients can be hundreds of MB) and grouped into buckets of about bucket_bytes,
 /// last parameters first (the order backward produces them, as in PyTorch's DDP). After arm(),
 /// each parameter's gradient is copied into the buffer as soon as backward has accumulated it
-/// (autograd::set_post_accumulate_grad_hook), and a bucket whose parameters are all there starts
+/// (runtime::set_post_accumulate_grad_hook), and a bucket whose parameters are all there starts
 /// its reduce-scatter (Communicator::start_reduce_scatter_sum) while backward goes on.
 /// average() sends what is left, finishes every bucket, and divides by the number of ranks. The
 /// sums are the same rank-ordered f32 sums whatever the timing, so results never depend on it.

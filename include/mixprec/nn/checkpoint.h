@@ -15,7 +15,7 @@ namespace mixprec::nn {
 /// (enabled, dtype) and the child's random_state() (dropout counters). Backward replays that
 /// autocast and random state, re-runs the child with grad enabled on detached copies of the
 /// inputs, back-propagates the incoming gradient through the recomputed graph (a nested
-/// autograd::backward), returns the inputs' gradients and leaves the counters where they were.
+/// runtime::backward), returns the inputs' gradients and leaves the counters where they were.
 /// Parameter gradients accumulate into the parameters as usual, and are bit-identical to those
 /// of the unwrapped module when its forward is deterministic given the counters (all mixprec
 /// layers are). In eval mode or with grad disabled it is exactly the child's forward.

@@ -4,7 +4,7 @@
 /// dtype, the training step and statistics of the op's inputs, so the origin of a NaN is found
 /// in one run instead of by bisection.
 ///
-///   autograd::DetectAnomaly anomaly;            // this thread, until the guard goes away
+///   runtime::DetectAnomaly anomaly;            // this thread, until the guard goes away
 ///   loss = cross_entropy(model(x), y);           // AnomalyError if an op's output is NaN/Inf
 ///   scaler.scale(loss).backward();               // ... or an op's input gradient is
 ///
@@ -23,7 +23,7 @@ namespace mixprec::nn {
 class Module;
 }
 
-namespace mixprec::autograd {
+namespace mixprec::runtime {
 
 /// The first non-finite value found by anomaly mode; what() says where it came from.
 class AnomalyError : public Error {
@@ -77,4 +77,4 @@ void check_backward(const char* op, const std::string& module, const Tensor& gra
                     const std::vector<Tensor>& input_grads, double loss_scale);
 }  // namespace anomaly_detail
 
-}  // namespace mixprec::autograd
+}  // namespace mixprec::runtime

@@ -3,18 +3,18 @@
 /// torch.autograd.Function with torch.amp.custom_fwd / custom_bwd):
 ///
 ///   // swish(x) = x * sigmoid(x); d swish / dx = s + x * (s - s^2), s = sigmoid(x)
-///   const autograd::CustomFunction swish{
+///   const runtime::CustomFunction swish{
 ///       "swish",
-///       [](autograd::FunctionContext& ctx, const std::vector<Tensor>& in) {
+///       [](runtime::FunctionContext& ctx, const std::vector<Tensor>& in) {
 ///         ctx.save_for_backward({in[0]});
 ///         return in[0] * sigmoid(in[0]);
 ///       },
-///       [](autograd::FunctionContext& ctx, const Tensor& dy) -> std::vector<Tensor> {
+///       [](runtime::FunctionContext& ctx, const Tensor& dy) -> std::vector<Tensor> {
 ///         const Tensor& x = ctx.saved_tensors()[0];
 ///         const Tensor s = sigmoid(x);
 ///         return {dy * (s + x * (s - s * s))};  // one gradient per input
 ///       }};
-///   Tensor y = autograd::apply(swish, {x});  // differentiable like any other op
+///   Tensor y = runtime::apply(swish, {x});  // differentiable like any other op
 ///
 /// The forward runs with gradient recording off (its ops are not taped: the backward you write
 /// replaces theirs), and the backward runs under the autocast state that was active during the
@@ -30,7 +30,7 @@
 
 #include "mixprec/tensor/tensor.h"
 
-namespace mixprec::autograd {
+namespace mixprec::runtime {
 
 /// What a custom op's forward hands to its backward. Made by apply(), one per call.
 class FunctionContext {
@@ -112,4 +112,4 @@ struct CustomFunction {
 /// storage-only dtype (fp8). Errors name fn.name.
 Tensor apply(const CustomFunction& fn, const std::vector<Tensor>& inputs);
 
-}  // namespace mixprec::autograd
+}  // namespace mixprec::runtime

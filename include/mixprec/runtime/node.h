@@ -9,7 +9,7 @@
 
 #include "mixprec/tensor/tensor.h"
 
-namespace mixprec::autograd {
+namespace mixprec::runtime {
 
 class Node;
 
@@ -96,4 +96,4 @@ Tensor observe_gradient(const Tensor& t, std::function<void(const Tensor& grad)>
 /// sub-graph it recomputes); that inner pass inherits the outer root's loss scale.
 void backward(const Tensor& root, const Tensor& gradient = Tensor(), bool retain_graph = false);
 
-}  // namespace mixprec::autograd
+}  // namespace mixprec::runtime

@@ -1,5 +1,5 @@
 #pragma once
-/// The per-op profiler: while a diagnostics::Profile session lives on a thread, every public op,
+/// The per-op profiler: while a runtime::Profile session lives on a thread, every public op,
 /// every autograd node's backward, every dtype cast and every optimizer step run on that thread
 /// is timed and costed (FLOPs, bytes moved) and aggregated by (op, phase, dtype). Off (no
 /// session anywhere), an op pays one test of a global counter. What `mixprec profile` prints;
@@ -11,7 +11,7 @@
 
 #include "mixprec/core/dtype.h"
 
-namespace mixprec::diagnostics {
+namespace mixprec::runtime {
 
 /// Where in a training step a record was made. Casts are their own phase wherever they happen
 /// (autocast's input casts in forward, the engine's gradient casts in backward).
@@ -83,4 +83,4 @@ class Profile {
 /// True while a Profile session records on this thread.
 bool profiling() noexcept;
 
-}  // namespace mixprec::diagnostics
+}  // namespace mixprec::runtime

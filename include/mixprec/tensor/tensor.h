@@ -36,7 +36,7 @@ MemoryFormat parse_memory_format(const std::string& text);
 /// (ShapeError otherwise): [H*W*C, 1, W*C, C].
 Shape memory_format_strides(const Shape& shape, MemoryFormat format);
 
-namespace autograd {
+namespace runtime {
 class Node;
 }
 
@@ -52,8 +52,8 @@ struct TensorImpl {
   DType dtype = DType::f32;
   // Autograd state.
   bool requires_grad = false;
-  std::shared_ptr<autograd::Node> grad_fn;          ///< null for leaves
-  std::weak_ptr<autograd::Node> grad_accumulator;   ///< leaves only, created lazily
+  std::shared_ptr<runtime::Node> grad_fn;          ///< null for leaves
+  std::weak_ptr<runtime::Node> grad_accumulator;   ///< leaves only, created lazily
   std::shared_ptr<TensorImpl> grad;                 ///< accumulated gradient of a leaf
   /// On a loss returned by GradScaler::scale: the factor it was multiplied by. backward() from
   /// such a root records the factor on every leaf it reaches (grad_scale below).
@@ -62,7 +62,7 @@ struct TensorImpl {
   /// clip_grad_norm refuse gradients that were never unscaled.
   double grad_scale = 1.0;
   /// On a leaf: called each time a backward pass has accumulated into its .grad
-  /// (autograd::set_post_accumulate_grad_hook); null when none (the common case).
+  /// (runtime::set_post_accumulate_grad_hook); null when none (the common case).
   std::shared_ptr<std::function<void()>> post_accumulate_grad_hook;
 };
 }  // namespace detail
@@ -163,7 +163,8 @@ class Tensor {
   /// counted upload); bytes.size() must equal numel(shape) * size_of(dtype).
   static Tensor from_bytes(const void* bytes, std::size_t size, const Shape& shape, DType dtype);
 
-  // ---- views and copies (differentiable; defined in the ops layer) ----
+  // ---- views and copies (differentiable; tensor_methods.cpp forwards them to the ops the ops
+  //      floor registers, so tensor/ defines them without calling upward) ----
   Tensor reshape(const Shape& shape) const;
   Tensor transpose(std::int64_t d0, std::int64_t d1) const;
   Tensor permute(const Shape& dims) const;
@@ -193,7 +194,7 @@ class Tensor {
   Tensor grad() const;
   /// Replaces (or clears, with an undefined tensor) the accumulated gradient (DTypeError if fp8).
   void set_grad(const Tensor& grad) const;
-  const std::shared_ptr<autograd::Node>& grad_fn() const { return impl().grad_fn; }
+  const std::shared_ptr<runtime::Node>& grad_fn() const { return impl().grad_fn; }
   /// Loss-scale factor still contained in grad() (1 unless a GradScaler-scaled backward has not
   /// been unscaled yet); set_grad_scale is for the GradScaler.
   double grad_scale() const { return impl().grad_scale; }

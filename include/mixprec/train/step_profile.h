@@ -47,7 +47,7 @@ const char* roofline_verdict(double flops, double bytes, const MachinePeaks& pea
 /// An op row's floor in ms: its FLOPs at the GEMM peak of its dtype (bf16_gflops for bf16 where
 /// measured, else gflops) or its bytes at the copy bandwidth, whichever takes longer: the time
 /// the machine cannot go below for that work.
-double floor_ms(const diagnostics::OpStats& s, const MachinePeaks& peaks);
+double floor_ms(const runtime::OpStats& s, const MachinePeaks& peaks);
 
 /// What profile_training_steps measured.
 struct StepProfile {
@@ -61,7 +61,7 @@ struct StepProfile {
   /// Host <-> device crossings during the profiled steps (core/transfer.h): downloads are host
   /// synchronisations; bytes count only what crossed to or from a device (0 on cpu).
   TransferStats transfers;
-  diagnostics::ProfileData data;             ///< the op table, the casts, the "could run lower" list
+  runtime::ProfileData data;             ///< the op table, the casts, the "could run lower" list
 };
 
 /// Runs warmup unprofiled steps, then steps steps under a Profile session, each step the
