@@ -5,6 +5,7 @@
 // core/: scalar types, errors, devices, memory; the scalar conversions and random numbers
 #include "mixprec/core/cpu_class.h"
 #include "mixprec/core/cpu_features.h"
+#include "mixprec/core/cpu_model.h"
 #include "mixprec/core/device.h"
 #include "mixprec/core/dtype.h"
 #include "mixprec/core/error.h"
