@@ -119,6 +119,7 @@
 // train/: the training step, the Trainer, inspect and profile
 #include "mixprec/train/checkpoint_model.h"
 #include "mixprec/train/inspect.h"
+#include "mixprec/train/machine_peaks_memory.h"
 #include "mixprec/train/metrics.h"
 #include "mixprec/train/precision_autopilot.h"
 #include "mixprec/train/predict.h"

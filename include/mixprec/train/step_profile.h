@@ -21,6 +21,13 @@ struct MachinePeaks {
   double bf16_gflops = 0;
   std::int64_t gemm_n = 0;      ///< the GEMM measured was gemm_n x gemm_n x gemm_n
   std::int64_t copy_bytes = 0;  ///< size of the buffer copied
+  /// This process's own samples of gflops, bf16_gflops and gbytes_per_s. measure_machine_peaks
+  /// sets them equal to those; remember_best_peaks (train/machine_peaks_memory.h) raises the
+  /// three to the best this machine has shown and keeps the samples here, for the reports.
+  double measured_gflops = 0, measured_bf16_gflops = 0, measured_gbytes_per_s = 0;
+  /// The file the best values were remembered in; empty when they are this process's samples
+  /// (remembering off, or never asked for).
+  std::string peaks_file;
   /// The ridge point in FLOP/byte: ops with a higher arithmetic intensity can reach the compute
   /// peak, ops below it are limited by memory bandwidth.
   double ridge() const { return gbytes_per_s > 0 ? gflops / gbytes_per_s : 0.0; }
