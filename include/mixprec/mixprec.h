@@ -5,6 +5,7 @@
 // core/: scalar types, errors, devices, memory; the scalar conversions and random numbers
 #include "mixprec/core/cpu_class.h"
 #include "mixprec/core/cpu_features.h"
+#include "mixprec/core/cpu_model.h"
 #include "mixprec/core/device.h"
 #include "mixprec/core/dtype.h"
 #include "mixprec/core/error.h"
@@ -118,6 +119,7 @@
 // train/: the training step, the Trainer, inspect and profile
 #include "mixprec/train/checkpoint_model.h"
 #include "mixprec/train/inspect.h"
+#include "mixprec/train/machine_peaks_memory.h"
 #include "mixprec/train/metrics.h"
 #include "mixprec/train/precision_autopilot.h"
 #include "mixprec/train/predict.h"

@@ -19,6 +19,7 @@
 #include "mixprec/core/error.h"
 #include "mixprec/core/transfer.h"
 #include "mixprec/runtime/runtime.h"
+#include "mixprec/train/machine_peaks_memory.h"
 #include "mixprec/train/step_profile.h"
 #include "mixprec/models/zoo.h"
 #include "mixprec/nn/conv_layers.h"
@@ -362,22 +363,27 @@ StepBenchResult StepBenchmark::run(int steps, int warmup, bool machine_floor) {
                   "convolution algorithm, so there is no GEMM-only floor to compare against";
   }
 
-  // The machine's own floor, measured now, in the same run as the steps.
+  // The machine's own floor, measured now, in the same run as the steps, at the best peaks
+  // this machine has shown: one run's sample of a shared machine's bandwidth can be half of it.
   r.gemm_flops_per_step = step_gemm_flops(s.layers);
   r.optimizer_bytes = static_cast<double>(ts.optimizer().step_bytes());
   if (machine_floor) {
     train::MachinePeaks peaks =
         train::measure_machine_peaks(train::peak_gemm_n(kPeakGemmN), kPeakCopyMiB,
                                            kPeakRepeats, DType::f32);
-    r.gemm_peak_gflops = peaks.gflops;
     if (s.gemm_dtype == DType::bf16) {  // bf16 ops at the bf16 rate (native dot products double it)
       peaks.bf16_gflops =
           train::measure_machine_peaks(train::peak_gemm_n(kPeakGemmN), 1, kPeakRepeats,
                                              DType::bf16)
               .gflops;
-      r.gemm_peak_gflops = peaks.bf16_gflops;
     }
+    peaks = train::remember_best_peaks(peaks);
+    const bool bf16 = s.gemm_dtype == DType::bf16;
+    r.gemm_peak_gflops = bf16 ? peaks.bf16_gflops : peaks.gflops;
+    r.gemm_peak_gflops_measured = bf16 ? peaks.measured_bf16_gflops : peaks.measured_gflops;
     r.copy_gbps = peaks.gbytes_per_s;
+    r.copy_gbps_measured = peaks.measured_gbytes_per_s;
+    r.peaks_file = peaks.peaks_file;
     // One more step, profiled: its ops' FLOPs and bytes, each op at its roofline.
     runtime::ProfileData ops;
     {
@@ -428,6 +434,10 @@ std::string to_json(const StepBenchResult& r, int indent) {
          {"hw_floor_ratio", r.hw_floor_ms > 0 ? json(r.hw_floor_ratio) : json(nullptr)},
          {"gemm_peak_gflops", r.gemm_peak_gflops > 0 ? json(r.gemm_peak_gflops) : json(nullptr)},
          {"copy_gbps", r.copy_gbps > 0 ? json(r.copy_gbps) : json(nullptr)},
+         {"gemm_peak_gflops_measured",
+          r.gemm_peak_gflops_measured > 0 ? json(r.gemm_peak_gflops_measured) : json(nullptr)},
+         {"copy_gbps_measured", r.copy_gbps_measured > 0 ? json(r.copy_gbps_measured) : json(nullptr)},
+         {"peaks_file", r.peaks_file.empty() ? json(nullptr) : json(r.peaks_file)},
          {"gemm_flops_per_step", r.gemm_flops_per_step},
          {"optimizer_bytes", r.optimizer_bytes},
          {"max_rss_bytes", r.max_rss_bytes},

@@ -19,6 +19,7 @@
 #include "mixprec/tensor/tensor.h"
 #include "mixprec/models/zoo.h"
 #include "mixprec/ops/nn_functional.h"
+#include "mixprec/train/machine_peaks_memory.h"
 #include "mixprec/train/step_bench.h"
 
 namespace mixprec::train {
@@ -133,6 +134,8 @@ MachinePeaks measure_machine_peaks(std::int64_t gemm_n, std::int64_t copy_mib, i
   best = 0;
   for (int r = 0; r < repeats; ++r) best = std::max(best, 1.0 / seconds_of(copy));
   p.gbytes_per_s = 2.0 * static_cast<double>(p.copy_bytes) * best / 1e9;  // read + write
+  p.measured_gflops = p.gflops;
+  p.measured_gbytes_per_s = p.gbytes_per_s;
   return p;
 }
 
@@ -187,6 +190,17 @@ std::string format_step_profile(const StepProfile& p, std::size_t max_rows) {
                 p.peaks.gflops, static_cast<long long>(p.peaks.gemm_n), p.peaks.gbytes_per_s,
                 static_cast<long long>(p.peaks.copy_bytes >> 20), p.peaks.ridge());
   os << line;
+  // Whether the floor is at this run's samples or at the best the machine has shown.
+  os << "  " << name(p.peaks.gemm_dtype) << " GEMM  "
+     << describe_peak(p.peaks.gflops, p.peaks.measured_gflops, "GFLOP/s", p.peaks.peaks_file) << "\n";
+  if (p.peaks.bf16_gflops > 0) {
+    os << "  bf16 GEMM "
+       << describe_peak(p.peaks.bf16_gflops, p.peaks.measured_bf16_gflops, "GFLOP/s", p.peaks.peaks_file)
+       << "\n";
+  }
+  os << "  copy      "
+     << describe_peak(p.peaks.gbytes_per_s, p.peaks.measured_gbytes_per_s, "GB/s", p.peaks.peaks_file)
+     << "\n";
   const double recorded = ms(p.data.recorded_ns);
   std::snprintf(line, sizeof line,
                 "steps: %.2f ms in %d steps (%.2f ms/step); ops %.2f ms (%.1f%%), unattributed "
@@ -321,6 +335,11 @@ std::string to_json(const StepProfile& p, int indent) {
           {{"peak_gflops", p.peaks.gflops},
            {"peak_bf16_gflops", p.peaks.bf16_gflops > 0 ? json(p.peaks.bf16_gflops) : json(nullptr)},
            {"peak_gbytes_per_s", p.peaks.gbytes_per_s},
+           {"peak_gflops_measured", p.peaks.measured_gflops},
+           {"peak_bf16_gflops_measured",
+            p.peaks.measured_bf16_gflops > 0 ? json(p.peaks.measured_bf16_gflops) : json(nullptr)},
+           {"peak_gbytes_per_s_measured", p.peaks.measured_gbytes_per_s},
+           {"peaks_file", p.peaks.peaks_file.empty() ? json(nullptr) : json(p.peaks.peaks_file)},
            {"ridge_flop_per_byte", p.peaks.ridge()},
            {"gemm_n", p.peaks.gemm_n},
            {"copy_bytes", p.peaks.copy_bytes}}},

@@ -35,4 +35,35 @@ PY
 else
   echo "FAIL json: exit status $?: $(cat "$WORK/err.txt")"; failures=$((failures + 1))
 fi
+# Remembered peaks: the first run writes the file and says where the floor's peaks came from; a
+# damaged file is one warning, the run goes on and the file is replaced; off remembers nothing.
+PEAKS="$WORK/cache/peaks.json"
+if MIXPREC_PEAKS_FILE="$PEAKS" "$MIXPREC" "${RUN[@]}" --precision bf16 > "$WORK/remembered.txt" 2> "$WORK/err.txt"; then
+  check remembered_copy "^  copy  *[0-9.]* GB/s (best remembered; this run [0-9.]* GB/s, $PEAKS)" "$WORK/remembered.txt"
+  check remembered_bf16 "^  bf16 GEMM [0-9.]* GFLOP/s (best remembered; this run" "$WORK/remembered.txt"
+  check remembered_file '"copy_gbytes_per_s bytes=67108864"' "$PEAKS"
+else
+  echo "FAIL remembered: exit status $?: $(cat "$WORK/err.txt")"; failures=$((failures + 1))
+fi
+echo '{"format": "mixprec machine peaks", "version": 1, "machines": {' > "$PEAKS"
+if MIXPREC_PEAKS_FILE="$PEAKS" "$MIXPREC" "${RUN[@]}" --json > "$WORK/damaged.json" 2> "$WORK/err.txt"; then
+  check damaged_warning "^mixprec: warning: machine peaks: '$PEAKS' is not valid JSON" "$WORK/err.txt"
+  [ "$(wc -l < "$WORK/err.txt")" -eq 1 ] && echo "ok   damaged_one_line" ||
+    { echo "FAIL damaged_one_line: $(cat "$WORK/err.txt")"; failures=$((failures + 1)); }
+  if python3 - "$WORK/damaged.json" "$PEAKS" <<'PY'
+import json, sys
+m = json.load(open(sys.argv[1]))["machine"]
+assert m["peaks_file"] == sys.argv[2], m
+assert m["peak_gbytes_per_s"] == m["peak_gbytes_per_s_measured"], m  # nothing usable was remembered
+assert json.load(open(sys.argv[2]))["version"] == 1  # replaced with a good file
+PY
+  then echo "ok   damaged_replaced"; else echo "FAIL damaged_replaced"; failures=$((failures + 1)); fi
+else
+  echo "FAIL damaged: exit status $?: $(cat "$WORK/err.txt")"; failures=$((failures + 1))
+fi
+if "$MIXPREC" "${RUN[@]}" > "$WORK/off.txt" 2> "$WORK/err.txt"; then
+  check off_says_so "^  copy  *[0-9.]* GB/s (this run; not remembered)" "$WORK/off.txt"
+else
+  echo "FAIL off: exit status $?: $(cat "$WORK/err.txt")"; failures=$((failures + 1))
+fi
 finish

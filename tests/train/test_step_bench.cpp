@@ -6,8 +6,11 @@
 
 #include <cmath>
 
+#include "env_scope.h"
+#include "io/io_test_util.h"
 #include "mixprec/core/error.h"
 #include "mixprec/models/zoo.h"
+#include "mixprec/train/machine_peaks_memory.h"
 #include "mixprec/train/step_bench.h"
 
 namespace mixprec::train {
@@ -109,9 +112,49 @@ TEST(StepBenchRun, MlpResultIsCompleteAndConsistent) {
                                    r.optimizer_bytes / r.copy_gbps / 1e6));
   EXPECT_DOUBLE_EQ(r.hw_floor_ratio, r.step_ms.median / r.hw_floor_ms);
   EXPECT_GT(r.max_rss_bytes, 0u);
-  for (const char* key : {"hw_floor_ms", "hw_floor_ratio", "gemm_peak_gflops", "copy_gbps", "max_rss_bytes"}) {
+  for (const char* key : {"hw_floor_ms", "hw_floor_ratio", "gemm_peak_gflops", "copy_gbps",
+                          "gemm_peak_gflops_measured", "copy_gbps_measured", "max_rss_bytes"}) {
     EXPECT_TRUE(j[key].is_number()) << key;
   }
+  // The test binary runs with MIXPREC_PEAKS_FILE=off (hermetic_peaks_file.cpp): this run's peaks.
+  EXPECT_EQ(r.peaks_file, "");
+  EXPECT_TRUE(j["peaks_file"].is_null());
+  EXPECT_EQ(r.gemm_peak_gflops, r.gemm_peak_gflops_measured);
+  EXPECT_EQ(r.copy_gbps, r.copy_gbps_measured);
+}
+
+// The machine floor is at the best peaks remembered on this machine, and the result keeps this
+// run's samples beside them.
+TEST(StepBenchRun, TheMachineFloorIsAtTheBestRememberedPeaks) {
+  io::test::TempDir dir;
+  const std::string file = dir / "peaks.json";
+  const mixprec::testing::EnvScope use("MIXPREC_PEAKS_FILE", file);
+  // Far above any real machine, under the sizes bench measures (docs/performance.md: a 2048^3
+  // f32 GEMM, a 64 MiB copy).
+  MachinePeaks remembered;
+  remembered.gemm_n = 2048;
+  remembered.gflops = 1e9;
+  remembered.copy_bytes = std::int64_t{64} << 20;
+  remembered.gbytes_per_s = 1e9;
+  remember_best_peaks(remembered);
+
+  StepBenchmark bench("mlp", "fp32", 8);
+  const StepBenchResult r = bench.run(1, 0);
+  EXPECT_EQ(r.gemm_peak_gflops, 1e9);
+  EXPECT_EQ(r.copy_gbps, 1e9);
+  EXPECT_GT(r.gemm_peak_gflops_measured, 0.0);
+  EXPECT_LT(r.gemm_peak_gflops_measured, 1e9);
+  EXPECT_GT(r.copy_gbps_measured, 0.0);
+  EXPECT_LT(r.copy_gbps_measured, 1e9);
+  EXPECT_EQ(r.peaks_file, file);
+  // Every op at those rates: a floor of almost nothing (at this run's rates it is ~0.1 ms).
+  EXPECT_LT(r.hw_floor_ms, 1e-3);
+  const nlohmann::json j = nlohmann::json::parse(to_json(r));
+  EXPECT_EQ(j["copy_gbps"], 1e9);
+  EXPECT_EQ(j["gemm_peak_gflops"], 1e9);
+  EXPECT_EQ(j["copy_gbps_measured"], r.copy_gbps_measured);
+  EXPECT_EQ(j["gemm_peak_gflops_measured"], r.gemm_peak_gflops_measured);
+  EXPECT_EQ(j["peaks_file"], file);
 }
 
 // The benchmark's steps are TrainStep's: a config given to it changes what the step does (here

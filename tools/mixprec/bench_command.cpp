@@ -14,6 +14,7 @@
 #include "mixprec/core/error.h"
 #include "mixprec/runtime/runtime.h"
 #include "mixprec/models/zoo.h"
+#include "mixprec/train/machine_peaks_memory.h"
 #include "mixprec/train/step_bench.h"
 #include "train_options.h"
 
@@ -94,11 +95,16 @@ void print_result(const train::StepBenchResult& r) {
     std::printf("floor ratio   %.2f (step / (GEMMs + optimizer); 1.0 = nothing but the floor)\n",
                 *r.floor_ratio);
   }
-  std::printf("machine floor %.2f ms: %.2f GFLOP of GEMMs at %.1f GFLOP/s (%s peak measured now) + "
-              "%s of optimizer traffic at %.1f GB/s -> step / floor %.2f\n",
-              r.hw_floor_ms, r.gemm_flops_per_step / 1e9, r.gemm_peak_gflops, r.gemm_dtype.c_str(),
-              format_mib(static_cast<std::size_t>(r.optimizer_bytes)).c_str(), r.copy_gbps,
-              r.hw_floor_ratio);
+  std::printf("machine floor %.2f ms: %.2f GFLOP of GEMMs at the %s GEMM peak + %s of optimizer "
+              "traffic at the copy bandwidth -> step / floor %.2f\n",
+              r.hw_floor_ms, r.gemm_flops_per_step / 1e9, r.gemm_dtype.c_str(),
+              format_mib(static_cast<std::size_t>(r.optimizer_bytes)).c_str(), r.hw_floor_ratio);
+  std::printf("gemm peak     %s %s\n", r.gemm_dtype.c_str(),
+              train::describe_peak(r.gemm_peak_gflops, r.gemm_peak_gflops_measured, "GFLOP/s",
+                                   r.peaks_file)
+                  .c_str());
+  std::printf("copy          %s\n",
+              train::describe_peak(r.copy_gbps, r.copy_gbps_measured, "GB/s", r.peaks_file).c_str());
   std::printf("peak memory   total %s:", format_mib(r.memory.total_peak).c_str());
   for (std::size_t c = 0; c < kMemoryCategoryCount; ++c) {
     std::printf(" %s %s%s", name(static_cast<MemoryCategory>(c)), format_mib(r.memory.peak[c]).c_str(),
@@ -203,6 +209,10 @@ void add_bench_command(CLI::App& app) {
   add_step_config_flags(cmd, f->step);
   cmd->footer("Each step is the training step of `mixprec train` (train/train_step.h) with the\n"
               "step flags above; inputs are synthetic.\n"
+              "The machine floor puts each op at the best GEMM peak and copy bandwidth this\n"
+              "machine has shown under the same conditions, remembered in $MIXPREC_PEAKS_FILE\n"
+              "(default $XDG_CACHE_HOME/mixprec/machine_peaks.json, else\n"
+              "~/.cache/mixprec/machine_peaks.json); MIXPREC_PEAKS_FILE=off uses this run's alone.\n"
               "Examples:\n"
               "  mixprec bench --model seed-mlp --precision bf16 --steps 10 --json\n"
               "  mixprec bench --model seed-mlp --precision fp16 --loss-scaling predictive --clip 1\n"

@@ -2,7 +2,6 @@
 // threads, oneDNN, mixprec's ISA, MPI support) and which precision to train in here, with the
 // reasoning per format, following the seeds' format decision table.
 #include <cstdio>
-#include <fstream>
 #include <memory>
 #include <string>
 #include <utility>
@@ -14,6 +13,7 @@
 #include "mixprec/amp/precision.h"
 #include "mixprec/core/cpu_class.h"
 #include "mixprec/core/cpu_features.h"
+#include "mixprec/core/cpu_model.h"
 #include "mixprec/core/gpu.h"
 #include "mixprec/kernels/cudnn.h"
 #include "mixprec/runtime/runtime.h"
@@ -21,19 +21,6 @@
 
 namespace mixprec::tools {
 namespace {
-
-std::string cpu_model_name() {
-  std::ifstream in("/proc/cpuinfo");
-  for (std::string line; std::getline(in, line);) {
-    if (line.rfind("model name", 0) != 0) continue;
-    const std::size_t colon = line.find(':');
-    if (colon == std::string::npos) continue;
-    std::string name = line.substr(colon + 1);
-    const std::size_t first = name.find_first_not_of(" \t");
-    return first == std::string::npos ? "unknown" : name.substr(first);
-  }
-  return "unknown (no 'model name' in /proc/cpuinfo)";
-}
 
 // The features that matter for mixed precision on the architecture of the CPU the decisions
 // see (an arm64 profile on x86-64 lists arm64 features).

@@ -8,6 +8,7 @@
 #include "mixprec/core/cpu_features.h"
 #include "mixprec/core/error.h"
 #include "mixprec/runtime/runtime.h"
+#include "mixprec/train/machine_peaks_memory.h"
 #include "mixprec/train/step_profile.h"
 #include "mixprec/amp/precision.h"
 #include "mixprec/models/zoo.h"
@@ -71,7 +72,10 @@ void add_profile_command(CLI::App& app) {
               "  mixprec profile --model gpt-mini --layers 8 --width 512 --context 512 --steps 2\n"
               "Times are exclusive (an op called inside another op is folded into the outer one;\n"
               "casts are always their own rows). The peaks are measured at start-up with an f32\n"
-              "GEMM and a large copy; an op whose FLOP/byte is below their ratio (the ridge) is\n"
+              "GEMM and a large copy, and raised to the best this machine has shown under the same\n"
+              "conditions, remembered in $MIXPREC_PEAKS_FILE (default\n"
+              "$XDG_CACHE_HOME/mixprec/machine_peaks.json, else ~/.cache/mixprec/machine_peaks.json;\n"
+              "off: this run's alone); an op whose FLOP/byte is below their ratio (the ridge) is\n"
               "memory-bound.");
   cmd->callback([f, batch, threads, batch_opt, threads_opt] {
     ProfileFlags flags = *f;
@@ -88,6 +92,8 @@ void add_profile_command(CLI::App& app) {
       peaks.bf16_gflops =
           train::measure_machine_peaks(train::peak_gemm_n(1024), 1, 5, DType::bf16).gflops;
     }
+    // The floor at the best this machine has shown, not at this run's sample alone.
+    peaks = train::remember_best_peaks(peaks);
     const train::StepProfile p = train::profile_training_steps(
         flags.model, flags.precision, flags.batch_size, flags.steps, flags.warmup, peaks, flags.seed,
         flags.sizes);

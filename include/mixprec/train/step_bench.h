@@ -77,11 +77,17 @@ struct StepBenchResult {
   double optimizer_ms = 0;         ///< median time of optimizer.step() alone
   /// step_ms.median / (gemm_ms + optimizer_ms): how far the step is above its compute floor.
   std::optional<double> floor_ratio;
-  /// The machine's own floor: this machine's peaks measured in the same run (the best GEMM of
-  /// 2048^3 in gemm_dtype through mixprec::matmul, and a parallel copy of 64 MiB counting bytes
-  /// read + written) ...
+  /// The machine's own floor: this machine's peaks (the best GEMM of 2048^3 in gemm_dtype
+  /// through mixprec::matmul, and a parallel copy of 64 MiB counting bytes read + written),
+  /// measured in the same run and raised to the best remembered on this machine
+  /// (train/machine_peaks_memory.h) ...
   double gemm_peak_gflops = 0;
   double copy_gbps = 0;
+  /// ... this run's own samples of them, and the file they were remembered in ("" when
+  /// remembering is off: then they equal the two above).
+  double gemm_peak_gflops_measured = 0;
+  double copy_gbps_measured = 0;
+  std::string peaks_file;
   double gemm_flops_per_step = 0;  ///< step_gemm_flops of the layers
   double optimizer_bytes = 0;      ///< optim::Optimizer::step_bytes()
   /// ... and the step at them: one more step, profiled, with every op at its roofline
@@ -111,7 +117,8 @@ struct StepBenchResult {
 /// peak_bytes{parameter,gradient,optimizer_state,activation,workspace,total},
 /// allocations_per_step, cpu_flags, and more (samples_per_second, floor_ratio,
 /// tensor_allocations_per_step, cached_bytes, hw_floor_ms, hw_floor_ratio, gemm_peak_gflops,
-/// copy_gbps, max_rss_bytes, ...).
+/// copy_gbps (the best remembered), gemm_peak_gflops_measured, copy_gbps_measured (this run's),
+/// peaks_file (null when off or not measured), max_rss_bytes, ...).
 std::string to_json(const StepBenchResult& result, int indent = 2);
 
 /// Times training steps of one built-in model: each step is a TrainStep::run (train_step.h),
@@ -142,8 +149,9 @@ class StepBenchmark {
   /// alone steps times each. ValueError unless steps in [1, 100000] and warmup in [0, 100000].
   /// The model keeps training across calls.
   /// machine_floor: also measure this machine's GEMM peak and copy bandwidth for hw_floor_ms
-  /// (about a second natively, minutes under an emulator); false leaves gemm_peak_gflops,
-  /// copy_gbps, hw_floor_ms and hw_floor_ratio at 0 (null in the JSON).
+  /// (about a second natively, minutes under an emulator) and remember their best
+  /// (remember_best_peaks: MIXPREC_PEAKS_FILE); false leaves gemm_peak_gflops, copy_gbps, their
+  /// _measured twins, hw_floor_ms and hw_floor_ratio at 0 (null in the JSON).
   StepBenchResult run(int steps, int warmup = 3, bool machine_floor = true);
   /// Runs one training step exactly as run() times it (for warm-up and the profiler).
   void step();

@@ -21,6 +21,13 @@ struct MachinePeaks {
   double bf16_gflops = 0;
   std::int64_t gemm_n = 0;      ///< the GEMM measured was gemm_n x gemm_n x gemm_n
   std::int64_t copy_bytes = 0;  ///< size of the buffer copied
+  /// This process's own samples of gflops, bf16_gflops and gbytes_per_s. measure_machine_peaks
+  /// sets them equal to those; remember_best_peaks (train/machine_peaks_memory.h) raises the
+  /// three to the best this machine has shown and keeps the samples here, for the reports.
+  double measured_gflops = 0, measured_bf16_gflops = 0, measured_gbytes_per_s = 0;
+  /// The file the best values were remembered in; empty when they are this process's samples
+  /// (remembering off, or never asked for).
+  std::string peaks_file;
   /// The ridge point in FLOP/byte: ops with a higher arithmetic intensity can reach the compute
   /// peak, ops below it are limited by memory bandwidth.
   double ridge() const { return gbytes_per_s > 0 ? gflops / gbytes_per_s : 0.0; }
@@ -74,7 +81,8 @@ StepProfile profile_training_steps(const std::string& model, const std::string& 
                                    const MachinePeaks& peaks, std::uint64_t seed = 0,
                                    const models::ModelOptions& sizes = {});
 
-/// The profile as text: a header with the peaks and the ridge point, the op table sorted by
+/// The profile as text: a header with the peaks (each as describe_peak shows it: best
+/// remembered and this run's sample) and the ridge point, the op table sorted by
 /// total time (op, phase, dtype, count, total ms, share %, GFLOP/s, bytes moved, FLOP/byte,
 /// verdict, roof% = GFLOP/s over min(peak GFLOP/s, FLOP/B * peak GB/s); at most max_rows rows,
 /// 0 = all), the casts, and the "could run lower" list.
@@ -82,7 +90,8 @@ std::string format_step_profile(const StepProfile& profile, std::size_t max_rows
 
 /// The profile as a JSON object with the stable keys documented in docs/diagnostics.md: model,
 /// precision, batch_size, threads, steps, warmup, machine{peak_gflops, peak_gbytes_per_s,
-/// ridge_flop_per_byte, gemm_n, copy_bytes}, wall_ms, recorded_ms, unattributed_ms,
+/// ridge_flop_per_byte, gemm_n, copy_bytes, peak_gflops_measured, peak_gbytes_per_s_measured,
+/// peaks_file}, wall_ms, recorded_ms, unattributed_ms,
 /// ops[{op, phase, dtype, count, total_ms, share_pct, flops, bytes, gflops, intensity, verdict,
 /// roof_pct}],
 /// casts{count, total_ms}, transfers{downloads_per_step, uploads_per_step, bytes_down_per_step,
