@@ -113,7 +113,7 @@ struct TrainConfig {
   /// training, e.g. for a peer framework to start from the same point; "" = none. Not with resume.
   std::string save_initial_weights;
   bool progress = true;             ///< progress bar with ETA when stderr is a terminal
-  bool detect_anomaly = false;      ///< stop at the first NaN/Inf an op makes (autograd/anomaly.h)
+  bool detect_anomaly = false;      ///< stop at the first NaN/Inf an op makes (runtime/anomaly.h)
   /// Data parallel (mpirun): how the job is laid out over its ranks, not what it computes, so a
   /// checkpoint records them but a resume does not inherit them (a sharded run resumes unsharded,
   /// on any number of ranks). shard_optimizer: ZeRO-1 (StepConfig::shard_optimizer); wire_dtype:

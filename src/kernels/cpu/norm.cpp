@@ -1,9 +1,12 @@
 // Dispatching batch norm / layer norm onto the Highway runs of norm_simd.cpp (one source, every
 // target). Two layouts of the work:
-//  - rows: batch norm with planes of at least kMinRow values runs channel by channel; a
-//    channel's n planes are summed run by run (mean), then again from L2 (variance, output, or
-//    in backward the gradient sums and dx), so the two-pass variance costs little more than one
-//    pass. Layer norm runs row by row the same way.
+//  - rows: batch norm with planes of at least kMinRow values runs channel by channel, one
+//    dispatched call per pass over the channel's n planes (norm_simd's rows_*, which prefetch
+//    the planes ahead); a channel is summed run by run (mean), then again from L2 (variance,
+//    output, or in backward the gradient sums and dx), so the two-pass variance costs little
+//    more than one pass. Under a fused ReLU (and no residual) the backward reads dy and the
+//    forward's output y in both its passes instead of writing the ReLU's gradient first.
+//    Layer norm runs row by row the same way (a set of one row).
 //  - columns: batch norm with short planes ([N, C] inputs, s < kMinRow) and layer norm's
 //    dweight/dbias reduce down columns: each sample row adds into per-column f32 accumulators,
 //    which are widened to double every kRowBlock rows.
@@ -30,8 +33,6 @@ namespace simd = cpu::norm_simd;
 
 /// Planes shorter than this take the per-column path: a call per plane would cost more than it.
 constexpr std::int64_t kMinRow = 16;
-/// Longest run summed in f32 before the sum is widened to double.
-constexpr std::int64_t kRun = 4096;
 /// Rows a per-column f32 accumulator takes before it is widened to double.
 constexpr std::int64_t kRowBlock = 64;
 /// Rows and columns of one task of a per-column reduction (fixed, so results are too).
@@ -40,41 +41,6 @@ constexpr std::int64_t kColChunk = 1024;
 
 bool parallel_over(std::int64_t work, std::int64_t count) {
   return work >= cpu::kParallelMinWork && count > 1;
-}
-
-/// Asks for a row that will be read next: a channel's rows are short runs (e.g. 784 values) a
-/// whole sample apart, which the hardware prefetcher follows badly.
-void prefetch_row(const void* p, DType t, std::int64_t len) {
-  const char* c = static_cast<const char*>(p);
-  const std::int64_t bytes = len * static_cast<std::int64_t>(size_of(t));
-  for (std::int64_t off = 0; off < bytes; off += 64) __builtin_prefetch(c + off);
-}
-
-double run_sum(const void* x, DType t, std::int64_t len) {
-  double s = 0.0;
-  for (std::int64_t i = 0; i < len; i += kRun) {
-    s += simd::row_sum(cpu::at(x, t, i), t, std::min(kRun, len - i));
-  }
-  return s;
-}
-
-double run_sq_dev_sum(const void* x, DType t, std::int64_t len, float mean) {
-  double s = 0.0;
-  for (std::int64_t i = 0; i < len; i += kRun) {
-    s += simd::row_sq_dev_sum(cpu::at(x, t, i), t, std::min(kRun, len - i), mean);
-  }
-  return s;
-}
-
-void run_backward_sums(const void* x, DType tx, const void* dy, DType tdy, std::int64_t len,
-                       float mean, double* sum_dy, double* sum_dy_xmu) {
-  for (std::int64_t i = 0; i < len; i += kRun) {
-    float a = 0.0f, b = 0.0f;
-    simd::row_backward_sums(cpu::at(x, tx, i), tx, cpu::at(dy, tdy, i), tdy,
-                            std::min(kRun, len - i), mean, &a, &b);
-    *sum_dy += a;
-    *sum_dy_xmu += b;
-  }
 }
 
 /// Column sums of a [rows, cols] reduction into out0 (and out1 if not null), in double.
@@ -130,13 +96,6 @@ std::vector<float> expand(const float* per_channel, BatchNormDims d) {
   std::vector<float> v(static_cast<std::size_t>(d.c * d.s));
   for (std::int64_t j = 0; j < d.c * d.s; ++j) v[static_cast<std::size_t>(j)] = per_channel[j / d.s];
   return v;
-}
-
-const void* row_at(const void* p, DType t, BatchNormDims d, std::int64_t n, std::int64_t c) {
-  return cpu::at(p, t, (n * d.c + c) * d.s);
-}
-void* row_at(void* p, DType t, BatchNormDims d, std::int64_t n, std::int64_t c) {
-  return cpu::at(p, t, (n * d.c + c) * d.s);
 }
 
 void check_dtypes(const char* op, std::initializer_list<DType> types) {
@@ -221,23 +180,29 @@ struct ChannelRows {
   const void* p;
   DType t;
   std::int64_t first, stride;  // elements
-  const void* row(std::int64_t n) const { return cpu::at(p, t, first + n * stride); }
 
   static ChannelRows of(const void* p, DType t, BatchNormDims d, std::int64_t c) {
     return {p, t, c * d.s, d.c * d.s};
   }
+  simd::Rows rows() const { return {cpu::at(p, t, first), t, stride}; }
 };
 
-/// Channel c's sums of dy and of dy * (x - m), added run by run into *sum_dy, *sum_dy_xmu.
-void channel_backward_sums(const void* x, DType tx, const ChannelRows& dy, BatchNormDims d,
-                           std::int64_t c, float m, double* sum_dy, double* sum_dy_xmu) {
-  for (std::int64_t n = 0; n < d.n; ++n) {
-    if (n + 1 < d.n) {
-      prefetch_row(row_at(x, tx, d, n + 1, c), tx, d.s);
-      prefetch_row(dy.row(n + 1), dy.t, d.s);
-    }
-    run_backward_sums(row_at(x, tx, d, n, c), tx, dy.row(n), dy.t, d.s, m, sum_dy, sum_dy_xmu);
-  }
+/// Channel c's n rows of an [n, c, s] tensor, for reading or writing.
+simd::Rows channel_of(const void* p, DType t, BatchNormDims d, std::int64_t c) {
+  return ChannelRows::of(p, t, d, c).rows();
+}
+simd::MutableRows channel_of(void* p, DType t, BatchNormDims d, std::int64_t c) {
+  return {cpu::at(p, t, c * d.s), t, d.c * d.s};
+}
+
+/// Channel c's sums of g and of g * (x - m), added run by run into *sum_dy, *sum_dy_xmu; g is
+/// dy's rows, through the fused ReLU when relu_y (the forward's output, dy's layout) is set.
+void channel_backward_sums(const void* x, DType tx, const ChannelRows& dy, const void* relu_y,
+                           BatchNormDims d, std::int64_t c, float m, double* sum_dy,
+                           double* sum_dy_xmu) {
+  simd::rows_backward_sums(channel_of(x, tx, d, c), dy.rows(),
+                           relu_y == nullptr ? nullptr : cpu::at(relu_y, dy.t, dy.first),
+                           {d.n, d.s}, m, sum_dy, sum_dy_xmu);
 }
 
 /// Per-channel sums of dy and dy * (x - mean) on the per-column path (tiles of column sums).
@@ -297,12 +262,10 @@ struct ChannelPasses {
 };
 ChannelPasses channel_passes(const void* x, DType x_dtype, BatchNormDims d, std::int64_t c, double count) {
   ChannelPasses p;
-  for (std::int64_t n = 0; n < d.n; ++n) {
-    if (n + 1 < d.n) prefetch_row(row_at(x, x_dtype, d, n + 1, c), x_dtype, d.s);
-    p.sum += run_sum(row_at(x, x_dtype, d, n, c), x_dtype, d.s);
-  }
+  const simd::Rows rows = channel_of(x, x_dtype, d, c);
+  p.sum = simd::rows_sum(rows, {d.n, d.s});
   p.mean = static_cast<float>(p.sum / count);
-  for (std::int64_t n = 0; n < d.n; ++n) p.sq_dev += run_sq_dev_sum(row_at(x, x_dtype, d, n, c), x_dtype, d.s, p.mean);
+  p.sq_dev = simd::rows_sq_dev_sum(rows, {d.n, d.s}, p.mean);
   return p;
 }
 
@@ -369,7 +332,8 @@ void batch_norm_backward_reduce(const void* x, DType x_dtype, const void* dy, DT
   if (d.s < kMinRow) return backward_sums_cols(x, x_dtype, dy, dy_dtype, d, mean, sum_dy, sum_dy_xmu);
   parallel_for(d.c, parallel_over(d.n * d.c * d.s, d.c), [&](std::int64_t c) {
     double a = 0.0, b = 0.0;
-    channel_backward_sums(x, x_dtype, ChannelRows::of(dy, dy_dtype, d, c), d, c, mean[c], &a, &b);
+    channel_backward_sums(x, x_dtype, ChannelRows::of(dy, dy_dtype, d, c), nullptr, d, c, mean[c],
+                          &a, &b);
     sum_dy[c] = a;
     sum_dy_xmu[c] = b;
   });
@@ -408,11 +372,8 @@ void batch_norm_backward_elemt(const void* x, DType x_dtype, const void* dy, DTy
   }
   parallel_for(d.c, parallel_over(d.n * d.c * d.s, d.c), [&](std::int64_t c) {
     const auto [k1, k2, k3] = coefs(c);
-    for (std::int64_t n = 0; n < d.n; ++n) {
-      simd::row_backward_dx(row_at(x, x_dtype, d, n, c), x_dtype, row_at(dy, dy_dtype, d, n, c),
-                            dy_dtype, d.s, mean[c], k1, k2, k3, row_at(dx, dx_dtype, d, n, c),
-                            dx_dtype);
-    }
+    simd::rows_backward_dx(channel_of(x, x_dtype, d, c), channel_of(dy, dy_dtype, d, c), nullptr,
+                           {d.n, d.s}, mean[c], k1, k2, k3, channel_of(dx, dx_dtype, d, c));
   });
 }
 
@@ -436,10 +397,11 @@ void batch_norm_forward(const void* x, DType x_dtype, BatchNormDims d, const flo
     }
     const float scale = norm_invstd(var[c], eps) * (weight != nullptr ? weight[c] : 1.0f);
     const float shift = bias != nullptr ? bias[c] : 0.0f;
-    for (std::int64_t n = 0; n < d.n; ++n) {
-      simd::row_affine(row_at(x, x_dtype, d, n, c), x_dtype, d.s, mean[c], scale, shift,
-                       row_at(y, y_dtype, d, n, c), y_dtype);
-      if (residual != nullptr || relu) {
+    // A lone ReLU is fused into the pass; a residual add (then the ReLU) follows row by row.
+    simd::rows_affine(channel_of(x, x_dtype, d, c), {d.n, d.s}, mean[c], scale, shift,
+                      relu && residual == nullptr, channel_of(y, y_dtype, d, c));
+    if (residual != nullptr) {
+      for (std::int64_t n = 0; n < d.n; ++n) {
         epilogue_run(y, y_dtype, residual, relu, (n * d.c + c) * d.s, d.s);
       }
     }
@@ -476,10 +438,12 @@ void batch_norm_backward(const void* x, DType x_dtype, const void* dy, DType dy_
   const double count = static_cast<double>(d.n * d.s);
   parallel_for(d.c, parallel_over(d.n * d.c * d.s, d.c), [&](std::int64_t c) {
     const float m = mean[c];
-    // The channel's gradient rows: dy as it is, or through the epilogue into dresidual (its
-    // own layout) or into this thread's scratch (n rows of s, read twice below from cache).
+    // The channel's gradient rows: dy as it is (through the ReLU as it is read, when the
+    // ReLU's gradient is not wanted apart), or through the epilogue into dresidual (its own
+    // layout) or into this thread's scratch (n rows of s, read twice below from cache).
     ChannelRows g = ChannelRows::of(dy, dy_dtype, d, c);
-    if (epilogue) {
+    const void* mask = dresidual == nullptr ? relu_y : nullptr;
+    if (epilogue && mask == nullptr) {
       void* out = dresidual;
       ChannelRows rows = ChannelRows::of(dresidual, dy_dtype, d, c);
       if (out == nullptr) {
@@ -493,17 +457,16 @@ void batch_norm_backward(const void* x, DType x_dtype, const void* dy, DType dy_
       g = rows;
     }
     double sum_dy = 0.0, sum_dy_xmu = 0.0;
-    channel_backward_sums(x, x_dtype, g, d, c, m, &sum_dy, &sum_dy_xmu);
+    channel_backward_sums(x, x_dtype, g, mask, d, c, m, &sum_dy, &sum_dy_xmu);
     const float invstd = norm_invstd(var[c], eps);
     if (dweight != nullptr) dweight[c] = static_cast<float>(sum_dy_xmu) * invstd;
     if (dbias != nullptr) dbias[c] = static_cast<float>(sum_dy);
     if (dx == nullptr) return;
     const auto [k1, k2, k3] = batch_norm_grad_coefs(
         var[c], eps, weight != nullptr ? weight[c] : 1.0f, sum_dy, sum_dy_xmu, count, training);
-    for (std::int64_t n = 0; n < d.n; ++n) {
-      simd::row_backward_dx(row_at(x, x_dtype, d, n, c), x_dtype, g.row(n), g.t, d.s, m, k1, k2,
-                            k3, row_at(dx, dx_dtype, d, n, c), dx_dtype);
-    }
+    simd::rows_backward_dx(channel_of(x, x_dtype, d, c), g.rows(),
+                           mask == nullptr ? nullptr : cpu::at(mask, dy_dtype, g.first), {d.n, d.s},
+                           m, k1, k2, k3, channel_of(dx, dx_dtype, d, c));
   });
 }
 
@@ -517,8 +480,9 @@ void layer_norm_row(const void* x, DType x_dtype, std::int64_t r, std::int64_t c
   const void* xr = at(x, x_dtype, r * cols);
   float m = 0.0f, v = 0.0f;  // the reference's statistics of an empty row
   if (cols > 0) {
-    m = static_cast<float>(run_sum(xr, x_dtype, cols) / static_cast<double>(cols));
-    v = static_cast<float>(run_sq_dev_sum(xr, x_dtype, cols, m) / static_cast<double>(cols));
+    const simd::Rows row{xr, x_dtype, cols};
+    m = static_cast<float>(simd::rows_sum(row, {1, cols}) / static_cast<double>(cols));
+    v = static_cast<float>(simd::rows_sq_dev_sum(row, {1, cols}, m) / static_cast<double>(cols));
   }
   const float rs = norm_invstd(v, eps);
   mean[r] = m;
@@ -526,7 +490,8 @@ void layer_norm_row(const void* x, DType x_dtype, std::int64_t r, std::int64_t c
   if (weight != nullptr) {
     simd::ln_row_affine(xr, x_dtype, cols, m, rs, weight, bias, at(y, y_dtype, r * cols), y_dtype);
   } else {
-    simd::row_affine(xr, x_dtype, cols, m, rs, 0.0f, at(y, y_dtype, r * cols), y_dtype);
+    simd::rows_affine({xr, x_dtype, cols}, {1, cols}, m, rs, 0.0f, false,
+                      {at(y, y_dtype, r * cols), y_dtype, cols});
   }
 }
 
@@ -591,10 +556,10 @@ void layer_norm_backward(const void* x, DType x_dtype, const void* dy, DType dy_
       const void* xr = at(x, x_dtype, r * cols);
       const void* dyr = at(dy, dy_dtype, r * cols);
       double sum_g = 0.0, sum_g_xhat = 0.0;
-      for (std::int64_t i = 0; i < cols; i += kRun) {
+      for (std::int64_t i = 0; i < cols; i += simd::kRun) {
         float a = 0.0f, b = 0.0f;
         simd::ln_row_backward_sums(at(xr, x_dtype, i), x_dtype, at(dyr, dy_dtype, i), dy_dtype,
-                                   weight + i, std::min(kRun, cols - i), mean[r], rstd[r], &a, &b);
+                                   weight + i, std::min(simd::kRun, cols - i), mean[r], rstd[r], &a, &b);
         sum_g += a;
         sum_g_xhat += b;
       }

@@ -25,10 +25,12 @@
 HWY_BEFORE_NAMESPACE();
 namespace mixprec::kernels::cpu {
 namespace HWY_NAMESPACE {
-// ---- row reductions ----
+// ---- one run of a row (at most kRun values for the f32 sums) ----
+
+constexpr auto kRunLen = static_cast<std::size_t>(norm_simd::kRun);
 
 template <class T>
-float RowSumT(const T* x, std::size_t len) {
+float RunSumT(const T* x, std::size_t len) {
   const hn::ScalableTag<float> df;
   const std::size_t N = hn::Lanes(df);
   auto a0 = hn::Zero(df), a1 = a0, a2 = a0, a3 = a0;
@@ -43,14 +45,8 @@ float RowSumT(const T* x, std::size_t len) {
   return hn::GetLane(hn::SumOfLanes(df, hn::Add(hn::Add(a0, a1), hn::Add(a2, a3))));
 }
 
-float RowSum(int tx, const void* x, std::int64_t len) {
-  float r = 0.0f;
-  WithDType(tx, [&](auto t) { r = RowSumT(static_cast<const Elem<decltype(t)>*>(x), static_cast<std::size_t>(len)); });
-  return r;
-}
-
 template <class T>
-float RowSqDevSumT(const T* x, std::size_t len, float mean) {
+float RunSqDevSumT(const T* x, std::size_t len, float mean) {
   const hn::ScalableTag<float> df;
   const std::size_t N = hn::Lanes(df);
   const auto m = hn::Set(df, mean);
@@ -73,24 +69,26 @@ float RowSqDevSumT(const T* x, std::size_t len, float mean) {
   return hn::GetLane(hn::SumOfLanes(df, hn::Add(hn::Add(a0, a1), hn::Add(a2, a3))));
 }
 
-float RowSqDevSum(int tx, const void* x, std::int64_t len, float mean) {
-  float r = 0.0f;
-  WithDType(tx, [&](auto t) {
-    r = RowSqDevSumT(static_cast<const Elem<decltype(t)>*>(x), static_cast<std::size_t>(len), mean);
-  });
-  return r;
+/// The gradient batch norm works on: dy, or with kRelu dy through the fused ReLU whose output
+/// is y (norm_math::batch_norm_relu_grad: dy where y > 0, else +0). The first n lanes.
+template <bool kRelu, class DF, class TD>
+HWY_INLINE hn::Vec<DF> LoadGradN(DF df, const TD* dy, const TD* y, std::size_t n) {
+  const auto g = LoadF32N(df, dy, n);
+  if constexpr (!kRelu) return g;
+  else return hn::IfThenElseZero(hn::Gt(LoadF32N(df, y, n), hn::Zero(df)), g);
 }
 
-template <class TX, class TD>
-void RowBwdSumsT(const TX* x, const TD* dy, std::size_t len, float mean, float* sum_dy,
-                 float* sum_dy_xmu) {
+template <bool kRelu, class TX, class TD>
+void RunBwdSumsT(const TX* x, const TD* dy, const TD* y, std::size_t len, float mean,
+                 float* sum_dy, float* sum_dy_xmu) {
   const hn::ScalableTag<float> df;
   const std::size_t N = hn::Lanes(df);
   const auto m = hn::Set(df, mean);
   auto s0 = hn::Zero(df), s1 = s0, p0 = s0, p1 = s0;
   std::size_t i = 0;
   for (; i + 2 * N <= len; i += 2 * N) {
-    const auto g0 = LoadF32(df, dy + i), g1 = LoadF32(df, dy + i + N);
+    const auto g0 = LoadGradN<kRelu>(df, dy + i, y + i, N);
+    const auto g1 = LoadGradN<kRelu>(df, dy + i + N, y + i + N, N);
     s0 = hn::Add(s0, g0);
     s1 = hn::Add(s1, g1);
     p0 = hn::MulAdd(g0, hn::Sub(LoadF32(df, x + i), m), p0);
@@ -98,7 +96,7 @@ void RowBwdSumsT(const TX* x, const TD* dy, std::size_t len, float mean, float* 
   }
   for (; i < len; i += N) {
     const std::size_t k = std::min(N, len - i);
-    const auto g = LoadF32N(df, dy + i, k);
+    const auto g = LoadGradN<kRelu>(df, dy + i, y + i, k);
     s0 = hn::Add(s0, g);
     const auto xm = hn::IfThenElseZero(hn::FirstN(df, k), hn::Sub(LoadF32N(df, x + i, k), m));
     p0 = hn::MulAdd(g, xm, p0);
@@ -107,59 +105,211 @@ void RowBwdSumsT(const TX* x, const TD* dy, std::size_t len, float mean, float* 
   *sum_dy_xmu = hn::GetLane(hn::SumOfLanes(df, hn::Add(p0, p1)));
 }
 
-void RowBwdSums(int tx, int tdy, const void* x, const void* dy, std::int64_t len, float mean,
-                float* sum_dy, float* sum_dy_xmu) {
-  WithDType(tx, [&](auto a) {
-    WithDType(tdy, [&](auto b) {
-      RowBwdSumsT(static_cast<const Elem<decltype(a)>*>(x), static_cast<const Elem<decltype(b)>*>(dy),
-                  static_cast<std::size_t>(len), mean, sum_dy, sum_dy_xmu);
-    });
-  });
+/// v rounded to TY's precision and widened back (what a store and a load of v give).
+template <class TY, class DF>
+HWY_INLINE hn::Vec<DF> RoundTo(DF df, hn::Vec<DF> v) {
+  if constexpr (std::is_same_v<TY, bfloat16>) return WidenBF16(df, NarrowBF16(df, v));
+  else if constexpr (std::is_same_v<TY, float16>) return WidenF16(df, NarrowF16(df, v));
+  else return v;
 }
 
-// ---- row maps with scalar parameters ----
-
-template <class TX, class TY>
-void RowAffineT(const TX* x, std::size_t len, float mean, float scale, float shift, TY* y) {
+template <bool kRelu, class TX, class TY>
+void RunAffineT(const TX* x, std::size_t len, float mean, float scale, float shift, TY* y) {
   const hn::ScalableTag<float> df;
   const std::size_t N = hn::Lanes(df);
   const auto m = hn::Set(df, mean), k = hn::Set(df, scale), b = hn::Set(df, shift);
   for (std::size_t i = 0; i < len; i += N) {
     const std::size_t n = std::min(N, len - i);
-    StoreF32N(df, hn::MulAdd(hn::Sub(LoadF32N(df, x + i, n), m), k, b), y + i, n);
+    auto v = hn::MulAdd(hn::Sub(LoadF32N(df, x + i, n), m), k, b);
+    if constexpr (kRelu) {
+      // relu of the stored value (math::relu::forward: NaN stays, -0 and below become +0); the
+      // result is exact in TY, so the store below rounds nothing more.
+      v = RoundTo<TY>(df, v);
+      v = hn::IfThenZeroElse(hn::Le(v, hn::Zero(df)), v);
+    }
+    StoreF32N(df, v, y + i, n);
   }
 }
 
-void RowAffine(int tx, int ty, const void* x, std::int64_t len, float mean, float scale,
-               float shift, void* y) {
-  WithDType(tx, [&](auto a) {
-    WithDType(ty, [&](auto b) {
-      RowAffineT(static_cast<const Elem<decltype(a)>*>(x), static_cast<std::size_t>(len), mean, scale,
-                 shift, static_cast<Elem<decltype(b)>*>(y));
-    });
-  });
-}
-
-template <class TX, class TD, class TO>
-void RowBwdDxT(const TX* x, const TD* dy, std::size_t len, float mean, float k1, float k2,
-               float k3, TO* dx) {
+template <bool kRelu, class TX, class TD, class TO>
+void RunBwdDxT(const TX* x, const TD* dy, const TD* y, std::size_t len, float mean, float k1,
+               float k2, float k3, TO* dx) {
   const hn::ScalableTag<float> df;
   const std::size_t N = hn::Lanes(df);
   const auto m = hn::Set(df, mean), v1 = hn::Set(df, k1), v2 = hn::Set(df, k2), v3 = hn::Set(df, k3);
   for (std::size_t i = 0; i < len; i += N) {
     const std::size_t n = std::min(N, len - i);
     const auto r = hn::MulAdd(hn::Sub(LoadF32N(df, x + i, n), m), v2, v3);
-    StoreF32N(df, hn::MulAdd(LoadF32N(df, dy + i, n), v1, r), dx + i, n);
+    StoreF32N(df, hn::MulAdd(LoadGradN<kRelu>(df, dy + i, y + i, n), v1, r), dx + i, n);
   }
 }
 
-void RowBwdDx(int tx, int tdy, int tdx, const void* x, const void* dy, std::int64_t len,
-              float mean, float k1, float k2, float k3, void* dx) {
+// ---- sets of strided rows: one call per channel (or per layer-norm row) ----
+
+/// How much of each stream the rows_* functions ask for ahead of the row they work on: enough
+/// to cover a DRAM access at the rate one core streams (a row of 196 bf16 values is read in
+/// tens of nanoseconds, a miss takes about a hundred).
+constexpr std::size_t kAheadBytes = 4096;
+
+template <int kWrite, class T>
+HWY_INLINE void PrefetchRun(const T* p, std::size_t len) {
+  const char* c = reinterpret_cast<const char*>(p);
+  for (std::size_t off = 0; off < len * sizeof(T); off += 64) __builtin_prefetch(c + off, kWrite, 3);
+}
+
+/// Calls body(r) for each row r in order, having asked for row r + ahead (prefetch(row)) first,
+/// and for the first `ahead` rows before row 0. A single row (layer norm) prefetches nothing.
+template <class Prefetch, class Body>
+HWY_INLINE void ForRows(std::size_t rows, std::size_t row_bytes, const Prefetch& prefetch,
+                        const Body& body) {
+  const std::size_t ahead = rows > 1 ? std::max<std::size_t>(1, (kAheadBytes + row_bytes - 1) /
+                                                                    std::max<std::size_t>(1, row_bytes))
+                                     : 0;
+  for (std::size_t r = 0; r < std::min(ahead, rows); ++r) prefetch(r);
+  for (std::size_t r = 0; r < rows; ++r) {
+    if (ahead != 0 && r + ahead < rows) prefetch(r + ahead);
+    body(r);
+  }
+}
+
+template <class T>
+const T* RowOf(const void* p, std::int64_t stride, std::size_t r) {
+  return static_cast<const T*>(p) + static_cast<std::ptrdiff_t>(r) * stride;
+}
+template <class T>
+T* RowOf(void* p, std::int64_t stride, std::size_t r) {
+  return static_cast<T*>(p) + static_cast<std::ptrdiff_t>(r) * stride;
+}
+
+/// Calls f with std::integral_constant<bool, b>.
+template <class F>
+HWY_INLINE void WithBool(bool b, F&& f) {
+  if (b) f(std::true_type{});
+  else f(std::false_type{});
+}
+
+/// Sum over the rows, in row order, of each row's sum in double of run_sum(run, length) over its
+/// runs of at most kRun values: the f32 sums never cover more than kRun values.
+template <class TX, class RunSum>
+double RowsOfRunSums(const void* x, std::int64_t stride, std::int64_t rows, std::int64_t len,
+                     const RunSum& run_sum) {
+  double total = 0.0;
+  const auto n = static_cast<std::size_t>(len);
+  ForRows(static_cast<std::size_t>(rows), n * sizeof(TX),
+          [&](std::size_t r) { PrefetchRun<0>(RowOf<TX>(x, stride, r), n); },
+          [&](std::size_t r) {
+            const TX* row = RowOf<TX>(x, stride, r);
+            double s = 0.0;
+            for (std::size_t i = 0; i < n; i += kRunLen) s += run_sum(row + i, std::min(kRunLen, n - i));
+            total += s;
+          });
+  return total;
+}
+
+double RowsSum(int tx, const void* x, std::int64_t stride, std::int64_t rows, std::int64_t len) {
+  double total = 0.0;
+  WithDType(tx, [&](auto t) {
+    using TX = Elem<decltype(t)>;
+    total = RowsOfRunSums<TX>(x, stride, rows, len,
+                              [](const TX* run, std::size_t n) { return RunSumT(run, n); });
+  });
+  return total;
+}
+
+double RowsSqDevSum(int tx, const void* x, std::int64_t stride, std::int64_t rows, std::int64_t len,
+                    float mean) {
+  double total = 0.0;
+  WithDType(tx, [&](auto t) {
+    using TX = Elem<decltype(t)>;
+    total = RowsOfRunSums<TX>(x, stride, rows, len,
+                              [mean](const TX* run, std::size_t n) { return RunSqDevSumT(run, n, mean); });
+  });
+  return total;
+}
+
+void RowsBwdSums(int tx, int tdy, const void* x, std::int64_t x_stride, const void* dy,
+                 std::int64_t dy_stride, const void* relu_y, std::int64_t rows, std::int64_t len,
+                 float mean, double* sum_dy, double* sum_dy_xmu) {
+  WithDType(tx, [&](auto a) {
+    WithDType(tdy, [&](auto b) {
+      WithBool(relu_y != nullptr, [&](auto relu) {
+        using TX = Elem<decltype(a)>;
+        using TD = Elem<decltype(b)>;
+        const auto n = static_cast<std::size_t>(len);
+        double s_dy = *sum_dy, s_dy_xmu = *sum_dy_xmu;
+        ForRows(static_cast<std::size_t>(rows), n * sizeof(TX),
+                [&](std::size_t r) {
+                  PrefetchRun<0>(RowOf<TX>(x, x_stride, r), n);
+                  PrefetchRun<0>(RowOf<TD>(dy, dy_stride, r), n);
+                  if constexpr (decltype(relu)::value) PrefetchRun<0>(RowOf<TD>(relu_y, dy_stride, r), n);
+                },
+                [&](std::size_t r) {
+                  const TX* xr = RowOf<TX>(x, x_stride, r);
+                  const TD* gr = RowOf<TD>(dy, dy_stride, r);
+                  const TD* yr = decltype(relu)::value ? RowOf<TD>(relu_y, dy_stride, r) : nullptr;
+                  for (std::size_t i = 0; i < n; i += kRunLen) {
+                    float s = 0.0f, p = 0.0f;
+                    RunBwdSumsT<decltype(relu)::value>(xr + i, gr + i, yr == nullptr ? nullptr : yr + i,
+                                                       std::min(kRunLen, n - i), mean, &s, &p);
+                    s_dy += s;
+                    s_dy_xmu += p;
+                  }
+                });
+        *sum_dy = s_dy;
+        *sum_dy_xmu = s_dy_xmu;
+      });
+    });
+  });
+}
+
+void RowsAffine(int tx, int ty, const void* x, std::int64_t x_stride, std::int64_t rows,
+                std::int64_t len, float mean, float scale, float shift, bool relu, void* y,
+                std::int64_t y_stride) {
+  WithDType(tx, [&](auto a) {
+    WithDType(ty, [&](auto b) {
+      WithBool(relu, [&](auto kRelu) {
+        using TX = Elem<decltype(a)>;
+        using TY = Elem<decltype(b)>;
+        const auto n = static_cast<std::size_t>(len);
+        ForRows(static_cast<std::size_t>(rows), n * sizeof(TX),
+                [&](std::size_t r) {
+                  PrefetchRun<0>(RowOf<TX>(x, x_stride, r), n);
+                  PrefetchRun<1>(RowOf<TY>(y, y_stride, r), n);
+                },
+                [&](std::size_t r) {
+                  RunAffineT<decltype(kRelu)::value>(RowOf<TX>(x, x_stride, r), n, mean, scale, shift,
+                                                     RowOf<TY>(y, y_stride, r));
+                });
+      });
+    });
+  });
+}
+
+void RowsBwdDx(int tx, int tdy, int tdx, const void* x, std::int64_t x_stride, const void* dy,
+               std::int64_t dy_stride, const void* relu_y, std::int64_t rows, std::int64_t len,
+               float mean, float k1, float k2, float k3, void* dx, std::int64_t dx_stride) {
   WithDType(tx, [&](auto a) {
     WithDType(tdy, [&](auto b) {
       WithDType(tdx, [&](auto c) {
-        RowBwdDxT(static_cast<const Elem<decltype(a)>*>(x), static_cast<const Elem<decltype(b)>*>(dy),
-                  static_cast<std::size_t>(len), mean, k1, k2, k3, static_cast<Elem<decltype(c)>*>(dx));
+        WithBool(relu_y != nullptr, [&](auto relu) {
+          using TX = Elem<decltype(a)>;
+          using TD = Elem<decltype(b)>;
+          using TO = Elem<decltype(c)>;
+          const auto n = static_cast<std::size_t>(len);
+          ForRows(static_cast<std::size_t>(rows), n * sizeof(TX),
+                  [&](std::size_t r) {
+                    PrefetchRun<0>(RowOf<TX>(x, x_stride, r), n);
+                    PrefetchRun<0>(RowOf<TD>(dy, dy_stride, r), n);
+                    if constexpr (decltype(relu)::value) PrefetchRun<0>(RowOf<TD>(relu_y, dy_stride, r), n);
+                    PrefetchRun<1>(RowOf<TO>(dx, dx_stride, r), n);
+                  },
+                  [&](std::size_t r) {
+                    RunBwdDxT<decltype(relu)::value>(
+                        RowOf<TX>(x, x_stride, r), RowOf<TD>(dy, dy_stride, r),
+                        decltype(relu)::value ? RowOf<TD>(relu_y, dy_stride, r) : nullptr, n, mean,
+                        k1, k2, k3, RowOf<TO>(dx, dx_stride, r));
+                  });
+        });
       });
     });
   });
@@ -387,11 +537,11 @@ HWY_AFTER_NAMESPACE();
 
 #if HWY_ONCE
 namespace mixprec::kernels::cpu {
-HWY_EXPORT(RowSum);
-HWY_EXPORT(RowSqDevSum);
-HWY_EXPORT(RowBwdSums);
-HWY_EXPORT(RowAffine);
-HWY_EXPORT(RowBwdDx);
+HWY_EXPORT(RowsSum);
+HWY_EXPORT(RowsSqDevSum);
+HWY_EXPORT(RowsBwdSums);
+HWY_EXPORT(RowsAffine);
+HWY_EXPORT(RowsBwdDx);
 HWY_EXPORT(ColsAcc);
 HWY_EXPORT(ColsBwdAcc);
 HWY_EXPORT(ColsAffine);
@@ -406,23 +556,26 @@ namespace {
 int code(DType t) { return static_cast<int>(t); }
 }  // namespace
 
-float row_sum(const void* x, DType t, std::int64_t len) {
-  return HWY_DYNAMIC_DISPATCH(RowSum)(code(t), x, len);
+double rows_sum(Rows x, RowsShape shape) {
+  return HWY_DYNAMIC_DISPATCH(RowsSum)(code(x.t), x.p, x.stride, shape.rows, shape.len);
 }
-float row_sq_dev_sum(const void* x, DType t, std::int64_t len, float mean) {
-  return HWY_DYNAMIC_DISPATCH(RowSqDevSum)(code(t), x, len, mean);
+double rows_sq_dev_sum(Rows x, RowsShape shape, float mean) {
+  return HWY_DYNAMIC_DISPATCH(RowsSqDevSum)(code(x.t), x.p, x.stride, shape.rows, shape.len, mean);
 }
-void row_backward_sums(const void* x, DType tx, const void* dy, DType tdy, std::int64_t len,
-                       float mean, float* sum_dy, float* sum_dy_xmu) {
-  HWY_DYNAMIC_DISPATCH(RowBwdSums)(code(tx), code(tdy), x, dy, len, mean, sum_dy, sum_dy_xmu);
+void rows_backward_sums(Rows x, Rows dy, const void* relu_y, RowsShape shape, float mean,
+                        double* sum_dy, double* sum_dy_xmu) {
+  HWY_DYNAMIC_DISPATCH(RowsBwdSums)(code(x.t), code(dy.t), x.p, x.stride, dy.p, dy.stride, relu_y,
+                                    shape.rows, shape.len, mean, sum_dy, sum_dy_xmu);
 }
-void row_affine(const void* x, DType tx, std::int64_t len, float mean, float scale, float shift,
-                void* y, DType ty) {
-  HWY_DYNAMIC_DISPATCH(RowAffine)(code(tx), code(ty), x, len, mean, scale, shift, y);
+void rows_affine(Rows x, RowsShape shape, float mean, float scale, float shift, bool relu,
+                 MutableRows y) {
+  HWY_DYNAMIC_DISPATCH(RowsAffine)(code(x.t), code(y.t), x.p, x.stride, shape.rows, shape.len, mean,
+                                   scale, shift, relu, y.p, y.stride);
 }
-void row_backward_dx(const void* x, DType tx, const void* dy, DType tdy, std::int64_t len,
-                     float mean, float k1, float k2, float k3, void* dx, DType tdx) {
-  HWY_DYNAMIC_DISPATCH(RowBwdDx)(code(tx), code(tdy), code(tdx), x, dy, len, mean, k1, k2, k3, dx);
+void rows_backward_dx(Rows x, Rows dy, const void* relu_y, RowsShape shape, float mean,
+                      float k1, float k2, float k3, MutableRows dx) {
+  HWY_DYNAMIC_DISPATCH(RowsBwdDx)(code(x.t), code(dy.t), code(dx.t), x.p, x.stride, dy.p, dy.stride,
+                                  relu_y, shape.rows, shape.len, mean, k1, k2, k3, dx.p, dx.stride);
 }
 void cols_acc(const void* x, DType t, std::int64_t len, const float* mean, float* acc) {
   HWY_DYNAMIC_DISPATCH(ColsAcc)(code(t), x, len, mean, acc);

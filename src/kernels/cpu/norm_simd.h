@@ -1,7 +1,8 @@
 #pragma once
 /// The Highway building blocks of batch norm / layer norm (norm_simd.cpp), each dispatched to
-/// the best target max_isa() allows. One call handles one contiguous run of `len` values; the
-/// dispatcher (norm.cpp) chooses the runs, adds their f32 sums in double and threads them.
+/// the best target max_isa() allows. A rows_* call handles a set of strided rows (a channel of
+/// batch norm, a row of layer norm), a cols_* or ln_* call one contiguous run of `len` values;
+/// the dispatcher (norm.cpp) chooses the sets and runs and threads them.
 /// Inputs and outputs are f32, bf16 or f16 (never fp8: the caller checks); x and dy may differ.
 /// "cols" functions work per column against f32 arrays of len values (accumulators or
 /// per-column parameters).
@@ -11,19 +12,45 @@
 
 namespace mixprec::kernels::cpu::norm_simd {
 
-/// Sum of x[0..len) in f32.
-float row_sum(const void* x, DType t, std::int64_t len);
-/// Sum of (x - mean)^2 in f32.
-float row_sq_dev_sum(const void* x, DType t, std::int64_t len, float mean);
-/// *sum_dy = sum dy, *sum_dy_xmu = sum dy * (x - mean), in f32.
-void row_backward_sums(const void* x, DType tx, const void* dy, DType tdy, std::int64_t len,
-                       float mean, float* sum_dy, float* sum_dy_xmu);
-/// y = (x - mean) * scale + shift.
-void row_affine(const void* x, DType tx, std::int64_t len, float mean, float scale, float shift,
-                void* y, DType ty);
-/// dx = dy * k1 + ((x - mean) * k2 + k3).
-void row_backward_dx(const void* x, DType tx, const void* dy, DType tdy, std::int64_t len,
-                     float mean, float k1, float k2, float k3, void* dx, DType tdx);
+/// Longest run of one row summed in f32 before the sum is widened to double.
+inline constexpr std::int64_t kRun = 4096;
+
+/// `rows` runs of `len` values of dtype t, run r at element r * stride of p: one channel's rows
+/// of an [n, c, s] tensor (stride c * s), a scratch of its own (stride s), or a single row. The
+/// rows_* functions below take a whole set in one dispatched call and prefetch the rows ahead of
+/// the one they work on, in every stream (the rows of a channel are short runs a whole sample
+/// apart, which the hardware prefetcher follows badly), so a channel costs one call per pass.
+struct Rows {
+  const void* p;
+  DType t;
+  std::int64_t stride;
+};
+struct MutableRows {
+  void* p;
+  DType t;
+  std::int64_t stride;
+};
+struct RowsShape {
+  std::int64_t rows, len;
+};
+
+/// Sum of every value: each row's runs of at most kRun summed in f32 and added in double, the
+/// rows' double sums added in row order.
+double rows_sum(Rows x, RowsShape shape);
+/// The same for (x - mean)^2.
+double rows_sq_dev_sum(Rows x, RowsShape shape, float mean);
+/// Adds sum g and sum g * (x - mean) into *sum_dy and *sum_dy_xmu, one f32 run (at most kRun
+/// values) at a time in row order. g is dy, or with relu_y (not null: dy's dtype and stride)
+/// dy passed back through a ReLU whose output was relu_y: dy where relu_y > 0, else 0.
+void rows_backward_sums(Rows x, Rows dy, const void* relu_y, RowsShape shape, float mean,
+                        double* sum_dy, double* sum_dy_xmu);
+/// y = (x - mean) * scale + shift, rounded to y's dtype; with relu, then ReLU of the rounded
+/// value (the batch_norm and relu ops' bits: norm_math::batch_norm_epilogue without residual).
+void rows_affine(Rows x, RowsShape shape, float mean, float scale, float shift, bool relu,
+                 MutableRows y);
+/// dx = g * k1 + ((x - mean) * k2 + k3), g as in rows_backward_sums.
+void rows_backward_dx(Rows x, Rows dy, const void* relu_y, RowsShape shape, float mean,
+                      float k1, float k2, float k3, MutableRows dx);
 
 /// acc[j] += x[j], or += (x[j] - mean[j])^2 when mean is not null.
 void cols_acc(const void* x, DType t, std::int64_t len, const float* mean, float* acc);
