@@ -44,11 +44,12 @@ bool parallel_over(std::int64_t work, std::int64_t count) {
 }
 
 /// Column sums of a [rows, cols] reduction into out0 (and out1 if not null), in double.
-/// add_row(r, j0, len, acc0, acc1) adds row r's columns [j0, j0 + len) into f32 accumulators.
+/// add_rows(r0, count, j0, len, acc0, acc1) adds rows [r0, r0 + count) (in order) of columns
+/// [j0, j0 + len) into f32 accumulators: one call per block of at most kRowBlock rows.
 /// Tiles of kTaskRows x kColChunk run in parallel; their partial sums are added in tile order.
-template <class AddRow>
+template <class AddRows>
 void column_sums(std::int64_t rows, std::int64_t cols, double* out0, double* out1,
-                 const AddRow& add_row) {
+                 const AddRows& add_rows) {
   const std::int64_t row_tasks = std::max<std::int64_t>(1, (rows + kTaskRows - 1) / kTaskRows);
   const std::int64_t col_tasks = (cols + kColChunk - 1) / kColChunk;
   const auto part_size = static_cast<std::size_t>(row_tasks * cols);
@@ -64,9 +65,7 @@ void column_sums(std::int64_t rows, std::int64_t cols, double* out0, double* out
     for (std::int64_t r0 = rt * kTaskRows; r0 < r_end; r0 += kRowBlock) {
       std::fill(a0.begin(), a0.end(), 0.0f);
       std::fill(a1.begin(), a1.end(), 0.0f);
-      for (std::int64_t r = r0; r < std::min(r_end, r0 + kRowBlock); ++r) {
-        add_row(r, j0, len, a0.data(), a1.data());
-      }
+      add_rows(r0, std::min(r_end, r0 + kRowBlock) - r0, j0, len, a0.data(), a1.data());
       for (std::int64_t j = 0; j < len; ++j) {
         p0[j] += a0[static_cast<std::size_t>(j)];
         if (p1 != nullptr) p1[j] += a1[static_cast<std::size_t>(j)];
@@ -82,6 +81,20 @@ void column_sums(std::int64_t rows, std::int64_t cols, double* out0, double* out
     out0[j] = s0;
     if (out1 != nullptr) out1[j] = s1;
   }
+}
+
+/// Runs body(r0, count) over blocks of consecutive rows of a [rows, cols] tensor, in parallel
+/// when large: an element-wise pass, so any split gives the same bits; blocks of about
+/// kBlockElements values keep the calls few when rows are short (channels-last: C values each).
+template <class Body>
+void over_row_blocks(std::int64_t rows, std::int64_t cols, const Body& body) {
+  constexpr std::int64_t kBlockElements = 16384;
+  const std::int64_t per_block = std::max<std::int64_t>(1, kBlockElements / std::max<std::int64_t>(cols, 1));
+  const std::int64_t blocks = (rows + per_block - 1) / per_block;
+  cpu::parallel_for(blocks, parallel_over(rows * cols, blocks), [&](std::int64_t b) {
+    const std::int64_t r0 = b * per_block;
+    body(r0, std::min(per_block, rows - r0));
+  });
 }
 
 /// Per-channel totals of per-column sums (column j belongs to channel j / s).
@@ -147,15 +160,16 @@ void batch_norm_forward_cols(const void* x, DType tx, BatchNormDims d, const flo
   if (training) {
     std::vector<double> col(static_cast<std::size_t>(cols));
     column_sums(d.n, cols, col.data(), nullptr,
-                [&](std::int64_t r, std::int64_t j0, std::int64_t len, float* a0, float*) {
-                  simd::cols_acc(cpu::at(x, tx, r * cols + j0), tx, len, nullptr, a0);
+                [&](std::int64_t r0, std::int64_t nrows, std::int64_t j0, std::int64_t len, float* a0, float*) {
+                  simd::cols_acc(cpu::at(x, tx, r0 * cols + j0), tx, nrows, cols, len, nullptr, a0);
                 });
     const std::vector<double> sum = channel_totals(col, d);
     for (std::int64_t c = 0; c < d.c; ++c) mean[c] = static_cast<float>(sum[static_cast<std::size_t>(c)] / count);
     const std::vector<float> mean_col = expand(mean, d);
     column_sums(d.n, cols, col.data(), nullptr,
-                [&](std::int64_t r, std::int64_t j0, std::int64_t len, float* a0, float*) {
-                  simd::cols_acc(cpu::at(x, tx, r * cols + j0), tx, len, mean_col.data() + j0, a0);
+                [&](std::int64_t r0, std::int64_t nrows, std::int64_t j0, std::int64_t len, float* a0, float*) {
+                  simd::cols_acc(cpu::at(x, tx, r0 * cols + j0), tx, nrows, cols, len,
+                                 mean_col.data() + j0, a0);
                 });
     const std::vector<double> sq = channel_totals(col, d);
     for (std::int64_t c = 0; c < d.c; ++c) var[c] = static_cast<float>(sq[static_cast<std::size_t>(c)] / count);
@@ -167,10 +181,10 @@ void batch_norm_forward_cols(const void* x, DType tx, BatchNormDims d, const flo
   }
   const std::vector<float> mean_col = expand(mean, d), scale_col = expand(scale.data(), d),
                            shift_col = expand(shift.data(), d);
-  cpu::parallel_for(d.n, parallel_over(d.n * cols, d.n), [&](std::int64_t n) {
-    simd::cols_affine(cpu::at(x, tx, n * cols), tx, cols, mean_col.data(), scale_col.data(),
-                      shift_col.data(), cpu::at(y, ty, n * cols), ty);
-    if (residual != nullptr || relu) epilogue_run(y, ty, residual, relu, n * cols, cols);
+  over_row_blocks(d.n, cols, [&](std::int64_t n0, std::int64_t nrows) {
+    simd::cols_affine(cpu::at(x, tx, n0 * cols), tx, nrows, cols, cols, mean_col.data(),
+                      scale_col.data(), shift_col.data(), cpu::at(y, ty, n0 * cols), ty);
+    if (residual != nullptr || relu) epilogue_run(y, ty, residual, relu, n0 * cols, nrows * cols);
   });
 }
 
@@ -212,9 +226,10 @@ void backward_sums_cols(const void* x, DType tx, const void* dy, DType tdy, Batc
   const std::vector<float> mean_col = expand(mean, d);
   std::vector<double> col_dy(static_cast<std::size_t>(cols)), col_dy_xmu(col_dy.size());
   column_sums(d.n, cols, col_dy.data(), col_dy_xmu.data(),
-              [&](std::int64_t r, std::int64_t j0, std::int64_t len, float* a0, float* a1) {
-                simd::cols_backward_acc(cpu::at(x, tx, r * cols + j0), tx,
-                                        cpu::at(dy, tdy, r * cols + j0), tdy, len,
+              [&](std::int64_t r0, std::int64_t nrows, std::int64_t j0, std::int64_t len, float* a0,
+                  float* a1) {
+                simd::cols_backward_acc(cpu::at(x, tx, r0 * cols + j0), tx,
+                                        cpu::at(dy, tdy, r0 * cols + j0), tdy, nrows, cols, len,
                                         mean_col.data() + j0, a0, a1);
               });
   const std::vector<double> a = channel_totals(col_dy, d), b = channel_totals(col_dy_xmu, d);
@@ -246,10 +261,10 @@ void batch_norm_backward_cols(const void* x, DType tx, const void* dy, DType tdy
   if (dx == nullptr) return;
   const std::vector<float> k1c = expand(k1.data(), d), k2c = expand(k2.data(), d),
                            k3c = expand(k3.data(), d);
-  cpu::parallel_for(d.n, parallel_over(d.n * cols, d.n), [&](std::int64_t n) {
-    simd::cols_backward_dx(cpu::at(x, tx, n * cols), tx, cpu::at(dy, tdy, n * cols), tdy, cols,
-                           mean_col.data(), k1c.data(), k2c.data(), k3c.data(),
-                           cpu::at(dx, tdx, n * cols), tdx);
+  over_row_blocks(d.n, cols, [&](std::int64_t n0, std::int64_t nrows) {
+    simd::cols_backward_dx(cpu::at(x, tx, n0 * cols), tx, cpu::at(dy, tdy, n0 * cols), tdy, nrows,
+                           cols, cols, mean_col.data(), k1c.data(), k2c.data(), k3c.data(),
+                           cpu::at(dx, tdx, n0 * cols), tdx);
   });
 }
 
@@ -296,8 +311,8 @@ void batch_norm_stats(const void* x, DType x_dtype, BatchNormDims d, double* mea
     const std::int64_t cols = d.c * d.s;
     std::vector<double> col(static_cast<std::size_t>(cols));
     column_sums(d.n, cols, col.data(), nullptr,
-                [&](std::int64_t r, std::int64_t j0, std::int64_t len, float* a0, float*) {
-                  simd::cols_acc(at(x, x_dtype, r * cols + j0), x_dtype, len, nullptr, a0);
+                [&](std::int64_t r0, std::int64_t nrows, std::int64_t j0, std::int64_t len, float* a0, float*) {
+                  simd::cols_acc(at(x, x_dtype, r0 * cols + j0), x_dtype, nrows, cols, len, nullptr, a0);
                 });
     const std::vector<double> sum = channel_totals(col, d);
     std::vector<float> m(static_cast<std::size_t>(d.c));
@@ -306,8 +321,9 @@ void batch_norm_stats(const void* x, DType x_dtype, BatchNormDims d, double* mea
     }
     const std::vector<float> mean_col = expand(m.data(), d);
     column_sums(d.n, cols, col.data(), nullptr,
-                [&](std::int64_t r, std::int64_t j0, std::int64_t len, float* a0, float*) {
-                  simd::cols_acc(at(x, x_dtype, r * cols + j0), x_dtype, len, mean_col.data() + j0, a0);
+                [&](std::int64_t r0, std::int64_t nrows, std::int64_t j0, std::int64_t len, float* a0, float*) {
+                  simd::cols_acc(at(x, x_dtype, r0 * cols + j0), x_dtype, nrows, cols, len,
+                                 mean_col.data() + j0, a0);
                 });
     const std::vector<double> sq = channel_totals(col, d);
     for (std::int64_t c = 0; c < d.c; ++c) {
@@ -363,10 +379,10 @@ void batch_norm_backward_elemt(const void* x, DType x_dtype, const void* dy, DTy
     }
     const std::vector<float> mean_col = expand(mean, d), k1c = expand(k1.data(), d),
                              k2c = expand(k2.data(), d), k3c = expand(k3.data(), d);
-    parallel_for(d.n, parallel_over(d.n * cols, d.n), [&](std::int64_t n) {
-      simd::cols_backward_dx(at(x, x_dtype, n * cols), x_dtype, at(dy, dy_dtype, n * cols),
-                             dy_dtype, cols, mean_col.data(), k1c.data(), k2c.data(), k3c.data(),
-                             at(dx, dx_dtype, n * cols), dx_dtype);
+    over_row_blocks(d.n, cols, [&](std::int64_t n0, std::int64_t nrows) {
+      simd::cols_backward_dx(at(x, x_dtype, n0 * cols), x_dtype, at(dy, dy_dtype, n0 * cols),
+                             dy_dtype, nrows, cols, cols, mean_col.data(), k1c.data(), k2c.data(),
+                             k3c.data(), at(dx, dx_dtype, n0 * cols), dx_dtype);
     });
     return;
   }
@@ -427,8 +443,8 @@ void batch_norm_backward(const void* x, DType x_dtype, const void* dy, DType dy_
       void* out = dresidual != nullptr
                       ? dresidual
                       : grad_scratch(static_cast<std::size_t>(d.n * cols) * dy_size);
-      parallel_for(d.n, parallel_over(d.n * cols, d.n), [&](std::int64_t n) {
-        epilogue_grad_run(relu_y, dy, dy_dtype, n * cols, cols, out, n * cols);
+      over_row_blocks(d.n, cols, [&](std::int64_t n0, std::int64_t nrows) {
+        epilogue_grad_run(relu_y, dy, dy_dtype, n0 * cols, nrows * cols, out, n0 * cols);
       });
       g = out;
     }
@@ -572,10 +588,13 @@ void layer_norm_backward(const void* x, DType x_dtype, const void* dy, DType dy_
   if (dweight == nullptr && dbias == nullptr) return;
   std::vector<double> sw(static_cast<std::size_t>(cols)), sb(sw.size());
   column_sums(rows, cols, sw.data(), sb.data(),
-              [&](std::int64_t r, std::int64_t j0, std::int64_t len, float* a0, float* a1) {
-                simd::ln_cols_acc(at(x, x_dtype, r * cols + j0), x_dtype,
-                                  at(dy, dy_dtype, r * cols + j0), dy_dtype, len, mean[r],
-                                  rstd[r], a0, a1);
+              [&](std::int64_t r0, std::int64_t nrows, std::int64_t j0, std::int64_t len, float* a0,
+                  float* a1) {
+                for (std::int64_t r = r0; r < r0 + nrows; ++r) {  // mean and rstd per row
+                  simd::ln_cols_acc(at(x, x_dtype, r * cols + j0), x_dtype,
+                                    at(dy, dy_dtype, r * cols + j0), dy_dtype, len, mean[r],
+                                    rstd[r], a0, a1);
+                }
               });
   for (std::int64_t j = 0; j < cols; ++j) {
     if (dweight != nullptr) dweight[j] = static_cast<float>(sw[static_cast<std::size_t>(j)]);

@@ -317,96 +317,115 @@ void RowsBwdDx(int tx, int tdy, int tdx, const void* x, std::int64_t x_stride, c
 
 // ---- per-column kernels (batch norm of [N, C] and short planes) ----
 
-// acc[j] += x[j], or (x[j] - mean[j])^2 when mean is not null.
+// Each takes `rows` rows of len values, row r at r * stride: one dispatched call per block.
+
+// acc[j] += x[r, j], or (x[r, j] - mean[j])^2 when mean is not null, rows in order.
 template <class T>
-void ColsAccT(const T* x, std::size_t len, const float* mean, float* acc) {
+void ColsAccT(const T* x, std::size_t rows, std::size_t stride, std::size_t len, const float* mean,
+              float* acc) {
   const hn::ScalableTag<float> df;
   const std::size_t N = hn::Lanes(df);
-  for (std::size_t i = 0; i < len; i += N) {
-    const std::size_t n = std::min(N, len - i);
-    auto v = LoadF32N(df, x + i, n);
-    if (mean != nullptr) {
-      const auto d = hn::Sub(v, LoadF32N(df, mean + i, n));
-      v = hn::Mul(d, d);
+  for (std::size_t r = 0; r < rows; ++r, x += stride) {
+    for (std::size_t i = 0; i < len; i += N) {
+      const std::size_t n = std::min(N, len - i);
+      auto v = LoadF32N(df, x + i, n);
+      if (mean != nullptr) {
+        const auto d = hn::Sub(v, LoadF32N(df, mean + i, n));
+        v = hn::Mul(d, d);
+      }
+      StoreF32N(df, hn::Add(LoadF32N(df, acc + i, n), v), acc + i, n);
     }
-    StoreF32N(df, hn::Add(LoadF32N(df, acc + i, n), v), acc + i, n);
   }
 }
 
-void ColsAcc(int tx, const void* x, std::int64_t len, const float* mean, float* acc) {
+void ColsAcc(int tx, const void* x, std::int64_t rows, std::int64_t stride, std::int64_t len,
+             const float* mean, float* acc) {
   WithDType(tx, [&](auto t) {
-    ColsAccT(static_cast<const Elem<decltype(t)>*>(x), static_cast<std::size_t>(len), mean, acc);
+    ColsAccT(static_cast<const Elem<decltype(t)>*>(x), static_cast<std::size_t>(rows),
+             static_cast<std::size_t>(stride), static_cast<std::size_t>(len), mean, acc);
   });
 }
 
-// acc_dy[j] += dy[j]; acc_dy_xmu[j] += dy[j] * (x[j] - mean[j]).
+// acc_dy[j] += dy[r, j]; acc_dy_xmu[j] += dy[r, j] * (x[r, j] - mean[j]), rows in order.
 template <class TX, class TD>
-void ColsBwdAccT(const TX* x, const TD* dy, std::size_t len, const float* mean, float* acc_dy,
-                 float* acc_dy_xmu) {
+void ColsBwdAccT(const TX* x, const TD* dy, std::size_t rows, std::size_t stride, std::size_t len,
+                 const float* mean, float* acc_dy, float* acc_dy_xmu) {
   const hn::ScalableTag<float> df;
   const std::size_t N = hn::Lanes(df);
-  for (std::size_t i = 0; i < len; i += N) {
-    const std::size_t n = std::min(N, len - i);
-    const auto g = LoadF32N(df, dy + i, n);
-    const auto xm = hn::Sub(LoadF32N(df, x + i, n), LoadF32N(df, mean + i, n));
-    StoreF32N(df, hn::Add(LoadF32N(df, acc_dy + i, n), g), acc_dy + i, n);
-    StoreF32N(df, hn::MulAdd(g, xm, LoadF32N(df, acc_dy_xmu + i, n)), acc_dy_xmu + i, n);
+  for (std::size_t r = 0; r < rows; ++r, x += stride, dy += stride) {
+    for (std::size_t i = 0; i < len; i += N) {
+      const std::size_t n = std::min(N, len - i);
+      const auto g = LoadF32N(df, dy + i, n);
+      const auto xm = hn::Sub(LoadF32N(df, x + i, n), LoadF32N(df, mean + i, n));
+      StoreF32N(df, hn::Add(LoadF32N(df, acc_dy + i, n), g), acc_dy + i, n);
+      StoreF32N(df, hn::MulAdd(g, xm, LoadF32N(df, acc_dy_xmu + i, n)), acc_dy_xmu + i, n);
+    }
   }
 }
 
-void ColsBwdAcc(int tx, int tdy, const void* x, const void* dy, std::int64_t len,
-                const float* mean, float* acc_dy, float* acc_dy_xmu) {
+void ColsBwdAcc(int tx, int tdy, const void* x, const void* dy, std::int64_t rows,
+                std::int64_t stride, std::int64_t len, const float* mean, float* acc_dy,
+                float* acc_dy_xmu) {
   WithDType(tx, [&](auto a) {
     WithDType(tdy, [&](auto b) {
       ColsBwdAccT(static_cast<const Elem<decltype(a)>*>(x), static_cast<const Elem<decltype(b)>*>(dy),
+                  static_cast<std::size_t>(rows), static_cast<std::size_t>(stride),
                   static_cast<std::size_t>(len), mean, acc_dy, acc_dy_xmu);
     });
   });
 }
 
-// y[j] = (x[j] - mean[j]) * scale[j] + shift[j].
+// y[r, j] = (x[r, j] - mean[j]) * scale[j] + shift[j].
 template <class TX, class TY>
-void ColsAffineT(const TX* x, std::size_t len, const float* mean, const float* scale,
-                 const float* shift, TY* y) {
+void ColsAffineT(const TX* x, std::size_t rows, std::size_t stride, std::size_t len,
+                 const float* mean, const float* scale, const float* shift, TY* y) {
   const hn::ScalableTag<float> df;
   const std::size_t N = hn::Lanes(df);
-  for (std::size_t i = 0; i < len; i += N) {
-    const std::size_t n = std::min(N, len - i);
-    const auto d = hn::Sub(LoadF32N(df, x + i, n), LoadF32N(df, mean + i, n));
-    StoreF32N(df, hn::MulAdd(d, LoadF32N(df, scale + i, n), LoadF32N(df, shift + i, n)), y + i, n);
+  for (std::size_t r = 0; r < rows; ++r, x += stride, y += stride) {
+    for (std::size_t i = 0; i < len; i += N) {
+      const std::size_t n = std::min(N, len - i);
+      const auto d = hn::Sub(LoadF32N(df, x + i, n), LoadF32N(df, mean + i, n));
+      StoreF32N(df, hn::MulAdd(d, LoadF32N(df, scale + i, n), LoadF32N(df, shift + i, n)), y + i, n);
+    }
   }
 }
 
-void ColsAffine(int tx, int ty, const void* x, std::int64_t len, const float* mean,
-                const float* scale, const float* shift, void* y) {
+void ColsAffine(int tx, int ty, const void* x, std::int64_t rows, std::int64_t stride,
+                std::int64_t len, const float* mean, const float* scale, const float* shift,
+                void* y) {
   WithDType(tx, [&](auto a) {
     WithDType(ty, [&](auto b) {
-      ColsAffineT(static_cast<const Elem<decltype(a)>*>(x), static_cast<std::size_t>(len), mean, scale,
+      ColsAffineT(static_cast<const Elem<decltype(a)>*>(x), static_cast<std::size_t>(rows),
+                  static_cast<std::size_t>(stride), static_cast<std::size_t>(len), mean, scale,
                   shift, static_cast<Elem<decltype(b)>*>(y));
     });
   });
 }
 
-// dx[j] = dy[j] * k1[j] + ((x[j] - mean[j]) * k2[j] + k3[j]).
+// dx[r, j] = dy[r, j] * k1[j] + ((x[r, j] - mean[j]) * k2[j] + k3[j]).
 template <class TX, class TD, class TO>
-void ColsBwdDxT(const TX* x, const TD* dy, std::size_t len, const float* mean, const float* k1,
-                const float* k2, const float* k3, TO* dx) {
+void ColsBwdDxT(const TX* x, const TD* dy, std::size_t rows, std::size_t stride, std::size_t len,
+                const float* mean, const float* k1, const float* k2, const float* k3, TO* dx) {
   const hn::ScalableTag<float> df;
   const std::size_t N = hn::Lanes(df);
-  for (std::size_t i = 0; i < len; i += N) {
-    const std::size_t n = std::min(N, len - i);
-    const auto xm = hn::Sub(LoadF32N(df, x + i, n), LoadF32N(df, mean + i, n));
-    const auto r = hn::MulAdd(xm, LoadF32N(df, k2 + i, n), LoadF32N(df, k3 + i, n));
-    StoreF32N(df, hn::MulAdd(LoadF32N(df, dy + i, n), LoadF32N(df, k1 + i, n), r), dx + i, n);
+  for (std::size_t r = 0; r < rows; ++r, x += stride, dy += stride, dx += stride) {
+    for (std::size_t i = 0; i < len; i += N) {
+      const std::size_t n = std::min(N, len - i);
+      const auto xm = hn::Sub(LoadF32N(df, x + i, n), LoadF32N(df, mean + i, n));
+      const auto r2 = hn::MulAdd(xm, LoadF32N(df, k2 + i, n), LoadF32N(df, k3 + i, n));
+      StoreF32N(df, hn::MulAdd(LoadF32N(df, dy + i, n), LoadF32N(df, k1 + i, n), r2), dx + i, n);
+    }
   }
 }
 
-void ColsBwdDx(int tx, int tdy, int tdx, const void* x, const void* dy, std::int64_t len,
-               const float* mean, const float* k1, const float* k2, const float* k3, void* dx) {
+void ColsBwdDx(int tx, int tdy, int tdx, const void* x, const void* dy, std::int64_t rows,
+               std::int64_t stride, std::int64_t len, const float* mean, const float* k1,
+               const float* k2, const float* k3, void* dx) {
   WithDType(tx, [&](auto a) {
     WithDType(tdy, [&](auto b) {
       WithDType(tdx, [&](auto c) {
         ColsBwdDxT(static_cast<const Elem<decltype(a)>*>(x), static_cast<const Elem<decltype(b)>*>(dy),
+                   static_cast<std::size_t>(rows), static_cast<std::size_t>(stride),
                    static_cast<std::size_t>(len), mean, k1, k2, k3, static_cast<Elem<decltype(c)>*>(dx));
       });
     });
@@ -577,21 +596,26 @@ void rows_backward_dx(Rows x, Rows dy, const void* relu_y, RowsShape shape, floa
   HWY_DYNAMIC_DISPATCH(RowsBwdDx)(code(x.t), code(dy.t), code(dx.t), x.p, x.stride, dy.p, dy.stride,
                                   relu_y, shape.rows, shape.len, mean, k1, k2, k3, dx.p, dx.stride);
 }
-void cols_acc(const void* x, DType t, std::int64_t len, const float* mean, float* acc) {
-  HWY_DYNAMIC_DISPATCH(ColsAcc)(code(t), x, len, mean, acc);
+void cols_acc(const void* x, DType t, std::int64_t rows, std::int64_t stride, std::int64_t len,
+              const float* mean, float* acc) {
+  HWY_DYNAMIC_DISPATCH(ColsAcc)(code(t), x, rows, stride, len, mean, acc);
 }
-void cols_backward_acc(const void* x, DType tx, const void* dy, DType tdy, std::int64_t len,
-                       const float* mean, float* acc_dy, float* acc_dy_xmu) {
-  HWY_DYNAMIC_DISPATCH(ColsBwdAcc)(code(tx), code(tdy), x, dy, len, mean, acc_dy, acc_dy_xmu);
+void cols_backward_acc(const void* x, DType tx, const void* dy, DType tdy, std::int64_t rows,
+                       std::int64_t stride, std::int64_t len, const float* mean, float* acc_dy,
+                       float* acc_dy_xmu) {
+  HWY_DYNAMIC_DISPATCH(ColsBwdAcc)(code(tx), code(tdy), x, dy, rows, stride, len, mean, acc_dy,
+                                   acc_dy_xmu);
 }
-void cols_affine(const void* x, DType tx, std::int64_t len, const float* mean,
-                 const float* scale, const float* shift, void* y, DType ty) {
-  HWY_DYNAMIC_DISPATCH(ColsAffine)(code(tx), code(ty), x, len, mean, scale, shift, y);
+void cols_affine(const void* x, DType tx, std::int64_t rows, std::int64_t stride,
+                 std::int64_t len, const float* mean, const float* scale, const float* shift,
+                 void* y, DType ty) {
+  HWY_DYNAMIC_DISPATCH(ColsAffine)(code(tx), code(ty), x, rows, stride, len, mean, scale, shift, y);
 }
-void cols_backward_dx(const void* x, DType tx, const void* dy, DType tdy, std::int64_t len,
-                      const float* mean, const float* k1, const float* k2, const float* k3,
-                      void* dx, DType tdx) {
-  HWY_DYNAMIC_DISPATCH(ColsBwdDx)(code(tx), code(tdy), code(tdx), x, dy, len, mean, k1, k2, k3, dx);
+void cols_backward_dx(const void* x, DType tx, const void* dy, DType tdy, std::int64_t rows,
+                      std::int64_t stride, std::int64_t len, const float* mean, const float* k1,
+                      const float* k2, const float* k3, void* dx, DType tdx) {
+  HWY_DYNAMIC_DISPATCH(ColsBwdDx)(code(tx), code(tdy), code(tdx), x, dy, rows, stride, len, mean,
+                                  k1, k2, k3, dx);
 }
 void ln_row_affine(const void* x, DType tx, std::int64_t len, float mean, float rstd,
                    const float* weight, const float* bias, void* y, DType ty) {

@@ -5,7 +5,7 @@
 /// the dispatcher (norm.cpp) chooses the sets and runs and threads them.
 /// Inputs and outputs are f32, bf16 or f16 (never fp8: the caller checks); x and dy may differ.
 /// "cols" functions work per column against f32 arrays of len values (accumulators or
-/// per-column parameters).
+/// per-column parameters), over a block of rows.
 #include <cstdint>
 
 #include "mixprec/core/dtype.h"
@@ -52,18 +52,24 @@ void rows_affine(Rows x, RowsShape shape, float mean, float scale, float shift, 
 void rows_backward_dx(Rows x, Rows dy, const void* relu_y, RowsShape shape, float mean,
                       float k1, float k2, float k3, MutableRows dx);
 
-/// acc[j] += x[j], or += (x[j] - mean[j])^2 when mean is not null.
-void cols_acc(const void* x, DType t, std::int64_t len, const float* mean, float* acc);
-/// acc_dy[j] += dy[j]; acc_dy_xmu[j] += dy[j] * (x[j] - mean[j]).
-void cols_backward_acc(const void* x, DType tx, const void* dy, DType tdy, std::int64_t len,
-                       const float* mean, float* acc_dy, float* acc_dy_xmu);
-/// y[j] = (x[j] - mean[j]) * scale[j] + shift[j].
-void cols_affine(const void* x, DType tx, std::int64_t len, const float* mean,
-                 const float* scale, const float* shift, void* y, DType ty);
-/// dx[j] = dy[j] * k1[j] + ((x[j] - mean[j]) * k2[j] + k3[j]).
-void cols_backward_dx(const void* x, DType tx, const void* dy, DType tdy, std::int64_t len,
-                      const float* mean, const float* k1, const float* k2, const float* k3,
-                      void* dx, DType tdx);
+// The cols_* functions take `rows` rows of `len` values, row r at element r * stride (a block
+// of an [N, C*s] input: one call per block, not per row, since channels-last activations make
+// every row as short as C).
+/// acc[j] += x[r, j] for each row in order, or += (x[r, j] - mean[j])^2 when mean is not null.
+void cols_acc(const void* x, DType t, std::int64_t rows, std::int64_t stride, std::int64_t len,
+              const float* mean, float* acc);
+/// acc_dy[j] += dy[r, j]; acc_dy_xmu[j] += dy[r, j] * (x[r, j] - mean[j]), rows in order.
+void cols_backward_acc(const void* x, DType tx, const void* dy, DType tdy, std::int64_t rows,
+                       std::int64_t stride, std::int64_t len, const float* mean, float* acc_dy,
+                       float* acc_dy_xmu);
+/// y[r, j] = (x[r, j] - mean[j]) * scale[j] + shift[j].
+void cols_affine(const void* x, DType tx, std::int64_t rows, std::int64_t stride,
+                 std::int64_t len, const float* mean, const float* scale, const float* shift,
+                 void* y, DType ty);
+/// dx[r, j] = dy[r, j] * k1[j] + ((x[r, j] - mean[j]) * k2[j] + k3[j]).
+void cols_backward_dx(const void* x, DType tx, const void* dy, DType tdy, std::int64_t rows,
+                      std::int64_t stride, std::int64_t len, const float* mean, const float* k1,
+                      const float* k2, const float* k3, void* dx, DType tdx);
 
 /// Layer norm row: y[j] = ((x[j] - mean) * rstd) * weight[j] + bias[j] (both not null).
 void ln_row_affine(const void* x, DType tx, std::int64_t len, float mean, float rstd,
