@@ -151,10 +151,14 @@ void RunBwdDxT(const TX* x, const TD* dy, const TD* y, std::size_t len, float me
 /// tens of nanoseconds, a miss takes about a hundred).
 constexpr std::size_t kAheadBytes = 4096;
 
+/// Asks for the start of a row, at most kAheadBytes of it: past that the row is one long
+/// stream, which the hardware prefetcher follows, and asking for all of a plane of 224 x 224
+/// values at once would only push it out of L1 before it is read.
 template <int kWrite, class T>
 HWY_INLINE void PrefetchRun(const T* p, std::size_t len) {
   const char* c = reinterpret_cast<const char*>(p);
-  for (std::size_t off = 0; off < len * sizeof(T); off += 64) __builtin_prefetch(c + off, kWrite, 3);
+  const std::size_t bytes = std::min(len * sizeof(T), kAheadBytes);
+  for (std::size_t off = 0; off < bytes; off += 64) __builtin_prefetch(c + off, kWrite, 3);
 }
 
 /// Calls body(r) for each row r in order, having asked for row r + ahead (prefetch(row)) first,
