@@ -601,7 +601,11 @@ std::vector<std::int32_t> to_channels_last(const std::vector<std::int32_t>& v, s
 // Channels-last pooling: the reference in NHWC is the NCHW reference transposed (maxima, argmax,
 // means and both gradients bit for bit: the same windows in the same order), and the cpu
 // backend's channel-row loops match it bit for bit.
+// Channels-last pooling: the reference in NHWC is the NCHW reference transposed, and the cpu
+// kernels (Highway lanes across channels for max pooling) give its bits on every ISA, through
+// every channel-block width (the cases' 2 to 64 channels leave tails of every size).
 TEST(ConvPool, ChannelsLastIsTheTransposedNchwResult) {
+  for (Isa isa : ktest::isas_to_test()) {
   for (DType t : ktest::kAllDTypes) {
     for (const Pool2dDesc& nchw : pool_cases(t)) {
       for (const bool specials : {false, true}) {
@@ -609,7 +613,7 @@ TEST(ConvPool, ChannelsLastIsTheTransposedNchwResult) {
         d.channels_last = true;
         const std::int64_t ho = d.out_h(), wo = d.out_w();
         const std::int64_t nx = d.n * d.c * d.h * d.w, ny = d.n * d.c * ho * wo;
-        SCOPED_TRACE(std::string(name(t)) + " [" + std::to_string(d.n) + "," + std::to_string(d.c) +
+        SCOPED_TRACE(std::string(name(t)) + " " + name(isa) + " [" + std::to_string(d.n) + "," + std::to_string(d.c) +
                      "," + std::to_string(d.h) + "," + std::to_string(d.w) + "] k" +
                      std::to_string(d.kernel) + " s" + std::to_string(d.stride) + " p" +
                      std::to_string(d.padding) + (specials ? " specials" : ""));
@@ -621,15 +625,26 @@ TEST(ConvPool, ChannelsLastIsTheTransposedNchwResult) {
 
         ref::max_pool2d(nchw, x.data(), y.data(), am.data());
         ref::max_pool2d(d, xl.data(), yl.data(), aml.data());
-        cpu::max_pool2d(d, xl.data(), yc.data(), amc.data());
+        Buffer yc_noarg(t, ny);
+        {
+          IsaCap cap(isa);
+          cpu::max_pool2d(d, xl.data(), yc.data(), amc.data());
+          cpu::max_pool2d(d, xl.data(), yc_noarg.data(), nullptr);
+        }
         ktest::expect_bitwise(yl, to_channels_last(y, d.n, d.c, ho, wo), "ref max nhwc");
         EXPECT_EQ(aml, to_channels_last(am, d.n, d.c, ho * wo)) << "ref argmax nhwc";
         ktest::expect_bitwise(yc, yl, "cpu max nhwc");
+        ktest::expect_bitwise(yc_noarg, yl, "cpu max nhwc without argmax");
         EXPECT_EQ(amc, aml) << "cpu argmax nhwc";
 
         ref::max_pool2d_backward(nchw, dy.data(), am.data(), dx.data());
         ref::max_pool2d_backward(d, dyl.data(), aml.data(), dxl.data());
-        cpu::max_pool2d_backward(d, dyl.data(), aml.data(), dxc.data());
+        // Every element must be written, the zeros included: start from NaN bits.
+        std::memset(dxc.data(), 0xff, static_cast<std::size_t>(nx) * size_of(t));
+        {
+          IsaCap cap(isa);
+          cpu::max_pool2d_backward(d, dyl.data(), aml.data(), dxc.data());
+        }
         ktest::expect_bitwise(dxl, to_channels_last(dx, d.n, d.c, d.h, d.w), "ref max bwd nhwc");
         // Disjoint windows: bit for bit. Overlapping ones may add two NaNs into one element,
         // where which NaN survives is the compiler's choice of operand order: NaN either way.
@@ -641,17 +656,24 @@ TEST(ConvPool, ChannelsLastIsTheTransposedNchwResult) {
 
         ref::avg_pool2d(nchw, x.data(), y.data());
         ref::avg_pool2d(d, xl.data(), yl.data());
-        cpu::avg_pool2d(d, xl.data(), yc.data());
+        {
+          IsaCap cap(isa);
+          cpu::avg_pool2d(d, xl.data(), yc.data());
+        }
         expect_bitwise_any_nan(yl, to_channels_last(y, d.n, d.c, ho, wo), "ref avg nhwc");
         expect_bitwise_any_nan(yc, yl, "cpu avg nhwc");
 
         ref::avg_pool2d_backward(nchw, dy.data(), dx.data());
         ref::avg_pool2d_backward(d, dyl.data(), dxl.data());
-        cpu::avg_pool2d_backward(d, dyl.data(), dxc.data());
+        {
+          IsaCap cap(isa);
+          cpu::avg_pool2d_backward(d, dyl.data(), dxc.data());
+        }
         expect_bitwise_any_nan(dxl, to_channels_last(dx, d.n, d.c, d.h, d.w), "ref avg bwd nhwc");
         expect_bitwise_any_nan(dxc, dxl, "cpu avg bwd nhwc");
       }
     }
+  }
   }
 }
 

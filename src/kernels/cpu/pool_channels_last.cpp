@@ -1,10 +1,11 @@
 // Max and average pooling on channels-last (NHWC) activations: a pixel's C values are
-// contiguous, so each window step is one pass along a channel row, which the compiler
-// vectorises (the NCHW kernels of pool_simd.cpp vectorise along an image row instead). Every
-// value is the reference's: windows visited in the same row-major order (kernels/spec/pool_math.h's
-// window, NaN rule and f32 sums); backward passes in gather form (as the CUDA kernels), where
-// each input element adds the windows covering it in the order the reference's scatter does,
-// except max pooling over disjoint windows, a zero fill and a scatter as in NCHW.
+// contiguous, so each window step is one pass along a channel row. Max pooling and its
+// backward over disjoint windows (the CNNs' 2x2/2) run pool_simd.cpp's Highway loops, lanes
+// across channels; the rest are loops the compiler vectorises. Every value is the
+// reference's: windows visited in the same row-major order (kernels/spec/pool_math.h's window,
+// NaN rule and f32 sums); backward passes in gather form (as the CUDA kernels), where each
+// input element adds the windows covering it in the order the reference's scatter does, except
+// max pooling over disjoint windows, which writes each window's pixels once from its argmax.
 // Rows of output (or input) pixels run in parallel, each written by one task.
 #include "kernels/cpu/pool_channels_last.h"
 
@@ -15,7 +16,7 @@
 #include <vector>
 
 #include "kernels/cpu/dispatch_util.h"
-#include "kernels/cpu/zero_plus.h"
+#include "kernels/cpu/pool_simd.h"
 #include "kernels/spec/pool_math.h"
 
 namespace mixprec::kernels::cpu {
@@ -38,11 +39,6 @@ std::vector<float>& scratch_row(std::int64_t c) {
   if (row.size() < static_cast<std::size_t>(c)) row.resize(static_cast<std::size_t>(c));
   return row;
 }
-std::vector<std::int32_t>& scratch_index(std::int64_t c) {
-  thread_local std::vector<std::int32_t> row;
-  if (row.size() < static_cast<std::size_t>(c)) row.resize(static_cast<std::size_t>(c));
-  return row;
-}
 
 // A pixel's c channel values as f32: the pixel itself for f32, else widened into `buffer`.
 template <class T>
@@ -57,70 +53,42 @@ const float* channel_row(const T* pixel, std::int64_t c, float* buffer) {
 
 }  // namespace
 
-void max_pool2d_channels_last(const Pool2dDesc& d, const void* x_raw, void* y_raw,
-                              std::int32_t* argmax) {
+void max_pool2d_channels_last(const Pool2dDesc& d, const void* x, void* y, std::int32_t* argmax) {
   const std::int64_t ho = d.out_h(), wo = d.out_w(), c = d.c;
-  dispatch(d.dtype, [&](auto tag) {
-    using T = decltype(tag);
-    const T* x = static_cast<const T*>(x_raw);
-    T* y = static_cast<T*>(y_raw);
-    over_rows(d.n, ho, wo * c * d.kernel * d.kernel, [&](std::int64_t n, std::int64_t oy) {
-      float* best = scratch_row(2 * c).data();
-      float* widened = best + c;
-      std::int32_t* index = scratch_index(c).data();
-      const T* sample = x + n * d.h * d.w * c;
-      const Span ry = pool::window(oy, d, d.h);
-      for (std::int64_t ox = 0; ox < wo; ++ox) {
-        const Span rx = pool::window(ox, d, d.w);
-        const auto first = static_cast<std::int32_t>(ry.begin * d.w + rx.begin);
-        const float* v0 = channel_row(sample + first * c, c, best);
-        if (v0 != best) std::copy(v0, v0 + c, best);
-        std::fill(index, index + c, first);
-        for (std::int64_t iy = ry.begin; iy < ry.end; ++iy) {
-          for (std::int64_t ix = rx.begin; ix < rx.end; ++ix) {
-            const auto k = static_cast<std::int32_t>(iy * d.w + ix);
-            if (k == first) continue;
-            const float* v = channel_row(sample + k * c, c, widened);
-            // Strictly greater keeps the first maximum; the first NaN wins and stays (the
-            // reference stops scanning there). Selects, not branches, so the loop vectorises.
-            for (std::int64_t j = 0; j < c; ++j) {
-              const bool take = (v[j] > best[j]) | ((v[j] != v[j]) & (best[j] == best[j]));
-              best[j] = take ? v[j] : best[j];
-              index[j] = take ? k : index[j];
-            }
-          }
-        }
-        const std::int64_t out = ((n * ho + oy) * wo + ox) * c;
-        for (std::int64_t j = 0; j < c; ++j) {
-          y[out + j] = sample[index[j] * c + j];  // the element itself, as the reference copies it
-        }
-        if (argmax != nullptr) std::copy(index, index + c, argmax + out);
-      }
-    });
+  over_rows(d.n, ho, wo * c * d.kernel * d.kernel, [&](std::int64_t n, std::int64_t oy) {
+    const std::int64_t out = (n * ho + oy) * wo * c;
+    pool_simd::max_pool_channels_last_row(d, at(x, d.dtype, n * d.h * d.w * c), oy,
+                                          at(y, d.dtype, out),
+                                          argmax != nullptr ? argmax + out : nullptr);
   });
 }
 
 void max_pool2d_backward_channels_last(const Pool2dDesc& d, const void* dy_raw,
                                        const std::int32_t* argmax, void* dx_raw) {
   const std::int64_t ho = d.out_h(), wo = d.out_w(), c = d.c;
-  const bool disjoint = d.padding == 0 && d.stride >= d.kernel;  // each input in one window at most
+  if (d.padding == 0 && d.stride >= d.kernel) {
+    // Disjoint windows: one vector pass writes every pixel of every window (the gradient at its
+    // argmax, +0 elsewhere), so only pixels outside all windows need a fill first, and only
+    // when the windows do not tile the image.
+    const std::int64_t sample = d.h * d.w * c;
+    const bool tiles = d.stride == d.kernel && d.h % d.kernel == 0 && d.w % d.kernel == 0;
+    if (!tiles) {
+      over_rows(d.n, 1, sample, [&](std::int64_t n, std::int64_t) {
+        std::memset(at(dx_raw, d.dtype, n * sample), 0,
+                    static_cast<std::size_t>(sample) * size_of(d.dtype));
+      });
+    }
+    over_rows(d.n, ho, wo * c * d.kernel * d.kernel, [&](std::int64_t n, std::int64_t oy) {
+      const std::int64_t out = (n * ho + oy) * wo * c;
+      pool_simd::max_pool_backward_channels_last_row(d, at(dy_raw, d.dtype, out), argmax + out,
+                                                     oy, at(dx_raw, d.dtype, n * sample));
+    });
+    return;
+  }
   dispatch(d.dtype, [&](auto tag) {
     using T = decltype(tag);
     const T* dy = static_cast<const T*>(dy_raw);
     T* dx = static_cast<T*>(dx_raw);
-    if (disjoint) {
-      // A zero fill of each sample, then one store per output at its window's maximum (the
-      // NCHW path's scatter): only the bytes the gradient needs move.
-      const std::int64_t sample = d.h * d.w * c;
-      over_rows(d.n, 1, sample, [&](std::int64_t n, std::int64_t) {
-        T* out = dx + n * sample;
-        std::memset(static_cast<void*>(out), 0, static_cast<std::size_t>(sample) * sizeof(T));
-        for (std::int64_t o = n * ho * wo * c; o < (n + 1) * ho * wo * c; o += c) {
-          for (std::int64_t j = 0; j < c; ++j) out[argmax[o + j] * c + j] = zero_plus(dy[o + j]);
-        }
-      });
-      return;
-    }
     over_rows(d.n, d.h, d.w * c, [&](std::int64_t n, std::int64_t iy) {
       float* acc = scratch_row(2 * c).data();
       float* widened = acc + c;

@@ -582,6 +582,106 @@ void AvgPoolBackwardRows(const Pool2dDesc& d, const void* dy, void* dx, std::int
   });
 }
 
+// ---- channels-last (NHWC): lanes across one pixel's channels ----
+// A pixel's C values are contiguous, so a window step is one vector load per block of channels
+// and no deinterleaving: every lane is its own channel, visiting its window in the reference's
+// row-major order with Take (first maximum, first NaN) and keeping the winner's bits.
+
+/// Channels [j, j + Lanes(df)) of the output pixel whose window spans rows ry and columns rx
+/// of `sample` (an [h, w, c] image).
+template <class D, class T>
+HWY_INLINE void MaxPoolPixelLanes(D df, const T* sample, std::int64_t c, std::int64_t w, Span ry,
+                                  Span rx, std::int64_t j, T* y, std::int32_t* am) {
+  const hn::RebindToUnsigned<D> du;
+  const hn::RebindToSigned<D> di;
+  const std::int64_t first = ry.begin * w + rx.begin;
+  auto bits = LoadBits(du, sample + first * c + j);
+  auto best = WidenBits(df, bits, sample);
+  auto index = hn::Set(di, static_cast<std::int32_t>(first));
+  for (std::int64_t iy = ry.begin; iy < ry.end; ++iy) {
+    for (std::int64_t ix = iy == ry.begin ? rx.begin + 1 : rx.begin; ix < rx.end; ++ix) {
+      const std::int64_t k = iy * w + ix;
+      const auto v_bits = LoadBits(du, sample + k * c + j);
+      Take(df, WidenBits(df, v_bits, sample), v_bits, hn::Set(di, static_cast<std::int32_t>(k)),
+           best, bits, index);
+    }
+  }
+  StoreBits(du, bits, y + j);
+  if (am != nullptr) hn::StoreU(index, di, am + j);
+}
+
+// Calls block(tag, j) over channels [0, c): full vectors, then narrower ones down to one lane,
+// so any channel count takes the same per-lane code.
+template <class Block>
+HWY_INLINE void OverChannelBlocks(std::int64_t c, Block&& block) {
+  std::int64_t j = 0;
+  const auto blocks_of = [&](auto tag) {
+    const auto n = static_cast<std::int64_t>(hn::Lanes(tag));
+    for (; j + n <= c; j += n) block(tag, j);
+  };
+  blocks_of(DF());
+#if HWY_TARGET != HWY_SCALAR
+  blocks_of(hn::CappedTag<float, 8>());
+  blocks_of(hn::CappedTag<float, 4>());
+  blocks_of(hn::CappedTag<float, 1>());
+#endif
+}
+
+template <class T>
+void MaxPoolChannelsLastRowT(const Pool2dDesc& d, const T* sample, std::int64_t oy, T* y,
+                             std::int32_t* am) {
+  const std::int64_t c = d.c;
+  const Span ry = window(oy, d, d.h);
+  for (std::int64_t ox = 0; ox < d.out_w(); ++ox) {
+    const Span rx = window(ox, d, d.w);
+    std::int32_t* am_pixel = am != nullptr ? am + ox * c : nullptr;
+    OverChannelBlocks(c, [&](auto tag, std::int64_t j) {
+      MaxPoolPixelLanes(tag, sample, c, d.w, ry, rx, j, y + ox * c, am_pixel);
+    });
+  }
+}
+void MaxPoolChannelsLastRow(const Pool2dDesc& d, const void* sample, std::int64_t oy, void* y,
+                            std::int32_t* argmax) {
+  WithDType(static_cast<int>(d.dtype), [&](auto t) {
+    using T = Elem<decltype(t)>;
+    MaxPoolChannelsLastRowT(d, static_cast<const T*>(sample), oy, static_cast<T*>(y), argmax);
+  });
+}
+
+/// Backward of disjoint windows (stride >= kernel, no padding) for output row oy: every input
+/// pixel of its windows is written once, 0 + dy where it is its window's argmax and +0
+/// elsewhere (the reference's sums); pixels outside every window are the caller's to zero.
+template <class T>
+void MaxPoolBackwardChannelsLastRowT(const Pool2dDesc& d, const T* dy, const std::int32_t* am,
+                                     std::int64_t oy, T* dx_sample) {
+  const std::int64_t c = d.c;
+  const Span ry = window(oy, d, d.h);
+  for (std::int64_t ox = 0; ox < d.out_w(); ++ox) {
+    const Span rx = window(ox, d, d.w);
+    OverChannelBlocks(c, [&](auto tag, std::int64_t j) {
+      const hn::RebindToSigned<decltype(tag)> di;
+      // 0 + dy in f32 turns -0 into +0 and quiets a NaN, as the reference's accumulator does.
+      const auto g = hn::Add(hn::Zero(tag), LoadF32(tag, dy + ox * c + j));
+      const auto index = hn::LoadU(di, am + ox * c + j);
+      for (std::int64_t iy = ry.begin; iy < ry.end; ++iy) {
+        for (std::int64_t ix = rx.begin; ix < rx.end; ++ix) {
+          const std::int64_t k = iy * d.w + ix;
+          const auto hit = hn::RebindMask(tag, hn::Eq(index, hn::Set(di, static_cast<std::int32_t>(k))));
+          StoreF32(tag, hn::IfThenElseZero(hit, g), dx_sample + k * c + j);
+        }
+      }
+    });
+  }
+}
+void MaxPoolBackwardChannelsLastRow(const Pool2dDesc& d, const void* dy, const std::int32_t* argmax,
+                                    std::int64_t oy, void* dx_sample) {
+  WithDType(static_cast<int>(d.dtype), [&](auto t) {
+    using T = Elem<decltype(t)>;
+    MaxPoolBackwardChannelsLastRowT(d, static_cast<const T*>(dy), argmax, oy,
+                                    static_cast<T*>(dx_sample));
+  });
+}
+
 // ---- global average pooling: a plane summed across lanes ----
 
 template <class T>
@@ -622,6 +722,8 @@ HWY_EXPORT(MaxPoolRows);
 HWY_EXPORT(AvgPoolRows);
 HWY_EXPORT(AvgPoolBackwardRows);
 HWY_EXPORT(PlaneMeans);
+HWY_EXPORT(MaxPoolChannelsLastRow);
+HWY_EXPORT(MaxPoolBackwardChannelsLastRow);
 
 namespace pool_simd {
 void max_pool_2x2(const Pool2dDesc& d, const void* x, void* y, std::int32_t* argmax,
@@ -640,6 +742,15 @@ void avg_pool_backward_rows(const Pool2dDesc& d, const void* dy, void* dx, std::
 }
 void plane_means(const void* x, DType t, std::int64_t planes, std::int64_t hw, void* y) {
   HWY_DYNAMIC_DISPATCH(PlaneMeans)(static_cast<int>(t), x, planes, hw, y);
+}
+void max_pool_channels_last_row(const Pool2dDesc& d, const void* sample, std::int64_t oy,
+                                void* y_row, std::int32_t* argmax_row) {
+  HWY_DYNAMIC_DISPATCH(MaxPoolChannelsLastRow)(d, sample, oy, y_row, argmax_row);
+}
+void max_pool_backward_channels_last_row(const Pool2dDesc& d, const void* dy_row,
+                                         const std::int32_t* argmax_row, std::int64_t oy,
+                                         void* dx_sample) {
+  HWY_DYNAMIC_DISPATCH(MaxPoolBackwardChannelsLastRow)(d, dy_row, argmax_row, oy, dx_sample);
 }
 }  // namespace pool_simd
 }  // namespace mixprec::kernels::cpu
