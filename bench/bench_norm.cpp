@@ -31,9 +31,15 @@ void BM_BatchNormKernels(benchmark::State& state) {
   namespace k = mixprec::kernels;
   const DType dt = dtype_arg(state.range(0));
   const bool ref = state.range(3) != 0;
+  // Channels-last: the same activation as [N * H * W, C] rows of one pixel's channels each (the
+  // per-column path), instead of N x C planes of H * W values (the row path).
+  const bool channels_last = state.range(4) != 0;
   auto forward = ref ? &k::ref::batch_norm_forward : &k::cpu::batch_norm_forward;
   auto backward = ref ? &k::ref::batch_norm_backward : &k::cpu::batch_norm_backward;
-  const mixprec::kernels::BatchNormDims d{128, state.range(1), state.range(2) * state.range(2)};
+  const std::int64_t hw = state.range(2) * state.range(2);
+  const mixprec::kernels::BatchNormDims d = channels_last
+                                                ? mixprec::kernels::BatchNormDims{128 * hw, state.range(1), 1}
+                                                : mixprec::kernels::BatchNormDims{128, state.range(1), hw};
   const Tensor x = Tensor::randn({d.n, d.c, d.s}, 1, dt);
   const Tensor dy = Tensor::randn({d.n, d.c, d.s}, 2, dt);
   Tensor y = Tensor::empty(x.shape(), dt), dx = Tensor::empty(x.shape(), dt);
@@ -47,7 +53,8 @@ void BM_BatchNormKernels(benchmark::State& state) {
     benchmark::DoNotOptimize(dx.data_ptr());
   }
   set_label(state, dt, x.numel());
-  state.SetLabel(std::string(mixprec::name(dt)) + (ref ? " ref" : " cpu"));
+  state.SetLabel(std::string(mixprec::name(dt)) + (ref ? " ref" : " cpu") +
+                 (channels_last ? " channels-last" : ""));
 }
 
 // The floor: memcpy of half the bytes forward + backward move (a copy reads and writes each).
@@ -117,11 +124,13 @@ void shapes(benchmark::internal::Benchmark* bm) {
 void kernel_shapes(benchmark::internal::Benchmark* bm) {
   for (std::int64_t dt : {0, 1}) {
     for (std::int64_t ref : {0, 1}) {
-      bm->Args({dt, 32, 28, ref});
-      bm->Args({dt, 64, 14, ref});
+      for (std::int64_t channels_last : {0, 1}) {
+        bm->Args({dt, 32, 28, ref, channels_last});
+        bm->Args({dt, 64, 14, ref, channels_last});
+      }
     }
   }
-  bm->ArgNames({"bf16", "C", "HW", "ref"})->Unit(benchmark::kMicrosecond)->UseRealTime();
+  bm->ArgNames({"bf16", "C", "HW", "ref", "nhwc"})->Unit(benchmark::kMicrosecond)->UseRealTime();
 }
 
 // A pre-norm transformer's residual step under bf16 autocast, forward: the f32 residual stream

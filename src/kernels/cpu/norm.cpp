@@ -181,10 +181,13 @@ void batch_norm_forward_cols(const void* x, DType tx, BatchNormDims d, const flo
   }
   const std::vector<float> mean_col = expand(mean, d), scale_col = expand(scale.data(), d),
                            shift_col = expand(shift.data(), d);
+  // A lone ReLU is fused into the pass (as on the row path); a residual add (then the ReLU)
+  // follows each block while it is still in cache.
   over_row_blocks(d.n, cols, [&](std::int64_t n0, std::int64_t nrows) {
     simd::cols_affine(cpu::at(x, tx, n0 * cols), tx, nrows, cols, cols, mean_col.data(),
-                      scale_col.data(), shift_col.data(), cpu::at(y, ty, n0 * cols), ty);
-    if (residual != nullptr || relu) epilogue_run(y, ty, residual, relu, n0 * cols, nrows * cols);
+                      scale_col.data(), shift_col.data(), relu && residual == nullptr,
+                      cpu::at(y, ty, n0 * cols), ty);
+    if (residual != nullptr) epilogue_run(y, ty, residual, relu, n0 * cols, nrows * cols);
   });
 }
 
@@ -219,18 +222,20 @@ void channel_backward_sums(const void* x, DType tx, const ChannelRows& dy, const
                            {d.n, d.s}, m, sum_dy, sum_dy_xmu);
 }
 
-/// Per-channel sums of dy and dy * (x - mean) on the per-column path (tiles of column sums).
-void backward_sums_cols(const void* x, DType tx, const void* dy, DType tdy, BatchNormDims d,
-                        const float* mean, double* sum_dy, double* sum_dy_xmu) {
+/// Per-channel sums of g and g * (x - mean) on the per-column path (tiles of column sums); g is
+/// dy, through the fused ReLU as it is read when relu_y (dy's dtype and layout) is set.
+void backward_sums_cols(const void* x, DType tx, const void* dy, DType tdy, const void* relu_y,
+                        BatchNormDims d, const float* mean, double* sum_dy, double* sum_dy_xmu) {
   const std::int64_t cols = d.c * d.s;
   const std::vector<float> mean_col = expand(mean, d);
   std::vector<double> col_dy(static_cast<std::size_t>(cols)), col_dy_xmu(col_dy.size());
   column_sums(d.n, cols, col_dy.data(), col_dy_xmu.data(),
               [&](std::int64_t r0, std::int64_t nrows, std::int64_t j0, std::int64_t len, float* a0,
                   float* a1) {
-                simd::cols_backward_acc(cpu::at(x, tx, r0 * cols + j0), tx,
-                                        cpu::at(dy, tdy, r0 * cols + j0), tdy, nrows, cols, len,
-                                        mean_col.data() + j0, a0, a1);
+                simd::cols_backward_acc(
+                    cpu::at(x, tx, r0 * cols + j0), tx, cpu::at(dy, tdy, r0 * cols + j0), tdy,
+                    relu_y == nullptr ? nullptr : cpu::at(relu_y, tdy, r0 * cols + j0), nrows, cols,
+                    len, mean_col.data() + j0, a0, a1);
               });
   const std::vector<double> a = channel_totals(col_dy, d), b = channel_totals(col_dy_xmu, d);
   std::copy(a.begin(), a.end(), sum_dy);
@@ -238,14 +243,15 @@ void backward_sums_cols(const void* x, DType tx, const void* dy, DType tdy, Batc
 }
 
 void batch_norm_backward_cols(const void* x, DType tx, const void* dy, DType tdy,
-                              BatchNormDims d, const float* mean, const float* var, float eps,
+                              const void* relu_y, BatchNormDims d, const float* mean,
+                              const float* var, float eps,
                               const float* weight, bool training, void* dx, DType tdx,
                               float* dweight, float* dbias) {
   const std::int64_t cols = d.c * d.s;
   const double count = static_cast<double>(d.n * d.s);
   const std::vector<float> mean_col = expand(mean, d);
   std::vector<double> sum_dy(static_cast<std::size_t>(d.c)), sum_dy_xmu(sum_dy.size());
-  backward_sums_cols(x, tx, dy, tdy, d, mean, sum_dy.data(), sum_dy_xmu.data());
+  backward_sums_cols(x, tx, dy, tdy, relu_y, d, mean, sum_dy.data(), sum_dy_xmu.data());
   std::vector<float> k1(static_cast<std::size_t>(d.c)), k2(k1.size()), k3(k1.size());
   for (std::int64_t c = 0; c < d.c; ++c) {
     const auto i = static_cast<std::size_t>(c);
@@ -262,7 +268,8 @@ void batch_norm_backward_cols(const void* x, DType tx, const void* dy, DType tdy
   const std::vector<float> k1c = expand(k1.data(), d), k2c = expand(k2.data(), d),
                            k3c = expand(k3.data(), d);
   over_row_blocks(d.n, cols, [&](std::int64_t n0, std::int64_t nrows) {
-    simd::cols_backward_dx(cpu::at(x, tx, n0 * cols), tx, cpu::at(dy, tdy, n0 * cols), tdy, nrows,
+    simd::cols_backward_dx(cpu::at(x, tx, n0 * cols), tx, cpu::at(dy, tdy, n0 * cols), tdy,
+                           relu_y == nullptr ? nullptr : cpu::at(relu_y, tdy, n0 * cols), nrows,
                            cols, cols, mean_col.data(), k1c.data(), k2c.data(), k3c.data(),
                            cpu::at(dx, tdx, n0 * cols), tdx);
   });
@@ -345,7 +352,9 @@ void batch_norm_backward_reduce(const void* x, DType x_dtype, const void* dy, DT
   detail::check_batch_norm_args(op, d, 0.0f, false);
   check_dtypes(op, {x_dtype, dy_dtype});
   log_simd(op, dtype_label(x_dtype, dy_dtype));
-  if (d.s < kMinRow) return backward_sums_cols(x, x_dtype, dy, dy_dtype, d, mean, sum_dy, sum_dy_xmu);
+  if (d.s < kMinRow) {
+    return backward_sums_cols(x, x_dtype, dy, dy_dtype, nullptr, d, mean, sum_dy, sum_dy_xmu);
+  }
   parallel_for(d.c, parallel_over(d.n * d.c * d.s, d.c), [&](std::int64_t c) {
     double a = 0.0, b = 0.0;
     channel_backward_sums(x, x_dtype, ChannelRows::of(dy, dy_dtype, d, c), nullptr, d, c, mean[c],
@@ -381,8 +390,8 @@ void batch_norm_backward_elemt(const void* x, DType x_dtype, const void* dy, DTy
                              k2c = expand(k2.data(), d), k3c = expand(k3.data(), d);
     over_row_blocks(d.n, cols, [&](std::int64_t n0, std::int64_t nrows) {
       simd::cols_backward_dx(at(x, x_dtype, n0 * cols), x_dtype, at(dy, dy_dtype, n0 * cols),
-                             dy_dtype, nrows, cols, cols, mean_col.data(), k1c.data(), k2c.data(),
-                             k3c.data(), at(dx, dx_dtype, n0 * cols), dx_dtype);
+                             dy_dtype, nullptr, nrows, cols, cols, mean_col.data(), k1c.data(),
+                             k2c.data(), k3c.data(), at(dx, dx_dtype, n0 * cols), dx_dtype);
     });
     return;
   }
@@ -435,21 +444,19 @@ void batch_norm_backward(const void* x, DType x_dtype, const void* dy, DType dy_
   const bool epilogue = relu_y != nullptr || dresidual != nullptr;
   const std::size_t dy_size = size_of(dy_dtype);
   if (d.s < kMinRow) {
-    // Per-column path: the epilogue's gradient whole first (into dresidual when wanted, which
-    // is where it goes anyway), then batch norm's backward reads it as its dy.
-    const void* g = dy;
-    if (epilogue) {
-      const std::int64_t cols = d.c * d.s;
-      void* out = dresidual != nullptr
-                      ? dresidual
-                      : grad_scratch(static_cast<std::size_t>(d.n * cols) * dy_size);
-      over_row_blocks(d.n, cols, [&](std::int64_t n0, std::int64_t nrows) {
-        epilogue_grad_run(relu_y, dy, dy_dtype, n0 * cols, nrows * cols, out, n0 * cols);
-      });
-      g = out;
+    // Per-column path: a lone ReLU's mask is read as dy is (no pass of its own); with a
+    // residual, the epilogue's gradient is written whole first into dresidual, where it goes
+    // anyway, and batch norm's backward reads it as its dy.
+    if (dresidual == nullptr) {
+      return batch_norm_backward_cols(x, x_dtype, dy, dy_dtype, relu_y, d, mean, var, eps, weight,
+                                      training, dx, dx_dtype, dweight, dbias);
     }
-    return batch_norm_backward_cols(x, x_dtype, g, dy_dtype, d, mean, var, eps, weight,
-                                    training, dx, dx_dtype, dweight, dbias);
+    const std::int64_t cols = d.c * d.s;
+    over_row_blocks(d.n, cols, [&](std::int64_t n0, std::int64_t nrows) {
+      epilogue_grad_run(relu_y, dy, dy_dtype, n0 * cols, nrows * cols, dresidual, n0 * cols);
+    });
+    return batch_norm_backward_cols(x, x_dtype, dresidual, dy_dtype, nullptr, d, mean, var, eps,
+                                    weight, training, dx, dx_dtype, dweight, dbias);
   }
   const double count = static_cast<double>(d.n * d.s);
   parallel_for(d.c, parallel_over(d.n * d.c * d.s, d.c), [&](std::int64_t c) {

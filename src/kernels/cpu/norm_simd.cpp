@@ -323,23 +323,53 @@ void RowsBwdDx(int tx, int tdy, int tdx, const void* x, std::int64_t x_stride, c
 
 // Each takes `rows` rows of len values, row r at r * stride: one dispatched call per block.
 
+// The accumulating column kernels keep up to kColVecs vectors of columns in registers while the
+// block's rows stream past: each column still adds its rows in order (the sums of one row at a
+// time, bit for bit), but without storing and reloading every accumulator once per row, a
+// store-to-load chain that bound channels-last rows of 32 or 64 values to about ten cycles each.
+constexpr std::size_t kColVecs = 4;
+
+// Calls body(i, n0, n1, n2, n3) for each group of up to kColVecs vectors of columns starting at
+// i, where nk (0 when absent) is the number of columns of the group's k-th vector.
+template <class Body>
+HWY_INLINE void OverColumnGroups(std::size_t len, const Body& body) {
+  const std::size_t N = hn::Lanes(hn::ScalableTag<float>());
+  const auto count = [&](std::size_t at) { return at < len ? std::min(N, len - at) : std::size_t{0}; };
+  for (std::size_t i = 0; i < len; i += kColVecs * N) {
+    body(i, count(i), count(i + N), count(i + 2 * N), count(i + 3 * N));
+  }
+}
+
 // acc[j] += x[r, j], or (x[r, j] - mean[j])^2 when mean is not null, rows in order.
 template <class T>
 void ColsAccT(const T* x, std::size_t rows, std::size_t stride, std::size_t len, const float* mean,
               float* acc) {
   const hn::ScalableTag<float> df;
   const std::size_t N = hn::Lanes(df);
-  for (std::size_t r = 0; r < rows; ++r, x += stride) {
-    for (std::size_t i = 0; i < len; i += N) {
-      const std::size_t n = std::min(N, len - i);
-      auto v = LoadF32N(df, x + i, n);
-      if (mean != nullptr) {
-        const auto d = hn::Sub(v, LoadF32N(df, mean + i, n));
-        v = hn::Mul(d, d);
-      }
-      StoreF32N(df, hn::Add(LoadF32N(df, acc + i, n), v), acc + i, n);
+  OverColumnGroups(len, [&](std::size_t i, std::size_t n0, std::size_t n1, std::size_t n2,
+                            std::size_t n3) {
+    const auto term = [&](const T* row, std::size_t at, std::size_t n) {
+      auto v = LoadF32N(df, row + at, n);
+      if (mean == nullptr) return v;
+      const auto d = hn::Sub(v, LoadF32N(df, mean + at, n));
+      return hn::Mul(d, d);
+    };
+    auto a0 = LoadF32N(df, acc + i, n0);
+    auto a1 = n1 != 0 ? LoadF32N(df, acc + i + N, n1) : hn::Zero(df);
+    auto a2 = n2 != 0 ? LoadF32N(df, acc + i + 2 * N, n2) : hn::Zero(df);
+    auto a3 = n3 != 0 ? LoadF32N(df, acc + i + 3 * N, n3) : hn::Zero(df);
+    const T* row = x;
+    for (std::size_t r = 0; r < rows; ++r, row += stride) {
+      a0 = hn::Add(a0, term(row, i, n0));
+      if (n1 != 0) a1 = hn::Add(a1, term(row, i + N, n1));
+      if (n2 != 0) a2 = hn::Add(a2, term(row, i + 2 * N, n2));
+      if (n3 != 0) a3 = hn::Add(a3, term(row, i + 3 * N, n3));
     }
-  }
+    StoreF32N(df, a0, acc + i, n0);
+    if (n1 != 0) StoreF32N(df, a1, acc + i + N, n1);
+    if (n2 != 0) StoreF32N(df, a2, acc + i + 2 * N, n2);
+    if (n3 != 0) StoreF32N(df, a3, acc + i + 3 * N, n3);
+  });
 }
 
 void ColsAcc(int tx, const void* x, std::int64_t rows, std::int64_t stride, std::int64_t len,
@@ -350,87 +380,177 @@ void ColsAcc(int tx, const void* x, std::int64_t rows, std::int64_t stride, std:
   });
 }
 
-// acc_dy[j] += dy[r, j]; acc_dy_xmu[j] += dy[r, j] * (x[r, j] - mean[j]), rows in order.
-template <class TX, class TD>
-void ColsBwdAccT(const TX* x, const TD* dy, std::size_t rows, std::size_t stride, std::size_t len,
-                 const float* mean, float* acc_dy, float* acc_dy_xmu) {
+// acc_dy[j] += g[r, j]; acc_dy_xmu[j] += g[r, j] * (x[r, j] - mean[j]), rows in order; g is
+// dy, or with kRelu dy through the ReLU whose output is y (LoadGradN).
+template <bool kRelu, class TX, class TD>
+void ColsBwdAccT(const TX* x, const TD* dy, const TD* y, std::size_t rows, std::size_t stride,
+                 std::size_t len, const float* mean, float* acc_dy, float* acc_dy_xmu) {
   const hn::ScalableTag<float> df;
   const std::size_t N = hn::Lanes(df);
-  for (std::size_t r = 0; r < rows; ++r, x += stride, dy += stride) {
-    for (std::size_t i = 0; i < len; i += N) {
-      const std::size_t n = std::min(N, len - i);
-      const auto g = LoadF32N(df, dy + i, n);
-      const auto xm = hn::Sub(LoadF32N(df, x + i, n), LoadF32N(df, mean + i, n));
-      StoreF32N(df, hn::Add(LoadF32N(df, acc_dy + i, n), g), acc_dy + i, n);
-      StoreF32N(df, hn::MulAdd(g, xm, LoadF32N(df, acc_dy_xmu + i, n)), acc_dy_xmu + i, n);
+  OverColumnGroups(len, [&](std::size_t i, std::size_t n0, std::size_t n1, std::size_t n2,
+                            std::size_t n3) {
+    using V = hn::Vec<decltype(df)>;
+    const auto load = [&](const float* p, std::size_t at, std::size_t n) {
+      return n != 0 ? LoadF32N(df, p + at, n) : hn::Zero(df);
+    };
+    const auto add = [&](const TX* xr, const TD* gr, const TD* yr, std::size_t at, std::size_t n,
+                         V& s, V& sx) {
+      const auto g = LoadGradN<kRelu>(df, gr + at, kRelu ? yr + at : nullptr, n);
+      const auto xm = hn::Sub(LoadF32N(df, xr + at, n), LoadF32N(df, mean + at, n));
+      s = hn::Add(s, g);
+      sx = hn::MulAdd(g, xm, sx);
+    };
+    auto s0 = load(acc_dy, i, n0), s1 = load(acc_dy, i + N, n1), s2 = load(acc_dy, i + 2 * N, n2),
+         s3 = load(acc_dy, i + 3 * N, n3);
+    auto t0 = load(acc_dy_xmu, i, n0), t1 = load(acc_dy_xmu, i + N, n1),
+         t2 = load(acc_dy_xmu, i + 2 * N, n2), t3 = load(acc_dy_xmu, i + 3 * N, n3);
+    const TX* xr = x;
+    const TD* gr = dy;
+    const TD* yr = y;
+    for (std::size_t r = 0; r < rows; ++r, xr += stride, gr += stride, yr += kRelu ? stride : 0) {
+      add(xr, gr, yr, i, n0, s0, t0);
+      if (n1 != 0) add(xr, gr, yr, i + N, n1, s1, t1);
+      if (n2 != 0) add(xr, gr, yr, i + 2 * N, n2, s2, t2);
+      if (n3 != 0) add(xr, gr, yr, i + 3 * N, n3, s3, t3);
     }
-  }
+    const auto store = [&](V v, float* p, std::size_t at, std::size_t n) {
+      if (n != 0) StoreF32N(df, v, p + at, n);
+    };
+    store(s0, acc_dy, i, n0);
+    store(s1, acc_dy, i + N, n1);
+    store(s2, acc_dy, i + 2 * N, n2);
+    store(s3, acc_dy, i + 3 * N, n3);
+    store(t0, acc_dy_xmu, i, n0);
+    store(t1, acc_dy_xmu, i + N, n1);
+    store(t2, acc_dy_xmu, i + 2 * N, n2);
+    store(t3, acc_dy_xmu, i + 3 * N, n3);
+  });
 }
 
-void ColsBwdAcc(int tx, int tdy, const void* x, const void* dy, std::int64_t rows,
-                std::int64_t stride, std::int64_t len, const float* mean, float* acc_dy,
-                float* acc_dy_xmu) {
+void ColsBwdAcc(int tx, int tdy, const void* x, const void* dy, const void* relu_y,
+                std::int64_t rows, std::int64_t stride, std::int64_t len, const float* mean,
+                float* acc_dy, float* acc_dy_xmu) {
   WithDType(tx, [&](auto a) {
     WithDType(tdy, [&](auto b) {
-      ColsBwdAccT(static_cast<const Elem<decltype(a)>*>(x), static_cast<const Elem<decltype(b)>*>(dy),
-                  static_cast<std::size_t>(rows), static_cast<std::size_t>(stride),
-                  static_cast<std::size_t>(len), mean, acc_dy, acc_dy_xmu);
+      WithBool(relu_y != nullptr, [&](auto relu) {
+        using TD = Elem<decltype(b)>;
+        ColsBwdAccT<decltype(relu)::value>(
+            static_cast<const Elem<decltype(a)>*>(x), static_cast<const TD*>(dy),
+            static_cast<const TD*>(relu_y), static_cast<std::size_t>(rows),
+            static_cast<std::size_t>(stride), static_cast<std::size_t>(len), mean, acc_dy,
+            acc_dy_xmu);
+      });
     });
   });
 }
 
-// y[r, j] = (x[r, j] - mean[j]) * scale[j] + shift[j].
-template <class TX, class TY>
+// y[r, j] = (x[r, j] - mean[j]) * scale[j] + shift[j], with kRelu then ReLU of the rounded value
+// (as RunAffineT); the per-column factors stay in registers while the rows stream past (a group
+// of up to kColVecs vectors at a time).
+template <bool kRelu, class TX, class TY>
 void ColsAffineT(const TX* x, std::size_t rows, std::size_t stride, std::size_t len,
                  const float* mean, const float* scale, const float* shift, TY* y) {
   const hn::ScalableTag<float> df;
   const std::size_t N = hn::Lanes(df);
-  for (std::size_t r = 0; r < rows; ++r, x += stride, y += stride) {
-    for (std::size_t i = 0; i < len; i += N) {
-      const std::size_t n = std::min(N, len - i);
-      const auto d = hn::Sub(LoadF32N(df, x + i, n), LoadF32N(df, mean + i, n));
-      StoreF32N(df, hn::MulAdd(d, LoadF32N(df, scale + i, n), LoadF32N(df, shift + i, n)), y + i, n);
+  using V = hn::Vec<decltype(df)>;
+  OverColumnGroups(len, [&](std::size_t i, std::size_t n0, std::size_t n1, std::size_t n2,
+                            std::size_t n3) {
+    const auto param = [&](const float* p, std::size_t at, std::size_t n) {
+      return n != 0 ? LoadF32N(df, p + at, n) : hn::Zero(df);
+    };
+    const V m0 = param(mean, i, n0), m1 = param(mean, i + N, n1), m2 = param(mean, i + 2 * N, n2),
+            m3 = param(mean, i + 3 * N, n3);
+    const V s0 = param(scale, i, n0), s1 = param(scale, i + N, n1),
+            s2 = param(scale, i + 2 * N, n2), s3 = param(scale, i + 3 * N, n3);
+    const V h0 = param(shift, i, n0), h1 = param(shift, i + N, n1),
+            h2 = param(shift, i + 2 * N, n2), h3 = param(shift, i + 3 * N, n3);
+    const auto one = [&](const TX* xr, TY* yr, std::size_t at, std::size_t n, V m, V sc, V sh) {
+      auto v = hn::MulAdd(hn::Sub(LoadF32N(df, xr + at, n), m), sc, sh);
+      if constexpr (kRelu) v = hn::IfThenZeroElse(hn::Le(RoundTo<TY>(df, v), hn::Zero(df)), RoundTo<TY>(df, v));
+      StoreF32N(df, v, yr + at, n);
+    };
+    const TX* xr = x;
+    TY* yr = y;
+    for (std::size_t r = 0; r < rows; ++r, xr += stride, yr += stride) {
+      one(xr, yr, i, n0, m0, s0, h0);
+      if (n1 != 0) one(xr, yr, i + N, n1, m1, s1, h1);
+      if (n2 != 0) one(xr, yr, i + 2 * N, n2, m2, s2, h2);
+      if (n3 != 0) one(xr, yr, i + 3 * N, n3, m3, s3, h3);
     }
-  }
+  });
 }
 
 void ColsAffine(int tx, int ty, const void* x, std::int64_t rows, std::int64_t stride,
                 std::int64_t len, const float* mean, const float* scale, const float* shift,
-                void* y) {
+                bool relu, void* y) {
   WithDType(tx, [&](auto a) {
     WithDType(ty, [&](auto b) {
-      ColsAffineT(static_cast<const Elem<decltype(a)>*>(x), static_cast<std::size_t>(rows),
-                  static_cast<std::size_t>(stride), static_cast<std::size_t>(len), mean, scale,
-                  shift, static_cast<Elem<decltype(b)>*>(y));
+      WithBool(relu, [&](auto kRelu) {
+        ColsAffineT<decltype(kRelu)::value>(
+            static_cast<const Elem<decltype(a)>*>(x), static_cast<std::size_t>(rows),
+            static_cast<std::size_t>(stride), static_cast<std::size_t>(len), mean, scale, shift,
+            static_cast<Elem<decltype(b)>*>(y));
+      });
     });
   });
 }
 
-// dx[r, j] = dy[r, j] * k1[j] + ((x[r, j] - mean[j]) * k2[j] + k3[j]).
-template <class TX, class TD, class TO>
-void ColsBwdDxT(const TX* x, const TD* dy, std::size_t rows, std::size_t stride, std::size_t len,
-                const float* mean, const float* k1, const float* k2, const float* k3, TO* dx) {
+// dx[r, j] = g[r, j] * k1[j] + ((x[r, j] - mean[j]) * k2[j] + k3[j]), g as in ColsBwdAccT, the
+// factors in registers as in ColsAffineT.
+template <bool kRelu, class TX, class TD, class TO>
+void ColsBwdDxT(const TX* x, const TD* dy, const TD* y, std::size_t rows, std::size_t stride,
+                std::size_t len, const float* mean, const float* k1, const float* k2,
+                const float* k3, TO* dx) {
   const hn::ScalableTag<float> df;
   const std::size_t N = hn::Lanes(df);
-  for (std::size_t r = 0; r < rows; ++r, x += stride, dy += stride, dx += stride) {
-    for (std::size_t i = 0; i < len; i += N) {
-      const std::size_t n = std::min(N, len - i);
-      const auto xm = hn::Sub(LoadF32N(df, x + i, n), LoadF32N(df, mean + i, n));
-      const auto r2 = hn::MulAdd(xm, LoadF32N(df, k2 + i, n), LoadF32N(df, k3 + i, n));
-      StoreF32N(df, hn::MulAdd(LoadF32N(df, dy + i, n), LoadF32N(df, k1 + i, n), r2), dx + i, n);
+  using V = hn::Vec<decltype(df)>;
+  OverColumnGroups(len, [&](std::size_t i, std::size_t n0, std::size_t n1, std::size_t n2,
+                            std::size_t n3) {
+    const auto param = [&](const float* p, std::size_t at, std::size_t n) {
+      return n != 0 ? LoadF32N(df, p + at, n) : hn::Zero(df);
+    };
+    const V m0 = param(mean, i, n0), m1 = param(mean, i + N, n1), m2 = param(mean, i + 2 * N, n2),
+            m3 = param(mean, i + 3 * N, n3);
+    const V a0 = param(k1, i, n0), a1 = param(k1, i + N, n1), a2 = param(k1, i + 2 * N, n2),
+            a3 = param(k1, i + 3 * N, n3);
+    const V b0 = param(k2, i, n0), b1 = param(k2, i + N, n1), b2 = param(k2, i + 2 * N, n2),
+            b3 = param(k2, i + 3 * N, n3);
+    const V c0 = param(k3, i, n0), c1 = param(k3, i + N, n1), c2 = param(k3, i + 2 * N, n2),
+            c3 = param(k3, i + 3 * N, n3);
+    const auto one = [&](const TX* xr, const TD* gr, const TD* yr, TO* dxr, std::size_t at,
+                         std::size_t n, V m, V f1, V f2, V f3) {
+      const auto r2 = hn::MulAdd(hn::Sub(LoadF32N(df, xr + at, n), m), f2, f3);
+      const auto g = LoadGradN<kRelu>(df, gr + at, kRelu ? yr + at : nullptr, n);
+      StoreF32N(df, hn::MulAdd(g, f1, r2), dxr + at, n);
+    };
+    const TX* xr = x;
+    const TD* gr = dy;
+    const TD* yr = y;
+    TO* dxr = dx;
+    for (std::size_t r = 0; r < rows;
+         ++r, xr += stride, gr += stride, yr += kRelu ? stride : 0, dxr += stride) {
+      one(xr, gr, yr, dxr, i, n0, m0, a0, b0, c0);
+      if (n1 != 0) one(xr, gr, yr, dxr, i + N, n1, m1, a1, b1, c1);
+      if (n2 != 0) one(xr, gr, yr, dxr, i + 2 * N, n2, m2, a2, b2, c2);
+      if (n3 != 0) one(xr, gr, yr, dxr, i + 3 * N, n3, m3, a3, b3, c3);
     }
-  }
+  });
 }
 
-void ColsBwdDx(int tx, int tdy, int tdx, const void* x, const void* dy, std::int64_t rows,
-               std::int64_t stride, std::int64_t len, const float* mean, const float* k1,
-               const float* k2, const float* k3, void* dx) {
+void ColsBwdDx(int tx, int tdy, int tdx, const void* x, const void* dy, const void* relu_y,
+               std::int64_t rows, std::int64_t stride, std::int64_t len, const float* mean,
+               const float* k1, const float* k2, const float* k3, void* dx) {
   WithDType(tx, [&](auto a) {
     WithDType(tdy, [&](auto b) {
       WithDType(tdx, [&](auto c) {
-        ColsBwdDxT(static_cast<const Elem<decltype(a)>*>(x), static_cast<const Elem<decltype(b)>*>(dy),
-                   static_cast<std::size_t>(rows), static_cast<std::size_t>(stride),
-                   static_cast<std::size_t>(len), mean, k1, k2, k3, static_cast<Elem<decltype(c)>*>(dx));
+        WithBool(relu_y != nullptr, [&](auto relu) {
+          using TD = Elem<decltype(b)>;
+          ColsBwdDxT<decltype(relu)::value>(
+              static_cast<const Elem<decltype(a)>*>(x), static_cast<const TD*>(dy),
+              static_cast<const TD*>(relu_y), static_cast<std::size_t>(rows),
+              static_cast<std::size_t>(stride), static_cast<std::size_t>(len), mean, k1, k2, k3,
+              static_cast<Elem<decltype(c)>*>(dx));
+        });
       });
     });
   });
@@ -604,22 +724,24 @@ void cols_acc(const void* x, DType t, std::int64_t rows, std::int64_t stride, st
               const float* mean, float* acc) {
   HWY_DYNAMIC_DISPATCH(ColsAcc)(code(t), x, rows, stride, len, mean, acc);
 }
-void cols_backward_acc(const void* x, DType tx, const void* dy, DType tdy, std::int64_t rows,
-                       std::int64_t stride, std::int64_t len, const float* mean, float* acc_dy,
-                       float* acc_dy_xmu) {
-  HWY_DYNAMIC_DISPATCH(ColsBwdAcc)(code(tx), code(tdy), x, dy, rows, stride, len, mean, acc_dy,
-                                   acc_dy_xmu);
+void cols_backward_acc(const void* x, DType tx, const void* dy, DType tdy, const void* relu_y,
+                       std::int64_t rows, std::int64_t stride, std::int64_t len,
+                       const float* mean, float* acc_dy, float* acc_dy_xmu) {
+  HWY_DYNAMIC_DISPATCH(ColsBwdAcc)(code(tx), code(tdy), x, dy, relu_y, rows, stride, len, mean,
+                                   acc_dy, acc_dy_xmu);
 }
 void cols_affine(const void* x, DType tx, std::int64_t rows, std::int64_t stride,
                  std::int64_t len, const float* mean, const float* scale, const float* shift,
-                 void* y, DType ty) {
-  HWY_DYNAMIC_DISPATCH(ColsAffine)(code(tx), code(ty), x, rows, stride, len, mean, scale, shift, y);
+                 bool relu, void* y, DType ty) {
+  HWY_DYNAMIC_DISPATCH(ColsAffine)(code(tx), code(ty), x, rows, stride, len, mean, scale, shift,
+                                   relu, y);
 }
-void cols_backward_dx(const void* x, DType tx, const void* dy, DType tdy, std::int64_t rows,
-                      std::int64_t stride, std::int64_t len, const float* mean, const float* k1,
-                      const float* k2, const float* k3, void* dx, DType tdx) {
-  HWY_DYNAMIC_DISPATCH(ColsBwdDx)(code(tx), code(tdy), code(tdx), x, dy, rows, stride, len, mean,
-                                  k1, k2, k3, dx);
+void cols_backward_dx(const void* x, DType tx, const void* dy, DType tdy, const void* relu_y,
+                      std::int64_t rows, std::int64_t stride, std::int64_t len,
+                      const float* mean, const float* k1, const float* k2, const float* k3,
+                      void* dx, DType tdx) {
+  HWY_DYNAMIC_DISPATCH(ColsBwdDx)(code(tx), code(tdy), code(tdx), x, dy, relu_y, rows, stride,
+                                  len, mean, k1, k2, k3, dx);
 }
 void ln_row_affine(const void* x, DType tx, std::int64_t len, float mean, float rstd,
                    const float* weight, const float* bias, void* y, DType ty) {

@@ -58,18 +58,21 @@ void rows_backward_dx(Rows x, Rows dy, const void* relu_y, RowsShape shape, floa
 /// acc[j] += x[r, j] for each row in order, or += (x[r, j] - mean[j])^2 when mean is not null.
 void cols_acc(const void* x, DType t, std::int64_t rows, std::int64_t stride, std::int64_t len,
               const float* mean, float* acc);
-/// acc_dy[j] += dy[r, j]; acc_dy_xmu[j] += dy[r, j] * (x[r, j] - mean[j]), rows in order.
-void cols_backward_acc(const void* x, DType tx, const void* dy, DType tdy, std::int64_t rows,
-                       std::int64_t stride, std::int64_t len, const float* mean, float* acc_dy,
-                       float* acc_dy_xmu);
-/// y[r, j] = (x[r, j] - mean[j]) * scale[j] + shift[j].
+/// acc_dy[j] += g[r, j]; acc_dy_xmu[j] += g[r, j] * (x[r, j] - mean[j]), rows in order; g as
+/// in rows_backward_sums (relu_y, when not null, has dy's dtype and layout).
+void cols_backward_acc(const void* x, DType tx, const void* dy, DType tdy, const void* relu_y,
+                       std::int64_t rows, std::int64_t stride, std::int64_t len,
+                       const float* mean, float* acc_dy, float* acc_dy_xmu);
+/// y[r, j] = (x[r, j] - mean[j]) * scale[j] + shift[j]; with relu, then ReLU of the rounded
+/// value, as rows_affine.
 void cols_affine(const void* x, DType tx, std::int64_t rows, std::int64_t stride,
                  std::int64_t len, const float* mean, const float* scale, const float* shift,
-                 void* y, DType ty);
-/// dx[r, j] = dy[r, j] * k1[j] + ((x[r, j] - mean[j]) * k2[j] + k3[j]).
-void cols_backward_dx(const void* x, DType tx, const void* dy, DType tdy, std::int64_t rows,
-                      std::int64_t stride, std::int64_t len, const float* mean, const float* k1,
-                      const float* k2, const float* k3, void* dx, DType tdx);
+                 bool relu, void* y, DType ty);
+/// dx[r, j] = g[r, j] * k1[j] + ((x[r, j] - mean[j]) * k2[j] + k3[j]), g as in cols_backward_acc.
+void cols_backward_dx(const void* x, DType tx, const void* dy, DType tdy, const void* relu_y,
+                      std::int64_t rows, std::int64_t stride, std::int64_t len,
+                      const float* mean, const float* k1, const float* k2, const float* k3,
+                      void* dx, DType tdx);
 
 /// Layer norm row: y[j] = ((x[j] - mean) * rstd) * weight[j] + bias[j] (both not null).
 void ln_row_affine(const void* x, DType tx, std::int64_t len, float mean, float rstd,
