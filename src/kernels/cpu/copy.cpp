@@ -1,8 +1,22 @@
-// The CPU strided copy: contiguous-to-contiguous copies run the bulk (Highway) conversions on
-// all threads; other layouts take the reference odometer.
+// The CPU strided copy. Every element is the reference's (ref::copy: through float, so a 16-bit
+// NaN comes out quiet); only the order of visiting changes, so the bits cannot:
+// - contiguous to contiguous: the bulk (Highway) conversions on all threads;
+// - runs contiguous in both operands (a slice, a concatenation): the conversions per run;
+// - a layout change (NCHW <-> channels-last, a transpose): tiles of the two dimensions whose
+//   stride is 1 in one operand each, so reads and writes both stay within a few cache lines per
+//   tile. The reference's odometer visits such a copy element by element in the output's order
+//   and read a channels-last activation at a stride of C elements: 0.7 ms for the CNN's 0.8 MB
+//   flatten, against about 0.03 ms for the bytes it moves;
+// - anything else (no unit stride on one side: a strided slice): the reference.
+// Storage-only (fp8) operands go to the reference, which packs their bytes.
 #include "kernels/copy.h"
 
+#include <algorithm>
+#include <cstdint>
+#include <vector>
+
 #include "kernels/convert.h"
+#include "kernels/cpu/dispatch_util.h"
 
 namespace mixprec::kernels {
 namespace {
@@ -17,6 +31,120 @@ bool is_row_major(std::span<const std::int64_t> shape, std::span<const std::int6
   return true;
 }
 
+/// A copy's dimensions with extents of 1 dropped and neighbours merged where both operands
+/// step through them as one (fewer and longer loops; the same elements in the same places).
+struct CopyDims {
+  std::vector<std::int64_t> shape, in, out;
+
+  CopyDims(std::span<const std::int64_t> s, std::span<const std::int64_t> in_strides,
+           std::span<const std::int64_t> out_strides) {
+    for (std::size_t i = 0; i < s.size(); ++i) {
+      if (s[i] == 1) continue;
+      if (!shape.empty() && in.back() == in_strides[i] * s[i] && out.back() == out_strides[i] * s[i]) {
+        shape.back() *= s[i];
+        in.back() = in_strides[i];
+        out.back() = out_strides[i];
+        continue;
+      }
+      shape.push_back(s[i]);
+      in.push_back(in_strides[i]);
+      out.push_back(out_strides[i]);
+    }
+  }
+  int rank() const { return static_cast<int>(shape.size()); }
+  /// The dimension whose stride is 1 in `strides` (the last such), or -1.
+  int unit(const std::vector<std::int64_t>& strides) const {
+    for (int i = rank(); i-- > 0;) {
+      if (strides[static_cast<std::size_t>(i)] == 1) return i;
+    }
+    return -1;
+  }
+};
+
+/// Element offsets, in and out, of index `flat` over the dimensions of d other than skip_a and
+/// skip_b (row-major over those).
+void outer_offsets(const CopyDims& d, int skip_a, int skip_b, std::int64_t flat,
+                   std::int64_t& in_off, std::int64_t& out_off) {
+  in_off = out_off = 0;
+  for (int i = d.rank(); i-- > 0;) {
+    if (i == skip_a || i == skip_b) continue;
+    const auto k = static_cast<std::size_t>(i);
+    const std::int64_t idx = flat % d.shape[k];
+    flat /= d.shape[k];
+    in_off += idx * d.in[k];
+    out_off += idx * d.out[k];
+  }
+}
+
+std::int64_t outer_count(const CopyDims& d, int skip_a, int skip_b) {
+  std::int64_t n = 1;
+  for (int i = 0; i < d.rank(); ++i) {
+    if (i != skip_a && i != skip_b) n *= d.shape[static_cast<std::size_t>(i)];
+  }
+  return n;
+}
+
+/// Runs contiguous in both operands along the last dimension. Between dtypes, the bulk
+/// conversion per run (bit-exact to the reference's, and parallel itself when a run is long);
+/// within one dtype, the reference's element through float, which quiets a 16-bit signalling
+/// NaN as ref::copy does (a byte copy would keep it).
+void copy_runs(const CopyDims& d, const StridedInput& in, const StridedOutput& out) {
+  const int last = d.rank() - 1;
+  const std::int64_t len = d.shape.back(), runs = outer_count(d, last, last);
+  if (in.dtype != out.dtype) {
+    for (std::int64_t r = 0; r < runs; ++r) {
+      std::int64_t in_off = 0, out_off = 0;
+      outer_offsets(d, last, last, r, in_off, out_off);
+      cpu::convert(cpu::at(in.data, in.dtype, in_off), in.dtype,
+                   cpu::at(out.data, out.dtype, out_off), out.dtype, static_cast<std::size_t>(len));
+    }
+    return;
+  }
+  dispatch(in.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    const T* src = static_cast<const T*>(in.data);
+    T* dst = static_cast<T*>(out.data);
+    cpu::parallel_for(runs, runs * len >= cpu::kParallelMinWork && runs > 1, [&](std::int64_t r) {
+      std::int64_t in_off = 0, out_off = 0;
+      outer_offsets(d, last, last, r, in_off, out_off);
+      for (std::int64_t j = 0; j < len; ++j) dst[out_off + j] = T(static_cast<float>(src[in_off + j]));
+    });
+  });
+}
+
+/// A layout change: a is the output's unit-stride dimension, b the input's. Tiles of kTile x
+/// kTile elements of (a, b): each reads kTile short runs of the input and writes kTile of the
+/// output, all inside L1. Tasks are (outer index, tile row of b): disjoint outputs.
+void copy_tiles(const CopyDims& d, int a, int b, const StridedInput& in, const StridedOutput& out) {
+  constexpr std::int64_t kTile = 32;
+  const auto ka = static_cast<std::size_t>(a), kb = static_cast<std::size_t>(b);
+  const std::int64_t na = d.shape[ka], nb = d.shape[kb];
+  const std::int64_t in_a = d.in[ka], out_b = d.out[kb];
+  const std::int64_t tiles_b = (nb + kTile - 1) / kTile;
+  const std::int64_t tasks = outer_count(d, a, b) * tiles_b;
+  dispatch(in.dtype, out.dtype, [&](auto in_tag, auto out_tag) {
+    using In = decltype(in_tag);
+    using Out = decltype(out_tag);
+    const In* src = static_cast<const In*>(in.data);
+    Out* dst = static_cast<Out*>(out.data);
+    cpu::parallel_for(tasks, tasks * na * kTile >= cpu::kParallelMinWork && tasks > 1,
+                      [&](std::int64_t task) {
+      std::int64_t in_off = 0, out_off = 0;
+      outer_offsets(d, a, b, task / tiles_b, in_off, out_off);
+      const std::int64_t b0 = (task % tiles_b) * kTile, b1 = std::min(nb, b0 + kTile);
+      for (std::int64_t a0 = 0; a0 < na; a0 += kTile) {
+        const std::int64_t a1 = std::min(na, a0 + kTile);
+        for (std::int64_t jb = b0; jb < b1; ++jb) {
+          const In* s = src + in_off + jb;
+          Out* o = dst + out_off + jb * out_b;
+          // The reference's element: through float.
+          for (std::int64_t ja = a0; ja < a1; ++ja) o[ja] = Out(static_cast<float>(s[ja * in_a]));
+        }
+      }
+    });
+  });
+}
+
 }  // namespace
 
 namespace cpu {
@@ -27,6 +155,12 @@ void copy(std::span<const std::int64_t> shape, const StridedInput& in, const Str
   if (is_row_major(shape, in.strides) && is_row_major(shape, out.strides)) {
     cpu::convert(in.data, in.dtype, out.data, out.dtype, static_cast<std::size_t>(n));
     return;
+  }
+  if (!is_storage_only(in.dtype) && !is_storage_only(out.dtype)) {
+    const CopyDims d(shape, in.strides, out.strides);
+    const int a = d.unit(d.out), b = d.unit(d.in);
+    if (a >= 0 && a == d.rank() - 1 && b == a) return copy_runs(d, in, out);
+    if (a >= 0 && b >= 0 && a != b) return copy_tiles(d, a, b, in, out);
   }
   ref::copy(shape, in, out);
 }
