@@ -75,11 +75,11 @@ int main(int argc, char** argv) try {
       {"bf16", [&] { mixprec::kernels::matmul(bf16, a16.data_ptr(), b16.data_ptr(), nullptr, c.data_ptr()); }},
       {"fp8", [&] {
          fp8.fast_accum = false;
-         mixprec::kernels::fp8_gemm(fp8, a8.data_ptr(), s, b8.data_ptr(), s + 1, c.data_ptr());
+         mixprec::kernels::fp8_gemm(fp8, a8.data_ptr(), s, b8.data_ptr(), s + 1, nullptr, c.data_ptr());
        }},
       {"fp8-fast-accum", [&] {
          fp8.fast_accum = true;
-         mixprec::kernels::fp8_gemm(fp8, a8.data_ptr(), s, b8.data_ptr(), s + 1, c.data_ptr());
+         mixprec::kernels::fp8_gemm(fp8, a8.data_ptr(), s, b8.data_ptr(), s + 1, nullptr, c.data_ptr());
        }},
   };
   const double flops = 2.0 * static_cast<double>(o.m) * static_cast<double>(o.n) * static_cast<double>(o.k);

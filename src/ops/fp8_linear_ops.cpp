@@ -17,10 +17,10 @@
 #include "kernels/elementwise.h"
 #include "kernels/fp8_gemm.h"
 #include "kernels/fp8_scale.h"
+#include "kernels/reduce.h"
 #include "mixprec/core/error.h"
 #include "mixprec/core/transfer.h"
 #include "mixprec/ops/elementwise.h"
-#include "mixprec/ops/reduce.h"
 #include "mixprec/runtime/autocast.h"
 #include "mixprec/runtime/function.h"
 #include "ops/linear_shapes.h"
@@ -102,18 +102,25 @@ Quantized quantize(const Tensor& t, Fp8TensorState& s, DType fmt, const runtime:
   return {std::move(q), std::move(used)};
 }
 
-/// C [m, n] = A Bᵀ for quantised A [m, k] and B [n, k] (both k-contiguous), each operand
-/// standing for decode(q) / scale, in f32 accumulation, C of c_dtype: one fp8 GEMM. fast_accum
-/// is the forward's (a GPU's reduced-precision partial sums; the CPU ignores it).
+/// C [m, n] = A Bᵀ (+ bias [n]) for quantised A [m, k] and B [n, k] (both k-contiguous), each
+/// operand standing for decode(q) / scale, in f32 accumulation, C of c_dtype rounded once (the
+/// bias, if defined, added to the f32 sums first): one fp8 GEMM. fast_accum is the forward's (a
+/// GPU's reduced-precision partial sums; the CPU ignores it).
 Tensor fp8_mm(const Tensor& a, const Tensor& a_scale, const Tensor& b, const Tensor& b_scale,
-              DType c_dtype, bool fast_accum) {
+              DType c_dtype, bool fast_accum, const Tensor& bias = Tensor()) {
   kernels::Fp8GemmDesc d;
   d.m = a.size(0), d.n = b.size(0), d.k = a.size(1);
   d.a_dtype = a.dtype(), d.b_dtype = b.dtype(), d.c_dtype = c_dtype;
   d.fast_accum = fast_accum;
+  Tensor bias_c;
+  if (bias.defined()) {
+    bias_c = bias.detach().contiguous();
+    d.has_bias = true;
+    d.bias_dtype = bias_c.dtype();
+  }
   Tensor c = Tensor::empty({d.m, d.n}, c_dtype);
   kernels::fp8_gemm(d, a.data_ptr(), a_scale.data<float>(), b.data_ptr(), b_scale.data<float>(),
-                    c.data_ptr());
+                    d.has_bias ? bias_c.data_ptr() : nullptr, c.data_ptr());
   return c;
 }
 
@@ -141,19 +148,29 @@ std::vector<Tensor> fp8_linear_backward(runtime::FunctionContext& ctx, const Ten
   const Quantized g = quantize(dy, grad, recipe.grad_format(), recipe, saved[kFoundInf], observe);
   const std::vector<bool>& needs = ctx.needs_input_grad();
   Tensor dx, dw, db;
-  if (needs[0]) {  // dx [M, K] = dy [M, N] · w [N, K]
-    dx = fp8_mm(g.q, g.scale, transposed(wq), saved[kWScale], DType::f32, false);
+  // dw first: its two transposed operands are gone before dx is allocated, so the backward
+  // holds at most one GEMM's temporaries beside its results.
+  if (needs[1]) {  // dw [N, K] = dyᵀ [N, M] · x [M, K]
+    dw = fp8_mm(transposed(g.q), g.scale, transposed(xq), saved[kXScale], DType::f32, false);
+  }
+  if (needs[0]) {  // dx [M, K] = dy [M, N] · w [N, K], in x's dtype (rounded once, as a 16-bit
+                   // Linear's input gradient: no f32 copy of it)
+    const auto x_dtype = static_cast<DType>(static_cast<int>(ctx.scalar("x_dtype")));
+    dx = fp8_mm(g.q, g.scale, transposed(wq), saved[kWScale], x_dtype, false);
     Shape x_shape(static_cast<std::size_t>(ctx.scalar("x_dims")));
     for (std::size_t d = 0; d < x_shape.size(); ++d) {
       x_shape[d] = static_cast<std::int64_t>(ctx.scalar("x_size" + std::to_string(d)));
     }
     dx = dx.reshape(x_shape);
   }
-  if (needs[1]) {  // dw [N, K] = dyᵀ [N, M] · x [M, K]
-    dw = fp8_mm(transposed(g.q), g.scale, transposed(xq), saved[kXScale], DType::f32, false);
+  // The bias gradient needs no GEMM: it sums the unquantised gradient's rows with f32
+  // accumulation, read in dy's dtype (an f32 copy of dy would be the backward's largest
+  // transient), into f32.
+  if (needs.size() > 2 && needs[2]) {
+    db = Tensor::empty({out}, DType::f32);
+    kernels::reduce(kernels::ReduceOp::sum, dy.data_ptr(), dy.dtype(), 1, m, out, db.data_ptr(),
+                    DType::f32);
   }
-  // The bias gradient needs no GEMM: it sums the unquantised gradient, in f32.
-  if (needs.size() > 2 && needs[2]) db = sum(dy.to(DType::f32), 0);
   return {dx, dw, db};
 }
 
@@ -188,12 +205,9 @@ Tensor fp8_linear(const Tensor& x, const Tensor& weight, const Tensor& bias,
         const Quantized qw = quantize(in[1].contiguous(), state.weight, r.forward_format(), r,
                                       state.found_inf, state.observe);
         runtime::Autocast off(false, runtime::autocast_dtype());
-        // Without a bias the GEMM rounds straight to the output dtype; a bias is added to the
-        // f32 product first, so the output is rounded once either way.
-        const bool has_bias = in[2].defined();
-        Tensor y = fp8_mm(qx.q, qx.scale, qw.q, qw.scale, has_bias ? DType::f32 : out_dtype,
-                          /*fast_accum=*/true);
-        if (has_bias) y = y + in[2].to(DType::f32);
+        // The bias joins the GEMM's f32 sums, and the output is rounded once to its dtype: no
+        // f32 product and no f32 sum in between.
+        Tensor y = fp8_mm(qx.q, qx.scale, qw.q, qw.scale, out_dtype, /*fast_accum=*/true, in[2]);
         Shape y_shape = xin.shape();
         y_shape.back() = in[1].size(0);
         y = y.reshape(y_shape);
@@ -206,10 +220,11 @@ Tensor fp8_linear(const Tensor& x, const Tensor& weight, const Tensor& bias,
         ctx.save_scalar("margin", r.margin);
         ctx.save_scalar("formats", static_cast<double>(r.formats));
         ctx.save_scalar("x_dims", static_cast<double>(xin.dim()));
+        ctx.save_scalar("x_dtype", static_cast<double>(static_cast<int>(xin.dtype())));
         for (std::int64_t d = 0; d < xin.dim(); ++d) {
           ctx.save_scalar("x_size" + std::to_string(d), static_cast<double>(xin.size(d)));
         }
-        return y.dtype() == out_dtype ? y : y.to(out_dtype);
+        return y;
       },
       &fp8_linear_backward};
   return runtime::apply(fn, {x, weight, bias});

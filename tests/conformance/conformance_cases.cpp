@@ -588,12 +588,23 @@ std::vector<Case> cases() {
                      scales.set(1, 0.25f);
                      const auto* sc = static_cast<const float*>(scales.data());
                      Buffer out(t, d.m * d.n);
-                     b.fp8_gemm(d, qa.data(), sc, qb.data(), sc + 1, out.data());
+                     b.fp8_gemm(d, qa.data(), sc, qb.data(), sc + 1, nullptr, out.data());
                      // |a| <= 200/32, |b| <= 300*4: f32 sums of k such products
                      const double bound = static_cast<double>(d.k) * (200.0 / 32) * 1200.0;
                      o.push_back(close(std::string(name(fa)) + "x" + name(fb) + " k=" +
                                            std::to_string(d.k),
                                        std::move(out), bound * 1.2e-7 * 2, kRound));
+                     // The same with an f32 bias joining the sums (the fp8 Linear's forward).
+                     if (fa == DType::f8e4m3 && fb == DType::f8e4m3) {
+                       const Buffer bias = random_buffer(DType::f32, d.n, -50.0f, 50.0f, 97);
+                       Fp8GemmDesc biased = d;
+                       biased.has_bias = true;
+                       Buffer with_bias(t, d.m * d.n);
+                       b.fp8_gemm(biased, qa.data(), sc, qb.data(), sc + 1, bias.data(),
+                                  with_bias.data());
+                       o.push_back(close("bias k=" + std::to_string(d.k), std::move(with_bias),
+                                         (bound + 50.0) * 1.2e-7 * 2, kRound));
+                     }
                    }
                  }
                  return o;

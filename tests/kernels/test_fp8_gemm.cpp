@@ -11,8 +11,10 @@
 #include <cstdint>
 #include <cstring>
 #include <random>
+#include <string>
 #include <vector>
 
+#include "kernel_test_util.h"
 #include "kernels/backend.h"
 #include "mixprec/core/error.h"
 #include "mixprec/core/half.h"
@@ -88,7 +90,7 @@ Problem make(DType fa, DType fb, std::int64_t m, std::int64_t n, std::int64_t k,
 
 std::vector<float> run(const decltype(&ref::fp8_gemm) kernel, const Problem& p) {
   std::vector<float> c(static_cast<std::size_t>(p.d.m * p.d.n), -1.0f);
-  kernel(p.d, p.a.data(), &p.scales[0], p.b.data(), &p.scales[1], c.data());
+  kernel(p.d, p.a.data(), &p.scales[0], p.b.data(), &p.scales[1], nullptr, c.data());
   return c;
 }
 
@@ -167,10 +169,53 @@ TEST(Fp8Gemm, SixteenBitOutputIsTheF32ResultRoundedOnce) {
     for (DType t : {DType::bf16, DType::f16}) {
       p.d.c_dtype = t;
       std::vector<std::uint16_t> c(f32.size());
-      kernel(p.d, p.a.data(), &p.scales[0], p.b.data(), &p.scales[1], c.data());
+      kernel(p.d, p.a.data(), &p.scales[0], p.b.data(), &p.scales[1], nullptr, c.data());
       for (std::size_t i = 0; i < c.size(); ++i) {
         const std::uint16_t want = t == DType::bf16 ? f32_to_bf16_bits(f32[i]) : f32_to_f16_bits(f32[i]);
         EXPECT_EQ(c[i], want) << name(t) << " " << i;
+      }
+    }
+  }
+}
+
+// A bias joins the f32 sums before C's one rounding: C with the bias is round_c(f32 C without
+// it + bias[j]) bit for bit, in every C dtype and bias dtype, on ref and cpu; with k = 0 it is
+// the bias itself.
+TEST(Fp8Gemm, BiasIsAddedToTheF32SumsBeforeTheOneRounding) {
+  Problem p = make(DType::f8e4m3, DType::f8e4m3, 9, 13, 32, 6, 2.0f, 8.0f);
+  const std::vector<float> bias_values = {0.5f,   -3.25f, 1e-3f, 7.0f,  -0.0f, 100.5f, 0.1f,
+                                          -1.5f,  2.0f,   3e4f,  -7e-5f, 0.75f, -9.0f};
+  for (auto kernel : {&ref::fp8_gemm, &cpu::fp8_gemm}) {
+    p.d.has_bias = false;
+    p.d.c_dtype = DType::f32;
+    const std::vector<float> plain = run(kernel, p);
+    for (DType bias_dtype : {DType::f32, DType::bf16, DType::f16}) {
+      ktest::Buffer bias(bias_dtype, 13);
+      for (std::int64_t j = 0; j < 13; ++j) bias.set(j, bias_values[static_cast<std::size_t>(j)]);
+      p.d.has_bias = true;
+      p.d.bias_dtype = bias_dtype;
+      for (DType t : {DType::f32, DType::bf16, DType::f16}) {
+        p.d.c_dtype = t;
+        ktest::Buffer c(t, p.d.m * p.d.n);
+        kernel(p.d, p.a.data(), &p.scales[0], p.b.data(), &p.scales[1], bias.data(), c.data());
+        ktest::Buffer want(t, p.d.m * p.d.n);
+        for (std::int64_t i = 0; i < p.d.m * p.d.n; ++i) {
+          want.set(i, plain[static_cast<std::size_t>(i)] + bias.get(i % p.d.n));
+        }
+        ktest::expect_bitwise(c, want, std::string("bias ") + name(bias_dtype) + " -> " + name(t));
+      }
+      // k = 0: the sums are empty, C is the bias rounded to C's dtype.
+      Problem empty = p;
+      empty.d.k = 0;
+      empty.d.c_dtype = DType::f32;
+      const std::vector<float> c0 = [&] {
+        std::vector<float> c(static_cast<std::size_t>(empty.d.m * empty.d.n), -1.0f);
+        kernel(empty.d, empty.a.data(), &empty.scales[0], empty.b.data(), &empty.scales[1],
+               bias.data(), c.data());
+        return c;
+      }();
+      for (std::size_t i = 0; i < c0.size(); ++i) {
+        EXPECT_EQ(c0[i], bias.get(static_cast<std::int64_t>(i) % 13)) << name(bias_dtype) << " " << i;
       }
     }
   }
@@ -195,7 +240,7 @@ TEST(Fp8Gemm, RefusesBadArgumentsBeforeWriting) {
   const Problem good = make(DType::f8e4m3, DType::f8e4m3, 2, 2, 16, 4, 1.0f, 1.0f);
   float c[4] = {7, 7, 7, 7};
   const auto call = [&](Fp8GemmDesc d, const float* sa) {
-    ref::fp8_gemm(d, good.a.data(), sa, good.b.data(), &good.scales[1], c);
+    ref::fp8_gemm(d, good.a.data(), sa, good.b.data(), &good.scales[1], nullptr, c);
   };
   Fp8GemmDesc both_e5m2 = good.d;
   both_e5m2.a_dtype = both_e5m2.b_dtype = DType::f8e5m2;
@@ -210,9 +255,15 @@ TEST(Fp8Gemm, RefusesBadArgumentsBeforeWriting) {
   negative.k = -1;
   EXPECT_THROW(call(negative, &good.scales[0]), ShapeError);
   EXPECT_THROW(call(good.d, nullptr), ValueError);
+  Fp8GemmDesc no_bias_pointer = good.d;  // has_bias without the bias
+  no_bias_pointer.has_bias = true;
+  EXPECT_THROW(call(no_bias_pointer, &good.scales[0]), ValueError);
+  Fp8GemmDesc fp8_bias = no_bias_pointer;
+  fp8_bias.bias_dtype = DType::f8e4m3;
+  EXPECT_THROW(call(fp8_bias, &good.scales[0]), DTypeError);
   // through the entry point, on the active backend, with the same message
   EXPECT_THROW(kernels::fp8_gemm(both_e5m2, good.a.data(), &good.scales[0], good.b.data(),
-                                 &good.scales[1], c),
+                                 &good.scales[1], nullptr, c),
                DTypeError);
   for (float v : c) EXPECT_EQ(v, 7.0f);
 }

@@ -26,6 +26,17 @@ std::vector<float> operand(const void* q, DType t, std::int64_t count, float sca
   return v;
 }
 
+float load_f32(const void* p, DType t, std::size_t i) {
+  switch (t) {
+    case DType::f32: return static_cast<const float*>(p)[i];
+    case DType::bf16: return bf16_bits_to_f32(static_cast<const std::uint16_t*>(p)[i]);
+    case DType::f16: return f16_bits_to_f32(static_cast<const std::uint16_t*>(p)[i]);
+    default: break;  // validate_fp8_gemm admits no other bias dtype
+  }
+  MIXPREC_ASSERT(false);
+  return 0.0f;
+}
+
 void store(void* c, DType t, std::size_t i, float v) {
   switch (t) {
     case DType::f32: static_cast<float*>(c)[i] = v; return;
@@ -39,7 +50,7 @@ void store(void* c, DType t, std::size_t i, float v) {
 }  // namespace
 
 void validate_fp8_gemm(const Fp8GemmDesc& d, const void* a, const float* a_scale, const void* b,
-                       const float* b_scale, const void* c) {
+                       const float* b_scale, const void* bias, const void* c) {
   MIXPREC_CHECK(d.m >= 0 && d.n >= 0 && d.k >= 0, ShapeError, kOp,
                 "m, n and k must be >= 0, got m=" << d.m << " n=" << d.n << " k=" << d.k);
   MIXPREC_CHECK(is_fp8(d.a_dtype) && is_fp8(d.b_dtype), DTypeError, kOp,
@@ -57,6 +68,10 @@ void validate_fp8_gemm(const Fp8GemmDesc& d, const void* a, const float* a_scale
   MIXPREC_CHECK((a_scale != nullptr && b_scale != nullptr) || empty_product, ValueError, kOp,
                 "a_scale or b_scale is a null pointer: pass the device f32 scales the operands "
                 "were cast with");
+  MIXPREC_CHECK(!d.has_bias || is_float(d.bias_dtype), DTypeError, kOp,
+                "the bias must be f32, bf16 or f16, got " << name(d.bias_dtype));
+  MIXPREC_CHECK(!d.has_bias || bias != nullptr || d.m * d.n == 0, ValueError, kOp,
+                "has_bias is set but the bias is a null pointer; pass its n=" << d.n << " values");
   MIXPREC_CHECK(c != nullptr || d.m * d.n == 0, ValueError, kOp,
                 "C is a null pointer for a non-empty " << d.m << "x" << d.n << " result");
 }
@@ -64,8 +79,8 @@ void validate_fp8_gemm(const Fp8GemmDesc& d, const void* a, const float* a_scale
 namespace ref {
 
 void fp8_gemm(const Fp8GemmDesc& d, const void* a, const float* a_scale, const void* b,
-              const float* b_scale, void* c) {
-  validate_fp8_gemm(d, a, a_scale, b, b_scale, c);
+              const float* b_scale, const void* bias, void* c) {
+  validate_fp8_gemm(d, a, a_scale, b, b_scale, bias, c);
   const auto m = static_cast<std::size_t>(d.m);
   const auto n = static_cast<std::size_t>(d.n);
   const auto k = static_cast<std::size_t>(d.k);
@@ -76,6 +91,7 @@ void fp8_gemm(const Fp8GemmDesc& d, const void* a, const float* a_scale, const v
     for (std::size_t j = 0; j < n; ++j) {
       float acc = 0.0f;
       for (std::size_t p = 0; p < k; ++p) acc += av[i * k + p] * bv[j * k + p];
+      if (d.has_bias) acc += load_f32(bias, d.bias_dtype, j);
       store(c, d.c_dtype, i * n + j, acc);
     }
   }
