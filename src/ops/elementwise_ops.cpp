@@ -17,22 +17,36 @@ using ops::detail::strided;
 
 class UnaryNode final : public runtime::Node {
  public:
-  UnaryNode(UnaryOp op, Tensor x, Tensor y) : op_(op), x_(std::move(x)), y_(std::move(y)) {}
+  /// Keeps only the operand the op's gradient formula reads (kernels::grad_reads_x): the
+  /// forward input or the output. Saving both held, for example, GELU's output until the
+  /// backward even when the next layer keeps only an fp8 copy of it.
+  UnaryNode(UnaryOp op, const Tensor& x, const Tensor& y)
+      : op_(op),
+        saved_(kernels::grad_reads_x(op) ? x : y),
+        x_shape_(x.shape()),
+        x_dtype_(x.dtype()),
+        format_(x.memory_format()) {}
   const char* name() const override { return kernels::name(op_); }
-  void release_saved() override { x_ = Tensor(); y_ = Tensor(); }
+  void release_saved() override { saved_ = Tensor(); }
   std::vector<Tensor> backward(const Tensor& dy) override {
-    // x_, y_, dy and dx all in x_'s memory format: the kernel pairs elements by position.
-    const MemoryFormat format = x_.memory_format();
-    const Tensor g = dy.contiguous(format);
-    Tensor dx = Tensor::empty(x_.shape(), x_.dtype(), format);
-    kernels::unary_backward(op_, x_.data_ptr(), x_.dtype(), y_.data_ptr(), y_.dtype(),
-                            g.data_ptr(), g.dtype(), dx.data_ptr(), dx.dtype(), dx.numel());
+    // The saved operand, dy and dx all in x's memory format: the kernel pairs elements by
+    // position.
+    const Tensor g = dy.contiguous(format_);
+    Tensor dx = Tensor::empty(x_shape_, x_dtype_, format_);
+    const bool reads_x = kernels::grad_reads_x(op_);
+    const void* v = saved_.data_ptr();
+    kernels::unary_backward(op_, reads_x ? v : nullptr, x_dtype_, reads_x ? nullptr : v,
+                            saved_.dtype(), g.data_ptr(), g.dtype(), dx.data_ptr(), dx.dtype(),
+                            dx.numel());
     return {dx};
   }
 
  private:
   UnaryOp op_;
-  Tensor x_, y_;  // dense input and output, in one memory format
+  Tensor saved_;  // dense x or y, in x's memory format
+  Shape x_shape_;
+  DType x_dtype_;
+  MemoryFormat format_;
 };
 
 Tensor unary_op(runtime::OpKind kind, UnaryOp op, const Tensor& x_arg) {

@@ -10,6 +10,8 @@
 #include <vector>
 
 #include "mixprec/core/error.h"
+#include "mixprec/core/memory.h"
+#include "mixprec/runtime/autocast.h"
 #include "mixprec/nn/fp8_layers.h"
 #include "mixprec/nn/layers.h"
 #include "mixprec/ops/fp8_linear.h"
@@ -134,6 +136,37 @@ TEST(Fp8Layers, ReportsAmaxScaleAndObservedFractionsPerRole) {
   EXPECT_EQ(in.scale, std::exp2(std::floor(std::log2(448.0 / amax))));  // margin 0
   EXPECT_TRUE(r[0].roles[2].observed);
   EXPECT_FALSE(r[1].roles[0].observed);  // layer "3" did not run
+}
+
+// The memory rule: a training step in fp8 peaks no higher than the same step in bf16.
+// An fp8 Linear saves 1-byte copies of its input and weight where a bf16 one saves its 16-bit
+// input and a 16-bit weight copy; that holds only if the input's own 16-bit tensor is not kept
+// anyway (GELU's node once saved its output as well as its input), and if neither the forward's
+// bias nor the backward's dx and bias gradient go through f32 copies of activations. Tokens
+// outnumber features here, as in a transformer, so activations dominate the weights.
+TEST(Fp8Layers, ATrainingStepPeaksNoHigherThanInBf16) {
+  auto model = sequential({std::make_shared<Linear>(64, 64, true, 1), std::make_shared<GELU>(),
+                           std::make_shared<Linear>(64, 256, true, 2), std::make_shared<GELU>(),
+                           std::make_shared<Linear>(256, 64, true, 3), std::make_shared<GELU>(),
+                           std::make_shared<Linear>(64, 64, true, 4)});
+  Fp8Layers layers(*model, runtime::Fp8Recipe{});
+  const Tensor x = Tensor::randn({2048, 64}, 11);
+  const auto step_peak = [&](bool fp8) {
+    for (const Tensor& p : model->parameters()) p.set_grad(Tensor());
+    reset_peak_memory();
+    const std::size_t before = memory_stats().total_current;
+    {
+      runtime::Autocast region(true, DType::bf16);
+      std::unique_ptr<Fp8Scope> scope = fp8 ? std::make_unique<Fp8Scope>(layers) : nullptr;
+      sum((*model)(x).to(DType::f32)).backward();
+    }
+    return memory_stats().total_peak - before;
+  };
+  step_peak(false);  // a first step of each warms the caches (autocast, the fp8 states)
+  step_peak(true);
+  const std::size_t bf16 = step_peak(false), fp8 = step_peak(true);
+  EXPECT_LE(fp8, bf16) << "fp8 step peak " << fp8 << " bytes, bf16 " << bf16;
+  EXPECT_GT(bf16, std::size_t{2048} * 256 * 2) << "the bf16 step should hold its activations";
 }
 
 }  // namespace
