@@ -51,6 +51,8 @@ const Variant kVariants[] = {
     {"f32_nhwc_auto", DType::f32, k::ConvBf16Route::automatic, k::ConvLayout::automatic, true, true},
     {"f32_nhwc_blocked", DType::f32, k::ConvBf16Route::automatic, k::ConvLayout::blocked, true, true},
     {"bf16_nhwc_auto", DType::bf16, k::ConvBf16Route::automatic, k::ConvLayout::automatic, true, true},
+    {"bf16_nhwc_plain", DType::bf16, k::ConvBf16Route::automatic, k::ConvLayout::plain, false, true},
+    {"bf16_nhwc_blocked", DType::bf16, k::ConvBf16Route::automatic, k::ConvLayout::blocked, false, true},
 };
 
 std::vector<std::byte> fill(std::size_t n, DType t, std::uint32_t seed) {
