@@ -103,6 +103,23 @@ TEST(StridedCopy, CpuEqualsTheReferenceBitForBit) {
   }
 }
 
+// fp8 bytes transposed into the same fp8 dtype (the fp8 Linear's backward operands) run the
+// same tiles moving bytes: every byte pattern, NaNs included, lands as the reference puts it.
+TEST(StridedCopy, Fp8TransposesMoveTheBytesAsTheReference) {
+  for (DType t : {DType::f8e4m3, DType::f8e5m2}) {
+    for (const CopyCase& k : cases()) {
+      SCOPED_TRACE(k.what + " " + name(t));
+      const std::int64_t n_in = extent(k.shape, k.in_strides), n_out = extent(k.shape, k.out_strides);
+      std::vector<std::uint8_t> x(static_cast<std::size_t>(n_in));
+      for (std::size_t i = 0; i < x.size(); ++i) x[i] = static_cast<std::uint8_t>(i * 37 + 11);
+      std::vector<std::uint8_t> got(static_cast<std::size_t>(n_out), 0x5a), want(got);
+      kernels::cpu::copy(k.shape, {x.data(), t, k.in_strides}, {got.data(), t, k.out_strides});
+      kernels::ref::copy(k.shape, {x.data(), t, k.in_strides}, {want.data(), t, k.out_strides});
+      EXPECT_EQ(got, want);
+    }
+  }
+}
+
 // The layout change really is a transpose (not only the same as the reference): element
 // (n, c, h, w) of a channels-last array lands at its NCHW place.
 TEST(StridedCopy, ChannelsLastToNchwPutsEachElementInItsPlace) {
