@@ -342,10 +342,14 @@ else:
                                                                  ours["optimizer_ms"])
         if number(ours, "hw_floor_ms") is not None:
             extra += ", hw floor %.2f ms" % ours["hw_floor_ms"]
-        if number(ours, "gemm_peak_gflops") is not None:
-            extra += ", gemm peak %.0f GFLOP/s" % ours["gemm_peak_gflops"]
-        if number(ours, "copy_gbps") is not None:
-            extra += ", copy %.1f GB/s" % ours["copy_gbps"]
+        # The floor's peaks are the best this machine has shown (remembered); this run's own
+        # samples follow in brackets, so a slow run of the VM shows as such.
+        for key, label, unit, digits in (("gemm_peak_gflops", "gemm peak", "GFLOP/s", 0),
+                                         ("copy_gbps", "copy", "GB/s", 1)):
+            if number(ours, key) is not None:
+                extra += ", %s %.*f %s" % (label, digits, ours[key], unit)
+                if number(ours, key + "_measured") is not None:
+                    extra += " (this run %.*f)" % (digits, ours[key + "_measured"])
         if ours.get("allocations_per_step") is not None:
             extra += ", %s allocations/step" % ours["allocations_per_step"]
         print("  %-9s %-5s %s%s" % (r["workload"], r["precision"], ", ".join(parts), extra))
