@@ -24,6 +24,7 @@
 #include "mixprec/runtime/autocast.h"
 #include "mixprec/runtime/function.h"
 #include "ops/linear_shapes.h"
+#include "runtime/op_scope.h"
 
 namespace mixprec {
 namespace {
@@ -121,6 +122,11 @@ Tensor fp8_mm(const Tensor& a, const Tensor& a_scale, const Tensor& b, const Ten
   Tensor c = Tensor::empty({d.m, d.n}, c_dtype);
   kernels::fp8_gemm(d, a.data_ptr(), a_scale.data<float>(), b.data_ptr(), b_scale.data<float>(),
                     d.has_bias ? bias_c.data_ptr() : nullptr, c.data_ptr());
+  // For the profile: 2*M*N*K (plus the bias adds); bytes: the 1-byte operands read, C written.
+  runtime::detail::add_work(
+      2.0 * static_cast<double>(d.m) * static_cast<double>(d.n) * static_cast<double>(d.k) +
+          (d.has_bias ? static_cast<double>(d.m * d.n) : 0.0),
+      static_cast<double>(d.m * d.k + d.n * d.k + d.m * d.n * static_cast<std::int64_t>(size_of(c_dtype))));
   return c;
 }
 

@@ -10,6 +10,7 @@
 #include "mixprec/runtime/autocast.h"
 #include "mixprec/runtime/node.h"
 #include "mixprec/core/error.h"
+#include "runtime/op_scope.h"
 
 namespace mixprec::runtime {
 
@@ -137,8 +138,12 @@ Tensor run(const CustomFunction& fn, const std::vector<Tensor>& inputs) {
   auto ctx = std::make_shared<FunctionContext>(fn.name, std::move(needs));
   Tensor out;
   {
+    // One profile row for the forward, named after the function: the ops it calls fold into it
+    // (without it, their kernels' time showed as unattributed).
+    detail::OpScope prof(detail::ScopeKind::op, fn.name.c_str());
     NoGradGuard no_grad;
     out = fn.forward(*ctx, inputs);
+    if (out.defined()) prof.done_composite(out);
   }
   MIXPREC_CHECK(out.defined(), ValueError, fn.name.c_str(), "forward returned an undefined tensor; return the output");
   out = out.detach();  // a fresh handle: never re-link an input (an identity forward returns it)

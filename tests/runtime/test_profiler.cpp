@@ -12,6 +12,7 @@
 #include "mixprec/runtime/autocast.h"
 #include "mixprec/core/error.h"
 #include "mixprec/runtime/profiler.h"
+#include "mixprec/runtime/function.h"
 #include "mixprec/train/step_profile.h"
 #include "mixprec/nn/layers.h"
 #include "mixprec/ops/elementwise.h"
@@ -138,6 +139,35 @@ TEST(Profiler, NestedOpsAreFoldedIntoTheOutermost) {
   std::uint64_t sum = 0;
   for (const OpStats& s : d.ops) sum += s.self_ns;
   EXPECT_EQ(d.recorded_ns, sum);
+}
+
+// A custom function's forward is one row named after it, the ops it calls folded in; its
+// backward is its node's row.
+TEST(Profiler, ACustomFunctionIsOneRowWithTheOpsItCallsFolded) {
+  const std::int64_t m = 4, n = 3, k = 5;
+  Tensor a = Tensor::randn({m, k}, 2);
+  a.set_requires_grad(true);
+  const Tensor b = Tensor::randn({k, n}, 3);
+  const runtime::CustomFunction fn{
+      "my_matmul_plus_one",
+      [&](runtime::FunctionContext& ctx, const std::vector<Tensor>& in) {
+        ctx.save_for_backward({in[1]});
+        return matmul(in[0], in[1]) + Tensor::ones({m, n});
+      },
+      [](runtime::FunctionContext& ctx, const Tensor& dy) {
+        return std::vector<Tensor>{matmul(dy, ctx.saved_tensors()[0].transpose(0, 1)), Tensor()};
+      }};
+  Profile session;
+  sum(runtime::apply(fn, {a, b})).backward();
+  const ProfileData d = session.data();
+  const OpStats* row = find(d, "my_matmul_plus_one", Phase::forward, DType::f32);
+  ASSERT_NE(row, nullptr);
+  EXPECT_EQ(row->count, 1u);
+  EXPECT_DOUBLE_EQ(row->flops, 2.0 * m * n * k + m * n);  // the matmul's and the add's work
+  for (const char* inner : {"matmul", "add"}) {
+    EXPECT_FALSE(has_op(d, inner)) << inner << " was counted on its own as well";
+  }
+  EXPECT_NE(find(d, "my_matmul_plus_one", Phase::backward, DType::f32), nullptr);
 }
 
 TEST(Profiler, ForwardAndBackwardOfATinyLinear) {
