@@ -13,9 +13,11 @@
 #include <cstdint>
 #include <limits>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "backend_scope.h"
+#include "kernel_test_util.h"
 #include "kernels/backend.h"
 #include "mixprec/core/error.h"
 #include "mixprec/core/float8.h"
@@ -182,6 +184,52 @@ TEST_P(Fp8ScaledCast, AmaxIsExactAndPropagatesNonFinite) {
       cast_on(*b, x, fmt, 1.0f, &amax);
       EXPECT_TRUE(std::isnan(amax)) << b->name;
     }
+  }
+}
+
+// The cpu backend's cast runs on Highway lanes: on every ISA this CPU has, down to scalar, the
+// bytes and the amax are the reference's, for f32 boundary values through scales 2^k, every
+// bf16 and f16 pattern, and random values with Inf and NaN at sizes that leave tails.
+TEST_P(Fp8ScaledCast, CpuMatchesTheReferenceOnEveryIsa) {
+  const DType fmt = GetParam();
+  const auto compare = [&](const void* x, DType t, std::int64_t n, float scale, const std::string& what) {
+    std::vector<std::uint8_t> want(static_cast<std::size_t>(n) + 1, 0xAA), got(want);
+    float want_amax = -1.0f;
+    ref_backend().fp8_scaled_cast(x, t, want.data(), fmt, n, &scale, &want_amax);
+    for (Isa isa : ktest::isas_to_test()) {
+      ktest::IsaCap cap(isa);
+      float amax = -1.0f, only = -1.0f;
+      std::fill(got.begin(), got.end(), std::uint8_t{0xAA});
+      cpu_backend().fp8_scaled_cast(x, t, got.data(), fmt, n, &scale, &amax);
+      cpu_backend().fp8_scaled_cast(x, t, nullptr, fmt, n, nullptr, &only);
+      ASSERT_EQ(got, want) << what << " " << name(isa);
+      EXPECT_EQ(std::bit_cast<std::uint32_t>(amax), std::bit_cast<std::uint32_t>(want_amax))
+          << what << " " << name(isa);
+      EXPECT_EQ(std::bit_cast<std::uint32_t>(only), std::bit_cast<std::uint32_t>(want_amax))
+          << what << " " << name(isa);
+    }
+  };
+  for (int k : {0, 6, -5, 20}) {
+    std::vector<float> x = boundary_values(fmt);
+    for (float& v : x) v = std::ldexp(v, -k);
+    compare(x.data(), DType::f32, static_cast<std::int64_t>(x.size()), std::ldexp(1.0f, k),
+            "boundaries k=" + std::to_string(k));
+  }
+  std::vector<std::uint16_t> patterns(65536 + 7);
+  for (std::size_t i = 0; i < patterns.size(); ++i) patterns[i] = static_cast<std::uint16_t>(i * 40503u);
+  for (DType t : {DType::bf16, DType::f16}) {
+    compare(patterns.data(), t, static_cast<std::int64_t>(patterns.size()), 0.25f, name(t));
+  }
+  for (std::int64_t n : {1, 15, 33, 70001}) {
+    std::mt19937 rng(static_cast<std::uint32_t>(n));
+    std::uniform_real_distribution<float> dist(-1e3f, 1e3f);
+    std::vector<float> x(static_cast<std::size_t>(n));
+    for (float& v : x) v = dist(rng);
+    compare(x.data(), DType::f32, n, 0.5f, "random n=" + std::to_string(n));
+    x[static_cast<std::size_t>(n / 2)] = -kInf;
+    compare(x.data(), DType::f32, n, 0.5f, "with -Inf n=" + std::to_string(n));
+    x[static_cast<std::size_t>(n - 1)] = kNaN;
+    compare(x.data(), DType::f32, n, 0.5f, "with NaN n=" + std::to_string(n));
   }
 }
 

@@ -198,6 +198,56 @@ void CopyBytes(const std::uint8_t* HWY_RESTRICT src, std::uint8_t* HWY_RESTRICT 
 }
 
 /// Stochastic f32 -> bf16 (dst_bf16) or f16 with random_bits(seed, offset + i).
+// ---------------------------------------------------------------------------------------------
+// The fp8 recipes' scaled cast: x * scale in f32, clamped to +-max (NaN passes the comparisons
+// and stays NaN), one rounding by F32ToFp8Bits; the amax a max of |x|'s bit patterns.
+// fp8_scale_math.h's scaled_cast and abs_bits, lane by lane.
+
+template <bool kE4m3, typename T>
+std::uint32_t ScaledCastFp8T(const T* HWY_RESTRICT in, std::uint8_t* HWY_RESTRICT out,
+                             std::size_t n, float scale) {
+  const DF d;
+  const DU du;
+  const hn::Rebind<std::uint8_t, DF> d8;
+  const std::size_t lanes = hn::Lanes(d);
+  constexpr float kMax = kE4m3 ? 448.0f : 57344.0f;
+  const auto hi = hn::Set(d, kMax), lo = hn::Set(d, -kMax), s = hn::Set(d, scale);
+  const auto abs_mask = hn::Set(du, 0x7fffffffu);
+  auto amax = hn::Zero(du);
+  const auto step = [&](hn::Vec<DF> v, std::size_t i, std::size_t count) {
+    amax = hn::Max(amax, hn::And(hn::BitCast(du, v), abs_mask));
+    if (out == nullptr) return;
+    const auto p = hn::Mul(v, s);
+    const auto c = hn::IfThenElse(hn::Gt(p, hi), hi, hn::IfThenElse(hn::Lt(p, lo), lo, p));
+    const auto bits = kE4m3 ? cvt::F32ToFp8Bits<3, 7, false>(du, hn::BitCast(du, c))
+                            : cvt::F32ToFp8Bits<2, 15, true>(du, hn::BitCast(du, c));
+    const auto bytes = cvt::NarrowU8(du, bits);
+    if (count == lanes) {
+      hn::StoreU(bytes, d8, out + i);
+    } else {
+      std::uint8_t buffer[kMaxF32Lanes];
+      hn::StoreU(bytes, d8, buffer);
+      std::memcpy(out + i, buffer, count);
+    }
+  };
+  std::size_t i = 0;
+  for (; i + lanes <= n; i += lanes) step(LoadF32(d, in + i), i, lanes);
+  // The tail's missing lanes load as 0: |0| never raises the amax, and they are not stored.
+  if (i < n) step(LoadF32N(d, in + i, n - i), i, n - i);
+  return hn::GetLane(hn::MaxOfLanes(du, amax));
+}
+
+std::uint32_t ScaledCastFp8(int dtype, const void* in, std::uint8_t* out, std::size_t n, float scale,
+                            bool e4m3) {
+  std::uint32_t m = 0;
+  WithDType(dtype, [&](auto t) {
+    using T = Elem<decltype(t)>;
+    const auto* x = static_cast<const T*>(in);
+    m = e4m3 ? ScaledCastFp8T<true>(x, out, n, scale) : ScaledCastFp8T<false>(x, out, n, scale);
+  });
+  return m;
+}
+
 void ConvertStochastic(const float* src, std::uint16_t* dst, bool dst_bf16, std::size_t n,
                        std::uint64_t seed, std::uint64_t offset) {
   if (dst_bf16) {
@@ -233,6 +283,7 @@ HWY_AFTER_NAMESPACE();
 #include "core/parallel_chunks.h"
 #include "kernels/convert.h"
 #include "kernels/cpu/dispatch_util.h"
+#include "kernels/cpu/fp8_cast_simd.h"
 
 namespace mixprec::kernels::cpu {
 
@@ -240,6 +291,7 @@ HWY_EXPORT(ConvertPair);
 HWY_EXPORT(CopyBytes);
 HWY_EXPORT(ConvertStochastic);
 HWY_EXPORT(FillRandomBits);
+HWY_EXPORT(ScaledCastFp8);
 
 // Large arrays run on all threads in fixed chunks of detail::kConvertChunk elements (a multiple
 // of 4, so every chunk but the first starts on a Philox block boundary when offset does): each
@@ -282,6 +334,11 @@ void convert_stochastic(const float* src, void* dst, DType dst_dtype, std::size_
     HWY_DYNAMIC_DISPATCH(ConvertStochastic)(src + begin, out + begin, bf16, end - begin, seed,
                                             offset + begin);
   });
+}
+
+std::uint32_t fp8_scaled_cast_span(const void* x, DType x_dtype, std::uint8_t* out, std::size_t n,
+                                   float scale, bool e4m3) {
+  return HWY_DYNAMIC_DISPATCH(ScaledCastFp8)(static_cast<int>(x_dtype), x, out, n, scale, e4m3);
 }
 
 void philox_fill(std::uint64_t seed, std::uint64_t offset, std::uint32_t* out, std::size_t n) {
