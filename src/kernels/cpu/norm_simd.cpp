@@ -340,6 +340,12 @@ HWY_INLINE void OverColumnGroups(std::size_t len, const Body& body) {
   }
 }
 
+/// Columns [at, at + n) of p as one vector (n <= Lanes; 0 for a group's absent vector: zeros).
+template <class DF>
+HWY_INLINE hn::Vec<DF> ColumnVec(DF df, const float* p, std::size_t at, std::size_t n) {
+  return n != 0 ? LoadF32N(df, p + at, n) : hn::Zero(df);
+}
+
 // acc[j] += x[r, j], or (x[r, j] - mean[j])^2 when mean is not null, rows in order.
 template <class T>
 void ColsAccT(const T* x, std::size_t rows, std::size_t stride, std::size_t len, const float* mean,
@@ -354,10 +360,8 @@ void ColsAccT(const T* x, std::size_t rows, std::size_t stride, std::size_t len,
       const auto d = hn::Sub(v, LoadF32N(df, mean + at, n));
       return hn::Mul(d, d);
     };
-    auto a0 = LoadF32N(df, acc + i, n0);
-    auto a1 = n1 != 0 ? LoadF32N(df, acc + i + N, n1) : hn::Zero(df);
-    auto a2 = n2 != 0 ? LoadF32N(df, acc + i + 2 * N, n2) : hn::Zero(df);
-    auto a3 = n3 != 0 ? LoadF32N(df, acc + i + 3 * N, n3) : hn::Zero(df);
+    auto a0 = ColumnVec(df, acc, i, n0), a1 = ColumnVec(df, acc, i + N, n1);
+    auto a2 = ColumnVec(df, acc, i + 2 * N, n2), a3 = ColumnVec(df, acc, i + 3 * N, n3);
     const T* row = x;
     for (std::size_t r = 0; r < rows; ++r, row += stride) {
       a0 = hn::Add(a0, term(row, i, n0));
@@ -391,7 +395,7 @@ void ColsBwdAccT(const TX* x, const TD* dy, const TD* y, std::size_t rows, std::
                             std::size_t n3) {
     using V = hn::Vec<decltype(df)>;
     const auto load = [&](const float* p, std::size_t at, std::size_t n) {
-      return n != 0 ? LoadF32N(df, p + at, n) : hn::Zero(df);
+      return ColumnVec(df, p, at, n);
     };
     const auto add = [&](const TX* xr, const TD* gr, const TD* yr, std::size_t at, std::size_t n,
                          V& s, V& sx) {
@@ -456,7 +460,7 @@ void ColsAffineT(const TX* x, std::size_t rows, std::size_t stride, std::size_t 
   OverColumnGroups(len, [&](std::size_t i, std::size_t n0, std::size_t n1, std::size_t n2,
                             std::size_t n3) {
     const auto param = [&](const float* p, std::size_t at, std::size_t n) {
-      return n != 0 ? LoadF32N(df, p + at, n) : hn::Zero(df);
+      return ColumnVec(df, p, at, n);
     };
     const V m0 = param(mean, i, n0), m1 = param(mean, i + N, n1), m2 = param(mean, i + 2 * N, n2),
             m3 = param(mean, i + 3 * N, n3);
@@ -507,7 +511,7 @@ void ColsBwdDxT(const TX* x, const TD* dy, const TD* y, std::size_t rows, std::s
   OverColumnGroups(len, [&](std::size_t i, std::size_t n0, std::size_t n1, std::size_t n2,
                             std::size_t n3) {
     const auto param = [&](const float* p, std::size_t at, std::size_t n) {
-      return n != 0 ? LoadF32N(df, p + at, n) : hn::Zero(df);
+      return ColumnVec(df, p, at, n);
     };
     const V m0 = param(mean, i, n0), m1 = param(mean, i + N, n1), m2 = param(mean, i + 2 * N, n2),
             m3 = param(mean, i + 3 * N, n3);
