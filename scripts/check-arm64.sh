@@ -67,6 +67,8 @@ if ! installed libdnnl-dev:arm64; then
 fi
 
 # --- 2. Configure and build (library + tests only) --------------------------------------------
+# A unity build (MIXPREC_UNITY_BUILD, cmake/unity.cmake): the cross build is compiled from
+# scratch on a clean machine, and most of a file's cost is the headers every file repeats.
 mkdir -p "$build"
 scope=${ARM64_SCOPE:-full}
 scope_args=(-DMIXPREC_TEST_DIRS= -DMIXPREC_BUILD_TOOLS=OFF)
@@ -84,7 +86,7 @@ cmake -S "$root" -B "$build" -G Ninja \
   -DCMAKE_TOOLCHAIN_FILE="$root/cmake/toolchain-aarch64-linux-gnu.cmake" \
   -DCMAKE_BUILD_TYPE=Release "${launcher[@]}" \
   -DMIXPREC_BUILD_TESTS=ON -DMIXPREC_BUILD_BENCHMARKS=OFF -DMIXPREC_BUILD_EXAMPLES=OFF \
-  -DMIXPREC_SAMPLED_SWEEPS=ON "${scope_args[@]}" "${dnnl_args[@]}" ${ARM64_CMAKE_ARGS:-} >"$build/configure.log" 2>&1 \
+  -DMIXPREC_SAMPLED_SWEEPS=ON -DMIXPREC_UNITY_BUILD=ON "${scope_args[@]}" "${dnnl_args[@]}" ${ARM64_CMAKE_ARGS:-} >"$build/configure.log" 2>&1 \
   || { cat "$build/configure.log"; exit 1; }
 log "configured $build"
 ninja -C "$build" -j "$jobs" "${targets[@]}"

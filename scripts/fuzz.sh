@@ -6,6 +6,7 @@
 # or out-of-memory input is kept in build-fuzz/artifacts/<target>/, and the script exits non-zero.
 #
 #   bash scripts/fuzz.sh SECONDS [TARGET...]     e.g. bash scripts/fuzz.sh 60 fuzz_csv
+#   FUZZ_PARALLEL=2 bash scripts/fuzz.sh 20      two targets at a time (CI, on 2 cores)
 #
 # Reproduce a finding: build-fuzz/fuzz/<target> build-fuzz/artifacts/<target>/crash-...
 set -euo pipefail
@@ -24,8 +25,9 @@ if command -v ccache > /dev/null; then
   export CCACHE_BASEDIR="${CCACHE_BASEDIR:-$(cd .. && pwd)}" CCACHE_NOHASHDIR=1
 fi
 # -O1 -g: fast enough to fuzz, and a finding's stack trace has line numbers. Only the library and
-# the fuzz targets are built here.
-cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=None -DCMAKE_CXX_FLAGS="-O1 -g" \
+# the fuzz targets are built here, the library as a unity build (MIXPREC_UNITY_BUILD: a cold
+# build compiles each group's headers once, not once per file).
+cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=None -DCMAKE_CXX_FLAGS="-O1 -g" -DMIXPREC_UNITY_BUILD=ON \
   -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ -DMIXPREC_FUZZ=ON -DMIXPREC_MPI=OFF \
   -DMIXPREC_BUILD_TESTS=OFF -DMIXPREC_BUILD_BENCHMARKS=OFF -DMIXPREC_BUILD_EXAMPLES=OFF \
   -DMIXPREC_BUILD_TOOLS=OFF "${LAUNCHER[@]}" > /dev/null
@@ -40,17 +42,25 @@ export ASAN_OPTIONS="detect_leaks=1:abort_on_error=1:${ASAN_OPTIONS:-}"
 export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1:${UBSAN_OPTIONS:-}"
 export LSAN_OPTIONS="suppressions=$PWD/.ci/lsan.supp:${LSAN_OPTIONS:-}"
 export OMP_NUM_THREADS=1
-failed=()
-printf '%-26s %12s %8s %8s  %s\n' target executions cov ft result
+# FUZZ_PARALLEL (default 1) targets fuzz at once: each is one process on one core
+# (OMP_NUM_THREADS=1) with its own scratch directory, work corpus and artifacts, so CI runs two
+# on its 2 cores and each target still gets its SECONDS of one core.
+parallel=${FUZZ_PARALLEL:-1}
+[[ $parallel =~ ^[1-9][0-9]*$ ]] || { echo "fuzz.sh: FUZZ_PARALLEL must be a positive number" >&2; exit 2; }
 for t in "${targets[@]}"; do
+  [[ -x build-fuzz/fuzz/$t ]] || { echo "fuzz.sh: no target $t (fuzz/$t.cpp)" >&2; exit 2; }
+done
+# fuzz_one TARGET: runs it and writes its line of the table to build-fuzz/result-TARGET
+# (the line starts with "CRASH" after the name if it found something).
+fuzz_one() {
+  local t=$1 bin work artifacts log status execs last cov ft found result
   bin=build-fuzz/fuzz/$t
-  [[ -x $bin ]] || { echo "fuzz.sh: no target $t (fuzz/$t.cpp)" >&2; exit 2; }
   work=build-fuzz/corpus-run/$t
   artifacts=build-fuzz/artifacts/$t
   rm -rf "$work" "$artifacts"
   mkdir -p "$work" "$artifacts"
   [[ -d fuzz/corpus/$t ]] && cp fuzz/corpus/"$t"/* "$work"/
-  dict=()
+  local dict=()
   [[ -f fuzz/$t.dict ]] && dict=(-dict="fuzz/$t.dict")
   log=build-fuzz/fuzz-$t.log
   # -timeout: an input taking over 10 s is a hang; -rss_limit_mb: an input needing > 2 GB is an
@@ -65,11 +75,32 @@ for t in "${targets[@]}"; do
   found=$(find "$artifacts" -type f | head -n 1)
   if ((status != 0)) || [[ -n $found ]]; then
     result="CRASH (exit $status) ${found:-see $log}"
-    failed+=("$t")
   else
     result=ok
   fi
-  printf '%-26s %12s %8s %8s  %s\n' "$t" "${execs:-?}" "${cov:-?}" "${ft:-?}" "$result"
+  printf '%-26s %12s %8s %8s  %s\n' "$t" "${execs:-?}" "${cov:-?}" "${ft:-?}" "$result" > "build-fuzz/result-$t"
+}
+rm -f build-fuzz/result-*
+running=0
+for t in "${targets[@]}"; do
+  if ((running >= parallel)); then
+    wait -n || true  # a target's outcome is in its result file
+    running=$((running - 1))
+  fi
+  fuzz_one "$t" &
+  running=$((running + 1))
+done
+wait || true
+failed=()
+printf '%-26s %12s %8s %8s  %s\n' target executions cov ft result
+for t in "${targets[@]}"; do
+  if [[ -f build-fuzz/result-$t ]]; then
+    cat "build-fuzz/result-$t"
+    if grep -q ' CRASH ' "build-fuzz/result-$t"; then failed+=("$t"); fi
+  else
+    echo "$t: no result (the run did not finish)"
+    failed+=("$t")
+  fi
 done
 if ((${#failed[@]})); then
   echo "fuzz.sh: findings in ${failed[*]}; logs in build-fuzz/fuzz-<target>.log" >&2

@@ -49,8 +49,17 @@ def floor_of_path(rel, floors):
     return None
 
 
-def objects(build):
-    """[(path, source path relative to the repo)] of libmixprec's objects."""
+def unity_sources(path, repo):
+    """The sources (relative to the repo) that a unity object's source includes (CMake's
+    Unity/unity_*.cxx beside the object, MIXPREC_UNITY_BUILD; cmake/unity.cmake keeps one floor
+    per group)."""
+    text = open(path[:-2], encoding='utf-8').read()
+    return [os.path.relpath(inc, repo) for inc in re.findall(r'^#include "([^"]+)"', text, re.M)]
+
+
+def objects(build, repo, floors):
+    """[(path, source path relative to the repo)] of libmixprec's objects. A unity object is
+    named by its first source, with the count of the others; its sources must share one floor."""
     found = []
     for d in OBJECT_DIRS:
         root = os.path.join(build, d)
@@ -59,6 +68,13 @@ def objects(build):
                 if n.endswith('.o'):
                     path = os.path.join(dirpath, n)
                     rel = os.path.relpath(path, root)[:-2]  # src/ops/view_ops.cpp
+                    if rel.startswith('Unity' + os.sep):
+                        sources = unity_sources(path, repo)
+                        if len({floor_of_path(s, floors) for s in sources}) != 1:
+                            sys.exit(f'{rel}: a unity object whose sources are not of one floor: '
+                                     f'{", ".join(sources)}')
+                        rel = sources[0] + (f' (+{len(sources) - 1} in {n[:-2]})'
+                                            if len(sources) > 1 else '')
                     found.append((path, rel))
     return sorted(found)
 
@@ -173,7 +189,7 @@ def main():
     repo, build = sys.argv[1], sys.argv[2]
     nm = sys.argv[3] if len(sys.argv) > 3 else 'nm'
     floors = read_floors(os.path.join(repo, 'docs', 'ARCHITECTURE.md'))
-    objs = objects(build)
+    objs = objects(build, repo, floors)
     if not objs:
         sys.exit(f'{build}: no object files of libmixprec under {", ".join(OBJECT_DIRS)}; '
                  'build the library first')
