@@ -112,6 +112,7 @@ void dtypes_of(std::vector<DType>& out, const T& arg) {
     out.push_back(arg.a_dtype);
     out.push_back(arg.b_dtype);
     out.push_back(arg.c_dtype);
+    if (arg.has_bias) out.push_back(arg.bias_dtype);
   } else if constexpr (std::is_same_v<T, Conv2dDesc>) {
     out.push_back(arg.dtype);
     if (arg.has_bias) out.push_back(arg.bias_dtype);
