@@ -20,6 +20,7 @@
 #include "mixprec/core/float8.h"
 #include "mixprec/core/half.h"
 #include "mixprec/core/random.h"
+#include "kernels/spec/fp8_scale_math.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace mixprec::kernels::cpu {
@@ -197,7 +198,6 @@ void CopyBytes(const std::uint8_t* HWY_RESTRICT src, std::uint8_t* HWY_RESTRICT 
   if (i < bytes) std::memcpy(dst + i, src + i, bytes - i);
 }
 
-/// Stochastic f32 -> bf16 (dst_bf16) or f16 with random_bits(seed, offset + i).
 // ---------------------------------------------------------------------------------------------
 // The fp8 recipes' scaled cast: x * scale in f32, clamped to +-max (NaN passes the comparisons
 // and stays NaN), one rounding by F32ToFp8Bits; the amax a max of |x|'s bit patterns.
@@ -206,29 +206,22 @@ void CopyBytes(const std::uint8_t* HWY_RESTRICT src, std::uint8_t* HWY_RESTRICT 
 template <bool kE4m3, typename T>
 std::uint32_t ScaledCastFp8T(const T* HWY_RESTRICT in, std::uint8_t* HWY_RESTRICT out,
                              std::size_t n, float scale) {
+  using Fp8 = std::conditional_t<kE4m3, float8_e4m3, float8_e5m2>;
   const DF d;
   const DU du;
-  const hn::Rebind<std::uint8_t, DF> d8;
   const std::size_t lanes = hn::Lanes(d);
-  constexpr float kMax = kE4m3 ? 448.0f : 57344.0f;
-  const auto hi = hn::Set(d, kMax), lo = hn::Set(d, -kMax), s = hn::Set(d, scale);
+  const float max = fp8_math::fp8_max(kE4m3);
+  const auto hi = hn::Set(d, max), lo = hn::Set(d, -max), s = hn::Set(d, scale);
   const auto abs_mask = hn::Set(du, 0x7fffffffu);
+  auto* q = reinterpret_cast<Fp8*>(out);
   auto amax = hn::Zero(du);
   const auto step = [&](hn::Vec<DF> v, std::size_t i, std::size_t count) {
     amax = hn::Max(amax, hn::And(hn::BitCast(du, v), abs_mask));
     if (out == nullptr) return;
     const auto p = hn::Mul(v, s);
-    const auto c = hn::IfThenElse(hn::Gt(p, hi), hi, hn::IfThenElse(hn::Lt(p, lo), lo, p));
-    const auto bits = kE4m3 ? cvt::F32ToFp8Bits<3, 7, false>(du, hn::BitCast(du, c))
-                            : cvt::F32ToFp8Bits<2, 15, true>(du, hn::BitCast(du, c));
-    const auto bytes = cvt::NarrowU8(du, bits);
-    if (count == lanes) {
-      hn::StoreU(bytes, d8, out + i);
-    } else {
-      std::uint8_t buffer[kMaxF32Lanes];
-      hn::StoreU(bytes, d8, buffer);
-      std::memcpy(out + i, buffer, count);
-    }
+    // StoreF32 rounds to the fp8 format once, as the plain conversion does.
+    StoreF32N(d, hn::IfThenElse(hn::Gt(p, hi), hi, hn::IfThenElse(hn::Lt(p, lo), lo, p)), q + i,
+              count);
   };
   std::size_t i = 0;
   for (; i + lanes <= n; i += lanes) step(LoadF32(d, in + i), i, lanes);
@@ -248,6 +241,7 @@ std::uint32_t ScaledCastFp8(int dtype, const void* in, std::uint8_t* out, std::s
   return m;
 }
 
+/// Stochastic f32 -> bf16 (dst_bf16) or f16 with random_bits(seed, offset + i).
 void ConvertStochastic(const float* src, std::uint16_t* dst, bool dst_bf16, std::size_t n,
                        std::uint64_t seed, std::uint64_t offset) {
   if (dst_bf16) {
