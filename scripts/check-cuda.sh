@@ -449,6 +449,15 @@ print("bf16 GEMM 8192^3: %.1f TFLOP/s (PyTorch %s, %s)" % (2 * 8192**3 / s / 1e1
     --steps 2 --warmup 1 --top 16 --device "$device"
   step 120 profile-seed-mlp-bf16 "$mp" profile --model seed-mlp --precision bf16 "${mlp_profile[@]}" \
     --top 12 --device "$device"
+  # Issue 35's step figures in one place: the GPU's busy share (ops timed by device
+  # timestamps, so profiling no longer serialises the step), the host reads, and the floor
+  # (each op at the GEMM peak of its dtype or at the copy bandwidth) with what sits above it.
+  say ""
+  say "GPT-2-small bf16 step, from its profile: busy share, host reads, floor:"
+  say '```'
+  awk '/^(steps:|[a-z]+(:[0-9]+)? busy:|host transfers|  download:)/ { print }
+       /^floor:/ { n = 6 } n > 0 { print; n-- }' "$out/profile-gpt-bf16.log" >> "$report"
+  say '```'
   # Which GEMM path each matmul call of one step takes (verbose logs every kernel call: batch 1).
   MIXPREC_VERBOSE=1 step 90 gemm-paths "$mp" bench --model gpt-mini "${gpt[@]}" --batch-size 1 \
     --precision bf16 --steps 1 --warmup 0 --device "$device"

@@ -26,6 +26,17 @@ void cuda_device_copy(void* dst, const void* src, std::size_t bytes);
 void cuda_memset(void* dst, int value, std::size_t bytes);
 /// Waits for all work queued on the current GPU (cudaDeviceSynchronize).
 void cuda_synchronize();
+/// Timing events (cudaEvent_t, opaque here): created with timing on, recorded on the legacy
+/// default stream (which orders after the work of every blocking stream, the backend's
+/// included), and read after cuda_event_wait. The profiler's DeviceClock uses them, so a
+/// profiled op is timed in the GPU's queue instead of by synchronising around it.
+void* cuda_event_create();
+void cuda_event_destroy(void* event);
+void cuda_event_record(void* event);
+/// Waits until the GPU has passed `event`.
+void cuda_event_wait(void* event);
+/// Milliseconds from `from` to `to`, both recorded and passed (about 0.5 us resolution).
+float cuda_event_elapsed_ms(void* from, void* to);
 /// A deferred check's slot (core/deferred_checks.h) in mapped pinned memory, as the address a
 /// kernel writes; when every slot is pending, synchronises (settling them) first.
 std::int64_t* cuda_defer_check(DeferredChecks::Raise raise);

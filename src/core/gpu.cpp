@@ -149,6 +149,24 @@ void cuda_synchronize() {
   check(cudaDeviceSynchronize(), "cudaDeviceSynchronize", 0);
   cuda_deferred_checks().settle();
 }
+void* cuda_event_create() {
+  cudaEvent_t event = nullptr;
+  check(cudaEventCreate(&event), "cudaEventCreate", 0);
+  return event;
+}
+void cuda_event_destroy(void* event) { (void)cudaEventDestroy(static_cast<cudaEvent_t>(event)); }
+void cuda_event_record(void* event) {
+  check(cudaEventRecord(static_cast<cudaEvent_t>(event), nullptr), "cudaEventRecord", 0);
+}
+void cuda_event_wait(void* event) {
+  check(cudaEventSynchronize(static_cast<cudaEvent_t>(event)), "cudaEventSynchronize", 0);
+}
+float cuda_event_elapsed_ms(void* from, void* to) {
+  float ms = 0;
+  check(cudaEventElapsedTime(&ms, static_cast<cudaEvent_t>(from), static_cast<cudaEvent_t>(to)),
+        "cudaEventElapsedTime", 0);
+  return ms;
+}
 #else
 namespace {
 [[noreturn]] void no_cuda(const char* call) {
@@ -162,6 +180,11 @@ void cuda_upload(void*, const void*, std::size_t) { no_cuda("upload"); }
 void cuda_device_copy(void*, const void*, std::size_t) { no_cuda("device_copy"); }
 void cuda_memset(void*, int, std::size_t) { no_cuda("device_memset"); }
 void cuda_synchronize() { no_cuda("synchronize"); }
+void* cuda_event_create() { no_cuda("cudaEventCreate"); }
+void cuda_event_destroy(void*) {}
+void cuda_event_record(void*) { no_cuda("cudaEventRecord"); }
+void cuda_event_wait(void*) { no_cuda("cudaEventSynchronize"); }
+float cuda_event_elapsed_ms(void*, void*) { no_cuda("cudaEventElapsedTime"); }
 std::int64_t* cuda_defer_check(DeferredChecks::Raise) { no_cuda("deferred check"); }
 #endif
 

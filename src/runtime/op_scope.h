@@ -31,7 +31,8 @@ namespace mixprec::runtime::detail {
 /// Number of live Profile sessions in the process; the whole cost of the profiler when 0.
 extern std::atomic<int> g_sessions;
 
-struct Recorder;  // one per thread with a session (profiler.cpp)
+struct Recorder;     // one per thread with a session (profiler.cpp)
+struct TimedScope;   // a recorded scope's interval, timed when the device clock settles
 
 /// What a scope measures.
 enum class ScopeKind : std::uint8_t {
@@ -107,6 +108,8 @@ class OpScope {
   void analyse(const Tensor& out, const Tensor* const* ptrs, std::size_t n_ptr,
                const Tensor* values, std::size_t n_values);
 
+  // This recorded scope's interval in its recorder's list (profiler.cpp), or null.
+  TimedScope* timed() const;
   Recorder* rec_ = nullptr;  // null: not profiling (the only member set when off)
   OpScope* parent_;
   const char* name_;
@@ -116,9 +119,7 @@ class OpScope {
   bool recorded_;   // false: folded into the parent
   bool finished_;
   bool reported_;   // add_work was called on this scope
-  std::uint64_t start_ns_;
-  std::uint64_t child_ns_;  // wall time of recorded descendants (casts), to subtract
-  std::uint64_t self_ns_;   // set by finish() on a recorded scope
+  std::int32_t entry_;      // recorded: its index in the recorder's timed list
   double flops_, bytes_;    // reported through add_work and by folded children
   double child_flops_, child_bytes_;
 };

@@ -9,6 +9,7 @@
 #include <tuple>
 #include <unordered_map>
 
+#include "core/device_clock.h"
 #include "runtime/op_scope.h"
 #include "mixprec/runtime/autocast.h"
 #include "mixprec/runtime/node.h"
@@ -29,23 +30,11 @@ const char* name(Phase phase) {
 
 namespace detail {
 
+using mixprec::detail::DeviceClock;
+
 std::atomic<int> g_sessions{0};
 
 namespace {
-
-std::uint64_t now_ns() {
-  return static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
-                                        std::chrono::steady_clock::now().time_since_epoch())
-                                        .count());
-}
-
-/// The clock once the device has finished what was queued: on a GPU an op's kernels are only
-/// queued when it returns, so a profiled op waits for them at its start and end (profiling
-/// serialises the device, as CUDA_LAUNCH_BLOCKING would; unprofiled runs never wait here).
-std::uint64_t device_done_ns() {
-  synchronize(current_device());
-  return now_ns();
-}
 
 // Row key; `reason` is empty for the op table and set for "could run lower" entries.
 struct Key {
@@ -110,7 +99,22 @@ void prune(Map& map, std::size_t& prune_at) {
 
 }  // namespace
 
+/// A recorded scope's interval in the device's queue, timed when the clock settles.
+struct TimedScope {
+  DeviceClock::Mark start = 0, end = 0;
+  std::int32_t parent = -1;   // the nearest recorded ancestor's entry: its self time excludes ours
+  bool ended = false;
+  Row* row = nullptr;         // the op table's row
+  Row* candidate = nullptr;   // the "could run lower" row, if the scope is one
+};
+
 struct Recorder {
+  explicit Recorder(Device device) : clock(device) {}
+
+  /// How many timed scopes wait before a top-level scope settles them (on a GPU, one wait for
+  /// the device every 64k recorded scopes instead of one per op).
+  static constexpr std::size_t kSettleEvery = std::size_t{1} << 16;
+
   OpScope* top = nullptr;
   Phase phase = Phase::forward;
   RowMap rows;
@@ -118,6 +122,31 @@ struct Recorder {
   std::unordered_map<const void*, TensorOrigin> tensors;
   std::unordered_map<const void*, NodeOrigin> nodes;
   std::size_t tensors_prune_at = 4096, nodes_prune_at = 4096;
+  DeviceClock clock;
+  std::vector<TimedScope> timed;
+
+  /// Waits for the device to pass every mark and adds each finished scope's self time (its
+  /// interval less its recorded children's) to its rows. Only with no scope open.
+  void settle() {
+    if (timed.empty()) return;
+    const std::vector<std::uint64_t> t = clock.settle();
+    std::vector<std::int64_t> self(timed.size());
+    for (std::size_t i = 0; i < timed.size(); ++i) {
+      const TimedScope& e = timed[i];
+      if (!e.ended) continue;
+      const std::int64_t elapsed = t[e.end] > t[e.start] ? static_cast<std::int64_t>(t[e.end] - t[e.start]) : 0;
+      self[i] += elapsed;
+      if (e.parent >= 0) self[static_cast<std::size_t>(e.parent)] -= elapsed;
+    }
+    for (std::size_t i = 0; i < timed.size(); ++i) {
+      const TimedScope& e = timed[i];
+      if (!e.ended) continue;
+      const auto ns = static_cast<std::uint64_t>(std::max<std::int64_t>(0, self[i]));
+      e.row->ns += ns;
+      if (e.candidate != nullptr) e.candidate->ns += ns;
+    }
+    timed.clear();
+  }
 
   void remember(const Tensor& out, std::string producer) {
     tensors[out.impl_ptr().get()] = TensorOrigin{out.impl_ptr(), std::move(producer)};
@@ -161,10 +190,27 @@ void OpScope::begin(ScopeKind kind, const char* name, int policy_of) {
   recorded_ = kind == ScopeKind::cast || parent_ == nullptr;
   finished_ = false;
   reported_ = false;
-  child_ns_ = 0;
-  self_ns_ = 0;
   flops_ = bytes_ = child_flops_ = child_bytes_ = 0;
-  start_ns_ = recorded_ ? device_done_ns() : 0;
+  entry_ = -1;
+  if (!recorded_) return;
+  if (parent_ == nullptr && r->timed.size() >= Recorder::kSettleEvery) r->settle();
+  TimedScope e;
+  for (OpScope* a = parent_; a != nullptr; a = a->parent_) {
+    if (a->recorded_) {
+      e.parent = a->entry_;
+      break;
+    }
+  }
+  e.start = r->clock.mark();
+  entry_ = static_cast<std::int32_t>(r->timed.size());
+  r->timed.push_back(e);
+}
+
+TimedScope* OpScope::timed() const {
+  // Out of range only if the session was cleared while this scope was open.
+  return entry_ >= 0 && static_cast<std::size_t>(entry_) < rec_->timed.size()
+             ? &rec_->timed[static_cast<std::size_t>(entry_)]
+             : nullptr;
 }
 
 void OpScope::end() noexcept {
@@ -184,19 +230,16 @@ void OpScope::finish(DType dtype, double own_flops, double own_bytes) {
     }
     return;
   }
-  const std::uint64_t elapsed = device_done_ns() - start_ns_;
-  for (OpScope* a = parent_; a != nullptr; a = a->parent_) {
-    if (a->recorded_) {
-      a->child_ns_ += elapsed;
-      break;
-    }
-  }
   Row& row = row_of(rec_->rows, {name_, phase_, dtype, {}});
   ++row.count;
-  row.ns += elapsed > child_ns_ ? elapsed - child_ns_ : 0;
   row.flops += flops;
   row.bytes += bytes;
-  self_ns_ = elapsed > child_ns_ ? elapsed - child_ns_ : 0;
+  // The time comes when the clock settles: on a GPU the op's kernels may not even have started.
+  if (TimedScope* e = timed()) {
+    e->end = rec_->clock.mark();
+    e->ended = true;
+    e->row = &row;
+  }
 }
 
 void OpScope::analyse(const Tensor& out, const Tensor* const* ptrs, std::size_t n_ptr,
@@ -231,7 +274,7 @@ void OpScope::analyse(const Tensor& out, const Tensor* const* ptrs, std::size_t 
   if (reason.empty()) return;
   Row& row = row_of(rec_->candidates, {name_, phase_, DType::f32, reason});
   ++row.count;
-  row.ns += self_ns_;
+  if (TimedScope* e = timed()) e->candidate = &row;
   rec_->remember(out, std::string("f32 ") + name_);
   if (const std::shared_ptr<runtime::Node>& node = out.grad_fn()) {
     rec_->nodes[node.get()] = NodeOrigin{node, "backward of " + std::string(name_) + ": " + reason};
@@ -279,7 +322,7 @@ void OpScope::done_node_slow(const runtime::Node& node, const Tensor& grad,
   Row& row = row_of(rec_->candidates, {name_, phase_, grad.defined() ? grad.dtype() : node.output_dtype,
                                        it->second.reason});
   ++row.count;
-  row.ns += self_ns_;
+  if (TimedScope* e = timed()) e->candidate = &row;
 }
 
 void OpScope::done_work_slow(DType dtype) { finish(dtype, 0.0, 0.0); }
@@ -305,7 +348,7 @@ void PhaseScope::end() noexcept { rec_->phase = saved_; }
 }  // namespace detail
 
 struct Profile::Impl {
-  detail::Recorder recorder;
+  detail::Recorder recorder{current_device()};
 };
 
 Profile::Profile() {
@@ -324,6 +367,7 @@ Profile::~Profile() {
 
 void Profile::clear() {
   detail::Recorder& r = impl_->recorder;
+  r.settle();  // the marks' rows are about to go
   r.rows.clear();
   r.candidates.clear();
   r.tensors.clear();
@@ -331,7 +375,9 @@ void Profile::clear() {
 }
 
 ProfileData Profile::data() const {
-  const detail::Recorder& r = impl_->recorder;
+  detail::Recorder& r = impl_->recorder;
+  // Scopes still open (data() called from inside an op) keep their marks for a later call.
+  if (r.top == nullptr) r.settle();
   ProfileData d;
   for (const auto& [k, row] : r.rows) {
     d.ops.push_back({k.op, k.phase, k.dtype, row.count, row.ns, row.flops, row.bytes});

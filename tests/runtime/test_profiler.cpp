@@ -1,11 +1,14 @@
 // The per-op profiler: off by default, exact FLOPs and bytes of GEMMs, no double counting of
 // nested ops, backward nodes, casts under autocast, the "could run lower" rules, the per-thread
-// sessions, and the whole-step report with its JSON. No timing is asserted.
+// sessions, and the whole-step report with its JSON. Timing is asserted only as lower bounds
+// set by sleeps (an op's time is taken by the device clock, core/device_clock.h).
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <chrono>
+#include <numeric>
 #include <thread>
 
 #include "runtime/op_scope.h"
@@ -316,6 +319,77 @@ TEST(Profiler, ClearForgetsRecords) {
   ASSERT_FALSE(session.data().ops.empty());
   session.clear();
   EXPECT_TRUE(session.data().ops.empty());
+}
+
+// A custom function whose forward sleeps `ms` (its backward passes dy on).
+runtime::CustomFunction sleeping(const char* name, int ms) {
+  return runtime::CustomFunction{
+      name,
+      [ms](runtime::FunctionContext&, const std::vector<Tensor>& in) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(ms));
+        return in[0] + 1.0f;
+      },
+      [](runtime::FunctionContext&, const Tensor& dy) { return std::vector<Tensor>{dy}; }};
+}
+
+TEST(Profiler, AnOpsTimeIsSettledOnceWhenDataIsRead) {
+  const Tensor x = Tensor::randn({8}, 1);
+  Profile session;
+  runtime::apply(sleeping("nap", 3), {x});
+  const ProfileData d = session.data();
+  const OpStats* row = find(d, "nap", Phase::forward, DType::f32);
+  ASSERT_NE(row, nullptr);
+  EXPECT_GE(row->self_ns, 3'000'000u);
+  EXPECT_EQ(d.recorded_ns, std::accumulate(d.ops.begin(), d.ops.end(), std::uint64_t{0},
+                                           [](std::uint64_t a, const OpStats& s) { return a + s.self_ns; }));
+  // Reading again adds nothing; a second call adds its own time once.
+  EXPECT_EQ(find(session.data(), "nap", Phase::forward, DType::f32)->self_ns, row->self_ns);
+  runtime::apply(sleeping("nap", 3), {x});
+  const OpStats* again = find(session.data(), "nap", Phase::forward, DType::f32);
+  EXPECT_EQ(again->count, 2u);
+  EXPECT_GE(again->self_ns, row->self_ns + 3'000'000u);
+  EXPECT_LT(again->self_ns, 2 * row->self_ns + 100'000'000u) << "counted more than once";
+}
+
+TEST(Profiler, ACastsTimeIsItsOwnNotItsCallers) {
+  // The cast inside the op has its own row; the op's self time excludes the cast's, so the two
+  // rows' times add up to at most the outer interval.
+  const Tensor x = Tensor::randn({1 << 16}, 1);
+  const runtime::CustomFunction outer{
+      "outer",
+      [](runtime::FunctionContext&, const std::vector<Tensor>& in) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(2));
+        return cast(in[0], DType::bf16);
+      },
+      [](runtime::FunctionContext&, const Tensor& dy) { return std::vector<Tensor>{dy}; }};
+  Profile session;
+  const auto t0 = std::chrono::steady_clock::now();
+  runtime::apply(outer, {x});
+  const auto wall = static_cast<std::uint64_t>(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0).count());
+  const ProfileData d = session.data();
+  const OpStats* op = find(d, "outer", Phase::forward, DType::bf16);
+  const OpStats* c = find(d, "cast", Phase::cast, DType::bf16);
+  ASSERT_NE(op, nullptr);
+  ASSERT_NE(c, nullptr);
+  EXPECT_GE(op->self_ns, 2'000'000u);
+  EXPECT_GT(c->self_ns, 0u);
+  EXPECT_LE(op->self_ns + c->self_ns, wall);
+}
+
+TEST(Profiler, ManyOpsSettleInBatchesAndKeepEveryCount) {
+  // More recorded scopes than the recorder keeps unsettled (64k): the batch settled at a
+  // top-level op's start loses no count and no time.
+  const Tensor x = Tensor::randn({4}, 1);
+  Profile session;
+  runtime::apply(sleeping("first_nap", 2), {x});
+  const std::size_t n = (std::size_t{1} << 16) + 100;
+  for (std::size_t i = 0; i < n; ++i) relu(x);
+  const ProfileData d = session.data();
+  const OpStats* r = find(d, "relu", Phase::forward, DType::f32);
+  ASSERT_NE(r, nullptr);
+  EXPECT_EQ(r->count, n);
+  EXPECT_GE(find(d, "first_nap", Phase::forward, DType::f32)->self_ns, 2'000'000u);
 }
 
 TEST(Profiler, ScopeLeftByAnExceptionRecordsNothing) {

@@ -64,6 +64,7 @@ struct StepProfile {
   int threads = 0;
   int steps = 0, warmup = 0;
   MachinePeaks peaks;
+  std::string device;           ///< where the steps ran ("cpu", "cuda:0", "devsim")
   double wall_ms = 0;           ///< wall time of the profiled steps, summed
   /// Host <-> device crossings during the profiled steps (core/transfer.h): downloads are host
   /// synchronisations; bytes count only what crossed to or from a device (0 on cpu).
