@@ -49,19 +49,25 @@ double gflops_of(const OpStats& s) {
   return s.self_ns > 0 ? s.flops / static_cast<double>(s.self_ns) : 0.0;  // FLOP/ns = GFLOP/s
 }
 
-// Attained share of the op's roof, min(peak compute, intensity * peak bandwidth), in percent;
-// negative when there is no roof to compare with.
+// The GEMM peak an op of this dtype is held to: bf16's own where it was measured (a CPU with
+// AVX512_BF16, a GPU's Tensor Cores run bf16 at several times the f32 rate).
+double peak_gflops_of(DType dtype, const MachinePeaks& peaks) {
+  return dtype == DType::bf16 && peaks.bf16_gflops > 0 ? peaks.bf16_gflops : peaks.gflops;
+}
+
+// Attained share of the op's roof, min(peak compute of its dtype, intensity * peak bandwidth),
+// in percent; negative when there is no roof to compare with.
 double roof_pct(const OpStats& s, const MachinePeaks& peaks) {
-  if (!(s.flops > 0) || !(s.bytes > 0) || !(peaks.gflops > 0) || !(peaks.gbytes_per_s > 0)) return -1;
-  const double roof = std::min(peaks.gflops, s.flops / s.bytes * peaks.gbytes_per_s);
+  const double peak = peak_gflops_of(s.dtype, peaks);
+  if (!(s.flops > 0) || !(s.bytes > 0) || !(peak > 0) || !(peaks.gbytes_per_s > 0)) return -1;
+  const double roof = std::min(peak, s.flops / s.bytes * peaks.gbytes_per_s);
   return 100.0 * gflops_of(s) / roof;
 }
 
 }  // namespace
 
 double floor_ms(const OpStats& s, const MachinePeaks& peaks) {
-  const double gflops =
-      s.dtype == DType::bf16 && peaks.bf16_gflops > 0 ? peaks.bf16_gflops : peaks.gflops;
+  const double gflops = peak_gflops_of(s.dtype, peaks);
   const double compute = gflops > 0 ? s.flops / (gflops * 1e9) : 0.0;
   const double memory = peaks.gbytes_per_s > 0 ? s.bytes / (peaks.gbytes_per_s * 1e9) : 0.0;
   return 1e3 * std::max(compute, memory);

@@ -460,7 +460,9 @@ TEST(StepProfile, MlpStepsGiveATableAndStableJson) {
   }
   for (const nlohmann::json& op : j["ops"]) {  // roof% = attained over min(compute, bandwidth roof)
     if (op["roof_pct"].is_null()) continue;
-    const double roof = std::min(peaks.gflops, op["intensity"].get<double>() * peaks.gbytes_per_s);
+    // The compute roof is the GEMM peak of the op's dtype, as the floor's.
+    const double peak = op["dtype"] == "bf16" && peaks.bf16_gflops > 0 ? peaks.bf16_gflops : peaks.gflops;
+    const double roof = std::min(peak, op["intensity"].get<double>() * peaks.gbytes_per_s);
     EXPECT_NEAR(op["roof_pct"].get<double>(), 100.0 * op["gflops"].get<double>() / roof,
                 1e-9 * op["roof_pct"].get<double>() + 1e-12);
   }
