@@ -92,9 +92,12 @@ std::int64_t row_stride(const AttentionLayout& l, std::int64_t width) {
   return l.batch == 0 && l.head == 0 && l.row == 0 ? width : l.row;
 }
 
-/// Pair words of a task's packed bf16 operands (attn_bf16), per thread, grown only.
+/// Pair words of a task's packed bf16 operands (attn_bf16), per thread, grown only: slots 0
+/// and 1 hold the score products' transposed right operands for the whole task, slots 2 and 3
+/// (kProductLeft, kProductRight) the operands of one p or ds product at a time.
+enum PairSlot { kProductLeft = 2, kProductRight = 3 };
 std::uint32_t* pair_scratch(int slot, std::int64_t words) {
-  thread_local std::vector<std::uint32_t> buffers[2];
+  thread_local std::vector<std::uint32_t> buffers[4];
   auto& v = buffers[slot];
   if (v.size() < static_cast<std::size_t>(words)) v.resize(static_cast<std::size_t>(words));
   return v.data();
@@ -102,6 +105,8 @@ std::uint32_t* pair_scratch(int slot, std::int64_t words) {
 
 /// Whether a call's two bf16-by-bf16 score products (q k^T, dout v^T) run as pair products.
 bool use_pairs(const AttentionDesc& d) { return d.dtype == DType::bf16 && attn_bf16::available(); }
+/// Whether the four products with p or ds do too: under the 16-bit spec those are bf16 values.
+bool use_pair_products(const AttentionDesc& d) { return use_pairs(d) && d.round_probs; }
 
 /// The right operand of a score product: a block of one operand's rows transposed, as f32
 /// columns or, on the pair path, as bf16 pair words (attn_bf16), ldt floats or words a row.
@@ -158,6 +163,29 @@ void score_tile(const Operand& left, std::int64_t b, std::int64_t r0, std::int64
   } else {
     simd::tile_product(left_f32, ld_left, 1, m, left.width, right.f32, right.ldt, n, scale, c,
                        ldc, false);
+  }
+}
+
+/// c[r * ldc + j] += sum over k < kdim of left(r, k) right[k][j] for r < m, j < n, on the pair
+/// products: left is a rounded f32 tile (bf16 values) whose element (r, k) is at
+/// left_tile[k * ld_left + r] (a transposed tile, pairs of k across its rows) or, when
+/// pairs_in_rows, at left_tile[r * ld_left + k]; right is kdim bf16 rows of an operand (rows
+/// [row0, row0 + kdim) of batch-head b), interleaved two by two. n = ldc, padded.
+void pair_tile_product(const float* left_tile, std::int64_t ld_left, bool pairs_in_rows,
+                       std::int64_t m, std::int64_t m_padded, std::int64_t kdim,
+                       const Operand& right, std::int64_t b, std::int64_t row0, float* c,
+                       std::int64_t ldc) {
+  const std::int64_t pairs = (kdim + 1) / 2;
+  std::uint32_t* const aw = pair_scratch(kProductLeft, pairs * m_padded);
+  std::uint32_t* const bw = pair_scratch(kProductRight, pairs * ldc);
+  attn_bf16::pack_row_pairs(right.bf16_rows(b, row0), kdim, right.width, right.stride(), bw, ldc,
+                            ldc);
+  if (pairs_in_rows) {  // word (r, p) at aw[r * pairs + p]
+    attn_bf16::pack_f32_pairs_in_rows(left_tile, m, ld_left, kdim, aw, pairs);
+    attn_bf16::pair_product(aw, pairs, 1, m, pairs, bw, ldc, ldc, c, ldc);
+  } else {  // word (r, p) at aw[p * m_padded + r]
+    attn_bf16::pack_f32_row_pairs(left_tile, kdim, ld_left, m_padded, aw, m_padded);
+    attn_bf16::pair_product(aw, 1, m_padded, m, pairs, bw, ldc, ldc, c, ldc);
   }
 }
 
@@ -276,12 +304,15 @@ std::vector<float> padded_copy(const float* src, std::int64_t n, float fill) {
 
 /// One verbose line: the vector target, whether the score products ran on vdpbf16ps, and why
 /// faster code did not run.
-void log_call(const char* op, const AttentionDesc& d, bool pairs) {
+void log_call(const char* op, const AttentionDesc& d, bool pairs, bool pair_products) {
   if (!verbose_enabled()) return;
   std::string impl = std::string(simd_target()) + " f32 tiles";
-  if (pairs) {
-    impl += std::string_view(op) == "attention_forward" ? ", q k^T on vdpbf16ps"
-                                                         : ", q k^T and dout v^T on vdpbf16ps";
+  const bool forward = std::string_view(op) == "attention_forward";
+  if (pair_products) {
+    impl += forward ? ", q k^T and p v on vdpbf16ps" : ", every product on vdpbf16ps";
+  } else if (pairs) {
+    impl += forward ? ", q k^T on vdpbf16ps" : ", q k^T and dout v^T on vdpbf16ps";
+    impl += " (p and ds in f32: attention precision highest)";
   }
   std::string skipped = cpu::simd_cap_reason();
   if (d.dtype == DType::bf16 && !pairs) {
@@ -311,11 +342,11 @@ void attention_forward(const AttentionDesc& d, const void* q, const void* k, con
   const Operand vo{v, d, d.v_rows, d.tk, d.dv};
   const std::int64_t ldk = padded(d.d), ldv = padded(d.dv), qblocks = block_count(d.tq, kBlockQ);
   const bool dropout = d.dropout_p > 0.0f;
-  const bool pairs = use_pairs(d);
-  log_call("attention_forward", d, pairs);
-  std::optional<Widened> kw;  // k in f32: the f32 score product's left operand
+  const bool pairs = use_pairs(d), pair_products = use_pair_products(d);
+  log_call("attention_forward", d, pairs, pair_products);
+  std::optional<Widened> kw, vw;  // k and v in f32: the f32 products' operands
   if (!pairs) kw.emplace(ko, ldk, kSlotK);
-  const Widened vw(vo, ldv, kSlotV);
+  if (!pair_products) vw.emplace(vo, ldv, kSlotV);
   run_tasks(d, d.bh * qblocks, [&](std::int64_t task) {
     const std::int64_t b = task / qblocks, i0 = task % qblocks * kBlockQ;
     const std::int64_t ni = std::min(kBlockQ, d.tq - i0), nq = padded(ni);
@@ -334,7 +365,6 @@ void attention_forward(const AttentionDesc& d, const void* q, const void* k, con
     const std::int64_t keys = visible_keys(d, i0, ni);
     for (std::int64_t j0 = 0; j0 < keys; j0 += kBlockK) {
       const std::int64_t nj = std::min(kBlockK, keys - j0);
-      const float* const vf = vw.rows(b, j0);
       // s^T[key][query] = scale * (k q^T)
       score_tile(ko, b, j0, nj, kw ? kw->rows(b, j0) : nullptr, ldk, qt_right, nq, d.scale, st,
                  kBlockQ);
@@ -351,8 +381,12 @@ void attention_forward(const AttentionDesc& d, const void* q, const void* k, con
       // unrounded (attention.h allows the running max; a later rescale by alpha stays f32).
       if (d.round_probs) simd::round_rows(st, nj, kBlockQ, nq, d.dtype);
       // acc[query] += p v, p read through s^T's strides
-      simd::tile_product(st, 1, kBlockQ, ni, nj, vf, ldv, ldv, 1.0f, acc,
-                         ldv, true);
+      if (pair_products) {
+        pair_tile_product(st, kBlockQ, false, ni, nq, nj, vo, b, j0, acc, ldv);
+      } else {
+        simd::tile_product(st, 1, kBlockQ, ni, nj, vw->rows(b, j0), ldv, ldv, 1.0f, acc, ldv,
+                           true);
+      }
     }
     float* const inv_l = alpha;  // alpha's scratch is free after the last key block
     for (std::int64_t r = 0; r < ni; ++r) {
@@ -373,9 +407,11 @@ void attention_backward(const AttentionDesc& d, const void* q, const void* k, co
   const Operand vo{v, d, d.v_rows, d.tk, d.dv}, go{dout, d, d.out_rows, d.tq, d.dv};
   const std::int64_t ldq = padded(d.d), ldv = padded(d.dv);
   const bool dropout = d.dropout_p > 0.0f;
-  const bool pairs = use_pairs(d);
-  log_call("attention_backward", d, pairs);
-  const Widened qw(qo, ldq, kSlotQ), kw(ko, ldq, kSlotK), gw(go, ldv, kSlotDout);
+  const bool pairs = use_pairs(d), pair_products = use_pair_products(d);
+  log_call("attention_backward", d, pairs, pair_products);
+  // q, k and dout in f32 for the f32 products; the pair products read them where they lie.
+  std::optional<Widened> qw, kw, gw;
+  if (!pair_products) qw.emplace(qo, ldq, kSlotQ), kw.emplace(ko, ldq, kSlotK), gw.emplace(go, ldv, kSlotDout);
   // D_i = dout_i . out_i for every row (O(T) f32; it equals sum_j p_ij dp_ij).
   std::vector<float> rowdot(static_cast<std::size_t>(d.bh * d.tq));
   parallel_for(d.bh * d.tq, d.bh * d.tq * d.dv >= kParallelMinWork, [&](std::int64_t row) {
@@ -420,8 +456,8 @@ void attention_backward(const AttentionDesc& d, const void* q, const void* k, co
     // Under is_causal no query row before j0 sees these keys.
     for (std::int64_t i0 = d.causal ? std::min(j0, d.tq) : 0; i0 < d.tq; i0 += kBlockQ) {
       const std::int64_t ni = std::min(kBlockQ, d.tq - i0);
-      const float* const qf = qw.rows(b, i0);
-      const float* const gf = gw.rows(b, i0);
+      const float* const qf = qw ? qw->rows(b, i0) : nullptr;
+      const float* const gf = gw ? gw->rows(b, i0) : nullptr;
       // p[query][key] = exp(scale * (q k^T) - lse), dp = dout v^T
       score_tile(qo, b, i0, ni, qf, ldq, kt_right, nk, d.scale, p, kBlockK);
       mask_tile(d, b, i0, ni, j0, nj, p, kBlockK, false);
@@ -442,10 +478,13 @@ void attention_backward(const AttentionDesc& d, const void* q, const void* k, co
         std::copy(dp, dp + ni * kBlockK, ds_tile(b, j0 / kBlockK, i0 / kBlockQ));
       }
       // dv[key] += p^T dout, dk[key] += ds^T q: the tiles read through their strides
-      simd::tile_product(p, 1, kBlockK, nj, ni, gf, ldv, ldv, 1.0f, dv_acc,
-                         ldv, true);
-      simd::tile_product(dp, 1, kBlockK, nj, ni, qf, ldq, ldq, 1.0f, dk_acc,
-                         ldq, true);
+      if (pair_products) {
+        pair_tile_product(p, kBlockK, false, nj, nk, ni, go, b, i0, dv_acc, ldv);
+        pair_tile_product(dp, kBlockK, false, nj, nk, ni, qo, b, i0, dk_acc, ldq);
+      } else {
+        simd::tile_product(p, 1, kBlockK, nj, ni, gf, ldv, ldv, 1.0f, dv_acc, ldv, true);
+        simd::tile_product(dp, 1, kBlockK, nj, ni, qf, ldq, ldq, 1.0f, dk_acc, ldq, true);
+      }
     }
     narrow_rows(d, dk, d.k_rows, d.tk, d.d, b, j0, nj, dk_acc, ldq, grad_scale.data());
     narrow_rows(d, dv, d.v_rows, d.tk, d.dv, b, j0, nj, dv_acc, ldv, unit.data());
@@ -461,8 +500,13 @@ void attention_backward(const AttentionDesc& d, const void* q, const void* k, co
       const std::int64_t keys = visible_keys(d, i0, ni);
       for (std::int64_t j0 = 0; j0 < keys; j0 += kBlockK) {
         const std::int64_t nj = std::min(kBlockK, keys - j0);
-        simd::tile_product(ds_tile(b, j0 / kBlockK, i0 / kBlockQ), kBlockK, 1, ni, nj,
-                           kw.rows(b, j0), ldq, ldq, 1.0f, dq_acc, ldq, true);
+        const float* const tile = ds_tile(b, j0 / kBlockK, i0 / kBlockQ);
+        if (pair_products) {
+          pair_tile_product(tile, kBlockK, true, ni, padded(ni), nj, ko, b, j0, dq_acc, ldq);
+        } else {
+          simd::tile_product(tile, kBlockK, 1, ni, nj, kw->rows(b, j0), ldq, ldq, 1.0f, dq_acc,
+                             ldq, true);
+        }
       }
       narrow_rows(d, dq, d.q_rows, d.tq, d.d, b, i0, ni, dq_acc, ldq, grad_scale.data());
     });
@@ -489,7 +533,7 @@ void attention_backward(const AttentionDesc& d, const void* q, const void* k, co
     const std::int64_t keys = visible_keys(d, i0, ni);
     for (std::int64_t j0 = 0; j0 < keys; j0 += kBlockK) {
       const std::int64_t nj = std::min(kBlockK, keys - j0);
-      const float* const kf = kw.rows(b, j0);
+      const float* const kf = kw ? kw->rows(b, j0) : nullptr;
       // p^T[key][query] and dp^T = v dout^T: pass A's tiles, transposed, with the same sums
       score_tile(ko, b, j0, nj, kf, ldq, qt_right, nq, d.scale, pt, kBlockQ);
       mask_tile(d, b, i0, ni, j0, nj, pt, kBlockQ, true);
@@ -503,8 +547,11 @@ void attention_backward(const AttentionDesc& d, const void* q, const void* k, co
       simd::softmax_grad(pt, dpt, nj, kBlockQ, nq, di.data(), false);
       if (d.round_probs) simd::round_rows(dpt, nj, kBlockQ, nq, d.dtype);  // pass A's rounding
       // dq[query] += ds k, ds read through ds^T's strides
-      simd::tile_product(dpt, 1, kBlockQ, ni, nj, kf, ldq, ldq, 1.0f,
-                         dq_acc, ldq, true);
+      if (pair_products) {
+        pair_tile_product(dpt, kBlockQ, false, ni, nq, nj, ko, b, j0, dq_acc, ldq);
+      } else {
+        simd::tile_product(dpt, 1, kBlockQ, ni, nj, kf, ldq, ldq, 1.0f, dq_acc, ldq, true);
+      }
     }
     narrow_rows(d, dq, d.q_rows, d.tq, d.d, b, i0, ni, dq_acc, ldq, grad_scale.data());
   });

@@ -71,6 +71,100 @@ __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16"))) void scores_avx5
   }
 }
 
+__attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16"))) void pair_product_avx512bf16(
+    const std::uint32_t* a, std::int64_t a_row, std::int64_t a_pair, std::int64_t m,
+    std::int64_t pairs, const std::uint32_t* b, std::int64_t ldb, std::int64_t n, float* c,
+    std::int64_t ldc) {
+  for (std::int64_t r0 = 0; r0 < m; r0 += kRows) {
+    const std::int64_t nr = std::min(kRows, m - r0);
+    const std::uint32_t* ar[kRows];
+    for (std::int64_t rr = 0; rr < kRows; ++rr) ar[rr] = a + std::min(r0 + rr, m - 1) * a_row;
+    for (std::int64_t j0 = 0; j0 < n; j0 += 32) {
+      const bool two = j0 + 32 <= n;  // else one vector (n is a multiple of 16)
+      __m512 s0[kRows], s1[kRows];
+      for (std::int64_t rr = 0; rr < kRows; ++rr) {  // rows past m repeat the last (not stored)
+        const float* row = c + (r0 + std::min(rr, nr - 1)) * ldc + j0;
+        s0[rr] = _mm512_loadu_ps(row);
+        s1[rr] = two ? _mm512_loadu_ps(row + 16) : s0[rr];
+      }
+      const std::uint32_t* brow = b + j0;
+      for (std::int64_t p = 0; p < pairs; ++p, brow += ldb) {
+        const __m512bh b0 = (__m512bh)_mm512_loadu_si512(brow);
+        const __m512bh b1 = two ? (__m512bh)_mm512_loadu_si512(brow + 16) : b0;
+        for (std::int64_t rr = 0; rr < kRows; ++rr) {
+          const __m512bh w = (__m512bh)_mm512_set1_epi32(static_cast<int>(ar[rr][p * a_pair]));
+          s0[rr] = _mm512_dpbf16_ps(s0[rr], w, b0);
+          s1[rr] = _mm512_dpbf16_ps(s1[rr], w, b1);
+        }
+      }
+      for (std::int64_t rr = 0; rr < nr; ++rr) {
+        float* out = c + (r0 + rr) * ldc + j0;
+        _mm512_storeu_ps(out, s0[rr]);
+        if (two) _mm512_storeu_ps(out + 16, s1[rr]);
+      }
+    }
+  }
+}
+
+constexpr __mmask16 kAll = 0xffff;
+
+/// Lanes [0, n) of a 16-lane mask (all of them from 16 up, none at or below 0).
+__mmask16 first_lanes(std::int64_t n) {
+  return static_cast<__mmask16>(n >= 16 ? 0xffffu : n <= 0 ? 0u : (1u << n) - 1u);
+}
+
+__attribute__((target("avx512f,avx512bw,avx512vl"))) void pack_row_pairs_avx512(
+    const std::uint16_t* src, std::int64_t rows, std::int64_t width, std::int64_t stride,
+    std::uint32_t* dst, std::int64_t ldw, std::int64_t n) {
+  for (std::int64_t p = 0; 2 * p < rows; ++p) {
+    const std::uint16_t* lo = src + 2 * p * stride;
+    const std::uint16_t* hi = 2 * p + 1 < rows ? lo + stride : nullptr;
+    for (std::int64_t j = 0; j < n; j += 16) {
+      const __mmask16 valid = first_lanes(width - j);
+      // (The zero-masked forms with every lane selected: see transpose_16x16.)
+      const __m512i l = _mm512_maskz_cvtepu16_epi32(kAll, _mm256_maskz_loadu_epi16(valid, lo + j));
+      const __m512i h = hi != nullptr
+                            ? _mm512_maskz_cvtepu16_epi32(kAll, _mm256_maskz_loadu_epi16(valid, hi + j))
+                            : _mm512_setzero_si512();
+      _mm512_storeu_si512(dst + p * ldw + j, _mm512_or_si512(l, _mm512_maskz_slli_epi32(kAll, h, 16)));
+    }
+  }
+}
+
+__attribute__((target("avx512f"))) void pack_f32_row_pairs_avx512(const float* x, std::int64_t rows,
+                                                                  std::int64_t ldx, std::int64_t cols,
+                                                                  std::uint32_t* dst,
+                                                                  std::int64_t ldw) {
+  const __m512i high = _mm512_set1_epi32(static_cast<int>(0xffff0000u));
+  for (std::int64_t p = 0; 2 * p < rows; ++p) {
+    const float* lo = x + 2 * p * ldx;
+    const bool has_hi = 2 * p + 1 < rows;
+    for (std::int64_t c = 0; c < cols; c += 16) {
+      const __m512i l = _mm512_maskz_srli_epi32(kAll, _mm512_castps_si512(_mm512_loadu_ps(lo + c)), 16);
+      const __m512i h = has_hi ? _mm512_and_si512(_mm512_castps_si512(_mm512_loadu_ps(lo + ldx + c)), high)
+                               : _mm512_setzero_si512();
+      _mm512_storeu_si512(dst + p * ldw + c, _mm512_or_si512(l, h));
+    }
+  }
+}
+
+__attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16"))) void pack_f32_pairs_in_rows_avx512bf16(
+    const float* x, std::int64_t rows, std::int64_t ldx, std::int64_t cols, std::uint32_t* dst,
+    std::int64_t ldw) {
+  // 32 values of a row become 16 words: bf16 values in row order are pair words already. The
+  // conversion is exact (the values are bf16 values); lanes past cols load as 0.
+  const std::int64_t pairs = (cols + 1) / 2;
+  for (std::int64_t r = 0; r < rows; ++r) {
+    const float* row = x + r * ldx;
+    for (std::int64_t k = 0; k < cols; k += 32) {
+      const __m512 lo = _mm512_maskz_loadu_ps(first_lanes(cols - k), row + k);
+      const __m512 hi = _mm512_maskz_loadu_ps(first_lanes(cols - k - 16), row + k + 16);
+      const __m512i words = (__m512i)_mm512_cvtne2ps_pbh(hi, lo);
+      _mm512_mask_storeu_epi32(dst + r * ldw + k / 2, first_lanes(pairs - k / 2), words);
+    }
+  }
+}
+
 /// In place: r[i] (16 rows of 16 words) becomes column i (word i of every row, row order).
 /// Unpacks pair rows, then 64-bit halves (column 4k + m of rows 4g..4g+3 in 128-bit lane k),
 /// then two rounds of 128-bit lane shuffles gather each column's four row groups.
@@ -175,6 +269,52 @@ void scores(const std::uint16_t* a, std::int64_t lda, std::int64_t m, std::int64
   if (m > 0 && n > 0) scores_avx512bf16(a, lda, m, kdim, b, ldb, n, scale, c, ldc);
 #else
   (void)a, (void)lda, (void)m, (void)kdim, (void)b, (void)ldb, (void)n, (void)scale, (void)c,
+      (void)ldc;
+#endif
+}
+
+void pack_row_pairs(const std::uint16_t* src, std::int64_t rows, std::int64_t width,
+                    std::int64_t stride, std::uint32_t* dst, std::int64_t ldw, std::int64_t n) {
+#if MIXPREC_BF16_PAIRS
+  if (available()) {
+    pack_row_pairs_avx512(src, rows, width, stride, dst, ldw, n);
+    return;
+  }
+#endif
+  for (std::int64_t p = 0; 2 * p < rows; ++p) {
+    for (std::int64_t j = 0; j < n; ++j) {
+      const std::uint32_t lo = j < width ? src[2 * p * stride + j] : 0u;
+      const std::uint32_t hi = j < width && 2 * p + 1 < rows ? src[(2 * p + 1) * stride + j] : 0u;
+      dst[p * ldw + j] = lo | hi << 16;
+    }
+  }
+}
+
+void pack_f32_row_pairs(const float* x, std::int64_t rows, std::int64_t ldx, std::int64_t cols,
+                        std::uint32_t* dst, std::int64_t ldw) {
+#if MIXPREC_BF16_PAIRS
+  if (rows > 0 && cols > 0) pack_f32_row_pairs_avx512(x, rows, ldx, cols, dst, ldw);
+#else
+  (void)x, (void)rows, (void)ldx, (void)cols, (void)dst, (void)ldw;
+#endif
+}
+
+void pack_f32_pairs_in_rows(const float* x, std::int64_t rows, std::int64_t ldx,
+                            std::int64_t cols, std::uint32_t* dst, std::int64_t ldw) {
+#if MIXPREC_BF16_PAIRS
+  if (rows > 0 && cols > 0) pack_f32_pairs_in_rows_avx512bf16(x, rows, ldx, cols, dst, ldw);
+#else
+  (void)x, (void)rows, (void)ldx, (void)cols, (void)dst, (void)ldw;
+#endif
+}
+
+void pair_product(const std::uint32_t* a, std::int64_t a_row, std::int64_t a_pair, std::int64_t m,
+                  std::int64_t pairs, const std::uint32_t* b, std::int64_t ldb, std::int64_t n,
+                  float* c, std::int64_t ldc) {
+#if MIXPREC_BF16_PAIRS
+  if (m > 0 && n > 0) pair_product_avx512bf16(a, a_row, a_pair, m, pairs, b, ldb, n, c, ldc);
+#else
+  (void)a, (void)a_row, (void)a_pair, (void)m, (void)pairs, (void)b, (void)ldb, (void)n, (void)c,
       (void)ldc;
 #endif
 }
