@@ -197,6 +197,7 @@ BENCHMARK(BM_Memcpy)->Apply(MemcpyArgs);
 BENCHMARK(BM_Add)->Apply(Elementwise4M);
 BENCHMARK_CAPTURE(BM_Unary, relu, k::UnaryOp::relu)->Apply(Elementwise4M);
 BENCHMARK_CAPTURE(BM_Unary, gelu, k::UnaryOp::gelu)->Apply(Elementwise4M);
+BENCHMARK_CAPTURE(BM_Unary, gelu_tanh, k::UnaryOp::gelu_tanh)->Apply(Elementwise4M);
 BENCHMARK_CAPTURE(BM_Unary, exp, k::UnaryOp::exp)->Apply(Elementwise4M);
 BENCHMARK_CAPTURE(BM_Reduce, sum, k::ReduceOp::sum)->Apply(Elements);
 BENCHMARK_CAPTURE(BM_Reduce, amax, k::ReduceOp::amax)->Apply(Elements);
