@@ -19,6 +19,7 @@
 
 #include "kernels/convert.h"
 #include "kernels/cpu/dispatch_util.h"
+#include "kernels/cpu/transpose_block.h"
 
 namespace mixprec::kernels {
 namespace {
@@ -120,7 +121,7 @@ void copy_runs(const CopyDims& d, const StridedInput& in, const StridedOutput& o
 /// writes one element.
 template <class In, class Out, class Move>
 void copy_tiles(const CopyDims& d, int a, int b, const In* src, Out* dst, const Move& move) {
-  constexpr std::int64_t kTile = 32;
+  constexpr std::int64_t kTile = cpu::kTransposeTile;
   const auto ka = static_cast<std::size_t>(a), kb = static_cast<std::size_t>(b);
   const std::int64_t na = d.shape[ka], nb = d.shape[kb];
   const std::int64_t in_a = d.in[ka], out_b = d.out[kb];
@@ -132,12 +133,8 @@ void copy_tiles(const CopyDims& d, int a, int b, const In* src, Out* dst, const 
     outer_offsets(d, a, b, task / tiles_b, in_off, out_off);
     const std::int64_t b0 = (task % tiles_b) * kTile, b1 = std::min(nb, b0 + kTile);
     for (std::int64_t a0 = 0; a0 < na; a0 += kTile) {
-      const std::int64_t a1 = std::min(na, a0 + kTile);
-      for (std::int64_t jb = b0; jb < b1; ++jb) {
-        const In* s = src + in_off + jb;
-        Out* o = dst + out_off + jb * out_b;
-        for (std::int64_t ja = a0; ja < a1; ++ja) move(s[ja * in_a], o[ja]);
-      }
+      cpu::transpose_block(src + in_off + a0 * in_a + b0, in_a, dst + out_off + b0 * out_b + a0,
+                           out_b, std::min(kTile, na - a0), b1 - b0, move);
     }
   });
 }
