@@ -2,10 +2,11 @@
 // chunk runs on Highway lanes (fp8_cast_simd.h: fp8_scale_math.h's element, bit for bit) and
 // its amax, a max of bit patterns, is combined by an atomic max: exact and order-free, so
 // threads change no bit. The cast-transpose runs over tiles of the matrix instead: each tile's
-// row segments go through the same Highway cast (into y, or a stack tile when y is null), and
-// the tile's bytes, still in L1, are written transposed by the copy's transpose loop
-// (transpose_block.h); the input is read once, as the unfused cast then copy.transpose did not
-// (they read the fp8 bytes back from memory a second time). The scale update is not here: it touches one small history, so the cpu
+// row segments go through the same Highway cast into a stack tile, whose bytes, still in L1, are
+// copied row by row into y and written transposed into yt by the copy's byte transpose
+// (transpose_block.h). The input is read once and the bytes are never read back from memory,
+// as the unfused cast then copy-transpose read them. (Transposing from y itself instead was
+// twice as slow when y's rows are 2 KiB apart: a tile's 64 rows then share two L1 sets.) The scale update is not here: it touches one small history, so the cpu
 // table leaves it to the reference (the backend's logged fallback), which is the kernel a thread
 // would only slow.
 #include <algorithm>
@@ -13,6 +14,7 @@
 #include <atomic>
 #include <bit>
 #include <cstdint>
+#include <cstring>
 
 #include "kernels/cpu/dispatch_util.h"
 #include "kernels/cpu/fp8_cast_simd.h"
@@ -27,7 +29,7 @@ namespace {
 constexpr std::int64_t kChunk = 65536;
 
 /// A cast-transpose tile: two transpose tiles of rows, so each column's 64 bytes fill a cache
-/// line of yt, by 128 columns (an f32 tile of 32 KiB read, 8 KiB of bytes written twice).
+/// line of yt, by 128 columns (an f32 tile of 32 KiB read, an 8 KiB tile of bytes).
 constexpr std::int64_t kTileRows = 2 * kTransposeTile;
 constexpr std::int64_t kTileCols = 128;
 
@@ -72,17 +74,15 @@ void fp8_scaled_cast_transpose(const void* x, DType x_dtype, std::int64_t rows, 
   parallel_for(tasks, rows * cols >= kParallelMinWork, [&](std::int64_t task) {
     const std::int64_t r0 = task / col_tiles * kTileRows, c0 = task % col_tiles * kTileCols;
     const std::int64_t nr = std::min(kTileRows, rows - r0), nc = std::min(kTileCols, cols - c0);
-    std::array<std::uint8_t, kTileRows * kTileCols> scratch;  // the tile when y is null
-    std::uint8_t* tile = out != nullptr ? out + r0 * cols + c0 : scratch.data();
-    const std::int64_t stride = out != nullptr ? cols : kTileCols;
+    std::array<std::uint8_t, kTileRows * kTileCols> tile;
     std::uint32_t local = 0;
     for (std::int64_t r = 0; r < nr; ++r) {
+      std::uint8_t* row = tile.data() + r * kTileCols;
       local = std::max(local, fp8_scaled_cast_span(at(x, x_dtype, (r0 + r) * cols + c0), x_dtype,
-                                                   tile + r * stride, static_cast<std::size_t>(nc),
-                                                   s, e4m3));
+                                                   row, static_cast<std::size_t>(nc), s, e4m3));
+      if (out != nullptr) std::memcpy(out + (r0 + r) * cols + c0, row, static_cast<std::size_t>(nc));
     }
-    transpose_block(tile, stride, out_t + c0 * rows + r0, rows, nr, nc,
-                    [](std::uint8_t b, std::uint8_t& o) { o = b; });
+    transpose_block_bytes(tile.data(), kTileCols, out_t + c0 * rows + r0, rows, nr, nc);
     raise_max(m, local);
   });
   if (amax != nullptr) *amax = std::bit_cast<float>(m.load());
