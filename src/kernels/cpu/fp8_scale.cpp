@@ -6,9 +6,9 @@
 // copied row by row into y and written transposed into yt by the copy's byte transpose
 // (transpose_block.h). The input is read once and the bytes are never read back from memory,
 // as the unfused cast then copy-transpose read them. (Transposing from y itself instead was
-// twice as slow when y's rows are 2 KiB apart: a tile's 64 rows then share two L1 sets.) The scale update is not here: it touches one small history, so the cpu
-// table leaves it to the reference (the backend's logged fallback), which is the kernel a thread
-// would only slow.
+// twice as slow when y's rows are 2 KiB apart: a tile's 64 rows then share two L1 sets.)
+// The scale update is not here: it touches one small history, so the cpu table leaves it to the
+// reference (the backend's logged fallback), which is the kernel a thread would only slow.
 #include <algorithm>
 #include <array>
 #include <atomic>
