@@ -15,6 +15,7 @@
 #include <bit>
 #include <cstdint>
 #include <cstring>
+#include <string>
 
 #include "kernels/cpu/dispatch_util.h"
 #include "kernels/cpu/fp8_cast_simd.h"
@@ -62,7 +63,12 @@ void fp8_scaled_cast(const void* x, DType x_dtype, void* y, DType format, std::i
 void fp8_scaled_cast_transpose(const void* x, DType x_dtype, std::int64_t rows, std::int64_t cols,
                                void* y, void* yt, DType format, const float* scale, float* amax) {
   detail::check_fp8_scaled_cast_transpose(x_dtype, rows, cols, yt, format, scale);
-  log_simd("fp8_scaled_cast_transpose", dtype_label(x_dtype, format));
+  if (verbose_enabled()) {
+    // A fused kernel says which unfused path it stands for.
+    verbose_log("fp8_scaled_cast_transpose", dtype_label(x_dtype, format),
+                std::string(simd_target()) + " (fused: fp8_scaled_cast then a transposing copy)",
+                simd_cap_reason());
+  }
   const bool e4m3 = format == DType::f8e4m3;
   auto* out = static_cast<std::uint8_t*>(y);
   auto* out_t = static_cast<std::uint8_t*>(yt);
