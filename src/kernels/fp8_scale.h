@@ -1,6 +1,7 @@
 #pragma once
 /// The fp8 training recipes' device kernels (docs/fp8.md, "Recipes"): the scaled, saturating
-/// cast that measures its input's amax in the same pass, and the scale update from an amax
+/// cast that measures its input's amax in the same pass (and its fused form that also writes
+/// the transposed bytes), and the scale update from an amax
 /// history. Scales, amaxes and histories are device memory (pointers), so a training step
 /// never reads them on the host. The per-element math is kernels/spec/fp8_scale_math.h, shared by
 /// every backend. kernels::<name> runs on the active backend.
@@ -22,6 +23,16 @@ namespace ref {
 void fp8_scaled_cast(const void* x, DType x_dtype, void* y, DType format, std::int64_t n,
                      const float* scale, float* amax);
 
+/// fp8_scaled_cast of a contiguous [rows, cols] matrix x that writes the bytes twice in one
+/// pass over x: row-major into y [rows, cols] (may be null) and transposed into yt [cols, rows]
+/// (yt[c * rows + r] = y[r * cols + c]), each byte exactly what fp8_scaled_cast writes for that
+/// element, and *amax (when not null) set by fp8_scaled_cast's rules. The fp8 Linear's backward
+/// GEMMs read operands k-contiguous, so its casts write the transposed copies they need here
+/// instead of transposing the quantised bytes in a second pass (Transformer Engine's fused
+/// cast-transpose). A null y keeps only the transposed copy; *scale must be given.
+void fp8_scaled_cast_transpose(const void* x, DType x_dtype, std::int64_t rows, std::int64_t cols,
+                               void* y, void* yt, DType format, const float* scale, float* amax);
+
 /// One step of an amax history: `history` is device f32 [len], newest first (a shifted window,
 /// not a ring: no index to keep or checkpoint, and len is small). If *amax is finite the
 /// window shifts by one (the oldest drops out), history[0] = *amax, and *scale becomes
@@ -36,7 +47,8 @@ void fp8_scale_update(float* history, std::int64_t len, const float* amax, float
 
 /// The fp8 recipe kernels, in table order: kernels::<name> forwards to the active backend
 /// (kernels/entry_point.h); each backend implements ref::<name>'s signature.
-#define MIXPREC_FP8_SCALE_KERNELS(X) X(fp8_scaled_cast) X(fp8_scale_update)
+#define MIXPREC_FP8_SCALE_KERNELS(X) \
+  X(fp8_scaled_cast) X(fp8_scaled_cast_transpose) X(fp8_scale_update)
 MIXPREC_FP8_SCALE_KERNELS(MIXPREC_ENTRY_POINT)
 
 }  // namespace mixprec::kernels

@@ -5,7 +5,8 @@
 // decode(q) / scale exactly, products are exact and accumulated in f32. On a GPU with fp8
 // Tensor Cores that is cuBLASLt's fp8 GEMM; on a CPU its exact emulation: the products are the
 // same, only the summation order differs. The kernel reads both operands k-contiguous, so the
-// backward GEMMs take transposed copies of the quantised bytes (a copy: exact).
+// backward GEMMs take transposed copies of the quantised bytes, which the casts write in the same
+// pass as the row-major ones (fp8_scaled_cast_transpose: no second pass over the bytes).
 #include "mixprec/ops/fp8_linear.h"
 
 #include <algorithm>
@@ -35,10 +36,16 @@ Fp8TensorState make_role_state(std::int64_t history) {
   return {Tensor::zeros({history}), Tensor::full({1}, 1.0f), Tensor::zeros({1}), Tensor::zeros({3})};
 }
 
-/// A quantised operand: the fp8 tensor and the scale it was cast with (a copy: delayed scaling
-/// updates the state's scale right after the cast, and backward needs the one used).
+/// Which copies of a quantised [r, c] operand a cast writes: its bytes row-major (q), their
+/// [c, r] transpose (qt, k-contiguous for a GEMM that contracts over r), or both.
+enum class Copies { row_major, transposed, both };
+
+/// A quantised operand: the fp8 tensors asked for (q, qt; the other undefined) and the scale
+/// they were cast with (a copy: delayed scaling updates the state's scale right after the cast,
+/// and backward needs the one used).
 struct Quantized {
   Tensor q;
+  Tensor qt;
   Tensor scale;
 };
 
@@ -72,16 +79,33 @@ void observe_cast(const Tensor& t, const Tensor& q, const Tensor& scale, DType f
   kernels::fill(o + 2, DType::f32, 1, 1.0f);
 }
 
-/// Quantises the contiguous tensor t (f32/bf16/f16) to fmt with the role's state, as the recipe
-/// says, raising found_inf when t's amax is NaN or Inf.
+/// Writes the copies asked for of t cast to fmt with the scale at `scale`, and t's amax: one
+/// pass over t either way. An observed cast keeps q, which observe_cast counts from.
+void cast(const Tensor& t, const float* scale, DType fmt, Copies copies, bool observe,
+          Quantized& out, float* amax) {
+  if (copies != Copies::transposed || observe) out.q = Tensor::empty(t.shape(), fmt);
+  if (copies == Copies::row_major) {
+    kernels::fp8_scaled_cast(t.data_ptr(), t.dtype(), out.q.data_ptr(), fmt, t.numel(), scale, amax);
+    return;
+  }
+  const std::int64_t rows = t.size(0), cols = t.size(1);
+  out.qt = Tensor::empty({cols, rows}, fmt);
+  kernels::fp8_scaled_cast_transpose(t.data_ptr(), t.dtype(), rows, cols,
+                                     out.q.defined() ? out.q.data_ptr() : nullptr,
+                                     out.qt.data_ptr(), fmt, scale, amax);
+}
+
+/// Quantises the contiguous tensor t (f32/bf16/f16; [r, c] unless only row_major is asked for)
+/// to fmt with the role's state, as the recipe says, raising found_inf when t's amax is NaN or
+/// Inf. Returns the copies asked for (q also when observed).
 Quantized quantize(const Tensor& t, Fp8TensorState& s, DType fmt, const runtime::Fp8Recipe& recipe,
-                   const Tensor& found_inf, bool observe) {
+                   const Tensor& found_inf, bool observe, Copies copies) {
   const std::int64_t n = t.numel();
   const std::int64_t len = recipe.history_length();
   MIXPREC_CHECK(s.history.numel() == len, ValueError, kOp,
                 "the state's amax history has " << s.history.numel() << " entries but the recipe ("
                     << runtime::to_string(recipe) << ") needs " << len);
-  Tensor q = Tensor::empty(t.shape(), fmt);
+  Quantized out;
   auto* hist = s.history.data<float>();
   auto* scale = s.scale.data<float>();
   auto* amax = s.amax.data<float>();
@@ -90,17 +114,17 @@ Quantized quantize(const Tensor& t, Fp8TensorState& s, DType fmt, const runtime:
     // Two passes: the amax decides the scale this very cast uses.
     kernels::fp8_scaled_cast(t.data_ptr(), t.dtype(), nullptr, fmt, n, nullptr, amax);
     kernels::fp8_scale_update(hist, len, amax, scale, fmt, recipe.margin, found);
-    kernels::fp8_scaled_cast(t.data_ptr(), t.dtype(), q.data_ptr(), fmt, n, scale, amax);
-    Tensor used = s.scale.clone();
-    if (observe) observe_cast(t, q, used, fmt, s.observed);
-    return {std::move(q), std::move(used)};
+    cast(t, scale, fmt, copies, observe, out, amax);
+    out.scale = s.scale.clone();
+    if (observe) observe_cast(t, out.q, out.scale, fmt, s.observed);
+    return out;
   }
   // Delayed: one pass with the scale from earlier steps, then this step's amax enters the history.
-  kernels::fp8_scaled_cast(t.data_ptr(), t.dtype(), q.data_ptr(), fmt, n, scale, amax);
-  Tensor used = s.scale.clone();
+  cast(t, scale, fmt, copies, observe, out, amax);
+  out.scale = s.scale.clone();
   kernels::fp8_scale_update(hist, len, amax, scale, fmt, recipe.margin, found);
-  if (observe) observe_cast(t, q, used, fmt, s.observed);
-  return {std::move(q), std::move(used)};
+  if (observe) observe_cast(t, out.q, out.scale, fmt, s.observed);
+  return out;
 }
 
 /// C [m, n] = A Bᵀ (+ bias [n]) for quantised A [m, k] and B [n, k] (both k-contiguous), each
@@ -130,11 +154,9 @@ Tensor fp8_mm(const Tensor& a, const Tensor& a_scale, const Tensor& b, const Ten
   return c;
 }
 
-/// The [c, r] k-contiguous copy of a quantised [r, c] operand (fp8 bytes moved, not rounded).
-Tensor transposed(const Tensor& q) { return q.transpose(0, 1).contiguous(); }
-
-/// Indices of the tensors fp8_linear saves for backward.
-enum Saved : std::size_t { kXq, kXScale, kWq, kWScale, kGHistory, kGScale, kGAmax, kGObserved, kFoundInf };
+/// Indices of the tensors fp8_linear saves for backward: the quantised input and weight
+/// transposed (xqᵀ [K, M], wqᵀ [K, N]), the k-contiguous operands dw and dx read.
+enum Saved : std::size_t { kXqT, kXScale, kWqT, kWScale, kGHistory, kGScale, kGAmax, kGObserved, kFoundInf };
 
 std::vector<Tensor> fp8_linear_backward(runtime::FunctionContext& ctx, const Tensor& dy_arg) {
   const std::vector<Tensor>& saved = ctx.saved_tensors();
@@ -147,22 +169,26 @@ std::vector<Tensor> fp8_linear_backward(runtime::FunctionContext& ctx, const Ten
   const bool observe = ctx.scalar("observe") != 0.0;
   // The gradients are f32 whatever autocast state the forward had.
   runtime::Autocast off(false, runtime::autocast_dtype());
-  const Tensor& xq = saved[kXq];  // [M, K]
-  const Tensor& wq = saved[kWq];  // [N, K]
-  const std::int64_t m = xq.size(0), out = wq.size(0);
+  const Tensor& xqt = saved[kXqT];  // [K, M]
+  const Tensor& wqt = saved[kWqT];  // [K, N]
+  const std::int64_t m = xqt.size(1), out = wqt.size(1);
   const Tensor dy = dy_arg.contiguous().reshape({m, out});
-  const Quantized g = quantize(dy, grad, recipe.grad_format(), recipe, saved[kFoundInf], observe);
   const std::vector<bool>& needs = ctx.needs_input_grad();
+  // dx reads dy's bytes row-major, dw their transpose: one cast writes what is needed.
+  const Copies copies = needs[0] && needs[1] ? Copies::both
+                        : needs[1]           ? Copies::transposed
+                                             : Copies::row_major;
+  Quantized g = quantize(dy, grad, recipe.grad_format(), recipe, saved[kFoundInf], observe, copies);
   Tensor dx, dw, db;
-  // dw first: its two transposed operands are gone before dx is allocated, so the backward
-  // holds at most one GEMM's temporaries beside its results.
+  // dw first, then dyᵀ is dropped: dx's result is allocated without it beside.
   if (needs[1]) {  // dw [N, K] = dyᵀ [N, M] · x [M, K]
-    dw = fp8_mm(transposed(g.q), g.scale, transposed(xq), saved[kXScale], DType::f32, false);
+    dw = fp8_mm(g.qt, g.scale, xqt, saved[kXScale], DType::f32, false);
+    g.qt = Tensor();
   }
   if (needs[0]) {  // dx [M, K] = dy [M, N] · w [N, K], in x's dtype (rounded once, as a 16-bit
                    // Linear's input gradient: no f32 copy of it)
     const auto x_dtype = static_cast<DType>(static_cast<int>(ctx.scalar("x_dtype")));
-    dx = fp8_mm(g.q, g.scale, transposed(wq), saved[kWScale], x_dtype, false);
+    dx = fp8_mm(g.q, g.scale, wqt, saved[kWScale], x_dtype, false);
     Shape x_shape(static_cast<std::size_t>(ctx.scalar("x_dims")));
     for (std::size_t d = 0; d < x_shape.size(); ++d) {
       x_shape[d] = static_cast<std::int64_t>(ctx.scalar("x_size" + std::to_string(d)));
@@ -206,18 +232,22 @@ Tensor fp8_linear(const Tensor& x, const Tensor& weight, const Tensor& bias,
         const std::int64_t k = in[1].size(1);
         const Tensor x2 = xin.contiguous().reshape({xin.numel() / std::max<std::int64_t>(k, 1), k});
         const runtime::Fp8Recipe& r = state.recipe;
-        const Quantized qx =
-            quantize(x2, state.input, r.forward_format(), r, state.found_inf, state.observe);
-        const Quantized qw = quantize(in[1].contiguous(), state.weight, r.forward_format(), r,
-                                      state.found_inf, state.observe);
+        // Each cast writes the row-major bytes this GEMM reads and the transposed ones the
+        // backward's read; the row-major ones are dropped as soon as the GEMM is done.
+        Quantized qx = quantize(x2, state.input, r.forward_format(), r, state.found_inf,
+                                state.observe, Copies::both);
+        Quantized qw = quantize(in[1].contiguous(), state.weight, r.forward_format(), r,
+                                state.found_inf, state.observe, Copies::both);
         runtime::Autocast off(false, runtime::autocast_dtype());
         // The bias joins the GEMM's f32 sums, and the output is rounded once to its dtype: no
         // f32 product and no f32 sum in between.
         Tensor y = fp8_mm(qx.q, qx.scale, qw.q, qw.scale, out_dtype, /*fast_accum=*/true, in[2]);
+        qx.q = Tensor();
+        qw.q = Tensor();
         Shape y_shape = xin.shape();
         y_shape.back() = in[1].size(0);
         y = y.reshape(y_shape);
-        ctx.save_for_backward({qx.q, qx.scale, qw.q, qw.scale, state.grad.history,
+        ctx.save_for_backward({qx.qt, qx.scale, qw.qt, qw.scale, state.grad.history,
                                state.grad.scale, state.grad.amax, state.grad.observed,
                                state.found_inf});
         ctx.save_scalar("observe", state.observe ? 1.0 : 0.0);

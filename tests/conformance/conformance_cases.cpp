@@ -545,6 +545,40 @@ std::vector<Case> cases() {
                  }
                  return o;
                }});
+  // The cast-transpose on a shape of partial tiles and on one above the parallel threshold,
+  // with y and with y null, NaN and -Inf in the second format's run.
+  c.push_back({"fp8_scaled_cast_transpose", F, [](const Backend& b, DType t) {
+                 Outs o;
+                 const std::int64_t shapes[][2] = {{130, 67}, {300, 257}};
+                 for (DType fmt : {DType::f8e4m3, DType::f8e5m2}) {
+                   for (const auto& [rows, cols] : shapes) {
+                     const std::int64_t n = rows * cols;
+                     const bool special = fmt == DType::f8e5m2;
+                     Buffer x = random_buffer(t, n, -6000.0f, 6000.0f, special ? 93 : 92);
+                     if (special) {
+                       x.set(n - 2, NAN);
+                       x.set(cols + 3, -INFINITY);
+                     }
+                     Buffer y(DType::f32, n), yt(DType::f32, n), yt_only(DType::f32, n);
+                     Buffer scale_amax(DType::f32, 3);  // scale, amax, amax with y null
+                     scale_amax.set(0, 0.5f);
+                     scale_amax.set(1, -1.0f);
+                     scale_amax.set(2, -1.0f);
+                     auto* sa = static_cast<float*>(scale_amax.data());
+                     b.fp8_scaled_cast_transpose(x.data(), t, rows, cols, y.data(), yt.data(), fmt,
+                                                 sa, sa + 1);
+                     b.fp8_scaled_cast_transpose(x.data(), t, rows, cols, nullptr, yt_only.data(),
+                                                 fmt, sa, sa + 2);
+                     const std::string tag = std::string(name(fmt)) + " " + std::to_string(rows) +
+                                             "x" + std::to_string(cols) + " ";
+                     o.push_back(exact(tag + "y bits", bits_of(y, fmt, n)));
+                     o.push_back(exact(tag + "yt bits", bits_of(yt, fmt, n)));
+                     o.push_back(exact(tag + "yt bits, y null", bits_of(yt_only, fmt, n)));
+                     o.push_back(exact(tag + "scale, amax, amax with y null", std::move(scale_amax)));
+                   }
+                 }
+                 return o;
+               }});
   c.push_back({"fp8_scale_update", {DType::f32}, [](const Backend& b, DType) {
                  Outs o;
                  for (DType fmt : {DType::f8e4m3, DType::f8e5m2}) {

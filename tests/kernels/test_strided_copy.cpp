@@ -103,8 +103,9 @@ TEST(StridedCopy, CpuEqualsTheReferenceBitForBit) {
   }
 }
 
-// fp8 bytes transposed into the same fp8 dtype (the fp8 Linear's backward operands) run the
-// same tiles moving bytes: every byte pattern, NaNs included, lands as the reference puts it.
+// fp8 bytes transposed into the same fp8 dtype run the same tiles, moving the bytes eight by
+// eight in words (and the edges one by one): every byte pattern, NaNs included, lands as the
+// reference puts it.
 TEST(StridedCopy, Fp8TransposesMoveTheBytesAsTheReference) {
   for (DType t : {DType::f8e4m3, DType::f8e5m2}) {
     for (const CopyCase& k : cases()) {

@@ -7,8 +7,8 @@
 //   tile. The reference's odometer visits such a copy element by element in the output's order
 //   and read a channels-last activation at a stride of C elements: 0.7 ms for the CNN's 0.8 MB
 //   flatten, against about 0.03 ms for the bytes it moves;
-// - a transpose of fp8 bytes into the same fp8 dtype (the fp8 Linear's backward operands): the
-//   same tiles moving bytes, as the reference's same-dtype conversion does;
+// - a transpose of fp8 bytes into the same fp8 dtype: the same tiles moving the bytes as the
+//   reference's same-dtype conversion does, eight by eight in 64-bit words (transpose_block.h);
 // - anything else (no unit stride on one side: a strided slice; fp8 converted to another
 //   dtype): the reference, which packs storage-only bytes.
 #include "kernels/copy.h"
@@ -19,6 +19,7 @@
 
 #include "kernels/convert.h"
 #include "kernels/cpu/dispatch_util.h"
+#include "kernels/cpu/transpose_block.h"
 
 namespace mixprec::kernels {
 namespace {
@@ -116,11 +117,11 @@ void copy_runs(const CopyDims& d, const StridedInput& in, const StridedOutput& o
 
 /// A layout change: a is the output's unit-stride dimension, b the input's. Tiles of kTile x
 /// kTile elements of (a, b): each reads kTile short runs of the input and writes kTile of the
-/// output, all inside L1. Tasks are (outer index, tile row of b): disjoint outputs. move(s, o)
-/// writes one element.
-template <class In, class Out, class Move>
-void copy_tiles(const CopyDims& d, int a, int b, const In* src, Out* dst, const Move& move) {
-  constexpr std::int64_t kTile = 32;
+/// output, all inside L1. Tasks are (outer index, tile row of b): disjoint outputs.
+/// block(src, src_stride, dst, dst_stride, na, nb) moves one tile (transpose_block.h's contract).
+template <class In, class Out, class Block>
+void copy_tiles(const CopyDims& d, int a, int b, const In* src, Out* dst, const Block& block) {
+  constexpr std::int64_t kTile = cpu::kTransposeTile;
   const auto ka = static_cast<std::size_t>(a), kb = static_cast<std::size_t>(b);
   const std::int64_t na = d.shape[ka], nb = d.shape[kb];
   const std::int64_t in_a = d.in[ka], out_b = d.out[kb];
@@ -132,12 +133,8 @@ void copy_tiles(const CopyDims& d, int a, int b, const In* src, Out* dst, const 
     outer_offsets(d, a, b, task / tiles_b, in_off, out_off);
     const std::int64_t b0 = (task % tiles_b) * kTile, b1 = std::min(nb, b0 + kTile);
     for (std::int64_t a0 = 0; a0 < na; a0 += kTile) {
-      const std::int64_t a1 = std::min(na, a0 + kTile);
-      for (std::int64_t jb = b0; jb < b1; ++jb) {
-        const In* s = src + in_off + jb;
-        Out* o = dst + out_off + jb * out_b;
-        for (std::int64_t ja = a0; ja < a1; ++ja) move(s[ja * in_a], o[ja]);
-      }
+      block(src + in_off + a0 * in_a + b0, in_a, dst + out_off + b0 * out_b + a0, out_b,
+            std::min(kTile, na - a0), b1 - b0);
     }
   });
 }
@@ -149,7 +146,11 @@ void convert_tiles(const CopyDims& d, int a, int b, const StridedInput& in,
     using In = decltype(in_tag);
     using Out = decltype(out_tag);
     copy_tiles(d, a, b, static_cast<const In*>(in.data), static_cast<Out*>(out.data),
-               [](const In& s, Out& o) { o = Out(static_cast<float>(s)); });
+               [](const In* s, std::int64_t ss, Out* o, std::int64_t os, std::int64_t na,
+                  std::int64_t nb) {
+                 cpu::transpose_block(s, ss, o, os, na, nb,
+                                      [](const In& x, Out& y) { y = Out(static_cast<float>(x)); });
+               });
   });
 }
 
@@ -157,7 +158,7 @@ void convert_tiles(const CopyDims& d, int a, int b, const StridedInput& in,
 /// same-dtype conversion moves them (a transposed copy of quantised operands is exact).
 void byte_tiles(const CopyDims& d, int a, int b, const StridedInput& in, const StridedOutput& out) {
   copy_tiles(d, a, b, static_cast<const std::uint8_t*>(in.data), static_cast<std::uint8_t*>(out.data),
-             [](std::uint8_t s, std::uint8_t& o) { o = s; });
+             &cpu::transpose_block_bytes);
 }
 
 }  // namespace

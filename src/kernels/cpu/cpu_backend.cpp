@@ -79,6 +79,7 @@ const Backend& cpu_backend() {
     .random_uniform = &cpu::random_uniform,
     .cumsum = &cpu::cumsum,
     .fp8_scaled_cast = &cpu::fp8_scaled_cast,
+    .fp8_scaled_cast_transpose = &cpu::fp8_scaled_cast_transpose,
     // fp8_scale_update: one short history per tensor and step; the reference loop is the kernel.
     .fp8_gemm = &cpu::fp8_gemm,
     // indices_from_values: a check and a cast per token; the reference loop is the kernel.

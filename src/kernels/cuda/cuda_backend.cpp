@@ -21,7 +21,8 @@ bool cuda_supports(std::size_t entry, std::span<const DType> dtypes) {
     case entry_index("where"):
     // the fp8 recipe kernels name an fp8 format they write (or whose max they use), and check
     // the dtype they compute from themselves
-    case entry_index("fp8_scaled_cast"): case entry_index("fp8_scale_update"):
+    case entry_index("fp8_scaled_cast"): case entry_index("fp8_scaled_cast_transpose"):
+    case entry_index("fp8_scale_update"):
     // the fp8 GEMM's operands are fp8 by contract (validate_fp8_gemm checks them)
     case entry_index("fp8_gemm"):
       return true;

@@ -5,6 +5,10 @@
 //    the stream) with an integer atomicMax. A max of integers is order-free, so the amax is the
 //    reference's bits whatever the schedule, NaN and Inf included (their patterns lie above
 //    every finite one).
+//  - fp8_scaled_cast_transpose: 32 x 32 tiles through shared memory, one block of 32 x 8
+//    threads per tile (a grid-stride loop over tiles): x and y are read and written along a
+//    tile's rows and yt along its columns, 32 consecutive elements per warp each time
+//    (coalesced), with the amax combined as the cast's. Compiled, never run on a GPU.
 //  - fp8_scale_update: one thread. The history is a few dozen to a few thousand floats, read
 //    once per step; one thread walks it in a few microseconds, and a launch costs as much as
 //    a parallel shift would save. The host never reads amax, scale or history.
@@ -19,6 +23,16 @@
 namespace mixprec::kernels::cuda {
 namespace {
 
+/// Raises *amax_bits (when not null) to the largest of the calling block's m: a warp combines
+/// its lanes' bit patterns with shuffles and its first lane does one integer atomicMax. Every
+/// thread of the block calls it (the shuffles need the whole warp).
+__device__ void raise_amax(unsigned m, unsigned* amax_bits) {
+  if (amax_bits == nullptr) return;
+  for (int step = 16; step > 0; step /= 2) m = max(m, __shfl_down_sync(0xffffffffu, m, step));
+  const unsigned lane = (threadIdx.y * blockDim.x + threadIdx.x) % 32;
+  if (lane == 0 && m != 0) atomicMax(amax_bits, m);
+}
+
 template <class T, bool kCast>
 __global__ void fp8_scaled_cast_kernel(const T* x, std::uint8_t* y, std::int64_t n,
                                        const float* scale, bool e4m3, unsigned* amax_bits) {
@@ -29,9 +43,47 @@ __global__ void fp8_scaled_cast_kernel(const T* x, std::uint8_t* y, std::int64_t
     m = max(m, static_cast<unsigned>(fp8_math::abs_bits(v)));
     if constexpr (kCast) y[i] = fp8_math::scaled_cast(v, s, e4m3);
   }
-  if (amax_bits == nullptr) return;
-  for (int step = 16; step > 0; step /= 2) m = max(m, __shfl_down_sync(0xffffffffu, m, step));
-  if (threadIdx.x % 32 == 0 && m != 0) atomicMax(amax_bits, m);
+  raise_amax(m, amax_bits);
+}
+
+/// The cast-transpose's tile side and the rows of it one pass of a 32 x 8 block covers.
+constexpr int kTile = 32;
+constexpr int kTileRowsPerPass = 8;
+
+template <class T>
+__global__ void fp8_scaled_cast_transpose_kernel(const T* x, std::int64_t rows, std::int64_t cols,
+                                                 std::uint8_t* y, std::uint8_t* yt,
+                                                 const float* scale, bool e4m3,
+                                                 unsigned* amax_bits) {
+  // One byte per 32-bit word: a column of the tile then lies in 32 different banks, so the
+  // transposed reads do not conflict (bytes packed four to a word would, eight ways).
+  __shared__ unsigned tile[kTile][kTile + 1];
+  const float s = *scale;
+  const std::int64_t col_tiles = (cols + kTile - 1) / kTile;
+  const std::int64_t tiles = (rows + kTile - 1) / kTile * col_tiles;
+  unsigned m = 0;
+  for (std::int64_t t = blockIdx.x; t < tiles; t += gridDim.x) {
+    const std::int64_t r0 = t / col_tiles * kTile, c0 = t % col_tiles * kTile;
+    const std::int64_t c = c0 + threadIdx.x;
+    for (int i = threadIdx.y; i < kTile; i += kTileRowsPerPass) {
+      const std::int64_t r = r0 + i;
+      if (r < rows && c < cols) {
+        const float v = static_cast<float>(x[r * cols + c]);
+        m = max(m, static_cast<unsigned>(fp8_math::abs_bits(v)));
+        const std::uint8_t b = fp8_math::scaled_cast(v, s, e4m3);
+        if (y != nullptr) y[r * cols + c] = b;
+        tile[i][threadIdx.x] = b;
+      }
+    }
+    __syncthreads();
+    const std::int64_t r = r0 + threadIdx.x;
+    for (int i = threadIdx.y; i < kTile; i += kTileRowsPerPass) {
+      const std::int64_t ct = c0 + i;
+      if (ct < cols && r < rows) yt[ct * rows + r] = static_cast<std::uint8_t>(tile[threadIdx.x][i]);
+    }
+    __syncthreads();  // the next tile overwrites this one
+  }
+  raise_amax(m, amax_bits);
 }
 
 __global__ void fp8_scale_update_kernel(float* history, std::int64_t len, const float* amax,
@@ -75,6 +127,27 @@ void fp8_scaled_cast(const void* x, DType x_dtype, void* y, DType format, std::i
                                                                            e4m3, amax_bits);
     }
     check_launch("fp8_scaled_cast");
+  });
+}
+
+void fp8_scaled_cast_transpose(const void* x, DType x_dtype, std::int64_t rows, std::int64_t cols,
+                               void* y, void* yt, DType format, const float* scale, float* amax) {
+  detail::check_fp8_scaled_cast_transpose(x_dtype, rows, cols, yt, format, scale);
+  auto* amax_bits = reinterpret_cast<unsigned*>(amax);
+  if (amax_bits != nullptr) {
+    check_cuda(cudaMemsetAsync(amax_bits, 0, sizeof(unsigned), stream()),
+               "fp8_scaled_cast_transpose", "cudaMemsetAsync");
+  }
+  const std::int64_t tiles = (rows + kTile - 1) / kTile * ((cols + kTile - 1) / kTile);
+  if (tiles == 0) return;
+  const dim3 blocks(static_cast<unsigned>(tiles < 65535 ? tiles : 65535));
+  const dim3 threads(kTile, kTileRowsPerPass);
+  dispatch(x_dtype, [&](auto t) {
+    using T = decltype(t);
+    fp8_scaled_cast_transpose_kernel<T><<<blocks, threads, 0, stream()>>>(
+        static_cast<const T*>(x), rows, cols, static_cast<std::uint8_t*>(y),
+        static_cast<std::uint8_t*>(yt), scale, format == DType::f8e4m3, amax_bits);
+    check_launch("fp8_scaled_cast_transpose");
   });
 }
 

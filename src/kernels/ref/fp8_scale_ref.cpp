@@ -27,6 +27,29 @@ void fp8_scaled_cast(const void* x, DType x_dtype, void* y, DType format, std::i
   if (amax != nullptr) *amax = std::bit_cast<float>(m);
 }
 
+void fp8_scaled_cast_transpose(const void* x, DType x_dtype, std::int64_t rows, std::int64_t cols,
+                               void* y, void* yt, DType format, const float* scale, float* amax) {
+  detail::check_fp8_scaled_cast_transpose(x_dtype, rows, cols, yt, format, scale);
+  const bool e4m3 = format == DType::f8e4m3;
+  auto* out = static_cast<std::uint8_t*>(y);
+  auto* out_t = static_cast<std::uint8_t*>(yt);
+  const float s = *scale;
+  std::uint32_t m = 0;
+  dispatch(x_dtype, [&](auto t) {
+    const auto* in = static_cast<const decltype(t)*>(x);
+    for (std::int64_t r = 0; r < rows; ++r) {
+      for (std::int64_t c = 0; c < cols; ++c) {
+        const float v = static_cast<float>(in[r * cols + c]);
+        m = std::max(m, fp8_math::abs_bits(v));
+        const std::uint8_t b = fp8_math::scaled_cast(v, s, e4m3);
+        if (out != nullptr) out[r * cols + c] = b;
+        out_t[c * rows + r] = b;
+      }
+    }
+  });
+  if (amax != nullptr) *amax = std::bit_cast<float>(m);
+}
+
 void fp8_scale_update(float* history, std::int64_t len, const float* amax, float* scale,
                       DType format, int margin, float* found_inf) {
   detail::check_fp8_scale_update(len, amax, scale, format, margin);

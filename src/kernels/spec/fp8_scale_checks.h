@@ -27,6 +27,18 @@ inline void check_fp8_scaled_cast(DType x_dtype, const void* y, DType format, st
                 "neither y nor amax given: the call would do nothing");
 }
 
+inline void check_fp8_scaled_cast_transpose(DType x_dtype, std::int64_t rows, std::int64_t cols,
+                                            const void* yt, DType format, const float* scale) {
+  constexpr const char* op = "fp8_scaled_cast_transpose";
+  require_compute_dtype(op, x_dtype);
+  check_fp8_format(op, format);
+  MIXPREC_CHECK(rows >= 0 && cols >= 0, ShapeError, op,
+                "negative shape [" << rows << ", " << cols << "]");
+  MIXPREC_CHECK(yt != nullptr, ValueError, op,
+                "yt (the transposed output) is required; for y alone call fp8_scaled_cast");
+  MIXPREC_CHECK(scale != nullptr, ValueError, op, "a cast needs a scale pointer");
+}
+
 /// The largest margin a recipe takes: 2^-64 already shrinks any amax far below fp8's range.
 inline constexpr int kMaxFp8Margin = 64;
 
