@@ -24,6 +24,7 @@
 #include "mixprec/ops/elementwise.h"
 #include "mixprec/runtime/autocast.h"
 #include "mixprec/runtime/function.h"
+#include "mixprec/runtime/node.h"
 #include "ops/linear_shapes.h"
 #include "runtime/op_scope.h"
 
@@ -225,9 +226,12 @@ Tensor fp8_linear(const Tensor& x, const Tensor& weight, const Tensor& bias,
   require_compute_dtype(kOp, weight.dtype());
   const bool autocast = runtime::autocast_enabled();
   const DType out_dtype = autocast ? runtime::autocast_dtype() : DType::f32;
+  // Without a backward to come (evaluation, no_grad) the casts write no transposed copies.
+  const bool backward = runtime::needs_grad({&x, &weight, &bias});
+  const Copies copies = backward ? Copies::both : Copies::row_major;
   const runtime::CustomFunction fn{
       kOp,
-      [&state, out_dtype](runtime::FunctionContext& ctx, const std::vector<Tensor>& in) {
+      [&state, out_dtype, copies](runtime::FunctionContext& ctx, const std::vector<Tensor>& in) {
         const Tensor& xin = in[0];
         const std::int64_t k = in[1].size(1);
         const Tensor x2 = xin.contiguous().reshape({xin.numel() / std::max<std::int64_t>(k, 1), k});
@@ -235,9 +239,9 @@ Tensor fp8_linear(const Tensor& x, const Tensor& weight, const Tensor& bias,
         // Each cast writes the row-major bytes this GEMM reads and the transposed ones the
         // backward's read; the row-major ones are dropped as soon as the GEMM is done.
         Quantized qx = quantize(x2, state.input, r.forward_format(), r, state.found_inf,
-                                state.observe, Copies::both);
+                                state.observe, copies);
         Quantized qw = quantize(in[1].contiguous(), state.weight, r.forward_format(), r,
-                                state.found_inf, state.observe, Copies::both);
+                                state.found_inf, state.observe, copies);
         runtime::Autocast off(false, runtime::autocast_dtype());
         // The bias joins the GEMM's f32 sums, and the output is rounded once to its dtype: no
         // f32 product and no f32 sum in between.

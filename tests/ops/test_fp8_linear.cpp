@@ -25,6 +25,7 @@
 #include "mixprec/ops/nn_functional.h"
 #include "mixprec/ops/reduce.h"
 #include "mixprec/runtime/autocast.h"
+#include "mixprec/runtime/node.h"
 #include "mixprec/tensor/tensor.h"
 #include "ops/f32_gemm_reference.h"
 
@@ -240,6 +241,36 @@ TEST(Fp8Linear, AutocastReturnsTheAutocastDtype) {
   const Tensor y = fp8_linear(Tensor::from_vector(randn(6, 8, 1.0f), {2, 3}),
                               Tensor::from_vector(randn(6, 9, 1.0f), {2, 3}), Tensor(), st);
   EXPECT_EQ(y.dtype(), DType::bf16);
+}
+
+TEST(Fp8Linear, WithoutABackwardTheOutputAndStateAreTheSame) {
+  // Under no_grad (evaluation) the casts write no transposed copies; the output, the amaxes and
+  // the scales must not notice.
+  const std::int64_t m = 20, k = 36, n = 10;
+  const auto xv = randn(m * k, 31, 2.0f), wv = randn(n * k, 32, 0.1f), bv = randn(n, 33, 0.5f);
+  const auto run = [&](bool grad) {
+    Fp8Recipe r;
+    r.amax_history = 2;
+    Fp8LinearState st(r);
+    Tensor x = Tensor::from_vector(xv, {m, k}).set_requires_grad(grad);
+    Tensor w = Tensor::from_vector(wv, {n, k}).set_requires_grad(grad);
+    const Tensor b = Tensor::from_vector(bv, {n});
+    std::vector<float> out;
+    for (int step = 0; step < 2; ++step) {  // the second step uses the first's amax
+      const Tensor y = fp8_linear(x, w, b, st);
+      EXPECT_EQ(y.requires_grad(), grad);
+      out = y.to_vector();
+    }
+    return std::make_pair(out, std::make_pair(st.input.history.to_vector(), st.weight.scale.to_vector()));
+  };
+  const auto with_grad = run(true);
+  {
+    runtime::NoGradGuard no_grad;
+    const auto without = run(false);
+    EXPECT_EQ(without.first, with_grad.first);
+    EXPECT_EQ(without.second, with_grad.second);
+  }
+  EXPECT_EQ(run(false).first, with_grad.first);  // no input requires grad: no backward either
 }
 
 TEST(Fp8Linear, BadRecipesAndShapesAreRefused) {
