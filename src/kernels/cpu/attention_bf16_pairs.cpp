@@ -33,30 +33,55 @@ std::uint32_t pair_word(const std::uint16_t* row, std::int64_t p, std::int64_t w
 /// Rows of A per block and vectors of B per row: 8 x 2 sums in 16 of the 32 registers.
 constexpr std::int64_t kRows = 8;
 
-__attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16"))) void scores_avx512bf16(
-    const std::uint16_t* a, std::int64_t lda, std::int64_t m, std::int64_t kdim,
-    const std::uint32_t* b, std::int64_t ldb, std::int64_t n, float scale, float* c,
-    std::int64_t ldc) {
-  const std::int64_t pairs = (kdim + 1) / 2;
+/// A's words for the pair kernel: row(r) finds row r once per block, word(row, p) reads its
+/// word p. Plain scalar reads, so they inline into the kernel whatever its target.
+struct Bf16Rows {  // bf16 rows where they lie (the score products' left operand)
+  using Row = const std::uint16_t*;
+  const std::uint16_t* a;
+  std::int64_t lda, kdim;
+  Row row(std::int64_t r) const { return a + r * lda; }
+  std::uint32_t word(Row row, std::int64_t p) const { return pair_word(row, p, kdim); }
+};
+struct PackedWords {  // words packed by pack_f32_row_pairs or pack_f32_pairs_in_rows
+  using Row = const std::uint32_t*;
+  const std::uint32_t* a;
+  std::int64_t a_row, a_pair;
+  Row row(std::int64_t r) const { return a + r * a_row; }
+  std::uint32_t word(Row row, std::int64_t p) const { return row[p * a_pair]; }
+};
+
+/// C[r][j] = scale * sum, or C[r][j] += sum (kAccumulate: each element starts from its value),
+/// the sum over p < pairs of A's word (r, p) times B's pair row p, for r < m and j < n (n a
+/// multiple of 16). Blocks of kRows rows by two vectors of columns; one pair of k per step: A's
+/// word broadcast against 16 words (columns) of B's pair row. (No lambdas here: they would not
+/// inherit the target attribute.)
+template <class A, bool kAccumulate>
+__attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16"))) void pair_kernel(
+    const A& a, std::int64_t m, std::int64_t pairs, const std::uint32_t* b, std::int64_t ldb,
+    std::int64_t n, float scale, float* c, std::int64_t ldc) {
   const __m512 vs = _mm512_set1_ps(scale);
   for (std::int64_t r0 = 0; r0 < m; r0 += kRows) {
     const std::int64_t nr = std::min(kRows, m - r0);
-    const std::uint16_t* ar[kRows];
-    for (std::int64_t rr = 0; rr < kRows; ++rr) ar[rr] = a + std::min(r0 + rr, m - 1) * lda;
+    typename A::Row ar[kRows];  // rows past m repeat the last (their sums are not stored)
+    for (std::int64_t rr = 0; rr < kRows; ++rr) ar[rr] = a.row(r0 + std::min(rr, nr - 1));
     for (std::int64_t j0 = 0; j0 < n; j0 += 32) {
       const bool two = j0 + 32 <= n;  // else one vector (n is a multiple of 16)
       __m512 s0[kRows], s1[kRows];
-      for (std::int64_t rr = 0; rr < kRows; ++rr) s0[rr] = s1[rr] = _mm512_setzero_ps();
-      const std::uint32_t* row = b + j0;
-      // One pair of k per step: A's word broadcast against 16 words (columns) of B's pair
-      // row. (No lambdas here: they would not inherit the target attribute.)
-      const std::int64_t full = kdim / 2;  // words with both halves; an odd kdim adds one
-      for (std::int64_t p = 0; p < pairs; ++p, row += ldb) {
-        const __m512bh b0 = (__m512bh)_mm512_loadu_si512(row);
-        const __m512bh b1 = two ? (__m512bh)_mm512_loadu_si512(row + 16) : b0;
+      for (std::int64_t rr = 0; rr < kRows; ++rr) {
+        if constexpr (kAccumulate) {
+          const float* row = c + (r0 + std::min(rr, nr - 1)) * ldc + j0;
+          s0[rr] = _mm512_loadu_ps(row);
+          s1[rr] = two ? _mm512_loadu_ps(row + 16) : s0[rr];
+        } else {
+          s0[rr] = s1[rr] = _mm512_setzero_ps();
+        }
+      }
+      const std::uint32_t* brow = b + j0;
+      for (std::int64_t p = 0; p < pairs; ++p, brow += ldb) {
+        const __m512bh b0 = (__m512bh)_mm512_loadu_si512(brow);
+        const __m512bh b1 = two ? (__m512bh)_mm512_loadu_si512(brow + 16) : b0;
         for (std::int64_t rr = 0; rr < kRows; ++rr) {
-          std::uint32_t word = ar[rr][2 * p];  // the odd kdim's last element, alone
-          if (p < full) std::memcpy(&word, ar[rr] + 2 * p, sizeof word);
+          const std::uint32_t word = a.word(ar[rr], p);
           const __m512bh w = (__m512bh)_mm512_set1_epi32(static_cast<int>(word));
           s0[rr] = _mm512_dpbf16_ps(s0[rr], w, b0);
           s1[rr] = _mm512_dpbf16_ps(s1[rr], w, b1);
@@ -64,43 +89,8 @@ __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16"))) void scores_avx5
       }
       for (std::int64_t rr = 0; rr < nr; ++rr) {
         float* out = c + (r0 + rr) * ldc + j0;
-        _mm512_storeu_ps(out, _mm512_mul_ps(s0[rr], vs));
-        if (two) _mm512_storeu_ps(out + 16, _mm512_mul_ps(s1[rr], vs));
-      }
-    }
-  }
-}
-
-__attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16"))) void pair_product_avx512bf16(
-    const std::uint32_t* a, std::int64_t a_row, std::int64_t a_pair, std::int64_t m,
-    std::int64_t pairs, const std::uint32_t* b, std::int64_t ldb, std::int64_t n, float* c,
-    std::int64_t ldc) {
-  for (std::int64_t r0 = 0; r0 < m; r0 += kRows) {
-    const std::int64_t nr = std::min(kRows, m - r0);
-    const std::uint32_t* ar[kRows];
-    for (std::int64_t rr = 0; rr < kRows; ++rr) ar[rr] = a + std::min(r0 + rr, m - 1) * a_row;
-    for (std::int64_t j0 = 0; j0 < n; j0 += 32) {
-      const bool two = j0 + 32 <= n;  // else one vector (n is a multiple of 16)
-      __m512 s0[kRows], s1[kRows];
-      for (std::int64_t rr = 0; rr < kRows; ++rr) {  // rows past m repeat the last (not stored)
-        const float* row = c + (r0 + std::min(rr, nr - 1)) * ldc + j0;
-        s0[rr] = _mm512_loadu_ps(row);
-        s1[rr] = two ? _mm512_loadu_ps(row + 16) : s0[rr];
-      }
-      const std::uint32_t* brow = b + j0;
-      for (std::int64_t p = 0; p < pairs; ++p, brow += ldb) {
-        const __m512bh b0 = (__m512bh)_mm512_loadu_si512(brow);
-        const __m512bh b1 = two ? (__m512bh)_mm512_loadu_si512(brow + 16) : b0;
-        for (std::int64_t rr = 0; rr < kRows; ++rr) {
-          const __m512bh w = (__m512bh)_mm512_set1_epi32(static_cast<int>(ar[rr][p * a_pair]));
-          s0[rr] = _mm512_dpbf16_ps(s0[rr], w, b0);
-          s1[rr] = _mm512_dpbf16_ps(s1[rr], w, b1);
-        }
-      }
-      for (std::int64_t rr = 0; rr < nr; ++rr) {
-        float* out = c + (r0 + rr) * ldc + j0;
-        _mm512_storeu_ps(out, s0[rr]);
-        if (two) _mm512_storeu_ps(out + 16, s1[rr]);
+        _mm512_storeu_ps(out, kAccumulate ? s0[rr] : _mm512_mul_ps(s0[rr], vs));
+        if (two) _mm512_storeu_ps(out + 16, kAccumulate ? s1[rr] : _mm512_mul_ps(s1[rr], vs));
       }
     }
   }
@@ -266,7 +256,9 @@ void scores(const std::uint16_t* a, std::int64_t lda, std::int64_t m, std::int64
             const std::uint32_t* b, std::int64_t ldb, std::int64_t n, float scale, float* c,
             std::int64_t ldc) {
 #if MIXPREC_BF16_PAIRS
-  if (m > 0 && n > 0) scores_avx512bf16(a, lda, m, kdim, b, ldb, n, scale, c, ldc);
+  if (m > 0 && n > 0) {
+    pair_kernel<Bf16Rows, false>(Bf16Rows{a, lda, kdim}, m, (kdim + 1) / 2, b, ldb, n, scale, c, ldc);
+  }
 #else
   (void)a, (void)lda, (void)m, (void)kdim, (void)b, (void)ldb, (void)n, (void)scale, (void)c,
       (void)ldc;
@@ -312,7 +304,9 @@ void pair_product(const std::uint32_t* a, std::int64_t a_row, std::int64_t a_pai
                   std::int64_t pairs, const std::uint32_t* b, std::int64_t ldb, std::int64_t n,
                   float* c, std::int64_t ldc) {
 #if MIXPREC_BF16_PAIRS
-  if (m > 0 && n > 0) pair_product_avx512bf16(a, a_row, a_pair, m, pairs, b, ldb, n, c, ldc);
+  if (m > 0 && n > 0) {
+    pair_kernel<PackedWords, true>(PackedWords{a, a_row, a_pair}, m, pairs, b, ldb, n, 1.0f, c, ldc);
+  }
 #else
   (void)a, (void)a_row, (void)a_pair, (void)m, (void)pairs, (void)b, (void)ldb, (void)n, (void)c,
       (void)ldc;
