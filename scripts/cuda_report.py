@@ -27,6 +27,17 @@ training logs, summarising the device conformance run, and reading figures out o
   cuda_report.py steps BASE.log OTHER.log...
       A markdown table of `mixprec bench --json` outputs: each run's precision, median step (ms),
       tokens/s and peak memory, and its speed-up over the first (e.g. fp8 recipes against bf16).
+  cuda_report.py fp8-state DEVICE.jsonl CPU.jsonl
+      The fp8 recipe state of two `mixprec train --log` runs of the same steps (issue 37's
+      identity target): per layer and role (input, weight, grad) whether the scale and the amax
+      history's maximum are the same bits on the device and on the cpu, the largest relative
+      amax difference, and a summary line. The weights' first amaxes agree exactly; later ones,
+      and the activations' and gradients', follow GEMMs summed in another order, so a
+      difference there is the run's own drift, which the scales (powers of two) mostly absorb.
+  cuda_report.py quality BASE.jsonl OTHER.jsonl... [--target-pct P]
+      A markdown table of the last epoch of `mixprec train --log` runs: precision, validation
+      loss, skipped steps, and each against the first (issue 37: fp8 recipes within P% of bf16's
+      validation loss, default 1).
   cuda_report.py field FILE KEY[.KEY...]
       One value out of a JSON document (or the first JSON line of a file that has several).
 Exit status 0; a row or summary says FAIL where a check failed (the script collects them all).
@@ -228,6 +239,63 @@ def steps(argv):
             "%.1f MiB" % (peak / 2**20) if peak else "-", "%.2fx" % (base / ms) if base else "-"))
 
 
+def fp8_state(argv):
+    dev, cpu = last_epoch(argv[0]).get("fp8") or {}, last_epoch(argv[1]).get("fp8") or {}
+    if not dev or not cpu:
+        print("FAIL: no fp8 state in %s" % (argv[0] if not dev else argv[1]))
+        return
+    print("| layer | role | scale device / cpu | amax history device / cpu | amax rel diff |")
+    print("|---|---|---|---|---|")
+    same_scale = same_hist = total = 0
+    worst = 0.0
+    for layer in sorted(set(dev) | set(cpu)):
+        for role in ("input", "weight", "grad"):
+            d, c = dev.get(layer, {}).get(role), cpu.get(layer, {}).get(role)
+            if d is None or c is None:
+                print("| %s | %s | FAIL: missing on %s | | |" % (layer, role, "device" if d is None else "cpu"))
+                continue
+            total += 1
+            same_scale += d["scale"] == c["scale"]
+            same_hist += d["amax_history"] == c["amax_history"]
+            r = rel(d["amax"], c["amax"]) if c["amax"] else abs(d["amax"])
+            worst = max(worst, r)
+            print("| %s | %s | %g / %g%s | %g / %g%s | %.2e |" % (
+                layer, role, d["scale"], c["scale"], "" if d["scale"] == c["scale"] else " (differ)",
+                d["amax_history"], c["amax_history"], "" if d["amax_history"] == c["amax_history"] else " (differ)", r))
+    print("")
+    print("fp8 state after the run: scales identical in %d of %d (layer, role) pairs, amax history "
+          "maxima identical in %d of %d; largest relative amax difference %.2e." % (
+              same_scale, total, same_hist, total, worst))
+
+
+def quality(argv):
+    target = 1.0
+    if "--target-pct" in argv:
+        i = argv.index("--target-pct")
+        target = float(argv[i + 1])
+        argv = argv[:i] + argv[i + 2:]
+    print("| run | precision | validation loss | skipped steps | against the first | verdict |")
+    print("|---|---|---|---|---|---|")
+    base = None
+    for i, path in enumerate(argv):
+        label = path.rsplit("/", 1)[-1].rsplit(".", 1)[0]
+        try:
+            rec = last_epoch(path)
+            cfg = json.loads(open(path).readline()).get("config", {})
+            val = rec["val_loss"]
+        except (OSError, ValueError, KeyError, TypeError) as e:
+            print("| %s | - | - | - | - | FAIL: %s |" % (label, e))
+            continue
+        if i == 0:
+            base = val
+            print("| %s | %s | %.4f | %s | | |" % (label, cfg.get("precision", "?"), val, rec.get("skipped_steps")))
+            continue
+        pct = 100.0 * (val - base) / base if base else float("nan")
+        verdict = "ok" if abs(pct) <= target or pct < 0 else "FAIL (target within %g%%)" % target
+        print("| %s | %s | %.4f | %s | %+.2f%% | %s |" % (label, cfg.get("precision", "?"), val,
+                                                          rec.get("skipped_steps"), pct, verdict))
+
+
 def _readable(path):
     try:
         with open(path):
@@ -237,11 +305,13 @@ def _readable(path):
 
 
 def main():
-    if len(sys.argv) < 2 or sys.argv[1] not in ("runs", "speed", "conformance", "field", "attention", "gemm", "steps"):
+    commands = {"runs": runs, "speed": speed, "conformance": conformance, "field": field,
+                "attention": attention, "gemm": gemm, "steps": steps, "fp8-state": fp8_state,
+                "quality": quality}
+    if len(sys.argv) < 2 or sys.argv[1] not in commands:
         sys.exit(__doc__)
     try:
-        {"runs": runs, "speed": speed, "conformance": conformance,
-         "field": field, "attention": attention, "gemm": gemm, "steps": steps}[sys.argv[1]](sys.argv[2:])
+        commands[sys.argv[1]](sys.argv[2:])
     except (IndexError, KeyError, ValueError, OSError) as e:
         print("FAIL: %s" % e)
 
