@@ -46,7 +46,9 @@ void add_profile_command(CLI::App& app) {
       "profile",
       "Profile whole training steps of a built-in model op by op (synthetic inputs, no dataset): "
       "time, GFLOP/s, bytes moved and roofline verdict per op, dtype casts, and the f32 time "
-      "that could run in 16 bits");
+      "that could run in 16 bits. On a GPU each op is timed in the device's queue (CUDA "
+      "events, no synchronising around it), so the report also gives the GPU's busy share "
+      "of the steps");
   auto f = std::make_shared<ProfileFlags>();
   auto batch = std::make_shared<std::int64_t>(0);
   auto threads = std::make_shared<int>(0);
