@@ -343,9 +343,13 @@ TEST(Profiler, AnOpsTimeIsSettledOnceWhenDataIsRead) {
   EXPECT_EQ(d.recorded_ns, std::accumulate(d.ops.begin(), d.ops.end(), std::uint64_t{0},
                                            [](std::uint64_t a, const OpStats& s) { return a + s.self_ns; }));
   // Reading again adds nothing; a second call adds its own time once.
-  EXPECT_EQ(find(session.data(), "nap", Phase::forward, DType::f32)->self_ns, row->self_ns);
+  const ProfileData reread = session.data();
+  ASSERT_NE(find(reread, "nap", Phase::forward, DType::f32), nullptr);
+  EXPECT_EQ(find(reread, "nap", Phase::forward, DType::f32)->self_ns, row->self_ns);
   runtime::apply(sleeping("nap", 3), {x});
-  const OpStats* again = find(session.data(), "nap", Phase::forward, DType::f32);
+  const ProfileData later = session.data();
+  const OpStats* again = find(later, "nap", Phase::forward, DType::f32);
+  ASSERT_NE(again, nullptr);
   EXPECT_EQ(again->count, 2u);
   EXPECT_GE(again->self_ns, row->self_ns + 3'000'000u);
   EXPECT_LT(again->self_ns, 2 * row->self_ns + 100'000'000u) << "counted more than once";
