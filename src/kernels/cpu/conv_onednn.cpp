@@ -107,6 +107,10 @@ std::shared_ptr<const Entry> create(const Key& k) {
   auto md = [&](const memory::desc& user, const memory::dims& dims) {
     return k.blocked ? memory::desc(dims, dt, tag::any) : user;
   };
+  // Weights are oneDNN's choice in both modes: they are small (a reorder of 64x32x3x3 costs
+  // microseconds) and its JIT kernels for plain nchw/nhwc activations want blocked weights:
+  // with oihw pinned oneDNN 2.6 falls back to its reference loop for bf16 nhwc (~700x slower).
+  const memory::desc wei_md(wei_dims, dt, tag::any);
   const memory::dims strides{k.stride, k.stride}, pad{k.padding, k.padding};
   const auto algo = dnnl::algorithm::convolution_direct;
   const dnnl::engine& engine = onednn_engine("conv2d");
@@ -116,7 +120,7 @@ std::shared_ptr<const Entry> create(const Key& k) {
   dnnl::primitive_desc pd;
   try {
     const dnnl::convolution_forward::desc fwd_desc(
-        dnnl::prop_kind::forward_training, algo, md(src_user, src_dims), md(wei_user, wei_dims),
+        dnnl::prop_kind::forward_training, algo, md(src_user, src_dims), wei_md,
         bias_md, md(dst_user, dst_dims), strides, pad, pad);
     const dnnl::convolution_forward::primitive_desc fwd_pd(fwd_desc, attr, engine);
     auto add = [&](int arg, Slot slot, bool output, const memory::desc& user) {
@@ -134,7 +138,7 @@ std::shared_ptr<const Entry> create(const Key& k) {
         break;
       case ConvPass::backward_data: {
         const dnnl::convolution_backward_data::desc bd(algo, md(src_user, src_dims),
-                                                       md(wei_user, wei_dims),
+                                                       wei_md,
                                                        md(dst_user, dst_dims), strides, pad, pad);
         pd = dnnl::convolution_backward_data::primitive_desc(bd, attr, engine, fwd_pd);
         add(DNNL_ARG_DIFF_DST, Slot::dy, false, dst_user);
@@ -144,7 +148,7 @@ std::shared_ptr<const Entry> create(const Key& k) {
       }
       case ConvPass::backward_weights: {
         const dnnl::convolution_backward_weights::desc bw(
-            algo, md(src_user, src_dims), md(wei_user, wei_dims), bias_md,
+            algo, md(src_user, src_dims), wei_md, bias_md,
             md(dst_user, dst_dims), strides, pad, pad);
         pd = dnnl::convolution_backward_weights::primitive_desc(bw, attr, engine, fwd_pd);
         add(DNNL_ARG_SRC, Slot::x, false, src_user);
@@ -245,9 +249,14 @@ bool onednn_conv(ConvPass pass, const Conv2dDesc& desc, bool blocked, const Conv
                  ConvOnednnInfo* info) {
   bool cached = false;
   const std::shared_ptr<const Entry> entry = entry_of(Key(pass, desc, blocked), &cached);
-  bool reordered = false;
-  for (const Operand& op : entry->operands) reordered = reordered || op.reorder;
-  if (info != nullptr) *info = {entry->impl, cached, entry->usable && reordered};
+  bool reordered = false, weights_reordered = false;
+  for (const Operand& op : entry->operands) {
+    const bool weights = op.slot == Slot::weight || op.slot == Slot::dweight;
+    (weights ? weights_reordered : reordered) |= op.reorder;
+  }
+  if (info != nullptr) {
+    *info = {entry->impl, cached, entry->usable && reordered, entry->usable && weights_reordered};
+  }
   if (!entry->usable) return false;
 
   try {

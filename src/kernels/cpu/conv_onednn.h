@@ -29,7 +29,8 @@ struct ConvBuffers {
 struct ConvOnednnInfo {
   std::string impl;       ///< "onednn:" + impl_info_str(), e.g. "onednn:jit:avx512_core"
   bool cached = false;    ///< the primitive (or the verdict that none is usable) was cached
-  bool reordered = false; ///< some operand went through a layout reorder (blocked layout)
+  bool reordered = false; ///< an activation (x, y, dy or dx) went through a layout reorder
+  bool weights_reordered = false;  ///< the weights (or their gradient) did: small, every call
 };
 
 /// Runs one pass of desc (dtype f32 or bf16; bias f32 or dtype; every extent > 0). blocked lets
@@ -42,7 +43,7 @@ bool onednn_conv(ConvPass pass, const Conv2dDesc& desc, bool blocked, const Conv
 
 /// The implementation oneDNN picks for this pass in this layout mode ("onednn:" +
 /// impl_info_str(); built and cached without running). Starts with "onednn:ref" when oneDNN has
-/// only its scalar reference loop (oneDNN 2.6 has no AVX2 kernel for plain nhwc activations).
+/// only its scalar reference loop.
 std::string onednn_conv_impl(ConvPass pass, const Conv2dDesc& desc, bool blocked);
 
 /// Entries in the primitive cache, and clearing it (for tests).
