@@ -2,6 +2,7 @@
 
 #include <mutex>
 
+#include "mixprec/core/cpu_features.h"
 #include "mixprec/core/error.h"
 #include "mixprec/nn/conv_layers.h"
 #include "mixprec/nn/gpt.h"
@@ -225,6 +226,14 @@ ModelSpec model_spec(std::string_view name) {
       "model", "unknown model '" + std::string(name) + "'; choose one of " + model_names());
 }
 
+MemoryFormat default_memory_format() {
+  // A GPU: cuDNN's and PyTorch's fastest convolutions read NHWC. A CPU with native bf16:
+  // oneDNN's nhwc JIT kernels need no reorders, and the CNN's step is as fast in f32 and faster
+  // in bf16 (docs/training.md, "Memory format"). Elsewhere (AVX2, arm64) NCHW measured faster.
+  if (!current_device().is_host()) return MemoryFormat::channels_last;
+  return isa_allowed(Isa::avx512_bf16) ? MemoryFormat::channels_last : MemoryFormat::contiguous;
+}
+
 ModelOptions resolve_options(const ModelSpec& spec, ModelOptions o) {
   const ModelOptions& d = spec.defaults;
   if (o.context == 0) o.context = d.context;
@@ -259,10 +268,7 @@ ModelOptions resolve_options(const ModelSpec& spec, ModelOptions o) {
   }
   const bool images = spec.task != TaskKind::language_model && spec.sample_shape.size() == 3;
   if (images) {
-    if (o.memory_format.empty()) {
-      o.memory_format = name(current_device().is_host() ? MemoryFormat::contiguous
-                                                          : MemoryFormat::channels_last);
-    }
+    if (o.memory_format.empty()) o.memory_format = name(default_memory_format());
     o.memory_format = name(parse_memory_format(o.memory_format));  // ValueError naming both
   } else {
     MIXPREC_CHECK(o.memory_format.empty(), ValueError, op,

@@ -1,6 +1,8 @@
 #include <gtest/gtest.h>
 
 #include "mixprec/runtime/node.h"
+#include "mixprec/core/cpu_features.h"
+#include "mixprec/runtime/runtime.h"
 #include "mixprec/core/error.h"
 #include "mixprec/models/zoo.h"
 #include "mixprec/nn/layers.h"
@@ -198,4 +200,26 @@ TEST(ModelsZoo, TransformerSizesResolveFromDefaultsAndAreChecked) {
   o.heads = 4;
   o.dropout = 1.5f;
   EXPECT_THROW(models::resolve_options(gpt, o), ValueError);
+}
+
+// Image models without --memory-format take the layout their convolutions run fastest in:
+// channels-last on a device and on CPUs with native bf16 (oneDNN's nhwc JIT kernels), NCHW on
+// the others. A given format is kept, and models without images take none.
+TEST(ModelsZoo, DefaultMemoryFormatFollowsTheDeviceAndNativeBf16) {
+  const models::ModelSpec cnn = models::model_spec("cnn");
+  const std::string native = isa_allowed(Isa::avx512_bf16) ? "channels-last" : "contiguous";
+  EXPECT_EQ(models::resolve_options(cnn, {}).memory_format, native);
+  const Isa before = max_isa();
+  set_max_isa(Isa::avx2);  // no native bf16 (on arm64 it caps nothing, and there is none)
+  EXPECT_EQ(models::resolve_options(cnn, {}).memory_format, "contiguous");
+  set_max_isa(before);
+  models::ModelOptions given;
+  given.memory_format = "contiguous";
+  EXPECT_EQ(models::resolve_options(cnn, given).memory_format, "contiguous");
+  EXPECT_TRUE(models::resolve_options(models::model_spec("gpt-mini"), {}).memory_format.empty());
+  const std::string host = kernel_backend();
+  set_device("devsim");
+  EXPECT_EQ(models::resolve_options(cnn, {}).memory_format, "channels-last");
+  set_device("cpu");
+  EXPECT_EQ(kernel_backend(), host);
 }

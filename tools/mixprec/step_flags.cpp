@@ -27,7 +27,7 @@ void add_model_size_flags(CLI::App* cmd, models::ModelOptions& sizes) {
                   "resnet50: height and width of the square input images, in [32, 4096] (0 = 224)");
   cmd->add_option("--memory-format", sizes.memory_format,
                   "Image models: contiguous (NCHW) or channels-last (NHWC) activations (default: "
-                  "channels-last on a GPU, contiguous on the CPU)");
+                  "channels-last on a GPU and on CPUs with avx512_bf16, contiguous on other CPUs)");
   cmd->add_option("--layers", sizes.layers, "Transformers: blocks (0 = default)");
   cmd->add_option("--heads", sizes.heads, "Transformers: attention heads (0 = default)");
   cmd->add_flag("--checkpoint-activations", sizes.checkpoint_activations,

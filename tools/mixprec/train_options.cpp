@@ -46,8 +46,8 @@ TrainOptions::TrainOptions(CLI::App* cmd, bool with_run_flags) {
   bind(cmd->add_option("--memory-format", g.memory_format,
                        "Image models: the layout of activations, contiguous (NCHW) or channels-last "
                        "(NHWC, what GPU convolutions run fastest in); the input is converted once "
-                       "and every layer keeps it. Default: channels-last on a GPU, contiguous on "
-                       "the CPU"),
+                       "and every layer keeps it. Default: channels-last on a GPU and on CPUs "
+                       "with avx512_bf16, contiguous on other CPUs"),
        MIXPREC_FIELD(memory_format));
   bind(cmd->add_option("--layers", g.layers, "Transformer: blocks (0 = the model's default)"),
        MIXPREC_FIELD(layers));

@@ -77,6 +77,9 @@ ModelSpec model_spec(std::string_view name);
 /// "mlp, cnn, resnet, seed-mlp, gpt-mini".
 std::string model_names();
 
+/// The activation layout image models take when --memory-format is not given: channels-last on
+/// a GPU and on CPUs whose executed ISA has native bf16 (avx512_bf16), contiguous elsewhere.
+MemoryFormat default_memory_format();
 /// options with every 0 size replaced by the spec's default, validated: ValueError naming the
 /// flag (--context, --layers, --heads, --width, --dropout) for a size < 1, heads that do not
 /// divide width, or dropout outside [0, 1); ValueError if inputs/outputs differ from a fixed
