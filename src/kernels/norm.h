@@ -11,6 +11,7 @@
 #include <cstdint>
 
 #include "mixprec/core/dtype.h"
+#include "kernels/conv.h"
 #include "kernels/entry_point.h"
 
 namespace mixprec::kernels {
@@ -103,7 +104,40 @@ void layer_norm_backward(const void* x, DType x_dtype, const void* dy, DType dy_
                          float* dweight, float* dbias);
 }  // namespace ref
 
+// ---- batch norm, ReLU and max pooling in one op (a convnet's conv -> BN -> ReLU -> pool) ----
+// The normalised activation between batch norm and the pool is never stored: the forward writes
+// only the pooled output, and the backward recomputes each window's values and argmax from x and
+// the saved statistics. Against batch_norm_relu then max_pool2d that drops a full-size write and
+// two reads in forward, and in backward the pool's scatter of a full-size gradient, its int32
+// argmax and the ReLU mask's reads; a CNN keeps x and the small pooled output per layer.
+
+namespace ref {
+/// batch_norm_forward with its ReLU (no residual) followed by max_pool2d, over disjoint windows
+/// that tile the image: d.stride == d.kernel, d.padding == 0, d.h and d.w multiples of d.kernel.
+/// x [n, c, h, w] (d.channels_last: [n, h, w, c]) and y [n, c, h/k, w/k] (likewise) share
+/// d.dtype; y is what the two ops write, bit for bit (each value rounded to d.dtype, ReLU'd, then
+/// the window's first maximum, a NaN winning). weight, bias, eps, training, mean and var as in
+/// batch_norm_forward (training writes the batch statistics, eval reads the running ones).
+void batch_norm_relu_max_pool2d(const Pool2dDesc& d, const void* x, const float* weight,
+                                const float* bias, float eps, bool training, float* mean,
+                                float* var, void* y);
+/// Gradients of batch_norm_relu_max_pool2d from dy (the pooled output's gradient, d.dtype): each
+/// window's values and argmax recomputed from x, mean, var, weight and bias (the forward's); dy
+/// routed to the argmax as max_pool2d_backward routes it, through the ReLU, and batch_norm_backward's
+/// formulas on that gradient: dx (d.dtype, x's layout), dweight, dbias (f32 [c]; each may be
+/// null). Equal to the unfused ops' gradients up to the order of their f32 sums.
+void batch_norm_relu_max_pool2d_backward(const Pool2dDesc& d, const void* x, const void* dy,
+                                         const float* mean, const float* var, float eps,
+                                         const float* weight, const float* bias, bool training,
+                                         void* dx, float* dweight, float* dbias);
+}  // namespace ref
+
 namespace detail {
+/// The fused batch norm + ReLU + max pool's checks (validate_pool2d's and batch norm's, and
+/// windows that tile the image); ValueError/ShapeError naming op.
+void check_batch_norm_pool_args(const char* op, const Pool2dDesc& d, float eps, bool training);
+/// The batch-norm view of the fused op's x: [n, c, h*w], or [n*h*w, c, 1] channels-last.
+BatchNormDims batch_norm_dims_of(const Pool2dDesc& d);
 /// Argument checks shared by the reference and the dispatcher (ShapeError/ValueError naming op).
 void check_batch_norm_args(const char* op, BatchNormDims d, float eps, bool training);
 void check_layer_norm_args(const char* op, std::int64_t rows, std::int64_t cols, float eps);
@@ -113,7 +147,8 @@ void check_layer_norm_args(const char* op, std::int64_t rows, std::int64_t cols,
 /// (kernels/entry_point.h); each backend implements ref::<name>'s signature.
 #define MIXPREC_NORM_KERNELS(X) X(batch_norm_forward) X(batch_norm_backward) X(batch_norm_stats) \
   X(batch_norm_backward_reduce) X(batch_norm_backward_elemt) X(layer_norm_forward) \
-  X(add_layer_norm_forward) X(layer_norm_backward)
+  X(add_layer_norm_forward) X(layer_norm_backward) X(batch_norm_relu_max_pool2d) \
+  X(batch_norm_relu_max_pool2d_backward)
 MIXPREC_NORM_KERNELS(MIXPREC_ENTRY_POINT)
 
 }  // namespace mixprec::kernels

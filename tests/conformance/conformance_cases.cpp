@@ -264,6 +264,48 @@ Outs run_layer_norm(const Backend& b, DType t, bool backward) {
           close("dbias", std::move(db), 1e-4, 8.0)};
 }
 
+// Batch norm + ReLU + max pooling in one op: 2x2 windows on 6x8 and 3x3 on 6x9 images, NCHW and
+// channels-last, 5 channels (a vector's tail on every target). The forward's statistics and
+// values are batch_norm_relu's, then the pool's; the backward recomputes both and its sums run
+// over the argmax pixels only.
+Outs run_batch_norm_pool(const Backend& b, DType t, bool backward) {
+  Outs o;
+  const std::int64_t shapes[][3] = {{2, 6, 8}, {3, 6, 9}};
+  for (bool channels_last : {false, true}) {
+    for (const auto& s : shapes) {
+      Pool2dDesc d;
+      d.n = 3, d.c = 5, d.h = s[1], d.w = s[2], d.kernel = d.stride = s[0], d.dtype = t;
+      d.channels_last = channels_last;
+      const std::int64_t nx = d.n * d.c * d.h * d.w, ny = d.n * d.c * d.out_h() * d.out_w();
+      const Buffer x = random_buffer(t, nx, -3.0f, 5.0f, 40);
+      const Buffer w = random_buffer(DType::f32, d.c, 0.5f, 1.5f, 41);
+      const Buffer bias = random_buffer(DType::f32, d.c, -0.5f, 0.5f, 42);
+      const auto* wp = static_cast<const float*>(w.data());
+      const auto* bp = static_cast<const float*>(bias.data());
+      Buffer mean(DType::f32, d.c), var(DType::f32, d.c), y(t, ny);
+      auto* mp = static_cast<float*>(mean.data());
+      auto* vp = static_cast<float*>(var.data());
+      if (!backward) {
+        b.batch_norm_relu_max_pool2d(d, x.data(), wp, bp, 1e-5f, true, mp, vp, y.data());
+        o.push_back(close("y", std::move(y), 1e-5, 4.0));
+        o.push_back(close("mean", std::move(mean), 1e-6, 8.0));
+        o.push_back(close("var", std::move(var), 1e-6, 8.0));
+        continue;
+      }
+      ref::batch_norm_relu_max_pool2d(d, x.data(), wp, bp, 1e-5f, true, mp, vp, y.data());
+      const Buffer dy = random_buffer(t, ny, -1.0f, 1.0f, 43);
+      Buffer dx(t, nx), dw(DType::f32, d.c), db(DType::f32, d.c);
+      b.batch_norm_relu_max_pool2d_backward(d, x.data(), dy.data(), mp, vp, 1e-5f, wp, bp, true,
+                                            dx.data(), static_cast<float*>(dw.data()),
+                                            static_cast<float*>(db.data()));
+      o.push_back(close("dx", std::move(dx), 1e-4, 8.0));
+      o.push_back(close("dweight", std::move(dw), 1e-4, 8.0));
+      o.push_back(close("dbias", std::move(db), 1e-4, 8.0));
+    }
+  }
+  return o;
+}
+
 // ---- pooling and convolution ----
 
 Pool2dDesc pool_desc(DType t, std::int64_t kernel, std::int64_t stride, std::int64_t padding) {
@@ -694,6 +736,8 @@ std::vector<Case> cases() {
                      return run_batch_norm(b, t, true, bwd, e);
                    }});
     }
+    c.push_back({std::string("batch_norm_relu_max_pool2d") + (bwd ? "_backward" : ""), F,
+                 [bwd](const Backend& b, DType t) { return run_batch_norm_pool(b, t, bwd); }});
     c.push_back({std::string(bwd ? "layer_norm_backward" : "layer_norm_forward"), F,
                  [bwd](const Backend& b, DType t) { return run_layer_norm(b, t, bwd); }});
     c.push_back({std::string("max_pool2d") + (bwd ? "_backward" : ""), F,

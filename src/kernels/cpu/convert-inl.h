@@ -355,6 +355,14 @@ HWY_INLINE hn::Vec<D16<DF>> NarrowF16(DF /*df*/, hn::Vec<DF> v) {
 #endif
 }
 
+/// v rounded to TY's precision and widened back (what a store and a load of v give).
+template <class TY, class DF>
+HWY_INLINE hn::Vec<DF> RoundTo(DF df, hn::Vec<DF> v) {
+  if constexpr (std::is_same_v<TY, bfloat16>) return WidenBF16(df, NarrowBF16(df, v));
+  else if constexpr (std::is_same_v<TY, float16>) return WidenF16(df, NarrowF16(df, v));
+  else return v;
+}
+
 /// f32 -> bf16 patterns with stochastic rounding (32 random bits per lane), as
 /// f32_to_bf16_bits_stochastic.
 template <class DF>

@@ -52,6 +52,8 @@ const Backend& cpu_backend() {
     .layer_norm_forward = &cpu::layer_norm_forward,
     .add_layer_norm_forward = &cpu::add_layer_norm_forward,
     .layer_norm_backward = &cpu::layer_norm_backward,
+    .batch_norm_relu_max_pool2d = &cpu::batch_norm_relu_max_pool2d,
+    .batch_norm_relu_max_pool2d_backward = &cpu::batch_norm_relu_max_pool2d_backward,
     .conv2d = &cpu::conv2d,
     .conv2d_backward_data = &cpu::conv2d_backward_data,
     .conv2d_backward_weights = &cpu::conv2d_backward_weights,

@@ -19,6 +19,7 @@
 #include <cstring>
 #include <vector>
 
+#include "kernels/cpu/batch_norm_stats.h"
 #include "kernels/cpu/dispatch_util.h"
 #include "kernels/cpu/elementwise_simd.h"
 #include "kernels/cpu/growing_buffer.h"
@@ -152,12 +153,12 @@ void* grad_scratch(std::size_t bytes) {
 
 // ---- batch norm, per-column path ([N, C] and planes shorter than kMinRow) ----
 
-void batch_norm_forward_cols(const void* x, DType tx, BatchNormDims d, const float* weight,
-                             const float* bias, float eps, bool training, float* mean,
-                             float* var, void* y, DType ty, const void* residual, bool relu) {
+/// Training statistics on the per-column path: the sum of each column in double, the channel's
+/// mean rounded to f32, then the squared deviations from it.
+void cols_training_stats(const void* x, DType tx, BatchNormDims d, float* mean, float* var) {
   const std::int64_t cols = d.c * d.s;
   const double count = static_cast<double>(d.n * d.s);
-  if (training) {
+  {
     std::vector<double> col(static_cast<std::size_t>(cols));
     column_sums(d.n, cols, col.data(), nullptr,
                 [&](std::int64_t r0, std::int64_t nrows, std::int64_t j0, std::int64_t len, float* a0, float*) {
@@ -174,6 +175,13 @@ void batch_norm_forward_cols(const void* x, DType tx, BatchNormDims d, const flo
     const std::vector<double> sq = channel_totals(col, d);
     for (std::int64_t c = 0; c < d.c; ++c) var[c] = static_cast<float>(sq[static_cast<std::size_t>(c)] / count);
   }
+}
+
+void batch_norm_forward_cols(const void* x, DType tx, BatchNormDims d, const float* weight,
+                             const float* bias, float eps, bool training, float* mean,
+                             float* var, void* y, DType ty, const void* residual, bool relu) {
+  const std::int64_t cols = d.c * d.s;
+  if (training) cols_training_stats(x, tx, d, mean, var);
   std::vector<float> scale(static_cast<std::size_t>(d.c)), shift(static_cast<std::size_t>(d.c));
   for (std::int64_t c = 0; c < d.c; ++c) {
     scale[static_cast<std::size_t>(c)] = norm_invstd(var[c], eps) * (weight != nullptr ? weight[c] : 1.0f);
@@ -294,6 +302,17 @@ ChannelPasses channel_passes(const void* x, DType x_dtype, BatchNormDims d, std:
 }  // namespace
 
 namespace cpu {
+void batch_norm_training_stats(const void* x, DType x_dtype, BatchNormDims d, float* mean,
+                               float* var) {
+  if (d.s < kMinRow) return cols_training_stats(x, x_dtype, d, mean, var);
+  const double count = static_cast<double>(d.n * d.s);
+  parallel_for(d.c, parallel_over(d.n * d.c * d.s, d.c), [&](std::int64_t c) {
+    const ChannelPasses p = channel_passes(x, x_dtype, d, c, count);
+    mean[c] = p.mean;
+    var[c] = static_cast<float>(p.sq_dev / count);
+  });
+}
+
 void batch_norm_stats(const void* x, DType x_dtype, BatchNormDims d, double* mean, double* m2) {
   const char* op = "batch_norm_stats";
   detail::check_batch_norm_args(op, d, 0.0f, false);

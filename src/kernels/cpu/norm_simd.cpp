@@ -105,14 +105,6 @@ void RunBwdSumsT(const TX* x, const TD* dy, const TD* y, std::size_t len, float 
   *sum_dy_xmu = hn::GetLane(hn::SumOfLanes(df, hn::Add(p0, p1)));
 }
 
-/// v rounded to TY's precision and widened back (what a store and a load of v give).
-template <class TY, class DF>
-HWY_INLINE hn::Vec<DF> RoundTo(DF df, hn::Vec<DF> v) {
-  if constexpr (std::is_same_v<TY, bfloat16>) return WidenBF16(df, NarrowBF16(df, v));
-  else if constexpr (std::is_same_v<TY, float16>) return WidenF16(df, NarrowF16(df, v));
-  else return v;
-}
-
 template <bool kRelu, class TX, class TY>
 void RunAffineT(const TX* x, std::size_t len, float mean, float scale, float shift, TY* y) {
   const hn::ScalableTag<float> df;
