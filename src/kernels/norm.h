@@ -106,30 +106,33 @@ void layer_norm_backward(const void* x, DType x_dtype, const void* dy, DType dy_
 
 // ---- batch norm, ReLU and max pooling in one op (a convnet's conv -> BN -> ReLU -> pool) ----
 // The normalised activation between batch norm and the pool is never stored: the forward writes
-// only the pooled output, and the backward recomputes each window's values and argmax from x and
-// the saved statistics. Against batch_norm_relu then max_pool2d that drops a full-size write and
-// two reads in forward, and in backward the pool's scatter of a full-size gradient, its int32
-// argmax and the ReLU mask's reads; a CNN keeps x and the small pooled output per layer.
+// the pooled output and each window's argmax as one byte, and the backward routes the pooled
+// gradient through them. Against batch_norm_relu then max_pool2d that drops a full-size write and
+// two full-size reads in forward, and in backward the pool's full-size gradient and the ReLU
+// mask's reads; a CNN keeps x, the pooled output and a byte per pooled value per layer.
 
 namespace ref {
 /// batch_norm_forward with its ReLU (no residual) followed by max_pool2d, over disjoint windows
-/// that tile the image: d.stride == d.kernel, d.padding == 0, d.h and d.w multiples of d.kernel.
-/// x [n, c, h, w] (d.channels_last: [n, h, w, c]) and y [n, c, h/k, w/k] (likewise) share
-/// d.dtype; y is what the two ops write, bit for bit (each value rounded to d.dtype, ReLU'd, then
-/// the window's first maximum, a NaN winning). weight, bias, eps, training, mean and var as in
-/// batch_norm_forward (training writes the batch statistics, eval reads the running ones).
+/// that tile the image: d.stride == d.kernel <= 16, d.padding == 0, d.h and d.w multiples of
+/// d.kernel. x [n, c, h, w] (d.channels_last: [n, h, w, c]) and y [n, c, h/k, w/k] (likewise)
+/// share d.dtype; y is what the two ops write, bit for bit (each value rounded to d.dtype, ReLU'd,
+/// then the window's first maximum, a NaN winning). argmax (may be null; laid out as y) gets the
+/// row-major index within its window (0 .. k*k - 1) of that maximum. weight, bias, eps,
+/// training, mean and var as in batch_norm_forward (training writes the batch statistics, eval
+/// reads the running ones).
 void batch_norm_relu_max_pool2d(const Pool2dDesc& d, const void* x, const float* weight,
                                 const float* bias, float eps, bool training, float* mean,
-                                float* var, void* y);
-/// Gradients of batch_norm_relu_max_pool2d from dy (the pooled output's gradient, d.dtype): each
-/// window's values and argmax recomputed from x, mean, var, weight and bias (the forward's); dy
-/// routed to the argmax as max_pool2d_backward routes it, through the ReLU, and batch_norm_backward's
-/// formulas on that gradient: dx (d.dtype, x's layout), dweight, dbias (f32 [c]; each may be
-/// null). Equal to the unfused ops' gradients up to the order of their f32 sums.
-void batch_norm_relu_max_pool2d_backward(const Pool2dDesc& d, const void* x, const void* dy,
+                                float* var, void* y, std::uint8_t* argmax);
+/// Gradients of batch_norm_relu_max_pool2d from dy (the pooled output's gradient, d.dtype) and
+/// the forward's y and argmax: dy routed to each window's argmax as max_pool2d_backward routes it
+/// (0 + dy), through the ReLU (where y > 0), then batch_norm_backward's formulas: dx (d.dtype,
+/// x's layout), dweight, dbias (f32 [c]; each may be null). The unfused ops' gradients up to the
+/// order of the f32 sums (an infinite x anywhere still makes its channel's dweight NaN).
+void batch_norm_relu_max_pool2d_backward(const Pool2dDesc& d, const void* x, const void* y,
+                                         const std::uint8_t* argmax, const void* dy,
                                          const float* mean, const float* var, float eps,
-                                         const float* weight, const float* bias, bool training,
-                                         void* dx, float* dweight, float* dbias);
+                                         const float* weight, bool training, void* dx,
+                                         float* dweight, float* dbias);
 }  // namespace ref
 
 namespace detail {

@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "mixprec/nn/conv_layers.h"
 #include "mixprec/nn/fp8_layers.h"
 #include "mixprec/nn/norm_layers.h"
 #include "mixprec/ops/elementwise.h"
@@ -67,6 +68,23 @@ Tensor Sequential::forward(const Tensor& x) {
   const auto& modules = children();
   for (std::size_t i = 0; i < modules.size(); ++i) {
     Module& module = *modules[i].second;
+    // Batch norm, ReLU and a max pool whose windows tile channels-last activations run as one
+    // op: the pooled output is the same bits, the full-size activation, its argmax and the
+    // ReLU's mask are never stored, and the backward recomputes the windows from x (one-pass
+    // rows on the CPU; in NCHW it would recompute through the unfused kernels, so it is left).
+    if (auto* norm = dynamic_cast<BatchNormBase*>(&module);
+        norm != nullptr && i + 2 < modules.size() && norm->fuses_relu() && h.dim() == 4 &&
+        h.memory_format() == MemoryFormat::channels_last &&
+        dynamic_cast<const ReLU*>(modules[i + 1].second.get()) != nullptr &&
+        modules[i + 1].second->runs_plainly()) {
+      const auto* pool = dynamic_cast<const MaxPool2d*>(modules[i + 2].second.get());
+      const std::int64_t k = pool != nullptr && pool->runs_plainly() ? pool->tiling_kernel() : 0;
+      if (k > 0 && h.size(2) % k == 0 && h.size(3) % k == 0) {
+        h = norm->relu_pool_forward(h, k);
+        i += 2;
+        continue;
+      }
+    }
     // A batch norm followed by a ReLU runs as one op (the same bits, one pass over the
     // activations each way instead of two) when neither call has anything to hide it from.
     if (auto* norm = dynamic_cast<BatchNormBase*>(&module);

@@ -1,5 +1,6 @@
 #include "mixprec/nn/norm_layers.h"
 
+#include "mixprec/ops/conv.h"
 #include "mixprec/ops/sync_batchnorm.h"
 #include "mixprec/ops/elementwise.h"
 #include "mixprec/ops/normalization.h"
@@ -51,6 +52,16 @@ Tensor BatchNormBase::relu_forward(const Tensor& x, const Tensor& residual) {
                             << to_string(x.shape()));
   return batch_norm_relu(x, running_mean_, running_var_, weight_, bias_, is_training(),
                          momentum_, eps_, residual);
+}
+
+Tensor BatchNormBase::relu_pool_forward(const Tensor& x, std::int64_t kernel) {
+  if (!fuses_relu()) return max_pool2d(relu((*this)(x)), kernel);
+  check_input(x);
+  MIXPREC_CHECK(x.size(1) == features_, ShapeError, type_name().c_str(),
+                "expected " << features_ << " channels in dimension 1, got input "
+                            << to_string(x.shape()));
+  return batch_norm_relu_max_pool2d(x, running_mean_, running_var_, weight_, bias_,
+                                    is_training(), kernel, momentum_, eps_);
 }
 
 std::int64_t set_sync_batchnorm(Module& root, const runtime::Communicator* comm) {

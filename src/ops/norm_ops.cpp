@@ -83,6 +83,46 @@ class BatchNormNode final : public runtime::Node {
   Tensor relu_y_;  // the op's output (detached) when it ends in ReLU: the ReLU's mask
 };
 
+/// batch_norm_relu_max_pool2d's node: x, the statistics, the pooled output (the ReLU's mask at
+/// each argmax) and the argmax bytes.
+class BatchNormPoolNode final : public runtime::Node {
+ public:
+  BatchNormPoolNode(Tensor x, kernels::Pool2dDesc desc, Tensor mean, Tensor var, Tensor weight,
+                    Tensor y, std::shared_ptr<Storage> argmax, ParamInfo w, ParamInfo b,
+                    float eps, bool training)
+      : x_(std::move(x)), desc_(desc), mean_(std::move(mean)), var_(std::move(var)),
+        weight_(std::move(weight)), y_(std::move(y)), argmax_(std::move(argmax)),
+        w_(std::move(w)), b_(std::move(b)), eps_(eps), training_(training) {}
+  const char* name() const override { return "batch_norm_relu_max_pool2d"; }
+  void release_saved() override {
+    x_ = Tensor();
+    y_ = Tensor();
+    argmax_.reset();
+  }
+  std::vector<Tensor> backward(const Tensor& dy_in) override {
+    const MemoryFormat format = x_.memory_format();
+    const Tensor dy = dy_in.to(x_.dtype()).contiguous(format);
+    Tensor dx = next[0].fn ? Tensor::empty(x_.shape(), x_.dtype(), format) : Tensor();
+    const Tensor dw = f32_buffer(desc_.c, next[1].fn != nullptr);
+    const Tensor db = f32_buffer(desc_.c, next[2].fn != nullptr);
+    kernels::batch_norm_relu_max_pool2d_backward(
+        desc_, x_.data_ptr(), y_.data_ptr(), static_cast<const std::uint8_t*>(argmax_->data()),
+        dy.data_ptr(), mean_.data<float>(), var_.data<float>(), eps_, data_or_null(weight_),
+        training_, dx.defined() ? dx.data_ptr() : nullptr, data_or_null(dw), data_or_null(db));
+    return {dx, param_grad(dw, w_.shape, w_.dtype), param_grad(db, b_.shape, b_.dtype)};
+  }
+
+ private:
+  Tensor x_;
+  kernels::Pool2dDesc desc_;
+  Tensor mean_, var_, weight_;  // f32 on the device
+  Tensor y_;                    // the op's output, detached
+  std::shared_ptr<Storage> argmax_;  // a byte per pooled value, on the device
+  ParamInfo w_, b_;
+  float eps_;
+  bool training_;
+};
+
 class LayerNormNode final : public runtime::Node {
  public:
   LayerNormNode(Tensor x, std::int64_t rows, std::int64_t cols, Tensor mean, Tensor rstd,
@@ -282,6 +322,54 @@ Tensor batch_norm_relu(const Tensor& x, Tensor& running_mean, Tensor& running_va
   }
   return batch_norm_impl(op, x, running_mean, running_var, weight, bias, training, momentum, eps,
                          {.relu = true, .residual = true}, &residual);
+}
+
+Tensor batch_norm_relu_max_pool2d(const Tensor& x_arg, Tensor& running_mean, Tensor& running_var,
+                                  const Tensor& weight_arg, const Tensor& bias_arg, bool training,
+                                  std::int64_t kernel, float momentum, float eps) {
+  const char* op = "batch_norm_relu_max_pool2d";
+  runtime::detail::OpScope prof(runtime::OpKind::batch_norm);
+  const ops::detail::BatchNormInputs in = ops::detail::prepare_batch_norm(
+      op, x_arg, running_mean, running_var, weight_arg, bias_arg, training, momentum, eps);
+  const Tensor& x = in.x;
+  MIXPREC_CHECK(x.dim() == 4, ShapeError, op, "input must be [N, C, H, W], got " << to_string(x.shape()));
+  MIXPREC_CHECK(!training || in.d.n * in.d.s > 1, ValueError, op,
+                "Expected more than 1 value per channel when training, got input size "
+                    << to_string(x.shape()) << "; use a batch of at least 2 or eval mode");
+  const MemoryFormat format = x.memory_format();
+  kernels::Pool2dDesc d;
+  d.n = x.size(0), d.c = x.size(1), d.h = x.size(2), d.w = x.size(3);
+  d.kernel = d.stride = kernel;
+  d.dtype = x.dtype();
+  d.channels_last = format == MemoryFormat::channels_last;
+  kernels::detail::check_batch_norm_pool_args(op, d, eps, training);
+  const Tensor xc = x.detach().contiguous(format);
+  const Tensor w = ops::detail::f32_copy(in.weight), b = ops::detail::f32_copy(in.bias);
+  const Tensor mean = training ? ops::detail::f32_buffer(d.c) : ops::detail::f32_copy(running_mean);
+  const Tensor var = training ? ops::detail::f32_buffer(d.c) : ops::detail::f32_copy(running_var);
+  Tensor y = Tensor::empty({d.n, d.c, d.out_h(), d.out_w()}, x.dtype(), format);
+  // The argmax only when a backward will read it (a byte per pooled value).
+  const bool backward = runtime::needs_grad({&x, &in.weight, &in.bias});
+  std::shared_ptr<Storage> argmax =
+      backward ? std::make_shared<Storage>(static_cast<std::size_t>(y.numel()),
+                                           MemoryCategory::activation)
+               : nullptr;
+  kernels::batch_norm_relu_max_pool2d(
+      d, xc.data_ptr(), data_or_null(w), data_or_null(b), eps, training, mean.data<float>(),
+      var.data<float>(), y.data_ptr(),
+      argmax != nullptr ? static_cast<std::uint8_t*>(argmax->data()) : nullptr);
+  if (training && running_mean.defined()) {
+    const double count = static_cast<double>(d.n * d.h * d.w);
+    ops::detail::update_running(running_mean, mean, 1.0, momentum);
+    ops::detail::update_running(running_var, var, count / (count - 1.0), momentum);
+  }
+  if (backward) {
+    record<BatchNormPoolNode>(y, {&x, &in.weight, &in.bias}, xc, d, mean, var, w, y.detach(),
+                              std::move(argmax), ParamInfo::of(in.weight), ParamInfo::of(in.bias),
+                              eps, training);
+  }
+  prof.done(y, {&x, &in.weight, &in.bias});
+  return y;
 }
 
 namespace {

@@ -283,20 +283,27 @@ Outs run_batch_norm_pool(const Backend& b, DType t, bool backward) {
       const auto* wp = static_cast<const float*>(w.data());
       const auto* bp = static_cast<const float*>(bias.data());
       Buffer mean(DType::f32, d.c), var(DType::f32, d.c), y(t, ny);
+      HostArray<std::uint8_t> argmax(static_cast<std::size_t>(ny));
       auto* mp = static_cast<float*>(mean.data());
       auto* vp = static_cast<float*>(var.data());
       if (!backward) {
-        b.batch_norm_relu_max_pool2d(d, x.data(), wp, bp, 1e-5f, true, mp, vp, y.data());
+        b.batch_norm_relu_max_pool2d(d, x.data(), wp, bp, 1e-5f, true, mp, vp, y.data(),
+                                     argmax.data());
         o.push_back(close("y", std::move(y), 1e-5, 4.0));
         o.push_back(close("mean", std::move(mean), 1e-6, 8.0));
         o.push_back(close("var", std::move(var), 1e-6, 8.0));
+        Buffer index(DType::f32, ny);  // one rounding apart may pick another maximum: as y
+        for (std::int64_t i = 0; i < ny; ++i) index.set(i, argmax[static_cast<std::size_t>(i)]);
+        o.push_back(close("argmax", std::move(index), 0.0, 0.0));
         continue;
       }
-      ref::batch_norm_relu_max_pool2d(d, x.data(), wp, bp, 1e-5f, true, mp, vp, y.data());
+      ref::batch_norm_relu_max_pool2d(d, x.data(), wp, bp, 1e-5f, true, mp, vp, y.data(),
+                                      argmax.data());
       const Buffer dy = random_buffer(t, ny, -1.0f, 1.0f, 43);
       Buffer dx(t, nx), dw(DType::f32, d.c), db(DType::f32, d.c);
-      b.batch_norm_relu_max_pool2d_backward(d, x.data(), dy.data(), mp, vp, 1e-5f, wp, bp, true,
-                                            dx.data(), static_cast<float*>(dw.data()),
+      b.batch_norm_relu_max_pool2d_backward(d, x.data(), y.data(), argmax.data(), dy.data(), mp,
+                                            vp, 1e-5f, wp, true, dx.data(),
+                                            static_cast<float*>(dw.data()),
                                             static_cast<float*>(db.data()));
       o.push_back(close("dx", std::move(dx), 1e-4, 8.0));
       o.push_back(close("dweight", std::move(dw), 1e-4, 8.0));

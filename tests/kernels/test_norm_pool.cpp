@@ -13,6 +13,7 @@
 #include "kernels/backend.h"
 #include "kernels/kernel_test_util.h"
 #include "kernels/norm.h"
+#include "kernels/spec/pool_math.h"
 #include "mixprec/core/error.h"
 
 namespace mixprec::kernels {
@@ -55,13 +56,14 @@ Inputs inputs_of(const Pool2dDesc& d, std::uint32_t seed, bool specials) {
 
 struct Forward {
   Buffer y, mean, var;
+  std::vector<std::uint8_t> argmax;  // window-local
 };
 
 /// The unfused pair on backend b: batch norm with its ReLU into a full-size buffer, then pool.
 Forward unfused_forward(const Backend& b, const Pool2dDesc& d, const Inputs& in, bool training,
                         const Buffer& running_mean, const Buffer& running_var, Buffer* normed,
                         std::vector<std::int32_t>* argmax) {
-  Forward f{Buffer(d.dtype, d.n * d.c * d.out_h() * d.out_w()), running_mean, running_var};
+  Forward f{Buffer(d.dtype, d.n * d.c * d.out_h() * d.out_w()), running_mean, running_var, {}};
   b.batch_norm_forward(in.x.data(), d.dtype, detail::batch_norm_dims_of(d),
                        static_cast<const float*>(in.weight.data()),
                        static_cast<const float*>(in.bias.data()), 1e-5f, training,
@@ -69,16 +71,20 @@ Forward unfused_forward(const Backend& b, const Pool2dDesc& d, const Inputs& in,
                        normed->data(), d.dtype, nullptr, true);
   argmax->resize(static_cast<std::size_t>(f.y.size()));
   b.max_pool2d(d, normed->data(), f.y.data(), argmax->data());
+  for (std::int64_t i = 0; i < f.y.size(); ++i) {
+    f.argmax.push_back(pool::window_index_of(d, i, (*argmax)[static_cast<std::size_t>(i)]));
+  }
   return f;
 }
 
 Forward fused_forward(const Backend& b, const Pool2dDesc& d, const Inputs& in, bool training,
                       const Buffer& running_mean, const Buffer& running_var) {
-  Forward f{Buffer(d.dtype, d.n * d.c * d.out_h() * d.out_w()), running_mean, running_var};
+  Forward f{Buffer(d.dtype, d.n * d.c * d.out_h() * d.out_w()), running_mean, running_var, {}};
+  f.argmax.resize(static_cast<std::size_t>(f.y.size()));
   b.batch_norm_relu_max_pool2d(d, in.x.data(), static_cast<const float*>(in.weight.data()),
                                static_cast<const float*>(in.bias.data()), 1e-5f, training,
                                static_cast<float*>(f.mean.data()),
-                               static_cast<float*>(f.var.data()), f.y.data());
+                               static_cast<float*>(f.var.data()), f.y.data(), f.argmax.data());
   return f;
 }
 
@@ -90,9 +96,9 @@ Grads fused_backward(const Backend& b, const Pool2dDesc& d, const Inputs& in, co
                      bool training) {
   Grads g{Buffer(d.dtype, in.x.size()), Buffer(DType::f32, d.c), Buffer(DType::f32, d.c)};
   b.batch_norm_relu_max_pool2d_backward(
-      d, in.x.data(), in.dy.data(), static_cast<const float*>(f.mean.data()),
-      static_cast<const float*>(f.var.data()), 1e-5f, static_cast<const float*>(in.weight.data()),
-      static_cast<const float*>(in.bias.data()), training, g.dx.data(),
+      d, in.x.data(), f.y.data(), f.argmax.data(), in.dy.data(),
+      static_cast<const float*>(f.mean.data()), static_cast<const float*>(f.var.data()), 1e-5f,
+      static_cast<const float*>(in.weight.data()), training, g.dx.data(),
       static_cast<float*>(g.dw.data()), static_cast<float*>(g.db.data()));
   return g;
 }
@@ -138,6 +144,7 @@ void check_shape(const Shape& s, DType t, bool channels_last, bool training, std
   ktest::expect_bitwise(got.y, want.y, what + " y");
   ktest::expect_bitwise(got.mean, want.mean, what + " mean");
   ktest::expect_bitwise(got.var, want.var, what + " var");
+  EXPECT_EQ(got.argmax, want.argmax) << what << " argmax";
   const Forward ref_f = fused_forward(ref_backend(), d, in, training, rm, rv);
   ktest::expect_close(got.y, ref_f.y, 1e-5, 4.0, what + " y vs ref");
   const Grads g = fused_backward(cpu, d, in, got, training);
@@ -160,8 +167,7 @@ TEST(BatchNormPoolKernel, FusedIsTheUnfusedKernelsOnEveryIsa) {
   }
 }
 
-// The backward needs only x, the statistics and the pooled gradient: no argmax, no stored
-// activation. Asking for no dx still yields the parameter gradients, and the reverse.
+// Asking for no dx still yields the parameter gradients, and the reverse.
 TEST(BatchNormPoolKernel, EachGradientMayBeLeftOut) {
   const Pool2dDesc d = desc_of({4, 32, 8, 8, 2}, DType::bf16, true);
   const Inputs in = inputs_of(d, 900, false);
@@ -169,17 +175,17 @@ TEST(BatchNormPoolKernel, EachGradientMayBeLeftOut) {
   const Forward f = fused_forward(cpu_backend(), d, in, true, rm, rv);
   const Grads all = fused_backward(cpu_backend(), d, in, f, true);
   Buffer dw(DType::f32, d.c), db(DType::f32, d.c), dx(d.dtype, in.x.size());
+  const auto* mp = static_cast<const float*>(f.mean.data());
+  const auto* vp = static_cast<const float*>(f.var.data());
+  const auto* wp = static_cast<const float*>(in.weight.data());
   cpu_backend().batch_norm_relu_max_pool2d_backward(
-      d, in.x.data(), in.dy.data(), static_cast<const float*>(f.mean.data()),
-      static_cast<const float*>(f.var.data()), 1e-5f, static_cast<const float*>(in.weight.data()),
-      static_cast<const float*>(in.bias.data()), true, nullptr, static_cast<float*>(dw.data()),
-      static_cast<float*>(db.data()));
+      d, in.x.data(), f.y.data(), f.argmax.data(), in.dy.data(), mp, vp, 1e-5f, wp, true, nullptr,
+      static_cast<float*>(dw.data()), static_cast<float*>(db.data()));
   ktest::expect_bitwise(dw, all.dw, "dweight without dx");
   ktest::expect_bitwise(db, all.db, "dbias without dx");
-  cpu_backend().batch_norm_relu_max_pool2d_backward(
-      d, in.x.data(), in.dy.data(), static_cast<const float*>(f.mean.data()),
-      static_cast<const float*>(f.var.data()), 1e-5f, static_cast<const float*>(in.weight.data()),
-      static_cast<const float*>(in.bias.data()), true, dx.data(), nullptr, nullptr);
+  cpu_backend().batch_norm_relu_max_pool2d_backward(d, in.x.data(), f.y.data(), f.argmax.data(),
+                                                    in.dy.data(), mp, vp, 1e-5f, wp, true,
+                                                    dx.data(), nullptr, nullptr);
   ktest::expect_bitwise(dx, all.dx, "dx alone");
 }
 
@@ -189,13 +195,13 @@ TEST(BatchNormPoolKernel, RefusesWindowsThatDoNotTileTheImage) {
   Pool2dDesc d = desc_of({2, 3, 5, 6, 2}, DType::f32, true);  // 5 rows: not a multiple of 2
   for (const Backend* b : {&cpu_backend(), &ref_backend()}) {
     EXPECT_THROW(b->batch_norm_relu_max_pool2d(d, x.data(), nullptr, nullptr, 1e-5f, true, mean,
-                                               var, y.data()),
+                                               var, y.data(), nullptr),
                  ValueError);
   }
   d = desc_of({2, 3, 4, 6, 2}, DType::f32, true);
   d.stride = 1;  // overlapping windows
   EXPECT_THROW(cpu_backend().batch_norm_relu_max_pool2d(d, x.data(), nullptr, nullptr, 1e-5f,
-                                                        true, mean, var, y.data()),
+                                                        true, mean, var, y.data(), nullptr),
                ValueError);
 }
 

@@ -38,6 +38,10 @@ class MaxPool2d : public Module {
   explicit MaxPool2d(std::int64_t kernel, std::int64_t stride = 0, std::int64_t padding = 0);
   Tensor forward(const Tensor& x) override;
   std::string type_name() const override { return "MaxPool2d"; }
+  /// The window size when the windows tile their input (stride = kernel, no padding), else 0.
+  std::int64_t tiling_kernel() const {
+    return (stride_ == kernel_ || stride_ == 0) && padding_ == 0 ? kernel_ : 0;  // 0: = kernel
+  }
 
  private:
   std::int64_t kernel_, stride_, padding_;

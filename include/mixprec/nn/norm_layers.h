@@ -25,6 +25,9 @@ class BatchNormBase : public Module {
   /// (batch_norm_relu, the same bits) when fuses_relu(), else this module's call, the add and
   /// relu apart. Convnets end their conv-BN-ReLU (Sequential does it) and ResNet blocks with it.
   Tensor relu_forward(const Tensor& x, const Tensor& residual = Tensor());
+  /// max_pool2d(relu(this(x)), kernel) as one op (batch_norm_relu_max_pool2d) when
+  /// fuses_relu(), else this module's call, relu and max_pool2d apart. Windows must tile x.
+  Tensor relu_pool_forward(const Tensor& x, std::int64_t kernel);
   /// Whether relu_forward fuses now: this module runs plainly (Module::runs_plainly) and its
   /// statistics are this process's (not synchronised, or in eval mode).
   bool fuses_relu() const;

@@ -29,6 +29,18 @@ Tensor batch_norm_relu(const Tensor& x, Tensor& running_mean, Tensor& running_va
                        float momentum = 0.1f, float eps = 1e-5f,
                        const Tensor& residual = Tensor());
 
+/// max_pool2d(relu(batch_norm(x)), kernel) over windows that tile the image (stride = kernel,
+/// no padding; H and W multiples of kernel, else ValueError): a convnet's BN-ReLU-pool in one
+/// op, whose forward writes only the pooled output and whose backward recomputes the windows
+/// from x and the saved statistics. It saves x and the statistics only (no activation, argmax
+/// or ReLU mask). The output, its dtype and layout (x's) and the running statistics are the
+/// separate ops' bits; the gradients are theirs up to the order of the f32 gradient sums.
+/// x [N, C, H, W] in f32/bf16/f16, the rest as batch_norm. nn::Sequential runs it for a
+/// BatchNorm2d, ReLU, MaxPool2d(k) of channels-last activations.
+Tensor batch_norm_relu_max_pool2d(const Tensor& x, Tensor& running_mean, Tensor& running_var,
+                                  const Tensor& weight, const Tensor& bias, bool training,
+                                  std::int64_t kernel, float momentum = 0.1f, float eps = 1e-5f);
+
 /// Layer normalisation of x over its last `normalized_dims` dimensions (1 <= normalized_dims
 /// <= x.dim()): y = (x - mean) / sqrt(var + eps) * weight + bias, with weight/bias (optional,
 /// any dtype) shaped like those dimensions. Statistics and normalisation are computed in f32

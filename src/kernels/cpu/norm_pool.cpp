@@ -1,9 +1,9 @@
 // The fused batch norm + ReLU + max pool on the CPU. Channels-last activations take one-pass
 // Highway rows (norm_pool_simd.cpp): the forward computes the batch statistics as
-// batch_norm_forward does and then writes only the pooled output; the backward recomputes each
-// window from x twice (once for the gradient sums, once for dx) instead of reading a stored
-// activation, argmax and ReLU mask. NCHW runs the cpu's batch norm and pooling kernels through
-// a full-size scratch (the unfused work, same bits). Window rows run in parallel; the gradient
+// batch_norm_forward does and then writes only the pooled output and a byte of argmax per
+// value; the backward reads x, the pooled y, dy and those bytes twice (once for the gradient
+// sums, once for dx) instead of a full-size gradient, int32 argmax and ReLU mask. NCHW runs the
+// cpu's batch norm and pooling kernels through full-size scratches (the unfused work, same bits). Window rows run in parallel; the gradient
 // sums add per window row in f32, widen to double per fixed block of window rows and combine in
 // block order, so results never depend on the thread count.
 #include <algorithm>
@@ -16,6 +16,7 @@
 #include "kernels/cpu/norm_pool_simd.h"
 #include "kernels/norm.h"
 #include "kernels/spec/norm_math.h"
+#include "kernels/spec/pool_math.h"
 
 namespace mixprec::kernels::cpu {
 namespace {
@@ -69,54 +70,75 @@ void check(const char* op, const Pool2dDesc& d, float eps, bool training) {
   require_compute_dtype(op, d.dtype);  // fp8 is refused here, on the calling thread
 }
 
+/// The composition for NCHW: the argmax of max_pool2d as plane indices, and back to bytes.
+void plane_indices(const Pool2dDesc& d, const std::uint8_t* window, std::int32_t* plane) {
+  const std::int64_t pooled = d.n * d.c * d.out_h() * d.out_w();
+  for (std::int64_t i = 0; i < pooled; ++i) plane[i] = pool::plane_index_of(d, i, window[i]);
+}
+
 }  // namespace
 
 void batch_norm_relu_max_pool2d(const Pool2dDesc& d, const void* x, const float* weight,
                                 const float* bias, float eps, bool training, float* mean,
-                                float* var, void* y) {
+                                float* var, void* y, std::uint8_t* argmax) {
   const char* op = "batch_norm_relu_max_pool2d";
   check(op, d, eps, training);
   const BatchNormDims dims = detail::batch_norm_dims_of(d);
   if (!d.channels_last) {
     log_reference(op, name(d.dtype), "NCHW: batch_norm_relu then max_pool2d through a scratch");
+    const std::int64_t pooled = d.n * d.c * d.out_h() * d.out_w();
     std::vector<std::byte> normed = scratch_of(d.n * d.c * d.h * d.w, d.dtype);
+    std::vector<std::int32_t> plane(static_cast<std::size_t>(pooled));
     batch_norm_forward(x, d.dtype, dims, weight, bias, eps, training, mean, var, normed.data(),
                        d.dtype, nullptr, true);
-    return max_pool2d(d, normed.data(), y, nullptr);
+    max_pool2d(d, normed.data(), y, plane.data());
+    if (argmax != nullptr) {
+      for (std::int64_t i = 0; i < pooled; ++i) {
+        argmax[i] = pool::window_index_of(d, i, plane[static_cast<std::size_t>(i)]);
+      }
+    }
+    return;
   }
   log_simd(op, name(d.dtype));
   if (training) batch_norm_training_stats(x, d.dtype, dims, mean, var);
   const Factors f(d, var, eps, weight, bias);
   parallel_for(d.n * d.out_h(), parallel_rows(d), [&](std::int64_t i) {
-    simd::forward_row(window_row(d, x, i, mean, f), at(y, d.dtype, pooled_row_offset(d, i)));
+    const std::int64_t out = pooled_row_offset(d, i);
+    simd::forward_row(window_row(d, x, i, mean, f), at(y, d.dtype, out),
+                      argmax != nullptr ? argmax + out : nullptr);
   });
 }
 
-void batch_norm_relu_max_pool2d_backward(const Pool2dDesc& d, const void* x, const void* dy,
+void batch_norm_relu_max_pool2d_backward(const Pool2dDesc& d, const void* x, const void* y,
+                                         const std::uint8_t* argmax, const void* dy,
                                          const float* mean, const float* var, float eps,
-                                         const float* weight, const float* bias, bool training,
-                                         void* dx, float* dweight, float* dbias) {
+                                         const float* weight, bool training, void* dx,
+                                         float* dweight, float* dbias) {
   const char* op = "batch_norm_relu_max_pool2d_backward";
   check(op, d, eps, training);
   const BatchNormDims dims = detail::batch_norm_dims_of(d);
   if (!d.channels_last) {
     log_reference(op, name(d.dtype), "NCHW: the unfused kernels' backward through scratches");
     const std::int64_t full = d.n * d.c * d.h * d.w, pooled = d.n * d.c * d.out_h() * d.out_w();
-    std::vector<std::byte> normed = scratch_of(full, d.dtype), dnormed = scratch_of(full, d.dtype);
-    std::vector<std::byte> out = scratch_of(pooled, d.dtype);
-    std::vector<std::int32_t> argmax(static_cast<std::size_t>(pooled));
-    batch_norm_forward(x, d.dtype, dims, weight, bias, eps, false, const_cast<float*>(mean),
-                       const_cast<float*>(var), normed.data(), d.dtype, nullptr, true);
-    max_pool2d(d, normed.data(), out.data(), argmax.data());
-    max_pool2d_backward(d, dy, argmax.data(), dnormed.data());
+    std::vector<std::int32_t> plane(static_cast<std::size_t>(pooled));
+    plane_indices(d, argmax, plane.data());
+    // Routing y as dy is routed gives the ReLU's mask where it matters (see the reference).
+    std::vector<std::byte> dnormed = scratch_of(full, d.dtype), mask = scratch_of(full, d.dtype);
+    max_pool2d_backward(d, dy, plane.data(), dnormed.data());
+    max_pool2d_backward(d, y, plane.data(), mask.data());
     return batch_norm_backward(x, d.dtype, dnormed.data(), d.dtype, dims, mean, var, eps, weight,
-                               training, dx, d.dtype, dweight, dbias, normed.data(), nullptr);
+                               training, dx, d.dtype, dweight, dbias, mask.data(), nullptr);
   }
   log_simd(op, name(d.dtype));
-  const Factors f(d, var, eps, weight, bias);
   const auto c = static_cast<std::size_t>(d.c);
   const std::int64_t rows = d.n * d.out_h();
   const std::int64_t blocks = (rows + kSumRows - 1) / kSumRows;
+  const simd::WindowRow base{x, d.dtype, d.w, d.c, d.kernel, mean, nullptr, nullptr};
+  auto row = [&](std::int64_t i) {
+    simd::WindowRow r = base;
+    r.x = at(x, d.dtype, input_row_offset(d, i));
+    return r;
+  };
   // Each block's sums in double: f32 over one window row, widened after it.
   std::vector<double> part_g(static_cast<std::size_t>(blocks) * c, 0.0), part_gx(part_g.size(), 0.0);
   parallel_for(blocks, parallel_rows(d), [&](std::int64_t b) {
@@ -126,8 +148,9 @@ void batch_norm_relu_max_pool2d_backward(const Pool2dDesc& d, const void* x, con
     for (std::int64_t i = b * kSumRows; i < std::min(rows, (b + 1) * kSumRows); ++i) {
       std::fill(acc_g.begin(), acc_g.end(), 0.0f);
       std::fill(acc_gx.begin(), acc_gx.end(), 0.0f);
-      simd::backward_sums_row(window_row(d, x, i, mean, f),
-                              at(dy, d.dtype, pooled_row_offset(d, i)), acc_g.data(), acc_gx.data());
+      const std::int64_t out = pooled_row_offset(d, i);
+      simd::backward_sums_row(row(i), at(y, d.dtype, out), argmax + out, at(dy, d.dtype, out),
+                              acc_g.data(), acc_gx.data());
       for (std::size_t j = 0; j < c; ++j) {
         pg[j] += acc_g[j];
         pgx[j] += acc_gx[j];
@@ -153,9 +176,9 @@ void batch_norm_relu_max_pool2d_backward(const Pool2dDesc& d, const void* x, con
   }
   if (dx == nullptr) return;
   parallel_for(rows, parallel_rows(d), [&](std::int64_t i) {
-    const simd::WindowRow r = window_row(d, x, i, mean, f);
-    simd::backward_dx_row(r, at(dy, d.dtype, pooled_row_offset(d, i)), k1.data(), k2.data(),
-                          k3.data(), at(dx, d.dtype, input_row_offset(d, i)));
+    const std::int64_t out = pooled_row_offset(d, i);
+    simd::backward_dx_row(row(i), at(y, d.dtype, out), argmax + out, at(dy, d.dtype, out),
+                          k1.data(), k2.data(), k3.data(), at(dx, d.dtype, input_row_offset(d, i)));
   });
 }
 

@@ -1,11 +1,11 @@
 // Batch norm + ReLU + max pooling over channels-last window rows, written once over Highway
 // for every target. Lanes run across a pixel's channels, so each window step is one load per
-// block of channels. Every value is recomputed from x as the unfused kernels compute it:
-// ColsAffineT's (x - mean) * scale + shift, rounded to the storage dtype, then ReLU (what
-// batch_norm_relu stores), compared in row-major window order with max pooling's rule (Take in
-// pool_simd.cpp: the first maximum, a NaN winning once); the backward's gradient at the argmax
-// is 0 + dy (max_pool2d_backward's) through the ReLU of the stored maximum, and dx is
-// ColsBwdDxT's formula. So the forward's bits are the unfused ops' bits.
+// block of channels. The forward computes each value as the unfused kernels do: ColsAffineT's
+// (x - mean) * scale + shift, rounded to the storage dtype, then ReLU (what batch_norm_relu
+// stores), compared in row-major window order with max pooling's rule (Take in pool_simd.cpp:
+// the first maximum, a NaN winning once), and keeps the winner's window index as a byte. The
+// backward's gradient at that index is 0 + dy (max_pool2d_backward's) through the ReLU of the
+// pooled value, and dx is ColsBwdDxT's formula. So the forward's bits are the unfused ops' bits.
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "kernels/cpu/norm_pool_simd.cpp"
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
@@ -13,6 +13,8 @@
 // Plain headers: compiled once (include guards), outside the per-target namespace.
 #include <algorithm>
 #include <cstddef>
+#include <cstdint>
+#include <cstring>
 
 #include "kernels/cpu/convert-inl.h"
 #include "kernels/cpu/norm_pool_simd.h"
@@ -41,42 +43,58 @@ HWY_INLINE hn::Mask<DF> Takes(hn::Vec<DF> v, hn::Vec<DF> best) {
   return hn::And(hn::Not(hn::IsNaN(best)), hn::Or(hn::Gt(v, best), hn::IsNaN(v)));
 }
 
-/// Window ox's maximum over channels [j, j + n) into best, with its pixel's x (x_best) and
-/// ordinal (row-major within the window: index).
+/// Window ox's maximum over channels [j, j + n) into best, with its pixel's ordinal (row-major
+/// within the window) in index.
 template <class T, class DF>
 HWY_INLINE void MaxOfWindow(DF df, const WindowRow& r, std::size_t ox, std::size_t j,
                             std::size_t n, hn::Vec<DF> mean, hn::Vec<DF> scale, hn::Vec<DF> shift,
-                            hn::Vec<DF>& best, hn::Vec<DF>& x_best,
-                            hn::Vec<hn::RebindToSigned<DF>>& index) {
+                            hn::Vec<DF>& best, hn::Vec<hn::RebindToSigned<DF>>& index) {
   const hn::RebindToSigned<DF> di;
   const auto k = static_cast<std::size_t>(r.kernel), w = static_cast<std::size_t>(r.w),
              c = static_cast<std::size_t>(r.c);
   const T* first = static_cast<const T*>(r.x) + ox * k * c + j;
-  x_best = LoadF32N(df, first, n);
-  best = ReluValue<T>(df, x_best, mean, scale, shift);
+  best = ReluValue<T>(df, LoadF32N(df, first, n), mean, scale, shift);
   index = hn::Zero(di);
   for (std::size_t iy = 0; iy < k; ++iy) {
     for (std::size_t ix = iy == 0 ? 1 : 0; ix < k; ++ix) {
-      const auto xv = LoadF32N(df, first + (iy * w + ix) * c, n);
-      const auto v = ReluValue<T>(df, xv, mean, scale, shift);
+      const auto v = ReluValue<T>(df, LoadF32N(df, first + (iy * w + ix) * c, n), mean, scale, shift);
       const auto t = Takes<DF>(v, best);
       best = hn::IfThenElse(t, v, best);
-      x_best = hn::IfThenElse(t, xv, x_best);
       index = hn::IfThenElse(hn::RebindMask(di, t),
                              hn::Set(di, static_cast<std::int32_t>(iy * k + ix)), index);
     }
   }
 }
 
+/// The first n window indices of a byte row, as int32 lanes, and back. A full vector goes
+/// straight to memory: bytes copied into a stack buffer and loaded as a vector stall on store
+/// forwarding (perf: a third of the dx pass).
+template <class DI>
+HWY_INLINE hn::Vec<DI> LoadIndexN(DI di, const std::uint8_t* p, std::size_t n) {
+  const hn::Rebind<std::uint8_t, DI> d8;
+  if (n == hn::Lanes(di)) return hn::PromoteTo(di, hn::LoadU(d8, p));
+  std::uint8_t buf[kMaxF32Lanes] = {};
+  std::memcpy(buf, p, n);
+  return hn::PromoteTo(di, hn::LoadU(d8, buf));
+}
+template <class DI>
+HWY_INLINE void StoreIndexN(DI di, hn::Vec<DI> v, std::uint8_t* p, std::size_t n) {
+  const hn::Rebind<std::uint8_t, DI> d8;
+  if (n == hn::Lanes(di)) return hn::StoreU(hn::DemoteTo(d8, v), d8, p);
+  std::uint8_t buf[kMaxF32Lanes];
+  hn::StoreU(hn::DemoteTo(d8, v), d8, buf);
+  std::memcpy(p, buf, n);
+}
+
 /// The gradient batch norm sees at the argmax: 0 + dy (as the pool's backward writes it) where
-/// the stored maximum is > 0, else +0.
+/// the pooled maximum is > 0 (the ReLU), else +0.
 template <class DF>
-HWY_INLINE hn::Vec<DF> ArgmaxGrad(DF df, hn::Vec<DF> best, hn::Vec<DF> dy) {
-  return hn::IfThenElseZero(hn::Gt(best, hn::Zero(df)), hn::Add(hn::Zero(df), dy));
+HWY_INLINE hn::Vec<DF> ArgmaxGrad(DF df, hn::Vec<DF> y, hn::Vec<DF> dy) {
+  return hn::IfThenElseZero(hn::Gt(y, hn::Zero(df)), hn::Add(hn::Zero(df), dy));
 }
 
 template <class T>
-void ForwardRowT(const WindowRow& r, T* y) {
+void ForwardRowT(const WindowRow& r, T* y, std::uint8_t* argmax) {
   const hn::ScalableTag<float> df;
   const hn::RebindToSigned<decltype(df)> di;
   const std::size_t N = hn::Lanes(df), c = static_cast<std::size_t>(r.c);
@@ -85,17 +103,19 @@ void ForwardRowT(const WindowRow& r, T* y) {
     const std::size_t n = std::min(N, c - j);
     const auto mean = LoadF32N(df, r.mean + j, n), scale = LoadF32N(df, r.scale + j, n),
                shift = LoadF32N(df, r.shift + j, n);
-    auto best = hn::Zero(df), x_best = best;
+    auto best = hn::Zero(df);
     auto index = hn::Zero(di);
     for (std::size_t ox = 0; ox < wo; ++ox) {
-      MaxOfWindow<T>(df, r, ox, j, n, mean, scale, shift, best, x_best, index);
+      MaxOfWindow<T>(df, r, ox, j, n, mean, scale, shift, best, index);
       StoreF32N(df, best, y + ox * c + j, n);
+      if (argmax != nullptr) StoreIndexN(di, index, argmax + ox * c + j, n);
     }
   }
 }
 
 template <class T>
-void BackwardSumsRowT(const WindowRow& r, const T* dy, float* acc_g, float* acc_gx) {
+void BackwardSumsRowT(const WindowRow& r, const T* y, const std::uint8_t* argmax, const T* dy,
+                      float* acc_g, float* acc_gx) {
   const hn::ScalableTag<float> df;
   const hn::RebindToSigned<decltype(df)> di;
   const std::size_t N = hn::Lanes(df), c = static_cast<std::size_t>(r.c);
@@ -104,24 +124,21 @@ void BackwardSumsRowT(const WindowRow& r, const T* dy, float* acc_g, float* acc_
   const T* x = static_cast<const T*>(r.x);
   for (std::size_t j = 0; j < c; j += N) {
     const std::size_t n = std::min(N, c - j);
-    const auto mean = LoadF32N(df, r.mean + j, n), scale = LoadF32N(df, r.scale + j, n),
-               shift = LoadF32N(df, r.shift + j, n);
+    const auto mean = LoadF32N(df, r.mean + j, n);
     auto sg = LoadF32N(df, acc_g + j, n), sgx = LoadF32N(df, acc_gx + j, n);
-    auto best = hn::Zero(df), x_best = best;
-    auto index = hn::Zero(di);
     for (std::size_t ox = 0; ox < wo; ++ox) {
-      MaxOfWindow<T>(df, r, ox, j, n, mean, scale, shift, best, x_best, index);
-      const auto g = ArgmaxGrad(df, best, LoadF32N(df, dy + ox * c + j, n));
+      const std::size_t at = ox * c + j;
+      const auto g = ArgmaxGrad(df, LoadF32N(df, y + at, n), LoadF32N(df, dy + at, n));
+      const auto index = LoadIndexN(di, argmax + at, n);
+      sg = hn::Add(sg, g);
       // Every pixel adds g * (x - mean), +0 * (x - mean) off the argmax: an infinite x there
       // makes the sum NaN, as in the unfused backward (and PyTorch's), instead of vanishing.
       for (std::size_t iy = 0; iy < k; ++iy) {
         for (std::size_t ix = 0; ix < k; ++ix) {
           const auto here = hn::RebindMask(
               df, hn::Eq(index, hn::Set(di, static_cast<std::int32_t>(iy * k + ix))));
-          const auto gk = hn::IfThenElseZero(here, g);
           const auto xk = LoadF32N(df, x + (iy * w + ox * k + ix) * c + j, n);
-          sg = hn::Add(sg, gk);
-          sgx = hn::MulAdd(gk, hn::Sub(xk, mean), sgx);
+          sgx = hn::MulAdd(hn::IfThenElseZero(here, g), hn::Sub(xk, mean), sgx);
         }
       }
     }
@@ -131,8 +148,8 @@ void BackwardSumsRowT(const WindowRow& r, const T* dy, float* acc_g, float* acc_
 }
 
 template <class T>
-void BackwardDxRowT(const WindowRow& r, const T* dy, const float* k1, const float* k2,
-                    const float* k3, T* dx) {
+void BackwardDxRowT(const WindowRow& r, const T* y, const std::uint8_t* argmax, const T* dy,
+                    const float* k1, const float* k2, const float* k3, T* dx) {
   const hn::ScalableTag<float> df;
   const hn::RebindToSigned<decltype(df)> di;
   const std::size_t N = hn::Lanes(df), c = static_cast<std::size_t>(r.c);
@@ -141,20 +158,19 @@ void BackwardDxRowT(const WindowRow& r, const T* dy, const float* k1, const floa
   const T* x = static_cast<const T*>(r.x);
   for (std::size_t j = 0; j < c; j += N) {
     const std::size_t n = std::min(N, c - j);
-    const auto mean = LoadF32N(df, r.mean + j, n), scale = LoadF32N(df, r.scale + j, n),
-               shift = LoadF32N(df, r.shift + j, n);
+    const auto mean = LoadF32N(df, r.mean + j, n);
     const auto f1 = LoadF32N(df, k1 + j, n), f2 = LoadF32N(df, k2 + j, n),
                f3 = LoadF32N(df, k3 + j, n);
-    auto best = hn::Zero(df), x_best = best;
-    auto index = hn::Zero(di);
     for (std::size_t ox = 0; ox < wo; ++ox) {
-      MaxOfWindow<T>(df, r, ox, j, n, mean, scale, shift, best, x_best, index);
-      const auto g = ArgmaxGrad(df, best, LoadF32N(df, dy + ox * c + j, n));
+      const std::size_t po = ox * c + j;
+      const auto g = ArgmaxGrad(df, LoadF32N(df, y + po, n), LoadF32N(df, dy + po, n));
+      const auto index = LoadIndexN(di, argmax + po, n);
       for (std::size_t iy = 0; iy < k; ++iy) {
         for (std::size_t ix = 0; ix < k; ++ix) {
           const std::size_t at = (iy * w + ox * k + ix) * c + j;
           const auto here = hn::RebindMask(
               df, hn::Eq(index, hn::Set(di, static_cast<std::int32_t>(iy * k + ix))));
+          // ColsBwdDxT's formula: g * k1 + ((x - mean) * k2 + k3).
           const auto r2 = hn::MulAdd(hn::Sub(LoadF32N(df, x + at, n), mean), f2, f3);
           StoreF32N(df, hn::MulAdd(hn::IfThenElseZero(here, g), f1, r2), dx + at, n);
         }
@@ -165,23 +181,26 @@ void BackwardDxRowT(const WindowRow& r, const T* dy, const float* k1, const floa
 
 }  // namespace
 
-void ForwardRow(const WindowRow& r, void* y) {
+void ForwardRow(const WindowRow& r, void* y, std::uint8_t* argmax) {
   WithDType(static_cast<int>(r.t), [&](auto t) {
     using T = Elem<decltype(t)>;
-    ForwardRowT<T>(r, static_cast<T*>(y));
+    ForwardRowT<T>(r, static_cast<T*>(y), argmax);
   });
 }
-void BackwardSumsRow(const WindowRow& r, const void* dy, float* acc_g, float* acc_gx) {
+void BackwardSumsRow(const WindowRow& r, const void* y, const std::uint8_t* argmax,
+                     const void* dy, float* acc_g, float* acc_gx) {
   WithDType(static_cast<int>(r.t), [&](auto t) {
     using T = Elem<decltype(t)>;
-    BackwardSumsRowT<T>(r, static_cast<const T*>(dy), acc_g, acc_gx);
+    BackwardSumsRowT<T>(r, static_cast<const T*>(y), argmax, static_cast<const T*>(dy), acc_g,
+                        acc_gx);
   });
 }
-void BackwardDxRow(const WindowRow& r, const void* dy, const float* k1, const float* k2,
-                   const float* k3, void* dx) {
+void BackwardDxRow(const WindowRow& r, const void* y, const std::uint8_t* argmax, const void* dy,
+                   const float* k1, const float* k2, const float* k3, void* dx) {
   WithDType(static_cast<int>(r.t), [&](auto t) {
     using T = Elem<decltype(t)>;
-    BackwardDxRowT<T>(r, static_cast<const T*>(dy), k1, k2, k3, static_cast<T*>(dx));
+    BackwardDxRowT<T>(r, static_cast<const T*>(y), argmax, static_cast<const T*>(dy), k1, k2, k3,
+                      static_cast<T*>(dx));
   });
 }
 
@@ -196,13 +215,17 @@ HWY_EXPORT(BackwardSumsRow);
 HWY_EXPORT(BackwardDxRow);
 
 namespace norm_pool_simd {
-void forward_row(const WindowRow& r, void* y_row) { HWY_DYNAMIC_DISPATCH(ForwardRow)(r, y_row); }
-void backward_sums_row(const WindowRow& r, const void* dy_row, float* acc_g, float* acc_gx) {
-  HWY_DYNAMIC_DISPATCH(BackwardSumsRow)(r, dy_row, acc_g, acc_gx);
+void forward_row(const WindowRow& r, void* y_row, std::uint8_t* argmax_row) {
+  HWY_DYNAMIC_DISPATCH(ForwardRow)(r, y_row, argmax_row);
 }
-void backward_dx_row(const WindowRow& r, const void* dy_row, const float* k1, const float* k2,
-                     const float* k3, void* dx_rows) {
-  HWY_DYNAMIC_DISPATCH(BackwardDxRow)(r, dy_row, k1, k2, k3, dx_rows);
+void backward_sums_row(const WindowRow& r, const void* y_row, const std::uint8_t* argmax_row,
+                       const void* dy_row, float* acc_g, float* acc_gx) {
+  HWY_DYNAMIC_DISPATCH(BackwardSumsRow)(r, y_row, argmax_row, dy_row, acc_g, acc_gx);
+}
+void backward_dx_row(const WindowRow& r, const void* y_row, const std::uint8_t* argmax_row,
+                     const void* dy_row, const float* k1, const float* k2, const float* k3,
+                     void* dx_rows) {
+  HWY_DYNAMIC_DISPATCH(BackwardDxRow)(r, y_row, argmax_row, dy_row, k1, k2, k3, dx_rows);
 }
 }  // namespace norm_pool_simd
 }  // namespace mixprec::kernels::cpu

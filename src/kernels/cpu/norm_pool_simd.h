@@ -10,7 +10,8 @@
 namespace mixprec::kernels::cpu::norm_pool_simd {
 
 /// One window row: x points at its first input row ([w, c] values of dtype t, the next input row
-/// w * c values on); per-channel f32 mean, scale (invstd * weight) and shift (bias).
+/// w * c values on); per-channel f32 mean, scale (invstd * weight) and shift (bias) (the
+/// backward reads only mean).
 struct WindowRow {
   const void* x;
   DType t;
@@ -22,17 +23,19 @@ struct WindowRow {
 
 /// y_row[ox, j] (dtype t, w / kernel pixels of c values): the maximum over window ox of
 /// relu(round_t((x - mean) * scale + shift)), batch_norm_relu's values in max_pool2d's order
-/// (first maximum, first NaN).
-void forward_row(const WindowRow& r, void* y_row);
+/// (first maximum, first NaN); argmax_row[ox, j] (if not null): its row-major index in the window.
+void forward_row(const WindowRow& r, void* y_row, std::uint8_t* argmax_row);
 
 /// Adds into acc_g[j] and acc_gx[j] (f32), window by window, the gradient batch norm sees at
-/// each pixel, g = 0 + dy at the window's argmax where the maximum is > 0 (the ReLU) and +0
-/// elsewhere, and g * (x - mean[j]); dy_row is the pooled gradient's row (dtype t).
-void backward_sums_row(const WindowRow& r, const void* dy_row, float* acc_g, float* acc_gx);
+/// each pixel, g = 0 + dy at the window's argmax where the pooled y > 0 (the ReLU) and +0
+/// elsewhere, and g * (x - mean[j]); y_row, argmax_row and dy_row are the pooled rows.
+void backward_sums_row(const WindowRow& r, const void* y_row, const std::uint8_t* argmax_row,
+                       const void* dy_row, float* acc_g, float* acc_gx);
 
 /// dx for the window row's input rows (dx_rows laid out as x, dtype t): g * k1 + ((x - mean) *
-/// k2 + k3) at every pixel, g as in backward_sums_row at the argmax and +0 elsewhere.
-void backward_dx_row(const WindowRow& r, const void* dy_row, const float* k1, const float* k2,
-                     const float* k3, void* dx_rows);
+/// k2 + k3) at every pixel, g as in backward_sums_row.
+void backward_dx_row(const WindowRow& r, const void* y_row, const std::uint8_t* argmax_row,
+                     const void* dy_row, const float* k1, const float* k2, const float* k3,
+                     void* dx_rows);
 
 }  // namespace mixprec::kernels::cpu::norm_pool_simd

@@ -70,4 +70,35 @@ MIXPREC_HD inline Span covering(std::int64_t in, const Pool2dDesc& d, std::int64
   return {first, last + 1 < out_extent ? last + 1 : out_extent};
 }
 
+/// Where pooled element i ([n, c, ho, wo], or [n, ho, wo, c] channels-last) sits: its output row
+/// and column.
+struct PooledAt {
+  std::int64_t oy, ox;
+};
+MIXPREC_HD inline PooledAt pooled_at(const Pool2dDesc& d, std::int64_t i) {
+  const std::int64_t ho = d.out_h(), wo = d.out_w();
+  if (d.channels_last) {
+    const std::int64_t pixel = i / d.c;
+    return {(pixel / wo) % ho, pixel % wo};
+  }
+  return {(i / wo) % ho, i % wo};
+}
+
+/// The plane index (row * w + col), as max_pool2d's argmax, of window-local index q (row-major
+/// within the window) of pooled element i, for windows that tile the image (stride = kernel,
+/// no padding: batch_norm_relu_max_pool2d's byte argmax).
+MIXPREC_HD inline std::int32_t plane_index_of(const Pool2dDesc& d, std::int64_t i, std::int64_t q) {
+  const PooledAt p = pooled_at(d, i);
+  return static_cast<std::int32_t>((p.oy * d.kernel + q / d.kernel) * d.w + p.ox * d.kernel +
+                                   q % d.kernel);
+}
+
+/// The window-local index of plane index `plane` in pooled element i's window (the inverse).
+MIXPREC_HD inline std::uint8_t window_index_of(const Pool2dDesc& d, std::int64_t i,
+                                               std::int32_t plane) {
+  const PooledAt p = pooled_at(d, i);
+  return static_cast<std::uint8_t>((plane / d.w - p.oy * d.kernel) * d.kernel + plane % d.w -
+                                   p.ox * d.kernel);
+}
+
 }  // namespace mixprec::kernels::pool
