@@ -128,6 +128,17 @@ Tensor MultiHeadAttention::attend_apart(const std::vector<Tensor>& inputs, const
   return attended.permute({0, 2, 1, 3}).contiguous().reshape({b, t, d_model_});
 }
 
+std::string fused_qkv_layer(const std::string& old_layer_path) {
+  for (const char* old : {"q_proj", "k_proj", "v_proj"}) {
+    const std::string name(old);
+    if (old_layer_path == name) return "qkv_proj";
+    if (old_layer_path.ends_with("." + name)) {
+      return old_layer_path.substr(0, old_layer_path.size() - name.size()) + "qkv_proj";
+    }
+  }
+  return "";
+}
+
 TransformerBlock::TransformerBlock(std::int64_t d_model, std::int64_t n_heads, bool causal,
                                    float dropout, std::uint64_t seed) {
   ln1_ = register_module("ln1", std::make_shared<LayerNorm>(d_model));

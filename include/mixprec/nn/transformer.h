@@ -60,6 +60,12 @@ class MultiHeadAttention : public Module {
   std::shared_ptr<Linear> qkv_, out_;
 };
 
+/// The layer that an older model's separate q, k or v projection ("blocks.0.attn.q_proj") is
+/// part of now ("blocks.0.attn.qkv_proj"); "" for any other path. For the messages that refuse
+/// a layer policy naming one: q, k and v are one Linear with one precision (and one fp8 scale),
+/// so a policy that set them apart has no faithful mapping.
+std::string fused_qkv_layer(const std::string& old_layer_path);
+
 /// GPT-2's block, pre-LayerNorm: x + dropout(attn(ln1(x))), then h + dropout(mlp(ln2(h))) with
 /// mlp = Linear(d, 4d), GELU (tanh approximation, as GPT-2), Linear(4d, d).
 /// Input and output [B, T, d_model].
