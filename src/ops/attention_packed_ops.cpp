@@ -87,12 +87,11 @@ class PackedAttentionNode final : public runtime::Node {
 Tensor packed_qkv_attention(const Tensor& qkv_arg, std::int64_t heads, const Tensor& attn_mask,
                             float dropout_p, bool is_causal, std::optional<float> scale,
                             std::uint64_t seed) {
-  runtime::detail::OpScope prof(runtime::OpKind::scaled_dot_product_attention);
+  runtime::detail::OpScope prof(runtime::OpKind::packed_qkv_attention);
   ops::detail::require_defined(kOp, qkv_arg, "qkv");
-  // The mask is not cast: it is read in f32 whatever its dtype. The autocast row is
-  // scaled_dot_product_attention's: this is that op on a packed layout.
+  // The mask is not cast: it is read in f32 whatever its dtype.
   const std::vector<Tensor> cast_in =
-      runtime::autocast_inputs(runtime::OpKind::scaled_dot_product_attention, {&qkv_arg});
+      runtime::autocast_inputs(runtime::OpKind::packed_qkv_attention, {&qkv_arg});
   const Tensor& qkv_in = cast_in[0];
   MIXPREC_CHECK(qkv_in.dim() == 3 && qkv_in.size(2) > 0 && qkv_in.size(2) % 3 == 0, ShapeError,
                 kOp,

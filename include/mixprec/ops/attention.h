@@ -36,9 +36,10 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
 ///   the same kernels read q, k and v where they lie in qkv (no split copy), and the backward
 ///   writes dq, dk and dv into one [B, T, 3D] gradient, so the projection's backward is one
 ///   GEMM for its weight and one for its input. attn_mask broadcasts to [B, heads, T, T]; the
-///   dropout mask is drawn at the same indices (batch-head b * heads + h). dtypes, scale and
-///   autocast as scaled_dot_product_attention. ShapeError unless qkv is [B, T, 3 * D] with
-///   heads >= 1 dividing D.
+///   dropout mask is drawn at the same indices (batch-head b * heads + h). dtypes and scale as
+///   scaled_dot_product_attention; its autocast row (and profiler rows) is packed_qkv_attention,
+///   lower_precision as scaled_dot_product_attention's. ShapeError unless qkv is [B, T, 3 * D]
+///   with heads >= 1 dividing D.
 Tensor packed_qkv_attention(const Tensor& qkv, std::int64_t heads, const Tensor& attn_mask = {},
                             float dropout_p = 0.0f, bool is_causal = false,
                             std::optional<float> scale = {}, std::uint64_t seed = 0);
