@@ -24,7 +24,9 @@ The model (src/nn/gpt.cpp, src/nn/transformer.cpp), with the parameter names of 
 dict, so the file loads by name (any missing, extra or mis-shaped tensor is an error):
   h = tokens.weight[ids] + positions.weight[0..T); dropout
   per block i (blocks.i.*): h = h + drop(attn(ln1(h))), then h = h + drop(proj(gelu_tanh(fc(ln2(h)))))
-    attn: q_proj, k_proj, v_proj, out_proj = Linear(d, d, bias); heads of d / heads;
+    attn: qkv_proj = Linear(d, 3d, bias) (rows q, k, v), out_proj = Linear(d, d, bias); heads of
+      d / heads (an --init file of older mixprec versions, with q_proj, k_proj, v_proj, loads:
+      their rows are concatenated);
           causal scaled_dot_product_attention (scale 1/sqrt(head_dim))
   logits = ln_f(h) @ tokens.weight^T (tied head, no bias). LayerNorm eps 1e-5; vocabulary 256
   (the bytes; --vocab V, --time only, changes it: mixprec's GPT models are all 256, so compare
@@ -256,19 +258,18 @@ def build_model(args):
         def __init__(self, d, heads, dropout):
             super().__init__()
             self.heads, self.dropout = heads, dropout
-            self.q_proj = nn.Linear(d, d)
-            self.k_proj = nn.Linear(d, d)
-            self.v_proj = nn.Linear(d, d)
+            self.qkv_proj = nn.Linear(d, 3 * d)  # rows q, k, v: one GEMM, as mixprec's
             self.out_proj = nn.Linear(d, d)
 
         def forward(self, x):
             b, t, d = x.shape
 
-            def split(y):  # [B, T, d] -> [B, heads, T, d / heads]
+            def split(y):  # [B, T, d] view -> [B, heads, T, d / heads]
                 return y.view(b, t, self.heads, d // self.heads).transpose(1, 2)
 
+            q, k, v = self.qkv_proj(x).split(d, dim=2)
             y = F.scaled_dot_product_attention(
-                split(self.q_proj(x)), split(self.k_proj(x)), split(self.v_proj(x)),
+                split(q), split(k), split(v),
                 dropout_p=self.dropout if self.training else 0.0, is_causal=True)
             return self.out_proj(y.transpose(1, 2).reshape(b, t, d))
 
@@ -358,10 +359,26 @@ def read_safetensors(path):
     return out
 
 
+def fuse_older_qkv(tensors):
+    """An older mixprec file's "<p>q_proj.<x>", "<p>k_proj.<x>", "<p>v_proj.<x>" as the one
+    "<p>qkv_proj.<x>" (rows concatenated in that order), as MultiHeadAttention loads them."""
+    out = dict(tensors)
+    for name in sorted(tensors):
+        head, sep, rest = name.partition("q_proj.")
+        if not sep or (head and not head.endswith(".")):
+            continue
+        parts = [head + p + "_proj." + rest for p in "qkv"]
+        if all(p in tensors for p in parts) and head + "qkv_proj." + rest not in tensors:
+            out[head + "qkv_proj." + rest] = torch.cat([tensors[p] for p in parts], 0)
+            for p in parts:
+                del out[p]
+    return out
+
+
 def load_init(model, path):
     """Copies every tensor of the file into the model by name; Failure listing every missing,
     extra or mis-shaped tensor."""
-    tensors = read_safetensors(path)
+    tensors = fuse_older_qkv(read_safetensors(path))
     own = model.state_dict()
     missing = sorted(set(own) - set(tensors))
     extra = sorted(set(tensors) - set(own))

@@ -10,6 +10,7 @@
 #include "mixprec/core/transfer.h"
 #include "mixprec/nn/layers.h"
 #include "mixprec/nn/module.h"
+#include "mixprec/nn/transformer.h"
 
 namespace mixprec::nn {
 namespace {
@@ -46,6 +47,13 @@ Fp8Layers::Fp8Layers(Module& model, const runtime::Fp8Recipe& recipe,
     if (it == linears.end()) {
       std::string known;
       for (const auto& l : linears) known += (known.empty() ? "" : ", ") + l.second;
+      const std::string fused = fused_qkv_layer(path);
+      const bool has_fused = std::any_of(linears.begin(), linears.end(),
+                                         [&](const auto& l) { return l.second == fused; });
+      MIXPREC_CHECK(fused.empty() || !has_fused, ValueError, "fp8",
+                    source << " names layer '" << path << "', one of the separate q, k and v "
+                           << "projections of older versions; they are one Linear now, '" << fused
+                           << "', with one fp8 scale: name that instead (one setting for q, k and v)");
       MIXPREC_CHECK(false, ValueError, "fp8",
                     source << " names layer '" << path << "', which is not a Linear of "
                            << model.type_name() << " (its Linears: " << known << ")");

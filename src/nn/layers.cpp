@@ -28,6 +28,20 @@ Tensor Linear::forward(const Tensor& x) {
   return linear(x, weight_, bias_);
 }
 
+Tensor Linear::forward_rows(const Tensor& x, std::int64_t first, std::int64_t count) {
+  MIXPREC_CHECK(first >= 0 && count >= 1 && first + count <= out_, ValueError, "Linear",
+                "forward_rows: rows [" << first << ", " << first + count
+                                       << ") are not within the layer's " << out_ << " outputs");
+  MIXPREC_CHECK(active_fp8_state(*this) == nullptr, ValueError, "Linear",
+                "'" << path() << "' runs in fp8, whose one scale covers its whole weight, so its "
+                    << "rows cannot run apart (cross-attention, query unlike key and value): pin "
+                    << "it out of fp8 with a layer policy ({\"" << path() << "\": \"bf16\"})");
+  return run_in_compute_dtype(x, [&](const Tensor& in) {
+    return linear(in, weight_.slice(0, first, first + count),
+                  bias_.defined() ? bias_.slice(0, first, first + count) : Tensor());
+  });
+}
+
 Tensor ReLU::forward(const Tensor& x) { return relu(x); }
 Tensor GELU::forward(const Tensor& x) { return gelu(x, approximate_); }
 

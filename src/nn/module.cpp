@@ -61,8 +61,25 @@ std::map<std::string, Tensor> Module::state_dict() const {
   return out;
 }
 
-void Module::load_state_dict(const std::map<std::string, Tensor>& state, bool strict) {
+void Module::upgrade_tree(std::map<std::string, Tensor>& state, const std::string& prefix,
+                          std::vector<StateMerge>& merges) const {
+  upgrade_own_state(state, prefix, merges);
+  for (const auto& [name, child] : children_) {
+    child->upgrade_tree(state, name.empty() ? prefix : prefix + name + ".", merges);
+  }
+}
+
+std::vector<StateMerge> Module::upgrade_state(std::map<std::string, Tensor>& state) const {
+  std::vector<StateMerge> merges;
+  upgrade_tree(state, "", merges);
+  return merges;
+}
+
+void Module::load_state_dict(const std::map<std::string, Tensor>& state_arg, bool strict) {
   const char* op = "load_state_dict";
+  // Handles only: the copy costs a map of pointers, and the caller's map stays as it was.
+  std::map<std::string, Tensor> state = state_arg;
+  upgrade_state(state);
   std::map<std::string, Tensor> own = state_dict();
   if (strict) {
     for (const auto& [name, t] : state) {
@@ -184,12 +201,18 @@ Tensor Module::operator()(const std::vector<Tensor>& inputs) {
   return forward_inputs(widened);
 }
 
-Tensor Module::call_forward(const Tensor& x) {
-  if (!has_compute_override_) return forward(x);
+Tensor Module::run_in_compute_dtype(const Tensor& x,
+                                    const std::function<Tensor(const Tensor&)>& f) {
+  if (!has_compute_override_) return f(x);
   const bool lower = compute_override_ != DType::f32;
   runtime::Autocast region(lower, lower ? compute_override_ : runtime::autocast_dtype());
   // Inputs arriving in 16 bits are widened so an f32 module really computes in f32.
-  return forward(!lower && x.dtype() != DType::f32 ? x.to(DType::f32) : x);
+  return f(!lower && x.dtype() != DType::f32 ? x.to(DType::f32) : x);
+}
+
+Tensor Module::call_forward(const Tensor& x) {
+  if (!has_compute_override_) return forward(x);  // the common case, without a std::function
+  return run_in_compute_dtype(x, [this](const Tensor& in) { return forward(in); });
 }
 
 void Module::train(bool on) {

@@ -1,8 +1,12 @@
 #include "mixprec/nn/transformer.h"
 
+#include <set>
+
 #include "mixprec/core/error.h"
 #include "mixprec/ops/attention.h"
+#include "mixprec/ops/combine.h"
 #include "mixprec/ops/elementwise.h"
+#include "mixprec/runtime/node.h"
 
 namespace mixprec::nn {
 
@@ -15,11 +19,68 @@ MultiHeadAttention::MultiHeadAttention(std::int64_t d_model, std::int64_t n_head
                                                                         << n_heads);
   MIXPREC_CHECK(dropout >= 0.0f && dropout < 1.0f, ValueError, "MultiHeadAttention",
                 "dropout must be in [0, 1), got " << dropout);
-  // Seeds spread so that no two projections share a weight stream.
-  q_ = register_module("q_proj", std::make_shared<Linear>(d_model, d_model, bias, seed * 8 + 1));
-  k_ = register_module("k_proj", std::make_shared<Linear>(d_model, d_model, bias, seed * 8 + 2));
-  v_ = register_module("v_proj", std::make_shared<Linear>(d_model, d_model, bias, seed * 8 + 3));
+  // q, k and v in one projection, so self-attention computes them in one GEMM (and its
+  // backward in one GEMM for the weight and one for the input).
+  qkv_ = register_module("qkv_proj", std::make_shared<Linear>(d_model, 3 * d_model, bias, seed * 8 + 1));
+  // Its rows come from the streams the three separate projections of earlier versions drew
+  // (seeds spread so that no two share one): a model starts from the weights it started from
+  // before q, k and v were fused, so seeds and runs reproduce.
+  std::vector<Tensor> w, b;
+  for (std::uint64_t part = 1; part <= 3; ++part) {
+    const Linear separate(d_model, d_model, bias, seed * 8 + part);
+    w.push_back(separate.weight());
+    if (bias) b.push_back(separate.bias());
+  }
+  {
+    runtime::NoGradGuard no_grad;
+    std::map<std::string, Tensor> rows{{"weight", cat(w, 0)}};
+    if (bias) rows.emplace("bias", cat(b, 0));
+    qkv_->load_state_dict(rows);
+  }
   out_ = register_module("out_proj", std::make_shared<Linear>(d_model, d_model, bias, seed * 8 + 4));
+}
+
+void MultiHeadAttention::upgrade_own_state(std::map<std::string, Tensor>& state,
+                                           const std::string& prefix,
+                                           std::vector<StateMerge>& merges) const {
+  static constexpr const char* kOld[] = {"q_proj", "k_proj", "v_proj"};
+  // Every suffix an old projection holds: "weight", "bias", "weight.exp_avg", ...
+  std::set<std::string> suffixes;
+  for (const char* old : kOld) {
+    const std::string p = prefix + old + ".";
+    for (auto it = state.lower_bound(p); it != state.end() && it->first.starts_with(p); ++it) {
+      suffixes.insert(it->first.substr(p.size()));
+    }
+  }
+  if (suffixes.empty()) return;
+  const std::string into = prefix + "qkv_proj.";
+  runtime::NoGradGuard no_grad;
+  for (const std::string& suffix : suffixes) {
+    std::vector<Tensor> parts;
+    for (const char* old : kOld) {
+      const auto it = state.find(prefix + old + "." + suffix);
+      MIXPREC_CHECK(it != state.end(), ValueError, "MultiHeadAttention",
+                    "the state has an older layout's q_proj/k_proj/v_proj '" << suffix
+                        << "' but lacks '" << prefix << old << "." << suffix
+                        << "': the three load together, as the rows of '" << into << suffix << "'");
+      parts.push_back(it->second);
+    }
+    MIXPREC_CHECK(parts[0].dim() >= 1 && parts[1].shape() == parts[0].shape() &&
+                      parts[2].shape() == parts[0].shape(),
+                  ShapeError, "MultiHeadAttention",
+                  "'" << prefix << "q_proj." << suffix << "', k_proj and v_proj have shapes "
+                      << to_string(parts[0].shape()) << ", " << to_string(parts[1].shape())
+                      << " and " << to_string(parts[2].shape())
+                      << "; they concatenate into '" << into << suffix << "' only when equal");
+    MIXPREC_CHECK(state.count(into + suffix) == 0, ValueError, "MultiHeadAttention",
+                  "the state has both '" << into << suffix << "' and the q_proj/k_proj/v_proj '"
+                                         << suffix << "' it replaced; keep one of them");
+    state[into + suffix] = cat(parts, 0);
+    for (const char* old : kOld) state.erase(prefix + old + "." + suffix);
+  }
+  const std::string path = prefix.empty() ? "" : prefix.substr(0, prefix.size() - 1);
+  merges.push_back({join_path(path, "qkv_proj"),
+                    {join_path(path, "q_proj"), join_path(path, "k_proj"), join_path(path, "v_proj")}});
 }
 
 // [B, T, D] -> [B, H, T, D/H] as a view: attention reads the heads where the projection wrote
@@ -47,11 +108,35 @@ Tensor MultiHeadAttention::forward_inputs(const std::vector<Tensor>& inputs) {
   const bool drop = is_training() && dropout_ > 0.0f;
   // One mask stream per call; the call counter is state, so recomputation can replay it.
   const std::uint64_t stream = seed_ * 0x9E3779B97F4A7C15ull + (drop ? calls_++ : 0);
-  const Tensor attended = scaled_dot_product_attention(
-      split_heads((*q_)(query)), split_heads((*k_)(inputs[1])), split_heads((*v_)(inputs[2])), mask,
-      drop ? dropout_ : 0.0f, causal_, {}, stream);
-  const std::int64_t b = query.size(0), t = query.size(1);
-  return (*out_)(attended.permute({0, 2, 1, 3}).contiguous().reshape({b, t, d_model_}));
+  const float p = drop ? dropout_ : 0.0f;
+  // Self-attention: one GEMM gives q, k and v side by side in [B, T, 3 * d_model], which
+  // attention reads in place and whose gradient it writes as one tensor.
+  const bool self = inputs[1].is_same(query) && inputs[2].is_same(query);
+  const Tensor attended = self ? packed_qkv_attention((*qkv_)(query), heads_, mask, p, causal_, {}, stream)
+                               : attend_apart(inputs, mask, p, stream);
+  return (*out_)(attended);
+}
+
+Tensor MultiHeadAttention::attend_apart(const std::vector<Tensor>& inputs, const Tensor& mask,
+                                        float dropout, std::uint64_t stream) {
+  const Tensor q = qkv_->forward_rows(inputs[0], 0, d_model_);
+  const Tensor k = qkv_->forward_rows(inputs[1], d_model_, d_model_);
+  const Tensor v = qkv_->forward_rows(inputs[2], 2 * d_model_, d_model_);
+  const Tensor attended = scaled_dot_product_attention(split_heads(q), split_heads(k), split_heads(v),
+                                                       mask, dropout, causal_, {}, stream);
+  const std::int64_t b = q.size(0), t = q.size(1);
+  return attended.permute({0, 2, 1, 3}).contiguous().reshape({b, t, d_model_});
+}
+
+std::string fused_qkv_layer(const std::string& old_layer_path) {
+  for (const char* old : {"q_proj", "k_proj", "v_proj"}) {
+    const std::string name(old);
+    if (old_layer_path == name) return "qkv_proj";
+    if (old_layer_path.ends_with("." + name)) {
+      return old_layer_path.substr(0, old_layer_path.size() - name.size()) + "qkv_proj";
+    }
+  }
+  return "";
 }
 
 TransformerBlock::TransformerBlock(std::int64_t d_model, std::int64_t n_heads, bool causal,

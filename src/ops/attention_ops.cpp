@@ -1,61 +1,24 @@
 // scaled_dot_product_attention with autograd: argument checks, folding the leading dimensions
-// into one batch-head axis, the mask's broadcast as per-batch-head offsets, and the node that
-// calls the blocked backward kernel with the saved output and log-sum-exp.
+// into one batch-head axis, reading q, k, v where they lie, and the node that calls the blocked
+// backward kernel with the saved output and log-sum-exp (the mask and the kernel calls they
+// share with packed_qkv_attention: attention_common.h).
 #include <cmath>
 #include <string>
 
 #include "kernels/attention.h"
 #include "kernels/copy.h"
-#include "mixprec/runtime/attention_precision.h"
 #include "mixprec/runtime/autocast.h"
 #include "mixprec/ops/attention.h"
-#include "runtime/op_scope.h"
+#include "ops/attention_common.h"
 #include "ops/op_util.h"
+#include "runtime/op_scope.h"
 
 namespace mixprec {
 namespace {
 
 constexpr const char* kOp = "scaled_dot_product_attention";
 
-/// The f32 mask and where each batch-head's [Tq, Tk] plane starts in it; the data pointers
-/// of desc point into this object, which lives as long as the node that holds it.
-struct MaskView {
-  Tensor mask;  // f32 contiguous, at the user's shape (never expanded)
-  std::vector<std::int64_t> offsets;
-  std::shared_ptr<Storage> device_offsets;  // the offsets where the kernels read them
-  std::int64_t stride_q = 0, stride_k = 0;
-};
-
-MaskView make_mask_view(const Tensor& attn_mask, const Shape& scores_shape, std::int64_t bh) {
-  MaskView m;
-  m.mask = attn_mask.detach().to(DType::f32).contiguous();
-  const Shape strides = ops::detail::broadcast_strides(m.mask, scores_shape);
-  const std::size_t nd = scores_shape.size();
-  m.stride_q = strides[nd - 2];
-  m.stride_k = strides[nd - 1];
-  m.offsets.resize(static_cast<std::size_t>(bh));
-  for (std::int64_t b = 0; b < bh; ++b) {  // b as a multi-index over the leading dimensions
-    std::int64_t rest = b, off = 0;
-    for (std::size_t dim = nd - 2; dim-- > 0;) {
-      off += (rest % scores_shape[dim]) * strides[dim];
-      rest /= scores_shape[dim];
-    }
-    m.offsets[static_cast<std::size_t>(b)] = off;
-  }
-  m.device_offsets = ops::detail::upload_indices(m.offsets, "attention mask offsets");
-  return m;
-}
-
-kernels::AttentionDesc describe(const MaskView* m) {
-  kernels::AttentionDesc d;
-  if (m != nullptr && m->mask.defined()) {
-    d.mask = static_cast<const float*>(m->mask.data_ptr());
-    d.mask_offsets = static_cast<const std::int64_t*>(m->device_offsets->data());
-    d.mask_stride_q = m->stride_q;
-    d.mask_stride_k = m->stride_k;
-  }
-  return d;
-}
+using ops::detail::AttentionMask;
 
 /// An operand as the kernel reads it: a tensor whose memory its rows describe.
 struct Operand {
@@ -89,7 +52,7 @@ Tensor empty_like_layout(const Shape& shape, DType dtype, bool inner) {
 
 class AttentionNode final : public runtime::Node {
  public:
-  AttentionNode(Operand q, Operand k, Operand v, Operand out, Tensor lse, MaskView mask,
+  AttentionNode(Operand q, Operand k, Operand v, Operand out, Tensor lse, AttentionMask mask,
                 kernels::AttentionDesc desc)
       : q_(std::move(q)), k_(std::move(k)), v_(std::move(v)), out_(std::move(out)),
         lse_(std::move(lse)), mask_(std::move(mask)), desc_(desc) {}
@@ -97,7 +60,7 @@ class AttentionNode final : public runtime::Node {
   void release_saved() override {
     q_ = k_ = v_ = out_ = Operand();
     lse_ = Tensor();
-    mask_ = MaskView();
+    mask_ = AttentionMask();
   }
   std::vector<Tensor> backward(const Tensor& dy_in) override {
     const DType t = q_.t.dtype();
@@ -113,22 +76,9 @@ class AttentionNode final : public runtime::Node {
     Tensor dq = empty_like_layout(q_.t.shape(), t, q_.heads_inner);
     Tensor dk = empty_like_layout(k_.t.shape(), t, k_.heads_inner);
     Tensor dv = empty_like_layout(v_.t.shape(), t, v_.heads_inner);
-    kernels::AttentionDesc d = describe(&mask_);  // pointers into this node's mask
-    d.bh = desc_.bh; d.tq = desc_.tq; d.tk = desc_.tk; d.d = desc_.d; d.dv = desc_.dv;
-    d.dtype = desc_.dtype; d.scale = desc_.scale; d.causal = desc_.causal;
-    d.dropout_p = desc_.dropout_p; d.seed = desc_.seed;
-    d.round_probs = desc_.round_probs;  // the forward's choice, whatever the knob says now
-    d.heads = desc_.heads;
-    d.q_rows = desc_.q_rows; d.k_rows = desc_.k_rows; d.v_rows = desc_.v_rows;
-    d.out_rows = desc_.out_rows;
-    kernels::attention_backward(d, q_.t.data_ptr(), k_.t.data_ptr(), v_.t.data_ptr(),
-                                out_.t.data_ptr(), static_cast<const float*>(lse_.data_ptr()),
-                                dy.data_ptr(), dq.data_ptr(), dk.data_ptr(), dv.data_ptr());
-    // The products the gradients need: s = q k^T, dp = dout v^T, dv += p^T dout, dk += ds^T q,
-    // dq += ds k (a kernel that recomputes s and dp for dq, as the cpu one does above its ds
-    // budget, does more work than this counts).
-    runtime::detail::add_work(
-        2.0 * static_cast<double>(d.bh * d.tq * d.tk) * static_cast<double>(3 * d.d + 2 * d.dv),
+    ops::detail::run_attention_backward(
+        desc_, mask_, q_.t.data_ptr(), k_.t.data_ptr(), v_.t.data_ptr(), out_.t.data_ptr(), lse_,
+        dy.data_ptr(), dq.data_ptr(), dk.data_ptr(), dv.data_ptr(),
         static_cast<double>(q_.t.nbytes() + k_.t.nbytes() + v_.t.nbytes() + 2 * out_.t.nbytes() +
                             dq.nbytes() + dk.nbytes() + dv.nbytes()));
     return {dq, dk, dv};
@@ -137,7 +87,7 @@ class AttentionNode final : public runtime::Node {
  private:
   Operand q_, k_, v_, out_;
   Tensor lse_;
-  MaskView mask_;
+  AttentionMask mask_;
   kernels::AttentionDesc desc_;
 };
 
@@ -191,34 +141,9 @@ Tensor scaled_dot_product_attention(const Tensor& q_arg, const Tensor& k_arg, co
   const std::int64_t bh = numel(scores_shape);
   scores_shape.push_back(tq);
   scores_shape.push_back(tk);
-  MaskView mask;
-  if (attn_mask.defined()) {
-    require_compute_dtype(kOp, attn_mask.dtype());
-    const bool fits = attn_mask.dim() <= static_cast<std::int64_t>(scores_shape.size()) &&
-                      [&] {
-                        for (std::int64_t i = 1; i <= attn_mask.dim(); ++i) {
-                          const std::int64_t m = attn_mask.size(-i);
-                          if (m != 1 && m != scores_shape[scores_shape.size() - static_cast<std::size_t>(i)]) return false;
-                        }
-                        return true;
-                      }();
-    MIXPREC_CHECK(fits, ShapeError, kOp,
-                  "attn_mask " << to_string(attn_mask.shape())
-                               << " does not broadcast to the scores' shape "
-                               << to_string(scores_shape));
-    mask = make_mask_view(attn_mask, scores_shape, bh);
-  }
-  kernels::AttentionDesc desc = describe(&mask);
-  desc.bh = bh; desc.tq = tq; desc.tk = tk; desc.d = d; desc.dv = dv;
-  desc.dtype = q.dtype();
-  desc.scale = scale.has_value() ? *scale : 1.0f / std::sqrt(static_cast<float>(d));
-  desc.causal = is_causal;
-  desc.dropout_p = dropout_p;
-  desc.seed = seed;
-  // The 16-bit spec (P and dS rounded to the compute dtype) unless the user asked for highest;
-  // an f32 call keeps f32 throughout (the kernels reject round_probs there).
-  desc.round_probs = q.dtype() != DType::f32 &&
-                     runtime::attention_precision() != runtime::AttentionPrecision::highest;
+  AttentionMask mask = ops::detail::attention_mask(kOp, attn_mask, scores_shape, bh);
+  kernels::AttentionDesc desc = ops::detail::attention_desc(
+      mask, bh, tq, tk, d, dv, q.dtype(), scale, is_causal, dropout_p, seed);
 
   // q, k, v are read where they are: contiguous, or [B, H, T, w] views of [B, T, H, w] memory
   // (the projections' output with its heads split by reshape + permute: no copy); the output
@@ -235,10 +160,8 @@ Tensor scaled_dot_product_attention(const Tensor& q_arg, const Tensor& k_arg, co
   Tensor lse = Tensor::empty({bh, tq}, DType::f32);  // the only saved statistic: O(T)
   kernels::attention_forward(desc, qc.t.data_ptr(), kc.t.data_ptr(), vc.t.data_ptr(),
                              out.data_ptr(), static_cast<float*>(lse.data_ptr()));
-  // 2 GEMM-like products of bh * tq * tk * (d or dv) multiply-adds each.
-  runtime::detail::add_work(
-      2.0 * static_cast<double>(bh * tq * tk) * static_cast<double>(d + dv),
-      static_cast<double>(qc.t.nbytes() + kc.t.nbytes() + vc.t.nbytes() + out.nbytes()));
+  ops::detail::add_forward_work(
+      desc, static_cast<double>(qc.t.nbytes() + kc.t.nbytes() + vc.t.nbytes() + out.nbytes()));
   Operand saved_out{out.detach(), desc.out_rows, qc.heads_inner};
   ops::detail::record<AttentionNode>(out, {&q, &k, &v}, std::move(qc), std::move(kc),
                                      std::move(vc), std::move(saved_out), lse, std::move(mask),

@@ -19,6 +19,7 @@
 #include "mixprec/io/atomic_file.h"
 #include "mixprec/nn/conv_layers.h"
 #include "mixprec/nn/layers.h"
+#include "mixprec/nn/transformer.h"
 #include "mixprec/numerics/formats.h"
 #include "io/json_number.h"
 
@@ -374,6 +375,11 @@ void PrecisionAutopilot::replay(const LayerPolicy& policy, const std::string& so
   }
   std::set<std::string> seen;
   for (const auto& [path, d] : policy.layers) {
+    const std::string fused = nn::fused_qkv_layer(path);
+    MIXPREC_CHECK(by_path.count(path) != 0 || fused.empty() || by_path.count(fused) == 0, ValueError, kOp,
+                  "policy file '" << source << "' names layer '" << path << "', one of the separate q, k "
+                                  << "and v projections of older versions; they are one Linear now, '"
+                                  << fused << "', with one dtype: name that instead");
     MIXPREC_CHECK(by_path.count(path) != 0, ValueError, kOp,
                   "policy file '" << source << "' names layer '" << path << "', which model '" << s.model_name
                                   << "' does not have (its Linear and Conv2d layers: " << known << ")");
@@ -523,10 +529,55 @@ std::string PrecisionAutopilot::state() const {
       .dump();
 }
 
-void PrecisionAutopilot::load_state(const std::string& text) {
+namespace {
+
+/// The checkpoint's layer entries with each merge's layers made one (load_state's contract).
+json merge_layers(const json& layers, const std::vector<nn::StateMerge>& merges) {
+  json out = layers;
+  for (const nn::StateMerge& m : merges) {
+    std::vector<std::size_t> at;
+    for (const std::string& from : m.from) {
+      for (std::size_t i = 0; i < out.size(); ++i) {
+        if (out[i].at("path").get<std::string>() == from) at.push_back(i);
+      }
+    }
+    if (at.empty()) continue;  // none of them was a layer the autopilot tracked
+    MIXPREC_CHECK(at.size() == m.from.size(), StateError, kOp,
+                  "the checkpoint's autopilot state has only some of the layers that became '"
+                      << m.into << "'; it cannot be mapped onto this model");
+    json merged = out[at[0]];
+    merged["path"] = m.into;
+    DType widest = DType::f16;
+    int clean = std::numeric_limits<int>::max(), probation = 0;
+    bool came_down = false;
+    double flops = 0;
+    for (const std::size_t i : at) {
+      const DType d = parse_layer_dtype(out[i].at("dtype").get<std::string>(), "autopilot state");
+      if (rank_of(d) > rank_of(widest)) widest = d;
+      clean = std::min(clean, io::json_integer<int>(out[i].at("clean"), kOp, "autopilot state: clean"));
+      probation = std::max(probation, io::json_integer<int>(out[i].at("probation"), kOp, "autopilot state: probation"));
+      came_down = came_down || out[i].at("came_down").get<bool>();
+      flops += out[i].at("flops").get<double>();
+    }
+    merged["dtype"] = layer_dtype_name(widest);
+    merged["clean"] = clean;
+    merged["probation"] = probation;
+    merged["came_down"] = came_down;
+    merged["flops"] = flops;
+    out[at[0]] = merged;
+    std::sort(at.begin() + 1, at.end(), std::greater<>());
+    for (auto it = at.begin() + 1; it != at.end(); ++it) out.erase(*it);
+  }
+  return out;
+}
+
+}  // namespace
+
+void PrecisionAutopilot::load_state(const std::string& text, const std::vector<nn::StateMerge>& merges) {
   State& s = *s_;
   try {
-    const json j = json::parse(text);
+    json j = json::parse(text);
+    if (!merges.empty()) j["layers"] = merge_layers(j.at("layers"), merges);
     const json& layers = j.at("layers");
     MIXPREC_CHECK(layers.size() == s.layers.size(), StateError, kOp,
                   "the checkpoint's autopilot state has " << layers.size() << " layers, the model "

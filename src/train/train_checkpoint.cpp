@@ -10,6 +10,7 @@
 #include "mixprec/nn/fp8_layers.h"
 #include "mixprec/nn/layers.h"
 #include "io/json_number.h"
+#include "train/checkpoint_upgrade.h"
 #include "train/config_json.h"
 
 namespace mixprec::train::detail {
@@ -174,13 +175,15 @@ namespace {
 
 /// Copies fp8.safetensors into the fp8 layers' state tensors (in place: the layers keep their
 /// handles); ValueError naming what is missing or mismatched.
-void restore_fp8_state(const io::CheckpointFiles& files, const std::string& path, nn::Fp8Layers& fp8) {
+void restore_fp8_state(const io::CheckpointFiles& files, const std::string& path, nn::Fp8Layers& fp8,
+                       const std::vector<nn::StateMerge>& merges) {
   const auto it = files.files.find("fp8.safetensors");
   MIXPREC_CHECK(it != files.files.end(), ValueError, kOp,
                 "'" << path << "' has no fp8 scaling state (fp8.safetensors) but this run uses an fp8 "
                        "precision; resume it with the precision it was written with");
-  const std::map<std::string, Tensor> saved =
+  std::map<std::string, Tensor> saved =
       to_map(io::decode_safetensors(it->second, path + "/fp8.safetensors").tensors);
+  upgrade_fp8_state(saved, merges, path);
   for (const auto& [name, dst] : fp8.state_tensors()) {
     const auto s = saved.find(name);
     MIXPREC_CHECK(s != saved.end() && s->second.shape() == dst.shape(), ValueError, kOp,
@@ -202,8 +205,13 @@ void restore_checkpoint(const io::CheckpointFiles& files, const std::string& pat
   io::SafetensorsFile opt_file = io::decode_safetensors(file(files, "optimizer.safetensors", path),
                                                         path + "/optimizer.safetensors");
   std::map<std::string, Tensor> model_tensors = to_map(std::move(model_file.tensors));
-  const std::map<std::string, Tensor> opt_tensors = to_map(std::move(opt_file.tensors));
+  std::map<std::string, Tensor> opt_tensors = to_map(std::move(opt_file.tensors));
   const std::vector<std::string> paths = parameter_paths(*o.model);
+  // A checkpoint of an older model layout (separate q_proj, k_proj, v_proj): weights, masters
+  // and optimizer tensors are keyed by parameter path, so the model upgrades them itself; the
+  // per-parameter scalars and the fp8 state follow what it merged.
+  const std::vector<nn::StateMerge> merges = o.model->upgrade_state(model_tensors);
+  o.model->upgrade_state(opt_tensors);
 
   // Optimizer state first, named the way this optimizer expects; masters come from the model file.
   optim::OptimizerState opt_state;
@@ -223,6 +231,7 @@ void restore_checkpoint(const io::CheckpointFiles& files, const std::string& pat
     for (const auto& [name, v] : state.at("optimizer").at("scalars").items()) {
       opt_state.scalars.emplace_back(name, v.get<double>());
     }
+    if (!merges.empty()) opt_state.scalars = upgrade_optimizer_scalars(opt_state.scalars, paths, merges, path);
   } catch (const json::exception& e) {
     MIXPREC_CHECK(false, ValueError, kOp, "'" << path << "' state.json is malformed: " << e.what());
   }
@@ -243,9 +252,9 @@ void restore_checkpoint(const io::CheckpointFiles& files, const std::string& pat
   if (PrecisionAutopilot* pilot = o.step->autopilot()) {
     MIXPREC_CHECK(state.contains("autopilot"), ValueError, kOp,
                   "'" << path << "' has no precision autopilot state but this run uses --precision auto-layer");
-    pilot->load_state(state.at("autopilot").dump());
+    pilot->load_state(state.at("autopilot").dump(), merges);
   }
-  if (nn::Fp8Layers* fp8 = o.step->fp8_layers()) restore_fp8_state(files, path, *fp8);
+  if (nn::Fp8Layers* fp8 = o.step->fp8_layers()) restore_fp8_state(files, path, *fp8, merges);
   if (state.contains("random_state")) {
     o.model->set_random_state(state.at("random_state").get<std::vector<std::uint64_t>>());
   } else {

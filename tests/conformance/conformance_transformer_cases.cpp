@@ -191,6 +191,49 @@ Outs run_attention_rounded(const Backend& b, DType t, bool backward, std::int64_
           close("dv", std::move(dv), 8e-5 + eps, kTranscendental)};
 }
 
+/// Attention reading q, k and v from one packed [B, T, 3 * H * w] buffer (a fused q|k|v
+/// projection's output: token rows 3 H w apart, k and v at column offsets H w and 2 H w) and
+/// writing dq, dk and dv into one such buffer, as packed_qkv_attention runs it. Causal, two
+/// batches of `heads` heads, d = dv = width. round_probs (16-bit dtypes) with width 64 or 32 is
+/// the shape the GPU's flash and cuDNN paths take (their strides are multiples of 8); f32 runs
+/// the plain spec. Tolerances as run_attention_rounded's (and run_attention's for f32).
+Outs run_attention_packed(const Backend& b, DType t, bool backward, std::int64_t width,
+                          std::int64_t t_len, bool round_probs) {
+  AttentionDesc d;
+  d.heads = 2;
+  const std::int64_t batches = 2, dim = d.heads * width, row = 3 * dim;
+  d.bh = batches * d.heads; d.tq = t_len; d.tk = t_len; d.d = width; d.dv = width;
+  d.dtype = t;
+  d.scale = 1.0f / std::sqrt(static_cast<float>(width));
+  d.causal = true;
+  d.seed = 41;
+  d.round_probs = round_probs;
+  d.q_rows = d.k_rows = d.v_rows = {t_len * row, width, row};
+  d.out_rows = {t_len * dim, width, dim};
+  const Buffer qkv = random_buffer(t, batches * t_len * row, -2.0f, 2.0f, 80);
+  const auto part = [&](const Buffer& buf, std::int64_t p) {
+    return static_cast<const char*>(buf.data()) + p * dim * static_cast<std::int64_t>(size_of(t));
+  };
+  Buffer out(t, batches * t_len * dim), lse(DType::f32, d.bh * d.tq);
+  const double eps = round_probs ? traits(t).epsilon : 0.0;
+  if (!backward) {
+    b.attention_forward(d, part(qkv, 0), part(qkv, 1), part(qkv, 2), out.data(),
+                        static_cast<float*>(lse.data()));
+    return {close("out", std::move(out), 2e-5 + eps, kTranscendental),
+            close("lse", std::move(lse), 2e-5, kTranscendental)};
+  }
+  ref::attention_forward(d, part(qkv, 0), part(qkv, 1), part(qkv, 2), out.data(),
+                         static_cast<float*>(lse.data()));
+  const Buffer dout = random_buffer(t, batches * t_len * dim, -1.0f, 1.0f, 81);
+  Buffer dqkv(t, batches * t_len * row);
+  char* const g = static_cast<char*>(dqkv.data());
+  const std::int64_t step = dim * static_cast<std::int64_t>(size_of(t));
+  b.attention_backward(d, part(qkv, 0), part(qkv, 1), part(qkv, 2), out.data(),
+                       static_cast<const float*>(lse.data()), dout.data(), g, g + step,
+                       g + 2 * step);
+  return {close("dqkv", std::move(dqkv), 8e-5 + eps, kTranscendental)};
+}
+
 // ---- transformer ops: the residual add fused into the layer norm ----
 
 // A 16-bit delta onto the f32 residual stream (a transformer under autocast), and x, delta and
@@ -245,6 +288,20 @@ void add_transformer_cases(std::vector<Case>& c) {
                  }});
     c.push_back({name + "_round_probs_d32", halves, [bwd](const Backend& b, DType t) {
                    return run_attention_rounded(b, t, bwd, 32, 200, 0.0f);
+                 }});
+  }
+  // attention.h, q, k, v as the rows of one packed buffer (packed_qkv_attention)
+  for (bool bwd : {false, true}) {
+    const std::string name = std::string(bwd ? "attention_backward" : "attention_forward") + "_packed_qkv";
+    c.push_back({name, F, [bwd](const Backend& b, DType t) {
+                   return run_attention_packed(b, t, bwd, 24, 67, false);
+                 }});
+    const std::vector<DType> halves{DType::bf16, DType::f16};
+    c.push_back({name + "_round_probs_d64", halves, [bwd](const Backend& b, DType t) {
+                   return run_attention_packed(b, t, bwd, 64, 200, true);
+                 }});
+    c.push_back({name + "_round_probs_d32", halves, [bwd](const Backend& b, DType t) {
+                   return run_attention_packed(b, t, bwd, 32, 130, true);
                  }});
   }
   // transformer ops: embedding lookup

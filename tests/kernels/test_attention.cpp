@@ -272,6 +272,73 @@ TEST(AttentionKernels, RowsWhereTheProjectionsPutThemGiveTheContiguousBits) {
   }
 }
 
+/// Copies contiguous [B*H, t, w] rows into (or, unpacking, out of) part `part` (0 q, 1 k, 2 v)
+/// of a packed [B, t, 3, H, w] buffer: a fused q|k|v projection's output.
+void pack_part(const Buffer& src, Buffer& dst, std::int64_t part, std::int64_t batches,
+               std::int64_t heads, std::int64_t t, std::int64_t w, bool unpack) {
+  const std::size_t es = size_of(src.dtype());
+  for (std::int64_t b = 0; b < batches; ++b) {
+    for (std::int64_t h = 0; h < heads; ++h) {
+      for (std::int64_t i = 0; i < t; ++i) {
+        const std::int64_t contiguous = ((b * heads + h) * t + i) * w;
+        const std::int64_t packed = ((b * t + i) * 3 + part) * heads * w + h * w;
+        const std::int64_t from = unpack ? packed : contiguous, to = unpack ? contiguous : packed;
+        std::memcpy(static_cast<char*>(dst.data()) + to * static_cast<std::int64_t>(es),
+                    static_cast<const char*>(src.data()) + from * static_cast<std::int64_t>(es),
+                    static_cast<std::size_t>(w) * es);
+      }
+    }
+  }
+}
+
+TEST(AttentionKernels, RowsOfOnePackedProjectionGiveTheContiguousBitsOnEveryTarget) {
+  // q, k, v read from one [B, T, 3, H, w] buffer (token rows 3 H w apart, k and v H w and 2 H w
+  // after q), dq, dk, dv written into one such buffer, out in [B, T, H, w]: the same bits as
+  // the contiguous [B*H, T, w] copies, at every SIMD level (packed_qkv_attention's layout).
+  const std::int64_t B = 2, H = 3, T = 70, W = 24;
+  const Shape5 s{B * H, T, T, W, W};
+  const std::size_t es_row = static_cast<std::size_t>(3 * H * W);
+  for (Isa isa : ktest::isas_to_test()) {
+    ktest::IsaCap cap(isa);
+    for (DType t : ktest::kAllDTypes) {
+      const Problem p(s, t, true, true, 0.3f);
+      AttentionDesc packed = p.desc;
+      packed.heads = H;
+      packed.q_rows = packed.k_rows = packed.v_rows = {T * 3 * H * W, W, 3 * H * W};
+      packed.out_rows = {T * H * W, W, H * W};
+      Buffer qkv(t, B * T * static_cast<std::int64_t>(es_row));
+      pack_part(p.q, qkv, 0, B, H, T, W, false);
+      pack_part(p.k, qkv, 1, B, H, T, W, false);
+      pack_part(p.v, qkv, 2, B, H, T, W, false);
+      const Buffer dout = regroup(p.dout, B, H, T, W, true);
+      const std::int64_t step = H * W * static_cast<std::int64_t>(size_of(t));
+      const char* const base = static_cast<const char*>(qkv.data());
+      const std::string where = std::string(name(isa)) + " " + name(t);
+      const Result want = run(p, &cpu::attention_forward, &cpu::attention_backward);
+      Buffer out(t, B * H * T * W), dqkv(t, qkv.size());
+      std::vector<float> lse(static_cast<std::size_t>(B * H * T));
+      cpu::attention_forward(packed, base, base + step, base + 2 * step, out.data(), lse.data());
+      // The backward on the reference forward's out and lse, as run() does.
+      Buffer ref_out(t, out.size());
+      std::vector<float> ref_lse(lse.size());
+      ref::attention_forward(p.desc, p.q.data(), p.k.data(), p.v.data(), ref_out.data(), ref_lse.data());
+      char* const g = static_cast<char*>(dqkv.data());
+      cpu::attention_backward(packed, base, base + step, base + 2 * step,
+                              regroup(ref_out, B, H, T, W, true).data(), ref_lse.data(), dout.data(),
+                              g, g + step, g + 2 * step);
+      ktest::expect_bitwise(regroup(out, B, H, T, W, false), want.out, where + " out");
+      EXPECT_EQ(lse, want.lse) << where << " lse";
+      Buffer dq(t, want.dq.size()), dk(t, want.dk.size()), dv(t, want.dv.size());
+      pack_part(dqkv, dq, 0, B, H, T, W, true);
+      pack_part(dqkv, dk, 1, B, H, T, W, true);
+      pack_part(dqkv, dv, 2, B, H, T, W, true);
+      ktest::expect_bitwise(dq, want.dq, where + " dq");
+      ktest::expect_bitwise(dk, want.dk, where + " dk");
+      ktest::expect_bitwise(dv, want.dv, where + " dv");
+    }
+  }
+}
+
 TEST(AttentionKernels, KeepingDsOrRecomputingItGivesTheSameBits) {
   // The backward keeps ds for its dq pass when it fits the budget, else recomputes it; both are
   // the same sums in the same order.

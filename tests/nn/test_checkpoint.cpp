@@ -276,7 +276,7 @@ TEST(Checkpoint, StateDictKeysAndPathsAreThoseOfTheUnwrappedModel) {
   for (const auto& [name, t] : plain.state_dict()) ka.push_back(name);
   for (const auto& [name, t] : wrapped.state_dict()) kb.push_back(name);
   EXPECT_EQ(ka, kb);
-  EXPECT_NE(std::find(ka.begin(), ka.end(), "blocks.1.attn.q_proj.weight"), ka.end());
+  EXPECT_NE(std::find(ka.begin(), ka.end(), "blocks.1.attn.qkv_proj.weight"), ka.end());
   // Files interchange: a strict load either way.
   wrapped.load_state_dict(plain.state_dict(), /*strict=*/true);
   plain.load_state_dict(wrapped.state_dict(), /*strict=*/true);

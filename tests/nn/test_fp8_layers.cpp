@@ -13,6 +13,7 @@
 #include "mixprec/core/memory.h"
 #include "mixprec/runtime/autocast.h"
 #include "mixprec/nn/fp8_layers.h"
+#include "mixprec/nn/gpt.h"
 #include "mixprec/nn/layers.h"
 #include "mixprec/ops/fp8_linear.h"
 #include "mixprec/ops/nn_functional.h"
@@ -103,6 +104,26 @@ TEST(Fp8Layers, OverridesPinLayersOutOfOrIntoFp8) {
   // Two Linears: refused by default, accepted when the policy puts one in.
   auto two = sequential({std::make_shared<Linear>(4, 4), std::make_shared<Linear>(4, 4)});
   EXPECT_EQ(Fp8Layers(*two, runtime::Fp8Recipe{}, {{"1", true}}).paths(), (std::vector<std::string>{"1"}));
+}
+
+// q, k and v are one Linear (qkv_proj) with one fp8 scale: a policy written for the older
+// separate projections is refused naming the fused layer, since it may set them apart.
+TEST(Fp8Layers, APolicyNamingAnOlderQProjectionIsRefusedNamingTheFusedLayer) {
+  GPT gpt(GptConfig{.vocab_size = 16, .context = 8, .d_model = 8, .n_heads = 2, .n_layers = 2});
+  for (const char* old : {"blocks.1.attn.q_proj", "blocks.0.attn.v_proj"}) {
+    try {
+      Fp8Layers bad(gpt, runtime::Fp8Recipe{}, {{old, true}}, "policy file 'p.json'");
+      ADD_FAILURE() << "accepted " << old;
+    } catch (const ValueError& e) {
+      const std::string what = e.what(), layer = std::string(old);
+      const std::string fused = layer.substr(0, layer.size() - 6) + "qkv_proj";
+      EXPECT_NE(what.find("names layer '" + layer + "'"), std::string::npos) << what;
+      EXPECT_NE(what.find("'" + fused + "'"), std::string::npos) << what;
+    }
+  }
+  const Fp8Layers fused(gpt, runtime::Fp8Recipe{}, {{"blocks.1.attn.qkv_proj", true}, {"blocks.0.fc", false}});
+  EXPECT_EQ(fused.state_tensors().count("blocks.1.attn.qkv_proj.fp8_weight_scale"), 1u);
+  EXPECT_EQ(fused.state_tensors().count("blocks.0.fc.fp8_weight_scale"), 0u);
 }
 
 // report(): per layer the three roles with their amax, history max and scale; the fractions

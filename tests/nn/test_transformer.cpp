@@ -27,10 +27,13 @@ Tensor param(const Module& m, const std::string& path) {
 // Self-attention written out: projections, per-head softmax(q k^T / sqrt(dh) + causal), output.
 std::vector<float> by_hand(const MultiHeadAttention& mha, const Tensor& x, bool causal) {
   const std::int64_t b = x.size(0), t = x.size(1), d = x.size(2), h = mha.heads(), dh = d / h;
-  auto proj = [&](const std::string& name) {
-    return linear(x, param(mha, name + ".weight"), param(mha, name + ".bias")).to_vector();
+  // q, k and v are rows [0, d), [d, 2d) and [2d, 3d) of the fused projection.
+  const Tensor w = param(mha, "qkv_proj.weight"), bias = param(mha, "qkv_proj.bias");
+  auto proj = [&](std::int64_t part) {
+    return linear(x, w.slice(0, part * d, (part + 1) * d), bias.slice(0, part * d, (part + 1) * d))
+        .to_vector();
   };
-  const std::vector<float> q = proj("q_proj"), k = proj("k_proj"), v = proj("v_proj");
+  const std::vector<float> q = proj(0), k = proj(1), v = proj(2);
   std::vector<float> att(static_cast<std::size_t>(b * t * d));
   for (std::int64_t bi = 0; bi < b; ++bi)
     for (std::int64_t hi = 0; hi < h; ++hi)

@@ -50,6 +50,9 @@ std::map<OpKind, Fn> other_op_runners() {
          const Tensor h = x.reshape({2, 4, 4});
          return scaled_dot_product_attention(h, h, h);
        }},
+      {OpKind::packed_qkv_attention, [](const Tensor& x) {
+         return packed_qkv_attention(cat({x, x, x}, 1).reshape({2, 2, 24}), 2);
+       }},
       {OpKind::embedding, [](const Tensor& x) { return embedding(x, {3, 0, 3}); }},
       {OpKind::masked_fill, [](const Tensor& x) { return masked_fill(x, causal_mask(8).slice(0, 0, 1), -1.0f); }},
   };

@@ -11,6 +11,7 @@
 #include "mixprec/io/atomic_file.h"
 #include "mixprec/models/zoo.h"
 #include "mixprec/nn/fp8_layers.h"
+#include "mixprec/nn/gpt.h"
 #include "mixprec/nn/layers.h"
 #include "mixprec/nn/norm_layers.h"
 #include "mixprec/ops/elementwise.h"
@@ -237,6 +238,26 @@ TEST(LayerPolicy, BadFilesAreRefusedNamingTheFileAndTheLayer) {
   auto model = two_layers(1.0f);
   EXPECT_THROW(TrainStep(*model, StepConfig{.precision = "auto-layer", .layer_policy = temp_path("missing.json")}),
                ValueError);
+}
+
+TEST(LayerPolicy, AFileNamingAnOlderQkvProjectionIsRefusedNamingTheFusedLayer) {
+  // q, k and v are one Linear with one dtype: an older file may set them apart, so it is refused.
+  const std::string path = temp_path("older-qkv.json");
+  io::write_file_atomically(path, R"({"format": "mixprec-layer-policy", "version": 1, "compute": "bf16", )"
+                                  R"("layers": {"blocks.0.attn.k_proj": "fp32"}})");
+  nn::GPT gpt(nn::GptConfig{.vocab_size = 16, .context = 8, .d_model = 8, .n_heads = 2, .n_layers = 1});
+  try {
+    TrainStep step(gpt, StepConfig{.precision = "auto-layer", .layer_policy = path});
+    ADD_FAILURE() << "accepted a policy naming blocks.0.attn.k_proj";
+  } catch (const ValueError& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("names layer 'blocks.0.attn.k_proj'"), std::string::npos) << what;
+    EXPECT_NE(what.find("'blocks.0.attn.qkv_proj'"), std::string::npos) << what;
+  }
+  io::write_file_atomically(path, R"({"format": "mixprec-layer-policy", "version": 1, "compute": "bf16", )"
+                                  R"("layers": {"blocks.0.attn.qkv_proj": "fp32"}})");
+  EXPECT_NO_THROW(TrainStep(gpt, StepConfig{.precision = "auto-layer", .layer_policy = path}));
+  std::remove(path.c_str());
 }
 
 TEST(PrecisionAutopilot, FlagsBelongToAutoLayer) {

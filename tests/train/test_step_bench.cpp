@@ -275,8 +275,9 @@ TEST(StepBenchRun, LanguageModelTimesTokensAndCountsItsLinears) {
   const StepBenchResult r = bench.run(2, 1, /*machine_floor=*/false);
   EXPECT_EQ(r.tokens_per_sample, 16);
   EXPECT_DOUBLE_EQ(r.tokens_per_second, r.samples_per_second * 16);
-  // Per block: q, k, v, out projections and the MLP's two Linears, each on 2 x 16 tokens.
-  ASSERT_EQ(r.layers.size(), 12u);
+  // Per block: the fused q|k|v projection, the output projection and the MLP's two Linears,
+  // each on 2 x 16 tokens.
+  ASSERT_EQ(r.layers.size(), 8u);
   const auto layer = [&](const std::string& path) {
     for (const LayerCost& l : r.layers) {
       if (l.path == path) return l;
@@ -284,7 +285,10 @@ TEST(StepBenchRun, LanguageModelTimesTokensAndCountsItsLinears) {
     ADD_FAILURE() << "no layer " << path;
     return LayerCost{};
   };
-  EXPECT_EQ(layer("blocks.0.attn.q_proj").input_shape, (Shape{2, 16, 16}));
+  const LayerCost qkv = layer("blocks.0.attn.qkv_proj");  // width -> 3 width, one GEMM
+  EXPECT_EQ(qkv.input_shape, (Shape{2, 16, 16}));
+  EXPECT_EQ(qkv.output_shape, (Shape{2, 16, 48}));
+  EXPECT_DOUBLE_EQ(qkv.forward_flops, 2.0 * 32 * 16 * 48);
   const LayerCost fc = layer("blocks.1.fc");  // width -> 4 width
   EXPECT_EQ(fc.output_shape, (Shape{2, 16, 64}));
   EXPECT_DOUBLE_EQ(fc.forward_flops, 2.0 * 32 * 16 * 64);

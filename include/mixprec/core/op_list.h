@@ -79,6 +79,8 @@
   X(conv2d, lower_precision, "convolution: a GEMM in disguise, fp32 accumulation")                \
   X(scaled_dot_product_attention, lower_precision,                                               \
     "two GEMMs in 16 bits; scores and softmax stay fp32 inside")                                  \
+  X(packed_qkv_attention, lower_precision,                                                       \
+    "scaled_dot_product_attention on one packed q|k|v projection")                                \
   X(softmax, fp32, "exponentials overflow f16 and sums lose bits")                                \
   X(log_softmax, fp32, "log-sum-exp needs range and precision")                                   \
   X(cross_entropy, fp32, "losses are always fp32")                                                \

@@ -15,6 +15,13 @@ class Linear : public Module {
   Linear(std::int64_t in_features, std::int64_t out_features, bool bias = true,
          std::uint64_t seed = 0, DType dtype = DType::f32);
   Tensor forward(const Tensor& x) override;
+  /// Output features [first, first + count) alone: x [..., in] @ weight[first:first+count]^T
+  /// + bias[first:first+count] -> [..., count], in this layer's compute dtype as operator()
+  /// runs it (forward observers do not see it). For a packed projection applied to one of its
+  /// inputs (MultiHeadAttention's qkv_proj in cross-attention); gradients reach those rows of
+  /// weight and bias. ValueError for a range outside [0, out_features), or inside an fp8 scope
+  /// that picked this layer (fp8 scales the whole weight as one tensor).
+  Tensor forward_rows(const Tensor& x, std::int64_t first, std::int64_t count);
   std::string type_name() const override { return "Linear"; }
   const Tensor& weight() const { return weight_; }
   /// Undefined when constructed without bias.

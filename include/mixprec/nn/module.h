@@ -3,6 +3,7 @@
 /// MemoryCategory::parameter), named buffers (state that is saved but not trained, e.g. running
 /// statistics) and named child modules, and switches between training and evaluation mode.
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <span>
@@ -17,6 +18,14 @@ namespace mixprec::nn {
 using NamedTensors = std::vector<std::pair<std::string, Tensor>>;
 
 class Module;
+
+/// One change Module::upgrade_state made: the entries of the modules at paths `from` (in
+/// order) became one module's at path `into` (e.g. "blocks.0.attn.q_proj", "...k_proj",
+/// "...v_proj" -> "blocks.0.attn.qkv_proj", concatenated along dimension 0).
+struct StateMerge {
+  std::string into;
+  std::vector<std::string> from;
+};
 
 /// The dotted path of a child named `name` under a module at `parent` ("" for the root): what
 /// state_dict keys and diagnostics use. An empty name is transparent (the child shares its
@@ -105,9 +114,16 @@ class Module {
   }
   /// Parameters and buffers by path: what a checkpoint stores.
   std::map<std::string, Tensor> state_dict() const;
-  /// Copies values from state (casting to each tensor's dtype). strict: every key must match
-  /// both ways; shapes must always match (ShapeError/ValueError naming the key otherwise).
+  /// Copies values from state (casting to each tensor's dtype), after upgrade_state on a copy
+  /// of it, so a state written before a layer changed its layout loads. strict: every key must
+  /// match both ways; shapes must always match (ShapeError/ValueError naming the key otherwise).
   void load_state_dict(const std::map<std::string, Tensor>& state, bool strict = true);
+  /// Rewrites, in place, the entries of `state` that an older layout of this module tree wrote
+  /// into today's layout, and returns what it merged (empty: nothing was old). `state` is keyed
+  /// by "<parameter path>" or "<parameter path>.<suffix>" (a state dict; optimizer state such
+  /// as "<path>.exp_avg"), so one call upgrades either. Each module does its own part
+  /// (upgrade_own_state); ValueError naming the keys when an old layout is only partly there.
+  std::vector<StateMerge> upgrade_state(std::map<std::string, Tensor>& state) const;
 
   /// Training mode (dropout active, batch statistics) for this module and all children.
   void train(bool on = true);
@@ -126,6 +142,15 @@ class Module {
   void set_random_state(const std::vector<std::uint64_t>& state);
 
  protected:
+  /// This module's part of upgrade_state: its entries are the keys starting with `prefix` (its
+  /// path and a dot; "" for the root). Appends what it merged to `merges`. None by default.
+  virtual void upgrade_own_state(std::map<std::string, Tensor>& state, const std::string& prefix,
+                                 std::vector<StateMerge>& merges) const {
+    (void)state, (void)prefix, (void)merges;
+  }
+  /// f(x) inside this module's compute-dtype override, as operator() runs forward(x) (without
+  /// the forward observer): for a module's entries other than forward (Linear::forward_rows).
+  Tensor run_in_compute_dtype(const Tensor& x, const std::function<Tensor(const Tensor&)>& f);
   /// Registers t as a trainable parameter (sets requires_grad, files it as a parameter).
   Tensor& register_parameter(const std::string& name, Tensor t);
   /// Registers t as a buffer (not trained, saved in the state dict).
@@ -146,6 +171,8 @@ class Module {
 
  private:
   void collect(const std::string& prefix, bool params, NamedTensors& out) const;
+  void upgrade_tree(std::map<std::string, Tensor>& state, const std::string& prefix,
+                    std::vector<StateMerge>& merges) const;
   void collect_random_state(std::vector<std::uint64_t>& out) const;
   void restore_random_state(const std::vector<std::uint64_t>& state, std::size_t& pos);
   Tensor call_forward(const Tensor& x);

@@ -1,5 +1,6 @@
 #pragma once
-/// Scaled dot-product attention (PyTorch's torch.nn.functional.scaled_dot_product_attention).
+/// Scaled dot-product attention (PyTorch's torch.nn.functional.scaled_dot_product_attention),
+/// and self-attention read straight from one packed q|k|v projection.
 #include <cstdint>
 #include <optional>
 
@@ -26,5 +27,21 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
                                     const Tensor& attn_mask = {}, float dropout_p = 0.0f,
                                     bool is_causal = false, std::optional<float> scale = {},
                                     std::uint64_t seed = 0);
+
+/// Multi-head self-attention on a packed projection, as GPT-2's c_attn leaves it:
+///   qkv [B, T, 3 * D] holds each token's q, k and v side by side (columns [0, D), [D, 2D),
+///   [2D, 3D)), each split into `heads` heads of w = D / heads columns -> [B, T, D], the heads'
+///   outputs side by side (merged back). Equal to scaled_dot_product_attention on the three
+///   slices split into heads ([B, heads, T, w]), with its output's heads merged, bit for bit:
+///   the same kernels read q, k and v where they lie in qkv (no split copy), and the backward
+///   writes dq, dk and dv into one [B, T, 3D] gradient, so the projection's backward is one
+///   GEMM for its weight and one for its input. attn_mask broadcasts to [B, heads, T, T]; the
+///   dropout mask is drawn at the same indices (batch-head b * heads + h). dtypes and scale as
+///   scaled_dot_product_attention; its autocast row (and profiler rows) is packed_qkv_attention,
+///   lower_precision as scaled_dot_product_attention's. ShapeError unless qkv is [B, T, 3 * D]
+///   with heads >= 1 dividing D.
+Tensor packed_qkv_attention(const Tensor& qkv, std::int64_t heads, const Tensor& attn_mask = {},
+                            float dropout_p = 0.0f, bool is_causal = false,
+                            std::optional<float> scale = {}, std::uint64_t seed = 0);
 
 }  // namespace mixprec

@@ -114,9 +114,13 @@ class PrecisionAutopilot {
   double sixteen_bit_flop_share() const;
 
   /// Everything that decides future moves, as JSON text, for checkpoints (a resume continues
-  /// exactly); load_state: StateError if it does not describe this model's layers.
+  /// exactly); load_state: StateError if it does not describe this model's layers. `merges`
+  /// (what Module::upgrade_state merged in the same checkpoint's weights) maps the layers of an
+  /// older layout: the layers of one merge become one, in the most precise of their dtypes
+  /// (fp32 > bf16 > fp16: the merged layer must hold what each needed), its clean count the
+  /// least and its probation the longest of theirs, came_down if any had, their FLOPs summed.
   std::string state() const;
-  void load_state(const std::string& text);
+  void load_state(const std::string& text, const std::vector<nn::StateMerge>& merges = {});
 
  private:
   struct State;
