@@ -93,6 +93,25 @@ HWY_INLINE hn::Vec<DF> ArgmaxGrad(DF df, hn::Vec<DF> y, hn::Vec<DF> dy) {
   return hn::IfThenElseZero(hn::Gt(y, hn::Zero(df)), hn::Add(hn::Zero(df), dy));
 }
 
+/// Window ox's gradient at its argmax (channels [j, j + n), at = ox * c + j in the pooled row)
+/// and that argmax's window index.
+template <class DF, class T>
+HWY_INLINE void WindowGradient(DF df, const T* y, const std::uint8_t* argmax, const T* dy,
+                               std::size_t at, std::size_t n, hn::Vec<DF>& g,
+                               hn::Vec<hn::RebindToSigned<DF>>& index) {
+  g = ArgmaxGrad(df, LoadF32N(df, y + at, n), LoadF32N(df, dy + at, n));
+  index = LoadIndexN(hn::RebindToSigned<DF>(), argmax + at, n);
+}
+
+/// The gradient at window pixel q (row-major): g where q is the argmax, +0 elsewhere.
+template <class DF>
+HWY_INLINE hn::Vec<DF> GradAt(DF df, hn::Vec<DF> g, hn::Vec<hn::RebindToSigned<DF>> index,
+                              std::size_t q) {
+  const hn::RebindToSigned<DF> di;
+  return hn::IfThenElseZero(
+      hn::RebindMask(df, hn::Eq(index, hn::Set(di, static_cast<std::int32_t>(q)))), g);
+}
+
 template <class T>
 void ForwardRowT(const WindowRow& r, T* y, std::uint8_t* argmax) {
   const hn::ScalableTag<float> df;
@@ -126,19 +145,17 @@ void BackwardSumsRowT(const WindowRow& r, const T* y, const std::uint8_t* argmax
     const std::size_t n = std::min(N, c - j);
     const auto mean = LoadF32N(df, r.mean + j, n);
     auto sg = LoadF32N(df, acc_g + j, n), sgx = LoadF32N(df, acc_gx + j, n);
+    auto g = hn::Zero(df);
+    auto index = hn::Zero(di);
     for (std::size_t ox = 0; ox < wo; ++ox) {
-      const std::size_t at = ox * c + j;
-      const auto g = ArgmaxGrad(df, LoadF32N(df, y + at, n), LoadF32N(df, dy + at, n));
-      const auto index = LoadIndexN(di, argmax + at, n);
+      WindowGradient(df, y, argmax, dy, ox * c + j, n, g, index);
       sg = hn::Add(sg, g);
       // Every pixel adds g * (x - mean), +0 * (x - mean) off the argmax: an infinite x there
       // makes the sum NaN, as in the unfused backward (and PyTorch's), instead of vanishing.
       for (std::size_t iy = 0; iy < k; ++iy) {
         for (std::size_t ix = 0; ix < k; ++ix) {
-          const auto here = hn::RebindMask(
-              df, hn::Eq(index, hn::Set(di, static_cast<std::int32_t>(iy * k + ix))));
           const auto xk = LoadF32N(df, x + (iy * w + ox * k + ix) * c + j, n);
-          sgx = hn::MulAdd(hn::IfThenElseZero(here, g), hn::Sub(xk, mean), sgx);
+          sgx = hn::MulAdd(GradAt(df, g, index, iy * k + ix), hn::Sub(xk, mean), sgx);
         }
       }
     }
@@ -161,18 +178,16 @@ void BackwardDxRowT(const WindowRow& r, const T* y, const std::uint8_t* argmax, 
     const auto mean = LoadF32N(df, r.mean + j, n);
     const auto f1 = LoadF32N(df, k1 + j, n), f2 = LoadF32N(df, k2 + j, n),
                f3 = LoadF32N(df, k3 + j, n);
+    auto g = hn::Zero(df);
+    auto index = hn::Zero(di);
     for (std::size_t ox = 0; ox < wo; ++ox) {
-      const std::size_t po = ox * c + j;
-      const auto g = ArgmaxGrad(df, LoadF32N(df, y + po, n), LoadF32N(df, dy + po, n));
-      const auto index = LoadIndexN(di, argmax + po, n);
+      WindowGradient(df, y, argmax, dy, ox * c + j, n, g, index);
       for (std::size_t iy = 0; iy < k; ++iy) {
         for (std::size_t ix = 0; ix < k; ++ix) {
           const std::size_t at = (iy * w + ox * k + ix) * c + j;
-          const auto here = hn::RebindMask(
-              df, hn::Eq(index, hn::Set(di, static_cast<std::int32_t>(iy * k + ix))));
           // ColsBwdDxT's formula: g * k1 + ((x - mean) * k2 + k3).
           const auto r2 = hn::MulAdd(hn::Sub(LoadF32N(df, x + at, n), mean), f2, f3);
-          StoreF32N(df, hn::MulAdd(hn::IfThenElseZero(here, g), f1, r2), dx + at, n);
+          StoreF32N(df, hn::MulAdd(GradAt(df, g, index, iy * k + ix), f1, r2), dx + at, n);
         }
       }
     }
