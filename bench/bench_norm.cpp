@@ -1,7 +1,8 @@
 // Batch norm forward + backward (training mode, affine) at the Fashion-MNIST CNN's shapes:
 // the kernels alone through kernels::cpu (Highway) and kernels::ref (scalar spec), a memcpy
 // moving the same bytes (the bandwidth floor), and the op with autograd (allocation and
-// running-stat update included). And a transformer's residual add + layer norm, fused and apart.
+// running-stat update included). And the CNN's batch norm + ReLU + max pool fused and apart, and
+// a transformer's residual add + layer norm, fused and apart.
 //   OMP_NUM_THREADS=1 ./bench_norm ; OMP_NUM_THREADS=2 ./bench_norm
 #include <benchmark/benchmark.h>
 
@@ -113,6 +114,54 @@ void BM_BatchNormRelu(benchmark::State& state) {
                  mixprec::name(dt));
 }
 
+// The CNN's BN-ReLU-pool on channels-last activations, kernels alone (kernels::cpu), forward
+// then backward: fused = 1 runs batch_norm_relu_max_pool2d (the pooled output and a byte of
+// argmax written; backward from those), 0 the kernels it replaces (batch_norm_forward with its
+// ReLU writing the full activation, max_pool2d with int32 argmax; max_pool2d_backward writing
+// the full gradient, batch_norm_backward reading it and the ReLU mask). Bytes: the fused op's
+// (x read twice and the pooled outputs forward; x twice, dx, the pooled values back).
+void BM_BatchNormReluPool(benchmark::State& state) {
+  namespace k = mixprec::kernels;
+  const bool fused = state.range(0) != 0;
+  const DType dt = state.range(1) != 0 ? DType::bf16 : DType::f32;
+  const std::int64_t c = state.range(2), hw = state.range(3);
+  k::Pool2dDesc d;
+  d.n = 128, d.c = c, d.h = d.w = hw, d.kernel = d.stride = 2, d.dtype = dt;
+  d.channels_last = true;
+  const std::int64_t full = d.n * c * hw * hw, pooled = full / 4;
+  const Tensor x = Tensor::randn({full}, 1, dt), dy = Tensor::randn({pooled}, 2, dt);
+  Tensor y = Tensor::empty({pooled}, dt), normed = Tensor::empty({full}, dt);
+  Tensor dnormed = Tensor::empty({full}, dt), dx = Tensor::empty({full}, dt);
+  std::vector<std::uint8_t> bytes(static_cast<std::size_t>(pooled));
+  std::vector<std::int32_t> plane(static_cast<std::size_t>(pooled));
+  const auto cs = static_cast<std::size_t>(c);
+  std::vector<float> w(cs, 1.0f), b(cs, 0.1f), mean(cs), var(cs), dw(cs), db(cs);
+  const k::BatchNormDims dims = k::detail::batch_norm_dims_of(d);
+  for (auto _ : state) {
+    if (fused) {
+      k::cpu::batch_norm_relu_max_pool2d(d, x.data_ptr(), w.data(), b.data(), 1e-5f, true,
+                                         mean.data(), var.data(), y.data_ptr(), bytes.data());
+      k::cpu::batch_norm_relu_max_pool2d_backward(d, x.data_ptr(), y.data_ptr(), bytes.data(),
+                                                  dy.data_ptr(), mean.data(), var.data(), 1e-5f,
+                                                  w.data(), true, dx.data_ptr(), dw.data(),
+                                                  db.data());
+    } else {
+      k::cpu::batch_norm_forward(x.data_ptr(), dt, dims, w.data(), b.data(), 1e-5f, true,
+                                 mean.data(), var.data(), normed.data_ptr(), dt, nullptr, true);
+      k::cpu::max_pool2d(d, normed.data_ptr(), y.data_ptr(), plane.data());
+      k::cpu::max_pool2d_backward(d, dy.data_ptr(), plane.data(), dnormed.data_ptr());
+      k::cpu::batch_norm_backward(x.data_ptr(), dt, dnormed.data_ptr(), dt, dims, mean.data(),
+                                  var.data(), 1e-5f, w.data(), true, dx.data_ptr(), dt,
+                                  dw.data(), db.data(), normed.data_ptr(), nullptr);
+    }
+    benchmark::DoNotOptimize(dx.data_ptr());
+  }
+  state.SetBytesProcessed(state.iterations() * (5 * full + 3 * pooled) *
+                          static_cast<std::int64_t>(mixprec::size_of(dt)));
+  state.SetLabel(std::string(fused ? "batch_norm_relu_max_pool2d " : "batch_norm_relu, max_pool2d ") +
+                 mixprec::name(dt) + " channels-last");
+}
+
 void shapes(benchmark::internal::Benchmark* bm) {
   for (std::int64_t dt : {0, 1}) {
     bm->Args({dt, 32, 28});
@@ -160,6 +209,12 @@ void BM_ResidualLayerNorm(benchmark::State& state) {
   state.SetBytesProcessed(state.iterations() * rows * cols * 12);
 }
 
+BENCHMARK(BM_BatchNormReluPool)
+    ->ArgsProduct({{0, 1}, {0, 1}, {32}, {28}})
+    ->ArgsProduct({{0, 1}, {0, 1}, {64}, {14}})
+    ->ArgNames({"fused", "bf16", "C", "HW"})
+    ->Unit(benchmark::kMicrosecond)
+    ->UseRealTime();
 BENCHMARK(BM_ResidualLayerNorm)
     ->ArgsProduct({{0, 1}, {512}, {128}})
     ->ArgsProduct({{0, 1}, {8192}, {768}})
