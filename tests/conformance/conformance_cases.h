@@ -43,6 +43,9 @@ void add_transformer_cases(std::vector<Case>& cases);
 /// The optimizer and loss-scaler kernels' cases (conformance_optim_cases.cpp), which cases()
 /// includes.
 void add_optim_cases(std::vector<Case>& cases);
+/// Cases that steer a device backend down each of its internal paths (16-byte and one element
+/// per step, layer norm's groups and chunks: conformance_path_cases.cpp), which cases() includes.
+void add_path_cases(std::vector<Case>& cases);
 
 /// Expects got to match want output by output (gtest failures name `where`).
 void compare(const Outs& got, const Outs& want, const std::string& where);
