@@ -4,9 +4,9 @@
 // value; the backward reads x, the pooled y, dy and those bytes twice (once for the gradient
 // sums, once for dx) instead of a full-size gradient, int32 argmax and ReLU mask. NCHW runs the
 // cpu's batch norm and pooling kernels through full-size scratches (the unfused work, same
-// bits). Window rows run in parallel; the gradient
-// sums add per window row in f32, widen to double per fixed block of window rows and combine in
-// block order, so results never depend on the thread count.
+// bits). Window rows run in parallel; the gradient sums add per window row in f32, widen to
+// double per fixed block of window rows and combine in block order, so results never depend on
+// the thread count.
 #include <algorithm>
 #include <cstdint>
 #include <vector>
