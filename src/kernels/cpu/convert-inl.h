@@ -53,16 +53,23 @@ namespace cvt {
 
 // ---- bit-level conversions on u32 lanes (one element per lane, 16-bit results in the low half)
 
-/// f32 bit patterns -> bf16 bit patterns: f32_to_bf16_bits lane by lane.
+/// f32 bit patterns -> 32-bit lanes whose high half is f32_to_bf16_bits' pattern (round to
+/// nearest even, NaN quieted) and whose low half is left over: the one rounding that
+/// F32ToBf16Bits (high half shifted down) and RoundTo<bfloat16> (low half cleared) share.
 template <class DU>
-HWY_INLINE hn::Vec<DU> F32ToBf16Bits(DU du, hn::Vec<DU> x) {
+HWY_INLINE hn::Vec<DU> F32ToBf16HighBits(DU du, hn::Vec<DU> x) {
   const hn::RebindToSigned<DU> di;
   const auto abs = hn::And(x, hn::Set(du, 0x7fffffffu));
   const auto is_nan = hn::RebindMask(du, hn::Gt(hn::BitCast(di, abs), hn::Set(di, 0x7f800000)));
-  const auto high = hn::ShiftRight<16>(x);
-  const auto odd = hn::And(high, hn::Set(du, 1u));  // ties go to the even neighbour
-  const auto rounded = hn::ShiftRight<16>(hn::Add(hn::Add(x, hn::Set(du, 0x7fffu)), odd));
-  return hn::IfThenElse(is_nan, hn::Or(high, hn::Set(du, 0x0040u)), rounded);
+  const auto odd = hn::And(hn::ShiftRight<16>(x), hn::Set(du, 1u));  // ties go to the even neighbour
+  const auto rounded = hn::Add(hn::Add(x, hn::Set(du, 0x7fffu)), odd);
+  return hn::IfThenElse(is_nan, hn::Or(x, hn::Set(du, 0x00400000u)), rounded);
+}
+
+/// f32 bit patterns -> bf16 bit patterns: f32_to_bf16_bits lane by lane.
+template <class DU>
+HWY_INLINE hn::Vec<DU> F32ToBf16Bits(DU du, hn::Vec<DU> x) {
+  return hn::ShiftRight<16>(F32ToBf16HighBits(du, x));
 }
 
 /// bf16 bit patterns (low half of each lane) -> f32 values: a shift, as bf16_bits_to_f32.
@@ -356,19 +363,13 @@ HWY_INLINE hn::Vec<D16<DF>> NarrowF16(DF /*df*/, hn::Vec<DF> v) {
 }
 
 /// v rounded to TY's precision and widened back (what a store and a load of v give). bf16
-/// stays within each 32-bit lane: F32ToBf16Bits's rounding with the result left in the high
-/// half, so no narrowing and widening shuffles (the same bits).
+/// stays within each 32-bit lane (cvt::F32ToBf16HighBits with the low half cleared): no
+/// narrowing and widening shuffles, the same bits.
 template <class TY, class DF>
 HWY_INLINE hn::Vec<DF> RoundTo(DF df, hn::Vec<DF> v) {
   if constexpr (std::is_same_v<TY, bfloat16>) {
     const hn::RebindToUnsigned<DF> du;
-    const hn::RebindToSigned<DF> di;
-    const auto x = hn::BitCast(du, v);
-    const auto abs = hn::And(x, hn::Set(du, 0x7fffffffu));
-    const auto is_nan = hn::RebindMask(du, hn::Gt(hn::BitCast(di, abs), hn::Set(di, 0x7f800000)));
-    const auto odd = hn::And(hn::ShiftRight<16>(x), hn::Set(du, 1u));  // ties to even
-    const auto rounded = hn::Add(hn::Add(x, hn::Set(du, 0x7fffu)), odd);
-    const auto bits = hn::IfThenElse(is_nan, hn::Or(x, hn::Set(du, 0x00400000u)), rounded);
+    const auto bits = cvt::F32ToBf16HighBits(du, hn::BitCast(du, v));
     return hn::BitCast(df, hn::And(bits, hn::Set(du, 0xffff0000u)));
   }
   else if constexpr (std::is_same_v<TY, float16>) return WidenF16(df, NarrowF16(df, v));
