@@ -425,8 +425,17 @@ GemmRun gemm(const MatmulDesc& d, const void* a, const void* b, const void* bias
   if (!cached) {
     // A scaled key cuBLASLt refuses is asked again next time (rare shapes; the heuristic is
     // cheap next to the GEMM the caller then runs itself); a GELU epilogue's refusal is kept.
-    std::shared_ptr<Plan> created = create_plan(ctx, key, bias, aux, scales);
-    if (created == nullptr && key.gelu == LtGelu::none) return {false, false};
+    std::shared_ptr<Plan> created;
+    if (key.gelu == LtGelu::none) {
+      created = create_plan(ctx, key, bias, aux, scales);
+      if (created == nullptr) return {false, false};
+    } else {
+      try {  // an epilogue attribute cuBLASLt refuses is a refusal too
+        created = create_plan(ctx, key, bias, aux, scales);
+      } catch (const BackendError&) {
+        created = nullptr;
+      }
+    }
     if (created == nullptr) {
       created = std::make_shared<Plan>();
       created->refused = true;
