@@ -1,9 +1,12 @@
 // The GEMMs of the Linear-like ops on tensors (ops/linear_gemm.h).
 #include "ops/linear_gemm.h"
 
+#include <algorithm>
+
 #include "kernels/reduce.h"
 #include "mixprec/core/error.h"
 #include "mixprec/runtime/matmul_precision.h"
+#include "ops/linear_shapes.h"
 #include "runtime/op_scope.h"
 
 namespace mixprec::ops::detail {
@@ -23,6 +26,16 @@ void check_linear_dtypes(const char* op, const Tensor& x, const Tensor& weight, 
                   "bias is " << name(bias.dtype()) << " but weight is " << name(weight.dtype())
                              << "; use the weight's dtype or f32 for the bias");
   }
+}
+
+LinearOperands linear_operands(const char* op, const Tensor& x, const Tensor& weight,
+                               const Tensor& bias) {
+  check_linear_shapes(op, x, weight, bias);
+  check_linear_dtypes(op, x, weight, bias);
+  const std::int64_t in = weight.size(1), out = weight.size(0);
+  const std::int64_t m = x.numel() / std::max<std::int64_t>(in, 1);
+  return {x.detach().contiguous().reshape({m, in}), weight.detach().contiguous(),
+          bias.defined() ? bias.detach().contiguous() : Tensor(), m, in, out};
 }
 
 kernels::MatmulDesc gemm_desc(const Tensor& a, bool ta, bool tb, std::int64_t m, std::int64_t n,
@@ -65,6 +78,20 @@ DType grad_dtype(const runtime::Node& consumer, DType operand) {
   const bool wants_f32 =
       consumer.accepts_any_grad_dtype() && consumer.preferred_grad_dtype() == DType::f32;
   return wants_f32 ? DType::f32 : operand;
+}
+
+Tensor linear_input_grad(const Tensor& dy, const Tensor& w, DType x_dtype, const Shape& x_shape) {
+  const std::int64_t m = dy.size(0), n = dy.size(1), k = w.size(1);
+  Tensor dx = Tensor::empty({m, k}, x_dtype);
+  gemm(dy, false, w, false, m, k, n, dx);
+  return dx.reshape(x_shape);
+}
+
+Tensor linear_weight_grad(const Tensor& dy, const Tensor& x, DType dtype) {
+  const std::int64_t m = dy.size(0), n = dy.size(1), k = x.size(1);
+  Tensor dw = Tensor::empty({n, k}, dtype);
+  gemm(dy, true, x, false, n, k, m, dw);
+  return dw;
 }
 
 Tensor bias_grad(const Tensor& dy, std::int64_t m, std::int64_t n, DType dtype) {

@@ -15,6 +15,18 @@ void check_same_dtype(const char* op, const Tensor& a, const Tensor& b);
 /// DTypeError naming op unless x and weight share a dtype and bias (when defined) has it or f32.
 void check_linear_dtypes(const char* op, const Tensor& x, const Tensor& weight, const Tensor& bias);
 
+/// A Linear's operands as its GEMM takes them: x as [m, in] (its leading dimensions
+/// flattened), the weight [out, in] and the bias [out] (or undefined), each contiguous and
+/// detached from autograd (the op records its own node).
+struct LinearOperands {
+  Tensor x2, w, b;
+  std::int64_t m, in, out;
+};
+/// check_linear_shapes and check_linear_dtypes (ShapeError, DTypeError naming op), then the
+/// operands.
+LinearOperands linear_operands(const char* op, const Tensor& x, const Tensor& weight,
+                               const Tensor& bias);
+
 /// The descriptor of C[m, n] = op(A) op(B) with A, B contiguous row-major: A's dtype, C's, and
 /// for f32 the matmul precision's bf16 products (medium) or TF32 (high, medium).
 kernels::MatmulDesc gemm_desc(const Tensor& a, bool ta, bool tb, std::int64_t m, std::int64_t n,
@@ -29,6 +41,10 @@ void gemm(const Tensor& a, bool ta, const Tensor& b, bool tb, std::int64_t m, st
 /// consumer (the cast from an f32 master, or an f32 leaf) wants f32 and takes any dtype, which
 /// saves a rounding to 16 bits and a conversion pass; else the operand's own dtype.
 DType grad_dtype(const runtime::Node& consumer, DType operand);
+/// A Linear's input gradient dx [m, k] = dy [m, n] @ W [n, k] in x_dtype, shaped x_shape.
+Tensor linear_input_grad(const Tensor& dy, const Tensor& w, DType x_dtype, const Shape& x_shape);
+/// A Linear's weight gradient dW [n, k] = dy^T [n, m] @ x [m, k] in dtype (grad_dtype's).
+Tensor linear_weight_grad(const Tensor& dy, const Tensor& x, DType dtype);
 /// db[n] = the column sums of dy [m, n] (a Linear's bias gradient) in dtype, its work reported.
 Tensor bias_grad(const Tensor& dy, std::int64_t m, std::int64_t n, DType dtype);
 

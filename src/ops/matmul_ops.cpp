@@ -4,7 +4,6 @@
 #include "runtime/op_scope.h"
 #include "ops/fp8_matmul.h"
 #include "ops/linear_gemm.h"
-#include "ops/linear_shapes.h"
 #include "ops/op_util.h"
 
 namespace mixprec {
@@ -23,18 +22,11 @@ class LinearNode final : public runtime::Node {
   const char* name() const override { return "linear"; }
   void release_saved() override { x_ = Tensor(); w_ = Tensor(); }
   std::vector<Tensor> backward(const Tensor& dy_in) override {
-    const std::int64_t m = x_.size(0), k = x_.size(1), n = w_.size(0);
+    const std::int64_t m = x_.size(0), n = w_.size(0);
     const Tensor dy = dy_in.reshape({m, n}).contiguous().to(x_.dtype());
     Tensor dx, dw, db;
-    if (next[0].fn) {  // dx [m, k] = dy [m, n] @ W [n, k]
-      dx = Tensor::empty({m, k}, x_.dtype());
-      gemm(dy, false, w_, false, m, k, n, dx);
-      dx = dx.reshape(x_shape_);
-    }
-    if (next[1].fn) {  // dW [n, k] = dy^T [n, m] @ x [m, k]
-      dw = Tensor::empty({n, k}, grad_dtype(*next[1].fn, w_.dtype()));
-      gemm(dy, true, x_, false, n, k, m, dw);
-    }
+    if (next[0].fn) dx = ops::detail::linear_input_grad(dy, w_, x_.dtype(), x_shape_);
+    if (next[1].fn) dw = ops::detail::linear_weight_grad(dy, x_, grad_dtype(*next[1].fn, w_.dtype()));
     if (next.size() > 2 && next[2].fn) {  // db [n] = sum over rows of dy
       db = ops::detail::bias_grad(dy, m, n, grad_dtype(*next[2].fn, bias_dtype_));
     }
@@ -95,13 +87,7 @@ Tensor linear(const Tensor& x_arg, const Tensor& weight_arg, const Tensor& bias_
   const Tensor& x = cast_in[0];
   const Tensor& weight = cast_in[1];
   const Tensor& bias = cast_in[2];
-  ops::detail::check_linear_shapes(op, x, weight, bias);
-  ops::detail::check_linear_dtypes(op, x, weight, bias);
-  const std::int64_t in = weight.size(1), out_features = weight.size(0);
-  const std::int64_t m = x.numel() / std::max<std::int64_t>(in, 1);
-  const Tensor x2 = x.detach().contiguous().reshape({m, in});
-  const Tensor w = weight.detach().contiguous();
-  const Tensor b = bias.defined() ? bias.detach().contiguous() : Tensor();
+  const auto [x2, w, b, m, in, out_features] = ops::detail::linear_operands(op, x, weight, bias);
   Tensor y = Tensor::empty({m, out_features}, x.dtype());
   gemm(x2, false, w, true, m, out_features, in, y, &b);
   Shape out_shape = x.shape();

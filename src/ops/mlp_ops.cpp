@@ -7,7 +7,6 @@
 #include "runtime/op_scope.h"
 #include "ops/fp8_matmul.h"
 #include "ops/linear_gemm.h"
-#include "ops/linear_shapes.h"
 #include "ops/op_util.h"
 
 namespace mixprec {
@@ -30,13 +29,11 @@ class GeluMlpNode final : public runtime::Node {
   const char* name() const override { return "gelu_mlp"; }
   void release_saved() override { x_ = w1_ = h_ = g_ = w2_ = Tensor(); }
   std::vector<Tensor> backward(const Tensor& dy_in) override {
-    const std::int64_t m = x_.size(0), d = x_.size(1), hidden = w1_.size(0), e = w2_.size(0);
+    const std::int64_t m = x_.size(0), hidden = w1_.size(0), e = w2_.size(0);
     const Tensor dy = dy_in.reshape({m, e}).contiguous().to(g_.dtype());
     Tensor dx, dw1, db1, dw2, db2;
-    if (next[3].fn) {  // dW2 [e, h] = dy^T [e, m] @ g [m, h]
-      dw2 = Tensor::empty({e, hidden}, grad_dtype(*next[3].fn, w2_.dtype()));
-      gemm(dy, true, g_, false, e, hidden, m, dw2);
-    }
+    // The second linear's weight and bias gradients, as its node computes them.
+    if (next[3].fn) dw2 = ops::detail::linear_weight_grad(dy, g_, grad_dtype(*next[3].fn, w2_.dtype()));
     if (next[4].fn) db2 = ops::detail::bias_grad(dy, m, e, grad_dtype(*next[4].fn, b2_dtype_));
     if (!next[0].fn && !next[1].fn && !next[2].fn) return {dx, dw1, db1, dw2, db2};
     // dh [m, h] = gelu'(h) (dy [m, e] @ W2 [e, h]), and db1 [h] its column sums, in one GEMM.
@@ -51,15 +48,9 @@ class GeluMlpNode final : public runtime::Node {
     kernels::matmul_post_op_backward(desc, dy.data_ptr(), w2_.data_ptr(), h_.data_ptr(),
                                      dh.data_ptr(), next[2].fn ? db1.data_ptr() : nullptr);
     ops::detail::add_gemm_work(desc, 2.0 * static_cast<double>(m * hidden));
-    if (next[0].fn) {  // dx [m, d] = dh [m, h] @ W1 [h, d]
-      dx = Tensor::empty({m, d}, x_.dtype());
-      gemm(dh, false, w1_, false, m, d, hidden, dx);
-      dx = dx.reshape(x_shape_);
-    }
-    if (next[1].fn) {  // dW1 [h, d] = dh^T [h, m] @ x [m, d]
-      dw1 = Tensor::empty({hidden, d}, grad_dtype(*next[1].fn, w1_.dtype()));
-      gemm(dh, true, x_, false, hidden, d, m, dw1);
-    }
+    // The first linear's gradients from dh, as its node computes them.
+    if (next[0].fn) dx = ops::detail::linear_input_grad(dh, w1_, x_.dtype(), x_shape_);
+    if (next[1].fn) dw1 = ops::detail::linear_weight_grad(dh, x_, grad_dtype(*next[1].fn, w1_.dtype()));
     return {dx, dw1, db1, dw2, db2};
   }
 
@@ -93,41 +84,36 @@ Tensor gelu_mlp(const Tensor& x_arg, const Tensor& fc_weight_arg, const Tensor& 
   const Tensor& b1 = cast_in[2];
   const Tensor& w2 = cast_in[3];
   const Tensor& b2 = cast_in[4];
-  ops::detail::check_linear_shapes(op, x, w1, b1);
-  ops::detail::check_linear_dtypes(op, x, w1, b1);
-  const std::int64_t d = w1.size(1), hidden = w1.size(0);
-  const std::int64_t m = x.numel() / std::max<std::int64_t>(d, 1);
-  const Tensor x2 = x.detach().contiguous().reshape({m, d});
-  // g = gelu(h), the second linear's input (what its shape and dtype checks see).
+  const ops::detail::LinearOperands fc = ops::detail::linear_operands(op, x, w1, b1);
+  const std::int64_t m = fc.m, d = fc.in, hidden = fc.out;
+  // g = gelu(h): the second linear's input, which its checks see.
   Tensor g = Tensor::empty({m, hidden}, x.dtype());
-  ops::detail::check_linear_shapes(op, g, w2, b2);
-  ops::detail::check_linear_dtypes(op, g, w2, b2);
-  const Tensor w1c = w1.detach().contiguous(), w2c = w2.detach().contiguous();
-  const Tensor b1c = b1.defined() ? b1.detach().contiguous() : Tensor();
-  const Tensor b2c = b2.defined() ? b2.detach().contiguous() : Tensor();
+  const ops::detail::LinearOperands proj = ops::detail::linear_operands(op, g, w2, b2);
   const bool grad = runtime::needs_grad({&x, &w1, &b1, &w2, &b2});
 
   // h = x W1^T + b1, kept (only) for the backward.
   Tensor h = grad ? Tensor::empty({m, hidden}, x.dtype()) : Tensor();
-  kernels::MatmulDesc desc = gemm_desc(x2, false, true, m, hidden, d, g);
+  kernels::MatmulDesc desc = gemm_desc(fc.x2, false, true, m, hidden, d, g);
   desc.post_op = kernels::MatmulPostOp::gelu_tanh;
-  desc.has_bias = b1c.defined();
-  desc.bias_dtype = b1c.defined() ? b1c.dtype() : x.dtype();
-  const void* b1_data = b1c.defined() ? b1c.data_ptr() : nullptr;
+  desc.has_bias = fc.b.defined();
+  desc.bias_dtype = fc.b.defined() ? fc.b.dtype() : x.dtype();
+  const void* b1_data = fc.b.defined() ? fc.b.data_ptr() : nullptr;
   if (grad) {
-    kernels::matmul_aux(desc, x2.data_ptr(), w1c.data_ptr(), b1_data, g.data_ptr(), h.data_ptr());
+    kernels::matmul_aux(desc, fc.x2.data_ptr(), fc.w.data_ptr(), b1_data, g.data_ptr(),
+                        h.data_ptr());
   } else {
-    kernels::matmul(desc, x2.data_ptr(), w1c.data_ptr(), b1_data, g.data_ptr());
+    kernels::matmul(desc, fc.x2.data_ptr(), fc.w.data_ptr(), b1_data, g.data_ptr());
   }
   ops::detail::add_gemm_work(desc, static_cast<double>(m * hidden));
-  const std::int64_t e = w2.size(0);
+  const std::int64_t e = proj.out;
   Tensor y = Tensor::empty({m, e}, x.dtype());
-  gemm(g, false, w2c, true, m, e, hidden, y, &b2c);
+  gemm(g, false, proj.w, true, m, e, hidden, y, &proj.b);
   Shape out_shape = x.shape();
   out_shape.back() = e;
   y = y.reshape(out_shape);
   if (grad) {
-    auto node = std::make_shared<GeluMlpNode>(x2, w1c, h, g, w2c, b1.defined() ? b1.dtype() : x.dtype(),
+    auto node = std::make_shared<GeluMlpNode>(fc.x2, fc.w, h, g, proj.w,
+                                              b1.defined() ? b1.dtype() : x.dtype(),
                                               b2.defined() ? b2.dtype() : x.dtype(), x.shape());
     runtime::attach(y, node, {&x, &w1, &b1, &w2, &b2});
   }
