@@ -23,7 +23,8 @@ enum class MatmulPostOp : std::uint8_t { none, relu, gelu_tanh };
 /// Describes one GEMM. A is [M, K] (or [K, M] stored when trans_a), B is [K, N] (or [N, K]
 /// stored when trans_b); C is [M, N] with c_dtype. A and B share `dtype`; bias (optional) is
 /// [N] with bias_dtype, added before the post-op. accumulate adds the product to C's content:
-/// C = [C +] post_op(op(A) * op(B) [+ bias]), computed in f32 and rounded once to c_dtype.
+/// C = [C +] post_op(op(A) * op(B) [+ bias]), computed in f32 and rounded once to c_dtype
+/// (gelu_tanh rounds its input too: below).
 /// c_dtype and bias_dtype must each be either `dtype` or f32 (f32 outputs/biases serve
 /// master-weight and gradient-accumulation buffers; mixing bf16 with f16 is rejected as a bug).
 /// gelu_tanh does not take accumulate (ValueError): nothing needs C + gelu(...), and a GPU
@@ -35,10 +36,11 @@ enum class MatmulPostOp : std::uint8_t { none, relu, gelu_tanh };
 ///             C = round_c(gelu_tanh(H))          math::gelu_tanh::forward, the elementwise op's
 ///   backward  D = round_c(acc)                   the GEMM's own result (dG)
 ///             C = round_c(gelu_tanh'(aux) D)     math::gelu_tanh::backward(aux, D)
-///             bias_grad[j] = round_b(sum_i C[i, j])  C as stored, summed in f32 over i = 0..m-1
+///             bias_grad[j] = round_b(sum_i C[i, j])  C as stored, summed in f32 (the
+///                                                    reference in row order, as its reduce)
 /// so GELU and its derivative see the pre-activation exactly as the backward reads it back, and
-/// the reference and cpu backends give the bits of the unfused kernels (matmul, then unary
-/// gelu_tanh; matmul, then unary_backward, then reduce over the rows). round_c rounds to
+/// the reference and the cpu backend each give the bits of their own unfused kernels (matmul,
+/// then unary gelu_tanh; matmul, then unary_backward, then reduce over the rows). round_c rounds to
 /// c_dtype (nothing for f32), round_b to bias_dtype. cuBLASLt's epilogues (the cuda backend)
 /// apply GELU and its derivative to the unrounded f32 value with a tanh of their own; the
 /// tolerance that admits them is in docs/cuda.md ("GELU epilogues").
