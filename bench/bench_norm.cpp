@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/cpu/batch_norm_stats.h"
 #include "kernels/norm.h"
 #include "mixprec/mixprec.h"
 #include "mixprec/ops/normalization.h"
@@ -137,10 +138,25 @@ void BM_BatchNormReluPool(benchmark::State& state) {
   const auto cs = static_cast<std::size_t>(c);
   std::vector<float> w(cs, 1.0f), b(cs, 0.1f), mean(cs), var(cs), dw(cs), db(cs);
   const k::BatchNormDims dims = k::detail::batch_norm_dims_of(d);
+  // Phase 0: forward and backward; 1: the forward alone; 2: its batch statistics alone;
+  // 3: the backward alone (the fused op only: where its time goes).
+  const std::int64_t phase = state.range(4);
+  if (phase == 3) {
+    k::cpu::batch_norm_relu_max_pool2d(d, x.data_ptr(), w.data(), b.data(), 1e-5f, true,
+                                       mean.data(), var.data(), y.data_ptr(), bytes.data());
+  }
   for (auto _ : state) {
-    if (fused) {
+    if (fused && phase == 2) {
+      k::cpu::batch_norm_training_stats(x.data_ptr(), dt, dims, mean.data(), var.data());
+    } else if (fused && phase == 3) {
+      k::cpu::batch_norm_relu_max_pool2d_backward(d, x.data_ptr(), y.data_ptr(), bytes.data(),
+                                                  dy.data_ptr(), mean.data(), var.data(), 1e-5f,
+                                                  w.data(), true, dx.data_ptr(), dw.data(),
+                                                  db.data());
+    } else if (fused) {
       k::cpu::batch_norm_relu_max_pool2d(d, x.data_ptr(), w.data(), b.data(), 1e-5f, true,
                                          mean.data(), var.data(), y.data_ptr(), bytes.data());
+      if (phase == 1) continue;
       k::cpu::batch_norm_relu_max_pool2d_backward(d, x.data_ptr(), y.data_ptr(), bytes.data(),
                                                   dy.data_ptr(), mean.data(), var.data(), 1e-5f,
                                                   w.data(), true, dx.data_ptr(), dw.data(),
@@ -210,9 +226,11 @@ void BM_ResidualLayerNorm(benchmark::State& state) {
 }
 
 BENCHMARK(BM_BatchNormReluPool)
-    ->ArgsProduct({{0, 1}, {0, 1}, {32}, {28}})
-    ->ArgsProduct({{0, 1}, {0, 1}, {64}, {14}})
-    ->ArgNames({"fused", "bf16", "C", "HW"})
+    ->ArgsProduct({{0, 1}, {0, 1}, {32}, {28}, {0}})
+    ->ArgsProduct({{0, 1}, {0, 1}, {64}, {14}, {0}})
+    ->ArgsProduct({{1}, {1}, {32}, {28}, {1, 2, 3}})
+    ->ArgsProduct({{1}, {1}, {64}, {14}, {1, 2, 3}})
+    ->ArgNames({"fused", "bf16", "C", "HW", "phase"})
     ->Unit(benchmark::kMicrosecond)
     ->UseRealTime();
 BENCHMARK(BM_ResidualLayerNorm)

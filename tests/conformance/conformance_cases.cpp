@@ -777,6 +777,7 @@ std::vector<Case> cases() {
                }});
   add_optim_cases(c);
   add_transformer_cases(c);
+  add_path_cases(c);
   add_matmul_gelu_cases(c);
   // where: a bf16 condition with zeros, NaN and negative zero; Inf/NaN in both branches.
   c.push_back({"where", F, [](const Backend& b, DType t) {

@@ -47,6 +47,9 @@ void add_transformer_cases(std::vector<Case>& cases);
 /// The optimizer and loss-scaler kernels' cases (conformance_optim_cases.cpp), which cases()
 /// includes.
 void add_optim_cases(std::vector<Case>& cases);
+/// Cases that steer a device backend down each of its internal paths (16-byte and one element
+/// per step, layer norm's groups and chunks: conformance_path_cases.cpp), which cases() includes.
+void add_path_cases(std::vector<Case>& cases);
 /// The gelu_tanh post-op's cases: matmul with it, matmul_aux, matmul_post_op_backward
 /// (conformance_matmul_gelu_cases.cpp), which cases() includes.
 void add_matmul_gelu_cases(std::vector<Case>& cases);

@@ -355,10 +355,22 @@ HWY_INLINE hn::Vec<D16<DF>> NarrowF16(DF /*df*/, hn::Vec<DF> v) {
 #endif
 }
 
-/// v rounded to TY's precision and widened back (what a store and a load of v give).
+/// v rounded to TY's precision and widened back (what a store and a load of v give). bf16
+/// stays within each 32-bit lane: F32ToBf16Bits's rounding with the result left in the high
+/// half, so no narrowing and widening shuffles (the same bits).
 template <class TY, class DF>
 HWY_INLINE hn::Vec<DF> RoundTo(DF df, hn::Vec<DF> v) {
-  if constexpr (std::is_same_v<TY, bfloat16>) return WidenBF16(df, NarrowBF16(df, v));
+  if constexpr (std::is_same_v<TY, bfloat16>) {
+    const hn::RebindToUnsigned<DF> du;
+    const hn::RebindToSigned<DF> di;
+    const auto x = hn::BitCast(du, v);
+    const auto abs = hn::And(x, hn::Set(du, 0x7fffffffu));
+    const auto is_nan = hn::RebindMask(du, hn::Gt(hn::BitCast(di, abs), hn::Set(di, 0x7f800000)));
+    const auto odd = hn::And(hn::ShiftRight<16>(x), hn::Set(du, 1u));  // ties to even
+    const auto rounded = hn::Add(hn::Add(x, hn::Set(du, 0x7fffu)), odd);
+    const auto bits = hn::IfThenElse(is_nan, hn::Or(x, hn::Set(du, 0x00400000u)), rounded);
+    return hn::BitCast(df, hn::And(bits, hn::Set(du, 0xffff0000u)));
+  }
   else if constexpr (std::is_same_v<TY, float16>) return WidenF16(df, NarrowF16(df, v));
   else return v;
 }

@@ -3,7 +3,8 @@
 // batch_norm_forward does and then writes only the pooled output and a byte of argmax per
 // value; the backward reads x, the pooled y, dy and those bytes twice (once for the gradient
 // sums, once for dx) instead of a full-size gradient, int32 argmax and ReLU mask. NCHW runs the
-// cpu's batch norm and pooling kernels through full-size scratches (the unfused work, same bits). Window rows run in parallel; the gradient
+// cpu's batch norm and pooling kernels through full-size scratches (the unfused work, same
+// bits). Window rows run in parallel; the gradient
 // sums add per window row in f32, widen to double per fixed block of window rows and combine in
 // block order, so results never depend on the thread count.
 #include <algorithm>
@@ -13,6 +14,7 @@
 #include "kernels/conv.h"
 #include "kernels/cpu/batch_norm_stats.h"
 #include "kernels/cpu/dispatch_util.h"
+#include "kernels/cpu/growing_buffer.h"
 #include "kernels/cpu/norm_pool_simd.h"
 #include "kernels/norm.h"
 #include "kernels/spec/norm_math.h"
@@ -142,15 +144,16 @@ void batch_norm_relu_max_pool2d_backward(const Pool2dDesc& d, const void* x, con
   // Each block's sums in double: f32 over one window row, widened after it.
   std::vector<double> part_g(static_cast<std::size_t>(blocks) * c, 0.0), part_gx(part_g.size(), 0.0);
   parallel_for(blocks, parallel_rows(d), [&](std::int64_t b) {
-    std::vector<float> acc_g(c), acc_gx(c);
+    thread_local GrowingBuffer scratch;  // a window row's f32 sums, per thread: no allocation
+    float* acc_g = scratch.get(2 * c);
+    float* acc_gx = acc_g + c;
     double* pg = part_g.data() + static_cast<std::size_t>(b) * c;
     double* pgx = part_gx.data() + static_cast<std::size_t>(b) * c;
     for (std::int64_t i = b * kSumRows; i < std::min(rows, (b + 1) * kSumRows); ++i) {
-      std::fill(acc_g.begin(), acc_g.end(), 0.0f);
-      std::fill(acc_gx.begin(), acc_gx.end(), 0.0f);
+      std::fill(acc_g, acc_g + 2 * c, 0.0f);
       const std::int64_t out = pooled_row_offset(d, i);
       simd::backward_sums_row(row(i), at(y, d.dtype, out), argmax + out, at(dy, d.dtype, out),
-                              acc_g.data(), acc_gx.data());
+                              acc_g, acc_gx);
       for (std::size_t j = 0; j < c; ++j) {
         pg[j] += acc_g[j];
         pgx[j] += acc_gx[j];

@@ -36,32 +36,46 @@ HWY_INLINE hn::Vec<DF> ReluValue(DF df, hn::Vec<DF> x, hn::Vec<DF> mean, hn::Vec
   return hn::IfThenZeroElse(hn::Le(v, hn::Zero(df)), v);
 }
 
-/// Max pooling's update on lanes: take v where the best so far is not NaN and v is strictly
-/// greater or NaN.
+/// The order max pooling compares ReLU'd values in, as integers: their bits (every value is
+/// +0 or above, or NaN), with every NaN equal and above +inf. "Strictly greater key" is then
+/// Takes' rule in pool_simd.cpp (the first maximum wins; the first NaN wins once), and the
+/// running key is a plain integer maximum: a one-cycle dependency from pixel to pixel instead
+/// of a NaN test of the best so far, a compare and a blend (perf: that chain was the forward's
+/// bottleneck).
 template <class DF>
-HWY_INLINE hn::Mask<DF> Takes(hn::Vec<DF> v, hn::Vec<DF> best) {
-  return hn::And(hn::Not(hn::IsNaN(best)), hn::Or(hn::Gt(v, best), hn::IsNaN(v)));
+HWY_INLINE hn::Vec<hn::RebindToSigned<DF>> PoolKey(DF /*df*/, hn::Vec<DF> v) {
+  const hn::RebindToSigned<DF> di;
+  return hn::Min(hn::And(hn::BitCast(di, v), hn::Set(di, 0x7fffffff)), hn::Set(di, 0x7f800001));
+}
+
+/// The window size: kK when it is known at compile time (the common 2 x 2, its loops unrolled),
+/// else the row's.
+template <std::size_t kK>
+HWY_INLINE std::size_t KernelOf(const WindowRow& r) {
+  return kK != 0 ? kK : static_cast<std::size_t>(r.kernel);
 }
 
 /// Window ox's maximum over channels [j, j + n) into best, with its pixel's ordinal (row-major
 /// within the window) in index.
-template <class T, class DF>
+template <class T, std::size_t kK, class DF>
 HWY_INLINE void MaxOfWindow(DF df, const WindowRow& r, std::size_t ox, std::size_t j,
                             std::size_t n, hn::Vec<DF> mean, hn::Vec<DF> scale, hn::Vec<DF> shift,
                             hn::Vec<DF>& best, hn::Vec<hn::RebindToSigned<DF>>& index) {
   const hn::RebindToSigned<DF> di;
-  const auto k = static_cast<std::size_t>(r.kernel), w = static_cast<std::size_t>(r.w),
-             c = static_cast<std::size_t>(r.c);
+  const std::size_t k = KernelOf<kK>(r), w = static_cast<std::size_t>(r.w),
+                    c = static_cast<std::size_t>(r.c);
   const T* first = static_cast<const T*>(r.x) + ox * k * c + j;
   best = ReluValue<T>(df, LoadF32N(df, first, n), mean, scale, shift);
+  auto key = PoolKey(df, best);
   index = hn::Zero(di);
   for (std::size_t iy = 0; iy < k; ++iy) {
     for (std::size_t ix = iy == 0 ? 1 : 0; ix < k; ++ix) {
       const auto v = ReluValue<T>(df, LoadF32N(df, first + (iy * w + ix) * c, n), mean, scale, shift);
-      const auto t = Takes<DF>(v, best);
-      best = hn::IfThenElse(t, v, best);
-      index = hn::IfThenElse(hn::RebindMask(di, t),
-                             hn::Set(di, static_cast<std::int32_t>(iy * k + ix)), index);
+      const auto vkey = PoolKey(df, v);
+      const auto t = hn::Gt(vkey, key);
+      key = hn::Max(key, vkey);
+      best = hn::IfThenElse(hn::RebindMask(df, t), v, best);
+      index = hn::IfThenElse(t, hn::Set(di, static_cast<std::int32_t>(iy * k + ix)), index);
     }
   }
 }
@@ -112,12 +126,12 @@ HWY_INLINE hn::Vec<DF> GradAt(DF df, hn::Vec<DF> g, hn::Vec<hn::RebindToSigned<D
       hn::RebindMask(df, hn::Eq(index, hn::Set(di, static_cast<std::int32_t>(q)))), g);
 }
 
-template <class T>
+template <class T, std::size_t kK>
 void ForwardRowT(const WindowRow& r, T* y, std::uint8_t* argmax) {
   const hn::ScalableTag<float> df;
   const hn::RebindToSigned<decltype(df)> di;
   const std::size_t N = hn::Lanes(df), c = static_cast<std::size_t>(r.c);
-  const auto wo = static_cast<std::size_t>(r.w / r.kernel);
+  const std::size_t wo = static_cast<std::size_t>(r.w) / KernelOf<kK>(r);
   for (std::size_t j = 0; j < c; j += N) {
     const std::size_t n = std::min(N, c - j);
     const auto mean = LoadF32N(df, r.mean + j, n), scale = LoadF32N(df, r.scale + j, n),
@@ -125,20 +139,20 @@ void ForwardRowT(const WindowRow& r, T* y, std::uint8_t* argmax) {
     auto best = hn::Zero(df);
     auto index = hn::Zero(di);
     for (std::size_t ox = 0; ox < wo; ++ox) {
-      MaxOfWindow<T>(df, r, ox, j, n, mean, scale, shift, best, index);
+      MaxOfWindow<T, kK>(df, r, ox, j, n, mean, scale, shift, best, index);
       StoreF32N(df, best, y + ox * c + j, n);
       if (argmax != nullptr) StoreIndexN(di, index, argmax + ox * c + j, n);
     }
   }
 }
 
-template <class T>
+template <class T, std::size_t kK>
 void BackwardSumsRowT(const WindowRow& r, const T* y, const std::uint8_t* argmax, const T* dy,
                       float* acc_g, float* acc_gx) {
   const hn::ScalableTag<float> df;
   const hn::RebindToSigned<decltype(df)> di;
   const std::size_t N = hn::Lanes(df), c = static_cast<std::size_t>(r.c);
-  const auto k = static_cast<std::size_t>(r.kernel), w = static_cast<std::size_t>(r.w);
+  const std::size_t k = KernelOf<kK>(r), w = static_cast<std::size_t>(r.w);
   const std::size_t wo = w / k;
   const T* x = static_cast<const T*>(r.x);
   for (std::size_t j = 0; j < c; j += N) {
@@ -147,15 +161,28 @@ void BackwardSumsRowT(const WindowRow& r, const T* y, const std::uint8_t* argmax
     auto sg = LoadF32N(df, acc_g + j, n), sgx = LoadF32N(df, acc_gx + j, n);
     auto g = hn::Zero(df);
     auto index = hn::Zero(di);
-    for (std::size_t ox = 0; ox < wo; ++ox) {
-      WindowGradient(df, y, argmax, dy, ox * c + j, n, g, index);
-      sg = hn::Add(sg, g);
-      // Every pixel adds g * (x - mean), +0 * (x - mean) off the argmax: an infinite x there
-      // makes the sum NaN, as in the unfused backward (and PyTorch's), instead of vanishing.
-      for (std::size_t iy = 0; iy < k; ++iy) {
-        for (std::size_t ix = 0; ix < k; ++ix) {
-          const auto xk = LoadF32N(df, x + (iy * w + ox * k + ix) * c + j, n);
-          sgx = hn::MulAdd(GradAt(df, g, index, iy * k + ix), hn::Sub(xk, mean), sgx);
+    // Every pixel adds g * (x - mean), +0 * (x - mean) off the argmax: an infinite x there
+    // makes the sum NaN, as in the unfused backward (and PyTorch's), instead of vanishing.
+    const auto term = [&](std::size_t ox, std::size_t iy, std::size_t ix, hn::Vec<decltype(df)> acc) {
+      const auto xk = LoadF32N(df, x + (iy * w + ox * k + ix) * c + j, n);
+      return hn::MulAdd(GradAt(df, g, index, iy * k + ix), hn::Sub(xk, mean), acc);
+    };
+    if constexpr (kK == 2) {
+      // One accumulator per window pixel: four independent FMA chains instead of one chain of
+      // four FMAs per window (its latency bounded the pass).
+      auto s0 = hn::Zero(df), s1 = s0, s2 = s0, s3 = s0;
+      for (std::size_t ox = 0; ox < wo; ++ox) {
+        WindowGradient(df, y, argmax, dy, ox * c + j, n, g, index);
+        sg = hn::Add(sg, g);
+        s0 = term(ox, 0, 0, s0), s1 = term(ox, 0, 1, s1), s2 = term(ox, 1, 0, s2), s3 = term(ox, 1, 1, s3);
+      }
+      sgx = hn::Add(sgx, hn::Add(hn::Add(s0, s1), hn::Add(s2, s3)));
+    } else {
+      for (std::size_t ox = 0; ox < wo; ++ox) {
+        WindowGradient(df, y, argmax, dy, ox * c + j, n, g, index);
+        sg = hn::Add(sg, g);
+        for (std::size_t iy = 0; iy < k; ++iy) {
+          for (std::size_t ix = 0; ix < k; ++ix) sgx = term(ox, iy, ix, sgx);
         }
       }
     }
@@ -199,15 +226,18 @@ void BackwardDxRowT(const WindowRow& r, const T* y, const std::uint8_t* argmax, 
 void ForwardRow(const WindowRow& r, void* y, std::uint8_t* argmax) {
   WithDType(static_cast<int>(r.t), [&](auto t) {
     using T = Elem<decltype(t)>;
-    ForwardRowT<T>(r, static_cast<T*>(y), argmax);
+    if (r.kernel == 2) return ForwardRowT<T, 2>(r, static_cast<T*>(y), argmax);
+    ForwardRowT<T, 0>(r, static_cast<T*>(y), argmax);
   });
 }
 void BackwardSumsRow(const WindowRow& r, const void* y, const std::uint8_t* argmax,
                      const void* dy, float* acc_g, float* acc_gx) {
   WithDType(static_cast<int>(r.t), [&](auto t) {
     using T = Elem<decltype(t)>;
-    BackwardSumsRowT<T>(r, static_cast<const T*>(y), argmax, static_cast<const T*>(dy), acc_g,
-                        acc_gx);
+    const auto* yt = static_cast<const T*>(y);
+    const auto* dyt = static_cast<const T*>(dy);
+    if (r.kernel == 2) return BackwardSumsRowT<T, 2>(r, yt, argmax, dyt, acc_g, acc_gx);
+    BackwardSumsRowT<T, 0>(r, yt, argmax, dyt, acc_g, acc_gx);
   });
 }
 void BackwardDxRow(const WindowRow& r, const void* y, const std::uint8_t* argmax, const void* dy,

@@ -39,6 +39,7 @@
 #include "kernels/cuda/attention_flash.h"
 #include "kernels/cuda/cuda_kernels.h"
 #include "kernels/cuda/launch.cuh"
+#include "kernels/cuda/vector_path.h"
 #include "kernels/spec/attention_rules.h"
 
 namespace mixprec::kernels::cuda {
@@ -620,8 +621,6 @@ void dispatch(const AttentionDesc& d, F&& f) {
     default: bf ? f.template operator()<128, true>() : f.template operator()<128, false>(); break;
   }
 }
-
-bool aligned16(const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; }
 
 bool layout_aligned(const AttentionLayout& l) {
   return l.batch % 8 == 0 && l.head % 8 == 0 && l.row % 8 == 0;

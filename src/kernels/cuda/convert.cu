@@ -1,4 +1,6 @@
-// The CUDA bulk conversions, one thread per element. convert writes the reference's own
+// The CUDA bulk conversions, one thread per element, or per pack of 8 where both buffers are
+// 16-byte aligned (vector_io.cuh: 16-byte loads and stores, the same expression per element).
+// convert writes the reference's own
 // expression D(static_cast<float>(s)) with the host's constexpr scalar types (exact widening, one
 // rounding to nearest even, fp8 overflow as float8.h says), so every pair of dtypes, fp8 included,
 // gives the reference's bits; the same dtype is a byte move, as the reference's memmove.
@@ -12,6 +14,7 @@
 #include "kernels/cuda/cuda_kernels.h"
 #include "kernels/cuda/launch.cuh"
 #include "kernels/cuda/storage_types.cuh"
+#include "kernels/cuda/vector_io.cuh"
 #include "mixprec/core/stochastic_rounding.h"
 #include "mixprec/core/random.h"
 
@@ -19,8 +22,8 @@ namespace mixprec::kernels::cuda {
 namespace {
 
 template <class S, class D>
-__global__ void convert_kernel(const S* src, D* dst, std::int64_t n) {
-  MIXPREC_GRID_STRIDE(i, n) dst[i] = D(static_cast<float>(src[i]));
+__global__ void convert_kernel(const S* src, D* dst, std::int64_t n, ElementwisePath path) {
+  map_elements(n, path, dst, [](S s) { return D(static_cast<float>(s)); }, src);
 }
 
 template <bool kBF16>
@@ -58,12 +61,13 @@ void convert(const void* src, DType src_dtype, void* dst, DType dst_dtype, std::
   if (n == 0) return;
   if (src_dtype == dst_dtype) return move_bytes(dst, src, n * size_of(src_dtype));
   const auto count = static_cast<std::int64_t>(n);
+  const ElementwisePath path = typed_path(true, {src, dst});
   dispatch_storage(src_dtype, [&](auto s) {
     dispatch_storage(dst_dtype, [&](auto d) {
       using S = decltype(s);
       using D = decltype(d);
-      convert_kernel<S, D><<<grid(count), kThreads, 0, stream()>>>(static_cast<const S*>(src),
-                                                                   static_cast<D*>(dst), count);
+      convert_kernel<S, D><<<map_grid(count, path), kThreads, 0, stream()>>>(
+          static_cast<const S*>(src), static_cast<D*>(dst), count, path);
     });
   });
   check_launch("convert");

@@ -1,60 +1,83 @@
 // The CUDA elementwise kernels: the reference's per-element math (kernels::math in
-// elementwise_math.h, the same structs the reference loops over) in a grid-stride loop, one
-// thread per output element. Values are widened to f32 and rounded once (RNE) to the output
-// dtype by the host's own conversion functions (core/half.h, constexpr); nvcc builds with
-// --fmad=false, so a*b+c is two roundings here as in the reference, and every op whose list row
-// says simd 0 gives the reference's bits. Transcendentals use CUDA's libdevice (within the op
-// list's bounds). Deterministic: each element is one thread's, no reductions.
+// elementwise_math.h, the same structs the reference loops over), one thread per output element
+// or per pack of 8 (vector_io.cuh: 16-byte loads and stores where every operand is contiguous
+// and 16-byte aligned, the same per-element math). Values are widened to f32 and rounded once
+// (RNE) to the output dtype by the host's own conversion functions (core/half.h, constexpr);
+// nvcc builds with --fmad=false, so a*b+c is two roundings here as in the reference, and every op
+// whose list row says simd 0 gives the reference's bits. Transcendentals use CUDA's libdevice
+// (within the op list's bounds). Deterministic: each element is one thread's, no reductions.
 #include <cstdint>
 
 #include "kernels/cuda/cuda_kernels.h"
 #include "kernels/cuda/launch.cuh"
+#include "kernels/cuda/layout_collapse.cuh"
+#include "kernels/cuda/vector_io.cuh"
 #include "kernels/elementwise.h"
 #include "kernels/spec/elementwise_math.h"
 
 namespace mixprec::kernels::cuda {
 namespace {
 
+/// Strided operands are read through l, collapsed (layout_collapse.cuh); contiguous ones
+/// through map_elements.
 template <class Op>
-__global__ void unary_kernel(Layout l, std::int64_t n, const void* in, DType din, void* out,
-                             DType dout) {
-  MIXPREC_GRID_STRIDE(i, n) store(out, dout, i, Op::forward(load(in, din, offset(l, 0, i))));
+__global__ void unary_kernel(Layout l, std::int64_t n, ElementwisePath path, const void* in,
+                             DType din, void* out, DType dout) {
+  const auto f = [](float v) { return Op::forward(v); };
+  if (path != ElementwisePath::strided) {
+    map_elements(n, path, RoundedOut{out, dout}, f, WidenedIn{in, din});
+    return;
+  }
+  MIXPREC_GRID_STRIDE(i, n) store(out, dout, i, f(load(in, din, collapsed_offset(l, 0, i))));
 }
 
 template <class Op>
-__global__ void binary_kernel(Layout l, std::int64_t n, const void* a, DType da, const void* b,
-                              DType db, void* out, DType dout) {
+__global__ void binary_kernel(Layout l, std::int64_t n, ElementwisePath path, const void* a,
+                              DType da, const void* b, DType db, void* out, DType dout) {
+  const auto f = [](float x, float y) { return Op::apply(x, y); };
+  if (path != ElementwisePath::strided) {
+    map_elements(n, path, RoundedOut{out, dout}, f, WidenedIn{a, da}, WidenedIn{b, db});
+    return;
+  }
   MIXPREC_GRID_STRIDE(i, n) {
-    store(out, dout, i, Op::apply(load(a, da, offset(l, 0, i)), load(b, db, offset(l, 1, i))));
+    store(out, dout, i,
+          f(load(a, da, collapsed_offset(l, 0, i)), load(b, db, collapsed_offset(l, 1, i))));
   }
 }
 
 template <class Op>
-__global__ void unary_backward_kernel(std::int64_t n, const void* v, DType dv, const void* dy,
-                                      DType dg, void* dx, DType dout) {
-  MIXPREC_GRID_STRIDE(i, n) store(dx, dout, i, Op::backward(load(v, dv, i), load(dy, dg, i)));
+__global__ void unary_backward_kernel(std::int64_t n, ElementwisePath path, const void* v,
+                                      DType dv, const void* dy, DType dg, void* dx, DType dout) {
+  map_elements(n, path, RoundedOut{dx, dout}, [](float x, float g) { return Op::backward(x, g); },
+               WidenedIn{v, dv}, WidenedIn{dy, dg});
 }
 
-__global__ void affine_kernel(std::int64_t n, const void* in, DType din, void* out, DType dout,
-                              float alpha, float beta) {
-  MIXPREC_GRID_STRIDE(i, n) store(out, dout, i, alpha * load(in, din, i) + beta);
+__global__ void affine_kernel(std::int64_t n, ElementwisePath path, const void* in, DType din,
+                              void* out, DType dout, float alpha, float beta) {
+  map_elements(n, path, RoundedOut{out, dout}, [alpha, beta](float x) { return alpha * x + beta; },
+               WidenedIn{in, din});
 }
 
-__global__ void fill_kernel(std::int64_t n, void* out, DType dt, float value) {
-  MIXPREC_GRID_STRIDE(i, n) store(out, dt, i, value);
+__global__ void fill_kernel(std::int64_t n, ElementwisePath path, void* out, DType dt,
+                            float value) {
+  map_elements(n, path, RoundedOut{out, dt}, [value]() { return value; });
 }
 
 }  // namespace
 
 void unary(UnaryOp op, std::span<const std::int64_t> shape, const StridedInput& in, void* out,
            DType out_dtype) {
-  const Layout l = layout(name(op), shape, in.strides, in.strides);
-  const std::int64_t n = numel(l);
+  const Layout full = layout(name(op), shape, in.strides, in.strides);
+  const std::int64_t n = numel(full);
   if (n == 0) return;
+  const Layout l = collapsed(full);
+  const ElementwisePath path = elementwise_path(row_major_contiguous(shape, in.strides),
+                                                {{in.data, in.dtype}, {out, out_dtype}});
   switch (op) {
-#define MIXPREC_CUDA_UNARY(o, ...)                                                     \
-  case UnaryOp::o:                                                                     \
-    unary_kernel<math::o><<<grid(n), kThreads, 0, stream()>>>(l, n, in.data, in.dtype, out, out_dtype); \
+#define MIXPREC_CUDA_UNARY(o, ...)                                                   \
+  case UnaryOp::o:                                                                   \
+    unary_kernel<math::o><<<map_grid(n, path), kThreads, 0, stream()>>>(            \
+        l, n, path, in.data, in.dtype, out, out_dtype);                              \
     break;
     MIXPREC_UNARY_OPS(MIXPREC_CUDA_UNARY)
 #undef MIXPREC_CUDA_UNARY
@@ -64,14 +87,19 @@ void unary(UnaryOp op, std::span<const std::int64_t> shape, const StridedInput& 
 
 void binary(BinaryOp op, std::span<const std::int64_t> shape, const StridedInput& a,
             const StridedInput& b, void* out, DType out_dtype) {
-  const Layout l = layout(name(op), shape, a.strides, b.strides);
-  const std::int64_t n = numel(l);
+  const Layout full = layout(name(op), shape, a.strides, b.strides);
+  const std::int64_t n = numel(full);
   if (n == 0) return;
+  const Layout l = collapsed(full);
+  const bool contiguous =
+      row_major_contiguous(shape, a.strides) && row_major_contiguous(shape, b.strides);
+  const ElementwisePath path =
+      elementwise_path(contiguous, {{a.data, a.dtype}, {b.data, b.dtype}, {out, out_dtype}});
   switch (op) {
-#define MIXPREC_CUDA_BINARY(o, ...)                                                          \
-  case BinaryOp::o:                                                                          \
-    binary_kernel<math::o><<<grid(n), kThreads, 0, stream()>>>(l, n, a.data, a.dtype, b.data, b.dtype, out,  \
-                                             out_dtype);                                     \
+#define MIXPREC_CUDA_BINARY(o, ...)                                                  \
+  case BinaryOp::o:                                                                  \
+    binary_kernel<math::o><<<map_grid(n, path), kThreads, 0, stream()>>>(           \
+        l, n, path, a.data, a.dtype, b.data, b.dtype, out, out_dtype);               \
     break;
     MIXPREC_BINARY_OPS(MIXPREC_CUDA_BINARY)
 #undef MIXPREC_CUDA_BINARY
@@ -83,7 +111,9 @@ void affine(const void* in, DType in_dtype, void* out, DType out_dtype, std::int
             float alpha, float beta) {
   MIXPREC_CHECK(n >= 0, ShapeError, "affine", "negative element count " << n);
   if (n == 0) return;
-  affine_kernel<<<grid(n), kThreads, 0, stream()>>>(n, in, in_dtype, out, out_dtype, alpha, beta);
+  const ElementwisePath path = elementwise_path(true, {{in, in_dtype}, {out, out_dtype}});
+  affine_kernel<<<map_grid(n, path), kThreads, 0, stream()>>>(n, path, in, in_dtype, out,
+                                                              out_dtype, alpha, beta);
   check_launch("affine");
 }
 
@@ -96,10 +126,13 @@ void unary_backward(UnaryOp op, const void* x, DType x_dtype, const void* y, DTy
                 name(op) << " backward needs the forward " << (use_x ? "input x" : "output y"));
   if (n == 0) return;
   const DType dv = use_x ? x_dtype : y_dtype;
+  const ElementwisePath path =
+      elementwise_path(true, {{v, dv}, {dy, dy_dtype}, {dx, dx_dtype}});
   switch (op) {
-#define MIXPREC_CUDA_UNARY_BACKWARD(o, ...)                                                    \
-  case UnaryOp::o:                                                                             \
-    unary_backward_kernel<math::o><<<grid(n), kThreads, 0, stream()>>>(n, v, dv, dy, dy_dtype, dx, dx_dtype);  \
+#define MIXPREC_CUDA_UNARY_BACKWARD(o, ...)                                          \
+  case UnaryOp::o:                                                                   \
+    unary_backward_kernel<math::o><<<map_grid(n, path), kThreads, 0, stream()>>>(   \
+        n, path, v, dv, dy, dy_dtype, dx, dx_dtype);                                 \
     break;
     MIXPREC_UNARY_OPS(MIXPREC_CUDA_UNARY_BACKWARD)
 #undef MIXPREC_CUDA_UNARY_BACKWARD
@@ -110,7 +143,8 @@ void unary_backward(UnaryOp op, const void* x, DType x_dtype, const void* y, DTy
 void fill(void* out, DType dtype, std::int64_t n, float value) {
   MIXPREC_CHECK(n >= 0, ShapeError, "fill", "negative element count " << n);
   if (n == 0) return;
-  fill_kernel<<<grid(n), kThreads, 0, stream()>>>(n, out, dtype, value);
+  const ElementwisePath path = elementwise_path(true, {{out, dtype}});
+  fill_kernel<<<map_grid(n, path), kThreads, 0, stream()>>>(n, path, out, dtype, value);
   check_launch("fill");
 }
 

@@ -9,10 +9,11 @@
 //     values, which are n runs of s contiguous values;
 //   - batch-norm element passes: a 2-D grid, channels along x and chunks of the channel's values
 //     along y, the channel's coefficients computed once per block;
-//   - layer-norm rows: a warp per row up to 1024 values, else a block;
-//   - layer-norm dweight/dbias (sums down the columns): 32 neighbouring columns per block with 8
-//     threads each, over chunks of rows along y, the chunks' partials then added in chunk order
-//     by a second pass.
+//   - layer-norm forward rows: a warp per row up to 1024 values, else a block;
+//   - layer-norm backward: one pass over x and dy, a block per chunk of rows, a warp per row up
+//     to 256 values, else a block, dx written and each column's dweight/dbias sums kept by one
+//     thread over the chunk; a second pass adds the chunks' partial rows in a fixed tree ("layer
+//     norm backward" below).
 #include <cstdint>
 
 #include "kernels/cuda/cuda_kernels.h"
@@ -228,80 +229,238 @@ __global__ void layer_norm_forward_kernel(const void* x, DType tx, const void* d
   }
 }
 
-template <int G>
-__global__ void layer_norm_dx_kernel(const void* x, DType tx, const void* dy, DType tdy,
-                                     std::int64_t rows, std::int64_t cols, const float* mean,
-                                     const float* rstd, const float* weight, void* dx,
-                                     DType tdx) {
-  using Grp = Group<G>;
-  for (std::int64_t r = Grp::first_item(); r < rows; r += Grp::item_stride()) {
-    const std::int64_t base = r * cols;
-    const float mr = mean[r];
-    const float rr = rstd[r];
-    DoublePair s{0.0, 0.0};  // sum(g), sum(g * xhat)
-    for (std::int64_t j = Grp::lane(); j < cols; j += G) {
-      const double g = static_cast<double>(load(dy, tdy, base + j)) *
-                       (weight != nullptr ? weight[j] : 1.0f);
-      s.a += g;
-      s.b += g * norm_math::layer_norm_xhat(load(x, tx, base + j), mr, rr);
+// ---- layer norm backward: one pass over x and dy ----
+//
+// Each block takes a contiguous chunk of rows; a group (a warp, or the whole block for rows over
+// 256 values) takes one row at a time, and lane l of it always the same columns j = l + G*k, so
+// it can keep those columns' dweight/dbias sums over the chunk's rows in its own registers (no
+// atomics: each sum has one owner, added in row order). A row is read once: its dy and x land in
+// registers (the next row's are loaded before this row's sums are reduced, to hide the load
+// behind the reduction), dx's two row sums are reduced in the group's fixed tree, and dx is
+// written from the registers. At the end of the chunk the block writes one partial row
+// (the warps' sums added in warp order), and a second kernel adds the chunks' partials in a fixed
+// tree. So dx, dweight and dbias take 2 launches where they took 3 (a dx pass, a partials pass
+// reading x and dy again, the finish), and x and dy are read once where they were read twice.
+// The finish cannot join the main pass without a last-block-done counter, whose one block would
+// then add every partial alone.
+//
+// Rows over 4096 values (more columns than registers) take K = 0: the column sums live in the
+// chunk's partial row in global memory, still one owner each, and dx reads the row a second time
+// (from L1/L2) instead of keeping it in registers.
+
+/// layer_norm_backward's arguments and launch plan.
+struct LayerNormBackwardArgs {
+  const void* x;
+  DType tx;
+  const void* dy;
+  DType tdy;
+  std::int64_t rows, cols;
+  const float* mean;
+  const float* rstd;
+  const float* weight;  ///< null: 1
+  void* dx;             ///< null: not wanted
+  DType tdx;
+  std::int64_t chunks, rows_per_chunk;  ///< chunk c: rows [c * rows_per_chunk, + rows_per_chunk)
+  DoublePair* partial;  ///< [chunks][cols] {sum dy, sum dy * xhat}; null: no dweight/dbias
+};
+
+/// Calls f(k, j) for the columns j = lane + G*k (j < cols) a lane of a group of G owns: k < K,
+/// unrolled, where K > 0; every such column where K == 0 (k then counts them).
+template <int G, int K, class F>
+__device__ __forceinline__ void for_owned_columns(std::int64_t cols, F f) {
+  const std::int64_t lane = threadIdx.x % G;
+  if constexpr (K > 0) {
+#pragma unroll
+    for (int k = 0; k < K; ++k) {
+      const std::int64_t j = lane + std::int64_t{G} * k;
+      if (j < cols) f(k, j);
     }
-    s = Grp::all_reduce(s, Add{});
-    const float a = static_cast<float>(s.a / static_cast<double>(cols));
-    const float b = static_cast<float>(s.b / static_cast<double>(cols));
-    for (std::int64_t j = Grp::lane(); j < cols; j += G) {
-      const float g = load(dy, tdy, base + j) * (weight != nullptr ? weight[j] : 1.0f);
-      const float xhat = norm_math::layer_norm_xhat(load(x, tx, base + j), mr, rr);
-      store(dx, tdx, base + j, norm_math::layer_norm_grad_apply(rr, g, a, xhat, b));
+  } else {
+    int k = 0;
+    for (std::int64_t j = lane; j < cols; j += G) f(k++, j);
+  }
+}
+
+/// dx's row sums gain element j: g = dy * w in double (an exact product), sum(g) and
+/// sum(g * xhat).
+__device__ inline void add_row_terms(DoublePair& s, float dy, float w, float xhat) {
+  const double g = static_cast<double>(dy) * w;
+  s.a += g;
+  s.b += g * xhat;
+}
+
+/// Column j's sums gain row r: dbias's sum(dy) and dweight's sum(dy * xhat), in double.
+__device__ inline void add_column_terms(DoublePair& s, float dy, float xhat) {
+  const double g = dy;
+  s.a += g;
+  s.b += g * xhat;
+}
+
+__device__ inline float weight_at(const float* weight, std::int64_t j) {
+  return weight != nullptr ? weight[j] : 1.0f;
+}
+
+/// The chunk's column sums (K > 0) written as its partial row: a block group's lanes write their
+/// own columns; with warp groups, column j's sums of the block's warps are added in warp order
+/// (staged through shared memory, one k at a time).
+template <int G, int K>
+__device__ __forceinline__ void write_chunk_partials(const DoublePair (&acc)[K],
+                                                     std::int64_t cols, DoublePair* part) {
+  if constexpr (G == kThreads) {
+    for_owned_columns<G, K>(cols, [&](int k, std::int64_t j) { part[j] = acc[k]; });
+  } else {
+    __shared__ DoublePair stage[kThreads];
+    const int lane = static_cast<int>(threadIdx.x) % G;
+#pragma unroll
+    for (int k = 0; k < K; ++k) {
+      stage[threadIdx.x] = acc[k];  // warp w's sums at [w * G + lane]
+      __syncthreads();
+      const std::int64_t j = lane + std::int64_t{G} * k;
+      if (static_cast<int>(threadIdx.x) < G && j < cols) {
+        DoublePair s = stage[lane];
+        for (int w = 1; w < Group<G>::kPerBlock; ++w) s = s + stage[w * G + lane];
+        part[j] = s;
+      }
+      __syncthreads();  // stage is written again for the next k (or the next chunk)
     }
   }
 }
 
-constexpr int kParamColumns = 32;                      // columns per block (threadIdx.x)
-constexpr int kParamLanes = kThreads / kParamColumns;  // threads per column (threadIdx.y)
-constexpr std::int64_t kRowsPerChunk = 256;            // rows per chunk (blockIdx.y)
-constexpr std::int64_t kMaxChunks = 64;
-
-/// Chunk blockIdx.y's partial sum(dy) and sum(dy * xhat) of column j = 32 * blockIdx.x +
-/// threadIdx.x, its rows taken by the 8 threads of the column in turn, their partials then
-/// added in threadIdx.y order: partial[blockIdx.y * cols + j].
-__global__ void layer_norm_param_partials_kernel(const void* x, DType tx, const void* dy,
-                                                 DType tdy, std::int64_t rows, std::int64_t cols,
-                                                 const float* mean, const float* rstd,
-                                                 std::int64_t rows_per_chunk,
-                                                 DoublePair* partial) {
-  __shared__ DoublePair lanes[kParamLanes][kParamColumns];
-  const std::int64_t r0 = std::int64_t{blockIdx.y} * rows_per_chunk;
-  const std::int64_t r1 = r0 + rows_per_chunk < rows ? r0 + rows_per_chunk : rows;
-  for (std::int64_t j0 = std::int64_t{blockIdx.x} * kParamColumns; j0 < cols;
-       j0 += std::int64_t{gridDim.x} * kParamColumns) {
-    const std::int64_t j = j0 + threadIdx.x;
-    DoublePair s{0.0, 0.0};  // sum(dy), sum(dy * xhat)
-    if (j < cols) {
-      for (std::int64_t r = r0 + threadIdx.y; r < r1; r += kParamLanes) {
-        const double g = load(dy, tdy, r * cols + j);
-        s.a += g;
-        s.b += g * norm_math::layer_norm_xhat(load(x, tx, r * cols + j), mean[r], rstd[r]);
+/// layer_norm_backward's pass over x and dy (see above): a group of G per row, K columns per
+/// lane in registers (K == 0: wide rows, G == kThreads).
+template <int G, int K>
+__global__ void __launch_bounds__(kThreads) layer_norm_backward_kernel(LayerNormBackwardArgs p) {
+  static_assert(K > 0 || G == kThreads, "wide rows take a block per row");
+  using Grp = Group<G>;
+  constexpr int kSlots = K > 0 ? K : 1;
+  const std::int64_t group = threadIdx.x / G;
+  float w[kSlots] = {};  // the owned columns' weights, read once
+  if constexpr (K > 0) {
+    for_owned_columns<G, K>(p.cols, [&](int k, std::int64_t j) { w[k] = weight_at(p.weight, j); });
+  }
+  for (std::int64_t chunk = blockIdx.x; chunk < p.chunks; chunk += gridDim.x) {
+    const std::int64_t r0 = chunk * p.rows_per_chunk;
+    const std::int64_t r1 = r0 + p.rows_per_chunk < p.rows ? r0 + p.rows_per_chunk : p.rows;
+    DoublePair* part = p.partial != nullptr ? p.partial + chunk * p.cols : nullptr;
+    DoublePair acc[kSlots] = {};  // K > 0: the owned columns' {sum dy, sum dy * xhat}
+    if constexpr (K == 0) {
+      if (part != nullptr) {
+        for_owned_columns<G, K>(p.cols,
+                                [&](int, std::int64_t j) { part[j] = DoublePair{0.0, 0.0}; });
       }
     }
-    lanes[threadIdx.y][threadIdx.x] = s;
-    __syncthreads();
-    if (threadIdx.y == 0 && j < cols) {
-      for (int l = 1; l < kParamLanes; ++l) s = s + lanes[l][threadIdx.x];
-      partial[std::int64_t{blockIdx.y} * cols + j] = s;
+    // K > 0: the row's dy and x in registers, the next row's loaded one row ahead.
+    float next_dy[kSlots] = {}, next_x[kSlots] = {};
+    const auto load_row = [&](std::int64_t r) {
+      if constexpr (K > 0) {
+        for_owned_columns<G, K>(p.cols, [&](int k, std::int64_t j) {
+          next_dy[k] = load(p.dy, p.tdy, r * p.cols + j);
+          next_x[k] = load(p.x, p.tx, r * p.cols + j);
+        });
+      }
+    };
+    if constexpr (K > 0) {
+      if (r0 + group < r1) load_row(r0 + group);
     }
-    __syncthreads();  // lanes is written again by the next columns
+    for (std::int64_t r = r0 + group; r < r1; r += Grp::kPerBlock) {
+      const std::int64_t base = r * p.cols;
+      const float mr = p.mean[r];
+      const float rr = p.rstd[r];
+      float dyv[kSlots] = {}, xhat[kSlots] = {};  // K > 0: row r's dy and xhat
+      if constexpr (K > 0) {
+#pragma unroll
+        for (int k = 0; k < K; ++k) {
+          dyv[k] = next_dy[k];
+          xhat[k] = norm_math::layer_norm_xhat(next_x[k], mr, rr);
+        }
+        if (r + Grp::kPerBlock < r1) load_row(r + Grp::kPerBlock);
+      }
+      // Row r's element j: dy, xhat and the weight, from registers (K > 0) or read (K == 0).
+      const auto element = [&](int k, std::int64_t j, float& d, float& xh, float& wj) {
+        if constexpr (K > 0) {
+          d = dyv[k], xh = xhat[k], wj = w[k];
+        } else {
+          d = load(p.dy, p.tdy, base + j);
+          xh = norm_math::layer_norm_xhat(load(p.x, p.tx, base + j), mr, rr);
+          wj = weight_at(p.weight, j);
+        }
+      };
+      DoublePair s{0.0, 0.0};  // dx's sum(g), sum(g * xhat)
+      for_owned_columns<G, K>(p.cols, [&](int k, std::int64_t j) {
+        float d, xh, wj;
+        element(k, j, d, xh, wj);
+        if (p.dx != nullptr) add_row_terms(s, d, wj, xh);
+        if (part == nullptr) return;
+        if constexpr (K > 0) {
+          add_column_terms(acc[k], d, xh);
+        } else {
+          add_column_terms(part[j], d, xh);
+        }
+      });
+      if (p.dx == nullptr) continue;  // the same for the whole block
+      s = Grp::all_reduce(s, Add{});
+      const float a = static_cast<float>(s.a / static_cast<double>(p.cols));
+      const float b = static_cast<float>(s.b / static_cast<double>(p.cols));
+      for_owned_columns<G, K>(p.cols, [&](int k, std::int64_t j) {
+        float d, xh, wj;
+        element(k, j, d, xh, wj);
+        store(p.dx, p.tdx, base + j, norm_math::layer_norm_grad_apply(rr, d * wj, a, xh, b));
+      });
+    }
+    if constexpr (K > 0) {
+      // part is null for every thread or none: write_chunk_partials synchronises the block.
+      if (part != nullptr) write_chunk_partials<G, K>(acc, p.cols, part);
+    }
   }
 }
 
-/// dweight[j], dbias[j]: column j's chunk partials added in chunk order.
+/// dweight[j], dbias[j]: column j's chunk partials added in a fixed tree (a warp per column:
+/// lane l adds chunks l, l + 32, ... in order, then the warp's tree), rounded once to f32.
 __global__ void layer_norm_param_finish_kernel(const DoublePair* partial, std::int64_t chunks,
                                                std::int64_t cols, float* dweight, float* dbias) {
-  MIXPREC_GRID_STRIDE(j, cols) {
-    DoublePair s = partial[j];
-    for (std::int64_t k = 1; k < chunks; ++k) s = s + partial[k * cols + j];
-    if (dweight != nullptr) dweight[j] = static_cast<float>(s.b);
-    if (dbias != nullptr) dbias[j] = static_cast<float>(s.a);
+  using Warp = Group<kWarp>;
+  for (std::int64_t j = Warp::first_item(); j < cols; j += Warp::item_stride()) {
+    DoublePair s{0.0, 0.0};
+    for (std::int64_t c = Warp::lane(); c < chunks; c += kWarp) s = s + partial[c * cols + j];
+    s = Warp::all_reduce(s, Add{});
+    if (Warp::lane() == 0) {
+      if (dweight != nullptr) dweight[j] = static_cast<float>(s.b);
+      if (dbias != nullptr) dbias[j] = static_cast<float>(s.a);
+    }
   }
+}
+
+/// Calls f.template operator()<G, K>() with the group and the columns per lane for rows of
+/// `cols` values: a warp per row up to 256 values (8 columns per lane), else the block; K
+/// columns per lane in registers up to 16 (4096 values), beyond that K = 0 (the column sums in
+/// the partial row).
+template <class F>
+void dispatch_layer_norm_columns(std::int64_t cols, F&& f) {
+  if (cols <= 32) return f.template operator()<kWarp, 1>();
+  if (cols <= 64) return f.template operator()<kWarp, 2>();
+  if (cols <= 128) return f.template operator()<kWarp, 4>();
+  if (cols <= 256) return f.template operator()<kWarp, 8>();
+  if (cols <= 512) return f.template operator()<kThreads, 2>();
+  if (cols <= 1024) return f.template operator()<kThreads, 4>();
+  if (cols <= 2048) return f.template operator()<kThreads, 8>();
+  if (cols <= 4096) return f.template operator()<kThreads, 16>();
+  return f.template operator()<kThreads, 0>();
+}
+
+/// At most 512 partial rows to add (512 * cols * 16 bytes of scratch).
+constexpr std::int64_t kMaxChunks = 512;
+
+/// The chunks of `rows` rows for groups of G. With column sums: at least 8 rows per warp where
+/// the block's groups are warps, 32 rows where a block takes a row (enough to pay for writing a
+/// partial row), at most kMaxChunks chunks; at least one chunk (rows == 0 then writes zeros).
+/// dx alone: one row per group, as the separate dx kernel had it.
+template <int G>
+std::int64_t layer_norm_chunks(std::int64_t rows, bool sums) {
+  constexpr std::int64_t kPerBlock = Group<G>::kPerBlock;
+  const std::int64_t min_rows = sums ? (G == kWarp ? 8 * kPerBlock : 32) : kPerBlock;
+  const std::int64_t chunks = (rows + min_rows - 1) / min_rows;
+  if (chunks < 1) return 1;
+  return sums && chunks > kMaxChunks ? kMaxChunks : chunks;
 }
 
 /// Rows of up to 1024 values: a warp each; longer: a block each.
@@ -431,32 +590,26 @@ void layer_norm_backward(const void* x, DType x_dtype, const void* dy, DType dy_
                          float* dweight, float* dbias) {
   const char* op = "layer_norm_backward";
   detail::check_layer_norm_args(op, rows, cols, 0.0f);
-  if (dx != nullptr && rows > 0 && cols > 0) {
-    if (warp_rows(cols)) {
-      layer_norm_dx_kernel<kWarp><<<group_grid<kWarp>(rows), kThreads, 0, stream()>>>(
-          x, x_dtype, dy, dy_dtype, rows, cols, mean, rstd, weight, dx, dx_dtype);
-    } else {
-      layer_norm_dx_kernel<kThreads><<<group_grid<kThreads>(rows), kThreads, 0, stream()>>>(
-          x, x_dtype, dy, dy_dtype, rows, cols, mean, rstd, weight, dx, dx_dtype);
-    }
+  const bool sums = dweight != nullptr || dbias != nullptr;
+  if (cols == 0 || (!sums && (dx == nullptr || rows == 0))) return;
+  dispatch_layer_norm_columns(cols, [&]<int G, int K>() {
+    const std::int64_t chunks = layer_norm_chunks<G>(rows, sums);
+    const auto partial_rows = static_cast<std::size_t>(sums ? chunks : 0);
+    Scratch partial(partial_rows * static_cast<std::size_t>(cols) * sizeof(DoublePair), op);
+    LayerNormBackwardArgs p{};
+    p.x = x, p.tx = x_dtype, p.dy = dy, p.tdy = dy_dtype, p.rows = rows, p.cols = cols;
+    p.mean = mean, p.rstd = rstd, p.weight = weight, p.dx = dx, p.tdx = dx_dtype;
+    p.chunks = chunks;
+    p.rows_per_chunk = (rows + chunks - 1) / chunks;
+    p.partial = partial.as<DoublePair>();  // null without sums
+    const auto blocks = static_cast<unsigned>(chunks < 65535 ? chunks : 65535);
+    layer_norm_backward_kernel<G, K><<<blocks, kThreads, 0, stream()>>>(p);
     check_launch(op);
-  }
-  if ((dweight == nullptr && dbias == nullptr) || cols == 0) return;
-  // rows == 0 still writes zeros: one chunk with no rows.
-  std::int64_t chunks = (rows + kRowsPerChunk - 1) / kRowsPerChunk;
-  chunks = chunks < 1 ? 1 : (chunks > kMaxChunks ? kMaxChunks : chunks);
-  const std::int64_t rows_per_chunk = (rows + chunks - 1) / chunks;
-  Scratch partial(static_cast<std::size_t>(chunks * cols) * sizeof(DoublePair));
-  const std::int64_t column_blocks = (cols + kParamColumns - 1) / kParamColumns;
-  const dim3 g(static_cast<unsigned>(column_blocks < 65535 ? column_blocks : 65535),
-               static_cast<unsigned>(chunks));
-  layer_norm_param_partials_kernel<<<g, dim3(kParamColumns, kParamLanes), 0, stream()>>>(
-      x, x_dtype, dy, dy_dtype, rows, cols, mean, rstd, rows_per_chunk,
-      partial.as<DoublePair>());
-  check_launch(op);
-  layer_norm_param_finish_kernel<<<grid(cols), kThreads, 0, stream()>>>(
-      partial.as<DoublePair>(), chunks, cols, dweight, dbias);
-  check_launch(op);
+    if (!sums) return;
+    layer_norm_param_finish_kernel<<<group_grid<kWarp>(cols), kThreads, 0, stream()>>>(
+        p.partial, chunks, cols, dweight, dbias);
+    check_launch(op);
+  });
 }
 
 }  // namespace mixprec::kernels::cuda
