@@ -1,7 +1,7 @@
 #pragma once
 // Private: the GEMMs of linear, matmul and gelu_mlp on tensors (kernels::matmul with the matmul
-// precision's flags, the work reported to the profiler), their dtype rules, and the dtype a
-// parameter gradient is computed in.
+// precision's flags, the work reported to the profiler), their dtype rules, the dtype a
+// parameter gradient is computed in, and linear's autograd node.
 #include <cstdint>
 
 #include "kernels/matmul.h"
@@ -45,6 +45,11 @@ DType grad_dtype(const runtime::Node& consumer, DType operand);
 Tensor linear_input_grad(const Tensor& dy, const Tensor& w, DType x_dtype, const Shape& x_shape);
 /// A Linear's weight gradient dW [n, k] = dy^T [n, m] @ x [m, k] in dtype (grad_dtype's).
 Tensor linear_weight_grad(const Tensor& dy, const Tensor& x, DType dtype);
+/// Records linear's node on its output y when x, weight or bias needs a gradient: x2 and w are
+/// the operands its GEMM read (linear_operands), x, weight, bias the op's inputs (bias may be
+/// undefined). For ops that run a linear inside them (gelu_mlp's first GEMM).
+void record_linear(Tensor& y, const Tensor& x2, const Tensor& w, const Tensor& x,
+                   const Tensor& weight, const Tensor& bias);
 /// db[n] = the column sums of dy [m, n] (a Linear's bias gradient) in dtype, its work reported.
 Tensor bias_grad(const Tensor& dy, std::int64_t m, std::int64_t n, DType dtype);
 

@@ -74,6 +74,15 @@ class MatmulNode final : public runtime::Node {
 
 }  // namespace
 
+void ops::detail::record_linear(Tensor& y, const Tensor& x2, const Tensor& w, const Tensor& x,
+                                const Tensor& weight, const Tensor& bias) {
+  if (!runtime::needs_grad({&x, &weight, &bias})) return;
+  auto node = std::make_shared<LinearNode>(x2, w, bias.defined(),
+                                           bias.defined() ? bias.dtype() : x.dtype(), x.shape());
+  if (bias.defined()) runtime::attach(y, node, {&x, &weight, &bias});
+  else runtime::attach(y, node, {&x, &weight});
+}
+
 Tensor linear(const Tensor& x_arg, const Tensor& weight_arg, const Tensor& bias_arg) {
   const char* op = "linear";
   runtime::detail::OpScope prof(runtime::OpKind::linear);
@@ -93,12 +102,7 @@ Tensor linear(const Tensor& x_arg, const Tensor& weight_arg, const Tensor& bias_
   Shape out_shape = x.shape();
   out_shape.back() = out_features;
   y = y.reshape(out_shape);
-  if (runtime::needs_grad({&x, &weight, &bias})) {
-    auto node = std::make_shared<LinearNode>(x2, w, bias.defined(),
-                                             bias.defined() ? bias.dtype() : x.dtype(), x.shape());
-    if (bias.defined()) runtime::attach(y, node, {&x, &weight, &bias});
-    else runtime::attach(y, node, {&x, &weight});
-  }
+  ops::detail::record_linear(y, x2, w, x, weight, bias);
   prof.done(y, {&x, &weight, &bias});
   return y;
 }

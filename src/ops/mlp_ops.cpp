@@ -16,48 +16,47 @@ using ops::detail::gemm;
 using ops::detail::gemm_desc;
 using ops::detail::grad_dtype;
 
-/// Saves what the three ops' nodes would: the first linear's input and weight, GELU's input h
-/// (the pre-activation the forward's epilogue kept), the second linear's input g and weight.
-/// Its backward returns the five gradients the three nodes would, with the same bits: the
-/// GELU's gradient and the first bias's are the epilogue of the GEMM of dg = dy W2.
-class GeluMlpNode final : public runtime::Node {
+/// The GELU and the second linear as one node: it saves what their two nodes would (GELU's
+/// input h, the pre-activation the forward's epilogue kept; the second linear's input g and
+/// weight) and returns, with their bits, the second linear's weight and bias gradients and, in
+/// one GEMM with the GELU's derivative and the bias gradient in its epilogue, dh = gelu'(h)
+/// (dy W2) and the first bias's gradient (its column sums). dh goes on to the first linear's
+/// own node (linear's LinearNode, recorded on h), which runs after this one has let go of h, g
+/// and W2, as the unfused graph does: the step's memory peak does not move.
+class GeluLinearNode final : public runtime::Node {
  public:
-  GeluMlpNode(Tensor x2d, Tensor w1, Tensor h, Tensor g, Tensor w2, DType b1_dtype,
-              DType b2_dtype, Shape x_shape)
-      : x_(std::move(x2d)), w1_(std::move(w1)), h_(std::move(h)), g_(std::move(g)),
-        w2_(std::move(w2)), b1_dtype_(b1_dtype), b2_dtype_(b2_dtype), x_shape_(std::move(x_shape)) {}
+  GeluLinearNode(Tensor h, Tensor g, Tensor w2, DType b2_dtype, DType b1_dtype)
+      : h_(std::move(h)), g_(std::move(g)), w2_(std::move(w2)), b2_dtype_(b2_dtype),
+        b1_dtype_(b1_dtype) {}
   const char* name() const override { return "gelu_mlp"; }
-  void release_saved() override { x_ = w1_ = h_ = g_ = w2_ = Tensor(); }
+  void release_saved() override { h_ = g_ = w2_ = Tensor(); }
+  /// Inputs: h (the first linear's output), W2, b2, b1.
   std::vector<Tensor> backward(const Tensor& dy_in) override {
-    const std::int64_t m = x_.size(0), hidden = w1_.size(0), e = w2_.size(0);
+    const std::int64_t m = g_.size(0), hidden = g_.size(1), e = w2_.size(0);
     const Tensor dy = dy_in.reshape({m, e}).contiguous().to(g_.dtype());
-    Tensor dx, dw1, db1, dw2, db2;
+    Tensor dh, dw2, db2, db1;
     // The second linear's weight and bias gradients, as its node computes them.
-    if (next[3].fn) dw2 = ops::detail::linear_weight_grad(dy, g_, grad_dtype(*next[3].fn, w2_.dtype()));
-    if (next[4].fn) db2 = ops::detail::bias_grad(dy, m, e, grad_dtype(*next[4].fn, b2_dtype_));
-    if (!next[0].fn && !next[1].fn && !next[2].fn) return {dx, dw1, db1, dw2, db2};
+    if (next[1].fn) dw2 = ops::detail::linear_weight_grad(dy, g_, grad_dtype(*next[1].fn, w2_.dtype()));
+    if (next[2].fn) db2 = ops::detail::bias_grad(dy, m, e, grad_dtype(*next[2].fn, b2_dtype_));
+    if (!next[0].fn && !next[3].fn) return {dh, dw2, db2, db1};
     // dh [m, h] = gelu'(h) (dy [m, e] @ W2 [e, h]), and db1 [h] its column sums, in one GEMM.
-    Tensor dh = Tensor::empty({m, hidden}, h_.dtype());
+    dh = Tensor::empty({m, hidden}, h_.dtype());
     kernels::MatmulDesc desc = gemm_desc(dy, false, false, m, hidden, e, dh);
     desc.post_op = kernels::MatmulPostOp::gelu_tanh;
-    if (next[2].fn) {
-      db1 = Tensor::empty({hidden}, grad_dtype(*next[2].fn, b1_dtype_));
+    if (next[3].fn) {
+      db1 = Tensor::empty({hidden}, grad_dtype(*next[3].fn, b1_dtype_));
       desc.has_bias = true;  // names the bias gradient here
       desc.bias_dtype = db1.dtype();
     }
     kernels::matmul_post_op_backward(desc, dy.data_ptr(), w2_.data_ptr(), h_.data_ptr(),
-                                     dh.data_ptr(), next[2].fn ? db1.data_ptr() : nullptr);
+                                     dh.data_ptr(), next[3].fn ? db1.data_ptr() : nullptr);
     ops::detail::add_gemm_work(desc, 2.0 * static_cast<double>(m * hidden));
-    // The first linear's gradients from dh, as its node computes them.
-    if (next[0].fn) dx = ops::detail::linear_input_grad(dh, w1_, x_.dtype(), x_shape_);
-    if (next[1].fn) dw1 = ops::detail::linear_weight_grad(dh, x_, grad_dtype(*next[1].fn, w1_.dtype()));
-    return {dx, dw1, db1, dw2, db2};
+    return {dh, dw2, db2, db1};
   }
 
  private:
-  Tensor x_, w1_, h_, g_, w2_;
-  DType b1_dtype_, b2_dtype_;
-  Shape x_shape_;
+  Tensor h_, g_, w2_;
+  DType b2_dtype_, b1_dtype_;
 };
 
 }  // namespace
@@ -112,10 +111,13 @@ Tensor gelu_mlp(const Tensor& x_arg, const Tensor& fc_weight_arg, const Tensor& 
   out_shape.back() = e;
   y = y.reshape(out_shape);
   if (grad) {
-    auto node = std::make_shared<GeluMlpNode>(fc.x2, fc.w, h, g, proj.w,
-                                              b1.defined() ? b1.dtype() : x.dtype(),
-                                              b2.defined() ? b2.dtype() : x.dtype(), x.shape());
-    runtime::attach(y, node, {&x, &w1, &b1, &w2, &b2});
+    // The first linear's node on h (without its bias: the next node returns b1's gradient),
+    // then the GELU and second linear's node on y.
+    ops::detail::record_linear(h, fc.x2, fc.w, x, w1, Tensor());
+    auto node = std::make_shared<GeluLinearNode>(h.detach(), g, proj.w,
+                                                 b2.defined() ? b2.dtype() : x.dtype(),
+                                                 b1.defined() ? b1.dtype() : x.dtype());
+    runtime::attach(y, node, {&h, &w2, &b2, &b1});
   }
   prof.done(y, {&x, &w1, &b1, &w2, &b2});
   return y;
