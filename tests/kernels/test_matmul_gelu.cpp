@@ -28,9 +28,11 @@ struct Problem {
   std::int64_t m, n, k;
   bool trans_a, trans_b;
 };
-// Odd sizes; 600 x 300 has three row chunks and two column blocks in the column-sum tiles.
+// Odd sizes; 600 x 300 has three row chunks and two column blocks in the column-sum tiles,
+// 1100 x 260 five row chunks (the gradient pass then takes whole rows per task).
 constexpr Problem kProblems[] = {{37, 24, 65, false, true}, {13, 21, 40, true, false},
-                                 {600, 300, 33, false, true}, {5, 1, 7, false, false}};
+                                 {600, 300, 33, false, true}, {1100, 260, 17, false, true},
+                                 {5, 1, 7, false, false}};
 
 std::string label(const MatmulDesc& d) {
   return std::string(name(d.dtype)) + " m=" + std::to_string(d.m) + " n=" + std::to_string(d.n) +

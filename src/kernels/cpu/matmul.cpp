@@ -28,6 +28,7 @@
 #include "kernels/cpu/matmul_onednn.h"
 #include "kernels/elementwise.h"
 #include "kernels/matmul.h"
+#include "kernels/reduce.h"
 #include "mixprec/core/cpu_features.h"
 #include "mixprec/core/error.h"
 #include "mixprec/core/verbose.h"
@@ -312,7 +313,10 @@ void matmul_post_op_backward(const MatmulDesc& desc, const void* a, const void* 
   product(gemm, a, b, nullptr, c);
   const std::int64_t m = desc.m, n = desc.n;
   const bool parallel = m * n >= kParallelMinWork;
-  if (desc.has_bias) {
+  if (desc.has_bias && n > 1) {
+    // Whole rows per task once there are row chunks enough for the threads: the pass streams
+    // its rows as the elementwise kernels do (256-column tasks read each row in pieces).
+    const std::int64_t task_cols = column_row_chunks(m, n).kchunks >= 4 ? n : kColumnBlock;
     for_column_tiles(
         1, m, n, parallel,
         [&](std::int64_t, std::int64_t k0, std::int64_t k1, std::int64_t j0, std::int64_t j1,
@@ -322,13 +326,16 @@ void matmul_post_op_backward(const MatmulDesc& desc, const void* a, const void* 
           dispatch(desc.bias_dtype, [&](auto t) {
             static_cast<decltype(t)*>(bias_grad)[j] = decltype(t)(total);
           });
-        });
+        },
+        task_cols);
   } else {
     const std::int64_t rows = rows_per_task(n);
     parallel_for((m + rows - 1) / rows, parallel, [&](std::int64_t t) {
       gelu_tanh_backward_tile(desc.c_dtype, c, aux, n, t * rows, std::min(m, (t + 1) * rows), 0, n,
                               nullptr);
     });
+    // One column: reduce sums it as a row, in its own order (no column tiles to share).
+    if (desc.has_bias) cpu::reduce(ReduceOp::sum, c, desc.c_dtype, 1, m, n, bias_grad, desc.bias_dtype);
   }
   if (verbose_enabled()) {
     verbose_log("matmul_post_op_backward", name(desc.dtype),
