@@ -3,9 +3,11 @@
 #include <set>
 
 #include "mixprec/core/error.h"
+#include "mixprec/nn/fp8_layers.h"
 #include "mixprec/ops/attention.h"
 #include "mixprec/ops/combine.h"
 #include "mixprec/ops/elementwise.h"
+#include "mixprec/ops/nn_functional.h"
 #include "mixprec/runtime/node.h"
 
 namespace mixprec::nn {
@@ -156,7 +158,20 @@ Tensor TransformerBlock::forward(const Tensor& x) {
   // The residual add and ln2 in one pass; the block's last add is the next block's input (its
   // ln1 is a module of its own, so that add stays apart).
   const auto [h, normed] = ln2_->add_then_forward(x, (*drop_attn_)((*attn_)((*ln1_)(x))));
-  return h + (*drop_mlp_)((*proj_)((*act_)((*fc_)(normed))));
+  return h + (*drop_mlp_)(mlp(normed));
+}
+
+Tensor TransformerBlock::mlp(const Tensor& x) {
+  // One op (the GELU and its gradient in the GEMMs' epilogues, the same numbers) when the three
+  // modules would each run exactly their own op: no forward observer, compute-dtype override or
+  // anomaly mode to hide the calls from, and no fp8 recipe on either Linear (its GEMMs quantise
+  // their operands; nothing to fuse into).
+  if (fc_->runs_plainly() && act_->runs_plainly() && proj_->runs_plainly() &&
+      act_->approximate() == GeluApproximation::tanh && active_fp8_state(*fc_) == nullptr &&
+      active_fp8_state(*proj_) == nullptr) {
+    return gelu_mlp(x, fc_->weight(), fc_->bias(), proj_->weight(), proj_->bias());
+  }
+  return (*proj_)((*act_)((*fc_)(x)));
 }
 
 }  // namespace mixprec::nn

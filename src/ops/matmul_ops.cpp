@@ -1,62 +1,18 @@
 // matmul and linear with autograd; the GEMMs themselves run in kernels::matmul.
-#include "kernels/matmul.h"
-#include "kernels/reduce.h"
 #include "mixprec/ops/nn_functional.h"
 #include "mixprec/runtime/autocast.h"
-#include "mixprec/runtime/matmul_precision.h"
 #include "runtime/op_scope.h"
 #include "ops/fp8_matmul.h"
-#include "ops/linear_shapes.h"
+#include "ops/linear_gemm.h"
 #include "ops/op_util.h"
 
 namespace mixprec {
 namespace {
 
+using ops::detail::check_same_dtype;
+using ops::detail::gemm;
+using ops::detail::grad_dtype;
 using ops::detail::record;
-
-// C[m, n] = op(A) op(B) with A, B contiguous row-major.
-void gemm(const Tensor& a, bool ta, const Tensor& b, bool tb, std::int64_t m, std::int64_t n,
-          std::int64_t k, Tensor& c, const Tensor* bias = nullptr) {
-  kernels::MatmulDesc d;
-  d.m = m; d.n = n; d.k = k;
-  d.trans_a = ta; d.trans_b = tb;
-  d.dtype = a.dtype();
-  d.c_dtype = c.dtype();
-  d.bf16_fpmath = a.dtype() == DType::f32 && runtime::matmul_precision() == runtime::MatmulPrecision::medium;
-  d.tf32 = a.dtype() == DType::f32 && runtime::matmul_precision() != runtime::MatmulPrecision::highest;
-  const void* bias_data = nullptr;
-  if (bias != nullptr && bias->defined()) {
-    d.has_bias = true;
-    d.bias_dtype = bias->dtype();
-    bias_data = bias->data_ptr();
-  }
-  kernels::matmul(d, a.data_ptr(), b.data_ptr(), bias_data, c.data_ptr());
-  // 2*M*N*K (plus the bias adds); bytes: A, B, bias read and C written, at their dtype sizes.
-  runtime::detail::add_work(
-      2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k) +
-          (d.has_bias ? static_cast<double>(m * n) : 0.0),
-      static_cast<double>(m * k * static_cast<std::int64_t>(size_of(a.dtype())) +
-                          k * n * static_cast<std::int64_t>(size_of(b.dtype())) +
-                          m * n * static_cast<std::int64_t>(size_of(c.dtype()))) +
-          (d.has_bias ? static_cast<double>(n * static_cast<std::int64_t>(size_of(d.bias_dtype))) : 0.0));
-}
-
-void check_same_dtype(const char* op, const Tensor& a, const Tensor& b) {
-  MIXPREC_CHECK(a.dtype() == b.dtype(), DTypeError, op,
-                "operands have different dtypes (" << name(a.dtype()) << " and "
-                                                   << name(b.dtype())
-                                                   << "); cast one with .to(), or run under "
-                                                      "runtime::Autocast which casts both");
-}
-
-// The dtype to compute a parameter gradient in: f32 straight from the f32 accumulator when the
-// consumer (the cast from an f32 master, or an f32 leaf) wants f32 and takes any dtype, which
-// saves a rounding to 16 bits and a conversion pass; else the operand's own dtype.
-DType grad_dtype(const runtime::Node& consumer, DType operand) {
-  const bool wants_f32 =
-      consumer.accepts_any_grad_dtype() && consumer.preferred_grad_dtype() == DType::f32;
-  return wants_f32 ? DType::f32 : operand;
-}
 
 class LinearNode final : public runtime::Node {
  public:
@@ -66,25 +22,13 @@ class LinearNode final : public runtime::Node {
   const char* name() const override { return "linear"; }
   void release_saved() override { x_ = Tensor(); w_ = Tensor(); }
   std::vector<Tensor> backward(const Tensor& dy_in) override {
-    const std::int64_t m = x_.size(0), k = x_.size(1), n = w_.size(0);
+    const std::int64_t m = x_.size(0), n = w_.size(0);
     const Tensor dy = dy_in.reshape({m, n}).contiguous().to(x_.dtype());
     Tensor dx, dw, db;
-    if (next[0].fn) {  // dx [m, k] = dy [m, n] @ W [n, k]
-      dx = Tensor::empty({m, k}, x_.dtype());
-      gemm(dy, false, w_, false, m, k, n, dx);
-      dx = dx.reshape(x_shape_);
-    }
-    if (next[1].fn) {  // dW [n, k] = dy^T [n, m] @ x [m, k]
-      dw = Tensor::empty({n, k}, grad_dtype(*next[1].fn, w_.dtype()));
-      gemm(dy, true, x_, false, n, k, m, dw);
-    }
+    if (next[0].fn) dx = ops::detail::linear_input_grad(dy, w_, x_.dtype(), x_shape_);
+    if (next[1].fn) dw = ops::detail::linear_weight_grad(dy, x_, grad_dtype(*next[1].fn, w_.dtype()));
     if (next.size() > 2 && next[2].fn) {  // db [n] = sum over rows of dy
-      const DType db_dtype = grad_dtype(*next[2].fn, bias_dtype_);
-      db = Tensor::empty({n}, db_dtype);
-      kernels::reduce(kernels::ReduceOp::sum, dy.data_ptr(), dy.dtype(), 1, m, n, db.data_ptr(),
-                      db_dtype);
-      runtime::detail::add_work(static_cast<double>(m * n),
-                                    static_cast<double>(dy.nbytes() + db.nbytes()));
+      db = ops::detail::bias_grad(dy, m, n, grad_dtype(*next[2].fn, bias_dtype_));
     }
     return {dx, dw, db};
   }
@@ -130,6 +74,15 @@ class MatmulNode final : public runtime::Node {
 
 }  // namespace
 
+void ops::detail::record_linear(Tensor& y, const Tensor& x2, const Tensor& w, const Tensor& x,
+                                const Tensor& weight, const Tensor& bias) {
+  if (!runtime::needs_grad({&x, &weight, &bias})) return;
+  auto node = std::make_shared<LinearNode>(x2, w, bias.defined(),
+                                           bias.defined() ? bias.dtype() : x.dtype(), x.shape());
+  if (bias.defined()) runtime::attach(y, node, {&x, &weight, &bias});
+  else runtime::attach(y, node, {&x, &weight});
+}
+
 Tensor linear(const Tensor& x_arg, const Tensor& weight_arg, const Tensor& bias_arg) {
   const char* op = "linear";
   runtime::detail::OpScope prof(runtime::OpKind::linear);
@@ -143,29 +96,13 @@ Tensor linear(const Tensor& x_arg, const Tensor& weight_arg, const Tensor& bias_
   const Tensor& x = cast_in[0];
   const Tensor& weight = cast_in[1];
   const Tensor& bias = cast_in[2];
-  ops::detail::check_linear_shapes(op, x, weight, bias);
-  check_same_dtype(op, x, weight);
-  if (bias.defined()) {
-    MIXPREC_CHECK(bias.dtype() == weight.dtype() || bias.dtype() == DType::f32, DTypeError, op,
-                  "bias is " << name(bias.dtype()) << " but weight is " << name(weight.dtype())
-                             << "; use the weight's dtype or f32 for the bias");
-  }
-  const std::int64_t in = weight.size(1), out_features = weight.size(0);
-  const std::int64_t m = x.numel() / std::max<std::int64_t>(in, 1);
-  const Tensor x2 = x.detach().contiguous().reshape({m, in});
-  const Tensor w = weight.detach().contiguous();
-  const Tensor b = bias.defined() ? bias.detach().contiguous() : Tensor();
+  const auto [x2, w, b, m, in, out_features] = ops::detail::linear_operands(op, x, weight, bias);
   Tensor y = Tensor::empty({m, out_features}, x.dtype());
   gemm(x2, false, w, true, m, out_features, in, y, &b);
   Shape out_shape = x.shape();
   out_shape.back() = out_features;
   y = y.reshape(out_shape);
-  if (runtime::needs_grad({&x, &weight, &bias})) {
-    auto node = std::make_shared<LinearNode>(x2, w, bias.defined(),
-                                             bias.defined() ? bias.dtype() : x.dtype(), x.shape());
-    if (bias.defined()) runtime::attach(y, node, {&x, &weight, &bias});
-    else runtime::attach(y, node, {&x, &weight});
-  }
+  ops::detail::record_linear(y, x2, w, x, weight, bias);
   prof.done(y, {&x, &weight, &bias});
   return y;
 }

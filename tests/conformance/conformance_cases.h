@@ -3,7 +3,8 @@
 // every dtype it takes, run on a given backend from inputs generated from fixed seeds, each output
 // with how it must match the reference's:
 //   exact:  the same bits (conversions, optimizer updates, unscale, max/min, pooling maxima, ...)
-//   close:  |got - ref| <= atol + |ref| * k * eps(dtype); NaN meets NaN, Inf the same Inf.
+//   close:  |got - ref| <= atol [+ atol_each[i]] + |ref| * k * eps(dtype); NaN meets NaN, Inf
+//           the same Inf.
 // Two harnesses run them: test_backend_conformance.cpp (cpu on every SIMD target) and
 // test_device_conformance.cpp (a device backend, its buffers staged to the device).
 #include <functional>
@@ -23,6 +24,9 @@ struct Out {
   bool exact = false;
   double atol = 0.0;
   double k = 0.0;
+  /// Per-element additions to atol (empty: none): for an output whose allowed error follows
+  /// another value's size, not its own (GELU of a pre-activation rounded differently).
+  std::vector<double> atol_each = {};
 };
 using Outs = std::vector<Out>;
 
@@ -46,6 +50,9 @@ void add_optim_cases(std::vector<Case>& cases);
 /// Cases that steer a device backend down each of its internal paths (16-byte and one element
 /// per step, layer norm's groups and chunks: conformance_path_cases.cpp), which cases() includes.
 void add_path_cases(std::vector<Case>& cases);
+/// The gelu_tanh post-op's cases: matmul with it, matmul_aux, matmul_post_op_backward
+/// (conformance_matmul_gelu_cases.cpp), which cases() includes.
+void add_matmul_gelu_cases(std::vector<Case>& cases);
 
 /// Expects got to match want output by output (gtest failures name `where`).
 void compare(const Outs& got, const Outs& want, const std::string& where);

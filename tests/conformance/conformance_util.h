@@ -14,10 +14,10 @@
 namespace mixprec::kernels::conformance {
 
 inline Out exact(std::string what, ktest::Buffer b) {
-  return {std::move(what), std::move(b), true, 0.0, 0.0};
+  return {std::move(what), std::move(b), true, 0.0, 0.0, {}};
 }
 inline Out close(std::string what, ktest::Buffer b, double atol, double k) {
-  return {std::move(what), std::move(b), false, atol, k};
+  return {std::move(what), std::move(b), false, atol, k, {}};
 }
 
 constexpr DType kFloat[] = {DType::f32, DType::bf16, DType::f16};

@@ -3,11 +3,17 @@
 // every parameter, autocast.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
+#include <map>
+#include <string>
+#include <vector>
 
 #include "mixprec/runtime/autocast.h"
 #include "mixprec/core/error.h"
+#include "mixprec/core/verbose.h"
+#include "mixprec/nn/fp8_layers.h"
 #include "mixprec/nn/transformer.h"
 #include "mixprec/ops/elementwise.h"
 #include "mixprec/ops/nn_functional.h"
@@ -140,6 +146,73 @@ TEST(TransformerBlock, GradientsReachEveryParameterAndAutocastAgrees) {
     mag = std::max(mag, std::fabs(static_cast<double>(a[i])));
   }
   EXPECT_LT(err, 0.05 * mag);
+}
+
+/// One training forward and backward of the block: its output, every parameter's gradient, and
+/// whether the MLP ran as one op (the cpu backend's matmul_aux logs a verbose line).
+struct BlockRun {
+  std::vector<float> y;
+  std::map<std::string, std::vector<float>> grads;
+  bool fused;
+};
+BlockRun run_block(TransformerBlock& block, const Tensor& x) {
+  for (const auto& [name, p] : block.named_parameters()) p.impl().grad.reset();
+  set_verbose(true);
+  ::testing::internal::CaptureStderr();
+  const Tensor y = block(x);
+  const std::string log = ::testing::internal::GetCapturedStderr();
+  set_verbose(false);
+  sum(mul(y, y)).backward();
+  BlockRun r{y.to_vector(), {}, log.find("matmul_aux") != std::string::npos};
+  for (const auto& [name, p] : block.named_parameters()) r.grads[name] = p.grad().to_vector();
+  return r;
+}
+
+TEST(TransformerBlock, TheMlpRunsAsOneOpOnlyWhenNothingWatchesTheSameNumbersEitherWay) {
+  TransformerBlock block(16, 4, true, 0.0f, 7);
+  const Tensor x = Tensor::randn({2, 5, 16}, 8);
+  const BlockRun fused = run_block(block, x);
+  EXPECT_TRUE(fused.fused);
+  // A compute-dtype override (f32: the same numbers) on any of the three modules runs them
+  // apart, and the numbers are the fused op's.
+  for (const char* child : {"fc", "act", "proj"}) {
+    SCOPED_TRACE(child);
+    TransformerBlock apart(16, 4, true, 0.0f, 7);
+    for (const auto& [name, m] : apart.children()) {
+      if (name == child) m->set_compute_dtype(DType::f32);
+    }
+    const BlockRun r = run_block(apart, x);
+    EXPECT_FALSE(r.fused);
+    EXPECT_EQ(r.y, fused.y);
+    EXPECT_EQ(r.grads, fused.grads);
+  }
+  // The parameters (and so state dicts and checkpoints) are the modules' as before.
+  std::vector<std::string> names;
+  for (const auto& [name, p] : block.named_parameters()) names.push_back(name);
+  for (const char* n : {"fc.weight", "fc.bias", "proj.weight", "proj.bias"}) {
+    EXPECT_NE(std::find(names.begin(), names.end(), n), names.end()) << n;
+  }
+}
+
+TEST(TransformerBlock, AnFp8LinearRunsTheMlpApart) {
+  // The default fp8 policy (every Linear but the first and the last) puts out_proj and fc in
+  // fp8: the MLP runs as three ops and trains; with only qkv_proj in fp8 it fuses again.
+  TransformerBlock block(16, 4, true, 0.0f, 7);
+  const Tensor x = Tensor::randn({2, 5, 16}, 8);
+  Fp8Layers layers(block, runtime::Fp8Recipe{});
+  {
+    Fp8Scope scope(layers);
+    const BlockRun r = run_block(block, x);
+    EXPECT_FALSE(r.fused);
+    for (const auto& [name, g] : r.grads) {
+      for (float v : g) ASSERT_TRUE(std::isfinite(v)) << name;
+    }
+  }
+  Fp8Layers qkv_only(block, runtime::Fp8Recipe{},
+                     {{"attn.qkv_proj", true}, {"attn.out_proj", false}, {"fc", false}, {"proj", false}},
+                     "test policy");
+  Fp8Scope scope(qkv_only);
+  EXPECT_TRUE(run_block(block, x).fused);
 }
 
 TEST(MultiHeadAttention, DropoutMasksReplayFromTheCallCounter) {

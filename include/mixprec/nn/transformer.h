@@ -67,8 +67,9 @@ class MultiHeadAttention : public Module {
 std::string fused_qkv_layer(const std::string& old_layer_path);
 
 /// GPT-2's block, pre-LayerNorm: x + dropout(attn(ln1(x))), then h + dropout(mlp(ln2(h))) with
-/// mlp = Linear(d, 4d), GELU (tanh approximation, as GPT-2), Linear(4d, d).
-/// Input and output [B, T, d_model].
+/// mlp = Linear(d, 4d), GELU (tanh approximation, as GPT-2), Linear(4d, d): the modules fc, act
+/// and proj, run as one op (gelu_mlp, the same numbers) when nothing watches or changes their
+/// calls and neither Linear is in fp8. Input and output [B, T, d_model].
 class TransformerBlock : public Module {
  public:
   TransformerBlock(std::int64_t d_model, std::int64_t n_heads, bool causal = true,
@@ -77,6 +78,8 @@ class TransformerBlock : public Module {
   std::string type_name() const override { return "TransformerBlock"; }
 
  private:
+  // fc, act, proj: gelu_mlp, or the three modules' calls.
+  Tensor mlp(const Tensor& x);
   std::shared_ptr<LayerNorm> ln1_, ln2_;
   std::shared_ptr<MultiHeadAttention> attn_;
   std::shared_ptr<Linear> fc_, proj_;

@@ -1,5 +1,6 @@
 #pragma once
-/// Differentiable neural-network functions: matmul, linear, softmax, losses, dropout.
+/// Differentiable neural-network functions: matmul, linear, the GELU MLP, softmax, losses,
+/// dropout.
 #include <cstdint>
 #include <vector>
 
@@ -16,6 +17,16 @@ Tensor addmm(const Tensor& c, const Tensor& a, const Tensor& b);
 /// x [..., in] @ weight[out, in]^T + bias[out] -> [..., out]; x and weight share a dtype, bias
 /// (optional) has that dtype or f32. fp8 x and weight are decoded to f32 (f32 result).
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor());
+/// linear(gelu(linear(x, fc_weight, fc_bias), GeluApproximation::tanh), proj_weight,
+/// proj_bias), a transformer's MLP, as one op: the GELU runs in the first GEMM's epilogue
+/// (kernels::matmul_aux, which keeps its input, the memory GELU would keep) and its gradient
+/// with the first bias's in the epilogue of the GEMM that computes the GELU's output gradient
+/// (kernels::matmul_post_op_backward). The output, the saved tensors and every gradient are
+/// the three ops' (the same bits on the ref, cpu and devsim backends). Shapes and dtypes as the
+/// two linears: x [..., d], fc_weight [h, d], proj_weight [e, h], biases [h], [e] (optional);
+/// autocast casts the five as linear's row says. fp8 operands run the three ops one by one.
+Tensor gelu_mlp(const Tensor& x, const Tensor& fc_weight, const Tensor& fc_bias,
+                const Tensor& proj_weight, const Tensor& proj_bias);
 /// Softmax along dim (only the last dimension is supported: transpose first otherwise);
 /// computed in f32 with the row max subtracted, stored in x's dtype.
 Tensor softmax(const Tensor& x, std::int64_t dim = -1);

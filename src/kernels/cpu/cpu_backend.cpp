@@ -64,6 +64,8 @@ const Backend& cpu_backend() {
     .global_avg_pool2d = &cpu::global_avg_pool2d,
     .global_avg_pool2d_backward = &cpu::global_avg_pool2d_backward,
     .matmul = &cpu::matmul,
+    .matmul_aux = &cpu::matmul_aux,
+    .matmul_post_op_backward = &cpu::matmul_post_op_backward,
     .sgd_update = &cpu::sgd_update,
     .adam_update = &cpu::adam_update,
     .sgd_update_batch = &cpu::sgd_update_batch,

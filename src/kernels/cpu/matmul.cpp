@@ -2,18 +2,33 @@
 // GEMM oneDNN runs directly. f16 emulates Tensor Cores: f16 -> f32 is exact and so is the
 // product of two f16 (22 significant bits), oneDNN accumulates in f32, and the result is rounded
 // to f16 once, so it overflows to Inf exactly where a GPU's f16-output GEMM would.
+// The gelu_tanh post-op (matmul, matmul_aux) and its backward form (matmul_post_op_backward):
+// oneDNN writes the GEMM's result rounded to c_dtype (the pre-activation, into aux when it is
+// kept; D, into C, for the backward), then one vector pass over it: the elementwise gelu_tanh
+// kernel (H -> C), or the gradient pass of matmul_gelu_simd.cpp (C = gelu_tanh'(aux) D in place,
+// the bias gradient's column sums in the same sweep, tiled as reduce tiles its column sums). So
+// the bits are those of the unfused kernels on this backend; the pass costs one read of the
+// result less than them backward (no separate sum over dh) and no allocation. oneDNN's own
+// gelu_tanh post-op is not used: its formula (0.5 x (1 + tanh)) is not the spec's, and it
+// would see the unrounded f32 sum.
+#include <algorithm>
 #include <atomic>
 #include <cstddef>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <span>
 #include <string>
 #include <string_view>
 
 #include "kernels/convert.h"
+#include "kernels/cpu/column_tiles.h"
 #include "kernels/cpu/growing_buffer.h"
+#include "kernels/cpu/matmul_gelu_simd.h"
 #include "kernels/cpu/matmul_onednn.h"
+#include "kernels/elementwise.h"
 #include "kernels/matmul.h"
+#include "kernels/reduce.h"
 #include "mixprec/core/cpu_features.h"
 #include "mixprec/core/error.h"
 #include "mixprec/core/verbose.h"
@@ -214,6 +229,35 @@ void run_onednn(const MatmulDesc& requested, const void* a, const void* b, const
   }
 }
 
+// The GEMM of desc (gelu_tanh left for the caller's pass; relu is oneDNN's post-op), written
+// rounded to c_dtype into out.
+void product(const MatmulDesc& desc, const void* a, const void* b, const void* bias, void* out) {
+  MatmulDesc plain = desc;
+  if (plain.post_op == MatmulPostOp::gelu_tanh) plain.post_op = MatmulPostOp::none;
+  if (plain.k == 0) {
+    ref::matmul(plain, a, b, bias, out);  // C = [C +] bias or 0: an O(m*n) fill
+    if (verbose_enabled()) log_call(plain, "ref (k == 0: bias/zero fill)");
+    return;
+  }
+  run_onednn(plain, a, b, bias, out);
+}
+
+// The gelu_tanh post-op: H = the GEMM's result (into aux when kept, else into C), then
+// C = gelu_tanh(H) by the elementwise kernel, one pass (in place without aux).
+void gelu_forward(const MatmulDesc& desc, const void* a, const void* b, const void* bias, void* c,
+                  void* aux) {
+  void* h = aux != nullptr ? aux : c;
+  product(desc, a, b, bias, h);
+  const std::int64_t count = desc.m * desc.n, unit = 1;
+  cpu::unary(UnaryOp::gelu_tanh, std::span<const std::int64_t>(&count, 1),
+             {h, desc.c_dtype, std::span<const std::int64_t>(&unit, 1)}, c, desc.c_dtype);
+}
+
+// Rows per task of the gradient pass without a bias gradient: about 16K elements.
+std::int64_t rows_per_task(std::int64_t n) {
+  return std::max<std::int64_t>(1, std::int64_t{16384} / std::max<std::int64_t>(n, 1));
+}
+
 }  // namespace
 
 MatmulBf16Route set_matmul_bf16_route(MatmulBf16Route route) {
@@ -232,13 +276,73 @@ void matmul(const MatmulDesc& desc, const void* a, const void* b, const void* bi
     if (verbose_enabled()) log_call(desc, "ref", "onednn: MIXPREC_MATMUL=ref");
     return;
   }
-  if (desc.k == 0) {
-    // C = [C +] post_op(bias or 0): an O(m*n) fill the reference does as fast as anything.
-    ref::matmul(desc, a, b, bias, c);
-    if (verbose_enabled()) log_call(desc, "ref (k == 0: bias/zero fill)");
+  if (desc.post_op == MatmulPostOp::gelu_tanh) return gelu_forward(desc, a, b, bias, c, nullptr);
+  product(desc, a, b, bias, c);
+}
+
+void matmul_aux(const MatmulDesc& desc, const void* a, const void* b, const void* bias, void* c,
+                void* aux) {
+  validate_matmul_aux(desc, a, b, bias, c, aux);
+  if (desc.m == 0 || desc.n == 0) return;
+  if (force_reference()) {
+    ref::matmul_aux(desc, a, b, bias, c, aux);
+    if (verbose_enabled()) verbose_log("matmul_aux", name(desc.dtype), "ref", "MIXPREC_MATMUL=ref");
     return;
   }
-  run_onednn(desc, a, b, bias, c);
+  gelu_forward(desc, a, b, bias, c, aux);
+  if (verbose_enabled()) {
+    verbose_log("matmul_aux", name(desc.dtype),
+                "matmul into aux + gelu_tanh pass (the unary kernel, aux -> C)");
+  }
+}
+
+void matmul_post_op_backward(const MatmulDesc& desc, const void* a, const void* b, const void* aux,
+                             void* c, void* bias_grad) {
+  validate_matmul_post_op_backward(desc, a, b, aux, c, bias_grad);
+  if (desc.m == 0 || desc.n == 0 || force_reference()) {
+    // Empty (a bias gradient over no rows is zeros) or forced: the reference's loops.
+    ref::matmul_post_op_backward(desc, a, b, aux, c, bias_grad);
+    if (verbose_enabled()) {
+      verbose_log("matmul_post_op_backward", name(desc.dtype), "ref",
+                  force_reference() ? "MIXPREC_MATMUL=ref" : "empty result");
+    }
+    return;
+  }
+  MatmulDesc gemm = desc;
+  gemm.has_bias = false;  // has_bias names the bias gradient here, not a bias to add
+  product(gemm, a, b, nullptr, c);
+  const std::int64_t m = desc.m, n = desc.n;
+  const bool parallel = m * n >= kParallelMinWork;
+  if (desc.has_bias && n > 1) {
+    // Whole rows per task once there are row chunks enough for the threads: the pass streams
+    // its rows as the elementwise kernels do (256-column tasks read each row in pieces).
+    const std::int64_t task_cols = column_row_chunks(m, n).kchunks >= 4 ? n : kColumnBlock;
+    for_column_tiles(
+        1, m, n, parallel,
+        [&](std::int64_t, std::int64_t k0, std::int64_t k1, std::int64_t j0, std::int64_t j1,
+            float* sums) { gelu_tanh_backward_tile(desc.c_dtype, c, aux, n, k0, k1, j0, j1, sums); },
+        [](float x, float y) { return x + y; },
+        [&](std::int64_t, std::int64_t j, float total) {
+          dispatch(desc.bias_dtype, [&](auto t) {
+            static_cast<decltype(t)*>(bias_grad)[j] = decltype(t)(total);
+          });
+        },
+        task_cols);
+  } else {
+    const std::int64_t rows = rows_per_task(n);
+    parallel_for((m + rows - 1) / rows, parallel, [&](std::int64_t t) {
+      gelu_tanh_backward_tile(desc.c_dtype, c, aux, n, t * rows, std::min(m, (t + 1) * rows), 0, n,
+                              nullptr);
+    });
+    // One column: reduce sums it as a row, in its own order (no column tiles to share).
+    if (desc.has_bias) cpu::reduce(ReduceOp::sum, c, desc.c_dtype, 1, m, n, bias_grad, desc.bias_dtype);
+  }
+  if (verbose_enabled()) {
+    verbose_log("matmul_post_op_backward", name(desc.dtype),
+                std::string("matmul + gelu_tanh gradient pass") +
+                    (desc.has_bias ? " with the bias gradient's column sums" : "") + " (" +
+                    simd_target() + ")");
+  }
 }
 }  // namespace cpu
 

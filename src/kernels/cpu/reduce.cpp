@@ -2,13 +2,15 @@
 // inner == 1 (the last axis, or the whole tensor): each row is cut into fixed 64K-element
 // chunks whose partial accumulators are combined in chunk order, so one long row (the
 // whole-tensor gradient norm of clip_grad_norm) runs on every thread and the result does not
-// depend on the thread count. inner > 1 (e.g. a bias gradient summed over the batch): tiles of
-// up to 256 columns by 64K/width reduced rows, the partials of a column combined in k order.
+// depend on the thread count. inner > 1 (e.g. a bias gradient summed over the batch): the
+// column tiles of column_tiles.h (up to 256 columns by 64K/width rows, the partials of a column
+// combined in k order).
 #include <algorithm>
 #include <cmath>
 #include <string>
 #include <vector>
 
+#include "kernels/cpu/column_tiles.h"
 #include "kernels/cpu/dispatch_util.h"
 #include "kernels/cpu/reduce_simd.h"
 #include "kernels/cpu/run_pieces.h"
@@ -19,7 +21,6 @@ namespace mixprec::kernels {
 namespace {
 
 constexpr std::int64_t kRowChunk = 65536;   // elements per partial result of a long row
-constexpr std::int64_t kColumnBlock = 256;  // columns per task in the column case
 
 bool is_max_like(ReduceOp op) {
   return op == ReduceOp::max || op == ReduceOp::min || op == ReduceOp::amax;
@@ -95,37 +96,17 @@ void reduce(ReduceOp op, const void* in, DType in_dtype, std::int64_t outer, std
     return;
   }
 
-  if (outer == 0 || inner == 0) return;
-  const std::int64_t blocks = (inner + kColumnBlock - 1) / kColumnBlock;
-  const std::int64_t krows = std::max<std::int64_t>(1, kRowChunk / std::min(inner, kColumnBlock));
-  const std::int64_t kchunks = std::max<std::int64_t>(1, (n + krows - 1) / krows);
-  // One k chunk: accumulate straight into a task-local array; several: into partial[o][c][j].
-  std::vector<float> partial(kchunks > 1 ? static_cast<std::size_t>(outer * kchunks * inner) : 0);
-  parallel_for(outer * blocks * kchunks, parallel, [&](std::int64_t t) {
-    const std::int64_t o = t / (blocks * kchunks), b = (t / kchunks) % blocks, c = t % kchunks;
-    const std::int64_t j0 = b * kColumnBlock, j1 = std::min(inner, j0 + kColumnBlock);
-    const std::int64_t k0 = c * krows, k1 = std::min(n, k0 + krows);
-    const void* slab = at(in, in_dtype, o * n * inner);
-    if (kchunks > 1) {
-      simd_reduce_columns(op, in_dtype, slab, k0, k1, inner, j0, j1,
-                          partial.data() + (o * kchunks + c) * inner + j0);
-      return;
-    }
-    float acc[kColumnBlock];
-    simd_reduce_columns(op, in_dtype, slab, k0, k1, inner, j0, j1, acc);
-    for (std::int64_t j = j0; j < j1; ++j) store(out, out_dtype, o * inner + j, finish(op, acc[j - j0], n));
-  });
-  if (kchunks == 1) return;
-  parallel_for(outer * blocks, parallel, [&](std::int64_t t) {
-    const std::int64_t o = t / blocks, j0 = (t % blocks) * kColumnBlock;
-    const std::int64_t j1 = std::min(inner, j0 + kColumnBlock);
-    const float* p = partial.data() + o * kchunks * inner;
-    for (std::int64_t j = j0; j < j1; ++j) {
-      float acc = p[j];
-      for (std::int64_t c = 1; c < kchunks; ++c) acc = combine(op, acc, p[c * inner + j]);
-      store(out, out_dtype, o * inner + j, finish(op, acc, n));
-    }
-  });
+  for_column_tiles(
+      outer, n, inner, parallel,
+      [&](std::int64_t o, std::int64_t k0, std::int64_t k1, std::int64_t j0, std::int64_t j1,
+          float* acc) {
+        simd_reduce_columns(op, in_dtype, at(in, in_dtype, o * n * inner), k0, k1, inner, j0, j1,
+                            acc);
+      },
+      [op](float a, float b) { return combine(op, a, b); },
+      [&](std::int64_t o, std::int64_t j, float total) {
+        store(out, out_dtype, o * inner + j, finish(op, total, n));
+      });
 }
 // Every run cut into the 64K-element chunks reduce() cuts a row into, all chunks of all runs
 // over the threads together, then each run's partials combined in chunk order and finished:

@@ -19,6 +19,9 @@
 // with a 16-bit C. Those write the f32 product to scratch, and the finishing kernel computes
 // the spec's tail, math::matmul_epilogue (kernels/spec/matmul_math.h, the reference's own code):
 // C = round([C +] post_op(product [+ bias])). k == 0 is the finishing kernel on a zero product.
+// The gelu_tanh post-op and its backward form go to matmul_gelu.cu, which asks this file for
+// cuBLASLt's GELU epilogues (gelu_gemm_cublaslt: the same plans, with the epilogue, the aux
+// matrix and the bias gradient in the key) and falls back to our kernels where they refuse.
 //
 // Deterministic: each problem's algorithm is chosen once (the plan cache) by cuBLASLt's
 // heuristic, itself a function of the problem and the GPU; cuBLAS gives the same bits run to
@@ -29,6 +32,7 @@
 #include <cublasLt.h>
 #include <cuda_runtime.h>
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -118,10 +122,12 @@ const Context& context() {
 // ---- plans: descriptors, layouts and the chosen algorithm, per problem
 
 /// Everything a plan depends on. out_dtype is D's (C's, or f32 for a scratch product); a bias
-/// has out_dtype. Alignments are in bytes (powers of two up to 256): the chosen algorithm is
-/// only valid for operands at least that aligned. dtype is our A's, b_dtype our B's (they
-/// differ only in fp8 GEMMs, E5M2 gradients times E4M3 operands); scaled: fp8 operands with
-/// device scale pointers (set per call, like the bias); fast_accum: fp8's FAST_ACCUM.
+/// has bias_dtype (out_dtype, except a GELU epilogue's bias gradient). Alignments are in bytes
+/// (powers of two up to 256): the chosen algorithm is only valid for operands at least that
+/// aligned (cuBLASLt's heuristic reads the bias and aux pointers' values for theirs). dtype is
+/// our A's, b_dtype our B's (they differ only in fp8 GEMMs, E5M2 gradients times E4M3
+/// operands); scaled: fp8 operands with device scale pointers (set per call, like the bias and
+/// aux); fast_accum: fp8's FAST_ACCUM; gelu: one of the GELU epilogues (matmul_gelu.cu).
 struct Key {
   std::int64_t m, n, k;
   bool trans_a, trans_b;
@@ -129,10 +135,12 @@ struct Key {
   DType b_dtype;
   bool scaled, fast_accum;
   bool bias;
+  DType bias_dtype;
+  LtGelu gelu;
   bool accumulate;
   bool tf32;
   std::int64_t batch;  ///< matrices back to back (strided batch); 1: one GEMM
-  std::uint32_t align_a, align_b, align_out, align_bias;
+  std::uint32_t align_a, align_b, align_out, align_bias, align_aux;
   bool operator==(const Key&) const = default;
 };
 
@@ -155,6 +163,8 @@ struct KeyHash {
                     static_cast<std::uint64_t>(key.b_dtype) << 24);
     hash_mix(h, std::uint64_t{key.align_a} | std::uint64_t{key.align_b} << 16 |
                     std::uint64_t{key.align_out} << 32 | std::uint64_t{key.align_bias} << 48);
+    hash_mix(h, std::uint64_t{key.align_aux} | static_cast<std::uint64_t>(key.gelu) << 32 |
+                    static_cast<std::uint64_t>(key.bias_dtype) << 40);
     return h;
   }
 };
@@ -164,7 +174,10 @@ struct Plan {
   cublasLtMatmulDesc_t op = nullptr;
   cublasLtMatrixLayout_t lt_a = nullptr, lt_b = nullptr, lt_d = nullptr;
   cublasLtMatmulAlgo_t algo{};
-  /// The bias and scale pointers are attributes of op: held from setting them until
+  /// A GELU epilogue cuBLASLt has no algorithm for, or whose call it refused: remembered, so
+  /// the problem goes to the fallback without asking again.
+  std::atomic<bool> refused{false};
+  /// The bias, aux and scale pointers are attributes of op: held from setting them until
   /// cublasLtMatmul has read them, so two threads running the same plan cannot swap them.
   std::mutex pointers_mu;
 
@@ -204,7 +217,8 @@ std::string describe(const Key& key) {
   return std::string(name(key.dtype)) + (key.b_dtype != key.dtype ? std::string(" x ") + name(key.b_dtype) : std::string()) + " " + std::to_string(key.m) + "x" +
          std::to_string(key.n) + "x" + std::to_string(key.k) + (key.trans_a ? " A^T" : "") +
          (key.trans_b ? " B^T" : "") + " -> " + name(key.out_dtype) +
-         (key.bias ? " + bias" : "") + (key.tf32 ? " (tf32)" : "") +
+         (key.bias ? " + bias" : "") + (key.gelu != LtGelu::none ? " + gelu epilogue" : "") +
+         (key.tf32 ? " (tf32)" : "") +
          (key.batch > 1 ? " x " + std::to_string(key.batch) : "");
 }
 
@@ -215,11 +229,28 @@ struct OperandScales {
   const float* b = nullptr;
 };
 
-/// The plan for key; bias and scales (device, only their addresses are read) are the first
-/// call's, which the heuristic looks at. Returns null instead of throwing when cuBLASLt has no
-/// algorithm for a scaled (fp8) key: its caller has a kernel of its own for those.
+/// cuBLASLt's epilogue for a key: a GELU epilogue (with the bias, the aux matrix, the bias
+/// gradient as the key says), else the bias epilogue when there is a bias.
+cublasLtEpilogue_t epilogue_of(const Key& key) {
+  switch (key.gelu) {
+    case LtGelu::forward: return key.bias ? CUBLASLT_EPILOGUE_GELU_BIAS : CUBLASLT_EPILOGUE_GELU;
+    case LtGelu::forward_aux:
+      return key.bias ? CUBLASLT_EPILOGUE_GELU_AUX_BIAS : CUBLASLT_EPILOGUE_GELU_AUX;
+    case LtGelu::backward: return CUBLASLT_EPILOGUE_DGELU;
+    case LtGelu::backward_bgrad: return CUBLASLT_EPILOGUE_DGELU_BGRAD;
+    case LtGelu::none: break;
+  }
+  return key.bias ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT;
+}
+
+bool has_aux(LtGelu gelu) { return gelu != LtGelu::none && gelu != LtGelu::forward; }
+
+/// The plan for key; bias, aux and scales (device, only their addresses are read) are the
+/// first call's, which the heuristic looks at. Returns null instead of throwing when cuBLASLt
+/// has no algorithm for a scaled (fp8) key or a GELU epilogue: their callers have kernels of
+/// their own for those.
 std::shared_ptr<Plan> create_plan(const Context& ctx, const Key& key, const void* bias,
-                                  const OperandScales& scales) {
+                                  const void* aux, const OperandScales& scales) {
   auto plan = std::make_shared<Plan>();
   check_lt(cublasLtMatmulDescCreate(&plan->op,
                                     key.tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F,
@@ -229,12 +260,20 @@ std::shared_ptr<Plan> create_plan(const Context& ctx, const Key& key, const void
   const std::int32_t op_b = key.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
   set_op_attribute(plan->op, CUBLASLT_MATMUL_DESC_TRANSA, op_a);
   set_op_attribute(plan->op, CUBLASLT_MATMUL_DESC_TRANSB, op_b);
-  if (key.bias) {
-    const std::uint32_t epilogue = CUBLASLT_EPILOGUE_BIAS;
-    const std::int32_t bias_type = lt_type(key.out_dtype);
+  if (const std::uint32_t epilogue = epilogue_of(key); epilogue != CUBLASLT_EPILOGUE_DEFAULT) {
     set_op_attribute(plan->op, CUBLASLT_MATMUL_DESC_EPILOGUE, epilogue);
+  }
+  if (key.bias) {  // a bias, or DGELU_BGRAD's bias gradient (written)
+    const std::int32_t bias_type = lt_type(key.bias_dtype);
     set_op_attribute(plan->op, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, bias_type);
     set_op_attribute(plan->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, bias);
+  }
+  if (has_aux(key.gelu)) {
+    // The pre-activation: our [m, n] row-major = column-major [n, m], ld n (cuBLASLt's D rows);
+    // its type is D's (the attribute's default).
+    const std::int64_t aux_ld = key.n;
+    set_op_attribute(plan->op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, aux);
+    set_op_attribute(plan->op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, aux_ld);
   }
   if (key.scaled) {  // cuBLASLt's A is our B: the scales swap roles with the operands
     set_op_attribute(plan->op, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, scales.b);
@@ -289,9 +328,9 @@ std::shared_ptr<Plan> create_plan(const Context& ctx, const Key& key, const void
   const cublasStatus_t heuristic = cublasLtMatmulAlgoGetHeuristic(
       ctx.handle, plan->op, plan->lt_a, plan->lt_b, plan->lt_d, plan->lt_d, raw_pref, 1, &result,
       &found);
-  if (key.scaled && (heuristic != CUBLAS_STATUS_SUCCESS || found == 0 ||
-                     result.state != CUBLAS_STATUS_SUCCESS)) {
-    return nullptr;  // e.g. a shape or alignment fp8 Tensor Cores do not take
+  if ((key.scaled || key.gelu != LtGelu::none) &&
+      (heuristic != CUBLAS_STATUS_SUCCESS || found == 0 || result.state != CUBLAS_STATUS_SUCCESS)) {
+    return nullptr;  // e.g. a shape, alignment or epilogue these kernels do not take
   }
   check_lt(heuristic, "cublasLtMatmulAlgoGetHeuristic");
   MIXPREC_CHECK(found > 0 && result.state == CUBLAS_STATUS_SUCCESS, BackendError, "matmul",
@@ -337,7 +376,7 @@ PlanCache& plan_cache() {
 }
 
 /// How a GEMM went: whether its plan came from the cache, and whether it ran at all (an fp8
-/// GEMM cuBLASLt has no algorithm for does not).
+/// GEMM or a GELU epilogue cuBLASLt has no algorithm for, or refuses, does not).
 struct GemmRun {
   bool cached = false;
   bool ran = true;
@@ -352,10 +391,19 @@ struct Fp8Operands {
   OperandScales scales;
   bool fast_accum;
 };
+/// A GELU epilogue's extra operands: which epilogue, the aux matrix (written forward, read
+/// backward; [m, n] of out_dtype, ld n) and the bias's or bias gradient's dtype (bias is the
+/// gradient's buffer for backward_bgrad). Such a GEMM may not run either.
+struct GeluOperands {
+  LtGelu kind;
+  const void* aux;
+  DType bias_dtype;
+};
 GemmRun gemm(const MatmulDesc& d, const void* a, const void* b, const void* bias, void* out,
              DType out_dtype, bool accumulate, std::int64_t batch = 1, float alpha = 1.0f,
-             const Fp8Operands* fp8 = nullptr) {
+             const Fp8Operands* fp8 = nullptr, const GeluOperands* gelu = nullptr) {
   const Context& ctx = context();
+  const void* aux = gelu != nullptr ? gelu->aux : nullptr;
   const Key key{.m = d.m, .n = d.n, .k = d.k,
                 .trans_a = d.trans_a, .trans_b = d.trans_b,
                 .dtype = d.dtype, .out_dtype = out_dtype,
@@ -363,34 +411,59 @@ GemmRun gemm(const MatmulDesc& d, const void* a, const void* b, const void* bias
                 .scaled = fp8 != nullptr,
                 .fast_accum = fp8 != nullptr && fp8->fast_accum,
                 .bias = bias != nullptr,
+                .bias_dtype = gelu != nullptr ? gelu->bias_dtype : out_dtype,
+                .gelu = gelu != nullptr ? gelu->kind : LtGelu::none,
                 .accumulate = accumulate,
                 .tf32 = d.tf32 && d.dtype == DType::f32,
                 .batch = batch,
                 .align_a = alignment(a), .align_b = alignment(b), .align_out = alignment(out),
-                .align_bias = bias != nullptr ? alignment(bias) : 0};
+                .align_bias = bias != nullptr ? alignment(bias) : 0,
+                .align_aux = aux != nullptr ? alignment(aux) : 0};
   const OperandScales scales = fp8 != nullptr ? fp8->scales : OperandScales{};
   std::shared_ptr<Plan> plan = plan_cache().find(key);
   const bool cached = plan != nullptr;
   if (!cached) {
     // A scaled key cuBLASLt refuses is asked again next time (rare shapes; the heuristic is
-    // cheap next to the GEMM the caller then runs itself).
-    std::shared_ptr<Plan> created = create_plan(ctx, key, bias, scales);
-    if (created == nullptr) return {false, false};
+    // cheap next to the GEMM the caller then runs itself); a GELU epilogue's refusal is kept.
+    std::shared_ptr<Plan> created;
+    if (key.gelu == LtGelu::none) {
+      created = create_plan(ctx, key, bias, aux, scales);
+      if (created == nullptr) return {false, false};
+    } else {
+      try {  // an epilogue attribute cuBLASLt refuses is a refusal too
+        created = create_plan(ctx, key, bias, aux, scales);
+      } catch (const BackendError&) {
+        created = nullptr;
+      }
+    }
+    if (created == nullptr) {
+      created = std::make_shared<Plan>();
+      created->refused = true;
+    }
     plan = plan_cache().insert(key, std::move(created));
   }
+  if (plan->refused) return {cached, false};
 
   const float beta = accumulate ? 1.0f : 0.0f;
   std::unique_lock<std::mutex> pointers_lock(plan->pointers_mu, std::defer_lock);
-  if (bias != nullptr || key.scaled) pointers_lock.lock();
+  if (bias != nullptr || key.scaled || aux != nullptr) pointers_lock.lock();
   if (bias != nullptr) set_op_attribute(plan->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, bias);
+  if (aux != nullptr) set_op_attribute(plan->op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, aux);
   if (key.scaled) {
     set_op_attribute(plan->op, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, scales.b);
     set_op_attribute(plan->op, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, scales.a);
   }
-  check_lt(cublasLtMatmul(ctx.handle, plan->op, &alpha, b, plan->lt_a, a, plan->lt_b, &beta, out,
-                          plan->lt_d, out, plan->lt_d, &plan->algo, ctx.workspace,
-                          kWorkspaceBytes, stream()),
-           "cublasLtMatmul");
+  const cublasStatus_t status =
+      cublasLtMatmul(ctx.handle, plan->op, &alpha, b, plan->lt_a, a, plan->lt_b, &beta, out,
+                     plan->lt_d, out, plan->lt_d, &plan->algo, ctx.workspace, kWorkspaceBytes,
+                     stream());
+  if (status != CUBLAS_STATUS_SUCCESS && key.gelu != LtGelu::none) {
+    // An epilogue configuration the call refuses (cuBLASLt checks some only here): the caller
+    // runs its fallback, now and for every later call of this problem.
+    plan->refused = true;
+    return {cached, false};
+  }
+  check_lt(status, "cublasLtMatmul");
   return {cached, true};
 }
 
@@ -426,6 +499,17 @@ void log_call(const MatmulDesc& d, const std::string& impl) {
 
 std::size_t cublaslt_cache_size() { return plan_cache().size(); }
 
+CublasLtRun gelu_gemm_cublaslt(const MatmulDesc& d, const void* a, const void* b,
+                               const void* bias, void* c, const void* aux, LtGelu kind) {
+  MIXPREC_ASSERT(kind != LtGelu::none && d.k > 0 && !d.accumulate);
+  const bool backward = kind == LtGelu::backward || kind == LtGelu::backward_bgrad;
+  const void* bias_arg = (backward ? kind == LtGelu::backward_bgrad : d.has_bias) ? bias : nullptr;
+  const GeluOperands gelu{kind, has_aux(kind) ? aux : nullptr,
+                          bias_arg != nullptr ? d.bias_dtype : d.c_dtype};
+  const GemmRun run = gemm(d, a, b, bias_arg, c, d.c_dtype, false, 1, 1.0f, nullptr, &gelu);
+  return {run.ran, run.cached};
+}
+
 Fp8CublasLtRun fp8_gemm_cublaslt(const Fp8GemmDesc& d, const void* a, const float* a_factor,
                                  const void* b, const float* b_factor, void* c) {
   // C = A Bᵀ with both operands k-contiguous: our B is [n, k] (trans_b), our A [m, k], which
@@ -453,6 +537,7 @@ void batched_gemm_f32(std::int64_t batch, std::int64_t m, std::int64_t n, std::i
 void matmul(const MatmulDesc& desc, const void* a, const void* b, const void* bias, void* c) {
   validate_matmul(desc, a, b, bias, c);
   if (desc.m == 0 || desc.n == 0) return;
+  if (desc.post_op == MatmulPostOp::gelu_tanh) return gelu_matmul(desc, a, b, bias, c, nullptr);
   const bool verbose = verbose_enabled();
   if (desc.k == 0) {
     finish(desc, nullptr, bias, c);

@@ -6,6 +6,7 @@
 #include <cstdint>
 
 #include "kernels/fp8_gemm.h"
+#include "kernels/matmul.h"
 
 namespace mixprec::kernels::cuda {
 
@@ -36,5 +37,37 @@ struct Fp8CublasLtRun {
 /// alignment) is cached with the other GEMMs'.
 Fp8CublasLtRun fp8_gemm_cublaslt(const Fp8GemmDesc& d, const void* a, const float* a_factor,
                                  const void* b, const float* b_factor, void* c);
+
+/// cuBLASLt's GELU epilogues (the gelu_tanh post-op of kernels/matmul.h, matmul_gelu.cu):
+///   forward         GELU_BIAS / GELU: C = gelu(op(A) op(B) [+ bias])
+///   forward_aux     GELU_AUX_BIAS / GELU_AUX: the same, the pre-activation written to aux
+///   backward        DGELU: C = gelu'(aux) op(A) op(B)
+///   backward_bgrad  DGELU_BGRAD: the same, and bias = the column sums of C (the gradient)
+/// cuBLASLt computes GELU and its derivative with its own tanh from the f32 sums (no rounding
+/// of the pre-activation or of the product first), which the spec admits within a tolerance
+/// (docs/cuda.md, "GELU epilogues").
+enum class LtGelu : std::uint8_t { none, forward, forward_aux, backward, backward_bgrad };
+
+/// What gelu_gemm_cublaslt did: ran (false: cuBLASLt has no algorithm for this problem or
+/// refused the call, nothing was written; remembered per problem) and whether its plan came
+/// from the cache.
+struct CublasLtRun {
+  bool ran = false;
+  bool cached = false;
+};
+
+/// The GEMM of d (k > 0, accumulate off, post_op ignored) with the GELU epilogue `kind`, C of
+/// d.c_dtype, aux [m, n] of d.c_dtype with leading dimension n (cuBLASLt wants n % 8 == 0: the
+/// caller checks); bias: forward, the [n] bias of d.c_dtype when d.has_bias; backward_bgrad,
+/// the [n] bias gradient of d.bias_dtype it writes. Arguments are the caller's to validate.
+/// The plan (per shape, dtypes, epilogue and alignment) is cached with the other GEMMs'.
+CublasLtRun gelu_gemm_cublaslt(const MatmulDesc& d, const void* a, const void* b,
+                               const void* bias, void* c, const void* aux, LtGelu kind);
+
+/// The gelu_tanh post-op (matmul_gelu.cu; matmul and matmul_aux run it): cuBLASLt's GELU
+/// epilogue where it takes the problem, else matmul without the post-op and the gelu_tanh
+/// kernel. desc validated by the caller, m, n > 0; aux null: the pre-activation is not kept.
+void gelu_matmul(const MatmulDesc& desc, const void* a, const void* b, const void* bias, void* c,
+                 void* aux);
 
 }  // namespace mixprec::kernels::cuda
