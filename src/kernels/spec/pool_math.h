@@ -75,8 +75,13 @@ MIXPREC_HD inline Span covering(std::int64_t in, const Pool2dDesc& d, std::int64
 struct PooledAt {
   std::int64_t oy, ox;
 };
+/// Pool2dDesc::out_h and out_w's extent for an input extent `in`, callable in device code (the
+/// descriptor's members are host functions: contract headers see no MIXPREC_HD).
+MIXPREC_HD inline std::int64_t pooled_extent(const Pool2dDesc& d, std::int64_t in) {
+  return (in + 2 * d.padding - d.kernel) / d.stride + 1;
+}
 MIXPREC_HD inline PooledAt pooled_at(const Pool2dDesc& d, std::int64_t i) {
-  const std::int64_t ho = d.out_h(), wo = d.out_w();
+  const std::int64_t ho = pooled_extent(d, d.h), wo = pooled_extent(d, d.w);
   if (d.channels_last) {
     const std::int64_t pixel = i / d.c;
     return {(pixel / wo) % ho, pixel % wo};
