@@ -222,4 +222,18 @@ inline void expect_bitwise(const Buffer& got, const Buffer& want, const std::str
                     << first.str();
 }
 
+/// A [n, c, h, w] NCHW buffer's elements in channels-last order (bits copied, NaN payloads kept).
+inline Buffer to_channels_last(const Buffer& b, std::int64_t n, std::int64_t c, std::int64_t h,
+                        std::int64_t w) {
+  Buffer out(b.dtype(), b.size());
+  const std::size_t es = size_of(b.dtype());
+  for (std::int64_t s = 0; s < n; ++s)
+    for (std::int64_t ch = 0; ch < c; ++ch)
+      for (std::int64_t p = 0; p < h * w; ++p) {
+        std::memcpy(static_cast<char*>(out.data()) + ((s * h * w + p) * c + ch) * es,
+                    static_cast<const char*>(b.data()) + ((s * c + ch) * h * w + p) * es, es);
+      }
+  return out;
+}
+
 }  // namespace mixprec::ktest
