@@ -53,6 +53,9 @@ void add_path_cases(std::vector<Case>& cases);
 /// The gelu_tanh post-op's cases: matmul with it, matmul_aux, matmul_post_op_backward
 /// (conformance_matmul_gelu_cases.cpp), which cases() includes.
 void add_matmul_gelu_cases(std::vector<Case>& cases);
+/// Batch norm, pooling and convolution cases (conformance_image_cases.cpp), which cases()
+/// includes.
+void add_image_cases(std::vector<Case>& cases);
 
 /// Expects got to match want output by output (gtest failures name `where`).
 void compare(const Outs& got, const Outs& want, const std::string& where);
