@@ -274,11 +274,12 @@ run() {
   if [ -s "$out/ckpt-errors.log" ]; then say ""; sed 's/^/- /' "$out/ckpt-errors.log" >> "$report"; fi
 
   fi
+  # GPT-2-small and the seed MLP: the speed, profile and compile sections share the shapes.
+  local gpt=(--layers 12 --heads 12 --width 768 --context 1024) gbatch=8 bsteps=20 mlp=()
+  if [ "$dry" = 1 ]; then gpt=(--layers 1 --heads 2 --width 32 --context 32) gbatch=2 bsteps=2 mlp=(--batch-size 4 --warmup 0); fi
   if want speed; then
   say ""
   say "## 4. Speed and memory beside PyTorch on the same device"
-  local gpt=(--layers 12 --heads 12 --width 768 --context 1024) gbatch=8 bsteps=20 mlp=()
-  if [ "$dry" = 1 ]; then gpt=(--layers 1 --heads 2 --width 32 --context 32) gbatch=2 bsteps=2 mlp=(--batch-size 4 --warmup 0); fi
   # The comparison first (ours and the peer on the same work, then the table), the diagnostics
   # after it: a window that runs out still leaves the figures the issue asks for.
   step 180 bench-seed-mlp-bf16 "$mp" bench --model seed-mlp --precision bf16 --steps "$bsteps" "${mlp[@]}" \
@@ -347,15 +348,13 @@ print("bf16 GEMM 8192^3: %.1f TFLOP/s (PyTorch %s, %s)" % (2 * 8192**3 / s / 1e1
     "$py" "$here/scripts/cuda_report.py" gemm "$out"/fp8-ours-*.log "$out"/fp8-pytorch-*.log >> "$report"
     # The GPT-2-small step in both recipes against our bf16 step (the speed section's, or run
     # here). Targets: >= 1.15x bf16's step.
-    local g8=(--layers 12 --heads 12 --width 768 --context 1024) g8batch=8 g8steps=20
-    if [ "$dry" = 1 ]; then g8=(--layers 1 --heads 2 --width 32 --context 32) g8batch=2 g8steps=2; fi
     if [ ! -s "$out/bench-gpt-bf16.log" ]; then
-      step 300 bench-gpt-bf16 "$mp" bench --model gpt-mini "${g8[@]}" --batch-size "$g8batch" --precision bf16 \
-        --steps "$g8steps" --device "$device" --json
+      step 300 bench-gpt-bf16 "$mp" bench --model gpt-mini "${gpt[@]}" --batch-size "$gbatch" --precision bf16 \
+        --steps "$bsteps" --device "$device" --json
     fi
     for p8 in fp8-delayed fp8; do
-      step 300 "bench-gpt-$p8" "$mp" bench --model gpt-mini "${g8[@]}" --batch-size "$g8batch" --precision "$p8" \
-        --steps "$g8steps" --device "$device" --json
+      step 300 "bench-gpt-$p8" "$mp" bench --model gpt-mini "${gpt[@]}" --batch-size "$gbatch" --precision "$p8" \
+        --steps "$bsteps" --device "$device" --json
     done
     say ""
     "$py" "$here/scripts/cuda_report.py" steps "$out/bench-gpt-bf16.log" "$out/bench-gpt-fp8-delayed.log" "$out/bench-gpt-fp8.log" >> "$report"
@@ -497,7 +496,7 @@ print("bf16 GEMM 8192^3: %.1f TFLOP/s (PyTorch %s, %s)" % (2 * 8192**3 / s / 1e1
        /^floor:/ { n = 6 } n > 0 { print; n-- }' "$out/profile-gpt-bf16.log" >> "$report"
   say '```'
   # Which GEMM path each matmul call of one step takes (verbose logs every kernel call: batch 1).
-  MIXPREC_VERBOSE=1 step 90 gemm-paths "$mp" bench --model gpt-mini "${gpt[@]}" --batch-size 1 \
+  MIXPREC_VERBOSE=1 step "$([ "$dry" = 1 ] && echo 600 || echo 90)" gemm-paths "$mp" bench --model gpt-mini "${gpt[@]}" --batch-size 1 \
     --precision bf16 --steps 1 --warmup 0 --device "$device"
   grep -h 'matmul' "$out/gemm-paths.log" | sed 's/^.*matmul/matmul/' | sort | uniq -c | sort -rn | head -n 30 \
     > "$out/gemm-paths-summary.log"
