@@ -87,7 +87,23 @@ namespace detail {
 #ifdef MIXPREC_HAVE_CUDA
 namespace {
 
+// The first runtime call that failed while a capture was open (cuda_capture_begin to
+// cuda_capture_end), for the capture probe: a failure the caller swallows (cuda_allocate's
+// cudaMalloc, which the block cache takes for out of memory) is named here.
+std::atomic<bool> g_capturing{false};
+std::mutex g_capture_mu;
+std::string g_capture_failure;
+
+void note_capture_failure(const char* call, cudaError_t err) {
+  if (!g_capturing.load(std::memory_order_relaxed)) return;
+  const std::lock_guard<std::mutex> lock(g_capture_mu);
+  if (g_capture_failure.empty()) {
+    g_capture_failure = std::string(call) + ": " + cudaGetErrorName(err);
+  }
+}
+
 void check(cudaError_t err, const char* call, std::size_t bytes) {
+  if (err != cudaSuccess) note_capture_failure(call, err);
   MIXPREC_CHECK(err == cudaSuccess, BackendError, call,
                 cudaGetErrorName(err) << " (" << cudaGetErrorString(err) << ") moving or asking for "
                                       << bytes << " bytes");
@@ -95,13 +111,16 @@ void check(cudaError_t err, const char* call, std::size_t bytes) {
 
 void* cuda_allocate(std::size_t bytes) {
   void* p = nullptr;
-  if (cudaMalloc(&p, bytes) != cudaSuccess) {
+  if (const cudaError_t err = cudaMalloc(&p, bytes); err != cudaSuccess) {
+    note_capture_failure("cudaMalloc", err);
     (void)cudaGetLastError();  // out of memory is not sticky: clear it, the caller decides
     return nullptr;
   }
   return p;
 }
-void cuda_release(void* p) { (void)cudaFree(p); }
+void cuda_release(void* p) {
+  if (const cudaError_t err = cudaFree(p); err != cudaSuccess) note_capture_failure("cudaFree", err);
+}
 
 }  // namespace
 
@@ -211,6 +230,52 @@ void cuda_synchronize() {
   check(cudaStreamSynchronize(stream()), "cudaStreamSynchronize", 0);
   cuda_deferred_checks().settle();
 }
+void cuda_capture_begin() {
+  {
+    const std::lock_guard<std::mutex> lock(g_capture_mu);
+    g_capture_failure.clear();
+  }
+  check(cudaStreamBeginCapture(stream(), cudaStreamCaptureModeGlobal), "cudaStreamBeginCapture", 0);
+  g_capturing.store(true, std::memory_order_relaxed);
+}
+CaptureStatus cuda_capture_status() {
+  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+  if (cudaStreamIsCapturing(stream(), &status) != cudaSuccess) return CaptureStatus::invalidated;
+  switch (status) {
+    case cudaStreamCaptureStatusActive: return CaptureStatus::active;
+    case cudaStreamCaptureStatusInvalidated: return CaptureStatus::invalidated;
+    default: return CaptureStatus::none;
+  }
+}
+CaptureEnd cuda_capture_end() {
+  CaptureEnd out;
+  cudaGraph_t graph = nullptr;
+  // Ends the capture whatever happened inside it (an invalidated capture must still be ended
+  // before the stream takes work again); the graph is never instantiated.
+  const cudaError_t err = cudaStreamEndCapture(stream(), &graph);
+  g_capturing.store(false, std::memory_order_relaxed);
+  if (err == cudaSuccess && graph != nullptr) {
+    std::size_t nodes = 0;
+    const cudaError_t count = cudaGraphGetNodes(graph, nullptr, &nodes);
+    out.captured = count == cudaSuccess;
+    out.nodes = nodes;
+    if (!out.captured) out.error = std::string("cudaGraphGetNodes: ") + cudaGetErrorName(count);
+  } else {
+    out.error = std::string("cudaStreamEndCapture: ") + cudaGetErrorName(err);
+  }
+  if (graph != nullptr) (void)cudaGraphDestroy(graph);
+  // Capture errors are not sticky, but one may still be the runtime's last error: clear it so
+  // that the next check_launch does not report it against an innocent kernel.
+  const cudaError_t last = cudaGetLastError();
+  if (last != cudaSuccess && out.error.empty()) {
+    out.error = std::string("cudaGetLastError: ") + cudaGetErrorName(last);
+  }
+  {
+    const std::lock_guard<std::mutex> lock(g_capture_mu);
+    out.first_failure = g_capture_failure;
+  }
+  return out;
+}
 void* cuda_event_create() {
   cudaEvent_t event = nullptr;
   check(cudaEventCreate(&event), "cudaEventCreate", 0);
@@ -243,6 +308,9 @@ void cuda_device_copy(void*, const void*, std::size_t) { no_cuda("device_copy");
 void cuda_memset(void*, int, std::size_t) { no_cuda("device_memset"); }
 void cuda_synchronize() { no_cuda("synchronize"); }
 void* cuda_stream() { no_cuda("cuda stream"); }
+void cuda_capture_begin() { no_cuda("cudaStreamBeginCapture"); }
+CaptureStatus cuda_capture_status() { return CaptureStatus::none; }
+CaptureEnd cuda_capture_end() { no_cuda("cudaStreamEndCapture"); }
 void* cuda_event_create() { no_cuda("cudaEventCreate"); }
 void cuda_event_destroy(void*) {}
 void cuda_event_record(void*) { no_cuda("cudaEventRecord"); }
