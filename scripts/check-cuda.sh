@@ -39,8 +39,10 @@
 #          and on the cpu with their recipe state (scales, amax histories) compared;
 #       4e (section fp8quality). GPT-2-small, 500 steps of fortunes in bf16, fp8 and
 #          fp8-delayed: validation losses against bf16's (issue 37: within 1%);
-#       5. where the time goes: profiles of both steps, each matmul call's path (cuBLASLt,
-#          epilogue, finishing kernel), and torch.compile'd PyTorch where it compiles in time.
+#       5. where the time goes: the CUDA-graph capture probe on the gpt-mini and GPT-2-small
+#          bf16 steps (bench --cuda-capture-probe: graph nodes, or the call and op that broke
+#          the capture), profiles of both steps, each matmul call's path (cuBLASLt, epilogue,
+#          finishing kernel), and torch.compile'd PyTorch where it compiles in time.
 #     MIXPREC_CHECK_COMPILE=0 leaves out the compiled peer (its compilation takes a minute or two).
 #     Each step has its own time limit and a failure is reported, not fatal, so one window of
 #     the device gives the whole picture. Sections 1-4 took 3-4 minutes on an H200 (the device
@@ -482,6 +484,31 @@ print("bf16 GEMM 8192^3: %.1f TFLOP/s (PyTorch %s, %s)" % (2 * 8192**3 / s / 1e1
   say "## 5. Where the time goes"
   local mlp_profile=(--steps 5 --warmup 2)
   [ "$dry" = 1 ] && mlp_profile=(--steps 1 --warmup 0 --batch-size 4)
+  # CUDA graphs (issue 35, deliverable 5), first and short: can one step's forward and backward
+  # be captured on the backend's stream, and if not, which call in which op breaks it (docs/
+  # cuda.md, "The next GPU run"). A probe that reports a failure has done its job: its exit 1 is
+  # the finding, not a failure of this check.
+  say ""
+  say "CUDA-graph capture probe (bench --cuda-capture-probe, after 2 warm-up steps):"
+  local probe
+  if [ "$dry" = 1 ]; then
+    say "(dry run: the probe needs --device cuda; on $device: $("$mp" bench --model gpt-mini --warmup 0 \
+      --device "$device" --cuda-capture-probe 2>&1 | tail -n 1))"
+  else
+    step 90 capture-probe-gpt-mini "$mp" bench --model gpt-mini --precision bf16 --warmup 2 \
+      --device "$device" --cuda-capture-probe
+    step 120 capture-probe-gpt2-small "$mp" bench --model gpt-mini "${gpt[@]}" --batch-size "$gbatch" \
+      --precision bf16 --warmup 2 --device "$device" --cuda-capture-probe
+    for probe in gpt-mini gpt2-small; do
+      if grep -q '^cuda capture probe: .*NOT capturable' "$out/capture-probe-$probe.log" 2> /dev/null; then
+        failures=$((failures - 1))
+        say "(capture-probe-$probe: exit 1 is the probe's finding, not counted as a failure)"
+      fi
+    done
+    say '```'
+    grep -h '^cuda capture probe:' "$out"/capture-probe-*.log >> "$report" 2> /dev/null || say "(no probe line: see the logs)"
+    say '```'
+  fi
   step 120 profile-gpt-bf16 "$mp" profile --model gpt-mini "${gpt[@]}" --batch-size "$gbatch" --precision bf16 \
     --steps 2 --warmup 1 --top 16 --device "$device"
   step 120 profile-seed-mlp-bf16 "$mp" profile --model seed-mlp --precision bf16 "${mlp_profile[@]}" \

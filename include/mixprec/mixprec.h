@@ -117,6 +117,7 @@
 #include "mixprec/dist/world.h"
 
 // train/: the training step, the Trainer, inspect and profile
+#include "mixprec/train/capture_probe.h"
 #include "mixprec/train/checkpoint_model.h"
 #include "mixprec/train/inspect.h"
 #include "mixprec/train/machine_peaks_memory.h"

@@ -6,6 +6,7 @@
 // that sees the runtime.
 #include <cstddef>
 #include <cstdint>
+#include <string>
 
 #include "core/block_cache.h"
 #include "core/deferred_checks.h"
@@ -18,17 +19,41 @@ namespace mixprec::detail {
 BlockCache& cuda_block_cache();
 /// Makes GPU `index` the one the calls below use.
 void cuda_set_device(int index);
-/// Synchronous copies (download is the host's only synchronisation with the GPU). download and
-/// synchronize settle the deferred checks once the GPU has caught up.
+/// The backend's stream on the current GPU (a cudaStream_t, opaque here): every kernel, library
+/// call (cuBLASLt, cuDNN), transfer and profiler event runs on it; the cuda kernels' stream()
+/// returns it, so core and kernels cannot disagree. One per GPU, created on first use as a
+/// blocking stream (it still orders with the legacy default stream, so a call that missed it
+/// stays ordered), shared by every host thread: the runtime serialises their calls, and work runs
+/// in the order the host queued it, which is all the library assumes (gpu.cpp).
+void* cuda_stream();
+/// Transfers, queued on the backend's stream. download and upload return once the copy is done
+/// (download is the host's only read of the GPU; the host buffer may be reused or freed
+/// at once); device copy and memset return at once. download and synchronize settle the
+/// deferred checks once the stream has caught up.
 void cuda_download(void* dst, const void* src, std::size_t bytes);
 void cuda_upload(void* dst, const void* src, std::size_t bytes);
 void cuda_device_copy(void* dst, const void* src, std::size_t bytes);
 void cuda_memset(void* dst, int value, std::size_t bytes);
-/// Waits for all work queued on the current GPU (cudaDeviceSynchronize).
+/// Waits for all work queued on the backend's stream (cudaStreamSynchronize), raising the
+/// asynchronous errors of that work as cudaDeviceSynchronize did.
 void cuda_synchronize();
-/// Timing events (cudaEvent_t, opaque here): created with timing on, recorded on the legacy
-/// default stream (which orders after the work of every blocking stream, the backend's
-/// included), and read after cuda_event_wait. The profiler's DeviceClock uses them, so a
+/// CUDA-graph capture of the backend's stream, for the capture probe (train/capture_probe.h):
+/// begin opens a global-mode capture (cudaStreamBeginCapture); status says whether it is still
+/// valid; end closes it whatever happened (a failed capture must be ended too), counts the
+/// graph's nodes, destroys the graph without instantiating it and clears the runtime's last
+/// error. Not for training: nothing replays the graph.
+enum class CaptureStatus { none, active, invalidated };
+struct CaptureEnd {
+  bool captured = false;       ///< the capture ended with a graph
+  std::size_t nodes = 0;       ///< cudaGraphGetNodes of that graph
+  std::string error;           ///< why not: the call and its CUDA error name
+  std::string first_failure;   ///< the first runtime call of gpu.cpp that failed inside it
+};
+void cuda_capture_begin();
+CaptureStatus cuda_capture_status();
+CaptureEnd cuda_capture_end();
+/// Timing events (cudaEvent_t, opaque here): created with timing on, recorded on the backend's
+/// stream, and read after cuda_event_wait. The profiler's DeviceClock uses them, so a
 /// profiled op is timed in the GPU's queue instead of by synchronising around it.
 void* cuda_event_create();
 void cuda_event_destroy(void* event);

@@ -8,6 +8,10 @@
 // read out of bounds on a bad value (the cross-entropy kernels don't). Whichever thread
 // synchronises next settles every pending check, so with several host threads the error may
 // surface in another thread than the one whose call failed (a step has one: its loss read).
+// On cuda the synchronisation is with the backend's one stream (core/cuda_runtime.h), which
+// every kernel that writes a slot runs on: once the stream has caught up, every verdict queued
+// before is in host memory (mapped memory needs no copy), and a slot is only claimed again after
+// it was settled, so no kernel can still be writing it.
 #include <cstddef>
 #include <cstdint>
 #include <functional>

@@ -3,10 +3,13 @@
 // time, so a machine without one loads mixprec and gets "no NVIDIA driver" here.
 #include "mixprec/core/gpu.h"
 
+#include <atomic>
+#include <mutex>
 #include <string>
 #include <utility>
 
 #include "core/cuda_runtime.h"
+#include "mixprec/core/device.h"
 #include "mixprec/core/error.h"
 
 #ifdef MIXPREC_HAVE_CUDA
@@ -84,7 +87,23 @@ namespace detail {
 #ifdef MIXPREC_HAVE_CUDA
 namespace {
 
+// The first runtime call that failed while a capture was open (cuda_capture_begin to
+// cuda_capture_end), for the capture probe: a failure the caller swallows (cuda_allocate's
+// cudaMalloc, which the block cache takes for out of memory) is named here.
+std::atomic<bool> g_capturing{false};
+std::mutex g_capture_mu;
+std::string g_capture_failure;
+
+void note_capture_failure(const char* call, cudaError_t err) {
+  if (!g_capturing.load(std::memory_order_relaxed)) return;
+  const std::lock_guard<std::mutex> lock(g_capture_mu);
+  if (g_capture_failure.empty()) {
+    g_capture_failure = std::string(call) + ": " + cudaGetErrorName(err);
+  }
+}
+
 void check(cudaError_t err, const char* call, std::size_t bytes) {
+  if (err != cudaSuccess) note_capture_failure(call, err);
   MIXPREC_CHECK(err == cudaSuccess, BackendError, call,
                 cudaGetErrorName(err) << " (" << cudaGetErrorString(err) << ") moving or asking for "
                                       << bytes << " bytes");
@@ -92,18 +111,26 @@ void check(cudaError_t err, const char* call, std::size_t bytes) {
 
 void* cuda_allocate(std::size_t bytes) {
   void* p = nullptr;
-  if (cudaMalloc(&p, bytes) != cudaSuccess) {
+  if (const cudaError_t err = cudaMalloc(&p, bytes); err != cudaSuccess) {
+    note_capture_failure("cudaMalloc", err);
     (void)cudaGetLastError();  // out of memory is not sticky: clear it, the caller decides
     return nullptr;
   }
   return p;
 }
-void cuda_release(void* p) { (void)cudaFree(p); }
+void cuda_release(void* p) {
+  if (const cudaError_t err = cudaFree(p); err != cudaSuccess) note_capture_failure("cudaFree", err);
+}
 
 }  // namespace
 
 BlockCache& cuda_block_cache() {
   // Never destroyed: tensors in static objects may be freed after main returns.
+  // Reuse needs no event or stream bookkeeping: every kernel, copy and library call that can
+  // touch a block runs on the one backend stream, so work queued after the block was released
+  // (by whichever thread) runs after the work that used it. PyTorch's caching allocator records
+  // events only for blocks used on a second stream; we have none. cudaFree (trimming, or
+  // out-of-memory retries) synchronises the device itself.
   static BlockCache* cache =
       new BlockCache({&cuda_allocate, &cuda_release}, ~std::size_t{0});
   return *cache;
@@ -132,22 +159,122 @@ std::int64_t* cuda_defer_check(DeferredChecks::Raise raise) {
   MIXPREC_ASSERT(slot != nullptr);
   return slot;
 }
+namespace {
+
+// One stream per GPU, created on first use (index: mixprec's current device, process-wide, not
+// the calling thread's runtime device: the data loader's thread never calls cudaSetDevice).
+// Deliberately a blocking stream (cudaStreamDefault, not cudaStreamNonBlocking): it still
+// synchronises with the legacy default stream, so a runtime or library call we missed that runs
+// on the legacy stream stays ordered with ours instead of racing it. Never destroyed, like the
+// block cache: work may be queued while static objects are torn down.
+constexpr int kMaxGpus = 64;
+std::atomic<cudaStream_t> g_streams[kMaxGpus] = {};
+std::mutex g_streams_mu;
+
+int stream_device() {
+  const Device d = current_device();
+  return d.type == DeviceType::cuda ? d.index : 0;
+}
+
+cudaStream_t backend_stream_of(int device) {
+  MIXPREC_CHECK(device >= 0 && device < kMaxGpus, BackendError, "cuda stream",
+                "GPU " << device << " is beyond the " << kMaxGpus << " GPUs mixprec keeps streams for");
+  std::atomic<cudaStream_t>& slot = g_streams[device];
+  if (cudaStream_t s = slot.load(std::memory_order_acquire)) return s;
+  const std::lock_guard<std::mutex> lock(g_streams_mu);
+  if (cudaStream_t s = slot.load(std::memory_order_acquire)) return s;
+  // Created on `device` whatever this thread's current runtime device is, which is restored.
+  int before = 0;
+  check(cudaGetDevice(&before), "cudaGetDevice", 0);
+  if (before != device) check(cudaSetDevice(device), "cudaSetDevice", 0);
+  cudaStream_t s = nullptr;
+  const cudaError_t err = cudaStreamCreateWithFlags(&s, cudaStreamDefault);
+  if (before != device) (void)cudaSetDevice(before);
+  check(err, "cudaStreamCreateWithFlags", 0);
+  slot.store(s, std::memory_order_release);
+  return s;
+}
+
+cudaStream_t stream() { return backend_stream_of(stream_device()); }
+
+}  // namespace
+
+void* cuda_stream() { return stream(); }
+
+// Transfers run on the backend's stream, so each orders after every kernel queued before it
+// (whichever host thread queued it) without waiting for the whole device. download and upload
+// then wait for the stream: the host memory is pageable (the runtime stages it anyway) and the
+// caller may read or free it as soon as the call returns.
 void cuda_download(void* dst, const void* src, std::size_t bytes) {
-  check(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToHost), "cudaMemcpy (download)", bytes);
+  const cudaStream_t s = stream();
+  check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, s), "cudaMemcpyAsync (download)",
+        bytes);
+  check(cudaStreamSynchronize(s), "cudaStreamSynchronize (download)", bytes);
   cuda_deferred_checks().settle();
 }
 void cuda_upload(void* dst, const void* src, std::size_t bytes) {
-  check(cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice), "cudaMemcpy (upload)", bytes);
+  const cudaStream_t s = stream();
+  check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, s), "cudaMemcpyAsync (upload)",
+        bytes);
+  check(cudaStreamSynchronize(s), "cudaStreamSynchronize (upload)", bytes);
 }
 void cuda_device_copy(void* dst, const void* src, std::size_t bytes) {
-  check(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToDevice), "cudaMemcpy (device copy)", bytes);
+  check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, stream()),
+        "cudaMemcpyAsync (device copy)", bytes);
 }
 void cuda_memset(void* dst, int value, std::size_t bytes) {
-  check(cudaMemset(dst, value, bytes), "cudaMemset", bytes);
+  check(cudaMemsetAsync(dst, value, bytes, stream()), "cudaMemsetAsync", bytes);
 }
 void cuda_synchronize() {
-  check(cudaDeviceSynchronize(), "cudaDeviceSynchronize", 0);
+  // Returns, as cudaDeviceSynchronize did, the asynchronous errors of the kernels it waits for.
+  check(cudaStreamSynchronize(stream()), "cudaStreamSynchronize", 0);
   cuda_deferred_checks().settle();
+}
+void cuda_capture_begin() {
+  {
+    const std::lock_guard<std::mutex> lock(g_capture_mu);
+    g_capture_failure.clear();
+  }
+  check(cudaStreamBeginCapture(stream(), cudaStreamCaptureModeGlobal), "cudaStreamBeginCapture", 0);
+  g_capturing.store(true, std::memory_order_relaxed);
+}
+CaptureStatus cuda_capture_status() {
+  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+  if (cudaStreamIsCapturing(stream(), &status) != cudaSuccess) return CaptureStatus::invalidated;
+  switch (status) {
+    case cudaStreamCaptureStatusActive: return CaptureStatus::active;
+    case cudaStreamCaptureStatusInvalidated: return CaptureStatus::invalidated;
+    default: return CaptureStatus::none;
+  }
+}
+CaptureEnd cuda_capture_end() {
+  CaptureEnd out;
+  cudaGraph_t graph = nullptr;
+  // Ends the capture whatever happened inside it (an invalidated capture must still be ended
+  // before the stream takes work again); the graph is never instantiated.
+  const cudaError_t err = cudaStreamEndCapture(stream(), &graph);
+  g_capturing.store(false, std::memory_order_relaxed);
+  if (err == cudaSuccess && graph != nullptr) {
+    std::size_t nodes = 0;
+    const cudaError_t count = cudaGraphGetNodes(graph, nullptr, &nodes);
+    out.captured = count == cudaSuccess;
+    out.nodes = nodes;
+    if (!out.captured) out.error = std::string("cudaGraphGetNodes: ") + cudaGetErrorName(count);
+  } else {
+    out.error = std::string("cudaStreamEndCapture: ") + cudaGetErrorName(err);
+  }
+  if (graph != nullptr) (void)cudaGraphDestroy(graph);
+  // Capture errors are not sticky, but one may still be the runtime's last error: clear it so
+  // that the next check_launch does not report it against an innocent kernel.
+  const cudaError_t last = cudaGetLastError();
+  if (last != cudaSuccess && out.error.empty()) {
+    out.error = std::string("cudaGetLastError: ") + cudaGetErrorName(last);
+  }
+  {
+    const std::lock_guard<std::mutex> lock(g_capture_mu);
+    out.first_failure = g_capture_failure;
+  }
+  return out;
 }
 void* cuda_event_create() {
   cudaEvent_t event = nullptr;
@@ -156,7 +283,7 @@ void* cuda_event_create() {
 }
 void cuda_event_destroy(void* event) { (void)cudaEventDestroy(static_cast<cudaEvent_t>(event)); }
 void cuda_event_record(void* event) {
-  check(cudaEventRecord(static_cast<cudaEvent_t>(event), nullptr), "cudaEventRecord", 0);
+  check(cudaEventRecord(static_cast<cudaEvent_t>(event), stream()), "cudaEventRecord", 0);
 }
 void cuda_event_wait(void* event) {
   check(cudaEventSynchronize(static_cast<cudaEvent_t>(event)), "cudaEventSynchronize", 0);
@@ -180,6 +307,10 @@ void cuda_upload(void*, const void*, std::size_t) { no_cuda("upload"); }
 void cuda_device_copy(void*, const void*, std::size_t) { no_cuda("device_copy"); }
 void cuda_memset(void*, int, std::size_t) { no_cuda("device_memset"); }
 void cuda_synchronize() { no_cuda("synchronize"); }
+void* cuda_stream() { no_cuda("cuda stream"); }
+void cuda_capture_begin() { no_cuda("cudaStreamBeginCapture"); }
+CaptureStatus cuda_capture_status() { return CaptureStatus::none; }
+CaptureEnd cuda_capture_end() { no_cuda("cudaStreamEndCapture"); }
 void* cuda_event_create() { no_cuda("cudaEventCreate"); }
 void cuda_event_destroy(void*) {}
 void cuda_event_record(void*) { no_cuda("cudaEventRecord"); }

@@ -59,7 +59,7 @@ class OpScope {
     if (g_sessions.load(std::memory_order_relaxed) != 0) [[unlikely]] begin(kind, name, policy_of);
   }
   ~OpScope() {
-    if (rec_ != nullptr) [[unlikely]] end();
+    if (rec_ != nullptr || watched_) [[unlikely]] end();
   }
   OpScope(const OpScope&) = delete;
   OpScope& operator=(const OpScope&) = delete;
@@ -110,7 +110,8 @@ class OpScope {
 
   // This recorded scope's interval in its recorder's list (profiler.cpp), or null.
   TimedScope* timed() const;
-  Recorder* rec_ = nullptr;  // null: not profiling (the only member set when off)
+  Recorder* rec_ = nullptr;  // null: not profiling (set when off, with watched_)
+  bool watched_ = false;     // reported to this thread's OpWatch (runtime/op_watch.h)
   OpScope* parent_;
   const char* name_;
   int policy_of_;

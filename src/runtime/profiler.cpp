@@ -11,6 +11,7 @@
 
 #include "core/device_clock.h"
 #include "runtime/op_scope.h"
+#include "runtime/op_watch.h"
 #include "mixprec/runtime/autocast.h"
 #include "mixprec/runtime/node.h"
 #include "mixprec/core/error.h"
@@ -170,6 +171,10 @@ double bytes_of(const Tensor& t) { return t.defined() ? static_cast<double>(t.nb
 }  // namespace
 
 void OpScope::begin(ScopeKind kind, const char* name, int policy_of) {
+  if (OpWatch* w = current_op_watch()) [[unlikely]] {
+    watched_ = true;
+    w->enter(name);
+  }
   Recorder* r = tls_recorder;
   if (r == nullptr) return;  // a session exists, but on another thread
   // The backward of a cast is a cast (dy.to(dtype)), recorded as such inside it: a node row
@@ -214,8 +219,11 @@ TimedScope* OpScope::timed() const {
 }
 
 void OpScope::end() noexcept {
+  if (watched_) [[unlikely]] {
+    if (OpWatch* w = current_op_watch()) w->leave();
+  }
   // Scopes are RAII objects on the stack, so they close in reverse order of opening.
-  if (rec_->top == this) rec_->top = parent_;
+  if (rec_ != nullptr && rec_->top == this) rec_->top = parent_;
 }
 
 void OpScope::finish(DType dtype, double own_flops, double own_bytes) {

@@ -295,6 +295,12 @@ StepBenchmark::~StepBenchmark() = default;
 
 void StepBenchmark::step() { s_->step(); }
 
+CaptureProbeResult StepBenchmark::capture_probe() {
+  State& s = *s_;
+  return probe_cuda_capture(s.spec.name + " " + s.train_step->precision_name() + " forward+backward",
+                            [&] { s.train_step->forward_backward([&] { return s.forward_loss(); }); });
+}
+
 std::int64_t StepBenchmark::batch_size() const { return s_->batch; }
 const std::string& StepBenchmark::precision() const { return s_->train_step->precision_name(); }
 

@@ -244,9 +244,11 @@ TrainStep::TrainStep(nn::Module& model, const StepConfig& config, const dist::Co
 
 TrainStep::~TrainStep() = default;
 
-double TrainStep::accumulate(const std::function<Tensor()>& forward_loss) {
+// accumulate()'s forward half: the loss under this step's autocast state (and the fp8 state
+// saved before the step's first micro-batch).
+Tensor TrainStep::forward(const std::function<Tensor()>& forward_loss) {
   State& s = *s_;
-  const runtime::UseWeightCopies copies(s.weight_copies);  // forward and backward (recomputation)
+  const runtime::UseWeightCopies copies(s.weight_copies);
   if (s.fp8 && s.micro == 0) {
     // Device copies of a few floats per layer: no host read.
     s.fp8_before.clear();
@@ -254,17 +256,18 @@ double TrainStep::accumulate(const std::function<Tensor()>& forward_loss) {
       if (name.ends_with("_history") || name.ends_with("_scale")) s.fp8_before.emplace_back(t.clone(), t);
     }
   }
-  Tensor loss;
-  {
-    runtime::Autocast region(s.autocast, s.compute);
-    std::optional<nn::ForwardObserverScope> watch;
-    if (s.autopilot && s.autopilot->sampling()) watch.emplace(s.autopilot->observer());
-    std::optional<nn::Fp8Scope> fp8;  // backward needs no scope: each fp8 node keeps its state
-    if (s.fp8) fp8.emplace(*s.fp8);
-    loss = forward_loss();
-  }
-  const TransferReason why("loss for the log");
-  const double value = loss.item();
+  runtime::Autocast region(s.autocast, s.compute);
+  std::optional<nn::ForwardObserverScope> watch;
+  if (s.autopilot && s.autopilot->sampling()) watch.emplace(s.autopilot->observer());
+  std::optional<nn::Fp8Scope> fp8;  // backward needs no scope: each fp8 node keeps its state
+  if (s.fp8) fp8.emplace(*s.fp8);
+  return forward_loss();
+}
+
+// accumulate()'s backward half: (loss / accum), scaled, back-propagated with autocast off.
+void TrainStep::backward(Tensor loss) {
+  State& s = *s_;
+  const runtime::UseWeightCopies copies(s.weight_copies);  // recomputation reuses them too
   if (s.config.accum > 1) loss = loss * (1.0f / static_cast<float>(s.config.accum));
   // Data parallel: the last micro-batch's gradients are final, so buckets may leave during its
   // backward. Not on a step that injects an overflow: the Inf is written after backward and must
@@ -272,7 +275,20 @@ double TrainStep::accumulate(const std::function<Tensor()>& forward_loss) {
   if (s.sync && s.micro == s.config.accum - 1 && !s.injects_at(s.unscales + 1)) s.sync->arm();
   s.scaler->scale(loss).backward();
   ++s.micro;
+}
+
+double TrainStep::accumulate(const std::function<Tensor()>& forward_loss) {
+  const Tensor loss = forward(forward_loss);
+  const TransferReason why("loss for the log");
+  const double value = loss.item();
+  backward(loss);
   return value;
+}
+
+Tensor TrainStep::forward_backward(const std::function<Tensor()>& forward_loss) {
+  const Tensor loss = forward(forward_loss);
+  backward(loss);
+  return loss;
 }
 
 Tensor TrainStep::unscale_and_clip() {

@@ -48,6 +48,24 @@ for ap in default highest; do
 done
 expect_failure bad_attention_precision "default" "$MIXPREC" bench --model mlp --steps 1 --attention-precision fast
 
+# --cuda-capture-probe (docs/cuda.md, "CUDA graphs"): a GPU diagnostic. On cpu and devsim it is
+# refused in one line naming --device cuda, with a non-zero exit, before a model is built; where
+# cuda cannot run, --device cuda is refused as above; --help documents it.
+expect_failure capture_probe_cpu "add --device cuda (this run is on cpu)" \
+  "$MIXPREC" bench --model mlp --steps 1 --device cpu --cuda-capture-probe
+expect_failure capture_probe_devsim "add --device cuda (this run is on devsim:0)" \
+  "$MIXPREC" bench --model mlp --steps 1 --device devsim --cuda-capture-probe
+if [ -n "$why" ]; then
+  expect_failure capture_probe_cuda "$why" "$MIXPREC" bench --model mlp --device cuda --cuda-capture-probe
+fi
+expect_failure capture_probe_compare "drop --compare" \
+  "$MIXPREC" bench --model mlp --compare fp32,bf16 --device devsim --cuda-capture-probe
+if "$MIXPREC" bench --help | grep -q -- "--cuda-capture-probe"; then
+  echo "ok   capture_probe_help: bench --help documents --cuda-capture-probe"
+else
+  echo "FAIL capture_probe_help: bench --help lacks --cuda-capture-probe"; failures=$((failures + 1))
+fi
+
 # cpu and devsim run where they say: the verbose log names the backend of every kernel call.
 devsim_log="$(MIXPREC_VERBOSE=1 "$MIXPREC" bench --model mlp --steps 1 --warmup 0 --threads 1 --device devsim 2>&1 >/dev/null)"
 if grep -q "ran devsim" <<<"$devsim_log" && ! grep -q "ran AVX\|ran SSE4\|ran NEON\|ran SVE\|ran SCALAR" <<<"$devsim_log"; then

@@ -34,6 +34,7 @@ struct BenchFlags {
   std::uint64_t seed = 0;
   models::ModelOptions sizes;  ///< --width, --context, --layers, --heads, --checkpoint-activations
   bool json = false;
+  bool capture_probe = false;  ///< --cuda-capture-probe
   train::StepConfig step{.precision = "fp32", .scheduler = "none"};  // precision/seed set below
 };
 
@@ -66,6 +67,25 @@ void validate(const BenchFlags& f, bool precision_given) {
                   "--compare needs at least two precisions, e.g. fp32,bf16; got '" << f.compare << "'");
     for (const std::string& m : modes) amp::parse_precision_mode(m);
   }
+  if (f.capture_probe) {
+    MIXPREC_CHECK(f.compare.empty() && !f.json, ValueError, kOp,
+                  "--cuda-capture-probe prints one line for one precision; drop "
+                      << (f.compare.empty() ? "--json" : "--compare"));
+    // Before any model is built: a build without CUDA, or --device cpu/devsim.
+    const std::string why = train::capture_probe_refusal();
+    MIXPREC_CHECK(why.empty(), ValueError, kOp, why);
+  }
+}
+
+// --cuda-capture-probe: the warm-up steps, then the probe's one line; exit 1 if the step could
+// not be captured (after the capture was ended and the stream left clean).
+void run_capture_probe(const BenchFlags& f, const train::StepConfig& step) {
+  train::StepBenchmark bench(f.model, step, f.batch_size, f.sizes);
+  for (int i = 0; i < f.warmup; ++i) bench.step();
+  const train::CaptureProbeResult r = bench.capture_probe();
+  std::printf("%s\n", r.line.c_str());
+  std::fflush(stdout);
+  if (!r.captured) throw CLI::RuntimeError(1);
 }
 
 std::string fmt_ms(const std::optional<double>& ms) {
@@ -206,6 +226,11 @@ void add_bench_command(CLI::App& app) {
   cmd->add_option("--seed", f->seed, "Seed of the weights and synthetic inputs")->capture_default_str();
   add_model_size_flags(cmd, f->sizes);
   cmd->add_flag("--json", f->json, "Print JSON instead of text");
+  cmd->add_flag("--cuda-capture-probe", f->capture_probe,
+                "Diagnostic, GPU only (--device cuda): after the warm-up steps, capture one step's "
+                "forward and backward (not the loss read) as a CUDA graph, print one line (the "
+                "graph's node count and the capture time, or the first call that broke the capture, "
+                "its CUDA error and the op running) and exit, 1 if it failed; no step is timed");
   add_step_config_flags(cmd, f->step);
   cmd->footer("Each step is the training step of `mixprec train` (train/train_step.h) with the\n"
               "step flags above; inputs are synthetic.\n"
@@ -217,7 +242,8 @@ void add_bench_command(CLI::App& app) {
               "  mixprec bench --model seed-mlp --precision bf16 --steps 10 --json\n"
               "  mixprec bench --model seed-mlp --precision fp16 --loss-scaling predictive --clip 1\n"
               "  mixprec bench --model cnn --compare fp32,bf16,fp16 --steps 10\n"
-              "  mixprec bench --model gpt-mini --context 512 --checkpoint-activations");
+              "  mixprec bench --model gpt-mini --context 512 --checkpoint-activations\n"
+              "  mixprec bench --model gpt-mini --precision bf16 --device cuda --cuda-capture-probe");
   cmd->callback([f, batch, threads, precision_opt, batch_opt, threads_opt] {
     BenchFlags flags = *f;
     models::model_spec(flags.model);  // unknown model: ValueError before anything else
@@ -232,6 +258,10 @@ void add_bench_command(CLI::App& app) {
     }
     train::StepConfig step = flags.step;
     step.precision = flags.precision;
+    if (flags.capture_probe) {
+      run_capture_probe(flags, step);
+      return;
+    }
     train::StepBenchmark bench(flags.model, step, flags.batch_size, flags.sizes);
     const train::StepBenchResult r = bench.run(flags.steps, flags.warmup);
     if (flags.json) {

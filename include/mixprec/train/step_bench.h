@@ -14,6 +14,7 @@
 #include "mixprec/tensor/tensor.h"
 #include "mixprec/models/zoo.h"
 #include "mixprec/nn/module.h"
+#include "mixprec/train/capture_probe.h"
 #include "mixprec/train/train_step.h"
 
 namespace mixprec::train {
@@ -155,6 +156,13 @@ class StepBenchmark {
   StepBenchResult run(int steps, int warmup = 3, bool machine_floor = true);
   /// Runs one training step exactly as run() times it (for warm-up and the profiler).
   void step();
+  /// The CUDA-graph capture probe (train/capture_probe.h) on this step: captures one
+  /// micro-batch's forward and scaled backward (TrainStep::forward_backward: the loss is not
+  /// read, as a host read cannot be captured) on the backend's stream. Run it after warm-up
+  /// steps (plans built, the caching allocator filled); the captured work does not run, so the
+  /// model is left mid-step (gradients unwritten): take no further step. ValueError unless the
+  /// current device is cuda.
+  CaptureProbeResult capture_probe();
 
   std::int64_t batch_size() const;
   /// The resolved precision mode's name.

@@ -118,6 +118,11 @@ class TrainStep {
   /// (scalar) loss; then (loss / accum), scaled by the GradScaler, is back-propagated with
   /// autocast off. Returns the loss value (as loss.item() read it, before scaling).
   double accumulate(const std::function<Tensor()>& forward_loss);
+  /// accumulate() without its host read: the same forward and scaled backward, returning the
+  /// (unscaled) loss where it lives, unread. What the CUDA-graph capture probe captures
+  /// (train/capture_probe.h): a host read cannot be part of a graph, so a graphed step would
+  /// read the loss after replaying it.
+  Tensor forward_backward(const std::function<Tensor()>& forward_loss);
   /// After the micro-batches: averages the gradients over the ranks (data parallel), unscales
   /// them and measures their global norm, and when clip > 0 the clipping coefficient, which
   /// apply()'s optimizer pass multiplies into the gradients (the gradients themselves stay
@@ -171,6 +176,8 @@ class TrainStep {
   const PrecisionAutopilot* autopilot() const;
 
  private:
+  Tensor forward(const std::function<Tensor()>& forward_loss);
+  void backward(Tensor loss);
   struct State;
   std::unique_ptr<State> s_;
 };

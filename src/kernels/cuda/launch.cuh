@@ -16,10 +16,13 @@
 
 namespace mixprec::kernels::cuda {
 
-/// The stream every cuda kernel and library call (cuBLASLt, cuDNN) runs on. The legacy default
-/// stream today, so the core's synchronous cudaMemcpy (download) orders after every kernel; one
-/// place to change when the step gets a stream of its own.
-inline cudaStream_t stream() { return nullptr; }
+/// The stream every cuda kernel and library call (cuBLASLt, cuDNN, CUB) runs on: the core's
+/// backend stream (core/cuda_runtime.h, cuda_stream()), on which the core's transfers and the
+/// profiler's events run too, so a download orders after every kernel. Every launch names it as
+/// its 4th launch argument and no file but core/gpu.cpp makes a synchronous runtime call
+/// (tests/kernels/test_stream_discipline.cpp fails otherwise): what capturing a step as a CUDA
+/// graph needs.
+inline cudaStream_t stream() { return static_cast<cudaStream_t>(mixprec::detail::cuda_stream()); }
 
 /// Throws BackendError naming the kernel if its launch (or an earlier asynchronous error) failed.
 inline void check_launch(const char* kernel) {
