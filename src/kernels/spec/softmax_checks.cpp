@@ -28,4 +28,22 @@ void detail::check_cross_entropy_args(const char* op, std::int64_t rows, std::in
   for (std::int64_t r = 0; r < rows; ++r) check_cross_entropy_target(op, r, targets[r], cols);
 }
 
+void detail::check_cross_entropy_alias(const char* op, const void* logits, DType dtype,
+                                       const void* dlogits, DType dlogits_dtype,
+                                       std::int64_t rows, std::int64_t cols) {
+  const auto at = [](const void* p) { return reinterpret_cast<std::uintptr_t>(p); };
+  if (logits == dlogits) {
+    MIXPREC_CHECK(dtype == dlogits_dtype, ValueError, op,
+                  "in place (dlogits is logits) needs one dtype, got logits "
+                      << name(dtype) << " and dlogits " << name(dlogits_dtype));
+    return;
+  }
+  const std::uintptr_t n = static_cast<std::uintptr_t>(rows * cols);
+  const std::uintptr_t a0 = at(logits), a1 = a0 + n * size_of(dtype);
+  const std::uintptr_t b0 = at(dlogits), b1 = b0 + n * size_of(dlogits_dtype);
+  MIXPREC_CHECK(n == 0 || a1 <= b0 || b1 <= a0, ValueError, op,
+                "dlogits overlaps logits without being them; pass the same pointer to work in "
+                "place, else disjoint buffers");
+}
+
 }  // namespace mixprec::kernels
