@@ -31,8 +31,9 @@ void cross_entropy_backward(const void* logits, DType dtype, std::int64_t rows,
 /// loss_per_row (f32 [rows]) as cross_entropy writes it and dlogits as cross_entropy_backward
 /// writes it given grad_per_row (f32 [rows], the same memory as the logits), bit for bit on
 /// every backend, so a forward that knows the gradient the loss will receive needs no second
-/// read of the logits in backward. dlogits may be logits itself (in place, one dtype): every
-/// element is read before it is written; a partial overlap is a ValueError.
+/// read of the logits in backward. dlogits may be logits itself (in place, one dtype), and
+/// loss_per_row may be grad_per_row: every element is read before it is written; a partial
+/// overlap is a ValueError.
 void cross_entropy_fused(const void* logits, DType dtype, std::int64_t rows, std::int64_t cols,
                          const std::int64_t* targets, float label_smoothing,
                          const float* grad_per_row, float* loss_per_row, void* dlogits,

@@ -146,8 +146,9 @@ Outs run_cross_entropy(const Backend& b, DType t, bool backward, float smoothing
   return {close("dlogits", std::move(dlogits), 1e-7, kTranscendental)};
 }
 
-/// The fused kernel out of place and in place (dlogits is the logits buffer), with per-row
-/// gradients that differ, over warp-sized rows and rows longer than 1024 (a block each on cuda).
+/// The fused kernel out of place and in place (dlogits is the logits buffer, the losses the
+/// per-row gradients), with per-row gradients that differ, over warp-sized rows and rows longer
+/// than 1024 (a block each on cuda).
 Outs run_cross_entropy_fused(const Backend& b, DType t, float smoothing, bool in_place,
                              std::int64_t rows, std::int64_t cols) {
   Buffer logits = random_buffer(t, rows * cols, -6.0f, 6.0f, 19);
@@ -157,10 +158,13 @@ Outs run_cross_entropy_fused(const Backend& b, DType t, float smoothing, bool in
     targets[r] = (r * 37) % cols;
     g[r] = 0.25f * static_cast<float>(r + 1) / static_cast<float>(rows);
   }
+  // In place, the losses also overwrite the per-row gradients.
   Buffer loss(DType::f32, rows);
+  for (std::int64_t r = 0; r < rows; ++r) loss.set(r, g[r]);
   Buffer dlogits(t, in_place ? 1 : rows * cols);
   void* d = in_place ? logits.data() : dlogits.data();
-  b.cross_entropy_fused(logits.data(), t, rows, cols, targets.data(), smoothing, g.data(),
+  b.cross_entropy_fused(logits.data(), t, rows, cols, targets.data(), smoothing,
+                        in_place ? static_cast<const float*>(loss.data()) : g.data(),
                         static_cast<float*>(loss.data()), d, t);
   Outs o;
   o.push_back(close("loss", std::move(loss), 1e-5, 8.0));

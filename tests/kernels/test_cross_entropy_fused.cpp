@@ -2,7 +2,7 @@
 // cross_entropy_backward with the same per-row gradients give the loss and dlogits it writes,
 // bit for bit, on the reference and on the cpu backend at every SIMD level this CPU supports, for
 // every compute dtype, with and without label smoothing, out of place and in place (dlogits is
-// the logits), over rows of awkward widths (1, 7, 1029 and GPT-2's 50257, which crosses the
+// the logits, the losses are the per-row gradients), over rows of awkward widths (1, 7, 1029 and GPT-2's 50257, which crosses the
 // 16K-element chunks and, with few rows, is split over threads), rows with NaN or infinite
 // logits, and one thread or all. Then its argument errors, and rescale_unless_equal (the fused
 // node's backward), which leaves x untouched for equal scalars and multiplies it otherwise.
@@ -10,6 +10,7 @@
 
 #include <omp.h>
 
+#include <array>
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -97,9 +98,12 @@ void check_fused(const Kernels& k, DType in, DType out, const Rows& s, float smo
   k.loss(x.data(), in, s.rows, s.cols, t.data(), smoothing,
          static_cast<float*>(want_loss.data()));
   k.backward(x.data(), in, s.rows, s.cols, t.data(), smoothing, g.data(), want_d.data(), out);
+  // In place: dlogits over the logits and the losses over the per-row gradients.
   Buffer got_loss(DType::f32, s.rows), got_d(out, in_place ? 1 : n);
+  for (std::int64_t r = 0; r < s.rows; ++r) got_loss.set(r, in_place ? g[r] : 0.0f);
   void* d = in_place ? x.data() : got_d.data();
-  k.fused(x.data(), in, s.rows, s.cols, t.data(), smoothing, g.data(),
+  k.fused(x.data(), in, s.rows, s.cols, t.data(), smoothing,
+          in_place ? static_cast<const float*>(got_loss.data()) : g.data(),
           static_cast<float*>(got_loss.data()), d, out);
   expect_same_bits(got_loss, want_loss, what + ": loss");
   expect_same_bits(in_place ? x : got_d, want_d, what + ": dlogits");
@@ -148,6 +152,8 @@ TEST(CrossEntropyFused, CpuEqualsTheTwoKernelsOnOneThread) {
   omp_set_num_threads(threads);
 }
 
+using HostArray3 = std::array<float, 3>;
+
 TEST(CrossEntropyFused, ArgumentErrors) {
   Buffer x(DType::f32, 6), d(DType::bf16, 6);
   Buffer loss(DType::f32, 2);
@@ -173,7 +179,13 @@ TEST(CrossEntropyFused, ArgumentErrors) {
     expect_error([&] {
       k.fused(x.data(), DType::f32, 1, 3, good, 0.0f, g, l, static_cast<float*>(x.data()) + 1,
               DType::f32);
-    }, "overlaps");
+    }, "dlogits overlaps");
+    // The losses one element into the gradients.
+    HostArray3 gl{0.5f, 0.5f, 0.5f};
+    expect_error([&] {
+      k.fused(x.data(), DType::f32, 2, 3, good, 0.0f, gl.data(), gl.data() + 1, d.data(),
+              DType::bf16);
+    }, "loss_per_row overlaps");
   }
 }
 

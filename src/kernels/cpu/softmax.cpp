@@ -309,7 +309,8 @@ void cross_entropy_fused(const void* logits, DType dtype, std::int64_t rows, std
                          DType dlogits_dtype) {
   const char* op = "cross_entropy_fused";
   detail::check_cross_entropy_args(op, rows, cols, targets, label_smoothing);
-  detail::check_cross_entropy_alias(op, logits, dtype, dlogits, dlogits_dtype, rows, cols);
+  detail::check_cross_entropy_alias(op, logits, dtype, dlogits, dlogits_dtype, rows, cols,
+                                    grad_per_row, loss_per_row);
   require_compute_dtype(op, dtype);
   require_compute_dtype(op, dlogits_dtype);
   log_simd(op, dtype_label(dtype, dlogits_dtype));
@@ -318,6 +319,8 @@ void cross_entropy_fused(const void* logits, DType dtype, std::int64_t rows, std
   RowMax mx(logits, dtype, rows, cols);
   std::vector<float> exp_part(static_cast<std::size_t>(rows * chunks)), shift_part(exp_part.size());
   std::vector<float> total(static_cast<std::size_t>(rows));
+  // The gradients are read before any loss is written: loss_per_row may be grad_per_row.
+  const std::vector<float> g(grad_per_row, grad_per_row + rows);
   run_rows(rows, cols, mx.as_pass(),
            pass(exp_stats_chunk(mx, logits, dtype, cols, chunks, exp_part.data(), shift_part.data()),
                [&](std::int64_t r) {
@@ -325,7 +328,7 @@ void cross_entropy_fused(const void* logits, DType dtype, std::int64_t rows, std
                                             r, targets[r], label_smoothing);
                  if (mx.finite(r)) total[r] = combine(exp_part, r, chunks);
                }),
-           pass(grad_chunk(mx, logits, dtype, cols, targets, label_smoothing, grad_per_row, total,
+           pass(grad_chunk(mx, logits, dtype, cols, targets, label_smoothing, g.data(), total,
                            dlogits, dlogits_dtype),
                 kNoRowStep));
 }
@@ -336,6 +339,7 @@ void rescale_unless_equal(void* x, DType dtype, std::int64_t n, const float* num
                           const float* den) {
   MIXPREC_CHECK(n >= 0, ShapeError, "rescale_unless_equal", "negative extent " << n);
   if (softmax_math::same_bits(*num, *den)) return;
+  log_simd("rescale_unless_equal", name(dtype));  // only when it rescales: a broken promise
   cpu::affine(x, dtype, x, dtype, n, *num / *den, -0.0f);
 }
 }  // namespace cpu

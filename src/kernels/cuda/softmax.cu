@@ -102,9 +102,9 @@ __global__ void softmax_backward_kernel(const void* y, DType dy_t, const void* d
 
 /// Every cross-entropy kernel in one: per row the loss into loss_per_row (when not null) and
 /// g * (softmax - q) into dlogits (when not null), so that the fused kernel has the separate
-/// ones' bits by construction. In place (dlogits == logits) each thread writes only the values
-/// it read itself, except the target's logit, which lane 0 reads before a barrier that every
-/// write follows.
+/// ones' bits by construction. In place (dlogits == logits, loss_per_row == grad_per_row) each
+/// thread writes only the values it read itself, except the target's logit and the row's
+/// gradient, which are read before a barrier that every write of the row follows.
 template <int G>
 __global__ void cross_entropy_kernel(const void* logits, DType t, std::int64_t rows,
                                      std::int64_t cols, const std::int64_t* targets, float s,
@@ -114,8 +114,10 @@ __global__ void cross_entropy_kernel(const void* logits, DType t, std::int64_t r
   for (std::int64_t r = Grp::first_item(); r < rows; r += Grp::item_stride()) {
     const std::int64_t base = r * cols;
     const std::int64_t target = targets[r];  // a bad one is reported by check_targets
+    const float g = dlogits != nullptr ? grad_per_row[r] : 0.0f;
     const float m = group_row_max<G>(logits, t, base, cols);
     const float sum = group_exp_sum<G>(logits, t, base, cols, m);
+    float loss = 0.0f;  // lane 0's
     if (loss_per_row != nullptr) {
       const float lse = logf(sum);
       const float x_t = Grp::lane() == 0 && target >= 0 && target < cols
@@ -126,19 +128,19 @@ __global__ void cross_entropy_kernel(const void* logits, DType t, std::int64_t r
         sum_logp += softmax_math::log_softmax_value(load(logits, t, base + c), m, lse);
       }
       sum_logp = Grp::all_reduce(sum_logp, Add{});
-      if (Grp::lane() == 0) {
-        const float logp_t = softmax_math::log_softmax_value(x_t, m, lse);
-        loss_per_row[r] = softmax_math::cross_entropy_loss(logp_t, sum_logp, s, cols);
+      loss = softmax_math::cross_entropy_loss(softmax_math::log_softmax_value(x_t, m, lse),
+                                              sum_logp, s, cols);
+    }
+    if (dlogits != nullptr) {  // both outputs may alias inputs: every read before any write
+      if constexpr (G == kWarp) {
+        __syncwarp();
+      } else {
+        __syncthreads();
       }
     }
+    if (loss_per_row != nullptr && Grp::lane() == 0) loss_per_row[r] = loss;
     if (dlogits == nullptr) continue;
-    if constexpr (G == kWarp) {
-      __syncwarp();  // lane 0's read of the target logit before any lane writes it
-    } else {
-      __syncthreads();
-    }
     const float inv = 1.0f / sum;
-    const float g = grad_per_row[r];
     for (std::int64_t c = Grp::lane(); c < cols; c += G) {
       store(dlogits, dout, base + c,
             softmax_math::cross_entropy_grad(g, load(logits, t, base + c), m, inv, c == target,
@@ -276,7 +278,8 @@ void cross_entropy_fused(const void* logits, DType dtype, std::int64_t rows, std
                          DType dlogits_dtype) {
   const char* op = "cross_entropy_fused";
   check_targets(op, rows, cols, targets, label_smoothing);
-  detail::check_cross_entropy_alias(op, logits, dtype, dlogits, dlogits_dtype, rows, cols);
+  detail::check_cross_entropy_alias(op, logits, dtype, dlogits, dlogits_dtype, rows, cols,
+                                    grad_per_row, loss_per_row);
   if (rows == 0) return;
   launch_cross_entropy(op, logits, dtype, rows, cols, targets, label_smoothing, grad_per_row,
                        loss_per_row, dlogits, dlogits_dtype);

@@ -157,7 +157,7 @@ void cross_entropy_fused(const void* logits, DType dtype, std::int64_t rows, std
                          DType dlogits_dtype) {
   detail::check_cross_entropy_args("cross_entropy_fused", rows, cols, targets, label_smoothing);
   detail::check_cross_entropy_alias("cross_entropy_fused", logits, dtype, dlogits, dlogits_dtype,
-                                    rows, cols);
+                                    rows, cols, grad_per_row, loss_per_row);
   const float s = label_smoothing;
   const float q_off = softmax_math::cross_entropy_off_mass(s, cols);
   dispatch(dtype, dlogits_dtype, [&](auto t, auto to) {
@@ -165,8 +165,9 @@ void cross_entropy_fused(const void* logits, DType dtype, std::int64_t rows, std
     using TO = decltype(to);
     for (std::int64_t r = 0; r < rows; ++r) {
       const CrossEntropyRow row(static_cast<const T*>(logits) + r * cols, cols);
+      const float g = grad_per_row[r];  // before loss_per_row[r], which may be it
       loss_per_row[r] = row.loss(targets[r], s);
-      row.grad(targets[r], s, q_off, grad_per_row[r], static_cast<TO*>(dlogits) + r * cols);
+      row.grad(targets[r], s, q_off, g, static_cast<TO*>(dlogits) + r * cols);
     }
   });
 }
