@@ -134,6 +134,22 @@ void cross_entropy(const void* logits, DType dtype, std::int64_t rows, std::int6
   });
 }
 
+namespace {
+/// Calls f(r, row, d) for each row r of the logits in order, with d (TO*) its row of dlogits.
+template <class F>
+void for_each_grad_row(const void* logits, DType dtype, std::int64_t rows, std::int64_t cols,
+                       void* dlogits, DType dlogits_dtype, F f) {
+  dispatch(dtype, dlogits_dtype, [&](auto t, auto to) {
+    using T = decltype(t);
+    using TO = decltype(to);
+    for (std::int64_t r = 0; r < rows; ++r) {
+      f(r, CrossEntropyRow(static_cast<const T*>(logits) + r * cols, cols),
+        static_cast<TO*>(dlogits) + r * cols);
+    }
+  });
+}
+}  // namespace
+
 void cross_entropy_backward(const void* logits, DType dtype, std::int64_t rows,
                             std::int64_t cols, const std::int64_t* targets, float label_smoothing,
                             const float* grad_per_row, void* dlogits, DType dlogits_dtype) {
@@ -141,14 +157,10 @@ void cross_entropy_backward(const void* logits, DType dtype, std::int64_t rows,
                                    label_smoothing);
   const float s = label_smoothing;
   const float q_off = softmax_math::cross_entropy_off_mass(s, cols);
-  dispatch(dtype, dlogits_dtype, [&](auto t, auto to) {
-    using T = decltype(t);
-    using TO = decltype(to);
-    for (std::int64_t r = 0; r < rows; ++r) {
-      const CrossEntropyRow row(static_cast<const T*>(logits) + r * cols, cols);
-      row.grad(targets[r], s, q_off, grad_per_row[r], static_cast<TO*>(dlogits) + r * cols);
-    }
-  });
+  for_each_grad_row(logits, dtype, rows, cols, dlogits, dlogits_dtype,
+                    [&](std::int64_t r, const CrossEntropyRow& row, auto* d) {
+                      row.grad(targets[r], s, q_off, grad_per_row[r], d);
+                    });
 }
 
 void cross_entropy_fused(const void* logits, DType dtype, std::int64_t rows, std::int64_t cols,
@@ -160,16 +172,12 @@ void cross_entropy_fused(const void* logits, DType dtype, std::int64_t rows, std
                                     rows, cols, grad_per_row, loss_per_row);
   const float s = label_smoothing;
   const float q_off = softmax_math::cross_entropy_off_mass(s, cols);
-  dispatch(dtype, dlogits_dtype, [&](auto t, auto to) {
-    using T = decltype(t);
-    using TO = decltype(to);
-    for (std::int64_t r = 0; r < rows; ++r) {
-      const CrossEntropyRow row(static_cast<const T*>(logits) + r * cols, cols);
-      const float g = grad_per_row[r];  // before loss_per_row[r], which may be it
-      loss_per_row[r] = row.loss(targets[r], s);
-      row.grad(targets[r], s, q_off, g, static_cast<TO*>(dlogits) + r * cols);
-    }
-  });
+  for_each_grad_row(logits, dtype, rows, cols, dlogits, dlogits_dtype,
+                    [&](std::int64_t r, const CrossEntropyRow& row, auto* d) {
+                      const float g = grad_per_row[r];  // before loss_per_row[r], which may be it
+                      loss_per_row[r] = row.loss(targets[r], s);
+                      row.grad(targets[r], s, q_off, g, d);
+                    });
 }
 
 void rescale_unless_equal(void* x, DType dtype, std::int64_t n, const float* num,
