@@ -15,6 +15,7 @@
 #include "mixprec/ops/nn_functional.h"
 #include "mixprec/train/task.h"
 #include "mixprec/train/train_step.h"
+#include "train/trainer_test_util.h"
 
 namespace mixprec::train {
 namespace {
@@ -53,12 +54,6 @@ data::Batch batch(const std::string& name, int seed) {
   return b;
 }
 
-std::vector<std::vector<float>> values(nn::Module& m) {
-  std::vector<std::vector<float>> out;
-  for (const Tensor& p : m.parameters()) out.push_back(p.to(DType::f32).to_vector());
-  return out;
-}
-
 TEST(TrainStepFusedLoss, KeepsThePromiseAndThePlainLossBits) {
   for (const char* name : {"mlp", "gpt-mini"}) {
     for (const char* precision : {"fp32", "bf16", "fp16"}) {
@@ -90,7 +85,7 @@ TEST(TrainStepFusedLoss, KeepsThePromiseAndThePlainLossBits) {
         EXPECT_EQ(fused_step.unscale_and_clip().item(), plain_step.unscale_and_clip().item());
         EXPECT_EQ(fused_step.apply(), plain_step.apply());
       }
-      EXPECT_EQ(values(*fused.model), values(*plain.model));
+      EXPECT_EQ(test::parameter_values(*fused.model), test::parameter_values(*plain.model));
       EXPECT_EQ(fused_step.scaler().get_scale(), plain_step.scaler().get_scale());
     }
   }
