@@ -27,12 +27,30 @@ void cross_entropy(const void* logits, DType dtype, std::int64_t rows, std::int6
 void cross_entropy_backward(const void* logits, DType dtype, std::int64_t rows,
                             std::int64_t cols, const std::int64_t* targets, float label_smoothing,
                             const float* grad_per_row, void* dlogits, DType dlogits_dtype);
+/// cross_entropy and cross_entropy_backward in one pass over each row (llm.c's fused classifier):
+/// loss_per_row (f32 [rows]) as cross_entropy writes it and dlogits as cross_entropy_backward
+/// writes it given grad_per_row (f32 [rows], the same memory as the logits), bit for bit on
+/// every backend, so a forward that knows the gradient the loss will receive needs no second
+/// read of the logits in backward. dlogits may be logits itself (in place, one dtype), and
+/// loss_per_row may be grad_per_row: every element is read before it is written; a partial
+/// overlap is a ValueError.
+void cross_entropy_fused(const void* logits, DType dtype, std::int64_t rows, std::int64_t cols,
+                         const std::int64_t* targets, float label_smoothing,
+                         const float* grad_per_row, float* loss_per_row, void* dlogits,
+                         DType dlogits_dtype);
+/// x[i] = round(widen(x[i]) * (*num / *den)) over n elements of dtype (the quotient in f32, the
+/// product rounded once to dtype), unless *num and *den have the same bits: then x is left as it
+/// is and the kernel returns at once. num and den are f32 scalars in x's memory, so the
+/// decision costs no host read: the fused cross-entropy's backward, which saved the gradient
+/// for a promised dy (den) and receives dy (num).
+void rescale_unless_equal(void* x, DType dtype, std::int64_t n, const float* num,
+                          const float* den);
 }  // namespace ref
 
 /// The softmax kernels, in table order: kernels::<name> forwards to the active backend
 /// (kernels/entry_point.h); each backend implements ref::<name>'s signature.
 #define MIXPREC_SOFTMAX_KERNELS(X) X(softmax) X(softmax_backward) X(cross_entropy) \
-  X(cross_entropy_backward)
+  X(cross_entropy_backward) X(cross_entropy_fused) X(rescale_unless_equal)
 MIXPREC_SOFTMAX_KERNELS(MIXPREC_ENTRY_POINT)
 
 }  // namespace mixprec::kernels

@@ -51,6 +51,16 @@ Tensor softmax_impl(const Tensor& x_arg, std::int64_t dim, bool log) {
   return y;
 }
 
+/// The f32 [rows] tensor of rows that grad_per_row divides by.
+Tensor row_count(std::int64_t rows) { return Tensor::full({rows}, static_cast<float>(rows)); }
+
+/// d(mean)/d(row) = dy / rows for every row (divisor: row_count(rows)), computed where dy lives
+/// (no host read): the one formula of both nodes, so the fused forward's gradient is the
+/// backward's bit for bit.
+Tensor grad_per_row(const Tensor& dy, const Tensor& divisor) {
+  return ops::detail::binary_raw(kernels::BinaryOp::div, dy, divisor, DType::f32);
+}
+
 class CrossEntropyNode final : public runtime::Node {
  public:
   CrossEntropyNode(Tensor logits, std::shared_ptr<Storage> targets, float smoothing)
@@ -59,9 +69,7 @@ class CrossEntropyNode final : public runtime::Node {
   void release_saved() override { logits_ = Tensor(); }
   std::vector<Tensor> backward(const Tensor& dy) override {
     const std::int64_t rows = logits_.size(0), cols = logits_.size(1);
-    // d(mean)/d(row) = dy / rows for every row, computed where dy lives (no host read).
-    const Tensor per_row = ops::detail::binary_raw(
-        kernels::BinaryOp::div, dy, Tensor::full({rows}, static_cast<float>(rows)), DType::f32);
+    const Tensor per_row = grad_per_row(dy, row_count(rows));
     Tensor dx = Tensor::empty(logits_.shape(), logits_.dtype());
     kernels::cross_entropy_backward(logits_.data_ptr(), logits_.dtype(), rows, cols,
                                     static_cast<const std::int64_t*>(targets_->data()),
@@ -75,23 +83,53 @@ class CrossEntropyNode final : public runtime::Node {
   float smoothing_;
 };
 
-}  // namespace
+/// The fused cross-entropy's node: it holds the gradient the forward computed for the promised
+/// dy (expected_), not the logits. dy with expected_'s bits (the promise kept, as in every
+/// training step) costs a kernel that compares two device scalars and returns; any other dy
+/// rescales the saved gradient in place, dx = dlogits * (dy / expected): correct, but rounded
+/// twice (once to the dtype in the forward, once here), which only a caller who broke the
+/// promise pays. The rescaled gradient is then the one for dy, so a retained graph's next
+/// backward compares against dy.
+class FusedCrossEntropyNode final : public runtime::Node {
+ public:
+  FusedCrossEntropyNode(Tensor dlogits, Tensor expected)
+      : dlogits_(std::move(dlogits)), expected_(std::move(expected)) {}
+  const char* name() const override { return "cross_entropy"; }
+  void release_saved() override {
+    dlogits_ = Tensor();
+    expected_ = Tensor();
+  }
+  std::vector<Tensor> backward(const Tensor& dy_in) override {
+    const Tensor dy = dy_in.contiguous();
+    kernels::rescale_unless_equal(dlogits_.data_ptr(), dlogits_.dtype(), dlogits_.numel(),
+                                  dy.data<float>(), expected_.data<float>());
+    expected_ = dy.clone();  // our own copy: the caller's dy may change after backward
+    return {dlogits_};
+  }
 
-Tensor softmax(const Tensor& x, std::int64_t dim) { return softmax_impl(x, dim, false); }
-Tensor log_softmax(const Tensor& x, std::int64_t dim) { return softmax_impl(x, dim, true); }
+ private:
+  Tensor dlogits_;   // [rows, cols] in the logits' dtype
+  Tensor expected_;  // f32 scalar: the dy dlogits_ is the gradient for
+};
 
-Tensor cross_entropy(const Tensor& logits_arg, const std::vector<std::int64_t>& targets,
-                     float label_smoothing) {
+/// The checks and the layout both cross_entropy overloads share: logits as [rows, cols]
+/// (contiguous; the logits themselves when they already are) and the targets uploaded.
+struct CrossEntropyArgs {
+  Tensor c;
+  std::int64_t rows, cols;
+  std::shared_ptr<Storage> targets;
+};
+
+CrossEntropyArgs cross_entropy_args(const Tensor& logits, const std::vector<std::int64_t>& targets,
+                                    float label_smoothing) {
   const char* op = "cross_entropy";
-  runtime::detail::OpScope prof(runtime::OpKind::cross_entropy);
-  ops::detail::require_defined(op, logits_arg, "logits");
+  ops::detail::require_defined(op, logits, "logits");
   // fp32 by policy, and the kernel computes in f32 from any dtype: it widens 16-bit logits
   // exactly as it loads them, so no f32 copy is made (autocast's cast would save one for the
   // backward: 1.6 GB for GPT-2-small's [8192, 50257] logits) and the gradient comes back in the
   // logits' dtype, rounded once from f32 as the cast's backward would round it.
   runtime::autocast_inputs(runtime::OpKind::cross_entropy, {});  // the record; casts nothing
-  require_compute_dtype(op, logits_arg.dtype());
-  const Tensor& logits = logits_arg;
+  require_compute_dtype(op, logits.dtype());
   MIXPREC_CHECK(logits.dim() == 2, ShapeError, op,
                 "logits must be [N, C], got " << to_string(logits.shape()));
   MIXPREC_CHECK(static_cast<std::int64_t>(targets.size()) == logits.size(0), ShapeError, op,
@@ -99,19 +137,67 @@ Tensor cross_entropy(const Tensor& logits_arg, const std::vector<std::int64_t>& 
   MIXPREC_CHECK(logits.size(0) > 0, ShapeError, op, "empty batch");
   MIXPREC_CHECK(label_smoothing >= 0.0f && label_smoothing < 1.0f, ValueError, op,
                 "label_smoothing must be in [0, 1), got " << label_smoothing);
-  const Tensor c = logits.detach().contiguous();
+  Tensor c = logits.detach().contiguous();
   const std::int64_t rows = c.size(0), cols = c.size(1);
-  std::shared_ptr<Storage> device_targets =
-      ops::detail::upload_indices(targets, "cross-entropy targets");
-  Tensor per_row = Tensor::empty({rows}, DType::f32);
-  kernels::cross_entropy(c.data_ptr(), c.dtype(), rows, cols,
-                         static_cast<const std::int64_t*>(device_targets->data()),
-                         label_smoothing, per_row.data<float>());
-  // The batch mean stays on the device (f32 accumulation, as every reduction).
+  return {std::move(c), rows, cols, ops::detail::upload_indices(targets, "cross-entropy targets")};
+}
+
+/// The batch mean of the per-row losses, on the device (f32 accumulation, as every reduction).
+Tensor mean_loss(const Tensor& per_row, std::int64_t rows) {
   Tensor loss = Tensor::empty({}, DType::f32);
   kernels::reduce(kernels::ReduceOp::mean, per_row.data_ptr(), DType::f32, 1, rows, 1,
                   loss.data_ptr(), DType::f32);
-  record<CrossEntropyNode>(loss, {&logits}, c, std::move(device_targets), label_smoothing);
+  return loss;
+}
+
+}  // namespace
+
+Tensor softmax(const Tensor& x, std::int64_t dim) { return softmax_impl(x, dim, false); }
+Tensor log_softmax(const Tensor& x, std::int64_t dim) { return softmax_impl(x, dim, true); }
+
+Tensor cross_entropy(const Tensor& logits, const std::vector<std::int64_t>& targets,
+                     float label_smoothing) {
+  runtime::detail::OpScope prof(runtime::OpKind::cross_entropy);
+  CrossEntropyArgs a = cross_entropy_args(logits, targets, label_smoothing);
+  Tensor per_row = Tensor::empty({a.rows}, DType::f32);
+  kernels::cross_entropy(a.c.data_ptr(), a.c.dtype(), a.rows, a.cols,
+                         static_cast<const std::int64_t*>(a.targets->data()), label_smoothing,
+                         per_row.data<float>());
+  Tensor loss = mean_loss(per_row, a.rows);
+  record<CrossEntropyNode>(loss, {&logits}, a.c, std::move(a.targets), label_smoothing);
+  prof.done(loss, {&logits}, static_cast<double>(logits.numel()));
+  return loss;
+}
+
+Tensor cross_entropy(const Tensor& logits, const std::vector<std::int64_t>& targets,
+                     float label_smoothing, const Tensor& expected_grad) {
+  const char* op = "cross_entropy";
+  // Nothing to differentiate (evaluation, no_grad): the plain op, which computes no gradient.
+  if (!runtime::needs_grad({&logits})) return cross_entropy(logits, targets, label_smoothing);
+  runtime::detail::OpScope prof(runtime::OpKind::cross_entropy);
+  ops::detail::require_defined(op, expected_grad, "expected_grad");
+  MIXPREC_CHECK(expected_grad.dtype() == DType::f32 && expected_grad.numel() == 1 &&
+                    expected_grad.dim() == 0,
+                ValueError, op,
+                "expected_grad must be an f32 scalar (the gradient backward will bring the "
+                "loss), got " << name(expected_grad.dtype()) << " "
+                              << to_string(expected_grad.shape()));
+  MIXPREC_CHECK(expected_grad.device() == logits.device(), ValueError, op,
+                "expected_grad must live on the logits' device");
+  CrossEntropyArgs a = cross_entropy_args(logits, targets, label_smoothing);
+  const Tensor expected = expected_grad.detach().clone();  // the caller may reuse its tensor
+  // The per-row gradients, then (the kernel reads each before it writes the loss over it) the
+  // per-row losses: the forward holds no more than the plain op's backward does.
+  Tensor per_row = grad_per_row(expected, row_count(a.rows));
+  // A contiguous copy of strided logits is ours: the gradient overwrites it in place.
+  const bool own_copy = a.c.impl().storage != logits.impl().storage;
+  Tensor dlogits = own_copy ? a.c : Tensor::empty(a.c.shape(), a.c.dtype());
+  kernels::cross_entropy_fused(a.c.data_ptr(), a.c.dtype(), a.rows, a.cols,
+                               static_cast<const std::int64_t*>(a.targets->data()),
+                               label_smoothing, per_row.data<float>(),
+                               per_row.data<float>(), dlogits.data_ptr(), dlogits.dtype());
+  Tensor loss = mean_loss(per_row, a.rows);
+  record<FusedCrossEntropyNode>(loss, {&logits}, std::move(dlogits), expected);
   prof.done(loss, {&logits}, static_cast<double>(logits.numel()));
   return loss;
 }

@@ -226,7 +226,11 @@ struct StepBenchmark::State {
   data::Batch batch_data;
   std::int64_t tokens_per_sample = 0;
 
-  Tensor forward_loss() { return task->loss((*model)(batch_data.inputs), batch_data); }
+  // The loss as training computes it (the fused cross-entropy, told the step's loss gradient).
+  Tensor forward_loss() {
+    return task->training_loss((*model)(batch_data.inputs), batch_data,
+                               train_step->loss_gradient());
+  }
   void step() { train_step->run([this] { return forward_loss(); }); }
 };
 

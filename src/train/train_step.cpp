@@ -3,6 +3,7 @@
 
 #include <charconv>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <map>
 #include <optional>
@@ -122,6 +123,9 @@ struct TrainStep::State {
   int micro = 0;              // micro-batches accumulated since the last unscale_and_clip
   // Whether the step whose unscale_and_clip is the `unscale`-th gets an injected Inf (on some rank).
   bool injects_at(std::int64_t unscale) const { return inject.every > 0 && unscale % inject.every == 0; }
+  // loss_gradient()'s tensor and the value it holds (remade when the scale changes).
+  Tensor loss_gradient;
+  float loss_gradient_value = 0.0f;
   // The clipping coefficient unscale_and_clip measured, which apply()'s optimizer pass multiplies
   // into every gradient (undefined: nothing to clip, or sharded, which clips in place).
   Tensor clip_coef;
@@ -289,6 +293,23 @@ Tensor TrainStep::forward_backward(const std::function<Tensor()>& forward_loss) 
   const Tensor loss = forward(forward_loss);
   backward(loss);
   return loss;
+}
+
+Tensor TrainStep::loss_gradient() {
+  State& s = *s_;
+  // The products accumulate()'s backward computes, in its order, each an f32 affine backward
+  // (dy * alpha + 0: one rounding, then an exact +0): the seed 1, times the scaler's f32
+  // scale (GradScaler::scale's affine; none when the scaler is off), times 1/accum (the
+  // division's affine; none for one micro-batch). Host f32 arithmetic gives the kernels' bits.
+  float g = 1.0f;
+  if (s.scaler->is_enabled()) g = g * static_cast<float>(s.scaler->get_scale()) + 0.0f;
+  if (s.config.accum > 1) g = g * (1.0f / static_cast<float>(s.config.accum)) + 0.0f;
+  if (!s.loss_gradient.defined() || s.loss_gradient.device() != current_device() ||
+      std::memcmp(&g, &s.loss_gradient_value, sizeof g) != 0) {
+    s.loss_gradient = Tensor::full({}, g);  // a fill on the device: no transfer
+    s.loss_gradient_value = g;
+  }
+  return s.loss_gradient;
 }
 
 Tensor TrainStep::unscale_and_clip() {

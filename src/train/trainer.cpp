@@ -237,7 +237,12 @@ std::vector<EpochMetrics> Trainer::run() {
       first_step = false;
       while (more && in_step < c.accum) {
         const double value = s.step->accumulate(
-            [&] { return s.task->loss((*s.model)(batch.inputs), batch); });
+            [&] {
+              // The logits are this lambda's temporary: the fused loss keeps their gradient,
+              // not them, so they are freed before backward.
+              return s.task->training_loss((*s.model)(batch.inputs), batch,
+                                           s.step->loss_gradient());
+            });
         MIXPREC_CHECK(std::isfinite(value) || scaler.is_enabled(), ValueError, kOp,
                       "the loss became " << value << " at epoch " << epoch << ", batch "
                                          << batch.index << " (" << s.step->precision_name()

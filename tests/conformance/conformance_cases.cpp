@@ -146,6 +146,46 @@ Outs run_cross_entropy(const Backend& b, DType t, bool backward, float smoothing
   return {close("dlogits", std::move(dlogits), 1e-7, kTranscendental)};
 }
 
+/// The fused kernel out of place and in place (dlogits is the logits buffer, the losses the
+/// per-row gradients), with per-row gradients that differ, over warp-sized rows and rows longer
+/// than 1024 (a block each on cuda).
+Outs run_cross_entropy_fused(const Backend& b, DType t, float smoothing, bool in_place,
+                             std::int64_t rows, std::int64_t cols) {
+  Buffer logits = random_buffer(t, rows * cols, -6.0f, 6.0f, 19);
+  HostArray<std::int64_t> targets(static_cast<std::size_t>(rows));
+  HostArray<float> g(static_cast<std::size_t>(rows));
+  for (std::int64_t r = 0; r < rows; ++r) {
+    targets[r] = (r * 37) % cols;
+    g[r] = 0.25f * static_cast<float>(r + 1) / static_cast<float>(rows);
+  }
+  // In place, the losses also overwrite the per-row gradients.
+  Buffer loss(DType::f32, rows);
+  for (std::int64_t r = 0; r < rows; ++r) loss.set(r, g[r]);
+  Buffer dlogits(t, in_place ? 1 : rows * cols);
+  void* d = in_place ? logits.data() : dlogits.data();
+  b.cross_entropy_fused(logits.data(), t, rows, cols, targets.data(), smoothing,
+                        in_place ? static_cast<const float*>(loss.data()) : g.data(),
+                        static_cast<float*>(loss.data()), d, t);
+  Outs o;
+  o.push_back(close("loss", std::move(loss), 1e-5, 8.0));
+  o.push_back(close("dlogits", in_place ? std::move(logits) : std::move(dlogits), 1e-7,
+                    kTranscendental));
+  return o;
+}
+
+/// rescale_unless_equal with equal scalars (x untouched, exactly) and with others.
+Outs run_rescale_unless_equal(const Backend& b, DType t) {
+  const std::int64_t n = 1029;
+  Outs o;
+  for (const bool equal : {true, false}) {
+    Buffer x = random_buffer(t, n, -3.0f, 3.0f, 27);
+    HostArray<float> num(1, equal ? 0.375f : 0.7f), den(1, 0.375f);
+    b.rescale_unless_equal(x.data(), t, n, num.data(), den.data());
+    o.push_back(equal ? exact("x (equal)", std::move(x)) : close("x", std::move(x), 0.0, kRound));
+  }
+  return o;
+}
+
 // ---- normalisation ----
 
 Outs run_layer_norm(const Backend& b, DType t, bool backward) {
@@ -501,6 +541,23 @@ std::vector<Case> cases() {
                    for (Out& x : run_cross_entropy(b, t, bwd, 0.1f)) o.push_back(std::move(x));
                    return o;
                  }});
+    if (bwd) {
+      c.push_back({"cross_entropy_fused", F, [](const Backend& b, DType t) {
+                     Outs o;
+                     for (float smoothing : {0.0f, 0.1f}) {
+                       for (bool in_place : {false, true}) {
+                         for (Out& x : run_cross_entropy_fused(b, t, smoothing, in_place, 33, 101)) {
+                           o.push_back(std::move(x));
+                         }
+                       }
+                     }
+                     for (Out& x : run_cross_entropy_fused(b, t, 0.1f, true, 3, 1029)) {
+                       o.push_back(std::move(x));
+                     }
+                     return o;
+                   }});
+      c.push_back({"rescale_unless_equal", F, run_rescale_unless_equal});
+    }
     c.push_back({std::string(bwd ? "layer_norm_backward" : "layer_norm_forward"), F,
                  [bwd](const Backend& b, DType t) { return run_layer_norm(b, t, bwd); }});
   }

@@ -19,6 +19,7 @@
 #include "mixprec/optim/lr_scheduler.h"
 #include "mixprec/optim/sgd.h"
 #include "mixprec/train/train_step.h"
+#include "train/trainer_test_util.h"
 
 namespace mixprec::train {
 namespace {
@@ -32,12 +33,6 @@ Batch batch(std::uint64_t seed) {
   Batch b{Tensor::randn({8, 784}, seed), {}};
   for (int i = 0; i < 8; ++i) b.y.push_back((i * 7 + static_cast<int>(seed)) % 10);
   return b;
-}
-
-std::vector<std::vector<float>> values(nn::Module& m) {
-  std::vector<std::vector<float>> out;
-  for (const Tensor& p : m.parameters()) out.push_back(p.to(DType::f32).to_vector());
-  return out;
 }
 
 // The seeds' loop written out with the primitives, as the Trainer ran it before TrainStep.
@@ -80,7 +75,7 @@ TEST(TrainStep, MatchesTheLoopWrittenOutByHandBitForBit) {
       opt.zero_grad();
       EXPECT_EQ(step.optimizer().lr(), opt.lr());
     }
-    EXPECT_EQ(values(*a), values(*b));
+    EXPECT_EQ(test::parameter_values(*a), test::parameter_values(*b));
     EXPECT_EQ(step.scaler().get_scale(), scaler.get_scale());
   }
 }
@@ -107,14 +102,14 @@ TEST(TrainStep, ClipsTheGlobalNormInTheUpdateAndReportsItBeforeClipping) {
   EXPECT_TRUE(step.apply());
   EXPECT_TRUE(by_hand.apply());
   EXPECT_EQ(step.optimizer().steps(), 1);
-  EXPECT_EQ(values(*model), values(*twin));
+  EXPECT_EQ(test::parameter_values(*model), test::parameter_values(*twin));
 }
 
 TEST(TrainStep, SkipsAnOverflowedStepAndHoldsTheSchedule) {
   auto model = models::make_model("mlp", 2);
   TrainStep step(*model, StepConfig{.precision = "fp16", .lr = 1e-2f, .scheduler = "cosine",
                                     .scheduler_steps = 4});
-  const std::vector<std::vector<float>> before = values(*model);
+  const std::vector<std::vector<float>> before = test::parameter_values(*model);
   const Batch data = batch(2);
   // A loss multiplied by 1e30 overflows every fp16 gradient: the step must be skipped.
   step.accumulate([&] { return cross_entropy((*model)(data.x), data.y) * 1e30f; });
@@ -124,12 +119,12 @@ TEST(TrainStep, SkipsAnOverflowedStepAndHoldsTheSchedule) {
   EXPECT_EQ(step.optimizer().steps(), 0);
   EXPECT_EQ(step.optimizer().lr(), 1e-2f);  // the schedule did not advance
   EXPECT_LT(step.scaler().get_scale(), scale);
-  EXPECT_EQ(values(*model), before);
+  EXPECT_EQ(test::parameter_values(*model), before);
   // The next clean step applies.
   const StepOutcome ok = step.run([&] { return cross_entropy((*model)(data.x), data.y); });
   EXPECT_TRUE(ok.applied);
   EXPECT_TRUE(std::isfinite(ok.grad_norm.item()));
-  EXPECT_NE(values(*model), before);
+  EXPECT_NE(test::parameter_values(*model), before);
 }
 
 TEST(TrainStep, TheConfigReachesScalerOptimizerAndPrecision) {
@@ -196,21 +191,21 @@ TEST(TrainStep, Fp8SkipsAStepWhoseAmaxIsNotFiniteAndKeepsTheScales) {
         before[name] = t.to_vector();
       }
     }
-    const auto weights = values(*model);
+    const auto weights = test::parameter_values(*model);
     std::vector<float> v = batch(2).x.to_vector();
     v[5] = std::numeric_limits<float>::quiet_NaN();
     const Tensor poisoned = Tensor::from_vector(v, {8, 784});
     EXPECT_FALSE(step.run([&] { return cross_entropy((*model)(poisoned), clean.y); }).applied);
     EXPECT_EQ(step.scaler().stats().skipped_steps, 1);
     EXPECT_EQ(step.scaler().get_scale(), 1.0);
-    EXPECT_EQ(values(*model), weights);
+    EXPECT_EQ(test::parameter_values(*model), weights);
     for (const auto& [name, t] : step.fp8_layers()->state_tensors()) {
       if (before.count(name) != 0) {
         EXPECT_EQ(t.to_vector(), before[name]) << name;
       }
     }
     EXPECT_TRUE(step.run([&] { return cross_entropy((*model)(clean.x), clean.y); }).applied);
-    EXPECT_NE(values(*model), weights);
+    EXPECT_NE(test::parameter_values(*model), weights);
   }
 }
 

@@ -1,6 +1,6 @@
 #pragma once
-// Helpers for the Trainer tests: that two runs (one straight, one stopped and resumed) agree bit
-// for bit in every metric they log and in every weight.
+// Helpers for the Trainer and TrainStep tests: a model's parameter values, and that two runs (one
+// straight, one stopped and resumed) agree bit for bit in every metric they log and every weight.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -10,6 +10,13 @@
 #include "mixprec/train/trainer.h"
 
 namespace mixprec::train::test {
+
+/// Every parameter of m as f32 values, in parameters() order: two models compared bit for bit.
+inline std::vector<std::vector<float>> parameter_values(nn::Module& m) {
+  std::vector<std::vector<float>> out;
+  for (const Tensor& p : m.parameters()) out.push_back(p.to(DType::f32).to_vector());
+  return out;
+}
 
 // NaN-safe: a metric a task does not compute is NaN in both runs, and that counts as the same.
 inline void expect_same_value(double a, double b, const char* name) {

@@ -36,6 +36,16 @@ Tensor log_softmax(const Tensor& x, std::int64_t dim = -1);
 /// smoothing in [0, 1). Always an f32 scalar (log-sum-exp in f32 whatever the logits' dtype).
 Tensor cross_entropy(const Tensor& logits, const std::vector<std::int64_t>& targets,
                      float label_smoothing = 0.0f);
+/// cross_entropy for a caller that knows the gradient backward will bring the loss
+/// (expected_grad, an f32 scalar on the logits' device; a training step's 1 * scale / accum):
+/// the forward also computes the logits' gradient, in the same pass over the logits (llm.c's
+/// fused classifier), and the node keeps that gradient (the logits' dtype) instead of the
+/// logits, which die when the caller drops them. A backward whose dy has expected_grad's bits
+/// returns the saved gradient, deciding on the device (no host read); any other dy gets
+/// gradient * (dy / expected_grad), correct but rounded twice. Loss and gradient have the plain
+/// op's bits. Without a gradient to compute (no_grad, logits that need none) it is the plain op.
+Tensor cross_entropy(const Tensor& logits, const std::vector<std::int64_t>& targets,
+                     float label_smoothing, const Tensor& expected_grad);
 /// Mean squared error between prediction and target (same shape), computed and returned in f32.
 Tensor mse_loss(const Tensor& prediction, const Tensor& target);
 /// Inverted dropout: in training, zeroes each element with probability p (mask drawn from the

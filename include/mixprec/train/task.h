@@ -39,6 +39,14 @@ class Task {
   /// The scalar training loss (with its autograd graph) of `output` on `batch`. ShapeError if
   /// the output does not fit the batch's targets.
   virtual Tensor loss(const Tensor& output, const data::Batch& batch) const = 0;
+  /// loss() in a training step, given the gradient the step's backward will bring it
+  /// (TrainStep::loss_gradient()): a task whose loss can compute its gradient in the forward
+  /// (cross-entropy) uses it; the default ignores it. The same value as loss().
+  virtual Tensor training_loss(const Tensor& output, const data::Batch& batch,
+                               const Tensor& loss_gradient) const {
+    (void)loss_gradient;
+    return loss(output, batch);
+  }
   /// A fresh, empty evaluation.
   virtual std::unique_ptr<Evaluation> evaluation() const = 0;
 };
@@ -49,6 +57,8 @@ class ClassificationTask : public Task {
   explicit ClassificationTask(std::int64_t num_classes);
   models::TaskKind kind() const override { return models::TaskKind::classification; }
   Tensor loss(const Tensor& logits, const data::Batch& batch) const override;
+  Tensor training_loss(const Tensor& logits, const data::Batch& batch,
+                       const Tensor& loss_gradient) const override;
   std::unique_ptr<Evaluation> evaluation() const override;
 
  private:
@@ -61,6 +71,8 @@ class LanguageModelTask : public Task {
   explicit LanguageModelTask(std::int64_t vocab_size);
   models::TaskKind kind() const override { return models::TaskKind::language_model; }
   Tensor loss(const Tensor& logits, const data::Batch& batch) const override;
+  Tensor training_loss(const Tensor& logits, const data::Batch& batch,
+                       const Tensor& loss_gradient) const override;
   std::unique_ptr<Evaluation> evaluation() const override;
 
  private:

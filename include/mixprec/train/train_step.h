@@ -123,6 +123,11 @@ class TrainStep {
   /// (train/capture_probe.h): a host read cannot be part of a graph, so a graphed step would
   /// read the loss after replaying it.
   Tensor forward_backward(const std::function<Tensor()>& forward_loss);
+  /// The gradient accumulate()'s backward brings the loss forward_loss returns (1 * scale /
+  /// accum, rounded to f32 as the backward rounds it), as an f32 scalar on the current device:
+  /// what a fused loss (cross_entropy's expected_grad, Task::training_loss) is promised. Valid
+  /// until apply() changes the scale; ask for it inside forward_loss.
+  Tensor loss_gradient();
   /// After the micro-batches: averages the gradients over the ranks (data parallel), unscales
   /// them and measures their global norm, and when clip > 0 the clipping coefficient, which
   /// apply()'s optimizer pass multiplies into the gradients (the gradients themselves stay

@@ -14,7 +14,8 @@ bool cpu_supports(std::size_t entry, std::span<const DType> dtypes) {
   switch (entry) {
     case entry_index("unary"): case entry_index("binary"): case entry_index("affine"): case entry_index("unary_backward"):
     case entry_index("fill"): case entry_index("reduce"): case entry_index("softmax"): case entry_index("softmax_backward"):
-    case entry_index("cross_entropy"): case entry_index("cross_entropy_backward"): case entry_index("ema_update"):
+    case entry_index("cross_entropy"): case entry_index("cross_entropy_backward"): case entry_index("cross_entropy_fused"):
+    case entry_index("rescale_unless_equal"): case entry_index("ema_update"):
     case entry_index("embedding_backward"): case entry_index("masked_fill"): case entry_index("where"):
     case entry_index("cumsum"):
       return computes_in(dtypes);
@@ -44,6 +45,8 @@ const Backend& cpu_backend() {
     .softmax_backward = &cpu::softmax_backward,
     .cross_entropy = &cpu::cross_entropy,
     .cross_entropy_backward = &cpu::cross_entropy_backward,
+    .cross_entropy_fused = &cpu::cross_entropy_fused,
+    .rescale_unless_equal = &cpu::rescale_unless_equal,
     .batch_norm_forward = &cpu::batch_norm_forward,
     .batch_norm_backward = &cpu::batch_norm_backward,
     .batch_norm_stats = &cpu::batch_norm_stats,

@@ -15,6 +15,8 @@
 #include "kernels/cpu/dispatch_util.h"
 #include "kernels/cpu/softmax_simd.h"
 #include "kernels/spec/softmax_checks.h"
+#include "kernels/spec/softmax_math.h"
+#include "kernels/elementwise.h"
 #include "kernels/softmax.h"
 
 namespace mixprec::kernels {
@@ -206,7 +208,7 @@ void softmax_backward(const void* y, DType y_dtype, const void* dy, DType dy_dty
 }
 
 namespace {
-/// The chunk pass both cross-entropy directions start with: for each chunk c of a finite row r,
+/// The chunk pass every cross-entropy kernel starts with: for each chunk c of a finite row r,
 /// the sum of e^(x - max) into exp_part[r * chunks + c] and, if shift_part is not null, the sum
 /// of x - max into shift_part[r * chunks + c].
 auto exp_stats_chunk(const RowMax& mx, const void* logits, DType dtype, std::int64_t cols,
@@ -219,6 +221,41 @@ auto exp_stats_chunk(const RowMax& mx, const void* logits, DType dtype, std::int
                    exp_part + k, shift_part != nullptr ? shift_part + k : nullptr, nullptr);
   };
 }
+
+/// Row r's loss from its chunk partials (NaN for a row whose max is not finite). Reads the
+/// target's logit, so in place it runs before the row's gradient pass.
+float row_loss(const RowMax& mx, const void* logits, DType dtype, std::int64_t cols,
+               std::int64_t chunks, const std::vector<float>& exp_part,
+               const std::vector<float>& shift_part, std::int64_t r, std::int64_t target,
+               float s) {
+  if (!mx.finite(r)) return kNaN;
+  // The reference's formula with sum_c logp[c] = sum_c (x[c] - m) - cols * lse: every
+  // logp[c] <= 0, so regrouping the sum does not cancel.
+  const float m = mx.m[r];
+  const float lse = std::log(combine(exp_part, r, chunks));
+  const float logp_t = (load_f32(logits, dtype, r * cols + target) - m) - lse;
+  const float sum_logp = combine(shift_part, r, chunks) - static_cast<float>(cols) * lse;
+  return -(1.0f - s) * logp_t - (s / static_cast<float>(cols)) * sum_logp;
+}
+
+/// The gradient pass: chunk c of row r gets g[r] * (softmax - q) from the row's max and
+/// total[r] = sum e^(x - max) (NaN for a row whose max is not finite). The vector kernel loads
+/// each vector before it stores it, so dlogits may be logits.
+auto grad_chunk(const RowMax& mx, const void* logits, DType dtype, std::int64_t cols,
+                const std::int64_t* targets, float s, const float* grad_per_row,
+                const std::vector<float>& total, void* dlogits, DType dlogits_dtype) {
+  const float q_off = s / static_cast<float>(cols);  // smoothed target mass off the label
+  const float q_on = q_off + (1.0f - s);             // ... and at the label, as the reference
+  return [=, &mx, &total](std::int64_t r, std::int64_t c, float*) {
+    const Span sp = span(cols, c);
+    void* d = at(dlogits, dlogits_dtype, r * cols + sp.begin);
+    if (!mx.finite(r)) return fill_nan(d, dlogits_dtype, sp.size);
+    const std::int64_t t = targets[r] - sp.begin;
+    simd_cross_entropy_back_out(dtype, at(logits, dtype, r * cols + sp.begin), sp.size, mx.m[r],
+                                1.0f / total[r], grad_per_row[r], q_off, q_on,
+                                t >= 0 && t < sp.size ? t : -1, dlogits_dtype, d);
+  };
+}
 }  // namespace
 
 void cross_entropy(const void* logits, DType dtype, std::int64_t rows, std::int64_t cols,
@@ -228,24 +265,13 @@ void cross_entropy(const void* logits, DType dtype, std::int64_t rows, std::int6
   log_simd("cross_entropy", name(dtype));
   if (rows == 0) return;
   const std::int64_t chunks = chunk_count(cols);
-  const float s = label_smoothing;
   RowMax mx(logits, dtype, rows, cols);
   std::vector<float> exp_part(static_cast<std::size_t>(rows * chunks)), shift_part(exp_part.size());
   run_rows(rows, cols, mx.as_pass(),
            pass(exp_stats_chunk(mx, logits, dtype, cols, chunks, exp_part.data(), shift_part.data()),
                [&](std::int64_t r) {
-                 if (!mx.finite(r)) {
-                   loss_per_row[r] = kNaN;
-                   return;
-                 }
-                 // The reference's formula with sum_c logp[c] = sum_c (x[c] - m) - cols * lse:
-                 // every logp[c] <= 0, so regrouping the sum does not cancel.
-                 const float m = mx.m[r];
-                 const float lse = std::log(combine(exp_part, r, chunks));
-                 const float logp_t = (load_f32(logits, dtype, r * cols + targets[r]) - m) - lse;
-                 const float sum_logp =
-                     combine(shift_part, r, chunks) - static_cast<float>(cols) * lse;
-                 loss_per_row[r] = -(1.0f - s) * logp_t - (s / static_cast<float>(cols)) * sum_logp;
+                 loss_per_row[r] = row_loss(mx, logits, dtype, cols, chunks, exp_part, shift_part,
+                                            r, targets[r], label_smoothing);
                }));
 }
 
@@ -260,9 +286,6 @@ void cross_entropy_backward(const void* logits, DType dtype, std::int64_t rows,
   log_simd("cross_entropy_backward", label);
   if (rows == 0 || cols == 0) return;
   const std::int64_t chunks = chunk_count(cols);
-  const float s = label_smoothing;
-  const float q_off = s / static_cast<float>(cols);  // smoothed target mass off the label
-  const float q_on = q_off + (1.0f - s);             // ... and at the label, as the reference
   RowMax mx(logits, dtype, rows, cols);
   std::vector<float> part(static_cast<std::size_t>(rows * chunks)), total(static_cast<std::size_t>(rows));
   run_rows(rows, cols, mx.as_pass(),
@@ -270,17 +293,54 @@ void cross_entropy_backward(const void* logits, DType dtype, std::int64_t rows,
                [&](std::int64_t r) {
                  if (mx.finite(r)) total[r] = combine(part, r, chunks);
                }),
-           pass(
-               [&](std::int64_t r, std::int64_t c, float*) {
-                 const Span sp = span(cols, c);
-                 void* d = at(dlogits, dlogits_dtype, r * cols + sp.begin);
-                 if (!mx.finite(r)) return fill_nan(d, dlogits_dtype, sp.size);
-                 const std::int64_t t = targets[r] - sp.begin;
-                 simd_cross_entropy_back_out(dtype, at(logits, dtype, r * cols + sp.begin), sp.size,
-                                             mx.m[r], 1.0f / total[r], grad_per_row[r], q_off, q_on,
-                                             t >= 0 && t < sp.size ? t : -1, dlogits_dtype, d);
-               },
-               kNoRowStep));
+           pass(grad_chunk(mx, logits, dtype, cols, targets, label_smoothing, grad_per_row, total,
+                           dlogits, dlogits_dtype),
+                kNoRowStep));
+}
+
+// The two kernels above in three passes instead of five: the max, the exp and shift sums
+// (whose row step writes the loss and keeps the exp sum), the gradient. The sums are the same
+// calls in the same order, so loss and gradient have the separate kernels' bits. In place, a
+// row's target logit is read by the second pass's row step, which (split or not) runs before
+// any chunk of the third pass writes that row.
+void cross_entropy_fused(const void* logits, DType dtype, std::int64_t rows, std::int64_t cols,
+                         const std::int64_t* targets, float label_smoothing,
+                         const float* grad_per_row, float* loss_per_row, void* dlogits,
+                         DType dlogits_dtype) {
+  const char* op = "cross_entropy_fused";
+  detail::check_cross_entropy_args(op, rows, cols, targets, label_smoothing);
+  detail::check_cross_entropy_alias(op, logits, dtype, dlogits, dlogits_dtype, rows, cols,
+                                    grad_per_row, loss_per_row);
+  require_compute_dtype(op, dtype);
+  require_compute_dtype(op, dlogits_dtype);
+  log_simd(op, dtype_label(dtype, dlogits_dtype));
+  if (rows == 0) return;
+  const std::int64_t chunks = chunk_count(cols);
+  RowMax mx(logits, dtype, rows, cols);
+  std::vector<float> exp_part(static_cast<std::size_t>(rows * chunks)), shift_part(exp_part.size());
+  std::vector<float> total(static_cast<std::size_t>(rows));
+  // The gradients are read before any loss is written: loss_per_row may be grad_per_row.
+  const std::vector<float> g(grad_per_row, grad_per_row + rows);
+  run_rows(rows, cols, mx.as_pass(),
+           pass(exp_stats_chunk(mx, logits, dtype, cols, chunks, exp_part.data(), shift_part.data()),
+               [&](std::int64_t r) {
+                 loss_per_row[r] = row_loss(mx, logits, dtype, cols, chunks, exp_part, shift_part,
+                                            r, targets[r], label_smoothing);
+                 if (mx.finite(r)) total[r] = combine(exp_part, r, chunks);
+               }),
+           pass(grad_chunk(mx, logits, dtype, cols, targets, label_smoothing, g.data(), total,
+                           dlogits, dlogits_dtype),
+                kNoRowStep));
+}
+
+// The cpu's affine kernel does the multiply: alpha * x rounded to f32, then + (-0), which
+// changes no value (not even -0), then rounded once to the dtype: the reference's bits.
+void rescale_unless_equal(void* x, DType dtype, std::int64_t n, const float* num,
+                          const float* den) {
+  MIXPREC_CHECK(n >= 0, ShapeError, "rescale_unless_equal", "negative extent " << n);
+  if (softmax_math::same_bits(*num, *den)) return;
+  log_simd("rescale_unless_equal", name(dtype));  // only when it rescales: a broken promise
+  cpu::affine(x, dtype, x, dtype, n, *num / *den, -0.0f);
 }
 }  // namespace cpu
 

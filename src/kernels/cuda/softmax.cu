@@ -5,6 +5,10 @@
 // is the reference's own (kernels/spec/softmax_math.h); exp and log are CUDA's (within the
 // conformance tolerance of the host's).
 //
+// Cross-entropy's loss, its gradient, or both in one pass over the logits (the fused kernel)
+// are one kernel with the outputs it is not asked for switched off, so the fused results are
+// the separate kernels' bits by construction.
+//
 // Targets are device memory, so the cross-entropy kernels check them on the device (one block
 // finds the first row whose target is out of range) into a deferred check: the reference's
 // ValueError, message and all, raised at the host's next synchronisation rather than at one of
@@ -96,47 +100,63 @@ __global__ void softmax_backward_kernel(const void* y, DType dy_t, const void* d
   }
 }
 
+/// Every cross-entropy kernel in one: per row the loss into loss_per_row (when not null) and
+/// g * (softmax - q) into dlogits (when not null), so that the fused kernel has the separate
+/// ones' bits by construction. In place (dlogits == logits, loss_per_row == grad_per_row) each
+/// thread writes only the values it read itself, except the target's logit and the row's
+/// gradient, which are read before a barrier that every write of the row follows.
 template <int G>
 __global__ void cross_entropy_kernel(const void* logits, DType t, std::int64_t rows,
                                      std::int64_t cols, const std::int64_t* targets, float s,
-                                     float* loss_per_row) {
+                                     float off, const float* grad_per_row, float* loss_per_row,
+                                     void* dlogits, DType dout) {
   using Grp = Group<G>;
   for (std::int64_t r = Grp::first_item(); r < rows; r += Grp::item_stride()) {
     const std::int64_t base = r * cols;
+    const std::int64_t target = targets[r];  // a bad one is reported by check_targets
+    const float g = dlogits != nullptr ? grad_per_row[r] : 0.0f;
     const float m = group_row_max<G>(logits, t, base, cols);
-    const float lse = logf(group_exp_sum<G>(logits, t, base, cols, m));
-    float sum_logp = 0.0f;
-    for (std::int64_t c = Grp::lane(); c < cols; c += G) {
-      sum_logp += softmax_math::log_softmax_value(load(logits, t, base + c), m, lse);
+    const float sum = group_exp_sum<G>(logits, t, base, cols, m);
+    float loss = 0.0f;  // lane 0's
+    if (loss_per_row != nullptr) {
+      const float lse = logf(sum);
+      const float x_t = Grp::lane() == 0 && target >= 0 && target < cols
+                            ? load(logits, t, base + target)
+                            : NAN;
+      float sum_logp = 0.0f;
+      for (std::int64_t c = Grp::lane(); c < cols; c += G) {
+        sum_logp += softmax_math::log_softmax_value(load(logits, t, base + c), m, lse);
+      }
+      sum_logp = Grp::all_reduce(sum_logp, Add{});
+      loss = softmax_math::cross_entropy_loss(softmax_math::log_softmax_value(x_t, m, lse),
+                                              sum_logp, s, cols);
     }
-    sum_logp = Grp::all_reduce(sum_logp, Add{});
-    if (Grp::lane() == 0) {
-      const std::int64_t target = targets[r];  // a bad one is reported by check_targets
-      const float x_t = target >= 0 && target < cols ? load(logits, t, base + target) : NAN;
-      const float logp_t = softmax_math::log_softmax_value(x_t, m, lse);
-      loss_per_row[r] = softmax_math::cross_entropy_loss(logp_t, sum_logp, s, cols);
+    if (dlogits != nullptr) {  // both outputs may alias inputs: every read before any write
+      if constexpr (G == kWarp) {
+        __syncwarp();
+      } else {
+        __syncthreads();
+      }
     }
-  }
-}
-
-template <int G>
-__global__ void cross_entropy_backward_kernel(const void* logits, DType t, std::int64_t rows,
-                                              std::int64_t cols, const std::int64_t* targets,
-                                              float s, float off, const float* grad_per_row,
-                                              void* dlogits, DType dout) {
-  using Grp = Group<G>;
-  for (std::int64_t r = Grp::first_item(); r < rows; r += Grp::item_stride()) {
-    const std::int64_t base = r * cols;
-    const float m = group_row_max<G>(logits, t, base, cols);
-    const float inv = 1.0f / group_exp_sum<G>(logits, t, base, cols, m);
-    const float g = grad_per_row[r];
-    const std::int64_t target = targets[r];
+    if (loss_per_row != nullptr && Grp::lane() == 0) loss_per_row[r] = loss;
+    if (dlogits == nullptr) continue;
+    const float inv = 1.0f / sum;
     for (std::int64_t c = Grp::lane(); c < cols; c += G) {
       store(dlogits, dout, base + c,
             softmax_math::cross_entropy_grad(g, load(logits, t, base + c), m, inv, c == target,
                                              off, s));
     }
   }
+}
+
+/// x *= *num / *den, unless the two scalars have the same bits (every thread reads both and
+/// returns at once: the host reads nothing).
+__global__ void rescale_unless_equal_kernel(void* x, DType t, std::int64_t n, const float* num,
+                                            const float* den) {
+  const float a = *num, b = *den;
+  if (softmax_math::same_bits(a, b)) return;
+  const float ratio = a / b;
+  MIXPREC_GRID_STRIDE(i, n) store(x, t, i, load(x, t, i) * ratio);
 }
 
 struct Min {
@@ -213,19 +233,33 @@ void softmax_backward(const void* y, DType y_dtype, const void* dy, DType dy_dty
   check_launch(op);
 }
 
+namespace {
+/// Launches cross_entropy_kernel for whichever outputs are not null.
+void launch_cross_entropy(const char* op, const void* logits, DType dtype, std::int64_t rows,
+                          std::int64_t cols, const std::int64_t* targets, float label_smoothing,
+                          const float* grad_per_row, float* loss_per_row, void* dlogits,
+                          DType dlogits_dtype) {
+  const float off = softmax_math::cross_entropy_off_mass(label_smoothing, cols);
+  if (warp_rows(cols)) {
+    cross_entropy_kernel<kWarp><<<group_grid<kWarp>(rows), kThreads, 0, stream()>>>(
+        logits, dtype, rows, cols, targets, label_smoothing, off, grad_per_row, loss_per_row,
+        dlogits, dlogits_dtype);
+  } else {
+    cross_entropy_kernel<kThreads><<<group_grid<kThreads>(rows), kThreads, 0, stream()>>>(
+        logits, dtype, rows, cols, targets, label_smoothing, off, grad_per_row, loss_per_row,
+        dlogits, dlogits_dtype);
+  }
+  check_launch(op);
+}
+}  // namespace
+
 void cross_entropy(const void* logits, DType dtype, std::int64_t rows, std::int64_t cols,
                    const std::int64_t* targets, float label_smoothing, float* loss_per_row) {
   const char* op = "cross_entropy";
   check_targets(op, rows, cols, targets, label_smoothing);
   if (rows == 0) return;  // cols >= 1 here: every target is in [0, cols)
-  if (warp_rows(cols)) {
-    cross_entropy_kernel<kWarp><<<group_grid<kWarp>(rows), kThreads, 0, stream()>>>(
-        logits, dtype, rows, cols, targets, label_smoothing, loss_per_row);
-  } else {
-    cross_entropy_kernel<kThreads><<<group_grid<kThreads>(rows), kThreads, 0, stream()>>>(
-        logits, dtype, rows, cols, targets, label_smoothing, loss_per_row);
-  }
-  check_launch(op);
+  launch_cross_entropy(op, logits, dtype, rows, cols, targets, label_smoothing, nullptr,
+                       loss_per_row, nullptr, dtype);
 }
 
 void cross_entropy_backward(const void* logits, DType dtype, std::int64_t rows,
@@ -234,17 +268,29 @@ void cross_entropy_backward(const void* logits, DType dtype, std::int64_t rows,
   const char* op = "cross_entropy_backward";
   check_targets(op, rows, cols, targets, label_smoothing);
   if (rows == 0) return;
-  const float off = softmax_math::cross_entropy_off_mass(label_smoothing, cols);
-  if (warp_rows(cols)) {
-    cross_entropy_backward_kernel<kWarp><<<group_grid<kWarp>(rows), kThreads, 0, stream()>>>(
-        logits, dtype, rows, cols, targets, label_smoothing, off, grad_per_row, dlogits,
-        dlogits_dtype);
-  } else {
-    cross_entropy_backward_kernel<kThreads>
-        <<<group_grid<kThreads>(rows), kThreads, 0, stream()>>>(
-            logits, dtype, rows, cols, targets, label_smoothing, off, grad_per_row, dlogits,
-            dlogits_dtype);
-  }
+  launch_cross_entropy(op, logits, dtype, rows, cols, targets, label_smoothing, grad_per_row,
+                       nullptr, dlogits, dlogits_dtype);
+}
+
+void cross_entropy_fused(const void* logits, DType dtype, std::int64_t rows, std::int64_t cols,
+                         const std::int64_t* targets, float label_smoothing,
+                         const float* grad_per_row, float* loss_per_row, void* dlogits,
+                         DType dlogits_dtype) {
+  const char* op = "cross_entropy_fused";
+  check_targets(op, rows, cols, targets, label_smoothing);
+  detail::check_cross_entropy_alias(op, logits, dtype, dlogits, dlogits_dtype, rows, cols,
+                                    grad_per_row, loss_per_row);
+  if (rows == 0) return;
+  launch_cross_entropy(op, logits, dtype, rows, cols, targets, label_smoothing, grad_per_row,
+                       loss_per_row, dlogits, dlogits_dtype);
+}
+
+void rescale_unless_equal(void* x, DType dtype, std::int64_t n, const float* num,
+                          const float* den) {
+  const char* op = "rescale_unless_equal";
+  MIXPREC_CHECK(n >= 0, ShapeError, op, "negative extent " << n);
+  if (n == 0) return;
+  rescale_unless_equal_kernel<<<grid(n), kThreads, 0, stream()>>>(x, dtype, n, num, den);
   check_launch(op);
 }
 

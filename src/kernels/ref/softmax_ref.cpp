@@ -1,4 +1,5 @@
-// Reference row-wise softmax, log-softmax and cross-entropy: scalar f32 loops, the spec.
+// Reference row-wise softmax, log-softmax and cross-entropy (separate and fused): scalar f32
+// loops, the spec.
 // Every row subtracts its max before exponentiating (log-sum-exp), so no finite input
 // overflows; a row containing +Inf or only -Inf gives NaN, as in torch.
 #include <cmath>
@@ -89,25 +90,65 @@ void softmax_backward(const void* y, DType y_dtype, const void* dy, DType dy_dty
   });
 }
 
+namespace {
+
+/// One row of the cross-entropy kernels: its f32 values, max and sum of exponentials, loaded
+/// whole before anything is written (so dlogits may alias the logits).
+struct CrossEntropyRow {
+  std::vector<float> x;
+  float m, sum;
+  template <class T>
+  CrossEntropyRow(const T* p, std::int64_t cols) : x(load_row(p, cols)), m(row_max(x)), sum(0.0f) {
+    for (float v : x) sum += std::exp(v - m);
+  }
+  /// The row's loss against target t with smoothing s.
+  float loss(std::int64_t t, float s) const {
+    const float lse = std::log(sum);
+    float sum_logp = 0.0f;
+    for (float v : x) sum_logp += softmax_math::log_softmax_value(v, m, lse);
+    const float logp_t = softmax_math::log_softmax_value(x[t], m, lse);
+    return softmax_math::cross_entropy_loss(logp_t, sum_logp, s, static_cast<std::int64_t>(x.size()));
+  }
+  /// d[c] = g * (softmax - q) for every class, q smoothed by s (off-target mass q_off).
+  template <class TO>
+  void grad(std::int64_t t, float s, float q_off, float g, TO* d) const {
+    const float inv = 1.0f / sum;
+    for (std::size_t c = 0; c < x.size(); ++c) {
+      d[c] = TO(softmax_math::cross_entropy_grad(g, x[c], m, inv,
+                                                 static_cast<std::int64_t>(c) == t, q_off, s));
+    }
+  }
+};
+
+}  // namespace
+
 void cross_entropy(const void* logits, DType dtype, std::int64_t rows, std::int64_t cols,
                    const std::int64_t* targets, float label_smoothing, float* loss_per_row) {
   detail::check_cross_entropy_args("cross_entropy", rows, cols, targets, label_smoothing);
-  const float s = label_smoothing;
   dispatch(dtype, [&](auto t) {
     using T = decltype(t);
     for (std::int64_t r = 0; r < rows; ++r) {
-      const std::vector<float> x = load_row(static_cast<const T*>(logits) + r * cols, cols);
-      const float m = row_max(x);
-      float sum = 0.0f;
-      for (float v : x) sum += std::exp(v - m);
-      const float lse = std::log(sum);
-      float sum_logp = 0.0f;
-      for (float v : x) sum_logp += softmax_math::log_softmax_value(v, m, lse);
-      const float logp_t = softmax_math::log_softmax_value(x[targets[r]], m, lse);
-      loss_per_row[r] = softmax_math::cross_entropy_loss(logp_t, sum_logp, s, cols);
+      const CrossEntropyRow row(static_cast<const T*>(logits) + r * cols, cols);
+      loss_per_row[r] = row.loss(targets[r], label_smoothing);
     }
   });
 }
+
+namespace {
+/// Calls f(r, row, d) for each row r of the logits in order, with d (TO*) its row of dlogits.
+template <class F>
+void for_each_grad_row(const void* logits, DType dtype, std::int64_t rows, std::int64_t cols,
+                       void* dlogits, DType dlogits_dtype, F f) {
+  dispatch(dtype, dlogits_dtype, [&](auto t, auto to) {
+    using T = decltype(t);
+    using TO = decltype(to);
+    for (std::int64_t r = 0; r < rows; ++r) {
+      f(r, CrossEntropyRow(static_cast<const T*>(logits) + r * cols, cols),
+        static_cast<TO*>(dlogits) + r * cols);
+    }
+  });
+}
+}  // namespace
 
 void cross_entropy_backward(const void* logits, DType dtype, std::int64_t rows,
                             std::int64_t cols, const std::int64_t* targets, float label_smoothing,
@@ -116,21 +157,38 @@ void cross_entropy_backward(const void* logits, DType dtype, std::int64_t rows,
                                    label_smoothing);
   const float s = label_smoothing;
   const float q_off = softmax_math::cross_entropy_off_mass(s, cols);
-  dispatch(dtype, dlogits_dtype, [&](auto t, auto to) {
+  for_each_grad_row(logits, dtype, rows, cols, dlogits, dlogits_dtype,
+                    [&](std::int64_t r, const CrossEntropyRow& row, auto* d) {
+                      row.grad(targets[r], s, q_off, grad_per_row[r], d);
+                    });
+}
+
+void cross_entropy_fused(const void* logits, DType dtype, std::int64_t rows, std::int64_t cols,
+                         const std::int64_t* targets, float label_smoothing,
+                         const float* grad_per_row, float* loss_per_row, void* dlogits,
+                         DType dlogits_dtype) {
+  detail::check_cross_entropy_args("cross_entropy_fused", rows, cols, targets, label_smoothing);
+  detail::check_cross_entropy_alias("cross_entropy_fused", logits, dtype, dlogits, dlogits_dtype,
+                                    rows, cols, grad_per_row, loss_per_row);
+  const float s = label_smoothing;
+  const float q_off = softmax_math::cross_entropy_off_mass(s, cols);
+  for_each_grad_row(logits, dtype, rows, cols, dlogits, dlogits_dtype,
+                    [&](std::int64_t r, const CrossEntropyRow& row, auto* d) {
+                      const float g = grad_per_row[r];  // before loss_per_row[r], which may be it
+                      loss_per_row[r] = row.loss(targets[r], s);
+                      row.grad(targets[r], s, q_off, g, d);
+                    });
+}
+
+void rescale_unless_equal(void* x, DType dtype, std::int64_t n, const float* num,
+                          const float* den) {
+  MIXPREC_CHECK(n >= 0, ShapeError, "rescale_unless_equal", "negative extent " << n);
+  if (softmax_math::same_bits(*num, *den)) return;
+  const float ratio = *num / *den;
+  dispatch(dtype, [&](auto t) {
     using T = decltype(t);
-    using TO = decltype(to);
-    for (std::int64_t r = 0; r < rows; ++r) {
-      const std::vector<float> x = load_row(static_cast<const T*>(logits) + r * cols, cols);
-      TO* d = static_cast<TO*>(dlogits) + r * cols;
-      const float m = row_max(x);
-      float sum = 0.0f;
-      for (float v : x) sum += std::exp(v - m);
-      const float inv = 1.0f / sum;
-      const float g = grad_per_row[r];
-      for (std::int64_t c = 0; c < cols; ++c) {
-        d[c] = TO(softmax_math::cross_entropy_grad(g, x[c], m, inv, c == targets[r], q_off, s));
-      }
-    }
+    T* p = static_cast<T*>(x);
+    for (std::int64_t i = 0; i < n; ++i) p[i] = T(static_cast<float>(p[i]) * ratio);
   });
 }
 

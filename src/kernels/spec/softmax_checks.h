@@ -2,6 +2,8 @@
 /// Argument checks shared by the reference and dispatching cross-entropy kernels.
 #include <cstdint>
 
+#include "mixprec/core/dtype.h"
+
 namespace mixprec::kernels::detail {
 
 /// Throws ShapeError for negative rows/cols and ValueError ("<op>: ...") for a target outside
@@ -18,5 +20,14 @@ void check_cross_entropy_scalars(const char* op, std::int64_t rows, std::int64_t
 /// ValueError naming op, the row and the target if the target is outside [0, cols).
 void check_cross_entropy_target(const char* op, std::int64_t row, std::int64_t target,
                                 std::int64_t cols);
+
+/// ValueError naming op unless dlogits ([rows, cols] of dlogits_dtype) is either logits itself
+/// with the same dtype (in place) or disjoint from it ([rows, cols] of dtype), and the same for
+/// loss_per_row against grad_per_row (f32 [rows] each). Compares addresses only, so it reads
+/// no device memory.
+void check_cross_entropy_alias(const char* op, const void* logits, DType dtype,
+                               const void* dlogits, DType dlogits_dtype, std::int64_t rows,
+                               std::int64_t cols, const float* grad_per_row,
+                               const float* loss_per_row);
 
 }  // namespace mixprec::kernels::detail

@@ -5,6 +5,7 @@
 /// host, --fmad=false under nvcc); only exp and log come from each side's own math library.
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 
 #include "kernels/spec/host_device.h"
 
@@ -51,6 +52,16 @@ MIXPREC_HD inline float cross_entropy_grad(float g, float x, float m, float inv,
                                            float off, float s) {
   const float q = is_target ? off + (1.0f - s) : off;
   return g * (std::exp(x - m) * inv - q);
+}
+
+/// Whether two f32 values have the same bits (the fused cross-entropy's backward: the gradient
+/// that reached the loss is the one promised). Bits, not ==: -0 is not +0 and a NaN is itself,
+/// so "equal" means the saved gradient is exactly the one the node would compute.
+MIXPREC_HD inline bool same_bits(float a, float b) {
+  std::uint32_t ua = 0, ub = 0;
+  std::memcpy(&ua, &a, sizeof ua);
+  std::memcpy(&ub, &b, sizeof ub);
+  return ua == ub;
 }
 
 }  // namespace mixprec::kernels::softmax_math
