@@ -88,8 +88,9 @@ class CrossEntropyNode final : public runtime::Node {
 /// training step) costs a kernel that compares two device scalars and returns; any other dy
 /// rescales the saved gradient in place, dx = dlogits * (dy / expected): correct, but rounded
 /// twice (once to the dtype in the forward, once here), which only a caller who broke the
-/// promise pays. The rescaled gradient is then the one for dy, so a retained graph's next
-/// backward compares against dy.
+/// promise pays. The gradient is handed to the first backward and the node keeps no reference
+/// to it: the engine may adopt it as a leaf's .grad and add into it, so a second backward
+/// through a retained graph cannot reuse it and is refused (the plain overload recomputes).
 class FusedCrossEntropyNode final : public runtime::Node {
  public:
   FusedCrossEntropyNode(Tensor dlogits, Tensor expected)
@@ -100,15 +101,21 @@ class FusedCrossEntropyNode final : public runtime::Node {
     expected_ = Tensor();
   }
   std::vector<Tensor> backward(const Tensor& dy_in) override {
+    MIXPREC_CHECK(dlogits_.defined(), StateError, "cross_entropy",
+                  "the fused cross-entropy (cross_entropy with expected_grad) gave its gradient "
+                  "to the first backward through this graph; to backward through it again "
+                  "(retain_graph), compute the loss with cross_entropy(logits, targets, "
+                  "label_smoothing)");
     const Tensor dy = dy_in.contiguous();
-    kernels::rescale_unless_equal(dlogits_.data_ptr(), dlogits_.dtype(), dlogits_.numel(),
-                                  dy.data<float>(), expected_.data<float>());
-    expected_ = dy.clone();  // our own copy: the caller's dy may change after backward
-    return {dlogits_};
+    Tensor dx = std::move(dlogits_);
+    kernels::rescale_unless_equal(dx.data_ptr(), dx.dtype(), dx.numel(), dy.data<float>(),
+                                  expected_.data<float>());
+    expected_ = Tensor();
+    return {dx};
   }
 
  private:
-  Tensor dlogits_;   // [rows, cols] in the logits' dtype
+  Tensor dlogits_;   // [rows, cols] in the logits' dtype, until the first backward takes it
   Tensor expected_;  // f32 scalar: the dy dlogits_ is the gradient for
 };
 
