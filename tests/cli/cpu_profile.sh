@@ -25,7 +25,7 @@ print(e["cpu_class"], e.get("cpu_profile", "-"), e["hardware_class"], e["recomme
   if [ "$got" = "$class $class $hardware $auto" ]; then echo "ok   $class: env reports it, recommends $auto"; else
     echo "FAIL $class: env says '$got', want '$class $class $hardware $auto'"; failures=$((failures + 1)); fi
   if [ -s "$WORK/$class.err" ]; then echo "FAIL $class: a known profile warned:"; cat "$WORK/$class.err"; failures=$((failures + 1)); fi
-  if MIXPREC_CPU_PROFILE=$class "$MIXPREC" env | grep -q "^profile:   $class (MIXPREC_CPU_PROFILE"; then :; else
+  if grep -q "^profile:   $class (MIXPREC_CPU_PROFILE" <<<"$(MIXPREC_CPU_PROFILE=$class "$MIXPREC" env)"; then :; else
     echo "FAIL $class: no profile line in mixprec env"; failures=$((failures + 1)); fi
   # --precision auto decides as on the class, and the run completes on this CPU.
   if MIXPREC_CPU_PROFILE=$class "$MIXPREC" train --model mlp --precision auto --epochs 1 --limit-train 256 \

@@ -16,15 +16,15 @@ if [ -n "$why" ]; then
   [ -e "$WORK/cuda_ckpt" ] && { echo "FAIL train_cuda: wrote $WORK/cuda_ckpt"; failures=$((failures + 1)); }
   expect_failure bench_cuda "$why" "$MIXPREC" bench --model mlp --steps 1 --device cuda:0
   expect_failure eval_cuda "$why" "$MIXPREC" eval --checkpoint "$WORK/none" --device cuda
-  "$MIXPREC" env | grep -q "^gpus:      none: $why" || { echo "FAIL env_text: no 'gpus: none' line"; failures=$((failures + 1)); }
+  grep -q "^gpus:      none: $why" <<<"$("$MIXPREC" env)" || { echo "FAIL env_text: no 'gpus: none' line"; failures=$((failures + 1)); }
 else
   # A machine with a GPU: a GPU index past the last one names how many there are.
   expect_failure bench_cuda_index "no GPU 99" "$MIXPREC" bench --model mlp --steps 1 --device cuda:99
-  "$MIXPREC" env | grep -q "^gpu:       cuda:0 " || { echo "FAIL env_text: no 'gpu: cuda:0' line"; failures=$((failures + 1)); }
+  grep -q "^gpu:       cuda:0 " <<<"$("$MIXPREC" env)" || { echo "FAIL env_text: no 'gpu: cuda:0' line"; failures=$((failures + 1)); }
 fi
 # The cuDNN line (docs/cuda.md "How cuDNN is found"): always there; MIXPREC_CUDNN=off says so in
 # a build with the cuDNN path, and the JSON has the same answer.
-"$MIXPREC" env | grep -q "^cudnn:     " || { echo "FAIL env_cudnn: no 'cudnn:' line"; failures=$((failures + 1)); }
+grep -q "^cudnn:     " <<<"$("$MIXPREC" env)" || { echo "FAIL env_cudnn: no 'cudnn:' line"; failures=$((failures + 1)); }
 off_json="$(MIXPREC_CUDNN=off "$MIXPREC" env --json | python3 -c '
 import json, sys
 c = json.load(sys.stdin)["cuda"]["cudnn"]
@@ -60,7 +60,10 @@ if [ -n "$why" ]; then
 fi
 expect_failure capture_probe_compare "drop --compare" \
   "$MIXPREC" bench --model mlp --compare fp32,bf16 --device devsim --cuda-capture-probe
-if "$MIXPREC" bench --help | grep -q -- "--cuda-capture-probe"; then
+# The help into a variable first: grep -q exits at its first match, and under pipefail the
+# writer's SIGPIPE would fail the pipeline whenever it had more to write.
+bench_help="$("$MIXPREC" bench --help)"
+if grep -q -- "--cuda-capture-probe" <<<"$bench_help"; then
   echo "ok   capture_probe_help: bench --help documents --cuda-capture-probe"
 else
   echo "FAIL capture_probe_help: bench --help lacks --cuda-capture-probe"; failures=$((failures + 1))
