@@ -16,9 +16,8 @@ using ops::detail::record;
 
 class LinearNode final : public runtime::Node {
  public:
-  LinearNode(Tensor x2d, Tensor w, bool has_bias, DType bias_dtype, Shape x_shape)
-      : x_(std::move(x2d)), w_(std::move(w)), has_bias_(has_bias), bias_dtype_(bias_dtype),
-        x_shape_(std::move(x_shape)) {}
+  LinearNode(Tensor x2d, Tensor w, DType bias_dtype, Shape x_shape)
+      : x_(std::move(x2d)), w_(std::move(w)), bias_dtype_(bias_dtype), x_shape_(std::move(x_shape)) {}
   const char* name() const override { return "linear"; }
   void release_saved() override { x_ = Tensor(); w_ = Tensor(); }
   std::vector<Tensor> backward(const Tensor& dy_in) override {
@@ -35,7 +34,6 @@ class LinearNode final : public runtime::Node {
 
  private:
   Tensor x_, w_;
-  bool has_bias_;
   DType bias_dtype_;
   Shape x_shape_;
 };
@@ -77,8 +75,8 @@ class MatmulNode final : public runtime::Node {
 void ops::detail::record_linear(Tensor& y, const Tensor& x2, const Tensor& w, const Tensor& x,
                                 const Tensor& weight, const Tensor& bias) {
   if (!runtime::needs_grad({&x, &weight, &bias})) return;
-  auto node = std::make_shared<LinearNode>(x2, w, bias.defined(),
-                                           bias.defined() ? bias.dtype() : x.dtype(), x.shape());
+  auto node = std::make_shared<LinearNode>(x2, w, bias.defined() ? bias.dtype() : x.dtype(),
+                                           x.shape());
   if (bias.defined()) runtime::attach(y, node, {&x, &weight, &bias});
   else runtime::attach(y, node, {&x, &weight});
 }

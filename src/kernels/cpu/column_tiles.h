@@ -37,7 +37,10 @@ void for_column_tiles(std::int64_t outer, std::int64_t rows, std::int64_t cols, 
                       const Tile& tile, const Combine& combine, const Finish& finish,
                       std::int64_t task_cols = kColumnBlock) {
   if (outer == 0 || cols == 0) return;
-  const auto [krows, kchunks] = column_row_chunks(rows, cols);
+  // Named variables, not a structured binding: the lambdas below capture them (clang before
+  // 16, which builds the fuzz targets, rejects captured bindings).
+  const ColumnRowChunks chunks = column_row_chunks(rows, cols);
+  const std::int64_t krows = chunks.krows, kchunks = chunks.kchunks;
   const std::int64_t width = std::max<std::int64_t>(1, task_cols);
   const std::int64_t blocks = (cols + width - 1) / width;
   // One row chunk of at most kColumnBlock columns: accumulate straight into a task-local array;
