@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "core/block_cache.h"
 #include "core/deferred_checks.h"
@@ -37,21 +38,29 @@ void cuda_memset(void* dst, int value, std::size_t bytes);
 /// Waits for all work queued on the backend's stream (cudaStreamSynchronize), raising the
 /// asynchronous errors of that work as cudaDeviceSynchronize did.
 void cuda_synchronize();
-/// CUDA-graph capture of the backend's stream, for the capture probe (train/capture_probe.h):
+/// CUDA-graph capture of the backend's stream (core/device_graph.h; the capture probe):
 /// begin opens a global-mode capture (cudaStreamBeginCapture); status says whether it is still
 /// valid; end closes it whatever happened (a failed capture must be ended too), counts the
-/// graph's nodes, destroys the graph without instantiating it and clears the runtime's last
-/// error. Not for training: nothing replays the graph.
+/// graph's nodes, clears the runtime's last error and, given `exec`, instantiates the graph
+/// there (cudaGraphExec_t; null when it fails, the reason in `error`); without, the graph is
+/// destroyed unrun.
 enum class CaptureStatus { none, active, invalidated };
 struct CaptureEnd {
-  bool captured = false;       ///< the capture ended with a graph
+  bool captured = false;       ///< the capture ended with a graph (and, asked, an instance)
   std::size_t nodes = 0;       ///< cudaGraphGetNodes of that graph
   std::string error;           ///< why not: the call and its CUDA error name
   std::string first_failure;   ///< the first runtime call of gpu.cpp that failed inside it
+  /// The deferred checks' slots the captured kernels write (claimed for good: each replay
+  /// writes them again); give them to cuda_graph_destroy. Empty without an instance.
+  std::vector<std::int64_t*> check_slots;
 };
 void cuda_capture_begin();
 CaptureStatus cuda_capture_status();
-CaptureEnd cuda_capture_end();
+CaptureEnd cuda_capture_end(void** exec = nullptr);
+/// Queues an instantiated graph on the backend's stream.
+void cuda_graph_launch(void* exec);
+/// Destroys an instance and frees its deferred-check slots.
+void cuda_graph_destroy(void* exec, const std::vector<std::int64_t*>& check_slots);
 /// Timing events (cudaEvent_t, opaque here): created with timing on, recorded on the backend's
 /// stream, and read after cuda_event_wait. The profiler's DeviceClock uses them, so a
 /// profiled op is timed in the GPU's queue instead of by synchronising around it.

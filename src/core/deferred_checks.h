@@ -33,12 +33,20 @@ class DeferredChecks {
   /// registered for the next settle(); null when every slot is pending (synchronise and settle
   /// first).
   std::int64_t* claim(Raise raise);
+  /// A slot for a check inside a captured graph (core/device_graph.h): the kernel that writes it
+  /// is replayed again and again, so the slot is never freed by settle(); every settle() raises
+  /// it instead, until release_persistent(). Its kernel writes only on a failed check, so the
+  /// slot needs no reset between replays (a failure ends the run). Null when every slot is taken.
+  std::int64_t* claim_persistent(Raise raise);
+  /// Frees a slot of claim_persistent (the graph that wrote it is gone).
+  void release_persistent(const std::int64_t* slot);
   /// After a synchronisation: runs the pending checks' raise in claim order and frees their
   /// slots; the first error is rethrown once every slot is free.
   void settle();
   std::size_t pending() const;
 
  private:
+  std::size_t free_slot();  // caller holds mu_; marks it used and resets it; kSlots if none
   struct Pending {
     std::size_t slot;
     Raise raise;
@@ -46,6 +54,7 @@ class DeferredChecks {
   std::int64_t* slots_;
   mutable std::mutex mu_;
   std::vector<Pending> pending_;
+  std::vector<Pending> persistent_;
   bool used_[kSlots] = {};
 };
 

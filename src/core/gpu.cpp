@@ -7,6 +7,7 @@
 #include <mutex>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "core/cuda_runtime.h"
 #include "mixprec/core/device.h"
@@ -93,6 +94,7 @@ namespace {
 std::atomic<bool> g_capturing{false};
 std::mutex g_capture_mu;
 std::string g_capture_failure;
+std::vector<std::int64_t*> g_capture_slots;  // deferred-check slots the open capture claimed
 
 void note_capture_failure(const char* call, cudaError_t err) {
   if (!g_capturing.load(std::memory_order_relaxed)) return;
@@ -153,6 +155,18 @@ DeferredChecks& cuda_deferred_checks() {
 
 std::int64_t* cuda_defer_check(DeferredChecks::Raise raise) {
   DeferredChecks& checks = cuda_deferred_checks();
+  if (g_capturing.load(std::memory_order_relaxed)) {
+    // Inside a capture the kernel is replayed again and again: its slot stays claimed for the
+    // graph, raised at every settle, and freed with the graph (cuda_release_check). No
+    // synchronise to free slots here: that would break the capture.
+    std::int64_t* slot = checks.claim_persistent(std::move(raise));
+    MIXPREC_CHECK(slot != nullptr, BackendError, "cuda graph capture",
+                  "more than " << DeferredChecks::kSlots << " device-side checks pending while "
+                  "capturing; capture a shorter region");
+    const std::lock_guard<std::mutex> lock(g_capture_mu);
+    g_capture_slots.push_back(slot);
+    return slot;
+  }
   if (std::int64_t* slot = checks.claim(raise)) return slot;
   cuda_synchronize();  // settles every pending check, freeing their slots
   std::int64_t* slot = checks.claim(std::move(raise));
@@ -234,6 +248,7 @@ void cuda_capture_begin() {
   {
     const std::lock_guard<std::mutex> lock(g_capture_mu);
     g_capture_failure.clear();
+    g_capture_slots.clear();
   }
   check(cudaStreamBeginCapture(stream(), cudaStreamCaptureModeGlobal), "cudaStreamBeginCapture", 0);
   g_capturing.store(true, std::memory_order_relaxed);
@@ -247,11 +262,11 @@ CaptureStatus cuda_capture_status() {
     default: return CaptureStatus::none;
   }
 }
-CaptureEnd cuda_capture_end() {
+CaptureEnd cuda_capture_end(void** exec) {
   CaptureEnd out;
   cudaGraph_t graph = nullptr;
   // Ends the capture whatever happened inside it (an invalidated capture must still be ended
-  // before the stream takes work again); the graph is never instantiated.
+  // before the stream takes work again).
   const cudaError_t err = cudaStreamEndCapture(stream(), &graph);
   g_capturing.store(false, std::memory_order_relaxed);
   if (err == cudaSuccess && graph != nullptr) {
@@ -263,7 +278,27 @@ CaptureEnd cuda_capture_end() {
   } else {
     out.error = std::string("cudaStreamEndCapture: ") + cudaGetErrorName(err);
   }
-  if (graph != nullptr) (void)cudaGraphDestroy(graph);
+  if (exec != nullptr) *exec = nullptr;
+  if (out.captured && exec != nullptr) {
+    cudaGraphExec_t instance = nullptr;
+    const cudaError_t made = cudaGraphInstantiate(&instance, graph, 0);
+    if (made == cudaSuccess) {
+      *exec = instance;
+    } else {
+      out.captured = false;
+      out.error = std::string("cudaGraphInstantiate: ") + cudaGetErrorName(made);
+    }
+  }
+  if (graph != nullptr) (void)cudaGraphDestroy(graph);  // the instance keeps what it needs
+  {
+    const std::lock_guard<std::mutex> lock(g_capture_mu);
+    out.check_slots.swap(g_capture_slots);
+  }
+  if (exec == nullptr || *exec == nullptr) {
+    // Nothing will replay the kernels that write these slots.
+    for (std::int64_t* slot : out.check_slots) cuda_deferred_checks().release_persistent(slot);
+    out.check_slots.clear();
+  }
   // Capture errors are not sticky, but one may still be the runtime's last error: clear it so
   // that the next check_launch does not report it against an innocent kernel.
   const cudaError_t last = cudaGetLastError();
@@ -275,6 +310,13 @@ CaptureEnd cuda_capture_end() {
     out.first_failure = g_capture_failure;
   }
   return out;
+}
+void cuda_graph_launch(void* exec) {
+  check(cudaGraphLaunch(static_cast<cudaGraphExec_t>(exec), stream()), "cudaGraphLaunch", 0);
+}
+void cuda_graph_destroy(void* exec, const std::vector<std::int64_t*>& check_slots) {
+  if (exec != nullptr) (void)cudaGraphExecDestroy(static_cast<cudaGraphExec_t>(exec));
+  for (std::int64_t* slot : check_slots) cuda_deferred_checks().release_persistent(slot);
 }
 void* cuda_event_create() {
   cudaEvent_t event = nullptr;
@@ -310,7 +352,9 @@ void cuda_synchronize() { no_cuda("synchronize"); }
 void* cuda_stream() { no_cuda("cuda stream"); }
 void cuda_capture_begin() { no_cuda("cudaStreamBeginCapture"); }
 CaptureStatus cuda_capture_status() { return CaptureStatus::none; }
-CaptureEnd cuda_capture_end() { no_cuda("cudaStreamEndCapture"); }
+CaptureEnd cuda_capture_end(void**) { no_cuda("cudaStreamEndCapture"); }
+void cuda_graph_launch(void*) { no_cuda("cudaGraphLaunch"); }
+void cuda_graph_destroy(void*, const std::vector<std::int64_t*>&) {}
 void* cuda_event_create() { no_cuda("cudaEventCreate"); }
 void cuda_event_destroy(void*) {}
 void cuda_event_record(void*) { no_cuda("cudaEventRecord"); }

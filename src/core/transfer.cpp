@@ -14,6 +14,7 @@
 
 #include "core/block_cache.h"
 #include "core/cuda_runtime.h"
+#include "core/device_graph.h"
 #include "core/devsim_memory.h"
 #include "mixprec/core/error.h"
 #include "mixprec/core/memory.h"
@@ -109,6 +110,7 @@ TransferStats transfer_delta(const TransferStats& before, const TransferStats& n
 
 void download(void* dst, const void* src, std::size_t bytes, Device device) {
   check_device_pointer(src, bytes, device, "download");
+  (void)detail::capture_takes(device, "a download", false, {});
   detail::count_transfer(true, bytes, device);
   if (bytes == 0) return;
   if (device.type == DeviceType::cuda) return detail::cuda_download(dst, src, bytes);
@@ -118,6 +120,7 @@ void download(void* dst, const void* src, std::size_t bytes, Device device) {
 
 void upload(void* dst, const void* src, std::size_t bytes, Device device) {
   check_device_pointer(dst, bytes, device, "upload");
+  (void)detail::capture_takes(device, "an upload", false, {});
   detail::count_transfer(false, bytes, device);
   if (bytes == 0) return;
   if (device.type == DeviceType::cuda) return detail::cuda_upload(dst, src, bytes);
@@ -129,20 +132,29 @@ void device_copy(void* dst, const void* src, std::size_t bytes, Device device) {
   check_device_pointer(dst, bytes, device, "device_copy");
   check_device_pointer(src, bytes, device, "device_copy");
   if (bytes == 0) return;
-  if (device.type == DeviceType::cuda) return detail::cuda_device_copy(dst, src, bytes);
   const bool sim = device.type == DeviceType::devsim;
-  std::memcpy(sim ? detail::devsim_untag(dst) : dst, sim ? detail::devsim_untag(src) : src, bytes);
+  void* to = sim ? detail::devsim_untag(dst) : dst;
+  const void* from = sim ? detail::devsim_untag(src) : src;
+  if (detail::capture_takes(device, "a device copy", true, [=] { std::memcpy(to, from, bytes); })) {
+    return;
+  }
+  if (device.type == DeviceType::cuda) return detail::cuda_device_copy(dst, src, bytes);
+  std::memcpy(to, from, bytes);
 }
 
 void device_memset(void* dst, int value, std::size_t bytes, Device device) {
   check_device_pointer(dst, bytes, device, "device_memset");
   if (bytes == 0) return;
-  if (device.type == DeviceType::cuda) return detail::cuda_memset(dst, value, bytes);
   void* host = device.type == DeviceType::devsim ? detail::devsim_untag(dst) : dst;
+  if (detail::capture_takes(device, "a device memset", true, [=] { std::memset(host, value, bytes); })) {
+    return;
+  }
+  if (device.type == DeviceType::cuda) return detail::cuda_memset(dst, value, bytes);
   std::memset(host, value, bytes);
 }
 
 void synchronize(Device device) {
+  (void)detail::capture_takes(device, "a synchronize", false, {});
   if (device.type == DeviceType::cuda) detail::cuda_synchronize();
 }
 

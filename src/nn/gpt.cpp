@@ -35,10 +35,18 @@ void GPT::check_length(std::int64_t batch, std::int64_t t) const {
                                             << t << " (batch " << batch << ")");
 }
 
+const Tensor& GPT::position_ids(std::int64_t t) {
+  Tensor& ids = position_ids_[t];
+  if (!ids.defined() || ids.device() != current_device()) {
+    std::vector<float> pos(static_cast<std::size_t>(t));
+    for (std::int64_t i = 0; i < t; ++i) pos[static_cast<std::size_t>(i)] = static_cast<float>(i);
+    ids = Tensor::from_vector(pos, {t});  // whole numbers below 2^24: exact in f32
+  }
+  return ids;
+}
+
 Tensor GPT::head(const Tensor& token_embeddings, std::int64_t t) {
-  std::vector<std::int64_t> pos(static_cast<std::size_t>(t));
-  for (std::int64_t i = 0; i < t; ++i) pos[static_cast<std::size_t>(i)] = i;
-  Tensor h = token_embeddings + positions_->lookup(pos, {t});
+  Tensor h = token_embeddings + (*positions_)(position_ids(t));
   h = (*drop_)(h);
   for (const auto& block : blocks_) h = (*block)(h);
   // The head is the token table itself (weight tying): logits = h E^T.

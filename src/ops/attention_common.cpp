@@ -4,6 +4,8 @@
 
 #include <cmath>
 
+#include "core/device_graph.h"
+
 #include "mixprec/runtime/attention_precision.h"
 #include "ops/op_util.h"
 #include "runtime/op_scope.h"
@@ -69,6 +71,12 @@ kernels::AttentionDesc attention_desc(const AttentionMask& mask, std::int64_t bh
   desc.causal = causal;
   desc.dropout_p = dropout_p;
   desc.seed = seed;
+  if (dropout_p > 0.0f) {
+    // The seed is the host's per call: a captured graph would replay one dropout mask.
+    mixprec::detail::note_capture_refusal(
+        "attention's dropout draws from a seed the host picks at each call, which a graph would "
+        "replay unchanged: train without dropout or with --cuda-graphs off");
+  }
   // The 16-bit spec (P and dS rounded to the compute dtype) unless the user asked for highest;
   // an f32 call keeps f32 throughout (the kernels reject round_probs there).
   desc.round_probs = dtype != DType::f32 &&

@@ -127,7 +127,20 @@ struct CrossEntropyArgs {
   std::shared_ptr<Storage> targets;
 };
 
-CrossEntropyArgs cross_entropy_args(const Tensor& logits, const std::vector<std::int64_t>& targets,
+// The targets' storage: uploaded from the host vector, or the caller's device indices.
+struct TargetsGiven {
+  const std::vector<std::int64_t>* host = nullptr;
+  const DeviceIndices* device = nullptr;
+  std::int64_t count() const {
+    return host != nullptr ? static_cast<std::int64_t>(host->size()) : device->count;
+  }
+  std::shared_ptr<Storage> storage() const {
+    if (device != nullptr) return device->storage;
+    return ops::detail::upload_indices(*host, "cross-entropy targets");
+  }
+};
+
+CrossEntropyArgs cross_entropy_args(const Tensor& logits, const TargetsGiven& targets,
                                     float label_smoothing) {
   const char* op = "cross_entropy";
   ops::detail::require_defined(op, logits, "logits");
@@ -139,14 +152,21 @@ CrossEntropyArgs cross_entropy_args(const Tensor& logits, const std::vector<std:
   require_compute_dtype(op, logits.dtype());
   MIXPREC_CHECK(logits.dim() == 2, ShapeError, op,
                 "logits must be [N, C], got " << to_string(logits.shape()));
-  MIXPREC_CHECK(static_cast<std::int64_t>(targets.size()) == logits.size(0), ShapeError, op,
-                targets.size() << " targets for " << logits.size(0) << " rows of logits");
+  MIXPREC_CHECK(targets.count() == logits.size(0), ShapeError, op,
+                targets.count() << " targets for " << logits.size(0) << " rows of logits");
+  MIXPREC_CHECK(targets.device == nullptr ||
+                    (targets.device->defined() && targets.device->storage->device() == logits.device() &&
+                     targets.device->storage->bytes() >=
+                         static_cast<std::size_t>(targets.count()) * sizeof(std::int64_t)),
+                ValueError, op,
+                "device targets must be " << targets.count() << " int64 indices on the logits' device ("
+                                          << to_string(logits.device()) << ")");
   MIXPREC_CHECK(logits.size(0) > 0, ShapeError, op, "empty batch");
   MIXPREC_CHECK(label_smoothing >= 0.0f && label_smoothing < 1.0f, ValueError, op,
                 "label_smoothing must be in [0, 1), got " << label_smoothing);
   Tensor c = logits.detach().contiguous();
   const std::int64_t rows = c.size(0), cols = c.size(1);
-  return {std::move(c), rows, cols, ops::detail::upload_indices(targets, "cross-entropy targets")};
+  return {std::move(c), rows, cols, targets.storage()};
 }
 
 /// The batch mean of the per-row losses, on the device (f32 accumulation, as every reduction).
@@ -165,7 +185,7 @@ Tensor log_softmax(const Tensor& x, std::int64_t dim) { return softmax_impl(x, d
 Tensor cross_entropy(const Tensor& logits, const std::vector<std::int64_t>& targets,
                      float label_smoothing) {
   runtime::detail::OpScope prof(runtime::OpKind::cross_entropy);
-  CrossEntropyArgs a = cross_entropy_args(logits, targets, label_smoothing);
+  CrossEntropyArgs a = cross_entropy_args(logits, TargetsGiven{&targets, nullptr}, label_smoothing);
   Tensor per_row = Tensor::empty({a.rows}, DType::f32);
   kernels::cross_entropy(a.c.data_ptr(), a.c.dtype(), a.rows, a.cols,
                          static_cast<const std::int64_t*>(a.targets->data()), label_smoothing,
@@ -176,11 +196,11 @@ Tensor cross_entropy(const Tensor& logits, const std::vector<std::int64_t>& targ
   return loss;
 }
 
-Tensor cross_entropy(const Tensor& logits, const std::vector<std::int64_t>& targets,
-                     float label_smoothing, const Tensor& expected_grad) {
+namespace {
+
+Tensor fused_cross_entropy(const Tensor& logits, const TargetsGiven& targets,
+                           float label_smoothing, const Tensor& expected_grad) {
   const char* op = "cross_entropy";
-  // Nothing to differentiate (evaluation, no_grad): the plain op, which computes no gradient.
-  if (!runtime::needs_grad({&logits})) return cross_entropy(logits, targets, label_smoothing);
   runtime::detail::OpScope prof(runtime::OpKind::cross_entropy);
   ops::detail::require_defined(op, expected_grad, "expected_grad");
   MIXPREC_CHECK(expected_grad.dtype() == DType::f32 && expected_grad.numel() == 1 &&
@@ -207,6 +227,23 @@ Tensor cross_entropy(const Tensor& logits, const std::vector<std::int64_t>& targ
   record<FusedCrossEntropyNode>(loss, {&logits}, std::move(dlogits), expected);
   prof.done(loss, {&logits}, static_cast<double>(logits.numel()));
   return loss;
+}
+
+}  // namespace
+
+Tensor cross_entropy(const Tensor& logits, const std::vector<std::int64_t>& targets,
+                     float label_smoothing, const Tensor& expected_grad) {
+  // Nothing to differentiate (evaluation, no_grad): the plain op, which computes no gradient.
+  if (!runtime::needs_grad({&logits})) return cross_entropy(logits, targets, label_smoothing);
+  return fused_cross_entropy(logits, TargetsGiven{&targets, nullptr}, label_smoothing, expected_grad);
+}
+
+Tensor cross_entropy(const Tensor& logits, const DeviceIndices& targets, float label_smoothing,
+                     const Tensor& expected_grad) {
+  MIXPREC_CHECK(runtime::needs_grad({&logits}), ValueError, "cross_entropy",
+                "device targets are for a training step's loss (logits that need a gradient); "
+                "evaluate with the overload taking the targets as a vector");
+  return fused_cross_entropy(logits, TargetsGiven{nullptr, &targets}, label_smoothing, expected_grad);
 }
 
 Tensor mse_loss(const Tensor& prediction, const Tensor& target) {

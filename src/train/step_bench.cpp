@@ -231,7 +231,11 @@ struct StepBenchmark::State {
     return task->training_loss((*model)(batch_data.inputs), batch_data,
                                train_step->loss_gradient());
   }
-  void step() { train_step->run([this] { return forward_loss(); }); }
+  void step() {
+    train_step->run(batch_data, [this](const data::Batch& b) {
+      return task->training_loss((*model)(b.inputs), b, train_step->loss_gradient());
+    });
+  }
 };
 
 StepBenchmark::StepBenchmark(std::string model, std::string precision, std::int64_t batch_size,

@@ -100,7 +100,8 @@ StepConfig TrainConfig::step_config(std::int64_t scheduler_steps) const {
                     .inject_overflow = inject_overflow,
                     .fp8_amax_history = fp8_amax_history,
                     .fp8_margin = fp8_margin,
-                    .fp8_format = fp8_format};
+                    .fp8_format = fp8_format,
+                    .graphs = cuda_graphs};
 }
 
 namespace detail {
@@ -134,6 +135,7 @@ json config_to_json(const TrainConfig& c) {
               {"no_decay", c.no_decay},
               {"clip", c.clip},
               {"accum", c.accum},
+              {"cuda_graphs", c.cuda_graphs},
               {"scheduler", c.scheduler},
               {"loss_scaling", c.loss_scaling},
               {"scaler_growth_interval", c.scaler_growth_interval},
@@ -200,6 +202,7 @@ TrainConfig config_from_json(const json& j, const std::string& what) {
   get(j, "weight_decay", c.weight_decay, what);
   get(j, "clip", c.clip, what);
   get(j, "accum", c.accum, what);
+  c.cuda_graphs = j.value("cuda_graphs", std::string("off"));  // absent before graphs existed
   get(j, "scheduler", c.scheduler, what);
   get(j, "seed", c.seed, what);
   get(j, "threads", c.threads, what);

@@ -11,6 +11,7 @@
 #include "mixprec/core/transfer.h"
 #include "kernels/copy.h"
 #include "kernels/elementwise.h"
+#include "train/step_graphs.h"
 #include "mixprec/runtime/autocast.h"
 #include "mixprec/core/cpu_features.h"
 #include "mixprec/core/error.h"
@@ -74,6 +75,8 @@ void StepConfig::validate(const char* op) const {
                 ValueError, op,
                 "--inject-overflow tests the fp16 GradScaler's step skipping; use it with --precision fp16 "
                 "or auto-layer");
+  MIXPREC_CHECK(graphs == "on" || graphs == "off", ValueError, op,
+                "--cuda-graphs must be on or off, got '" << graphs << "'");
 }
 
 OverflowInjection parse_overflow_injection(const std::string& text) {
@@ -129,6 +132,8 @@ struct TrainStep::State {
   // The clipping coefficient unscale_and_clip measured, which apply()'s optimizer pass multiplies
   // into every gradient (undefined: nothing to clip, or sharded, which clips in place).
   Tensor clip_coef;
+  // StepConfig::graphs "on": the captured micro-batches (train/step_graphs.h).
+  std::unique_ptr<detail::StepGraphs> graphs;
 };
 
 TrainStep::TrainStep(nn::Module& model, const StepConfig& config, const dist::Communicator* comm)
@@ -243,6 +248,27 @@ TrainStep::TrainStep(nn::Module& model, const StepConfig& config, const dist::Co
                              .mode = amp::parse_scaling_mode(config.loss_scaling)});
   if (config.scheduler == "cosine") {
     s.scheduler = std::make_unique<optim::CosineAnnealingLR>(*s.optimizer, config.scheduler_steps);
+  }
+  if (config.graphs == "on") {
+    const Device device = current_device();
+    MIXPREC_CHECK(device.type == DeviceType::cuda || device.type == DeviceType::devsim, ValueError,
+                  "TrainStep",
+                  "--cuda-graphs on captures the step on a GPU: add --device cuda (or --device "
+                  "devsim, which emulates the capture); this run is on " << to_string(device));
+    // What rules a graph out for the whole run; a capture that fails later says its own why.
+    std::string refusal;
+    if (config.accum > 1) {
+      refusal = "--accum " + std::to_string(config.accum) +
+                ": the first micro-batch assigns the gradients and the others add into them, "
+                "which one graph per shape does not replay yet";
+    } else if (s.fp8) {
+      refusal = "fp8 recipes keep their scaling state on the host between micro-batches";
+    } else if (s.autopilot) {
+      refusal = "auto-layer moves layers between dtypes, which changes the captured work";
+    } else if (parallel) {
+      refusal = "data parallel runs exchange gradients with MPI during the backward";
+    }
+    s.graphs = std::make_unique<detail::StepGraphs>(refusal);
   }
 }
 
@@ -386,6 +412,56 @@ bool TrainStep::apply() {
   }
   if (s.autopilot) s.autopilot->end_step(step, applied, scale);
   return applied;
+}
+
+Tensor TrainStep::forward_backward(const data::Batch& batch, const BatchLoss& loss_of) {
+  State& s = *s_;
+  const auto eager = [&](const data::Batch& b) { return forward_backward([&] { return loss_of(b); }); };
+  if (!s.graphs) return eager(batch);
+  const int micro_before = s.micro;
+  detail::StepGraphs::Hooks hooks;
+  hooks.forward_backward = eager;
+  hooks.undo_failed_capture = [&] {
+    // The capture ran nothing: the gradients it assigned and the weight copies it may have
+    // published hold no values. Back to the state before the micro-batch.
+    for (const Tensor& p : s.model_params) p.set_grad(Tensor());
+    s.weight_copies.clear();
+    s.micro = micro_before;
+  };
+  // The host values the captured work depends on besides the shapes: the loss scale (the scaled
+  // backward's first product, the fused loss's promised gradient).
+  double scale = s.scaler->is_enabled() ? s.scaler->get_scale() : 1.0;
+  std::uint64_t scale_bits = 0;
+  std::memcpy(&scale_bits, &scale, sizeof scale_bits);
+  bool replayed = false;
+  Tensor loss = s.graphs->run(batch, scale_bits, s.model_params, hooks, &replayed);
+  if (replayed) ++s.micro;  // the bookkeeping backward() does on the host
+  return loss;
+}
+
+double TrainStep::accumulate(const data::Batch& batch, const BatchLoss& loss_of) {
+  const Tensor loss = forward_backward(batch, loss_of);
+  const TransferReason why("loss for the log");
+  return loss.item();
+}
+
+StepOutcome TrainStep::run(const data::Batch& batch, const BatchLoss& loss_of, double* losses) {
+  double sum = 0;
+  for (int i = 0; i < s_->config.accum; ++i) sum += accumulate(batch, loss_of);
+  if (losses != nullptr) *losses = sum;
+  StepOutcome out;
+  out.grad_norm = unscale_and_clip();
+  out.applied = apply();
+  return out;
+}
+
+TrainStep::GraphStats TrainStep::graph_stats() const {
+  GraphStats g;
+  if (!s_->graphs) return g;
+  g.captures = s_->graphs->captures();
+  g.replays = s_->graphs->replays();
+  g.refusal = s_->graphs->refusal();
+  return g;
 }
 
 StepOutcome TrainStep::run(const std::function<Tensor()>& forward_loss, double* losses) {

@@ -236,13 +236,12 @@ std::vector<EpochMetrics> Trainer::run() {
       if (fp8_observe) fp8->set_observe(true);
       first_step = false;
       while (more && in_step < c.accum) {
-        const double value = s.step->accumulate(
-            [&] {
-              // The logits are this lambda's temporary: the fused loss keeps their gradient,
-              // not them, so they are freed before backward.
-              return s.task->training_loss((*s.model)(batch.inputs), batch,
-                                           s.step->loss_gradient());
-            });
+        const double value = s.step->accumulate(batch, [&](const data::Batch& b) {
+          // The logits are this lambda's temporary: the fused loss keeps their gradient, not
+          // them, so they are freed before backward. `b` is `batch`, or its static copy in a
+          // captured graph (--cuda-graphs on).
+          return s.task->training_loss((*s.model)(b.inputs), b, s.step->loss_gradient());
+        });
         MIXPREC_CHECK(std::isfinite(value) || scaler.is_enabled(), ValueError, kOp,
                       "the loss became " << value << " at epoch " << epoch << ", batch "
                                          << batch.index << " (" << s.step->precision_name()

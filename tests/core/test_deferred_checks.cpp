@@ -54,5 +54,35 @@ TEST(DeferredChecks, SaysWhenEverySlotIsPendingUntilSettled) {
   EXPECT_NE(checks.claim([](const std::int64_t*) {}), nullptr);
 }
 
+TEST(DeferredChecks, AGraphsSlotIsRaisedAtEverySettleUntilReleased) {
+  std::vector<std::int64_t> memory(2 * DeferredChecks::kSlots, 7);
+  DeferredChecks checks(memory.data());
+  int raised = 0;
+  std::int64_t* slot = checks.claim_persistent([&raised](const std::int64_t* v) {
+    if (v[0] >= 0) {
+      ++raised;
+      throw std::runtime_error("bad index");
+    }
+  });
+  ASSERT_NE(slot, nullptr);
+  EXPECT_EQ(slot[0], -1);
+  EXPECT_EQ(checks.pending(), 0u);  // not one of the per-call checks
+  checks.settle();                  // no failure: nothing raised, the slot stays taken
+  std::int64_t* other = checks.claim([](const std::int64_t*) {});
+  EXPECT_NE(other, slot);
+  checks.settle();
+  slot[0] = 2;  // a replay's kernel found a bad value
+  EXPECT_THROW(checks.settle(), std::runtime_error);
+  EXPECT_THROW(checks.settle(), std::runtime_error);  // raised again: the graph still writes it
+  EXPECT_EQ(raised, 2);
+  checks.release_persistent(slot);
+  checks.settle();  // gone
+  EXPECT_EQ(raised, 2);
+  // Every slot is free again: all kSlots can be claimed.
+  for (std::size_t i = 0; i < DeferredChecks::kSlots; ++i) {
+    EXPECT_NE(checks.claim([](const std::int64_t*) {}), nullptr) << i;
+  }
+}
+
 }  // namespace
 }  // namespace mixprec::detail

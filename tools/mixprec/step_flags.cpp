@@ -59,6 +59,10 @@ void add_step_config_flags(CLI::App* cmd, train::StepConfig& step) {
       ->capture_default_str();
   cmd->add_option("--accum", step.accum, "Micro-batches accumulated per optimizer step")
       ->capture_default_str();
+  cmd->add_option("--cuda-graphs", step.graphs,
+                  "on|off: capture each micro-batch's forward and backward as a CUDA graph once "
+                  "per batch shape and replay it (--device cuda; devsim emulates it)")
+      ->capture_default_str();
   cmd->add_option("--loss-scaling", step.loss_scaling,
                   "fp16 loss scaling: dynamic (grow/back off by trial) or predictive (from the "
                   "gradient amax)")

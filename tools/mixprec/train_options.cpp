@@ -119,6 +119,12 @@ TrainOptions::TrainOptions(CLI::App* cmd, bool with_run_flags) {
   bind(cmd->add_option("--accum", g.accum, "Micro-batches accumulated per optimizer step")
            ->capture_default_str(),
        MIXPREC_FIELD(accum));
+  bind(cmd->add_option("--cuda-graphs", g.cuda_graphs,
+                       "on|off: capture each micro-batch's forward and backward as a CUDA graph "
+                       "once per batch shape and replay it (--device cuda; devsim emulates it); "
+                       "where a graph cannot apply the step runs without one and says why")
+           ->capture_default_str(),
+       MIXPREC_FIELD(cuda_graphs));
   bind(cmd->add_option("--scheduler", g.scheduler, "Learning-rate schedule: none or cosine")
            ->capture_default_str(),
        MIXPREC_FIELD(scheduler));

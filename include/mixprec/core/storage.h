@@ -4,11 +4,15 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 
 #include "mixprec/core/device.h"
 #include "mixprec/core/memory.h"
 
 namespace mixprec {
+namespace detail {
+class MemoryPool;
+}
 
 /// Owns an aligned allocation; reports its size to the memory tracker under its category.
 /// The version counter increases on every in-place write, so caches of derived values (e.g.
@@ -41,6 +45,9 @@ class Storage {
   MemoryCategory category_;
   Device device_;
   bool tracked_ = false;  // counted by the memory tracker (memory of the current device)
+  // The graph capture's private pool the block came from and returns to (null: the device's
+  // allocator); see core/device_graph.h.
+  std::shared_ptr<detail::MemoryPool> pool_;
   std::atomic<std::uint64_t> version_{0};
 };
 

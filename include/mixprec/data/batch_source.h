@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "mixprec/tensor/device_indices.h"
 #include "mixprec/tensor/tensor.h"
 
 namespace mixprec::data {
@@ -21,6 +22,10 @@ struct Batch {
   /// Real-valued targets, one per sample (regression); empty otherwise (then targets holds
   /// the class ids).
   std::vector<float> values;
+  /// The targets already on the device, when a caller put them there (a captured step's static
+  /// copy, train/step_graphs.h): the training loss then reads these instead of uploading
+  /// `targets`, which still say how many there are.
+  DeviceIndices device_targets;
   /// Position of this batch within its epoch (0-based; counts the skipped first_batch ones).
   std::int64_t index = 0;
 };

@@ -3,6 +3,7 @@
 /// TransformerBlocks with causal attention, a final LayerNorm, and the output head tied to the
 /// token embedding (logits = h E^T, no bias).
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <vector>
 
@@ -43,8 +44,13 @@ class GPT : public Module {
   void check_length(std::int64_t batch, std::int64_t t) const;
   /// Positions, blocks, final norm and the tied head on token embeddings [B, T, D].
   Tensor head(const Tensor& token_embeddings, std::int64_t t);
+  /// The positions 0..t-1 as f32 ids [t] on the current device: uploaded once per length and
+  /// kept, so a step transfers nothing for them (and a captured graph, train/step_graphs.h,
+  /// reads the same tensor at every replay).
+  const Tensor& position_ids(std::int64_t t);
 
   GptConfig config_;
+  std::map<std::int64_t, Tensor> position_ids_;
   std::shared_ptr<Embedding> tokens_, positions_;
   std::shared_ptr<Dropout> drop_;
   std::vector<std::shared_ptr<Module>> blocks_;  // TransformerBlocks, or Checkpoints of them

@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "mixprec/tensor/device_indices.h"
 #include "mixprec/tensor/tensor.h"
 
 namespace mixprec {
@@ -46,6 +47,11 @@ Tensor cross_entropy(const Tensor& logits, const std::vector<std::int64_t>& targ
 /// op's bits. Without a gradient to compute (no_grad, logits that need none) it is the plain op.
 Tensor cross_entropy(const Tensor& logits, const std::vector<std::int64_t>& targets,
                      float label_smoothing, const Tensor& expected_grad);
+/// The fused cross_entropy above with targets already on the logits' device (targets.count of
+/// them, checked by the kernels as the host vector's are): no upload, so a captured graph can
+/// contain it (train/step_graphs.h). The same bits.
+Tensor cross_entropy(const Tensor& logits, const DeviceIndices& targets, float label_smoothing,
+                     const Tensor& expected_grad);
 /// Mean squared error between prediction and target (same shape), computed and returned in f32.
 Tensor mse_loss(const Tensor& prediction, const Tensor& target);
 /// Inverted dropout: in training, zeroes each element with probability p (mask drawn from the

@@ -26,6 +26,7 @@
 #include "mixprec/amp/grad_scaler.h"
 #include "mixprec/amp/precision.h"
 #include "mixprec/tensor/tensor.h"
+#include "mixprec/data/batch_source.h"
 #include "mixprec/dist/communicator.h"
 #include "mixprec/dist/sharded_parameters.h"
 #include "mixprec/nn/module.h"
@@ -80,6 +81,10 @@ struct StepConfig {
   /// fp8 recipes: "hybrid" (E4M3 forward, E5M2 gradients) or "e4m3".
   std::string fp8_format = "hybrid";
 
+  /// "on": capture the forward and backward of a micro-batch as a graph once per batch shape
+  /// and replay it (train/step_graphs.h; `--cuda-graphs on`): cuda, or devsim, which emulates a
+  /// capture. Where a graph cannot apply the step runs eagerly and says why once. "off": never.
+  std::string graphs = "off";
   /// ValueError naming the CLI flag at fault (e.g. "--lr must be a positive number <= 100").
   void validate(const char* op) const;
 };
@@ -141,6 +146,26 @@ class TrainStep {
   /// accum x accumulate(forward_loss), unscale_and_clip(), apply(); `losses` (if not null) gets
   /// the sum of the micro-batch losses.
   StepOutcome run(const std::function<Tensor()>& forward_loss, double* losses = nullptr);
+
+  /// A micro-batch's loss computed from the batch the step hands it: the caller's batch, or,
+  /// when the step is captured as a graph, a batch of static device buffers with the same
+  /// values (StepConfig::graphs).
+  using BatchLoss = std::function<Tensor(const data::Batch&)>;
+  /// forward_backward() on a micro-batch given as data: with StepConfig::graphs "on", captured
+  /// once per batch shape and replayed after (train/step_graphs.h), the same bits; else exactly
+  /// forward_backward([&] { return loss_of(batch); }).
+  Tensor forward_backward(const data::Batch& batch, const BatchLoss& loss_of);
+  /// accumulate() on a micro-batch given as data: forward_backward(batch, loss_of), then the
+  /// loss read.
+  double accumulate(const data::Batch& batch, const BatchLoss& loss_of);
+  /// run() over `accum` reuses of one micro-batch, through accumulate(batch, loss_of).
+  StepOutcome run(const data::Batch& batch, const BatchLoss& loss_of, double* losses = nullptr);
+  /// With graphs on: graphs captured and replays so far, and why none apply ("" if they do).
+  struct GraphStats {
+    std::size_t captures = 0, replays = 0;
+    std::string refusal;
+  };
+  GraphStats graph_stats() const;
 
   const StepConfig& config() const;
   amp::PrecisionMode mode() const;

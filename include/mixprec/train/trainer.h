@@ -82,6 +82,9 @@ struct TrainConfig {
   std::string no_decay;             ///< kept out of weight decay: StepConfig::no_decay
   float clip = 0.0f;                ///< max gradient norm; 0 = no clipping
   int accum = 1;                    ///< micro-batches per optimizer step, >= 1
+  /// on|off: each micro-batch's forward and backward replayed from a captured graph (cuda, or
+  /// devsim's emulation): StepConfig::graphs.
+  std::string cuda_graphs = "off";
   std::string scheduler = "cosine"; ///< none, cosine (over all optimizer steps of the run)
   /// fp16 loss scaling (amp::ScalingMode): dynamic (grow/back off by trial) or predictive (from
   /// the measured gradient amax); ignored by the precisions that need no scaler.
