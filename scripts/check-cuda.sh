@@ -39,6 +39,9 @@
 #          and on the cpu with their recipe state (scales, amax histories) compared;
 #       4e (section fp8quality). GPT-2-small, 500 steps of fortunes in bf16, fp8 and
 #          fp8-delayed: validation losses against bf16's (issue 37: within 1%);
+#       3 (section parity) also trains each model in bf16 and fp16 with --cuda-graphs on:
+#          its losses must be the eager run's bit for bit; 4 (speed) times the GPT-2-small step
+#          with --cuda-graphs on beside the eager one and PyTorch;
 #       5. where the time goes: the CUDA-graph capture probe on the gpt-mini and GPT-2-small
 #          bf16 steps (bench --cuda-capture-probe: graph nodes, or the call and op that broke
 #          the capture), profiles of both steps, each matmul call's path (cuBLASLt, epilogue,
@@ -243,6 +246,30 @@ run() {
         "$out/train-$model-$prec-cpu.jsonl" --rtol "$tol" --label "$model $prec" "${spread[@]}" >> "$report"
     done
   done
+  # CUDA graphs (--cuda-graphs on: the forward and backward replayed from a graph after two
+  # eager steps per shape) must give the eager runs above bit for bit: rtol 0.
+  say ""
+  say "CUDA graphs: the same runs with --cuda-graphs on against the eager ones above (identical bits expected):"
+  say ""
+  say "| run | train loss graphs / eager (rel) | test loss graphs / eager (rel) | skipped | rtol | - | verdict |"
+  say "|---|---|---|---|---|---|---|"
+  for model in ${MIXPREC_CHECK_MODELS:-seed-mlp cnn gpt-mini}; do
+    case $model in
+      seed-mlp) dataflag=(--data synthetic) ;;
+      cnn) dataflag=(--data "idx:$data/fmnist") ;;
+      gpt-mini) dataflag=(--data "text:$data/text") ;;
+    esac
+    for prec in bf16 fp16; do
+      timeout 90 "$mp" train --model "$model" "${dataflag[@]}" --precision "$prec" \
+        --max-steps "$steps" --seed 1 --device "$device" --cuda-graphs on "${small[@]}" \
+        --log "$out/train-$model-$prec-graphs.jsonl" > "$out/train-$model-$prec-graphs.log" 2>&1 ||
+        { failures=$((failures + 1)); echo "train $model $prec --cuda-graphs on failed: $(tail -n 1 "$out/train-$model-$prec-graphs.log")" >> "$out/parity-errors.log"; }
+      grep -h "runs without a graph" "$out/train-$model-$prec-graphs.log" | sed "s/^/- $model $prec: /" >> "$out/graph-refusals.log"
+      "$py" "$here/scripts/cuda_report.py" runs "$out/train-$model-$prec-graphs.jsonl" \
+        "$out/train-$model-$prec-$device.jsonl" --rtol 0 --label "$model $prec graphs" >> "$report"
+    done
+  done
+  if [ -s "$out/graph-refusals.log" ]; then say ""; cat "$out/graph-refusals.log" >> "$report"; fi
   if [ -s "$out/parity-errors.log" ]; then say ""; sed 's/^/- /' "$out/parity-errors.log" >> "$report"; fi
   fi
   if want checkpoints; then
@@ -288,6 +315,9 @@ run() {
     --device "$device" --json
   step 300 bench-gpt-bf16 "$mp" bench --model gpt-mini "${gpt[@]}" --batch-size "$gbatch" --precision bf16 \
     --steps "$bsteps" --device "$device" --json
+  # The same step replayed from a CUDA graph (the 3 warm-up steps: eager, rehearsal, capture).
+  step 300 bench-gpt-bf16-graphs "$mp" bench --model gpt-mini "${gpt[@]}" --batch-size "$gbatch" --precision bf16 \
+    --steps "$bsteps" --warmup 3 --device "$device" --cuda-graphs on --json
   if [ "$peers" = 1 ]; then
     step 180 peer-seed-mlp-bf16 "$py" "$here/bench/peer_pytorch.py" --workload seed-mlp --precision bf16 \
       --steps "$bsteps" --device cuda --json
@@ -306,6 +336,7 @@ print("bf16 GEMM 8192^3: %.1f TFLOP/s (PyTorch %s, %s)" % (2 * 8192**3 / s / 1e1
     say "|---|---|---|---|---|"
     "$py" "$here/scripts/cuda_report.py" speed "seed-mlp bf16" "$out/bench-seed-mlp-bf16.log" "$out/peer-seed-mlp-bf16.log" >> "$report"
     "$py" "$here/scripts/cuda_report.py" speed "GPT-2-small bf16" "$out/bench-gpt-bf16.log" "$out/peer-gpt-bf16.log" >> "$report"
+    "$py" "$here/scripts/cuda_report.py" speed "GPT-2-small bf16, --cuda-graphs on" "$out/bench-gpt-bf16-graphs.log" "$out/peer-gpt-bf16.log" >> "$report"
   else
     say ""
     say "(PyTorch peers not run: $([ "$dry" = 1 ] && echo 'dry run' || echo 'no CUDA PyTorch here'))"
@@ -539,6 +570,7 @@ print("bf16 GEMM 8192^3: %.1f TFLOP/s (PyTorch %s, %s)" % (2 * 8192**3 / s / 1e1
     say "| workload | step ms ours / PyTorch | PyTorch / ours | tokens/s ours / PyTorch | peak memory ours / PyTorch |"
     say "|---|---|---|---|---|"
     "$py" "$here/scripts/cuda_report.py" speed "GPT-2-small bf16, PyTorch compiled" "$out/bench-gpt-bf16.log" "$out/peer-gpt-bf16-compiled.log" >> "$report"
+    "$py" "$here/scripts/cuda_report.py" speed "GPT-2-small bf16 --cuda-graphs on, PyTorch compiled" "$out/bench-gpt-bf16-graphs.log" "$out/peer-gpt-bf16-compiled.log" >> "$report"
   fi
 
   fi
