@@ -23,7 +23,7 @@ void StepGraphs::refuse(std::string why) {
   told_ = false;
 }
 
-Tensor StepGraphs::run(const data::Batch& batch, std::uint64_t key_extra,
+Tensor StepGraphs::run(const data::Batch& batch, std::uint64_t key_extra, int micro,
                        const std::vector<Tensor>& params, const Hooks& hooks, bool* replayed) {
   *replayed = false;
   if (refusal_.empty() && !batch.values.empty()) {
@@ -36,6 +36,7 @@ Tensor StepGraphs::run(const data::Batch& batch, std::uint64_t key_extra,
                    refusal_.c_str());
       told_ = true;
     }
+    if (micro == 0) step_first_ = nullptr;
     return hooks.forward_backward(batch);
   }
   Key key;
@@ -44,21 +45,55 @@ Tensor StepGraphs::run(const data::Batch& batch, std::uint64_t key_extra,
   key.targets = static_cast<std::int64_t>(batch.targets.size());
   key.extra = key_extra;
   ++clock_;
-  if (auto it = graphs_.find(key); it != graphs_.end()) {
-    *replayed = true;
-    return replay(it->second, batch, params);
+  if (micro == 0) {
+    step_first_ = nullptr;
+    step_key_ = key;
+    if (auto it = graphs_.find(key); it != graphs_.end()) {
+      *replayed = true;
+      step_first_ = it->second.get();
+      return replay(*it->second, batch, params);
+    }
+    std::unique_ptr<Graph> made;
+    Tensor loss = advance(warmed_[key], batch, params, hooks, true, &made);
+    if (made) {
+      make_room();
+      step_first_ = made.get();  // captured and replayed: the later micro-batches may follow
+      graphs_.emplace(key, std::move(made));
+    }
+    return loss;
   }
-  int& seen = warmed_[key];
+  // A later micro-batch adds into the gradients of the first: graphed only when the first was
+  // replayed from its graph (whose gradients the later graph adds into), at the same key.
+  if (step_first_ == nullptr || !(key == step_key_)) return hooks.forward_backward(batch);
+  Graph& first = *step_first_;
+  if (first.later) {
+    *replayed = true;
+    return replay(*first.later, batch, params);
+  }
+  return advance(first.later_seen, batch, params, hooks, false, &first.later);
+}
+
+void StepGraphs::make_room() {
+  if (graphs_.size() < kMaxGraphs) return;
+  // The least recently replayed goes (its memory pool with it, once its tensors are gone).
+  auto oldest = graphs_.begin();
+  for (auto it = graphs_.begin(); it != graphs_.end(); ++it) {
+    if (it->second->last_used < oldest->second->last_used) oldest = it;
+  }
+  graphs_.erase(oldest);
+}
+
+Tensor StepGraphs::advance(int& seen, const data::Batch& batch, const std::vector<Tensor>& params,
+                           const Hooks& hooks, bool first, std::unique_ptr<Graph>* made) {
   if (seen == 0) {
-    // First sight of this key: an eager step fills what the capture must find ready (weight
-    // copies, plans, cached tensors such as a model's position ids: one upload each).
+    // First sight: an eager step fills what the capture must find ready (weight copies, plans,
+    // cached tensors such as a model's position ids: one upload each).
     ++seen;
     return hooks.forward_backward(batch);
   }
   if (seen == 1) {
     // The second, eager too, rehearses the capture: what would break it is known before
-    // anything is captured.
-    // In the form the capture will run it: the targets already on the device.
+    // anything is captured. In the form the capture will run it: the targets on the device.
     data::Batch staged = batch;
     if (!batch.targets.empty() && !batch.device_targets.defined()) {
       staged.device_targets = upload_indices(batch.targets);
@@ -72,57 +107,56 @@ Tensor StepGraphs::run(const data::Batch& batch, std::uint64_t key_extra,
     ++seen;
     return loss;
   }
-  return capture(key, batch, params, hooks, replayed);
-}
-
-Tensor StepGraphs::capture(const Key& key, const data::Batch& batch,
-                           const std::vector<Tensor>& params, const Hooks& hooks, bool* replayed) {
-  for (const Tensor& p : params) {
-    if (p.grad().defined()) {
-      refuse("the parameters hold gradients before the micro-batch (the graph assigns them; "
-             "gradient accumulation across calls is not graphed)");
-      return run(batch, key.extra, params, hooks, replayed);
+  if (first) {
+    for (const Tensor& p : params) {
+      if (p.grad().defined()) {
+        refuse("the parameters hold gradients before the step's first micro-batch (its graph "
+               "assigns them)");
+        return hooks.forward_backward(batch);
+      }
     }
   }
-  if (graphs_.size() >= kMaxGraphs) {
-    // The least recently replayed goes (its memory pool with it, once its tensors are gone).
-    auto oldest = graphs_.begin();
-    for (auto it = graphs_.begin(); it != graphs_.end(); ++it) {
-      if (it->second.last_used < oldest->second.last_used) oldest = it;
-    }
-    graphs_.erase(oldest);
-  }
-  Graph g;
-  // The static buffers: filled now, outside the capture, and before every replay.
-  g.inputs = device_inputs(batch.inputs).clone();
-  if (!batch.targets.empty()) g.targets = upload_indices(batch.targets);
-  data::Batch fixed;
-  fixed.inputs = g.inputs;
-  fixed.targets = batch.targets;
-  fixed.device_targets = g.targets;
-  fixed.index = batch.index;
-  try {
-    mixprec::detail::GraphCapture capturing;
-    g.loss = hooks.forward_backward(fixed);
-    g.graph = capturing.finish();
-  } catch (const std::exception& e) {
-    hooks.undo_failed_capture();
-    refuse(std::string("the capture failed (") + e.what() + ")");
-    return run(batch, key.extra, params, hooks, replayed);
-  }
-  g.grads.reserve(params.size());
-  for (const Tensor& p : params) {
-    g.grads.push_back(p.grad());
-    g.grad_scales.push_back(p.grad_scale());
-  }
-  // The capture ran nothing: this micro-batch's work is the first replay.
-  g.graph->replay();
+  *made = capture(batch, params, hooks, first);
+  if (!*made) return hooks.forward_backward(batch);  // refused: said once, eager from now on
+  Graph& g = **made;
+  g.graph->replay();  // the capture ran nothing: this micro-batch's work is the first replay
   g.last_used = clock_;
   ++captures_;
-  *replayed = false;  // the step's own forward_backward ran (recorded), so its bookkeeping did
-  Tensor loss = g.loss;
-  graphs_.emplace(key, std::move(g));
-  return loss;
+  return g.loss;  // the step's own forward_backward ran (recorded): its bookkeeping is done
+}
+
+std::unique_ptr<StepGraphs::Graph> StepGraphs::capture(const data::Batch& batch,
+                                                       const std::vector<Tensor>& params,
+                                                       const Hooks& hooks, bool first) {
+  auto g = std::make_unique<Graph>();
+  // The static buffers: filled now, outside the capture, and before every replay.
+  g->inputs = device_inputs(batch.inputs).clone();
+  if (!batch.targets.empty()) g->targets = upload_indices(batch.targets);
+  data::Batch fixed;
+  fixed.inputs = g->inputs;
+  fixed.targets = batch.targets;
+  fixed.device_targets = g->targets;
+  fixed.index = batch.index;
+  // A later micro-batch's backward adds into the first one's gradients; a failed capture puts
+  // them back as they were (its own writes never ran, but the engine may have replaced them).
+  std::vector<Tensor> before;
+  for (const Tensor& p : params) before.push_back(p.grad());
+  try {
+    mixprec::detail::GraphCapture capturing;
+    g->loss = hooks.forward_backward(fixed);
+    g->graph = capturing.finish();
+  } catch (const std::exception& e) {
+    hooks.undo_failed_capture();
+    for (std::size_t i = 0; i < params.size(); ++i) params[i].set_grad(first ? Tensor() : before[i]);
+    refuse(std::string("the capture failed (") + e.what() + ")");
+    return nullptr;
+  }
+  g->grads.reserve(params.size());
+  for (const Tensor& p : params) {
+    g->grads.push_back(p.grad());
+    g->grad_scales.push_back(p.grad_scale());
+  }
+  return g;
 }
 
 Tensor StepGraphs::replay(Graph& g, const data::Batch& batch, const std::vector<Tensor>& params) {

@@ -15,6 +15,9 @@
 //      the gradients the backward assigned, in the graph's private pool, are kept with it;
 //   4. every later one copies its inputs into those buffers, replays, and hands the kept
 //      gradients back to the parameters (the optimizer's zero_grad let go of them).
+// With --accum N, the first micro-batch of a step does this, and the N - 1 others, whose
+// backward adds into the gradients, go the same way with a second graph that belongs to the
+// first one (captured adding into its gradients): graphed only after a replayed first one.
 // The optimizer half (unscale, norm, clip, update) stays eager: its scalars (learning rate, bias
 // corrections, the scale's inverse) are host values in its kernels' arguments (docs/cuda.md).
 //
@@ -40,7 +43,8 @@ namespace mixprec::train::detail {
 class StepGraphs {
  public:
   /// What the step lends: its forward and scaled backward of one micro-batch (returning the
-  /// unscaled loss, unread), and the undoing of a capture that failed half-way.
+  /// unscaled loss, unread), and the undoing of a capture that failed half-way (its host
+  /// state; the gradients are put back here).
   struct Hooks {
     std::function<Tensor(const data::Batch&)> forward_backward;
     std::function<void()> undo_failed_capture;
@@ -49,11 +53,13 @@ class StepGraphs {
   /// refusal: why this step can never be graphed ("" if it can); printed once by the first run.
   explicit StepGraphs(std::string refusal) : refusal_(std::move(refusal)) {}
 
-  /// One micro-batch (see above). `key_extra` is every other host value the captured work
-  /// depends on (the loss scale's bits); `params` the model's parameters, whose gradients a
-  /// replay hands back. Sets *replayed when the graph ran instead of hooks.forward_backward.
-  Tensor run(const data::Batch& batch, std::uint64_t key_extra, const std::vector<Tensor>& params,
-             const Hooks& hooks, bool* replayed);
+  /// One micro-batch (see above); `micro` is its index in the optimizer step (0: the first,
+  /// whose backward assigns the gradients; the others add into them). `key_extra` is every
+  /// other host value the captured work depends on (the loss scale's bits); `params` the
+  /// model's parameters, whose gradients a replay hands back. Sets *replayed when the graph ran
+  /// instead of hooks.forward_backward.
+  Tensor run(const data::Batch& batch, std::uint64_t key_extra, int micro,
+             const std::vector<Tensor>& params, const Hooks& hooks, bool* replayed);
 
   /// "" while graphs apply; else why the micro-batches run eagerly.
   const std::string& refusal() const { return refusal_; }
@@ -76,20 +82,34 @@ class StepGraphs {
     Tensor inputs;            // the static inputs the graph reads
     DeviceIndices targets;    // and its static targets
     Tensor loss;              // the loss it writes
-    std::vector<Tensor> grads;         // the gradients it writes, per parameter (undefined: none)
+    std::vector<Tensor> grads;         // the gradients it leaves, per parameter (undefined: none)
     std::vector<double> grad_scales;   // the scale each was computed at
     std::uint64_t last_used = 0;
+    // --accum > 1: the graph of the later micro-batches of a step whose first one is this
+    // graph, captured adding into this graph's gradients (so it lives and dies with it), and
+    // the eager later micro-batches seen so far.
+    std::unique_ptr<Graph> later;
+    int later_seen = 0;
   };
 
-  Tensor capture(const Key& key, const data::Batch& batch, const std::vector<Tensor>& params,
-                 const Hooks& hooks, bool* replayed);
+  // Where the micro-batch stands on the way to its graph: eager warm-up (seen 0), eager
+  // rehearsal (seen 1), then captured into `made` (nullptr: a refusal, eager instead).
+  Tensor advance(int& seen, const data::Batch& batch, const std::vector<Tensor>& params,
+                 const Hooks& hooks, bool first, std::unique_ptr<Graph>* made);
+  std::unique_ptr<Graph> capture(const data::Batch& batch, const std::vector<Tensor>& params,
+                                 const Hooks& hooks, bool first);
   Tensor replay(Graph& g, const data::Batch& batch, const std::vector<Tensor>& params);
   void refuse(std::string why);
+  void make_room();
 
   std::string refusal_;
   bool told_ = false;
-  std::map<Key, Graph> graphs_;
-  std::map<Key, int> warmed_;  // eager micro-batches seen per key (0, 1, then captured)
+  std::map<Key, std::unique_ptr<Graph>> graphs_;  // first micro-batches, by key
+  std::map<Key, int> warmed_;  // eager first micro-batches seen per key (0, 1, then captured)
+  // This optimizer step's first micro-batch: its graph when it was replayed (null: eager, so
+  // the later ones run eagerly too) and its key.
+  Graph* step_first_ = nullptr;
+  Key step_key_;
   std::size_t captures_ = 0, replays_ = 0;
   std::uint64_t clock_ = 0;
 };

@@ -257,11 +257,7 @@ TrainStep::TrainStep(nn::Module& model, const StepConfig& config, const dist::Co
                   "devsim, which emulates the capture); this run is on " << to_string(device));
     // What rules a graph out for the whole run; a capture that fails later says its own why.
     std::string refusal;
-    if (config.accum > 1) {
-      refusal = "--accum " + std::to_string(config.accum) +
-                ": the first micro-batch assigns the gradients and the others add into them, "
-                "which one graph per shape does not replay yet";
-    } else if (s.fp8) {
+    if (s.fp8) {
       refusal = "fp8 recipes keep their scaling state on the host between micro-batches";
     } else if (s.autopilot) {
       refusal = "auto-layer moves layers between dtypes, which changes the captured work";
@@ -422,9 +418,8 @@ Tensor TrainStep::forward_backward(const data::Batch& batch, const BatchLoss& lo
   detail::StepGraphs::Hooks hooks;
   hooks.forward_backward = eager;
   hooks.undo_failed_capture = [&] {
-    // The capture ran nothing: the gradients it assigned and the weight copies it may have
-    // published hold no values. Back to the state before the micro-batch.
-    for (const Tensor& p : s.model_params) p.set_grad(Tensor());
+    // The capture ran nothing: the weight copies it may have published hold no values (the
+    // gradients StepGraphs puts back itself). Back to the state before the micro-batch.
     s.weight_copies.clear();
     s.micro = micro_before;
   };
@@ -434,7 +429,7 @@ Tensor TrainStep::forward_backward(const data::Batch& batch, const BatchLoss& lo
   std::uint64_t scale_bits = 0;
   std::memcpy(&scale_bits, &scale, sizeof scale_bits);
   bool replayed = false;
-  Tensor loss = s.graphs->run(batch, scale_bits, s.model_params, hooks, &replayed);
+  Tensor loss = s.graphs->run(batch, scale_bits, s.micro, s.model_params, hooks, &replayed);
   if (replayed) ++s.micro;  // the bookkeeping backward() does on the host
   return loss;
 }
