@@ -98,8 +98,7 @@ struct DataLoader::State {
         out.targets[static_cast<std::size_t>(i)] = data.labels[static_cast<std::size_t>(s)];
       }
     }
-    const TransferReason why("batch upload");
-    out.inputs = host.to(current_device());  // one upload per batch (nothing on the cpu device)
+    stage_on_device(out, host);
     return out;
   }
 

@@ -114,8 +114,7 @@ struct ImageFolderSource::State {
     Tensor host = allocate(rows);
     for (std::int64_t r = 0; r < rows; ++r) load_sample(file_at(b, r), epoch, host.data<float>() + r * sample_elems);
     out.targets = targets_of(b);
-    const TransferReason why("batch upload");
-    out.inputs = host.to(current_device());
+    stage_on_device(out, host);
     return out;
   }
 
@@ -298,8 +297,7 @@ bool ImageFolderSource::next(Batch& out) {
   }
   s.work.notify_all();  // a slot is free: the workers may claim one more batch
   if (error) std::rethrow_exception(error);
-  const TransferReason why("batch upload");
-  batch.inputs = host.to(current_device());
+  stage_on_device(batch, host);
   out = std::move(batch);
   return true;
 }

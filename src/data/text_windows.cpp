@@ -57,8 +57,7 @@ struct TextWindows::State {
         out.targets[static_cast<std::size_t>(r * t + j)] = src[j + 1];
       }
     }
-    const TransferReason why("batch upload");
-    out.inputs = host.to(current_device());
+    stage_on_device(out, host);
     return out;
   }
 };

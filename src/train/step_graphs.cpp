@@ -16,6 +16,18 @@ Tensor device_inputs(const Tensor& inputs) {
   return on_device.contiguous();
 }
 
+// The batch's targets in device memory of the graph's own: a device copy of the ones the data
+// loader staged (no synchronisation), else one upload.
+DeviceIndices own_targets(const data::Batch& batch) {
+  if (!batch.device_targets.defined()) return upload_indices(batch.targets);
+  DeviceIndices d;
+  d.count = batch.device_targets.count;
+  const std::size_t bytes = static_cast<std::size_t>(d.count) * sizeof(std::int64_t);
+  d.storage = std::make_shared<Storage>(bytes, MemoryCategory::workspace);
+  device_copy(d.storage->data(), batch.device_targets.storage->data(), bytes, d.storage->device());
+  return d;
+}
+
 }  // namespace
 
 void StepGraphs::refuse(std::string why) {
@@ -131,7 +143,7 @@ std::unique_ptr<StepGraphs::Graph> StepGraphs::capture(const data::Batch& batch,
   auto g = std::make_unique<Graph>();
   // The static buffers: filled now, outside the capture, and before every replay.
   g->inputs = device_inputs(batch.inputs).clone();
-  if (!batch.targets.empty()) g->targets = upload_indices(batch.targets);
+  if (!batch.targets.empty()) g->targets = own_targets(batch);
   data::Batch fixed;
   fixed.inputs = g->inputs;
   fixed.targets = batch.targets;

@@ -30,6 +30,13 @@ struct Batch {
   std::int64_t index = 0;
 };
 
+/// What a batch source's producer does with a batch it assembled on the host (`host_inputs`,
+/// f32 [B, ...]): uploads the inputs to the current device into batch.inputs and, on a device
+/// other than the host, the class targets into batch.device_targets, so that the training step
+/// transfers nothing (the loss reads them there; a captured graph copies them on the device).
+/// On the cpu, batch.inputs is host_inputs and nothing moves.
+void stage_on_device(Batch& batch, const Tensor& host_inputs);
+
 class BatchSource {
  public:
   virtual ~BatchSource() = default;
