@@ -264,12 +264,12 @@ run() {
         --max-steps "$steps" --seed 1 --device "$device" --cuda-graphs on "${small[@]}" \
         --log "$out/train-$model-$prec-graphs.jsonl" > "$out/train-$model-$prec-graphs.log" 2>&1 ||
         { failures=$((failures + 1)); echo "train $model $prec --cuda-graphs on failed: $(tail -n 1 "$out/train-$model-$prec-graphs.log")" >> "$out/parity-errors.log"; }
-      grep -h "runs without a graph" "$out/train-$model-$prec-graphs.log" | sed "s/^/- $model $prec: /" >> "$out/graph-refusals.log"
+      grep -h "runs without a graph\|^cuda graphs:" "$out/train-$model-$prec-graphs.log" | sed "s/^/- $model $prec: /" >> "$out/graph-notes.log"
       "$py" "$here/scripts/cuda_report.py" runs "$out/train-$model-$prec-graphs.jsonl" \
         "$out/train-$model-$prec-$device.jsonl" --rtol 0 --label "$model $prec graphs" >> "$report"
     done
   done
-  if [ -s "$out/graph-refusals.log" ]; then say ""; cat "$out/graph-refusals.log" >> "$report"; fi
+  if [ -s "$out/graph-notes.log" ]; then say ""; cat "$out/graph-notes.log" >> "$report"; fi
   if [ -s "$out/parity-errors.log" ]; then say ""; sed 's/^/- /' "$out/parity-errors.log" >> "$report"; fi
   fi
   if want checkpoints; then

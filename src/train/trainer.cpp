@@ -337,6 +337,13 @@ std::vector<EpochMetrics> Trainer::run() {
       break;
     }
   }
+  if (on_message && c.cuda_graphs == "on") {
+    // What --cuda-graphs did, in one line (a refusal was printed when it happened).
+    const TrainStep::GraphStats g = s.step->graph_stats();
+    on_message("cuda graphs: " + std::to_string(g.captures) + " captured, " +
+               std::to_string(g.replays) + " micro-batches replayed" +
+               (g.refusal.empty() ? "" : " (then without: " + g.refusal + ")"));
+  }
   // Ranks leave together: rank 0 may still be writing its checkpoint (dist/world.h: ranks that
   // reach exit far apart are ended as failed).
   s.comm->barrier();

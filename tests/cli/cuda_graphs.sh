@@ -37,6 +37,9 @@ same_run() {  # NAME ARGS...: graphs on and off must log the same numbers; on mu
     echo "FAIL $name: graphs were not used: $(grep "runs without a graph" "$WORK/$name.on.out")"
     failures=$((failures + 1)); return
   fi
+  if ! grep -q "cuda graphs: [1-9][0-9]* captured, [1-9][0-9]* micro-batches replayed" "$WORK/$name.on.out"; then
+    echo "FAIL $name: no replay reported: $(grep "cuda graphs" "$WORK/$name.on.out")"; failures=$((failures + 1)); return
+  fi
   local off on
   off="$(losses "$WORK/$name.off.jsonl")"
   on="$(losses "$WORK/$name.on.jsonl")"
