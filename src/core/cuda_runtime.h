@@ -39,7 +39,10 @@ void cuda_memset(void* dst, int value, std::size_t bytes);
 /// asynchronous errors of that work as cudaDeviceSynchronize did.
 void cuda_synchronize();
 /// CUDA-graph capture of the backend's stream (core/device_graph.h; the capture probe):
-/// begin opens a global-mode capture (cudaStreamBeginCapture); status says whether it is still
+/// begin opens a capture (cudaStreamBeginCapture) in global mode (the probe: any thread's
+/// unsafe call breaks it, so it finds them all) or thread-local mode (a training step's graph:
+/// only the capturing thread is held to the rules, so the data loader's thread may allocate
+/// meanwhile; its transfers wait, core/device_graph.h); status says whether it is still
 /// valid; end closes it whatever happened (a failed capture must be ended too), counts the
 /// graph's nodes, clears the runtime's last error and, given `exec`, instantiates the graph
 /// there (cudaGraphExec_t; null when it fails, the reason in `error`); without, the graph is
@@ -54,7 +57,7 @@ struct CaptureEnd {
   /// writes them again); give them to cuda_graph_destroy. Empty without an instance.
   std::vector<std::int64_t*> check_slots;
 };
-void cuda_capture_begin();
+void cuda_capture_begin(bool thread_local_mode = false);
 CaptureStatus cuda_capture_status();
 CaptureEnd cuda_capture_end(void** exec = nullptr);
 /// Queues an instantiated graph on the backend's stream.

@@ -82,7 +82,7 @@ GraphCapture::GraphCapture() {
   }
   if (device.type == DeviceType::cuda) {
     try {
-      cuda_capture_begin();
+      cuda_capture_begin(/*thread_local_mode=*/true);
     } catch (...) {
       const std::lock_guard<std::mutex> lock(g_mu);
       delete g_open;

@@ -244,13 +244,15 @@ void cuda_synchronize() {
   check(cudaStreamSynchronize(stream()), "cudaStreamSynchronize", 0);
   cuda_deferred_checks().settle();
 }
-void cuda_capture_begin() {
+void cuda_capture_begin(bool thread_local_mode) {
   {
     const std::lock_guard<std::mutex> lock(g_capture_mu);
     g_capture_failure.clear();
     g_capture_slots.clear();
   }
-  check(cudaStreamBeginCapture(stream(), cudaStreamCaptureModeGlobal), "cudaStreamBeginCapture", 0);
+  check(cudaStreamBeginCapture(stream(), thread_local_mode ? cudaStreamCaptureModeThreadLocal
+                                                          : cudaStreamCaptureModeGlobal),
+        "cudaStreamBeginCapture", 0);
   g_capturing.store(true, std::memory_order_relaxed);
 }
 CaptureStatus cuda_capture_status() {
@@ -350,7 +352,7 @@ void cuda_device_copy(void*, const void*, std::size_t) { no_cuda("device_copy");
 void cuda_memset(void*, int, std::size_t) { no_cuda("device_memset"); }
 void cuda_synchronize() { no_cuda("synchronize"); }
 void* cuda_stream() { no_cuda("cuda stream"); }
-void cuda_capture_begin() { no_cuda("cudaStreamBeginCapture"); }
+void cuda_capture_begin(bool thread_local_mode) { no_cuda("cudaStreamBeginCapture"); }
 CaptureStatus cuda_capture_status() { return CaptureStatus::none; }
 CaptureEnd cuda_capture_end(void**) { no_cuda("cudaStreamEndCapture"); }
 void cuda_graph_launch(void*) { no_cuda("cudaGraphLaunch"); }
