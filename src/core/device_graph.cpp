@@ -62,7 +62,7 @@ void DeviceGraph::replay() {
   for (const RecordedCall& call : calls_) call();
 }
 
-GraphCapture::GraphCapture() {
+GraphCapture::GraphCapture(std::shared_ptr<MemoryPool> pool) {
   const Device device = current_device();
   MIXPREC_CHECK(device.type == DeviceType::cuda || device.type == DeviceType::devsim, ValueError,
                 "graph capture",
@@ -72,7 +72,10 @@ GraphCapture::GraphCapture() {
   auto open = std::make_unique<OpenCapture>();
   open->device = device;
   open->owner = std::this_thread::get_id();
-  open->pool = std::make_shared<MemoryPool>(device);
+  MIXPREC_CHECK(pool == nullptr || pool->device() == device, ValueError, "graph capture",
+                "the memory pool is " << to_string(pool->device()) << "'s, the capture "
+                                      << to_string(device) << "'s");
+  open->pool = pool ? std::move(pool) : std::make_shared<MemoryPool>(device);
   {
     const std::lock_guard<std::mutex> lock(g_mu);
     MIXPREC_CHECK(g_open == nullptr, StateError, "graph capture",

@@ -63,7 +63,11 @@ class DeviceGraph {
 /// is finished first (synchronize), so its errors surface outside.
 class GraphCapture {
  public:
-  GraphCapture();
+  /// pool: the private pool to allocate from (several graphs that replay one after the other,
+  /// never interleaved, may share one: a block one graph frees serves another's capture, as
+  /// PyTorch's shared graph pools); null: a new pool of this capture's own. ValueError if the
+  /// pool is another device's.
+  explicit GraphCapture(std::shared_ptr<MemoryPool> pool = nullptr);
   /// Ends a capture that was not finished (the step threw) and discards it.
   ~GraphCapture();
   GraphCapture(const GraphCapture&) = delete;

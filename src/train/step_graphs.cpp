@@ -4,6 +4,7 @@
 #include <exception>
 #include <utility>
 
+#include "core/memory_pool.h"
 #include "mixprec/core/error.h"
 #include "mixprec/core/transfer.h"
 
@@ -154,7 +155,8 @@ std::unique_ptr<StepGraphs::Graph> StepGraphs::capture(const data::Batch& batch,
   std::vector<Tensor> before;
   for (const Tensor& p : params) before.push_back(p.grad());
   try {
-    mixprec::detail::GraphCapture capturing;
+    if (!pool_) pool_ = std::make_shared<mixprec::detail::MemoryPool>(current_device());
+    mixprec::detail::GraphCapture capturing(pool_);
     g->loss = hooks.forward_backward(fixed);
     g->graph = capturing.finish();
   } catch (const std::exception& e) {

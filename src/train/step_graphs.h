@@ -104,6 +104,10 @@ class StepGraphs {
 
   std::string refusal_;
   bool told_ = false;
+  // One private pool for every graph of the step: they replay one at a time and their outputs
+  // (loss, gradients) are consumed within the step, so a block one graph uses for temporaries
+  // may hold another's; the step's graph memory is then about one step's, not one per key.
+  std::shared_ptr<mixprec::detail::MemoryPool> pool_;
   std::map<Key, std::unique_ptr<Graph>> graphs_;  // first micro-batches, by key
   std::map<Key, int> warmed_;  // eager first micro-batches seen per key (0, 1, then captured)
   // This optimizer step's first micro-batch: its graph when it was replayed (null: eager, so

@@ -107,6 +107,28 @@ TEST(DeviceGraph, TheCapturesAllocationsComeFromItsPoolAndStayThere) {
   }
 }
 
+TEST(DeviceGraph, GraphsSharingAPoolReuseEachOthersFreedBlocks) {
+  testing::BackendScope devsim("devsim");
+  auto pool = std::make_shared<MemoryPool>(current_device());
+  const void* a_temporary = nullptr;
+  std::unique_ptr<DeviceGraph> a, b;
+  {
+    GraphCapture capture(pool);
+    Storage t(4096, MemoryCategory::activation);
+    a_temporary = t.data();
+    a = capture.finish();  // t dies after the capture: its block is free in the pool
+  }
+  const std::size_t reserved = pool->reserved_bytes();
+  {
+    GraphCapture capture(pool);
+    Storage t(4096, MemoryCategory::activation);
+    EXPECT_EQ(t.data(), a_temporary);  // the second graph takes the first one's temporary
+    b = capture.finish();
+  }
+  EXPECT_EQ(pool->reserved_bytes(), reserved);  // one step's memory, not one per graph
+  EXPECT_EQ(a->pool(), b->pool());
+}
+
 TEST(DeviceGraph, AnotherThreadsTransferWaitsUntilTheCaptureCloses) {
   testing::BackendScope devsim("devsim");
   const Tensor x = Tensor::full({4}, 1.0f);
