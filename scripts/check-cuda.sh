@@ -215,12 +215,16 @@ run() {
   say "| run | train loss $device / cpu (rel) | test loss $device / cpu (rel) | skipped | rtol | cpu avx2 vs native (train / test) | verdict |"
   say "|---|---|---|---|---|---|---|"
   local model prec extra tol dataflag where
-  for model in ${MIXPREC_CHECK_MODELS:-seed-mlp cnn gpt-mini}; do
-    case $model in
+  # The training data of a parity model, into dataflag.
+  data_of() {
+    case $1 in
       seed-mlp) dataflag=(--data synthetic) ;;
       cnn) dataflag=(--data "idx:$data/fmnist") ;;
       gpt-mini) dataflag=(--data "text:$data/text") ;;
     esac
+  }
+  for model in ${MIXPREC_CHECK_MODELS:-seed-mlp cnn gpt-mini}; do
+    data_of "$model"
     for prec in fp32 bf16 fp16 fp16-overflow; do
       extra=()
       tol=0.01
@@ -254,11 +258,7 @@ run() {
   say "| run | train loss graphs / eager (rel) | test loss graphs / eager (rel) | skipped | rtol | - | verdict |"
   say "|---|---|---|---|---|---|---|"
   for model in ${MIXPREC_CHECK_MODELS:-seed-mlp cnn gpt-mini}; do
-    case $model in
-      seed-mlp) dataflag=(--data synthetic) ;;
-      cnn) dataflag=(--data "idx:$data/fmnist") ;;
-      gpt-mini) dataflag=(--data "text:$data/text") ;;
-    esac
+    data_of "$model"
     for prec in bf16 fp16; do
       timeout 90 "$mp" train --model "$model" "${dataflag[@]}" --precision "$prec" \
         --max-steps "$steps" --seed 1 --device "$device" --cuda-graphs on "${small[@]}" \

@@ -5,19 +5,17 @@
 
 namespace mixprec::detail {
 
-std::int64_t* DeferredChecks::claim(Raise raise) {
-  std::lock_guard<std::mutex> lock(mu_);
-  const std::size_t i = free_slot();
-  if (i == kSlots) return nullptr;
-  pending_.push_back({i, std::move(raise)});
-  return slots_ + 2 * i;
-}
+std::int64_t* DeferredChecks::claim(Raise raise) { return claim_into(pending_, std::move(raise)); }
 
 std::int64_t* DeferredChecks::claim_persistent(Raise raise) {
+  return claim_into(persistent_, std::move(raise));
+}
+
+std::int64_t* DeferredChecks::claim_into(std::vector<Pending>& list, Raise raise) {
   std::lock_guard<std::mutex> lock(mu_);
   const std::size_t i = free_slot();
   if (i == kSlots) return nullptr;
-  persistent_.push_back({i, std::move(raise)});
+  list.push_back({i, std::move(raise)});
   return slots_ + 2 * i;
 }
 

@@ -53,6 +53,7 @@ class DeferredChecks {
   };
   std::int64_t* slots_;
   mutable std::mutex mu_;
+  std::int64_t* claim_into(std::vector<Pending>& list, Raise raise);  // a free slot into list
   std::vector<Pending> pending_;
   std::vector<Pending> persistent_;
   bool used_[kSlots] = {};
