@@ -42,7 +42,8 @@ void cuda_synchronize();
 /// begin opens a capture (cudaStreamBeginCapture) in global mode (the probe: any thread's
 /// unsafe call breaks it, so it finds them all) or thread-local mode (a training step's graph:
 /// only the capturing thread is held to the rules, so the data loader's thread may allocate
-/// meanwhile; its transfers wait, core/device_graph.h); status says whether it is still
+/// meanwhile; its transfers wait, core/device_graph.h; the block cache's cudaMalloc then runs
+/// in relaxed mode, its block kept by the capture's pool); status says whether it is still
 /// valid; end closes it whatever happened (a failed capture must be ended too), counts the
 /// graph's nodes, clears the runtime's last error and, given `exec`, instantiates the graph
 /// there (cudaGraphExec_t; null when it fails, the reason in `error`); without, the graph is

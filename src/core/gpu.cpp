@@ -95,6 +95,7 @@ std::atomic<bool> g_capturing{false};
 std::mutex g_capture_mu;
 std::string g_capture_failure;
 std::vector<std::int64_t*> g_capture_slots;  // deferred-check slots the open capture claimed
+std::atomic<bool> g_capture_relaxed_malloc{false};  // the open capture's allocations go to a pool it keeps
 
 void note_capture_failure(const char* call, cudaError_t err) {
   if (!g_capturing.load(std::memory_order_relaxed)) return;
@@ -113,7 +114,19 @@ void check(cudaError_t err, const char* call, std::size_t bytes) {
 
 void* cuda_allocate(std::size_t bytes) {
   void* p = nullptr;
-  if (const cudaError_t err = cudaMalloc(&p, bytes); err != cudaSuccess) {
+  // Inside a capture, cudaMalloc is one of the "potentially unsafe" calls the capture mode
+  // prohibits on this thread: it is not captured, so a graph that needed it to happen again at
+  // every replay would be wrong. Ours does not: the block goes to the capture's private pool
+  // (core/memory_pool.h), which keeps it for the graph's whole life. So this one call runs in
+  // relaxed mode (cudaThreadExchangeStreamCaptureMode, push and pop, as its documentation
+  // suggests); the probe, whose capture is never replayed, keeps the strict mode to show it.
+  const bool relax = g_capturing.load(std::memory_order_relaxed) &&
+                     g_capture_relaxed_malloc.load(std::memory_order_relaxed);
+  cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
+  if (relax) (void)cudaThreadExchangeStreamCaptureMode(&mode);
+  const cudaError_t err = cudaMalloc(&p, bytes);
+  if (relax) (void)cudaThreadExchangeStreamCaptureMode(&mode);
+  if (err != cudaSuccess) {
     note_capture_failure("cudaMalloc", err);
     (void)cudaGetLastError();  // out of memory is not sticky: clear it, the caller decides
     return nullptr;
@@ -249,6 +262,7 @@ void cuda_capture_begin(bool thread_local_mode) {
     const std::lock_guard<std::mutex> lock(g_capture_mu);
     g_capture_failure.clear();
     g_capture_slots.clear();
+    g_capture_relaxed_malloc.store(thread_local_mode);  // a training step's graph (with its pool)
   }
   check(cudaStreamBeginCapture(stream(), thread_local_mode ? cudaStreamCaptureModeThreadLocal
                                                           : cudaStreamCaptureModeGlobal),
