@@ -6,6 +6,7 @@
 // that sees the runtime.
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -18,6 +19,14 @@ namespace mixprec::detail {
 /// a steady training loop stops calling cudaMalloc after its first step, and an out-of-memory
 /// returns the cached blocks and tries again).
 BlockCache& cuda_block_cache();
+/// Scratch memory for one call on the current GPU, given back when the call ends (the stream
+/// orders later users after its kernels): from the capture's private pool while this thread
+/// captures a graph (core/device_graph.h: every replay writes it again, so no other tensor may
+/// get it while the graph lives), else from the block cache. `pool` is set to the pool it came
+/// from (null: the cache); hand it to cuda_scratch_release with the block. Null when out of
+/// memory.
+void* cuda_scratch_acquire(std::size_t bytes, std::shared_ptr<void>& pool);
+void cuda_scratch_release(void* block, std::size_t bytes, const std::shared_ptr<void>& pool);
 /// Makes GPU `index` the one the calls below use.
 void cuda_set_device(int index);
 /// The backend's stream on the current GPU (a cudaStream_t, opaque here): every kernel, library

@@ -206,6 +206,24 @@ bool capture_takes(Device device, const char* what, bool recordable, const Recor
   throw_error<StateError>("graph capture", why);
 }
 
+void* cuda_scratch_acquire(std::size_t bytes, std::shared_ptr<void>& pool) {
+  // (Only the cuda kernels ask; the pool is the current device's, devsim's in the tests.)
+  std::shared_ptr<MemoryPool> capture = capture_pool(current_device());
+  if (capture) {
+    void* block = capture->acquire(bytes);
+    pool = std::move(capture);
+    return block;
+  }
+  pool.reset();
+  return cuda_block_cache().acquire(bytes);
+}
+
+void cuda_scratch_release(void* block, std::size_t bytes, const std::shared_ptr<void>& pool) {
+  if (block == nullptr) return;
+  if (pool) return static_cast<MemoryPool*>(pool.get())->release(block, bytes);
+  cuda_block_cache().release(block, bytes);
+}
+
 void note_capture_refusal(const std::string& why) {
   if (t_rehearsal != nullptr && t_rehearsal->failure_.empty()) t_rehearsal->failure_ = why;
   if (OpenCapture* c = own_capture()) note_failure(*c, why);

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "backend_scope.h"
+#include "core/cuda_runtime.h"
 #include "core/device_graph.h"
 #include "core/memory_pool.h"
 #include "kernels/elementwise.h"
@@ -127,6 +128,26 @@ TEST(DeviceGraph, GraphsSharingAPoolReuseEachOthersFreedBlocks) {
   }
   EXPECT_EQ(pool->reserved_bytes(), reserved);  // one step's memory, not one per graph
   EXPECT_EQ(a->pool(), b->pool());
+}
+
+TEST(DeviceGraph, AKernelsScratchInsideACaptureComesFromItsPool) {
+  // The cuda kernels' per-call scratch (kernels/cuda/launch.cuh, cuDNN's workspace) is given
+  // back when the call ends, before its kernels run: inside a capture it must stay the graph's.
+  testing::BackendScope devsim("devsim");
+  std::unique_ptr<DeviceGraph> graph;
+  const void* scratch = nullptr;
+  {
+    GraphCapture capture;
+    std::shared_ptr<void> from;
+    scratch = cuda_scratch_acquire(8192, from);
+    ASSERT_NE(scratch, nullptr);
+    EXPECT_NE(from, nullptr);
+    cuda_scratch_release(const_cast<void*>(scratch), 8192, from);
+    graph = capture.finish();
+  }
+  EXPECT_GE(graph->pool()->reserved_bytes(), 8192u);
+  Storage after(8192, MemoryCategory::workspace);  // outside: never the graph's scratch
+  EXPECT_NE(after.data(), scratch);
 }
 
 TEST(DeviceGraph, AnotherThreadsTransferWaitsUntilTheCaptureCloses) {

@@ -99,11 +99,9 @@ std::int32_t cudnn_sm_version(int device, std::string& error) {
 }
 
 CudnnWorkspace::CudnnWorkspace(std::size_t bytes)
-    : bytes_(bytes), p_(bytes ? mixprec::detail::cuda_block_cache().acquire(bytes) : nullptr) {}
+    : bytes_(bytes), p_(bytes ? mixprec::detail::cuda_scratch_acquire(bytes, pool_) : nullptr) {}
 
-CudnnWorkspace::~CudnnWorkspace() {
-  if (p_ != nullptr) mixprec::detail::cuda_block_cache().release(p_, bytes_);
-}
+CudnnWorkspace::~CudnnWorkspace() { mixprec::detail::cuda_scratch_release(p_, bytes_, pool_); }
 
 std::int64_t cudnn_pointer_alignment(std::initializer_list<const void*> ptrs) {
   std::int64_t alignment = 16;

@@ -7,6 +7,7 @@
 #include <cudnn.h>
 
 #include <cstddef>
+#include <memory>
 #include <cstdint>
 #include <initializer_list>
 #include <mutex>
@@ -55,6 +56,7 @@ class CudnnWorkspace {
 
  private:
   std::size_t bytes_;
+  std::shared_ptr<void> pool_;  // a graph capture's pool it came from, or null (the cache)
   void* p_;
 };
 

@@ -1,9 +1,14 @@
 // The CUDA embedding kernels.
 //  - Argument checks: the indices (and token values) live in device memory, so the reference's
 //    per-index checks run as a kernel that finds the first failing position (integer atomicMin:
-//    the same position whatever order threads run in), and the host downloads that one verdict
-//    (a synchronisation) before anything is written; a failure downloads the bad value and
-//    throws through the reference's own check function, so the message is its own.
+//    the same position whatever order threads run in) and a second that writes it and its value
+//    into a deferred check's slot (core/deferred_checks.h): the error is raised at the host's
+//    next synchronisation (the step's loss read) through the reference's own check function, so
+//    the message is its own, and the call costs the step no synchronisation of its own (it did
+//    six per GPT step: token ids, then both embeddings forward and backward), which also lets a
+//    CUDA graph capture it (train/step_graphs.h). Meanwhile the kernels stay in bounds on a bad
+//    index: the lookup writes zeros for it, the backward skips a row past the table, and a bad
+//    token value becomes index -1.
 //  - embedding: one thread per output element, a copy of the table element's bits.
 //  - embedding_backward: the reference adds, for each table row, its tokens' gradient rows in
 //    increasing token order, in f32 from +0, rounded once. Here the indices are sorted by row
@@ -15,9 +20,11 @@
 #include <cub/device/device_radix_sort.cuh>
 
 #include <algorithm>
+#include <bit>
 #include <cstddef>
 #include <cstdint>
 
+#include "core/cuda_runtime.h"
 #include "kernels/cuda/cuda_kernels.h"
 #include "kernels/cuda/launch.cuh"
 #include "kernels/cuda/storage_types.cuh"
@@ -37,28 +44,38 @@ __global__ void first_failure_kernel(Check ok, std::int64_t n, unsigned long lon
   }
 }
 
-/// The value at p in device memory; synchronises the stream.
+/// verdict = {first, the bits of values[first]} when a failure was found (left {-1, 0} else).
 template <class T>
-T download(const T* p, const char* op) {
-  T value;
-  check_cuda(cudaMemcpyAsync(&value, p, sizeof(T), cudaMemcpyDeviceToHost, stream()), op,
-             "cudaMemcpyAsync");
-  check_cuda(cudaStreamSynchronize(stream()), op, "cudaStreamSynchronize");
-  return value;
+__global__ void failure_verdict_kernel(const unsigned long long* first, const T* values,
+                                       std::int64_t* verdict) {
+  if (threadIdx.x != 0 || blockIdx.x != 0 || *first == kNoFailure) return;
+  const auto i = static_cast<std::int64_t>(*first);
+  std::int64_t bits = 0;
+  if constexpr (sizeof(T) == sizeof(std::int64_t)) {
+    bits = static_cast<std::int64_t>(values[i]);
+  } else {
+    bits = static_cast<std::int64_t>(__float_as_int(static_cast<float>(values[i])));
+  }
+  verdict[1] = bits;
+  verdict[0] = i;
 }
 
-/// The first position i < n whose check fails, or -1; one synchronising download.
-template <class Check>
-std::int64_t first_failure(const char* op, Check ok, std::int64_t n) {
-  if (n == 0) return -1;
+/// Queues the check: the first position i < n whose ok(i) is false, with values[i], lands in a
+/// deferred check's slot, raised at the next synchronisation by raise(position, bits).
+template <class Check, class T, class Raise>
+void defer_first_failure(const char* op, Check ok, std::int64_t n, const T* values, Raise raise) {
+  if (n == 0) return;
+  std::int64_t* verdict = mixprec::detail::cuda_defer_check([raise](const std::int64_t* v) {
+    if (v[0] >= 0) raise(v[0], v[1]);
+  });
   Scratch first(sizeof(unsigned long long));
   auto* p = first.as<unsigned long long>();
   check_cuda(cudaMemsetAsync(p, 0xff, sizeof(unsigned long long), stream()), op,
              "cudaMemsetAsync");  // kNoFailure
   first_failure_kernel<<<grid(n), kThreads, 0, stream()>>>(ok, n, p);
   check_launch(op);
-  const unsigned long long position = download(p, op);
-  return position == kNoFailure ? -1 : static_cast<std::int64_t>(position);
+  failure_verdict_kernel<T><<<1, 1, 0, stream()>>>(p, values, verdict);
+  check_launch(op);
 }
 
 struct IndexInRange {
@@ -75,20 +92,25 @@ struct ValueIsTokenId {
   }
 };
 
-/// ValueError from the reference's check_embedding_index for the first index outside [0, rows).
+/// ValueError from the reference's check_embedding_index for the first index outside [0, rows),
+/// deferred to the next synchronisation.
 void check_indices(const char* op, const std::int64_t* indices, std::int64_t n,
                    std::int64_t rows) {
-  const std::int64_t bad = first_failure(op, IndexInRange{indices, rows}, n);
-  if (bad >= 0) detail::check_embedding_index(op, download(indices + bad, op), bad, rows);
+  defer_first_failure(op, IndexInRange{indices, rows}, n, indices,
+                      [op, rows](std::int64_t position, std::int64_t index) {
+                        detail::check_embedding_index(op, index, position, rows);
+                      });
 }
 
 /// W: an unsigned word of the element's size (a bit copy, whatever the dtype).
 template <class W>
-__global__ void embedding_kernel(const W* weight, std::int64_t cols, const std::int64_t* indices,
-                                 std::int64_t total, W* out) {
+__global__ void embedding_kernel(const W* weight, std::int64_t rows, std::int64_t cols,
+                                 const std::int64_t* indices, std::int64_t total, W* out) {
   MIXPREC_GRID_STRIDE(e, total) {
     const std::int64_t i = e / cols, c = e % cols;
-    out[e] = weight[indices[i] * cols + c];
+    const std::int64_t r = indices[i];
+    // A bad index (its check raises at the next synchronisation) reads nothing out of bounds.
+    out[e] = r >= 0 && r < rows ? weight[r * cols + c] : W(0);
   }
 }
 
@@ -99,9 +121,11 @@ __global__ void iota_kernel(std::int64_t* out, std::int64_t n) {
 /// Row r's tokens are sorted positions [begin[r], end[r]) (begin and end zeroed beforehand, so
 /// a row no index names has none).
 __global__ void row_segments_kernel(const std::uint64_t* sorted_rows, std::int64_t n,
-                                    std::int64_t* begin, std::int64_t* end) {
+                                    std::int64_t rows, std::int64_t* begin, std::int64_t* end) {
   MIXPREC_GRID_STRIDE(k, n) {
     const std::uint64_t r = sorted_rows[k];
+    // A bad index's row (its check raises at the next synchronisation) may be past the table.
+    if (r >= static_cast<std::uint64_t>(rows)) continue;
     if (k == 0 || sorted_rows[k - 1] != r) begin[r] = k;
     if (k == n - 1 || sorted_rows[k + 1] != r) end[r] = k + 1;
   }
@@ -130,7 +154,12 @@ __global__ void embedding_backward_kernel(const TG* dy, std::int64_t cols,
 /// out[i] = values[i] as an index (a token id, checked: exact).
 template <class T>
 __global__ void indices_from_values_kernel(const T* values, std::int64_t n, std::int64_t* out) {
-  MIXPREC_GRID_STRIDE(i, n) out[i] = static_cast<std::int64_t>(static_cast<float>(values[i]));
+  MIXPREC_GRID_STRIDE(i, n) {
+    const float v = static_cast<float>(values[i]);
+    // Not a token id (its check raises at the next synchronisation): -1, which the lookup
+    // reads nothing for.
+    out[i] = is_token_id(v) ? static_cast<std::int64_t>(v) : -1;
+  }
 }
 
 /// The bits a row number below rows needs (at least 1, for the sort's bit range).
@@ -151,7 +180,7 @@ void embedding(const void* weight, DType dtype, std::int64_t rows, std::int64_t 
   with_word_of_size(size_of(dtype), [&](auto w) {
     using W = decltype(w);
     embedding_kernel<W><<<grid(total), kThreads, 0, stream()>>>(
-        static_cast<const W*>(weight), cols, indices, total, static_cast<W*>(out));
+        static_cast<const W*>(weight), rows, cols, indices, total, static_cast<W*>(out));
   });
   check_launch("embedding");
 }
@@ -176,8 +205,9 @@ void embedding_backward(const void* dy, DType dy_dtype, const std::int64_t* indi
     if (n > 0) {
       iota_kernel<<<grid(n), kThreads, 0, stream()>>>(positions_in.as<std::int64_t>(), n);
       check_launch(op);
-      // Every index is in [0, rows) (checked above), so its bits as uint64 are its value and
-      // only the low row_bits(rows) of them differ.
+      // Every index is in [0, rows) (checked above, raised at the next synchronisation), so
+      // its bits as uint64 are its value and only the low row_bits(rows) of them differ; a bad
+      // one sorts somewhere and is kept in bounds by row_segments_kernel.
       const auto* keys = reinterpret_cast<const std::uint64_t*>(indices);
       const int end_bit = row_bits(rows);
       std::size_t temp_bytes = 0;
@@ -193,7 +223,7 @@ void embedding_backward(const void* dy, DType dy_dtype, const std::int64_t* indi
                      end_bit, stream()),
                  op, "cub::DeviceRadixSort::SortPairs");
       row_segments_kernel<<<grid(n), kThreads, 0, stream()>>>(
-          sorted_rows.as<std::uint64_t>(), n, begin.as<std::int64_t>(), end.as<std::int64_t>());
+          sorted_rows.as<std::uint64_t>(), n, rows, begin.as<std::int64_t>(), end.as<std::int64_t>());
       check_launch(op);
     }
     embedding_backward_kernel<TG, TO><<<grid(total), kThreads, 0, stream()>>>(
@@ -211,8 +241,9 @@ void indices_from_values(const void* values, DType dtype, std::int64_t n, std::i
   dispatch(dtype, [&](auto t) {
     using T = decltype(t);
     const T* v = static_cast<const T*>(values);
-    const std::int64_t bad = first_failure(op, ValueIsTokenId<T>{v}, n);
-    if (bad >= 0) detail::check_token_id(bad, static_cast<float>(download(v + bad, op)));
+    defer_first_failure(op, ValueIsTokenId<T>{v}, n, v, [](std::int64_t position, std::int64_t bits) {
+      detail::check_token_id(position, std::bit_cast<float>(static_cast<std::int32_t>(bits)));
+    });
     if (n == 0) return;
     indices_from_values_kernel<T><<<grid(n), kThreads, 0, stream()>>>(v, n, out);
     check_launch(op);

@@ -7,6 +7,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <span>
 
 #include "core/cuda_runtime.h"
@@ -127,20 +128,19 @@ __device__ inline std::int64_t offset(const Layout& l, int k, std::int64_t i) {
 }
 
 /// Device scratch for one kernel call, from the caching allocator (no cudaMalloc in a steady
-/// step loop); returned to it when the call ends. The stream orders later users after this
+/// step loop), or a graph capture's pool while capturing (core/cuda_runtime.h); returned to it
+/// when the call ends. The stream orders later users after this
 /// call's kernels, so release needs no synchronisation. Out of device memory (after the cache
 /// has returned its blocks) is a BackendError naming the kernel and the bytes, never a null
 /// pointer handed to a kernel.
 class Scratch {
  public:
   explicit Scratch(std::size_t bytes, const char* kernel = "cuda kernel")
-      : bytes_(bytes), p_(bytes ? mixprec::detail::cuda_block_cache().acquire(bytes) : nullptr) {
+      : bytes_(bytes), p_(bytes ? mixprec::detail::cuda_scratch_acquire(bytes, pool_) : nullptr) {
     MIXPREC_CHECK(bytes == 0 || p_ != nullptr, BackendError, kernel,
                   "out of device memory for " << bytes << " bytes of scratch");
   }
-  ~Scratch() {
-    if (p_ != nullptr) mixprec::detail::cuda_block_cache().release(p_, bytes_);
-  }
+  ~Scratch() { mixprec::detail::cuda_scratch_release(p_, bytes_, pool_); }
   Scratch(const Scratch&) = delete;
   Scratch& operator=(const Scratch&) = delete;
   template <class T>
@@ -148,6 +148,7 @@ class Scratch {
 
  private:
   std::size_t bytes_;
+  std::shared_ptr<void> pool_;  // a graph capture's pool it came from, or null (the cache)
   void* p_;
 };
 
