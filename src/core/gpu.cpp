@@ -366,7 +366,7 @@ void cuda_device_copy(void*, const void*, std::size_t) { no_cuda("device_copy");
 void cuda_memset(void*, int, std::size_t) { no_cuda("device_memset"); }
 void cuda_synchronize() { no_cuda("synchronize"); }
 void* cuda_stream() { no_cuda("cuda stream"); }
-void cuda_capture_begin(bool thread_local_mode) { no_cuda("cudaStreamBeginCapture"); }
+void cuda_capture_begin(bool) { no_cuda("cudaStreamBeginCapture"); }
 CaptureStatus cuda_capture_status() { return CaptureStatus::none; }
 CaptureEnd cuda_capture_end(void**) { no_cuda("cudaStreamEndCapture"); }
 void cuda_graph_launch(void*) { no_cuda("cudaGraphLaunch"); }
