@@ -119,9 +119,9 @@ GraphCapture::~GraphCapture() {
   if (!open_) return;
   // The step threw inside: end the capture (CUDA requires it before the stream takes work) and
   // drop what it made.
-  const bool cuda = own_capture() != nullptr && own_capture()->device.type == DeviceType::cuda;
+  const OpenCapture* c = own_capture();
   void* exec = nullptr;
-  if (cuda) {
+  if (c != nullptr && c->device.type == DeviceType::cuda) {
     try {
       (void)cuda_capture_end(&exec);
       if (exec != nullptr) cuda_graph_destroy(exec, {});
@@ -177,6 +177,10 @@ std::vector<RecordedCall>* devsim_recording() {
 }
 
 bool capturing() { return own_capture() != nullptr; }
+
+bool capture_watched() {
+  return t_rehearsal != nullptr || g_any.load(std::memory_order_acquire);
+}
 
 CaptureRehearsal::CaptureRehearsal() : previous_(t_rehearsal) { t_rehearsal = this; }
 CaptureRehearsal::~CaptureRehearsal() { t_rehearsal = previous_; }

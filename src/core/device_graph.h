@@ -107,6 +107,10 @@ class CaptureRehearsal {
 
 /// The pool of this thread's open capture when it captures `device`, else null (Storage).
 std::shared_ptr<MemoryPool> capture_pool(Device device);
+/// Whether any capture is open in the process or this thread rehearses one: one atomic and one
+/// thread-local load, which the hot paths (every device copy, memset and host-returning devsim
+/// kernel) ask before they build what capture_takes or note_capture_refusal take.
+bool capture_watched();
 /// Where the devsim backend appends its calls while this thread captures on devsim; else null.
 std::vector<RecordedCall>* devsim_recording();
 /// Whether this thread has a capture open.

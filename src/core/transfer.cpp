@@ -135,7 +135,9 @@ void device_copy(void* dst, const void* src, std::size_t bytes, Device device) {
   const bool sim = device.type == DeviceType::devsim;
   void* to = sim ? detail::devsim_untag(dst) : dst;
   const void* from = sim ? detail::devsim_untag(src) : src;
-  if (detail::capture_takes(device, "a device copy", true, [=] { std::memcpy(to, from, bytes); })) {
+  // (The check first: the recorded call is a heap-allocated function, built only in a capture.)
+  if (detail::capture_watched() &&
+      detail::capture_takes(device, "a device copy", true, [=] { std::memcpy(to, from, bytes); })) {
     return;
   }
   if (device.type == DeviceType::cuda) return detail::cuda_device_copy(dst, src, bytes);
@@ -146,7 +148,8 @@ void device_memset(void* dst, int value, std::size_t bytes, Device device) {
   check_device_pointer(dst, bytes, device, "device_memset");
   if (bytes == 0) return;
   void* host = device.type == DeviceType::devsim ? detail::devsim_untag(dst) : dst;
-  if (detail::capture_takes(device, "a device memset", true, [=] { std::memset(host, value, bytes); })) {
+  if (detail::capture_watched() &&
+      detail::capture_takes(device, "a device memset", true, [=] { std::memset(host, value, bytes); })) {
     return;
   }
   if (device.type == DeviceType::cuda) return detail::cuda_memset(dst, value, bytes);

@@ -23,4 +23,13 @@ void upload_indices_into(const DeviceIndices& into, const std::vector<std::int64
          into.storage->device());
 }
 
+void copy_indices_into(const DeviceIndices& into, const DeviceIndices& from) {
+  MIXPREC_CHECK(into.defined() && from.defined(), ValueError, "copy_indices_into",
+                "no device indices to copy");
+  MIXPREC_CHECK(into.count == from.count, ShapeError, "copy_indices_into",
+                from.count << " indices for a device array of " << into.count);
+  device_copy(into.storage->data(), from.storage->data(),
+              static_cast<std::size_t>(into.count) * sizeof(std::int64_t), into.storage->device());
+}
+
 }  // namespace mixprec

@@ -23,9 +23,9 @@ DeviceIndices own_targets(const data::Batch& batch) {
   if (!batch.device_targets.defined()) return upload_indices(batch.targets);
   DeviceIndices d;
   d.count = batch.device_targets.count;
-  const std::size_t bytes = static_cast<std::size_t>(d.count) * sizeof(std::int64_t);
-  d.storage = std::make_shared<Storage>(bytes, MemoryCategory::workspace);
-  device_copy(d.storage->data(), batch.device_targets.storage->data(), bytes, d.storage->device());
+  d.storage = std::make_shared<Storage>(static_cast<std::size_t>(d.count) * sizeof(std::int64_t),
+                                        MemoryCategory::workspace);
+  copy_indices_into(d, batch.device_targets);
   return d;
 }
 
@@ -180,8 +180,7 @@ Tensor StepGraphs::replay(Graph& g, const data::Batch& batch, const std::vector<
               device);
   if (g.targets.defined()) {
     if (batch.device_targets.defined()) {
-      device_copy(g.targets.storage->data(), batch.device_targets.storage->data(),
-                  static_cast<std::size_t>(g.targets.count) * sizeof(std::int64_t), device);
+      copy_indices_into(g.targets, batch.device_targets);
     } else {
       upload_indices_into(g.targets, batch.targets);
     }

@@ -65,8 +65,7 @@ class StepGraphs {
   const std::string& refusal() const { return refusal_; }
   std::size_t captures() const { return captures_; }
   std::size_t replays() const { return replays_; }
-  /// Graphs held now (one per key, at most kMaxGraphs).
-  std::size_t graphs() const { return graphs_.size(); }
+  /// Graphs held at most (one per key; the least recently replayed goes).
   static constexpr std::size_t kMaxGraphs = 4;
 
  private:

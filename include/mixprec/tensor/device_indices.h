@@ -25,4 +25,8 @@ DeviceIndices upload_indices(const std::vector<std::int64_t>& indices);
 /// same memory, so a captured graph that reads `into` sees the new values.
 void upload_indices_into(const DeviceIndices& into, const std::vector<std::int64_t>& indices);
 
+/// Overwrites `into` with `from` (the same count: ShapeError otherwise; the same device): a
+/// device copy, nothing crosses to the host and nothing waits.
+void copy_indices_into(const DeviceIndices& into, const DeviceIndices& from);
+
 }  // namespace mixprec

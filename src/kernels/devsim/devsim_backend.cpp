@@ -103,7 +103,7 @@ struct OnDevice<Fn, Name> {
     }
     if constexpr (!std::is_void_v<R>) {
       // Rehearsing a capture (core/device_graph.h): a result the host waits for would break it.
-      mixprec::detail::note_capture_refusal(std::string(Name.text) +
+      if (mixprec::detail::capture_watched()) mixprec::detail::note_capture_refusal(std::string(Name.text) +
                                             " returns its result to the host: a graph cannot wait for it");
     }
     ToHostBlock<Name> map;
